@@ -1,0 +1,86 @@
+// Element loads and stores between storage formats and fp32 registers, for
+// the kernels.  Scalar versions are exact (widening) or correctly rounded
+// (narrowing, RNE with subnormals and overflow).  The AVX2 versions are
+// compiled for the avx2/fma/f16c target and must only be called after
+// cpu::has_avx2(); F16C's vcvtps2ph with imm 0 rounds to nearest even, and
+// the bf16 narrowing uses the same add-0x7FFF-plus-lsb rule, NaN kept quiet.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "numerics/format.hpp"
+
+namespace conform::cpu {
+
+// ---- scalar -------------------------------------------------------------
+
+inline float bf16_to_f32(std::uint16_t h) {
+    std::uint32_t b = std::uint32_t{h} << 16;
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+
+inline std::uint16_t f32_to_bf16(float f) {
+    std::uint32_t b;
+    std::memcpy(&b, &f, 4);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((b >> 16) | 0x40);  // quiet NaN
+    b += 0x7FFFu + ((b >> 16) & 1);  // round to nearest, ties to even (overflow carries into Inf)
+    return static_cast<std::uint16_t>(b >> 16);
+}
+
+// Portable versions (no F16C), used by the scalar path.
+float f16_to_f32_portable(std::uint16_t h);
+std::uint16_t f32_to_f16_portable(float f);
+
+// Load element i of a row stored in format F as float; store likewise.
+template <Format F> struct Storage;
+template <> struct Storage<Format::fp32> {
+    using T = float;
+    static float load(const T* p, long i) { return p[i]; }
+    static void store(T* p, long i, float v) { p[i] = v; }
+};
+template <> struct Storage<Format::fp16> {
+    using T = std::uint16_t;
+    static float load(const T* p, long i) { return f16_to_f32_portable(p[i]); }
+    static void store(T* p, long i, float v) { p[i] = f32_to_f16_portable(v); }
+};
+template <> struct Storage<Format::bf16> {
+    using T = std::uint16_t;
+    static float load(const T* p, long i) { return bf16_to_f32(p[i]); }
+    static void store(T* p, long i, float v) { p[i] = f32_to_bf16(v); }
+};
+
+// ---- AVX2 (8 lanes) -----------------------------------------------------
+
+#define CONFORM_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+CONFORM_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+CONFORM_AVX2 inline __m256 load8(const std::uint16_t* p, Format f) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if (f == Format::fp16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+CONFORM_AVX2 inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+CONFORM_AVX2 inline void store8(std::uint16_t* p, __m256 v, Format f) {
+    __m128i h;
+    if (f == Format::fp16) {
+        h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    } else {
+        __m256i b = _mm256_castps_si256(v);
+        __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+        __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb));
+        __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        __m256i q = _mm256_or_si256(b, _mm256_set1_epi32(0x00400000));  // quiet NaN, keep sign/payload
+        r = _mm256_blendv_epi8(r, q, nan);
+        r = _mm256_srli_epi32(r, 16);
+        // pack 8 x u32 (< 2^16) to 8 x u16 without saturation surprises
+        __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+        h = _mm_packus_epi32(lo, hi);
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+}
+
+}  // namespace conform::cpu

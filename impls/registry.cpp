@@ -1,0 +1,59 @@
+#include "impls/registry.hpp"
+
+#include <stdexcept>
+
+namespace conform {
+
+const char* name(Role r) {
+    switch (r) {
+        case Role::kernel: return "kernel";
+        case Role::baseline: return "baseline";
+        default: return "mutant";
+    }
+}
+
+void Registry::add(KernelInfo k) {
+    if (find(k.name)) throw std::logic_error("duplicate kernel name '" + k.name + "'");
+    if (!find_op(k.op)) throw std::logic_error("kernel '" + k.name + "' names unknown op '" + k.op + "'");
+    kernels_.push_back(std::move(k));
+}
+
+const KernelInfo* Registry::find(const std::string& n) const {
+    for (const auto& k : kernels_)
+        if (k.name == n) return &k;
+    return nullptr;
+}
+
+std::vector<const KernelInfo*> Registry::select(const std::string& op, Role role) const {
+    std::vector<const KernelInfo*> v;
+    for (const auto& k : kernels_)
+        if ((op.empty() || k.op == op) && k.role == role) v.push_back(&k);
+    return v;
+}
+
+const Registry& builtin_registry() {
+    static const Registry reg = [] {
+        Registry r;
+        register_cpu_norm(r);
+        register_cpu_activation(r);
+        register_cpu_gated(r);
+        register_mutants_norm(r);
+        register_mutants_activation(r);
+        register_mutants_gated(r);
+        return r;
+    }();
+    return reg;
+}
+
+std::vector<Tensor> run_kernel(const KernelInfo& k, const Params& params, const std::vector<TensorView>& in) {
+    const OpSpec* op = find_op(k.op);
+    std::vector<std::int64_t> shape(in.at(0).shape.begin(), in.at(0).shape.begin() + in.at(0).rank);
+    std::vector<Tensor> outs;
+    for (std::size_t i = 0; i < op->outputs.size(); ++i) outs.emplace_back(k.out, shape);
+    KernelCall call{params, in, {}};
+    for (auto& t : outs) call.out.push_back(t.view());
+    k.fn(call);
+    return outs;
+}
+
+}  // namespace conform

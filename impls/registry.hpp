@@ -1,0 +1,65 @@
+// The registry of kernels: every implementation conform can check, built-in
+// (cpu), naive baselines, mutants, and later plug-ins and dumps, described the
+// same way and called through tensor views.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "numerics/op.hpp"
+#include "numerics/tensor.hpp"
+
+namespace conform {
+
+struct KernelCall {
+    const Params& params;
+    std::vector<TensorView> in;   // in op.inputs order
+    std::vector<TensorView> out;  // in op.outputs order, preallocated
+};
+using KernelFn = std::function<void(const KernelCall&)>;
+
+enum class Role {
+    kernel,    // a real implementation: gated by the suite
+    baseline,  // naive same-precision arithmetic: reported beside kernels, never gated
+    mutant,    // deliberately wrong: the suite must reject it
+};
+const char* name(Role r);
+
+struct KernelInfo {
+    std::string name;     // unique, e.g. "cpu.simd.rms_norm.fp16"
+    std::string op;       // registry op name
+    std::string variant;  // "simd", "scalar", "naive", or the mutant's bug
+    Format in = Format::fp32, out = Format::fp32, acc = Format::fp32;
+    std::string backend = "cpu";
+    Role role = Role::kernel;
+    std::string bug_class;  // mutants: which DESIGN.md bug class it represents
+    std::string description;
+    KernelFn fn;
+};
+
+class Registry {
+public:
+    void add(KernelInfo k);
+    const std::vector<KernelInfo>& all() const { return kernels_; }
+    const KernelInfo* find(const std::string& name) const;
+    std::vector<const KernelInfo*> select(const std::string& op, Role role) const;
+
+private:
+    std::vector<KernelInfo> kernels_;
+};
+
+// Every built-in kernel: cpu kernels, baselines and mutants.
+const Registry& builtin_registry();
+
+// Registration hooks, one per file (defined in impls/cpu/*.cpp, impls/mutants/*.cpp).
+void register_cpu_norm(Registry& r);
+void register_cpu_activation(Registry& r);
+void register_cpu_gated(Registry& r);
+void register_mutants_norm(Registry& r);
+void register_mutants_activation(Registry& r);
+void register_mutants_gated(Registry& r);
+
+// Allocate outputs shaped like the op's first input and call the kernel.
+std::vector<Tensor> run_kernel(const KernelInfo& k, const Params& params, const std::vector<TensorView>& in);
+
+}  // namespace conform

@@ -1,0 +1,168 @@
+#include "numerics/format.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+namespace conform {
+namespace {
+
+constexpr FormatInfo kInfo[] = {
+    {"fp32", 4, 24, -126, 127},
+    {"fp16", 2, 11, -14, 15},
+    {"bf16", 2, 8, -126, 127},
+    {"int8", 1, 0, 0, 0},
+    {"fp64", 8, 53, -1022, 1023},
+};
+
+std::uint64_t quiet_nan_bits(Format f) {
+    switch (f) {
+        case Format::fp32: return 0x7FC00000u;
+        case Format::fp16: return 0x7E00u;
+        case Format::bf16: return 0x7FC0u;
+        case Format::fp64: return 0x7FF8000000000000ull;
+        default: return 0;
+    }
+}
+
+// Encode a binary floating format with p significand bits and exponent
+// range [emin, emax]: scale |v| so that one unit is the quantum of its binade
+// (or of the subnormal range), round to an integer with ties to even, then
+// assemble the fields.  All steps are exact in double except the one rint.
+std::uint64_t encode_binary(Format f, double v) {
+    const FormatInfo& fi = info(f);
+    const int p = fi.precision, bias = 1 - fi.emin, width = fi.bytes * 8;
+    if (std::isnan(v)) return quiet_nan_bits(f);
+    const std::uint64_t sign = std::signbit(v) ? (std::uint64_t{1} << (width - 1)) : 0;
+    double a = std::fabs(v);
+    if (a == 0) return sign;
+    if (std::isinf(a)) return sign | (std::uint64_t(2 * bias + 1) << (p - 1));
+    int k;
+    std::frexp(a, &k);  // a = m 2^k, m in [1/2, 1)
+    int q = std::max(k - 1, fi.emin) - (p - 1);
+    double r = std::nearbyint(std::ldexp(a, -q));  // default rounding mode: ties to even
+    return assemble_rounded(f, std::signbit(v), r, q);
+}
+
+double decode_binary(Format f, std::uint64_t bits) {
+    const FormatInfo& fi = info(f);
+    const int p = fi.precision, bias = 1 - fi.emin, width = fi.bytes * 8;
+    const bool neg = (bits >> (width - 1)) & 1;
+    const std::uint64_t biased = (bits >> (p - 1)) & ((std::uint64_t{1} << (width - p)) - 1);
+    const std::uint64_t mant = bits & ((std::uint64_t{1} << (p - 1)) - 1);
+    double v;
+    if (biased == std::uint64_t(2 * bias + 1))
+        v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+    else if (biased == 0)
+        v = std::ldexp(static_cast<double>(mant), fi.emin - (p - 1));
+    else
+        v = std::ldexp(static_cast<double>(mant | (std::uint64_t{1} << (p - 1))),
+                       static_cast<int>(biased) - bias - (p - 1));
+    return neg ? -v : v;
+}
+
+}  // namespace
+
+std::uint64_t assemble_rounded(Format f, bool neg, double r, int q) {
+    const FormatInfo& fi = info(f);
+    const int p = fi.precision, bias = 1 - fi.emin, width = fi.bytes * 8;
+    const std::uint64_t sign = neg ? (std::uint64_t{1} << (width - 1)) : 0;
+    const std::uint64_t inf = std::uint64_t(2 * bias + 1) << (p - 1);
+    if (r >= std::ldexp(1.0, p)) {  // rounding carried into the next binade
+        r = std::ldexp(r, -1);
+        q += 1;
+    }
+    std::uint64_t mant = static_cast<std::uint64_t>(r);
+    std::uint64_t biased = 0;
+    if (mant >= (std::uint64_t{1} << (p - 1))) {
+        biased = static_cast<std::uint64_t>(q + p - 1 + bias);
+        mant -= std::uint64_t{1} << (p - 1);
+        if (biased > std::uint64_t(2 * bias)) return sign | inf;
+    }
+    return sign | (biased << (p - 1)) | mant;
+}
+
+const FormatInfo& info(Format f) { return kInfo[static_cast<int>(f)]; }
+const char* name(Format f) { return info(f).name; }
+bool is_float(Format f) { return f != Format::int8; }
+
+std::optional<Format> parse_format(std::string_view s) {
+    for (int i = 0; i < 5; ++i)
+        if (s == kInfo[i].name) return static_cast<Format>(i);
+    return std::nullopt;
+}
+
+double decode(Format f, std::uint64_t bits) {
+    switch (f) {
+        case Format::int8: return static_cast<double>(static_cast<std::int8_t>(bits & 0xFF));
+        case Format::fp64: {
+            double d;
+            std::memcpy(&d, &bits, 8);
+            return d;
+        }
+        default: return decode_binary(f, bits);
+    }
+}
+
+std::uint64_t encode(Format f, double v) {
+    switch (f) {
+        case Format::int8: {
+            if (std::isnan(v)) return 0;
+            double r = std::nearbyint(std::fmin(std::fmax(v, -128.0), 127.0));
+            return static_cast<std::uint8_t>(static_cast<std::int8_t>(r));
+        }
+        case Format::fp64: {
+            std::uint64_t b;
+            std::memcpy(&b, &v, 8);
+            return b;
+        }
+        default: return encode_binary(f, v);
+    }
+}
+
+double unit_roundoff(Format f) { return std::ldexp(1.0, -info(f).precision); }
+
+double ulp_at(Format f, double v) {
+    const FormatInfo& fi = info(f);
+    if (f == Format::int8) return 1.0;
+    double a = std::fabs(v);
+    if (std::isinf(a) || std::isnan(a)) return a;
+    int e = fi.emin;
+    if (a != 0) {
+        int k;
+        std::frexp(a, &k);
+        e = std::max(k - 1, fi.emin);
+    }
+    return std::ldexp(1.0, e - fi.precision + 1);
+}
+
+double max_finite(Format f) {
+    if (f == Format::int8) return 127.0;
+    const FormatInfo& fi = info(f);
+    return std::ldexp(2.0 - std::ldexp(1.0, 1 - fi.precision), fi.emax);
+}
+
+std::uint16_t fp16_from_float(float v) { return static_cast<std::uint16_t>(encode(Format::fp16, v)); }
+float fp16_to_float(std::uint16_t h) { return static_cast<float>(decode(Format::fp16, h)); }
+std::uint16_t bf16_from_float(float v) { return static_cast<std::uint16_t>(encode(Format::bf16, v)); }
+float bf16_to_float(std::uint16_t h) { return float_from_bits(std::uint32_t{h} << 16); }
+
+std::uint32_t float_bits(float v) {
+    std::uint32_t b;
+    std::memcpy(&b, &v, 4);
+    return b;
+}
+float float_from_bits(std::uint32_t b) {
+    float v;
+    std::memcpy(&v, &b, 4);
+    return v;
+}
+
+std::string hexfloat(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%a", v);
+    return buf;
+}
+
+}  // namespace conform

@@ -1,0 +1,59 @@
+// Number formats handled by conform and exact conversions between their bit
+// patterns and double.  Every finite FP32/FP16/BF16/INT8 value is exactly a
+// double, so decode() never rounds; encoding a double into a narrower format
+// is one correctly rounded step (round-to-nearest-even) done on the bits, never
+// through float (double -> float -> half rounds twice).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace conform {
+
+enum class Format : std::uint8_t { fp32, fp16, bf16, int8, fp64 };
+
+struct FormatInfo {
+    const char* name;
+    int bytes;
+    int precision;  // significand bits including the implicit bit (0 for int8)
+    int emin;       // exponent of the smallest normal: 2^emin
+    int emax;       // exponent of the largest finite binade
+};
+
+const FormatInfo& info(Format f);
+const char* name(Format f);
+std::optional<Format> parse_format(std::string_view s);
+bool is_float(Format f);
+
+// Exact value of a bit pattern (low `bytes*8` bits of `bits`).
+double decode(Format f, std::uint64_t bits);
+
+// Correctly rounded (RNE, subnormals, overflow to +-Inf; int8 saturates)
+// encoding of a double.  NaN maps to the format's canonical quiet NaN.
+std::uint64_t encode(Format f, double v);
+
+// Assemble the bit pattern of (-1)^neg * r * 2^q where r is an integer that
+// was already rounded to at most p significand bits (r <= 2^p) and q is the
+// quantum exponent max(e, emin) - (p - 1).  Overflow gives +-Inf.  Shared by
+// encode() and the MPFR rounding in round.hpp so both assemble fields alike.
+std::uint64_t assemble_rounded(Format f, bool neg, double r, int q);
+
+// Unit roundoff u = 2^-p of a floating format.
+double unit_roundoff(Format f);
+// Spacing of the format at |v|: 2^(max(e, emin) - p + 1) for v in binade e.
+double ulp_at(Format f, double v);
+double max_finite(Format f);
+
+// float <-> 16-bit helpers used by kernels (scalar paths).
+std::uint16_t fp16_from_float(float v);
+float fp16_to_float(std::uint16_t h);
+std::uint16_t bf16_from_float(float v);
+float bf16_to_float(std::uint16_t h);
+std::uint32_t float_bits(float v);
+float float_from_bits(std::uint32_t b);
+
+// "0x1.8p+3" style hex-float text of the decoded value, for reproductions.
+std::string hexfloat(double v);
+
+}  // namespace conform

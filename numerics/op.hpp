@@ -1,0 +1,50 @@
+// The ops conform knows: registry name, family (the file stem shared across
+// oracle/, impls/, properties/, tests/, docs/), tensor names and parameters.
+// Kernels, the oracle, dump files and plug-ins all name things this way.
+#pragma once
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conform {
+
+enum class OpKind { unary, gated, row_norm };
+
+struct ParamSpec {
+    std::string name;
+    double default_value;
+    std::string doc;
+};
+
+struct OpSpec {
+    std::string name;
+    std::string family;
+    OpKind kind;
+    std::vector<std::string> inputs;   // e.g. {"x", "weight"}
+    std::vector<std::string> outputs;  // e.g. {"y"}
+    std::vector<ParamSpec> params;
+    std::string formula;
+};
+
+const std::vector<OpSpec>& op_specs();
+const OpSpec* find_op(std::string_view name);
+std::vector<std::string> op_names();
+
+// Op parameters by the formula's symbols ("eps", "beta1", ...).  Missing
+// entries read as the op's documented default.
+class Params {
+public:
+    Params() = default;
+    explicit Params(std::map<std::string, double> v) : v_(std::move(v)) {}
+    static Params defaults(const OpSpec& op);
+    double get(const std::string& name, double fallback) const;
+    double at(const std::string& name) const;  // throws when absent
+    void set(const std::string& name, double value) { v_[name] = value; }
+    const std::map<std::string, double>& values() const { return v_; }
+
+private:
+    std::map<std::string, double> v_;
+};
+
+}  // namespace conform

@@ -1,0 +1,76 @@
+#include "numerics/tensor.hpp"
+
+#include <cstring>
+
+namespace conform {
+
+std::int64_t TensorView::numel() const {
+    std::int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= shape[i];
+    return n;
+}
+
+std::int64_t TensorView::offset(std::int64_t flat) const {
+    std::int64_t off = 0;
+    for (int i = rank - 1; i >= 0; --i) {
+        off += (flat % shape[i]) * strides[i];
+        flat /= shape[i];
+    }
+    return off;
+}
+
+std::uint64_t TensorView::bits(std::int64_t flat) const {
+    const std::int64_t o = offset(flat);
+    switch (info(format).bytes) {
+        case 1: return static_cast<const std::uint8_t*>(data)[o];
+        case 2: return static_cast<const std::uint16_t*>(data)[o];
+        case 4: return static_cast<const std::uint32_t*>(data)[o];
+        default: return static_cast<const std::uint64_t*>(data)[o];
+    }
+}
+
+void TensorView::set_bits(std::int64_t flat, std::uint64_t b) const {
+    const std::int64_t o = offset(flat);
+    switch (info(format).bytes) {
+        case 1: static_cast<std::uint8_t*>(data)[o] = static_cast<std::uint8_t>(b); break;
+        case 2: static_cast<std::uint16_t*>(data)[o] = static_cast<std::uint16_t>(b); break;
+        case 4: static_cast<std::uint32_t*>(data)[o] = static_cast<std::uint32_t>(b); break;
+        default: static_cast<std::uint64_t*>(data)[o] = b; break;
+    }
+}
+
+Tensor::Tensor(Format f, std::vector<std::int64_t> shape) : format_(f), shape_(std::move(shape)) {
+    if (shape_.size() > kMaxRank) throw std::invalid_argument("tensor rank above 4");
+    for (auto d : shape_)
+        if (d < 0) throw std::invalid_argument("negative tensor dimension");
+    const std::int64_t n = numel();
+    storage_.assign((n * info(f).bytes + 7) / 8 + 1, 0);
+}
+
+std::int64_t Tensor::numel() const {
+    std::int64_t n = 1;
+    for (auto d : shape_) n *= d;
+    return n;
+}
+
+TensorView Tensor::view() const {
+    TensorView v;
+    v.data = const_cast<std::uint64_t*>(storage_.data());
+    v.format = format_;
+    v.rank = static_cast<int>(shape_.size());
+    std::int64_t stride = 1;
+    for (int i = v.rank - 1; i >= 0; --i) {
+        v.shape[i] = shape_[i];
+        v.strides[i] = stride;
+        stride *= shape_[i];
+    }
+    return v;
+}
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+}  // namespace conform

@@ -1,0 +1,67 @@
+// Tensors as the oracle, kernels and plug-ins see them: a format, a shape and
+// element strides over packed native storage (fp32 as float bits, fp16/bf16 as
+// 16-bit patterns, int8 as bytes).  Values are read as exact doubles or as bit
+// patterns, never through a rounding conversion.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "numerics/format.hpp"
+
+namespace conform {
+
+constexpr int kMaxRank = 4;
+
+struct TensorView {
+    void* data = nullptr;
+    Format format = Format::fp32;
+    int rank = 0;
+    std::array<std::int64_t, kMaxRank> shape{};
+    std::array<std::int64_t, kMaxRank> strides{};  // in elements
+
+    std::int64_t numel() const;
+    std::int64_t dim(int i) const { return shape[i]; }
+    // Rows x last-dimension view used by the row-wise ops: every leading
+    // dimension folds into rows; the last dimension must be contiguous.
+    std::int64_t cols() const { return rank ? shape[rank - 1] : 1; }
+    std::int64_t rows() const { return cols() ? numel() / cols() : 0; }
+    std::int64_t row_stride() const { return rank >= 2 ? strides[rank - 2] : cols(); }
+
+    std::uint64_t bits(std::int64_t flat) const;  // flat index in row-major order
+    double value(std::int64_t flat) const { return decode(format, bits(flat)); }
+    void set_bits(std::int64_t flat, std::uint64_t b) const;
+    std::int64_t offset(std::int64_t flat) const;
+
+    template <class T>
+    T* row(std::int64_t r) const { return static_cast<T*>(data) + r * row_stride(); }
+};
+
+class Tensor {
+public:
+    Tensor() = default;
+    Tensor(Format f, std::vector<std::int64_t> shape);
+    TensorView view() const;
+    Format format() const { return format_; }
+    const std::vector<std::int64_t>& shape() const { return shape_; }
+    std::int64_t numel() const;
+    std::uint64_t bits(std::int64_t i) const { return view().bits(i); }
+    double value(std::int64_t i) const { return view().value(i); }
+    void set_bits(std::int64_t i, std::uint64_t b) { view().set_bits(i, b); }
+    void set_value(std::int64_t i, double v) { set_bits(i, encode(format_, v)); }
+    std::size_t bytes() const { return storage_.size() * 8; }
+    void* data() { return storage_.data(); }
+    const void* data() const { return storage_.data(); }
+
+private:
+    Format format_ = Format::fp32;
+    std::vector<std::int64_t> shape_;
+    std::vector<std::uint64_t> storage_;  // 8-byte aligned backing store
+};
+
+std::string shape_string(const std::vector<std::int64_t>& shape);
+
+}  // namespace conform

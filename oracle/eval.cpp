@@ -1,0 +1,163 @@
+#include "oracle/eval.hpp"
+
+#include <stdexcept>
+
+#include "numerics/round.hpp"
+#include "oracle/activation.hpp"
+#include "oracle/gated.hpp"
+#include "oracle/norm.hpp"
+
+namespace conform::oracle {
+namespace {
+
+Real unary(const std::string& op, const Params& p, const Real& x) {
+    if (op == "sigmoid") return sigmoid(x);
+    if (op == "silu") return silu(x);
+    if (op == "gelu_erf") return gelu_erf(x);
+    if (op == "gelu_tanh") return gelu_tanh(x);
+    if (op == "softplus") return softplus(x);
+    if (op == "softcap") return softcap(x, p.get("beta", 30));
+    throw std::invalid_argument("oracle: unknown unary op '" + op + "'");
+}
+
+Real gated(const std::string& op, const Params& p, const Real& g, const Real& u) {
+    if (op == "swiglu") return swiglu(g, u);
+    if (op == "geglu") return geglu(g, u);
+    if (op == "situ_glu") return situ_glu(g, u, p.get("beta1", 4), p.get("beta2", 25));
+    if (op == "swiglu_clamp") return swiglu_clamp(g, u, p.get("limit", 10));
+    throw std::invalid_argument("oracle: unknown gated op '" + op + "'");
+}
+
+std::vector<Real> row_of(const TensorView& t, std::int64_t r, std::int64_t n, bool broadcast) {
+    std::vector<Real> v(n);
+    const std::int64_t base = broadcast ? 0 : r * n;
+    for (std::int64_t i = 0; i < n; ++i) v[i] = from_double(t.value(base + i));
+    return v;
+}
+
+struct Pending {
+    std::vector<std::int64_t> idx;
+};
+
+}  // namespace
+
+void check_shapes(const OpSpec& op, const std::vector<TensorView>& in) {
+    if (in.size() != op.inputs.size())
+        throw std::invalid_argument(op.name + ": expected " + std::to_string(op.inputs.size()) + " inputs, got " +
+                                    std::to_string(in.size()));
+    const TensorView& x = in[0];
+    for (std::size_t k = 1; k < in.size(); ++k) {
+        const bool ok = op.kind == OpKind::row_norm ? (in[k].rank == 1 && in[k].shape[0] == x.cols())
+                                                    : (in[k].numel() == x.numel() && in[k].cols() == x.cols());
+        if (!ok)
+            throw std::invalid_argument(op.name + ": input '" + op.inputs[k] + "' has a shape that does not match '" +
+                                        op.inputs[0] + "'");
+    }
+}
+
+std::vector<Real> eval_row(const OpSpec& op, const Params& p, const std::vector<std::vector<Real>>& in) {
+    const auto& x = in[0];
+    std::vector<Real> y(x.size());
+    switch (op.kind) {
+        case OpKind::unary:
+            for (std::size_t i = 0; i < x.size(); ++i) y[i] = unary(op.name, p, x[i]);
+            return y;
+        case OpKind::gated:
+            for (std::size_t i = 0; i < x.size(); ++i) y[i] = gated(op.name, p, x[i], in[1][i]);
+            return y;
+        case OpKind::row_norm:
+            if (op.name == "rms_norm") return rms_norm(x, in[1], p.get("eps", 1e-6), p.get("zero_centered", 0) != 0);
+            if (op.name == "layer_norm") return layer_norm(x, in[1], in[2], p.get("eps", 1e-5));
+            if (op.name == "l2_norm") return l2_norm(x, p.get("eps", 1e-6));
+            break;
+    }
+    throw std::invalid_argument("oracle: unknown op '" + op.name + "'");
+}
+
+Result evaluate(const OpSpec& op, const Params& p, const std::vector<TensorView>& inputs, Format out) {
+    check_shapes(op, inputs);
+    const TensorView& x = inputs[0];
+    const std::int64_t n = x.cols(), rows = x.rows();
+    Result res;
+    std::vector<std::int64_t> shape(x.shape.begin(), x.shape.begin() + x.rank);
+    res.rounded = Tensor(out, shape);
+    res.exact.assign(x.numel(), 0.0);
+
+    for (std::int64_t r = 0; r < rows; ++r) {
+        auto eval_at = [&](unsigned bits) {
+            PrecisionScope scope(bits);
+            std::vector<std::vector<Real>> in;
+            for (std::size_t k = 0; k < inputs.size(); ++k)
+                in.push_back(row_of(inputs[k], r, n, op.kind == OpKind::row_norm && k > 0));
+            return eval_row(op, p, in);
+        };
+        unsigned bits = kDefaultBits;
+        std::vector<Real> lo = eval_at(bits), hi = eval_at(2 * bits);
+        std::vector<std::int64_t> pending(n);
+        for (std::int64_t i = 0; i < n; ++i) pending[i] = i;
+        while (true) {
+            PrecisionScope scope(4 * bits);
+            std::vector<std::int64_t> still;
+            for (std::int64_t i : pending) {
+                const Real& a = lo[i];
+                const Real& b = hi[i];
+                std::optional<std::uint64_t> bitsout;
+                const bool special_a = isnan(a) || isinf(a), special_b = isnan(b) || isinf(b);
+                if (special_a || special_b) {
+                    if (special_a == special_b && isnan(a) == isnan(b) && (isnan(a) || a == b))
+                        bitsout = round_to_format(b.backend().data(), out);
+                } else {
+                    // err = 2|a - b| + 2^(4 - 2P) |b|: the P-level error bounds the 2P one by a
+                    // wide margin; the second term covers a == b.
+                    Real err = 2 * abs(a - b) + abs(b) * from_double(std::ldexp(1.0, 4 - 2 * static_cast<int>(bits)));
+                    bitsout = round_if_determined(b.backend().data(), err.backend().data(), out);
+                }
+                if (bitsout) {
+                    res.rounded.set_bits(r * n + i, *bitsout);
+                    res.exact[r * n + i] = to_double(b);
+                } else {
+                    still.push_back(i);
+                }
+            }
+            res.max_bits = std::max(res.max_bits, 2 * bits);
+            if (still.empty()) break;
+            if (2 * bits >= kMaxBits) {
+                for (std::int64_t i : still) {
+                    res.rounded.set_bits(r * n + i, round_to_format(hi[i].backend().data(), out));
+                    res.exact[r * n + i] = to_double(hi[i]);
+                }
+                break;
+            }
+            res.recomputed += static_cast<std::int64_t>(still.size());
+            pending = std::move(still);
+            bits *= 2;
+            lo = std::move(hi);
+            hi = eval_at(2 * bits);
+        }
+    }
+    return res;
+}
+
+Real eval_scalar(const std::string& name, const Params& p, const std::vector<double>& args, unsigned bits) {
+    const OpSpec* op = find_op(name);
+    if (!op) throw std::invalid_argument("oracle: unknown op '" + name + "'");
+    PrecisionScope scope(bits);
+    std::vector<std::vector<Real>> in;
+    for (double a : args) in.push_back({from_double(a)});
+    return eval_row(*op, p, in)[0];
+}
+
+std::uint64_t round_scalar(const std::string& name, const Params& p, const std::vector<double>& args, Format out) {
+    const OpSpec* op = find_op(name);
+    if (!op) throw std::invalid_argument("oracle: unknown op '" + name + "'");
+    std::vector<Tensor> ts;
+    std::vector<TensorView> vs;
+    for (double a : args) {
+        ts.emplace_back(Format::fp64, std::vector<std::int64_t>{1});
+        ts.back().set_value(0, a);
+    }
+    for (auto& t : ts) vs.push_back(t.view());
+    return evaluate(*op, p, vs, out).rounded.bits(0);
+}
+
+}  // namespace conform::oracle

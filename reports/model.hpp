@@ -1,0 +1,84 @@
+// The report model: what a conformance run found, independent of how it is
+// written.  Writers (reports/*.cpp) turn it into JSON (versioned schema),
+// Markdown, JUnit XML and a self-contained HTML page.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace conform::report {
+
+constexpr const char* kSchema = "conform.report/1";
+
+// One property checked against one kernel.
+struct PropertyOutcome {
+    std::string name;         // e.g. "within_budget", "scale_invariance"
+    bool passed = false;
+    std::int64_t cases = 0;   // generated cases that ran
+    std::string message;      // why it failed (empty on success)
+    std::string counterexample;  // inputs as hex floats, after shrinking
+    std::string reproduce;    // RC_PARAMS="..." string, or seed text
+    double seconds = 0;
+};
+
+// Error statistics of one kernel over every element the suite compared.
+struct ErrorStats {
+    std::int64_t elements = 0;
+    std::uint64_t max_ulp = 0;
+    std::string worst_ulp_case;  // "x=0x1.8p+3 -> got 0x..., want 0x..."
+    // ulp_hist[k] counts elements with ULP error in bucket k:
+    // 0, 1, 2, 3-4, 5-8, 9-16, 17-64, 65-1024, >1024, class mismatch
+    std::vector<std::int64_t> ulp_hist;
+    bool has_bound = false;    // bound-based verdict (reductions)
+    double max_util = 0;       // max |err| / bound
+    std::string worst_util_case;
+    std::vector<double> util_quantiles;  // p50, p90, p99, p99.9, max
+    std::vector<std::int64_t> util_hist; // [0,.1),[.1,.2),...,[.9,1),[1,2),[2,inf)
+};
+
+struct KernelReport {
+    std::string kernel, op, family, variant, backend, role;  // role: kernel|baseline|mutant
+    std::string in_format, out_format, acc_format;
+    std::string budget;  // human text: "<= 1 ulp" or "derived bound (docs/norm.md)"
+    bool passed = false;  // all properties passed
+    ErrorStats stats;
+    std::vector<PropertyOutcome> properties;
+    double seconds = 0;
+};
+
+struct ExhaustiveResult {
+    std::string kernel, op, format;
+    std::int64_t inputs = 0;
+    std::uint64_t max_ulp = 0;
+    std::string worst_input;
+    std::int64_t class_mismatches = 0;
+    std::uint64_t budget_ulp = 0;
+    bool passed = false;
+    double seconds = 0;
+};
+
+struct MutantResult {
+    std::string kernel, op, bug_class, description;
+    bool killed = false;
+    std::string killed_by;  // first property that failed
+};
+
+struct RunReport {
+    std::string schema = kSchema;
+    std::string tool_version;
+    std::string started, finished;  // ISO 8601 UTC
+    std::uint64_t seed = 0;
+    int cases = 0;
+    std::string machine;  // cpu model, ISA the kernels dispatched to
+    std::map<std::string, std::string> selection;  // --op, --dtype as given
+    bool complete = true;  // false when the run was interrupted
+    std::vector<KernelReport> kernels;
+    std::vector<ExhaustiveResult> exhaustive;
+    std::vector<MutantResult> mutants;
+
+    int failed_kernels() const;  // role kernel that failed (baselines never count)
+    bool passed() const;         // every gated kernel passed, every mutant killed
+};
+
+}  // namespace conform::report
