@@ -1,1 +1,180 @@
-namespace conform {}
+#include "properties/generators.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+#include <random>
+
+#include "properties/verdict.hpp"
+
+namespace conform::props {
+namespace {
+
+const Family kAllFamilies[] = {Family::normal,     Family::uniform,       Family::heavy_tail, Family::outlier,
+                               Family::constant,   Family::near_eps,      Family::near_overflow,
+                               Family::bit_patterns, Family::subnormal,   Family::around_cap,
+                               Family::saturated,  Family::tiny};
+
+double cap_of(const Params& p, std::size_t input) {
+    if (p.values().count("beta")) return p.at("beta");
+    if (p.values().count("limit")) return p.at("limit");
+    if (p.values().count("beta1")) return input == 0 ? p.at("beta1") : p.at("beta2");
+    return 10;
+}
+
+// One value of the family, before rounding to the format.
+double draw(Family fam, Format f, const Params& p, std::size_t input, int k, std::mt19937_64& rng) {
+    std::normal_distribution<double> N;
+    std::uniform_real_distribution<double> U(-1, 1);
+    const double mx = max_finite(f), scale = std::ldexp(1.0, k);
+    switch (fam) {
+        case Family::normal: return N(rng) * scale;
+        case Family::uniform: return U(rng) * scale;
+        case Family::heavy_tail: return std::clamp(std::tan(1.5707 * U(rng)) * scale, -mx, mx);
+        case Family::outlier: return N(rng) * scale;  // one element replaced in fill()
+        case Family::constant: return scale;           // replaced in fill()
+        case Family::near_eps: {
+            // mean square within a factor 16 of eps: where eps placement matters
+            const double eps = std::max(p.get("eps", 1e-6), 1e-30);
+            return N(rng) * std::sqrt(eps) * std::ldexp(1.0, static_cast<int>(rng() % 5) - 2);
+        }
+        case Family::near_overflow: return (U(rng) < 0 ? -1 : 1) * mx * std::ldexp(1.0, -static_cast<int>(rng() % 5)) * (0.5 + 0.5 * std::fabs(U(rng)));
+        case Family::bit_patterns: {
+            const int width = info(f).bytes * 8;
+            for (;;) {
+                double v = decode(f, rng() & ((width == 64 ? 0 : (std::uint64_t{1} << width)) - 1));
+                if (std::isfinite(v)) return v;
+            }
+        }
+        case Family::subnormal: {
+            const FormatInfo& fi = info(f);
+            return U(rng) * std::ldexp(1.0, fi.emin);
+        }
+        case Family::around_cap: return (U(rng) < 0 ? -1 : 1) * cap_of(p, input) * std::exp2(3 * U(rng));
+        case Family::saturated: return (U(rng) < 0 ? -1 : 1) * std::exp2(3 + 12 * std::fabs(U(rng)));
+        case Family::tiny: return U(rng) * std::ldexp(1.0, -10 - static_cast<int>(rng() % 10));
+    }
+    return 0;
+}
+
+void inject_specials(Tensor& t, int count, std::mt19937_64& rng) {
+    const Format f = t.format();
+    const double vals[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, max_finite(f), -max_finite(f)};
+    for (int s = 0; s < count && t.numel(); ++s)
+        t.set_value(static_cast<std::int64_t>(rng() % t.numel()), vals[rng() % 7]);
+}
+
+void fill(Tensor& t, Family fam, const CaseSpec& spec, std::size_t input, std::mt19937_64& rng) {
+    const Format f = t.format();
+    const double mx = max_finite(f);
+    const double c = draw(Family::normal, f, spec.params, input, spec.scale_exp, rng);
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        double v = fam == Family::constant ? c : draw(fam, f, spec.params, input, spec.scale_exp, rng);
+        t.set_value(i, std::clamp(v, -mx, mx));
+    }
+    if (fam == Family::outlier && t.numel()) {
+        const double big = std::ldexp(1.0, spec.scale_exp + 5 + static_cast<int>(rng() % 16));
+        t.set_value(static_cast<std::int64_t>(rng() % t.numel()), std::min(big, mx) * ((rng() & 1) ? 1 : -1));
+    }
+}
+
+// Weights and biases of the norms: around 1 (or around 0 for zero-centred
+// weights and biases), occasionally from the case's own family.
+void fill_affine(Tensor& t, const CaseSpec& spec, std::size_t input, std::mt19937_64& rng) {
+    std::normal_distribution<double> N;
+    const bool around_zero = input == 2 || spec.params.get("zero_centered", 0) != 0;
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, (around_zero ? 0.0 : 1.0) + 0.25 * N(rng));
+}
+
+}  // namespace
+
+const char* name(Family f) {
+    static const char* names[] = {"normal",       "uniform",   "heavy_tail", "outlier", "constant",  "near_eps",
+                                  "near_overflow", "bit_patterns", "subnormal", "around_cap", "saturated", "tiny"};
+    return names[static_cast<int>(f)];
+}
+
+std::vector<TensorView> Case::views() const {
+    std::vector<TensorView> v;
+    for (const auto& t : inputs) v.push_back(t.view());
+    return v;
+}
+
+Case build_case(const CaseSpec& spec) {
+    Case c;
+    c.op = find_op(spec.op);
+    c.params = spec.params;
+    std::mt19937_64 rng(spec.seed);
+    for (std::size_t k = 0; k < c.op->inputs.size(); ++k) {
+        const bool affine = c.op->kind == OpKind::row_norm && k > 0;
+        Tensor t(spec.format, affine ? std::vector<std::int64_t>{spec.n} : std::vector<std::int64_t>{spec.rows, spec.n});
+        if (affine)
+            fill_affine(t, spec, k, rng);
+        else
+            fill(t, spec.families[std::min(k, spec.families.size() - 1)], spec, k, rng);
+        if (k == 0) inject_specials(t, spec.specials, rng);
+        c.inputs.push_back(std::move(t));
+    }
+    return c;
+}
+
+void showValue(const CaseSpec& s, std::ostream& os) {
+    os << "CaseSpec{op=" << s.op << ", format=" << name(s.format) << ", rows=" << s.rows << ", n=" << s.n
+       << ", families=";
+    for (auto f : s.families) os << name(f) << " ";
+    os << ", scale=2^" << s.scale_exp << ", seed=" << s.seed << ", specials=" << s.specials << "}\n";
+    Case c = build_case(s);
+    os << show_inputs(*c.op, c.params, c.views());
+}
+
+rc::Gen<Params> gen_params(const OpSpec& op) {
+    const std::string n = op.name;
+    if (n == "rms_norm")
+        return rc::gen::apply([](double eps, int zc) { return Params({{"eps", eps}, {"zero_centered", double(zc)}}); },
+                              rc::gen::element(0.0, 1e-12, 1e-6, 1e-5, 1e-3, 0.5), rc::gen::element(0, 1));
+    if (n == "layer_norm")
+        return rc::gen::map(rc::gen::element(0.0, 1e-12, 1e-6, 1e-5, 1e-3),
+                            [](double eps) { return Params({{"eps", eps}}); });
+    if (n == "l2_norm")
+        return rc::gen::map(rc::gen::element(0.0, 1e-12, 1e-6, 1e-3), [](double eps) { return Params({{"eps", eps}}); });
+    if (n == "softcap")
+        return rc::gen::map(rc::gen::element(30.0, 1.0, 4.0, 15.0, 50.0, 0.25, 1000.0),
+                            [](double b) { return Params({{"beta", b}}); });
+    if (n == "situ_glu")
+        return rc::gen::apply([](double b1, double b2) { return Params({{"beta1", b1}, {"beta2", b2}}); },
+                              rc::gen::element(4.0, 1.0, 0.5, 16.0, 100.0, 1000.0),
+                              rc::gen::element(25.0, 1.0, 10.0, 100.0, 1e4));
+    if (n == "swiglu_clamp")
+        return rc::gen::map(rc::gen::element(10.0, 1.0, 3.0, 7.0, 100.0),
+                            [](double l) { return Params({{"limit", l}}); });
+    return rc::gen::just(Params());
+}
+
+rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
+    const bool rows_op = op.kind == OpKind::row_norm;
+    std::vector<int> sizes = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65, 100, 128, 129, 256, 1000, 1024, 4096};
+    sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](int s) { return s > opt.max_n; }), sizes.end());
+    const std::string name = op.name;
+    const std::size_t n_inputs = op.kind == OpKind::gated ? 2 : 1;
+    return rc::gen::apply(
+        [=](Params p, int rows, int n, std::vector<Family> fams, int k, std::uint64_t seed, int specials) {
+            CaseSpec s;
+            s.op = name;
+            s.format = fmt;
+            s.params = std::move(p);
+            s.rows = rows;
+            s.n = n;
+            s.families = std::move(fams);
+            s.scale_exp = k;
+            s.seed = seed;
+            s.specials = specials;
+            return s;
+        },
+        gen_params(op), rc::gen::inRange(1, rows_op ? 4 : 3), rc::gen::elementOf(sizes),
+        rc::gen::container<std::vector<Family>>(n_inputs, rc::gen::elementOf(std::vector<Family>(
+                                                              std::begin(kAllFamilies), std::end(kAllFamilies)))),
+        rc::gen::inRange(fmt == Format::fp16 ? -8 : -20, fmt == Format::fp16 ? 9 : 21),
+        rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));
+}
+
+}  // namespace conform::props

@@ -1,0 +1,72 @@
+// Properties every op has: the kernel within its budget of the oracle on
+// every value family, and special values matched by class.
+#include "properties/common.hpp"
+
+#include <cmath>
+
+#include "numerics/ulp.hpp"
+
+namespace conform::props {
+
+bool identical(const Tensor& a, const Tensor& b, std::string* where) {
+    for (std::int64_t i = 0; i < a.numel(); ++i) {
+        const bool nan_a = std::isnan(a.value(i)), nan_b = std::isnan(b.value(i));
+        if (nan_a && nan_b) continue;
+        if (a.bits(i) != b.bits(i)) {
+            if (where)
+                *where = "element " + std::to_string(i) + ": " + hexfloat(a.value(i)) + " vs " + hexfloat(b.value(i));
+            return false;
+        }
+    }
+    return true;
+}
+
+bool scale_exact(const Tensor& x, int k, Tensor* out) {
+    *out = Tensor(x.format(), x.shape());
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+        const double v = std::ldexp(x.value(i), k);
+        if (!std::isfinite(v) || decode(x.format(), encode(x.format(), v)) != v) return false;
+        out->set_value(i, v);
+    }
+    return true;
+}
+
+bool is_op(const OpSpec& op, std::initializer_list<const char*> names) {
+    for (const char* n : names)
+        if (op.name == n) return true;
+    return false;
+}
+
+void add_common_properties(std::vector<PropertyDef>& v) {
+    v.push_back({"within_budget",
+                 "every element within the op's budget of the oracle (ULP budget or derived bound), over all value "
+                 "families, shapes and parameters",
+                 [](const OpSpec&) { return true; },
+                 [](const KernelInfo& k, const RunConfig& cfg, Stats* stats) -> Testable {
+                     return [&k, cfg, stats] {
+                         GenOptions opt;
+                         opt.max_n = cfg.max_n;
+                         const CaseSpec spec = *gen_spec(*find_op(k.op), k.in, opt);
+                         const Case c = build_case(spec);
+                         const CaseResult r = check_case(k, c.params, c.views(), stats);
+                         if (!r.pass) RC_FAIL(r.message);
+                     };
+                 }});
+    v.push_back({"special_values",
+                 "NaN, +-Inf, +-0 and +-max injected into the input: output classes match the oracle's special-value "
+                 "table, finite elements stay within budget",
+                 [](const OpSpec&) { return true; },
+                 [](const KernelInfo& k, const RunConfig& cfg, Stats*) -> Testable {
+                     return [&k, cfg] {
+                         GenOptions opt;
+                         opt.specials = true;
+                         opt.max_n = std::min(cfg.max_n, 256);
+                         const Case c = build_case(*gen_spec(*find_op(k.op), k.in, opt));
+                         const CaseResult r = check_case(k, c.params, c.views(), nullptr);
+                         if (!r.pass) RC_FAIL(r.message);
+                     };
+                 },
+                 2});
+}
+
+}  // namespace conform::props

@@ -1,0 +1,63 @@
+// Properties of the gated hidden (docs/gated.md).
+#include <cmath>
+
+#include "numerics/ulp.hpp"
+#include "properties/common.hpp"
+
+namespace conform::props {
+namespace {
+
+// |SiTU-GLU(g, u)| <= beta1 beta2 for every finite input (strictly below in
+// exact arithmetic; the kernel may round up to the cap itself).
+Testable situ_bound(const KernelInfo& k, const RunConfig& cfg) {
+    return [&k, cfg] {
+        GenOptions opt;
+        opt.max_n = std::min(cfg.max_n, 1024);
+        const Case c = build_case(*gen_spec(*find_op(k.op), k.in, opt));
+        const double cap = c.params.get("beta1", 4) * c.params.get("beta2", 25);
+        const double cap_fmt = decode(k.out, encode(k.out, cap));
+        const auto y = run_kernel(k, c.params, c.views());
+        for (std::int64_t i = 0; i < y[0].numel(); ++i)
+            if (!(std::fabs(y[0].value(i)) <= std::fmax(cap, cap_fmt)))
+                RC_FAIL("|situ_glu(" + hexfloat(c.inputs[0].value(i)) + ", " + hexfloat(c.inputs[1].value(i)) +
+                        ")| = " + hexfloat(y[0].value(i)) + " exceeds beta1*beta2 = " + hexfloat(cap));
+    };
+}
+
+// As beta1, beta2 -> infinity SiTU-GLU tends to SwiGLU pointwise: with both
+// caps at 2^40 and |inputs| <= 2^10 the kernel is within 1 ulp of the
+// correctly rounded SwiGLU.
+Testable situ_to_swiglu(const KernelInfo& k, const RunConfig& cfg) {
+    return [&k, cfg] {
+        GenOptions opt;
+        opt.max_n = std::min(cfg.max_n, 256);
+        CaseSpec spec = *gen_spec(*find_op(k.op), k.in, opt);
+        spec.scale_exp = std::min(spec.scale_exp, 6);
+        for (auto& f : spec.families) f = *rc::gen::element(Family::normal, Family::uniform, Family::tiny);
+        const double big = std::ldexp(1.0, 40);
+        spec.params = Params({{"beta1", big}, {"beta2", big}});
+        const Case c = build_case(spec);
+        const auto y = run_kernel(k, c.params, c.views());
+        const auto ref = oracle::evaluate(*find_op("swiglu"), Params(), c.views(), k.out);
+        for (std::int64_t i = 0; i < y[0].numel(); ++i) {
+            const UlpCompare cmp = compare_bits(k.out, ref.rounded.bits(i), y[0].bits(i));
+            if (!cmp.class_match || cmp.ulps > 1)
+                RC_FAIL("situ_glu with beta = 2^40 at (" + hexfloat(c.inputs[0].value(i)) + ", " +
+                        hexfloat(c.inputs[1].value(i)) + ") = " + hexfloat(y[0].value(i)) + ", swiglu = " +
+                        hexfloat(ref.rounded.value(i)));
+        }
+    };
+}
+
+}  // namespace
+
+void add_gated_properties(std::vector<PropertyDef>& v) {
+    v.push_back({"situ_bound", "|SiTU-GLU(gate, up)| <= beta1 * beta2 for every input",
+                 [](const OpSpec& op) { return op.name == "situ_glu"; },
+                 [](const KernelInfo& k, const RunConfig& cfg, Stats*) { return situ_bound(k, cfg); }, 2});
+    v.push_back({"situ_to_swiglu", "SiTU-GLU with beta1 = beta2 = 2^40 equals SwiGLU within 1 ulp",
+                 [](const OpSpec& op) { return op.name == "situ_glu"; },
+                 [](const KernelInfo& k, const RunConfig& cfg, Stats*) { return situ_to_swiglu(k, cfg); }, 2});
+}
+
+}  // namespace conform::props

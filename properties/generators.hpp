@@ -1,0 +1,57 @@
+// Case generation.  A generated case is a small spec (shape, value family,
+// scale, seed, injected specials, parameters) that RapidCheck generates and
+// shrinks; the tensors are built from it deterministically, so a failing
+// spec is a complete reproduction.  Floats come from distribution families
+// and bit patterns, never from arbitrary<double>: heavy tails, outliers,
+// constant rows, mean squares near eps, values near the format's overflow,
+// subnormals, values around a cap, saturated gates.
+#pragma once
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "numerics/op.hpp"
+#include "numerics/tensor.hpp"
+
+namespace conform::props {
+
+enum class Family {
+    normal, uniform, heavy_tail, outlier, constant, near_eps, near_overflow,
+    bit_patterns, subnormal, around_cap, saturated, tiny,
+};
+const char* name(Family f);
+
+struct CaseSpec {
+    std::string op;
+    Format format = Format::fp32;
+    Params params;
+    int rows = 1, n = 1;
+    std::vector<Family> families;  // one per input
+    int scale_exp = 0;             // values scaled by 2^scale_exp
+    std::uint64_t seed = 0;
+    int specials = 0;              // NaN/Inf/0/max values injected into the first input
+};
+
+void showValue(const CaseSpec& spec, std::ostream& os);
+
+struct Case {
+    const OpSpec* op = nullptr;
+    Params params;
+    std::vector<Tensor> inputs;
+    std::vector<TensorView> views() const;
+};
+
+Case build_case(const CaseSpec& spec);
+
+struct GenOptions {
+    bool specials = false;      // inject special values
+    int max_n = 4096;
+};
+
+rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt = {});
+rc::Gen<Params> gen_params(const OpSpec& op);
+
+}  // namespace conform::props

@@ -1,0 +1,53 @@
+// The property suite as a library: the properties of every op family, run
+// with RapidCheck against any registered kernel (built-in, plug-in or dump),
+// collecting error statistics for the report.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "impls/registry.hpp"
+#include "properties/verdict.hpp"
+#include "reports/model.hpp"
+
+namespace conform::props {
+
+struct RunConfig {
+    std::uint64_t seed = 1;
+    int cases = 100;          // successful cases per property
+    std::string reproduce;    // a reproduction string from an earlier failure
+    int max_n = 4096;         // largest row length generated
+};
+
+// A testable: one generated case per call; fails with RC_FAIL / RC_ASSERT.
+using Testable = std::function<void()>;
+
+struct PropertyDef {
+    std::string name;
+    std::string doc;
+    std::function<bool(const OpSpec&)> applies;
+    std::function<Testable(const KernelInfo&, const RunConfig&, Stats*)> make;
+    int case_divisor = 1;  // expensive properties run cases / divisor
+};
+
+const std::vector<PropertyDef>& property_defs();
+std::vector<const PropertyDef*> properties_for(const OpSpec& op);
+
+// Family registration (properties/<family>.cpp).
+void add_common_properties(std::vector<PropertyDef>& v);
+void add_norm_properties(std::vector<PropertyDef>& v);
+void add_activation_properties(std::vector<PropertyDef>& v);
+void add_gated_properties(std::vector<PropertyDef>& v);
+
+report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, const RunConfig& cfg, Stats* stats);
+
+// All applicable properties; `on_property` is called after each one (progress).
+report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
+                               const std::function<void(const report::PropertyOutcome&)>& on_property = {});
+
+// Kernel fields of the report (no properties run).
+report::KernelReport describe_kernel(const KernelInfo& k);
+void fill_stats(report::ErrorStats& out, const Stats& s);
+
+}  // namespace conform::props

@@ -1,0 +1,73 @@
+// The property suite instantiated for every registered kernel of a family:
+// kernels must pass every property, mutants must fail at least one.
+// CONFORM_CASES (cases per property, default 30) and CONFORM_SEED (default 1)
+// come from the environment so a CI matrix can widen the search; long sweeps
+// shard with GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "impls/registry.hpp"
+#include "properties/suite.hpp"
+
+namespace conform::testing {
+
+inline props::RunConfig env_config() {
+    props::RunConfig cfg;
+    if (const char* s = std::getenv("CONFORM_SEED")) cfg.seed = std::strtoull(s, nullptr, 10);
+    cfg.cases = 30;
+    if (const char* s = std::getenv("CONFORM_CASES")) cfg.cases = std::atoi(s);
+    return cfg;
+}
+
+inline std::vector<std::string> kernels_of(const std::string& family, Role role) {
+    std::vector<std::string> v;
+    for (const auto& k : builtin_registry().all())
+        if (k.role == role && find_op(k.op)->family == family) v.push_back(k.name);
+    return v;
+}
+
+inline std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+    std::string s = info.param;
+    for (char& c : s)
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+    return s;
+}
+
+class KernelSuite : public ::testing::TestWithParam<std::string> {};
+class MutantSuite : public ::testing::TestWithParam<std::string> {};
+
+inline void expect_all_properties_pass(const std::string& name) {
+    const KernelInfo* k = builtin_registry().find(name);
+    ASSERT_NE(k, nullptr);
+    const auto r = props::run_suite(*k, env_config());
+    ASSERT_FALSE(r.properties.empty());
+    for (const auto& p : r.properties)
+        EXPECT_TRUE(p.passed) << name << " / " << p.name << ": " << p.message << "\n"
+                              << p.counterexample << "\nreproduce: " << p.reproduce;
+}
+
+inline void expect_killed(const std::string& name) {
+    const KernelInfo* k = builtin_registry().find(name);
+    ASSERT_NE(k, nullptr);
+    ASSERT_EQ(k->role, Role::mutant);
+    const auto r = props::run_suite(*k, env_config());
+    EXPECT_FALSE(r.passed) << "mutant " << name << " (" << k->description << ") survived every property";
+}
+
+}  // namespace conform::testing
+
+// Instantiates the kernel and mutant suites of one op family.
+#define CONFORM_FAMILY_SUITES(Family, family_name)                                                          \
+    TEST_P(KernelSuite, AllPropertiesPass) { conform::testing::expect_all_properties_pass(GetParam()); }   \
+    TEST_P(MutantSuite, IsKilled) { conform::testing::expect_killed(GetParam()); }                          \
+    INSTANTIATE_TEST_SUITE_P(Family, KernelSuite,                                                           \
+                             ::testing::ValuesIn(conform::testing::kernels_of(family_name, conform::Role::kernel)), \
+                             conform::testing::test_name);                                                  \
+    INSTANTIATE_TEST_SUITE_P(Family, MutantSuite,                                                           \
+                             ::testing::ValuesIn(conform::testing::kernels_of(family_name, conform::Role::mutant)), \
+                             conform::testing::test_name);                                                  \
+    GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MutantSuite)

@@ -1,0 +1,113 @@
+// Norm family: oracle worked examples and closed forms, the derived bound,
+// and the property suite over every registered norm kernel and mutant.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernel_suite.hpp"
+#include "oracle/bound.hpp"
+#include "oracle/eval.hpp"
+#include "oracle/norm.hpp"
+
+using namespace conform;
+using conform::testing::KernelSuite;
+using conform::testing::MutantSuite;
+using oracle::Real;
+
+namespace {
+
+Tensor row(Format f, std::vector<double> v) {
+    Tensor t(f, {1, static_cast<std::int64_t>(v.size())});
+    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(i, v[i]);
+    return t;
+}
+Tensor vec(Format f, std::vector<double> v) {
+    Tensor t(f, {static_cast<std::int64_t>(v.size())});
+    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(i, v[i]);
+    return t;
+}
+
+}  // namespace
+
+TEST(NormOracle, SeedWorkedExampleRmsNormOf3And4) {
+    // x = [3, 4], gamma = 1, eps = 0: mean square 12.5, rms 3.5355..., y = [0.8485..., 1.1314...]
+    oracle::PrecisionScope p(128);
+    auto y = oracle::rms_norm<Real>({Real(3), Real(4)}, {Real(1), Real(1)}, 0.0, false);
+    EXPECT_NEAR(oracle::to_double(y[0]), 3 / std::sqrt(12.5), 1e-15);
+    EXPECT_NEAR(oracle::to_double(y[1]), 4 / std::sqrt(12.5), 1e-15);
+    EXPECT_NEAR(oracle::to_double(y[0]), 0.8485, 5e-5);
+    EXPECT_NEAR(oracle::to_double(y[1]), 1.1314, 5e-5);
+    // Closed form at full precision: y0^2 = 9 / 12.5 = 0.72 exactly.
+    EXPECT_LT(oracle::to_double(oracle::abs(y[0] * y[0] - Real("0.72"))), 1e-36);
+}
+
+TEST(NormOracle, ClosedForms) {
+    oracle::PrecisionScope p(256);
+    // layer_norm of [1, 2, 3]: mu 2, var 2/3, y = (x - 2)/sqrt(2/3) = [-sqrt(1.5), 0, sqrt(1.5)]
+    auto y = oracle::layer_norm<Real>({Real(1), Real(2), Real(3)}, {Real(1), Real(1), Real(1)},
+                                      {Real(0), Real(0), Real(0)}, 0.0);
+    EXPECT_LT(oracle::to_double(oracle::abs(y[2] * y[2] - Real("1.5"))), 1e-70);
+    EXPECT_EQ(oracle::to_double(y[1]), 0.0);
+    // l2_norm of [3, 4]: [0.6, 0.8] exactly
+    auto z = oracle::l2_norm<Real>({Real(3), Real(4)}, 0.0);
+    EXPECT_LT(oracle::to_double(oracle::abs(z[0] - Real("0.6"))), 1e-70);
+    EXPECT_LT(oracle::to_double(oracle::abs(z[1] - Real("0.8"))), 1e-70);
+    // zero-centred weight: (1 + w) with w = 0 is the plain norm
+    auto a = oracle::rms_norm<Real>({Real(3), Real(4)}, {Real(0), Real(0)}, 1e-6, true);
+    auto b = oracle::rms_norm<Real>({Real(3), Real(4)}, {Real(1), Real(1)}, 1e-6, false);
+    EXPECT_EQ(oracle::to_double(a[0] - b[0]), 0.0);
+}
+
+TEST(NormOracle, CorrectlyRoundedAgainstDoubleEvaluation) {
+    // fp16 rounding of the oracle equals rounding a double evaluation where the
+    // double is far from an fp16 midpoint.
+    const OpSpec& op = *find_op("rms_norm");
+    Tensor x = row(Format::fp16, {0.5, -1.25, 3.0, 7.5, -0.125}), w = vec(Format::fp16, {1, 2, 0.5, -1, 1.5});
+    auto r = oracle::evaluate(op, Params({{"eps", 1e-6}}), {x.view(), w.view()}, Format::fp16);
+    double ss = 0;
+    for (int i = 0; i < 5; ++i) ss += x.value(i) * x.value(i);
+    for (int i = 0; i < 5; ++i) {
+        double y = w.value(i) * x.value(i) / std::sqrt(ss / 5 + 1e-6);
+        EXPECT_NEAR(r.exact[i], y, std::fabs(y) * 1e-15);
+        EXPECT_EQ(r.rounded.bits(i), encode(Format::fp16, y));
+    }
+}
+
+TEST(NormOracle, SpecialValueTable) {
+    const OpSpec& op = *find_op("rms_norm");
+    Tensor w = vec(Format::fp32, {1, 1, 1});
+    auto run = [&](std::vector<double> xs, double eps) {
+        Tensor x = row(Format::fp32, xs);
+        return oracle::evaluate(op, Params({{"eps", eps}}), {x.view(), w.view()}, Format::fp32).exact;
+    };
+    auto a = run({1, NAN, 2}, 1e-6);  // a NaN poisons the row
+    for (double v : a) EXPECT_TRUE(std::isnan(v));
+    auto b = run({1, INFINITY, -2}, 1e-6);  // Inf: Inf/Inf = NaN there, finite/Inf = 0 elsewhere
+    EXPECT_EQ(b[0], 0.0);
+    EXPECT_TRUE(std::isnan(b[1]));
+    EXPECT_TRUE(std::signbit(b[2]) && b[2] == 0.0);
+    auto c = run({0, 0, 0}, 0.0);  // 0/0
+    for (double v : c) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST(NormBound, EpsOutsideSqrtBreaksTheBoundOnlyNearEps) {
+    // The bound is tight enough to see eps placement where mean(x^2) ~ eps
+    // and loose enough for a correct FP32 kernel everywhere.
+    const OpSpec& op = *find_op("rms_norm");
+    const double eps = 1e-6;
+    Tensor x = row(Format::fp32, {1e-3, -2e-3, 5e-4, 1.5e-3}), w = vec(Format::fp32, {1, 1, 1, 1});
+    Params p({{"eps", eps}});
+    auto r = oracle::evaluate(op, p, {x.view(), w.view()}, Format::fp16);
+    oracle::NormRow nr{{}, {1, 1, 1, 1}, {}, r.exact};
+    double ms = 0;
+    for (int i = 0; i < 4; ++i) nr.x.push_back(x.value(i)), ms += x.value(i) * x.value(i) / 4;
+    auto bound = oracle::norm_bound(op, p, nr, Format::fp32, Format::fp16);
+    for (int i = 0; i < 4; ++i) {
+        const double wrong = x.value(i) / (std::sqrt(ms) + eps);
+        EXPECT_GT(std::fabs(decode(Format::fp16, encode(Format::fp16, wrong)) - r.exact[i]), bound[i]);
+        const double right = x.value(i) / std::sqrt(ms + eps);
+        EXPECT_LT(std::fabs(decode(Format::fp16, encode(Format::fp16, right)) - r.exact[i]), bound[i]);
+    }
+}
+
+CONFORM_FAMILY_SUITES(Norm, "norm");
