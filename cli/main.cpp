@@ -1,1 +1,79 @@
-int main() { return 0; }
+// conform: conformance runs, exhaustive sweeps, mutation score and golden
+// data for transformer kernels.  Exit status: 0 all checks pass, 1 a check
+// failed (or a mutant survived), 2 bad input, 130 interrupted.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/common.hpp"
+
+using namespace conform::cli;
+
+namespace {
+
+void add_selection(CLI::App* cmd, Selection& s, bool kernels = true) {
+    cmd->add_option("--op", s.ops, "op to include (repeatable; default: all). See 'conform list'.");
+    cmd->add_option("--dtype", s.dtypes, "input format to include: fp32, fp16, bf16 (repeatable; default: all)");
+    if (kernels) cmd->add_option("--kernel", s.kernels, "exact kernel name to include (repeatable)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"conform: numerical conformance of transformer kernels against a high-precision oracle"};
+    app.require_subcommand(1);
+    Selection sel;
+    std::uint64_t seed = 1;
+    int cases = 100, threads = 0;
+    std::string out = "conform-report", reproduce, golden_dir;
+    bool json = false, no_baselines = false, regenerate = false, profiles = false;
+
+    auto* list = app.add_subcommand("list", "list registered kernels (op, name, backend, formats, role)");
+    list->add_flag("--json", json, "print JSON instead of a table");
+    add_selection(list, sel);
+
+    auto* run = app.add_subcommand("run", "run the property suite on kernels and write the report");
+    add_selection(run, sel);
+    run->add_option("--seed", seed, "RapidCheck seed (a number); every run is reproducible from it")->capture_default_str();
+    run->add_option("--cases", cases, "generated cases per property")->capture_default_str()->check(CLI::PositiveNumber);
+    run->add_option("--out", out, "report directory (report.json, report.md, junit.xml, report.html)")->capture_default_str();
+    run->add_flag("--no-baselines", no_baselines, "skip the naive same-precision baselines");
+    run->add_option("--reproduce", reproduce, "reproduction string printed with a failure");
+
+    auto* mutate = app.add_subcommand("mutate", "run the suite against every mutant; print the kill rate");
+    add_selection(mutate, sel);
+    mutate->add_option("--seed", seed, "RapidCheck seed")->capture_default_str();
+    mutate->add_option("--cases", cases, "generated cases per property")->capture_default_str()->check(CLI::PositiveNumber);
+    auto* mutate_out = mutate->add_option("--out", out, "also write a report directory");
+
+    auto* exh = app.add_subcommand("exhaustive", "every fp16/bf16 input (unary) or every (gate, up) pair (gated)");
+    add_selection(exh, sel);
+    exh->add_option("--threads", threads, "worker threads (default: all cores)");
+    auto* exh_out = exh->add_option("--out", out, "also write a report directory");
+
+    auto* golden = app.add_subcommand("golden", "check or regenerate golden vectors and error profiles");
+    golden->add_flag("--regenerate", regenerate, "rewrite the golden vectors from the oracle");
+    golden->add_flag("--record-profiles", profiles, "re-record every kernel's error profile");
+    golden->add_option("--dir", golden_dir, "golden directory (default: the source tree's golden/)");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int rc = app.exit(e);
+        return rc == 0 ? 0 : 2;
+    }
+    try {
+        if (*list) return cmd_list(json, sel);
+        if (*run) return cmd_run(sel, seed, cases, out, !no_baselines, reproduce);
+        if (*mutate) return cmd_mutate(sel, seed, cases, mutate_out->count() ? out : "");
+        if (*exh) return cmd_exhaustive(sel, exh_out->count() ? out : "", threads);
+        if (*golden) return cmd_golden(regenerate, profiles, golden_dir);
+    } catch (const UsageError& e) {
+        std::cerr << "conform: " << e.what() << "\n";
+        return 2;
+    } catch (const std::exception& e) {
+        std::cerr << "conform: " << e.what() << "\n";
+        return 2;
+    }
+    return 2;
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace conform {
 namespace {
@@ -57,6 +58,40 @@ std::optional<std::uint64_t> round_if_determined(mpfr_srcptr x, mpfr_srcptr err,
     if (a == b) return a;
     if (is_float(f) && decode(f, a) == 0 && decode(f, b) == 0) return round_to_format(x, f);
     return std::nullopt;
+}
+
+}  // namespace conform
+
+namespace conform {
+
+std::optional<std::uint64_t> round_dd(Format f, double hi, double lo, double tol_rel) {
+    if (!std::isfinite(hi) || !is_float(f)) return std::nullopt;
+    const FormatInfo& fi = info(f);
+    const int p = fi.precision;
+    const bool neg = std::signbit(hi);
+    const double a = std::fabs(hi), la = neg ? -lo : lo;
+    const double slack = std::fabs(la) + tol_rel * a;  // how far x may be from |hi|
+    if (a == 0) return slack == 0 ? std::optional<std::uint64_t>(encode(f, hi)) : std::nullopt;
+    // Far below half the smallest subnormal: rounds to a signed zero.
+    const double half_min = std::ldexp(1.0, fi.emin - p);
+    if (a + slack < half_min) return encode(f, neg ? -0.0 : 0.0);
+    if (a < std::ldexp(1.0, -1000)) return std::nullopt;  // double subnormal: leave it to MPFR
+    std::uint64_t b;
+    std::memcpy(&b, &a, 8);
+    const int E = static_cast<int>(b >> 52) - 1023;
+    const std::uint64_t m = (b & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
+    const int e = std::max(E, fi.emin);
+    const int shift = 52 - (p - 1) + (e - E);  // significand bits below the target's last place
+    if (shift >= 63) return std::nullopt;
+    std::uint64_t q = m >> shift;
+    const std::int64_t rem = static_cast<std::int64_t>(m & ((std::uint64_t{1} << shift) - 1));
+    const std::int64_t half = std::int64_t{1} << (shift - 1);
+    // Signed distance of |x| above the midpoint between q and q + 1: exact
+    // for |hi|, then lo added (relative rounding error 2^-53, covered below).
+    const double dist = std::ldexp(static_cast<double>(rem - half), E - 52) + la;
+    if (std::fabs(dist) <= tol_rel * a + std::fabs(dist) * 0x1p-50) return std::nullopt;
+    if (dist > 0) ++q;
+    return assemble_rounded(f, neg, static_cast<double>(q), e - (p - 1));
 }
 
 }  // namespace conform

@@ -21,3 +21,14 @@ std::uint64_t round_to_format(mpfr_srcptr x, Format f);
 std::optional<std::uint64_t> round_if_determined(mpfr_srcptr x, mpfr_srcptr err, Format f);
 
 }  // namespace conform
+
+namespace conform {
+
+// Fast correct rounding of a double-double value x = hi + lo + d, where the
+// unknown d satisfies |d| <= tol_rel * |hi|: the rounding of x into a binary
+// format when it is determined, nullopt when x may lie on either side of a
+// rounding boundary (the caller then falls back to MPFR).  Used by the
+// exhaustive sweeps, where billions of exact products are rounded.
+std::optional<std::uint64_t> round_dd(Format f, double hi, double lo, double tol_rel);
+
+}  // namespace conform

@@ -170,7 +170,7 @@ rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
             s.specials = specials;
             return s;
         },
-        gen_params(op), rc::gen::inRange(1, rows_op ? 4 : 3), rc::gen::elementOf(sizes),
+        gen_params(op), rc::gen::inRange(1, rows_op ? 4 : 3), rc::gen::resize(100, rc::gen::elementOf(sizes)),
         rc::gen::container<std::vector<Family>>(n_inputs, rc::gen::elementOf(std::vector<Family>(
                                                               std::begin(kAllFamilies), std::end(kAllFamilies)))),
         rc::gen::inRange(fmt == Format::fp16 ? -8 : -20, fmt == Format::fp16 ? 9 : 21),

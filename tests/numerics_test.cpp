@@ -197,3 +197,31 @@ TEST(Tensor, StridedViewsAndBits) {
     EXPECT_EQ(v.row<std::uint16_t>(1)[0], encode(Format::bf16, 4.5));
     EXPECT_THROW(Tensor(Format::fp32, {1, 2, 3, 4, 5}), std::invalid_argument);
 }
+
+TEST(Round, DoubleDoubleRoundingAgreesWithMpfrOrDefers) {
+    // Random double-double values around every binade of fp16 and bf16: when
+    // round_dd decides, it must equal MPFR's rounding of hi + lo; right at a
+    // midpoint it must defer.
+    std::uint64_t s = 12345;
+    auto next = [&] { s = s * 6364136223846793005ull + 1442695040888963407ull; return s >> 11; };
+    int decided = 0;
+    for (Format f : {Format::fp16, Format::bf16, Format::fp32}) {
+        for (int i = 0; i < 200000; ++i) {
+            const double hi = std::ldexp(static_cast<double>(next()) / 9007199254740992.0 + 0.5,
+                                         static_cast<int>(next() % 60) - 40) * ((next() & 1) ? 1 : -1);
+            const double lo = std::ldexp(hi, -60) * (static_cast<double>(next() % 1000) / 500.0 - 1.0);
+            M x(hi, 300), l(lo, 300);
+            mpfr_add(x.v, x.v, l.v, MPFR_RNDN);  // exact at 300 bits
+            auto r = round_dd(f, hi, lo, 0x1p-100);
+            if (r) {
+                ++decided;
+                ASSERT_EQ(*r, mpfr_reference(x.v, f)) << name(f) << " " << hexfloat(hi) << " + " << hexfloat(lo);
+            }
+        }
+        // Exact midpoints defer (lo = 0, hi on a tie).
+        const double tie = 1 + std::ldexp(1.0, -info(f).precision);
+        EXPECT_FALSE(round_dd(f, tie, 0, 0x1p-100).has_value());
+        EXPECT_EQ(*round_dd(f, tie, 0x1p-40, 0x1p-100), encode(f, 1 + std::ldexp(1.0, 1 - info(f).precision)));
+    }
+    EXPECT_GT(decided, 590000);  // it decides nearly always
+}

@@ -1,0 +1,91 @@
+#include "cli/common.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+
+#include "impls/cpu/isa.hpp"
+
+namespace conform::cli {
+namespace {
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_signal(int) { g_interrupted = true; }
+}  // namespace
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+    return s;
+}
+
+std::vector<const KernelInfo*> select(const Selection& s) {
+    for (const auto& op : s.ops)
+        if (!find_op(op)) throw UsageError("unknown op '" + op + "' (known: " + join(op_names()) + ")");
+    for (const auto& d : s.dtypes) {
+        auto f = parse_format(d);
+        if (!f || (*f != Format::fp32 && *f != Format::fp16 && *f != Format::bf16))
+            throw UsageError("unknown dtype '" + d + "' (known: fp32, fp16, bf16)");
+    }
+    const Registry& reg = builtin_registry();
+    for (const auto& k : s.kernels)
+        if (!reg.find(k)) throw UsageError("unknown kernel '" + k + "' (see 'conform list')");
+    auto has = [](const std::vector<std::string>& v, const std::string& x) {
+        return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
+    };
+    std::vector<const KernelInfo*> out;
+    for (const auto& k : reg.all()) {
+        const bool role_ok = s.roles.empty() || std::find(s.roles.begin(), s.roles.end(), k.role) != s.roles.end();
+        if (role_ok && has(s.ops, k.op) && has(s.dtypes, name(k.in)) && has(s.kernels, k.name)) out.push_back(&k);
+    }
+    if (out.empty())
+        throw UsageError("no kernel matches the selection (--op " + join(s.ops) + " --dtype " + join(s.dtypes) + ")");
+    return out;
+}
+
+std::string now_iso8601() {
+    std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+}
+
+std::string machine_description() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line, model = "unknown cpu";
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) {
+            model = line.substr(line.find(':') + 2);
+            break;
+        }
+    return model + ", kernels dispatched to " + cpu::isa_name();
+}
+
+report::RunReport new_report(std::uint64_t seed, int cases, const Selection& s) {
+    report::RunReport r;
+    r.tool_version = "conform 0.1.0";
+    r.started = now_iso8601();
+    r.seed = seed;
+    r.cases = cases;
+    r.machine = machine_description();
+    if (!s.ops.empty()) r.selection["op"] = join(s.ops);
+    if (!s.dtypes.empty()) r.selection["dtype"] = join(s.dtypes);
+    if (!s.kernels.empty()) r.selection["kernel"] = join(s.kernels);
+    return r;
+}
+
+void install_interrupt_handler() {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C ends the process at once
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool interrupted() { return g_interrupted; }
+
+void progress(const std::string& line) { std::cerr << line << std::endl; }
+
+}  // namespace conform::cli

@@ -1,0 +1,46 @@
+// Shared parts of the conform subcommands: kernel selection from --op /
+// --dtype / --kernel, input errors (exit status 2), progress lines.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "impls/registry.hpp"
+#include "reports/model.hpp"
+
+namespace conform::cli {
+
+// Bad command-line input: printed as "conform: <message>", exit status 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct Selection {
+    std::vector<std::string> ops, dtypes, kernels;
+    std::vector<Role> roles;
+};
+
+// Validates names (unknown op / dtype / kernel is a UsageError listing the
+// known ones) and returns the matching kernels; an empty result is a UsageError.
+std::vector<const KernelInfo*> select(const Selection& s);
+
+std::string now_iso8601();
+std::string machine_description();
+report::RunReport new_report(std::uint64_t seed, int cases, const Selection& s);
+
+// Ctrl-C / SIGTERM: the run stops after the kernel in progress and keeps
+// the partial report.
+void install_interrupt_handler();
+bool interrupted();
+
+void progress(const std::string& line);  // to stderr, one line
+std::string join(const std::vector<std::string>& v, const std::string& sep = ", ");
+
+int cmd_list(bool json, const Selection& s);
+int cmd_run(const Selection& s, std::uint64_t seed, int cases, const std::string& out, bool baselines,
+            const std::string& reproduce);
+int cmd_mutate(const Selection& s, std::uint64_t seed, int cases, const std::string& out);
+int cmd_exhaustive(const Selection& s, const std::string& out, int threads);
+int cmd_golden(bool regenerate, bool profiles, const std::string& dir);
+
+}  // namespace conform::cli
