@@ -1,4 +1,119 @@
-#include "impls/registry.hpp"
+// CPU kernels of the gated family (swiglu, geglu, situ_glu, swiglu_clamp):
+// h from (gate, up), as cpu.simd / cpu.scalar (<= 1 ulp, internal double) and
+// cpu.naive baselines, for fp32, fp16 and bf16.  The activation factors are
+// the activation family's functors; the product is taken in double (exact
+// range for any pair of fp32 inputs), then rounded once.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "impls/cpu/elementwise.hpp"
+#include "impls/cpu/simd_math.hpp"
+
 namespace conform {
-void register_cpu_gated(Registry&) {}  // placeholder until the kernels land
+namespace {
+
+using namespace cpu;
+
+// act(gate) * up; the IEEE product keeps the oracle's limits (silu(-inf) * u
+// = -0 * u, and 0 * inf = NaN).  The product of two stored inputs is exact in
+// double, so it can sit exactly on an output rounding midpoint; for large g,
+// silu(g) and gelu_erf(g) round to g itself in double while the true value is
+// (a hair) below g.  Stepping act(g) one double ulp down in that case keeps
+// the product on the correct side of the midpoint (both acts are < g for
+// every finite g > 0), at a relative cost of 2^-53.  Conversely, act(g)
+// underflows double to -0 for g < ~-740 although it is nonzero for every
+// finite g != 0; it is kept as -DBL_TRUE_MIN so that act(g) * +-inf is the
+// signed infinity (any finite u still rounds the product to a signed zero).
+template <class Act>
+struct GluFn {
+    Act act;
+    explicit GluFn(const Params& p) : act(p) {}
+    double scalar(double g, double u) const {
+        double a = act.scalar(g);
+        if (a == g && g > 0 && std::isfinite(g)) a = std::nextafter(a, 0.0);
+        if (a == 0 && g != 0 && std::isfinite(g)) a = std::copysign(DBL_TRUE_MIN, g);
+        return a * u;
+    }
+    CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const {
+        const __m256d a = act.vec(g);
+        __m256d below = _mm256_and_pd(_mm256_cmp_pd(a, g, _CMP_EQ_OQ), _mm256_cmp_pd(g, _mm256_setzero_pd(), _CMP_GT_OQ));
+        below = _mm256_and_pd(below, _mm256_cmp_pd(g, _mm256_set1_pd(DBL_MAX), _CMP_LE_OQ));
+        // mask lanes are -1 as int64: adding them steps the positive value one ulp down
+        __m256d stepped = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(a), _mm256_castpd_si256(below)));
+        const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
+        __m256d under = _mm256_and_pd(_mm256_cmp_pd(a, zero, _CMP_EQ_OQ), _mm256_cmp_pd(g, zero, _CMP_NEQ_OQ));
+        under = _mm256_and_pd(under, _mm256_cmp_pd(_mm256_andnot_pd(sign, g), _mm256_set1_pd(DBL_MAX), _CMP_LE_OQ));
+        const __m256d tiny = _mm256_or_pd(_mm256_and_pd(g, sign), _mm256_set1_pd(DBL_TRUE_MIN));
+        stepped = _mm256_blendv_pd(stepped, tiny, under);
+        return _mm256_mul_pd(stepped, u);
+    }
+};
+
+// [beta1 tanh(g/beta1) sigmoid(g)] * [beta2 tanh(u/beta2)]; at g = -inf the
+// gate factor is -beta1 * 0 = -0, the oracle's limit.
+struct SituGluFn {
+    SoftcapFn cap1, cap2;
+    SigmoidFn sig;
+    explicit SituGluFn(const Params& p) : cap1(p.get("beta1", 4)), cap2(p.get("beta2", 25)), sig(p) {}
+    double scalar(double g, double u) const { return cap1.scalar(g) * sig.scalar(g) * cap2.scalar(u); }
+    CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const {
+        return _mm256_mul_pd(_mm256_mul_pd(cap1.vec(g), sig.vec(g)), cap2.vec(u));
+    }
+};
+
+// silu(min(g, L)) * clamp(u, -L, L): the gate is capped above only.
+struct SwigluClampFn {
+    double limit;
+    SiluFn silu;
+    explicit SwigluClampFn(const Params& p) : limit(p.get("limit", 10)), silu(p) {}
+    double scalar(double g, double u) const {
+        return silu.scalar(std::min(g, limit)) * std::clamp(u, -limit, limit);
+    }
+    CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const {
+        const __m256d l = _mm256_set1_pd(limit);
+        __m256d uc = _mm256_min_pd(_mm256_max_pd(u, _mm256_sub_pd(_mm256_setzero_pd(), l)), l);
+        return _mm256_mul_pd(silu.vec(_mm256_min_pd(g, l)), uc);
+    }
+};
+
+// Naive baselines: every intermediate rounded to the storage format.
+struct NaiveSwiglu {
+    NaiveMath m;
+    NaiveSwiglu(const Params&, Format f) : m{f} {}
+    double scalar(double g, double u) const { return m.r(m.silu(g) * u); }
+};
+struct NaiveGeglu {
+    NaiveMath m;
+    NaiveGeglu(const Params&, Format f) : m{f} {}
+    double scalar(double g, double u) const { return m.r(m.gelu_erf(g) * u); }
+};
+struct NaiveSituGlu {
+    NaiveMath m;
+    double beta1, beta2;
+    NaiveSituGlu(const Params& p, Format f) : m{f}, beta1(p.get("beta1", 4)), beta2(p.get("beta2", 25)) {}
+    double scalar(double g, double u) const {
+        const double gate = m.r(m.softcap(g, beta1) * m.sigmoid(g));
+        return m.r(gate * m.softcap(u, beta2));
+    }
+};
+struct NaiveSwigluClamp {
+    NaiveMath m;
+    double limit;
+    NaiveSwigluClamp(const Params& p, Format f) : m{f}, limit(p.get("limit", 10)) {}
+    double scalar(double g, double u) const {
+        const double l = m.r(limit);
+        return m.r(m.silu(std::min(g, l)) * std::clamp(u, -l, l));
+    }
+};
+
+}  // namespace
+
+void register_cpu_gated(Registry& r) {
+    register_op<2, GluFn<SiluFn>, NaiveSwiglu>(r, "swiglu");
+    register_op<2, GluFn<GeluErfFn>, NaiveGeglu>(r, "geglu");
+    register_op<2, SituGluFn, NaiveSituGlu>(r, "situ_glu");
+    register_op<2, SwigluClampFn, NaiveSwigluClamp>(r, "swiglu_clamp");
 }
+
+}  // namespace conform

@@ -1,4 +1,74 @@
-#include "impls/registry.hpp"
+// Mutants of the activation family: simple scalar kernels, each with exactly
+// one realistic bug (DESIGN.md "Mutation testing").  They run through the same
+// elementwise driver as the real kernels, so only the formula differs.
+#include <cmath>
+
+#include "impls/cpu/elementwise.hpp"
+#include "impls/cpu/simd_math.hpp"
+
 namespace conform {
-void register_mutants_activation(Registry&) {}  // placeholder until the mutants land
+namespace {
+
+using namespace cpu;
+
+// gelu_erf implemented with the tanh approximation (the two differ by up to
+// ~1e-3 absolute near |x| ~ 2, and by large factors in the negative tail).
+struct GeluErfAsTanh {
+    explicit GeluErfAsTanh(const Params&) {}
+    static double scalar(double x) { return GeluTanhFn::scalar(x); }
+};
+
+// softcap written as x * tanh(x / beta): right near 0 only to first order,
+// unbounded for large |x| instead of capped at beta.
+struct SoftcapXTanh {
+    double beta;
+    explicit SoftcapXTanh(const Params& p) : beta(p.get("beta", 30)) {}
+    double scalar(double x) const { return x * std::tanh(x / beta); }
+};
+
+// softcap with the cap hard-coded to the common default 30: right for
+// default parameters, wrong for every other beta.
+struct SoftcapBetaIgnored {
+    explicit SoftcapBetaIgnored(const Params&) {}
+    static double scalar(double x) { return 30.0 * std::tanh(x / 30.0); }
+};
+
+// The "overflow-safe" rewrite sigmoid(x) = 1 - sigmoid(-x) for x < 0, in
+// float: it cancels catastrophically (sigmoid(-20) comes out 0, sigmoid(-10)
+// with ~7 bits right) where e^x / (1 + e^x) would have been exact-ish.
+struct SigmoidCancellation {
+    explicit SigmoidCancellation(const Params&) {}
+    static double scalar(double x) {
+        const float xf = static_cast<float>(x);
+        if (xf >= 0) return 1.0f / (1.0f + std::exp(-xf));
+        return 1.0f - 1.0f / (1.0f + std::exp(xf));
+    }
+};
+
+// softplus as log1p(exp(x)) in float without the x > 0 branch: exp overflows
+// for x > 88.7 and the result is +inf instead of x.
+struct SoftplusOverflow {
+    explicit SoftplusOverflow(const Params&) {}
+    static double scalar(double x) { return std::log1p(std::exp(static_cast<float>(x))); }
+};
+
+}  // namespace
+
+void register_mutants_activation(Registry& r) {
+    register_mutant<Format::fp32, 1, GeluErfAsTanh>(r, "gelu_erf", "tanh_approx", "11 wrong function variant",
+                                                    "gelu_erf computed with the tanh approximation");
+    register_mutant<Format::bf16, 1, GeluErfAsTanh>(r, "gelu_erf", "tanh_approx", "11 wrong function variant",
+                                                    "gelu_erf computed with the tanh approximation");
+    register_mutant<Format::fp16, 1, SoftcapXTanh>(r, "softcap", "x_tanh", "11 wrong function variant",
+                                                   "softcap as x * tanh(x / beta) instead of beta * tanh(x / beta)");
+    register_mutant<Format::fp32, 1, SoftcapBetaIgnored>(r, "softcap", "beta_ignored", "12 silently ignored parameter",
+                                                         "softcap ignores its beta parameter and always caps at 30");
+    register_mutant<Format::fp32, 1, SigmoidCancellation>(
+        r, "sigmoid", "one_minus", "1 exp-range overflow",
+        "overflow-avoiding rewrite 1 - sigmoid(-x) for x < 0, in float: cancels to 0 below x ~ -17", Format::fp32);
+    register_mutant<Format::fp32, 1, SoftplusOverflow>(r, "softplus", "exp_overflow", "1 exp-range overflow",
+                                                       "log1p(exp(x)) in float: +inf for x > 88.7 instead of x",
+                                                       Format::fp32);
 }
+
+}  // namespace conform

@@ -1,0 +1,211 @@
+// Elementary functions for the activation and gated kernels, evaluated in
+// double: as 4-lane AVX2 polynomials (namespace vm) and as portable scalar code
+// (libm).  Double is the internal precision for every output format: a
+// relative error of a few 2^-53 is far below half an ulp of fp32/fp16/bf16, so
+// the one final rounding to the storage format lands on the correctly rounded
+// result (or, for values within ~2^-45 of a rounding midpoint, its neighbour).
+//
+// Every formula is written in a form without cancellation so the relative
+// accuracy holds in the tails as well (see the oracle/activation.hpp forms):
+//   silu(x) = x / (1 + e^-x),   gelu_tanh(x) = x / (1 + e^-2z) = x sigmoid(2z),
+//   gelu_erf(x) = x/2 erfc(-x/sqrt2),   softplus(x) = max(x,0) + log1p(e^-|x|),
+//   tanh(a) = E / (E + 2) with E = expm1(2a) (no 1 - e^-2a for small a).
+// No function here handles NaN: the drivers in elementwise.hpp map a NaN input
+// to a NaN output after the fact, so the math may clamp NaNs freely.
+#pragma once
+#include <immintrin.h>
+
+#include <cfloat>
+#include <cmath>
+
+#include "impls/cpu/convert.hpp"  // CONFORM_AVX2
+#include "numerics/op.hpp"
+
+namespace conform::cpu {
+
+// ---- constants ----------------------------------------------------------
+
+inline constexpr double kLn2Hi = 0x1.62e42fee00000p-1;  // 32 significant bits: k*kLn2Hi exact for |k| < 2^21
+inline constexpr double kLn2Lo = 0x1.a39ef35793c76p-33;  // ln2 - kLn2Hi
+inline constexpr double kLn2 = 0x1.62e42fefa39efp-1;
+inline constexpr double kLog2e = 0x1.71547652b82fep+0;
+inline constexpr double kSqrt1_2 = 0x1.6a09e667f3bcdp-1;  // 1/sqrt(2)
+inline constexpr double kSqrt2OverPi = 0x1.9884533d43651p-1;  // sqrt(2/pi)
+inline constexpr double kGeluTanhCubic = 0.044715;
+
+namespace vm {
+
+CONFORM_AVX2 inline __m256d set(double v) { return _mm256_set1_pd(v); }
+
+// Horner evaluation of c[0] + c[1] r + ... + c[N-1] r^(N-1) with FMAs.
+template <int N>
+CONFORM_AVX2 inline __m256d horner(__m256d r, const double (&c)[N]) {
+    __m256d p = set(c[N - 1]);
+    for (int i = N - 2; i >= 0; --i) p = _mm256_fmadd_pd(p, r, set(c[i]));
+    return p;
+}
+
+// 2^k for integral k in [-1022, 1023], given as doubles.
+CONFORM_AVX2 inline __m256d pow2i(__m256d k) {
+    __m256i ki = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k));
+    ki = _mm256_slli_epi64(_mm256_add_epi64(ki, _mm256_set1_epi64x(1023)), 52);
+    return _mm256_castsi256_pd(ki);
+}
+
+// Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2; k is a double.
+CONFORM_AVX2 inline __m256d reduce_ln2(__m256d x, __m256d& k) {
+    k = _mm256_round_pd(_mm256_mul_pd(x, set(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256d r = _mm256_fnmadd_pd(k, set(kLn2Hi), x);  // exact
+    return _mm256_fnmadd_pd(k, set(kLn2Lo), r);
+}
+
+// Taylor coefficients 1/i!, i = 0..13; |r| <= 0.347 truncates below 2^-56.
+inline constexpr double kInvFact[14] = {1.0,
+                                        1.0,
+                                        1.0 / 2,
+                                        1.0 / 6,
+                                        1.0 / 24,
+                                        1.0 / 120,
+                                        1.0 / 720,
+                                        1.0 / 5040,
+                                        1.0 / 40320,
+                                        1.0 / 362880,
+                                        1.0 / 3628800,
+                                        1.0 / 39916800,
+                                        1.0 / 479001600,
+                                        1.0 / 6227020800};
+
+// e^x, relative error ~2^-51 over the whole range; +inf above ~709.8, 0 or
+// correctly scaled subnormals below -708.  The scale 2^k is applied in two
+// halves so that k up to +-1587 never builds an invalid exponent field.
+CONFORM_AVX2 inline __m256d exp(__m256d x) {
+    x = _mm256_min_pd(_mm256_max_pd(x, set(-1100.0)), set(1100.0));
+    __m256d k;
+    __m256d r = reduce_ln2(x, k);
+    __m256d p = horner(r, kInvFact);
+    __m256d k1 = _mm256_round_pd(_mm256_mul_pd(k, set(0.5)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m256d k2 = _mm256_sub_pd(k, k1);
+    return _mm256_mul_pd(_mm256_mul_pd(p, pow2i(k1)), pow2i(k2));
+}
+
+// e^y - 1 for y in [-700, 700] (clamped), relative error ~2^-50: for |y| <=
+// ln2/2 (k = 0) it is r*q(r) with no subtraction at all; otherwise
+// 2^k (e^r - 1) + (2^k - 1), whose cancellation costs at most ~2 bits (k = -1).
+CONFORM_AVX2 inline __m256d expm1(__m256d y) {
+    static constexpr double q[13] = {1.0,           1.0 / 2,        1.0 / 6,        1.0 / 24,
+                                     1.0 / 120,     1.0 / 720,      1.0 / 5040,     1.0 / 40320,
+                                     1.0 / 362880,  1.0 / 3628800,  1.0 / 39916800, 1.0 / 479001600,
+                                     1.0 / 6227020800};
+    y = _mm256_min_pd(_mm256_max_pd(y, set(-700.0)), set(700.0));
+    __m256d k;
+    __m256d r = reduce_ln2(y, k);
+    __m256d p = _mm256_mul_pd(r, horner(r, q));  // e^r - 1
+    __m256d s = pow2i(k);
+    return _mm256_fmadd_pd(s, p, _mm256_sub_pd(s, set(1.0)));
+}
+
+// log1p(t) for t in [0, 1], relative error ~2^-51 (t may be tiny: softplus
+// of a very negative x is log1p(e^x) ~ e^x).  For t > 1/2 use
+// log1p(t) = ln2 + log1p((t-1)/2), where t - 1 is exact (Sterbenz), so the
+// series argument s = f/(2+f) satisfies |s| <= 0.2; log1p(f) = 2 atanh(s).
+CONFORM_AVX2 inline __m256d log1p_unit(__m256d t) {
+    static constexpr double c[12] = {1.0,      1.0 / 3,  1.0 / 5,  1.0 / 7,  1.0 / 9,  1.0 / 11,
+                                     1.0 / 13, 1.0 / 15, 1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23};
+    __m256d big = _mm256_cmp_pd(t, set(0.5), _CMP_GT_OQ);
+    __m256d f = _mm256_blendv_pd(t, _mm256_mul_pd(_mm256_sub_pd(t, set(1.0)), set(0.5)), big);
+    __m256d s = _mm256_div_pd(f, _mm256_add_pd(set(2.0), f));
+    __m256d l = _mm256_mul_pd(_mm256_add_pd(s, s), horner(_mm256_mul_pd(s, s), c));
+    return _mm256_add_pd(l, _mm256_and_pd(big, set(kLn2)));
+}
+
+// tanh(z), relative error ~2^-50 for all z, +-1 exactly for |z| >= 20
+// (tanh(20) = 1 - 8.5e-18 rounds to 1 in double); sign-symmetric, tanh(-0) = -0.
+CONFORM_AVX2 inline __m256d tanh(__m256d z) {
+    const __m256d sign = _mm256_and_pd(z, set(-0.0));
+    __m256d a = _mm256_min_pd(_mm256_andnot_pd(set(-0.0), z), set(20.0));
+    __m256d e = expm1(_mm256_add_pd(a, a));
+    __m256d t = _mm256_div_pd(e, _mm256_add_pd(e, set(2.0)));
+    return _mm256_or_pd(t, sign);
+}
+
+// x with -inf replaced by -DBL_MAX, so that x / (1 + e^-x) is -0 at -inf
+// instead of -inf/inf = NaN (the oracle's limit), while +inf stays +inf.
+CONFORM_AVX2 inline __m256d floor_neg_inf(__m256d x) { return _mm256_max_pd(x, set(-DBL_MAX)); }
+
+// Lane-wise erfc through libm: no vector erfc with ~2^-45 relative accuracy
+// over [-inf, 27] here yet, so gelu_erf/geglu pay a scalar call per element.
+CONFORM_AVX2 inline __m256d erfc_lanes(__m256d t) {
+    alignas(32) double v[4];
+    _mm256_store_pd(v, t);
+    for (double& e : v) e = std::erfc(e);
+    return _mm256_load_pd(v);
+}
+
+}  // namespace vm
+
+// ---- the activation functions, as scalar and vector functors ------------
+// Each functor is built from the call's Params (so a parameter can never be
+// silently dropped) and offers scalar(double) and vec(__m256d).
+
+struct SigmoidFn {
+    explicit SigmoidFn(const Params&) {}
+    static double scalar(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+    CONFORM_AVX2 __m256d vec(__m256d x) const {
+        return _mm256_div_pd(vm::set(1.0), _mm256_add_pd(vm::set(1.0), vm::exp(_mm256_sub_pd(vm::set(0.0), x))));
+    }
+};
+
+struct SiluFn {
+    explicit SiluFn(const Params&) {}
+    static double scalar(double x) { return std::fmax(x, -DBL_MAX) / (1.0 + std::exp(-x)); }
+    CONFORM_AVX2 __m256d vec(__m256d x) const {
+        __m256d d = _mm256_add_pd(vm::set(1.0), vm::exp(_mm256_sub_pd(vm::set(0.0), x)));
+        return _mm256_div_pd(vm::floor_neg_inf(x), d);
+    }
+};
+
+struct GeluErfFn {
+    explicit GeluErfFn(const Params&) {}
+    static double scalar(double x) { return std::fmax(x, -DBL_MAX) * 0.5 * std::erfc(-x * kSqrt1_2); }
+    CONFORM_AVX2 __m256d vec(__m256d x) const {
+        __m256d e = vm::erfc_lanes(_mm256_mul_pd(x, vm::set(-kSqrt1_2)));
+        return _mm256_mul_pd(_mm256_mul_pd(vm::floor_neg_inf(x), vm::set(0.5)), e);
+    }
+};
+
+// x / (1 + e^-2z), z = sqrt(2/pi) (x + 0.044715 x^3) = x (c + c k x^2).
+struct GeluTanhFn {
+    explicit GeluTanhFn(const Params&) {}
+    static double scalar(double x) {
+        const double z2 = 2.0 * kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x);
+        return std::fmax(x, -DBL_MAX) / (1.0 + std::exp(-z2));
+    }
+    CONFORM_AVX2 __m256d vec(__m256d x) const {
+        __m256d x3 = _mm256_mul_pd(_mm256_mul_pd(x, x), x);
+        __m256d z = _mm256_fmadd_pd(vm::set(kGeluTanhCubic), x3, x);
+        __m256d mz2 = _mm256_mul_pd(z, vm::set(-2.0 * kSqrt2OverPi));
+        return _mm256_div_pd(vm::floor_neg_inf(x), _mm256_add_pd(vm::set(1.0), vm::exp(mz2)));
+    }
+};
+
+struct SoftplusFn {
+    explicit SoftplusFn(const Params&) {}
+    static double scalar(double x) { return std::fmax(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
+    CONFORM_AVX2 __m256d vec(__m256d x) const {
+        __m256d t = vm::exp(_mm256_or_pd(x, vm::set(-0.0)));  // e^-|x| in [0, 1]
+        return _mm256_add_pd(_mm256_max_pd(x, vm::set(0.0)), vm::log1p_unit(t));
+    }
+};
+
+// beta tanh(x / beta); also the SiTU-GLU caps.
+struct SoftcapFn {
+    double beta;
+    explicit SoftcapFn(const Params& p) : beta(p.get("beta", 30)) {}
+    explicit SoftcapFn(double b) : beta(b) {}
+    double scalar(double x) const { return beta * std::tanh(x / beta); }
+    CONFORM_AVX2 __m256d vec(__m256d x) const {
+        return _mm256_mul_pd(vm::set(beta), vm::tanh(_mm256_div_pd(x, vm::set(beta))));
+    }
+};
+
+}  // namespace conform::cpu

@@ -1,0 +1,253 @@
+// JSON writer and reader for the report (schema report::kSchema, field by
+// field in docs/reports.md).
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "reports/writers.hpp"
+
+namespace conform::report {
+namespace {
+
+using nlohmann::json;
+
+// Non-finite doubles are written as the strings "inf", "-inf", "nan"
+// (JSON has no representation for them; nlohmann would write null).
+json real(double v) { return std::isfinite(v) ? json(v) : json(detail::number(v)); }
+
+json reals(const std::vector<double>& vs) {
+    json a = json::array();
+    for (double v : vs) a.push_back(real(v));
+    return a;
+}
+
+json stats_json(const ErrorStats& s) {
+    return {{"elements", s.elements},          {"max_ulp", s.max_ulp},
+            {"worst_ulp_case", s.worst_ulp_case}, {"ulp_hist", s.ulp_hist},
+            {"has_bound", s.has_bound},        {"max_util", real(s.max_util)},
+            {"worst_util_case", s.worst_util_case}, {"util_quantiles", reals(s.util_quantiles)},
+            {"util_hist", s.util_hist}};
+}
+
+json property_json(const PropertyOutcome& p) {
+    return {{"name", p.name},       {"passed", p.passed},
+            {"cases", p.cases},     {"message", p.message},
+            {"counterexample", p.counterexample}, {"reproduce", p.reproduce},
+            {"seconds", real(p.seconds)}};
+}
+
+json kernel_json(const KernelReport& k) {
+    json props = json::array();
+    for (const auto& p : k.properties) props.push_back(property_json(p));
+    return {{"kernel", k.kernel},         {"op", k.op},
+            {"family", k.family},         {"variant", k.variant},
+            {"backend", k.backend},       {"role", k.role},
+            {"in_format", k.in_format},   {"out_format", k.out_format},
+            {"acc_format", k.acc_format}, {"budget", k.budget},
+            {"passed", k.passed},         {"stats", stats_json(k.stats)},
+            {"properties", props},        {"seconds", real(k.seconds)}};
+}
+
+json exhaustive_json(const ExhaustiveResult& e) {
+    return {{"kernel", e.kernel},   {"op", e.op},
+            {"format", e.format},   {"inputs", e.inputs},
+            {"max_ulp", e.max_ulp}, {"worst_input", e.worst_input},
+            {"class_mismatches", e.class_mismatches}, {"budget_ulp", e.budget_ulp},
+            {"passed", e.passed},   {"seconds", real(e.seconds)}};
+}
+
+json mutant_json(const MutantResult& m) {
+    return {{"kernel", m.kernel}, {"op", m.op}, {"bug_class", m.bug_class},
+            {"description", m.description}, {"killed", m.killed}, {"killed_by", m.killed_by}};
+}
+
+json summary_json(const Summary& s) {
+    return {{"kernels_checked", s.kernels_checked},
+            {"kernels_failed", s.kernels_failed},
+            {"baselines", s.baselines},
+            {"mutants_killed", s.mutants_killed},
+            {"mutants_total", s.mutants_total},
+            {"exhaustive_passed", s.exhaustive_passed},
+            {"exhaustive_total", s.exhaustive_total},
+            {"passed", s.passed},
+            {"complete", s.complete}};
+}
+
+template <class T, class F>
+json array_of(const std::vector<T>& xs, F f) {
+    json a = json::array();
+    for (const auto& x : xs) a.push_back(f(x));
+    return a;
+}
+
+// ---- reading ---------------------------------------------------------------
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+    throw std::runtime_error(fmt::format("{}: {}", path.empty() ? "(root)" : path, what));
+}
+
+void read_value(const json& v, const std::string& path, std::string& out);
+void read_value(const json& v, const std::string& path, bool& out);
+void read_value(const json& v, const std::string& path, std::int64_t& out);
+void read_value(const json& v, const std::string& path, std::uint64_t& out);
+void read_value(const json& v, const std::string& path, int& out);
+void read_value(const json& v, const std::string& path, double& out);
+void read_value(const json& v, const std::string& path, std::map<std::string, std::string>& out);
+void read_value(const json& v, const std::string& path, ErrorStats& out);
+void read_value(const json& v, const std::string& path, PropertyOutcome& out);
+void read_value(const json& v, const std::string& path, KernelReport& out);
+void read_value(const json& v, const std::string& path, ExhaustiveResult& out);
+void read_value(const json& v, const std::string& path, MutantResult& out);
+
+template <class T>
+void read_value(const json& v, const std::string& path, std::vector<T>& out) {
+    if (!v.is_array()) fail(path, "expected array");
+    out.assign(v.size(), T{});
+    for (std::size_t i = 0; i < v.size(); ++i) read_value(v[i], fmt::format("{}[{}]", path, i), out[i]);
+}
+
+// A JSON object at a path; fields are read by name with their full path.
+class Obj {
+public:
+    Obj(const json& j, const std::string& path) : j_(j), path_(path) {
+        if (!j.is_object()) fail(path, "expected object");
+    }
+    template <class T>
+    void operator()(const char* key, T& out) const {
+        std::string path = path_.empty() ? key : fmt::format("{}.{}", path_, key);
+        auto it = j_.find(key);
+        if (it == j_.end()) fail(path, "missing");
+        read_value(*it, path, out);
+    }
+
+private:
+    const json& j_;
+    const std::string& path_;
+};
+
+void read_value(const json& v, const std::string& path, std::string& out) {
+    if (!v.is_string()) fail(path, "expected string");
+    out = v.get<std::string>();
+}
+
+void read_value(const json& v, const std::string& path, bool& out) {
+    if (!v.is_boolean()) fail(path, "expected boolean");
+    out = v.get<bool>();
+}
+
+void read_value(const json& v, const std::string& path, std::int64_t& out) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX))
+        fail(path, "integer out of range");
+    if (!v.is_number_integer()) fail(path, "expected integer");
+    out = v.get<std::int64_t>();
+}
+
+void read_value(const json& v, const std::string& path, std::uint64_t& out) {
+    bool ok = v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+    if (!ok) fail(path, "expected unsigned integer");
+    out = v.get<std::uint64_t>();
+}
+
+void read_value(const json& v, const std::string& path, int& out) {
+    std::int64_t wide = 0;
+    read_value(v, path, wide);
+    if (wide < std::numeric_limits<int>::min() || wide > std::numeric_limits<int>::max())
+        fail(path, "integer out of range");
+    out = static_cast<int>(wide);
+}
+
+void read_value(const json& v, const std::string& path, double& out) {
+    if (v.is_number()) {
+        out = v.get<double>();
+        return;
+    }
+    std::string s = v.is_string() ? v.get<std::string>() : "";
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    if (s == "inf") out = inf;
+    else if (s == "-inf") out = -inf;
+    else if (s == "nan") out = std::numeric_limits<double>::quiet_NaN();
+    else fail(path, "expected number");
+}
+
+void read_value(const json& v, const std::string& path, std::map<std::string, std::string>& out) {
+    if (!v.is_object()) fail(path, "expected object");
+    out.clear();
+    for (const auto& [key, value] : v.items()) read_value(value, fmt::format("{}.{}", path, key), out[key]);
+}
+
+void read_value(const json& v, const std::string& path, ErrorStats& s) {
+    Obj o(v, path);
+    o("elements", s.elements), o("max_ulp", s.max_ulp), o("worst_ulp_case", s.worst_ulp_case);
+    o("ulp_hist", s.ulp_hist), o("has_bound", s.has_bound), o("max_util", s.max_util);
+    o("worst_util_case", s.worst_util_case), o("util_quantiles", s.util_quantiles);
+    o("util_hist", s.util_hist);
+}
+
+void read_value(const json& v, const std::string& path, PropertyOutcome& p) {
+    Obj o(v, path);
+    o("name", p.name), o("passed", p.passed), o("cases", p.cases), o("message", p.message);
+    o("counterexample", p.counterexample), o("reproduce", p.reproduce), o("seconds", p.seconds);
+}
+
+void read_value(const json& v, const std::string& path, KernelReport& k) {
+    Obj o(v, path);
+    o("kernel", k.kernel), o("op", k.op), o("family", k.family), o("variant", k.variant);
+    o("backend", k.backend), o("role", k.role), o("in_format", k.in_format);
+    o("out_format", k.out_format), o("acc_format", k.acc_format), o("budget", k.budget);
+    o("passed", k.passed), o("stats", k.stats), o("properties", k.properties);
+    o("seconds", k.seconds);
+}
+
+void read_value(const json& v, const std::string& path, ExhaustiveResult& e) {
+    Obj o(v, path);
+    o("kernel", e.kernel), o("op", e.op), o("format", e.format), o("inputs", e.inputs);
+    o("max_ulp", e.max_ulp), o("worst_input", e.worst_input);
+    o("class_mismatches", e.class_mismatches), o("budget_ulp", e.budget_ulp);
+    o("passed", e.passed), o("seconds", e.seconds);
+}
+
+void read_value(const json& v, const std::string& path, MutantResult& m) {
+    Obj o(v, path);
+    o("kernel", m.kernel), o("op", m.op), o("bug_class", m.bug_class);
+    o("description", m.description), o("killed", m.killed), o("killed_by", m.killed_by);
+}
+
+}  // namespace
+
+nlohmann::json to_json(const RunReport& r) {
+    return {{"schema", r.schema},
+            {"tool_version", r.tool_version},
+            {"started", r.started},
+            {"finished", r.finished},
+            {"seed", r.seed},
+            {"cases", r.cases},
+            {"machine", r.machine},
+            {"selection", r.selection},
+            {"complete", r.complete},
+            {"summary", summary_json(summarize(r))},
+            {"kernels", array_of(r.kernels, kernel_json)},
+            {"exhaustive", array_of(r.exhaustive, exhaustive_json)},
+            {"mutants", array_of(r.mutants, mutant_json)}};
+}
+
+RunReport from_json(const nlohmann::json& j) {
+    RunReport r;
+    const std::string root;
+    Obj o(j, root);
+    o("schema", r.schema);
+    if (r.schema != kSchema)
+        fail("schema", fmt::format("unsupported schema '{}' (this reader understands '{}')", r.schema, kSchema));
+    o("tool_version", r.tool_version), o("started", r.started), o("finished", r.finished);
+    o("seed", r.seed), o("cases", r.cases), o("machine", r.machine);
+    o("selection", r.selection), o("complete", r.complete);
+    o("kernels", r.kernels), o("exhaustive", r.exhaustive), o("mutants", r.mutants);
+    return r;
+}
+
+std::string to_json_text(const RunReport& r) {
+    return to_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace conform::report

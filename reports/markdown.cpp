@@ -1,0 +1,143 @@
+// Markdown writer: a report meant to be read by a person (GitHub-flavoured
+// tables, fenced code blocks for counterexamples and reproduction strings).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "reports/writers.hpp"
+
+namespace conform::report {
+namespace {
+
+using detail::Table;
+
+std::size_t longest_backtick_run(std::string_view s) {
+    std::size_t run = 0, longest = 0;
+    for (char c : s) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
+    return longest;
+}
+
+// Inline text: backslash-escape characters Markdown would interpret, keep
+// everything on one line (table cells cannot span lines).
+std::string md_text(std::string_view raw) {
+    std::string out;
+    for (char c : detail::valid_utf8(raw)) {
+        if (c == '\n' || c == '\r') c = ' ';
+        bool leading = out.empty() && (c == '>' || c == '#');  // blockquote, heading
+        if (leading || std::string_view("\\`*[]<|").find(c) != std::string_view::npos) out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+// Multi-line text: each line escaped, hard line breaks between them.
+std::string md_lines(std::string_view raw) {
+    std::string out;
+    for (std::size_t start = 0; start <= raw.size();) {
+        std::size_t end = std::min(raw.find('\n', start), raw.size());
+        out += (out.empty() ? "" : "  \n") + md_text(raw.substr(start, end - start));
+        start = end + 1;
+    }
+    return out;
+}
+
+// Inline code span: no escapes apply inside, so the delimiter must be
+// longer than any backtick run in the text.
+std::string md_code(std::string_view raw) {
+    std::string body;
+    for (char c : detail::valid_utf8(raw)) body += c == '\n' || c == '\r' ? ' ' : c;
+    std::string ticks(longest_backtick_run(body) + 1, '`');
+    bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
+    return ticks + (pad ? " " : "") + body + (pad ? " " : "") + ticks;
+}
+
+// A fenced code block whose fence is longer than any backtick run inside.
+std::string fenced(std::string_view raw, std::string_view lang) {
+    std::string body = detail::valid_utf8(raw);
+    std::string fence(std::max<std::size_t>(3, longest_backtick_run(body) + 1), '`');
+    if (!body.empty() && body.back() != '\n') body += '\n';
+    return fmt::format("{}{}\n{}{}\n", fence, lang, body, fence);
+}
+
+std::string md_row(const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (const auto& c : cells) s += " " + md_text(c) + " |";
+    return s + "\n";
+}
+
+std::string md_table(const Table& t) {
+    if (t.empty()) return "";
+    std::string s = md_row(t[0]) + "|";
+    for (std::size_t i = 0; i < t[0].size(); ++i) s += "---|";
+    s += "\n";
+    for (std::size_t i = 1; i < t.size(); ++i) s += md_row(t[i]);
+    return s + "\n";
+}
+
+std::string header(const RunReport& r) {
+    std::string s = fmt::format("# Conformance report: {}\n\n", r.passed() ? "PASSED" : "FAILED");
+    if (!r.complete) s += "**Run INTERRUPTED: this is a partial report.**\n\n";
+    s += md_table(detail::metadata_table(r));
+    return s + fmt::format("**Summary:** {}\n\n", md_text(detail::summary_line(r)));
+}
+
+std::string kernel_tables(const RunReport& r) {
+    std::string s;
+    for (const auto& g : detail::group_kernels(r)) {
+        Table t{detail::kernel_columns()};
+        for (const auto* k : g.kernels) t.push_back(detail::kernel_cells(*k));
+        s += fmt::format("## {}\n\n{}", md_text(g.title), md_table(t));
+    }
+    return s;
+}
+
+std::string failed_property(const PropertyOutcome& p) {
+    std::string s = fmt::format("#### {} (FAIL after {} cases)\n\n", md_text(p.name), p.cases);
+    if (!p.message.empty()) s += fmt::format("{}\n\n", md_lines(p.message));
+    if (!p.counterexample.empty()) s += "Counterexample:\n\n" + fenced(p.counterexample, "text") + "\n";
+    if (!p.reproduce.empty()) s += "Reproduce:\n\n" + fenced(p.reproduce, "sh") + "\n";
+    return s;
+}
+
+std::string worst_cases(const ErrorStats& st) {
+    std::string s;
+    if (!st.worst_ulp_case.empty())
+        s += fmt::format("- worst ULP case ({} ulp): {}\n", st.max_ulp, md_code(st.worst_ulp_case));
+    if (st.has_bound && !st.worst_util_case.empty())
+        s += fmt::format("- worst utilization case ({}): {}\n", detail::number(st.max_util),
+                         md_code(st.worst_util_case));
+    return s.empty() ? s : s + "\n";
+}
+
+std::string failures(const RunReport& r) {
+    std::string s;
+    for (const auto& k : r.kernels) {
+        if (k.passed) continue;
+        s += fmt::format("### {} ({}) — {}\n\n", md_text(k.kernel), md_text(k.op), detail::verdict(k));
+        s += worst_cases(k.stats);
+        std::size_t before = s.size();
+        for (const auto& p : k.properties)
+            if (!p.passed) s += failed_property(p);
+        if (s.size() == before) s += "No failing property was recorded for this kernel.\n\n";
+    }
+    return s.empty() ? s : "## Failures\n\n" + s;
+}
+
+std::string exhaustive(const RunReport& r) {
+    if (r.exhaustive.empty()) return "";
+    return "## Exhaustive sweeps\n\n" + md_table(detail::exhaustive_table(r.exhaustive));
+}
+
+std::string mutation(const RunReport& r) {
+    if (r.mutants.empty()) return "";
+    return fmt::format("## Mutation testing\n\n{}\n\n{}", detail::kill_rate(r),
+                       md_table(detail::mutant_table(r.mutants)));
+}
+
+}  // namespace
+
+std::string to_markdown(const RunReport& r) {
+    return header(r) + kernel_tables(r) + failures(r) + exhaustive(r) + mutation(r);
+}
+
+}  // namespace conform::report

@@ -1,0 +1,172 @@
+// Helpers shared by the report writers: summary counts, verdict and cell
+// texts, table rows, grouping and escaping.
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "reports/writers.hpp"
+
+namespace conform::report {
+
+Summary summarize(const RunReport& r) {
+    Summary s;
+    for (const auto& k : r.kernels) {
+        if (k.role == "kernel") ++s.kernels_checked;
+        if (k.role == "baseline") ++s.baselines;
+    }
+    s.kernels_failed = r.failed_kernels();
+    for (const auto& m : r.mutants) s.mutants_killed += m.killed;
+    s.mutants_total = static_cast<int>(r.mutants.size());
+    for (const auto& e : r.exhaustive) s.exhaustive_passed += e.passed;
+    s.exhaustive_total = static_cast<int>(r.exhaustive.size());
+    s.passed = r.passed();
+    s.complete = r.complete;
+    return s;
+}
+
+namespace detail {
+
+std::string pass_fail(bool passed) { return passed ? "PASS" : "FAIL"; }
+
+std::string verdict(const KernelReport& k) {
+    if (gated(k)) return pass_fail(k.passed);
+    return fmt::format("{} (not gated)", k.role.empty() ? "unknown role" : k.role);
+}
+
+std::string formats(const KernelReport& k) {
+    std::string s = fmt::format("{} -> {}", k.in_format, k.out_format);
+    if (!k.acc_format.empty()) s += fmt::format(" (acc {})", k.acc_format);
+    return s;
+}
+
+std::string number(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    return fmt::format("{:.3g}", v);
+}
+
+std::string run_status(const RunReport& r) {
+    return r.complete ? "complete" : "INTERRUPTED (partial report)";
+}
+
+std::string kill_rate(const RunReport& r) {
+    Summary s = summarize(r);
+    return fmt::format("kill rate: {}/{}", s.mutants_killed, s.mutants_total);
+}
+
+std::string summary_line(const RunReport& r) {
+    Summary s = summarize(r);
+    return fmt::format(
+        "{}: {} of {} kernels failed; baselines (not gated): {}; mutants killed {}/{}; "
+        "exhaustive sweeps passed {}/{}; run {}",
+        s.passed ? "PASSED" : "FAILED", s.kernels_failed, s.kernels_checked, s.baselines,
+        s.mutants_killed, s.mutants_total, s.exhaustive_passed, s.exhaustive_total, run_status(r));
+}
+
+std::vector<std::string> kernel_columns() {
+    return {"kernel", "role", "formats", "budget", "verdict", "max ULP", "max util", "p99 util"};
+}
+
+std::vector<std::string> kernel_cells(const KernelReport& k) {
+    const ErrorStats& st = k.stats;
+    std::string max_util = st.has_bound ? number(st.max_util) : "-";
+    std::string p99 = st.has_bound && st.util_quantiles.size() > 2 ? number(st.util_quantiles[2]) : "-";
+    return {k.kernel, k.role, formats(k), k.budget, verdict(k),
+            std::to_string(st.max_ulp), max_util, p99};
+}
+
+Table exhaustive_table(const std::vector<ExhaustiveResult>& xs) {
+    Table t{{"kernel", "op", "format", "inputs", "max ULP", "budget ULP", "class mismatches",
+             "worst input", "verdict", "seconds"}};
+    for (const auto& e : xs)
+        t.push_back({e.kernel, e.op, e.format, std::to_string(e.inputs), std::to_string(e.max_ulp),
+                     std::to_string(e.budget_ulp), std::to_string(e.class_mismatches),
+                     e.worst_input, pass_fail(e.passed), number(e.seconds)});
+    return t;
+}
+
+Table mutant_table(const std::vector<MutantResult>& ms) {
+    Table t{{"mutant", "op", "bug class", "description", "result", "killed by"}};
+    for (const auto& m : ms)
+        t.push_back({m.kernel, m.op, m.bug_class, m.description, m.killed ? "killed" : "SURVIVED",
+                     m.killed_by});
+    return t;
+}
+
+Table metadata_table(const RunReport& r) {
+    std::string sel;
+    for (const auto& [k, v] : r.selection) sel += fmt::format("{}{}={}", sel.empty() ? "" : ", ", k, v);
+    return {{"field", "value"},
+            {"status", run_status(r)},
+            {"seed", std::to_string(r.seed)},
+            {"cases", std::to_string(r.cases)},
+            {"machine", r.machine},
+            {"started", r.started},
+            {"finished", r.finished},
+            {"tool version", r.tool_version},
+            {"selection", sel.empty() ? "(all)" : sel},
+            {"schema", r.schema}};
+}
+
+std::vector<KernelGroup> group_kernels(const RunReport& r) {
+    std::map<std::string, std::vector<const KernelReport*>> by;
+    for (const auto& k : r.kernels) {
+        bool same = k.family.empty() || k.family == k.op;
+        by[same ? k.op : fmt::format("{} / {}", k.family, k.op)].push_back(&k);
+    }
+    std::vector<KernelGroup> out;
+    for (auto& [title, ks] : by) out.push_back({title, std::move(ks)});
+    return out;
+}
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 if invalid.
+static std::size_t utf8_length(std::string_view s, std::size_t i) {
+    auto b = static_cast<unsigned char>(s[i]);
+    std::size_t n = b < 0x80 ? 1 : b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3
+                  : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    for (std::size_t j = 1; j < n; ++j)
+        if ((static_cast<unsigned char>(s[i + j]) & 0xC0) != 0x80) return 0;
+    return n;
+}
+
+std::string valid_utf8(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+        std::size_t n = utf8_length(s, i);
+        out += n ? s.substr(i, n) : std::string_view("\xEF\xBF\xBD");
+        i += n ? n : 1;
+    }
+    return out;
+}
+
+static const char* markup_entity(char c, bool attribute) {
+    switch (c) {
+        case '&': return "&amp;";
+        case '<': return "&lt;";
+        case '>': return "&gt;";
+        case '"': return "&quot;";
+        case '\'': return "&#39;";
+        case '\n': return attribute ? "&#10;" : "\n";
+        case '\r': return "&#13;";
+        case '\t': return attribute ? "&#9;" : "\t";
+        default: break;
+    }
+    auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F ? "\xEF\xBF\xBD" : nullptr;
+}
+
+std::string escape_markup(std::string_view s, bool attribute) {
+    std::string out;
+    for (char c : valid_utf8(s)) {
+        const char* e = markup_entity(c, attribute);
+        if (e) out += e;
+        else out += c;
+    }
+    return out;
+}
+
+}  // namespace detail
+}  // namespace conform::report

@@ -1,0 +1,82 @@
+// Gated family: the seeds' SwiGLU table and SiTU-GLU examples, the strict
+// SiTU-GLU bound in exact arithmetic, SiTU -> SwiGLU limits, a sample of the
+// exhaustive sweep, and the property suite over every gated kernel and mutant.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernel_suite.hpp"
+#include "oracle/eval.hpp"
+#include "oracle/gated.hpp"
+#include "numerics/ulp.hpp"
+#include "properties/exhaustive.hpp"
+
+using namespace conform;
+using conform::testing::KernelSuite;
+using conform::testing::MutantSuite;
+using oracle::Real;
+
+namespace {
+double h(const char* op, double g, double u, Params p = {}) {
+    return oracle::to_double(oracle::eval_scalar(op, p, {g, u}));
+}
+}  // namespace
+
+TEST(GatedOracle, SeedSwigluTable) {
+    // seed 002: u = [2, 2, -1], g = [3, -2, 1]: silu(g) ~ [2.86, -0.24, 0.73], h ~ [5.7, -0.5, -0.73]
+    const double g[] = {3, -2, 1}, u[] = {2, 2, -1}, want[] = {5.7, -0.48, -0.73};
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_NEAR(h("swiglu", g[i], u[i]), want[i], 0.02);
+        EXPECT_DOUBLE_EQ(h("swiglu", g[i], u[i]), g[i] / (1 + std::exp(-g[i])) * u[i]);
+    }
+}
+
+TEST(GatedOracle, SituBoundIsStrictInExactArithmetic) {
+    // seed 000's extreme inputs: |h| <= beta1 beta2 = 100, strictly below
+    // for every finite input (tanh < 1 and sigmoid < 1 exactly).
+    oracle::PrecisionScope s(256);
+    for (double g : {-1e4, -10.0, 0.0, 10.0, 1e4, 65504.0, 3e38})
+        for (double u : {-1e4, -10.0, 0.0, 10.0, 1e4, 65504.0, -3e38}) {
+            const Real v = oracle::situ_glu(oracle::from_double(g), oracle::from_double(u), 4, 25);
+            EXPECT_LT(oracle::abs(v), Real(100)) << g << " " << u;
+        }
+    EXPECT_LT(std::fabs(h("situ_glu", 1e4, 1e4)), 100.0);
+}
+
+TEST(GatedOracle, SituTendsToSwiglu) {
+    // Near zero: beta tanh(z / beta) = z + O(z^3 / beta^2) (seed's small-input check).
+    for (double x = -1e-3; x <= 1e-3; x += 1.25e-4) {
+        const double s = h("situ_glu", x, x), w = h("swiglu", x, x);
+        EXPECT_NEAR(s, w, 1e-12 + 1e-6 * std::fabs(w));
+    }
+    // Large caps: pointwise SwiGLU.
+    for (double g : {-7.0, -1.0, 0.5, 3.0, 20.0})
+        EXPECT_NEAR(h("situ_glu", g, 2.5, Params({{"beta1", 1e12}, {"beta2", 1e12}})), h("swiglu", g, 2.5), 1e-12);
+}
+
+TEST(GatedOracle, SwigluClampCapsGateOnlyAbove) {
+    const Params p({{"limit", 10}});
+    EXPECT_DOUBLE_EQ(h("swiglu_clamp", 50, 50, p), h("swiglu", 10, 10));
+    EXPECT_DOUBLE_EQ(h("swiglu_clamp", -20, -50, p), h("swiglu", -20, -10));  // gate -20 is not clamped
+    EXPECT_TRUE(std::isnan(h("swiglu_clamp", NAN, 1, p)));
+}
+
+TEST(GatedExhaustive, SituSweepOfOneGateRowMatchesTheOracle) {
+    // The factorised reference agrees with the oracle pair by pair (a slice
+    // of the 2^32 sweep; `conform exhaustive --op situ_glu` runs it all).
+    const KernelInfo* k = builtin_registry().find("cpu.simd.situ_glu.bf16");
+    ASSERT_NE(k, nullptr);
+    Tensor g(Format::bf16, {1, 4096}), u(Format::bf16, {1, 4096});
+    for (int i = 0; i < 4096; ++i) g.set_bits(i, 0x3F80 + (i % 7) * 0x111), u.set_bits(i, i * 16);
+    auto ref = oracle::evaluate(*find_op("situ_glu"), Params(), {g.view(), u.view()}, Format::bf16);
+    auto out = run_kernel(*k, Params(), {g.view(), u.view()});
+    for (int i = 0; i < 4096; ++i) {
+        if (std::isnan(ref.rounded.value(i))) {
+            EXPECT_TRUE(std::isnan(out[0].value(i)));
+            continue;
+        }
+        EXPECT_LE(ulp_distance(Format::bf16, ref.rounded.bits(i), out[0].bits(i)), 1u) << i;
+    }
+}
+
+CONFORM_FAMILY_SUITES(Gated, "gated");
