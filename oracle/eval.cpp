@@ -84,17 +84,26 @@ Result evaluate(const OpSpec& op, const Params& p, const std::vector<TensorView>
     res.exact.assign(x.numel(), 0.0);
 
     for (std::int64_t r = 0; r < rows; ++r) {
+        std::vector<std::int64_t> pending(n);
+        for (std::int64_t i = 0; i < n; ++i) pending[i] = i;
+        // A row op needs its whole row at each precision; an elementwise op
+        // re-evaluates only the elements still pending.
         auto eval_at = [&](unsigned bits) {
             PrecisionScope scope(bits);
             std::vector<std::vector<Real>> in;
             for (std::size_t k = 0; k < inputs.size(); ++k)
                 in.push_back(row_of(inputs[k], r, n, op.kind == OpKind::row_norm && k > 0));
-            return eval_row(op, p, in);
+            if (op.kind == OpKind::row_norm || static_cast<std::int64_t>(pending.size()) == n) return eval_row(op, p, in);
+            std::vector<std::vector<Real>> sub(in.size());
+            for (std::size_t k = 0; k < in.size(); ++k)
+                for (std::int64_t i : pending) sub[k].push_back(in[k][i]);
+            const std::vector<Real> part = eval_row(op, p, sub);
+            std::vector<Real> full(n);
+            for (std::size_t j = 0; j < pending.size(); ++j) full[pending[j]] = part[j];
+            return full;
         };
         unsigned bits = kDefaultBits;
         std::vector<Real> lo = eval_at(bits), hi = eval_at(2 * bits);
-        std::vector<std::int64_t> pending(n);
-        for (std::int64_t i = 0; i < n; ++i) pending[i] = i;
         while (true) {
             PrecisionScope scope(4 * bits);
             std::vector<std::int64_t> still;
@@ -109,7 +118,10 @@ Result evaluate(const OpSpec& op, const Params& p, const std::vector<TensorView>
                 } else {
                     // err = 2|a - b| + 2^(4 - 2P) |b|: the P-level error bounds the 2P one by a
                     // wide margin; the second term covers a == b.
-                    Real err = 2 * abs(a - b) + abs(b) * from_double(std::ldexp(1.0, 4 - 2 * static_cast<int>(bits)));
+                    Real slack = abs(b);  // |b| 2^(4 - 2P), scaled in MPFR: 2^-4092 is no double
+                    mpfr_mul_2si(slack.backend().data(), slack.backend().data(), 4 - 2 * static_cast<long>(bits),
+                                 MPFR_RNDU);
+                    Real err = 2 * abs(a - b) + slack;
                     bitsout = round_if_determined(b.backend().data(), err.backend().data(), out);
                 }
                 if (bitsout) {

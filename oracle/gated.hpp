@@ -6,8 +6,20 @@
 
 namespace conform::oracle {
 
-template <class R> R swiglu(const R& g, const R& u) { return silu(g) * u; }
-template <class R> R geglu(const R& g, const R& u) { return gelu_erf(g) * u; }
+// act(g) * u.  For finite g != 0, silu(g) and gelu(g) are nonzero with the
+// sign of g, even where their value underflows MPFR's exponent range
+// (gelu_erf(-6e4) ~ e^-1.8e9): the product with an infinite u is then the
+// signed infinity, not 0 * Inf.
+template <class R> R gate_times(const R& act, const R& g, const R& u) {
+    if (isinf(u) && !isinf(g) && !isnan(g) && g != 0) {
+        const double inf = std::numeric_limits<double>::infinity();
+        return R(signbit(g) != signbit(u) ? -inf : inf);
+    }
+    return act * u;
+}
+
+template <class R> R swiglu(const R& g, const R& u) { return gate_times(silu(g), g, u); }
+template <class R> R geglu(const R& g, const R& u) { return gate_times(gelu_erf(g), g, u); }
 
 // SiTU-GLU is a product of two one-argument factors; the exhaustive sweep
 // uses them separately.

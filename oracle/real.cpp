@@ -6,6 +6,10 @@ unsigned bits_to_digits10(unsigned bits) { return static_cast<unsigned>(bits * 0
 }  // namespace
 
 PrecisionScope::PrecisionScope(unsigned bits) : saved_digits10_(Real::thread_default_precision()) {
+    // The widest exponent range MPFR has (thread-local): tails such as
+    // erfc(4e4) ~ 2^-2.3e9 must not underflow to 0.
+    mpfr_set_emin(mpfr_get_emin_min());
+    mpfr_set_emax(mpfr_get_emax_max());
     Real::thread_default_precision(bits_to_digits10(bits));
 }
 PrecisionScope::~PrecisionScope() { Real::thread_default_precision(saved_digits10_); }

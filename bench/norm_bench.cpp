@@ -1,0 +1,73 @@
+// Throughput of the norm kernels against the machine's copy bandwidth at the
+// same sizes.  Bytes counted per iteration: x read + y written + weight/bias
+// read (the copy reference counts its read + write the same way).
+//   ninja -C build norm_bench && ./build/bench/norm_bench --benchmark_min_time=0.2
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.hpp"
+#include "impls/registry.hpp"
+
+namespace conform::bench {
+namespace {
+
+struct Shape {
+    std::int64_t rows, n;
+};
+const Shape kShapes[] = {{64, 4096}, {32, 8192}, {1024, 8192}};
+
+// Runs the registered kernel `name` on a [rows, n] N(0,1) input.
+void run_norm(benchmark::State& state, const std::string& name, Shape s) {
+    const KernelInfo* k = builtin_registry().find(name);
+    if (!k) return state.SkipWithError(("no kernel " + name).c_str());
+    const OpSpec& op = *find_op(k->op);
+    std::vector<Tensor> in{normal_tensor(k->in, s.rows, s.n)};
+    for (std::size_t i = 1; i < op.inputs.size(); ++i) {  // weight, bias: [n]
+        const Tensor row = normal_tensor(k->in, 1, s.n, 2 + i);
+        in.emplace_back(k->in, std::vector<std::int64_t>{s.n});
+        for (std::int64_t j = 0; j < s.n; ++j) in.back().set_bits(j, row.bits(j));
+    }
+    Tensor y(k->out, {s.rows, s.n});
+    const Params params = Params::defaults(op);
+    KernelCall call{params, {}, {y.view()}};
+    std::int64_t bytes = 0;
+    for (const Tensor& t : in) {
+        call.in.push_back(t.view());
+        bytes += t.numel() * info(t.format()).bytes;
+    }
+    bytes += y.numel() * info(y.format()).bytes;
+    for (auto _ : state) {
+        k->fn(call);
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+}
+
+std::string shape_name(Shape s) { return std::to_string(s.rows) + "x" + std::to_string(s.n); }
+
+const bool registered = [] {
+    // Copy references: x's size in each format at each shape.
+    std::vector<std::int64_t> sizes;
+    for (Shape s : kShapes)
+        for (int b : {2, 4}) sizes.push_back(s.rows * s.n * b);
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    for (std::int64_t b : sizes) benchmark::RegisterBenchmark("copy", copy_bandwidth)->Arg(b);
+
+    auto add = [](const std::string& kernel, Shape s) {
+        benchmark::RegisterBenchmark((kernel + "/" + shape_name(s)).c_str(),
+                                     [kernel, s](benchmark::State& st) { run_norm(st, kernel, s); });
+    };
+    for (const char* op : {"rms_norm", "layer_norm", "l2_norm"})
+        for (const char* f : {"fp32", "bf16", "fp16"})
+            for (Shape s : kShapes) add(std::string("cpu.simd.") + op + "." + f, s);
+    // Comparison points: the portable path and the naive baseline.
+    add("cpu.scalar.rms_norm.fp16", kShapes[0]);
+    add("cpu.naive.rms_norm.fp16", kShapes[0]);
+    return true;
+}();
+
+}  // namespace
+}  // namespace conform::bench

@@ -1,0 +1,175 @@
+// Row kernels of the norm family, written once over an 8-lane vector type so
+// the AVX2 path and the portable scalar path share one algorithm and one
+// summation order: they give bit-identical results (NaN payloads aside).
+//
+// NOT a self-contained header.  impls/cpu/norm.cpp includes it twice, each
+// time inside its own namespace that first defines
+//   V                    the lane type (ScalarLanes or Avx2Lanes, see norm.cpp)
+//   CONFORM_NORM_TARGET  empty, or the AVX2 target attribute
+// because GCC only inlines AVX2 intrinsics into functions carrying the
+// target attribute, and the scalar copy must not carry it (it runs on
+// machines without AVX2).  Helpers that do not touch V (St, Affine,
+// needs_rescue, prescale_row) live in norm.cpp, outside these namespaces.
+//
+// Arithmetic contract (docs/norm.md): every value is widened exactly to fp32;
+// sums are fp32 (FMA for squares); the per-row scalar is d = s / n + float(eps),
+// inv = 1 / sqrtf(d) (one correctly rounded division, no rsqrt estimate); each
+// element is (x - shift) * inv, times w (or (1 + w) in fp32, or fma(t, w, b)),
+// rounded once to the output format.  Weights and biases are widened (and
+// 1 + w formed) once per call, not once per row.  Rows whose fp32 sum
+// overflowed or underflowed are recomputed after an exact power-of-two
+// prescale (prescale_row in norm.cpp).
+
+using R = typename V::R;
+
+// Elements [0, cnt) of a row tail, padded to 8 lanes with `pad`.
+template <Format F>
+CONFORM_NORM_TARGET inline R load_tail(const St<F>* p, long cnt, float pad) {
+    float buf[8];
+    for (long j = 0; j < 8; ++j) buf[j] = j < cnt ? Storage<F>::load(p, j) : pad;
+    return V::loadf(buf);
+}
+
+template <Format F>
+CONFORM_NORM_TARGET inline void store_tail(St<F>* p, long cnt, R v) {
+    float buf[8];
+    V::storef(buf, v);
+    for (long j = 0; j < cnt; ++j) Storage<F>::store(p, j, buf[j]);
+}
+
+// The [n] weight or bias widened to fp32 once per call (1 + w formed here, in
+// fp32, for zero-centred weights); null stays null.
+template <Format F>
+CONFORM_NORM_TARGET const float* widen(const void* p, long n, bool one_plus, std::vector<float>& buf) {
+    if (!p) return nullptr;
+    const auto* src = static_cast<const St<F>*>(p);
+    buf.resize(static_cast<std::size_t>(n));
+    const R one = V::set1(1.0f);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const R v = V::template load<F>(src + i);
+        V::storef(buf.data() + i, one_plus ? V::add(one, v) : v);
+    }
+    for (; i < n; ++i) buf[i] = one_plus ? 1.0f + Storage<F>::load(src, i) : Storage<F>::load(src, i);
+    return buf.data();
+}
+
+// x - c, skipped when the shift is known to be zero (rms_norm, l2_norm).
+template <bool Centered>
+CONFORM_NORM_TARGET inline R center(R x, R c) {
+    if constexpr (Centered) return V::sub(x, c);
+    return x;
+}
+
+// acc + (x - c) or acc + (x - c)^2 (fused), lane-wise.
+template <bool Square, bool Centered>
+CONFORM_NORM_TARGET inline R accumulate(R acc, R x, R c) {
+    const R d = center<Centered>(x, c);
+    return Square ? V::fma(d, d, acc) : V::add(acc, d);
+}
+
+// Fixed pairwise tree over the lanes, identical for both lane types.
+CONFORM_NORM_TARGET inline float hsum(R v) {
+    float b[8];
+    V::storef(b, v);
+    return ((b[0] + b[4]) + (b[2] + b[6])) + ((b[1] + b[5]) + (b[3] + b[7]));
+}
+
+// fp32 sum over the row of (x - c) or (x - c)^2 (c = 0 unless Centered).
+// Four accumulators over 32-element blocks hide the FMA latency; the
+// remaining 8-blocks and the tail (padded with c, so padded lanes add exactly
+// zero) go to the first.
+template <Format F, bool Square, bool Centered>
+CONFORM_NORM_TARGET float row_sum(const St<F>* x, long n, float c) {
+    const R cv = V::set1(c);
+    R a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+    long i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = accumulate<Square, Centered>(a0, V::template load<F>(x + i), cv);
+        a1 = accumulate<Square, Centered>(a1, V::template load<F>(x + i + 8), cv);
+        a2 = accumulate<Square, Centered>(a2, V::template load<F>(x + i + 16), cv);
+        a3 = accumulate<Square, Centered>(a3, V::template load<F>(x + i + 24), cv);
+    }
+    for (; i + 8 <= n; i += 8) a0 = accumulate<Square, Centered>(a0, V::template load<F>(x + i), cv);
+    if (i < n) a0 = accumulate<Square, Centered>(a0, load_tail<F>(x + i, n - i, c), cv);
+    return hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
+}
+
+// One 8-lane output block: t = (x - c) * inv, then the op's affine part
+// (w already holds 1 + w for zero-centred weights).
+template <Affine A>
+CONFORM_NORM_TARGET inline R affine(R x, R w, R b, R c, R inv) {
+    constexpr bool centered = A == Affine::weight_bias;
+    const R t = V::mul(center<centered>(x, c), inv);
+    if constexpr (A == Affine::none) return t;
+    if constexpr (A == Affine::weight) return V::mul(t, w);
+    return V::fma(t, w, b);  // weight_bias: one rounding for t * w + b
+}
+
+// y = affine((x - c) * inv) over the row; x in format In, y in Out; w, b fp32.
+template <Format In, Format Out, Affine A>
+CONFORM_NORM_TARGET void scale_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, float c,
+                                   float inv) {
+    const R cv = V::set1(c), iv = V::set1(inv), z = V::zero();
+    constexpr bool has_w = A != Affine::none, has_b = A == Affine::weight_bias;
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const R wv = has_w ? V::loadf(w + i) : z, bv = has_b ? V::loadf(b + i) : z;
+        V::template store<Out>(y + i, affine<A>(V::template load<In>(x + i), wv, bv, cv, iv));
+    }
+    if (i == n) return;
+    const long m = n - i;
+    const R wv = has_w ? load_tail<Format::fp32>(w + i, m, 0) : z;
+    const R bv = has_b ? load_tail<Format::fp32>(b + i, m, 0) : z;
+    store_tail<Out>(y + i, m, affine<A>(load_tail<In>(x + i, m, c), wv, bv, cv, iv));
+}
+
+// rms_norm (div = n) and l2_norm (div = 1, A = none).
+template <Format In, Format Out, Affine A>
+void rms_row(const St<In>* x, const float* w, St<Out>* y, long n, float div, double eps, bool rescue) {
+    const float s = row_sum<In, true, false>(x, n, 0.0f);
+    const float d = s / div + static_cast<float>(eps);
+    if (rescue && needs_rescue(d)) {
+        thread_local std::vector<float> scaled;
+        double eps_scaled;
+        if (prescale_row<In>(x, n, eps, scaled, eps_scaled))
+            return rms_row<Format::fp32, Out, A>(scaled.data(), w, y, n, div, eps_scaled, false);
+    }
+    scale_row<In, Out, A>(x, w, nullptr, y, n, 0.0f, 1.0f / std::sqrt(d));
+}
+
+// layer_norm, two passes.  The mean is taken of x - x[0] and shifted back,
+// so a constant row has mean exactly x[0] and variance exactly 0.
+template <Format In, Format Out>
+void layer_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, double eps, bool rescue) {
+    const float nf = static_cast<float>(n), k = Storage<In>::load(x, 0);
+    const float mu = k + row_sum<In, false, true>(x, n, k) / nf;
+    const float d = row_sum<In, true, true>(x, n, mu) / nf + static_cast<float>(eps);
+    if (rescue && (!std::isfinite(mu) || needs_rescue(d))) {
+        thread_local std::vector<float> scaled;
+        double eps_scaled;
+        if (prescale_row<In>(x, n, eps, scaled, eps_scaled))
+            return layer_row<Format::fp32, Out>(scaled.data(), w, b, y, n, eps_scaled, false);
+    }
+    scale_row<In, Out, Affine::weight_bias>(x, w, b, y, n, mu, 1.0f / std::sqrt(d));
+}
+
+// Whole-tensor entry: rows of x (leading dims folded), broadcast w and b.
+template <NormOp Op, Format F>
+void run(const KernelCall& call) {
+    const NormArgs a = norm_args(call, F, Op);
+    thread_local std::vector<float> wbuf, bbuf;
+    const float* w = widen<F>(a.w, a.n, a.zero_centered && Op == NormOp::rms, wbuf);
+    const float* b = widen<F>(a.b, a.n, false, bbuf);
+    const float n = static_cast<float>(a.n);
+    for (std::int64_t r = 0; r < a.rows; ++r) {
+        const St<F>* x = a.x.row<St<F>>(r);
+        St<F>* y = a.y.row<St<F>>(r);
+        if constexpr (Op == NormOp::layer)
+            layer_row<F, F>(x, w, b, y, a.n, a.eps, true);
+        else if constexpr (Op == NormOp::l2)
+            rms_row<F, F, Affine::none>(x, nullptr, y, a.n, 1.0f, a.eps, true);
+        else
+            rms_row<F, F, Affine::weight>(x, w, y, a.n, n, a.eps, true);
+    }
+}
