@@ -1,6 +1,6 @@
 // The property suite instantiated for every registered kernel of a family:
 // kernels must pass every property, mutants must fail at least one.
-// CONFORM_CASES (cases per property, default 30) and CONFORM_SEED (default 1)
+// CONFORM_CASES (cases per property, default 100) and CONFORM_SEED (default 1)
 // come from the environment so a CI matrix can widen the search; long sweeps
 // shard with GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX.
 #pragma once
@@ -18,7 +18,7 @@ namespace conform::testing {
 inline props::RunConfig env_config() {
     props::RunConfig cfg;
     if (const char* s = std::getenv("CONFORM_SEED")) cfg.seed = std::strtoull(s, nullptr, 10);
-    cfg.cases = 30;
+    cfg.cases = 100;
     if (const char* s = std::getenv("CONFORM_CASES")) cfg.cases = std::atoi(s);
     return cfg;
 }
