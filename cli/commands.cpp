@@ -140,6 +140,7 @@ int cmd_exhaustive(const Selection& s0, const std::string& out, int threads) {
         const OpSpec& op = *find_op(k->op);
         props::SweepOptions opt;
         opt.threads = threads;
+        opt.cancelled = interrupted;
         opt.progress = [&](double f) { std::cerr << fmt::format("\r{} {:5.1f}%", k->name, 100 * f) << std::flush; };
         const Params p = Params::defaults(op);
         auto r = op.kind == OpKind::gated ? props::sweep_gated(*k, p, opt) : props::sweep_unary(*k, p, opt);

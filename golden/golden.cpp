@@ -47,8 +47,32 @@ Tensor tensor_from(const json& j, Format f, const std::filesystem::path& file, c
     const auto& bits = j.at("bits");
     if (!bits.is_array() || static_cast<std::int64_t>(bits.size()) != t.numel())
         bad(file, field + ".bits", "expected " + std::to_string(t.numel()) + " bit patterns");
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_bits(i, std::stoull(bits[i].get<std::string>(), nullptr, 16));
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        const std::string text = bits[i].is_string() ? bits[i].get<std::string>() : "";
+        char* end = nullptr;
+        const unsigned long long b = std::strtoull(text.c_str(), &end, 16);
+        if (text.empty() || *end) bad(file, field + ".bits[" + std::to_string(i) + "]", "expected a hex bit pattern");
+        t.set_bits(i, b);
+    }
     return t;
+}
+
+Vector parse_vector(const json& j, const std::filesystem::path& file, const std::string& at) {
+    if (!j.is_object()) bad(file, at, "expected an object");
+    const OpSpec* op = find_op(j.value("op", ""));
+    if (!op) bad(file, at + ".op", "unknown op");
+    auto f = parse_format(j.value("format", ""));
+    if (!f) bad(file, at + ".format", "unknown format");
+    Vector v{op->name, *f, Params(j.at("params").get<std::map<std::string, double>>()), {}, {}};
+    const json inputs = j.value("inputs", json::object());
+    for (const auto& in_name : op->inputs) {
+        if (!inputs.contains(in_name)) bad(file, at + ".inputs." + in_name, "missing tensor");
+        v.inputs.push_back(tensor_from(inputs[in_name], *f, file, at + ".inputs." + in_name));
+    }
+    const json expected = j.value("expected", json::object());
+    if (!expected.contains(op->outputs[0])) bad(file, at + ".expected." + op->outputs[0], "missing tensor");
+    v.expected = tensor_from(expected[op->outputs[0]], *f, file, at + ".expected");
+    return v;
 }
 
 }  // namespace
@@ -109,20 +133,14 @@ std::vector<Vector> read_vectors(const std::filesystem::path& file) {
         throw std::runtime_error(file.string() + ": not valid JSON: " + e.what());
     }
     std::vector<Vector> out;
+    if (!arr.is_array()) bad(file, "(root)", "expected an array of vectors");
     for (std::size_t i = 0; i < arr.size(); ++i) {
-        const json& j = arr[i];
         const std::string at = "[" + std::to_string(i) + "]";
-        const OpSpec* op = find_op(j.value("op", ""));
-        if (!op) bad(file, at + ".op", "unknown op");
-        auto f = parse_format(j.value("format", ""));
-        if (!f) bad(file, at + ".format", "unknown format");
-        Vector v{op->name, *f, Params(j.at("params").get<std::map<std::string, double>>()), {}, {}};
-        for (const auto& in_name : op->inputs) {
-            if (!j["inputs"].contains(in_name)) bad(file, at + ".inputs." + in_name, "missing tensor");
-            v.inputs.push_back(tensor_from(j["inputs"][in_name], *f, file, at + ".inputs." + in_name));
+        try {
+            out.push_back(parse_vector(arr[i], file, at));
+        } catch (const json::exception& e) {
+            bad(file, at, e.what());
         }
-        v.expected = tensor_from(j["expected"][op->outputs[0]], *f, file, at + ".expected");
-        out.push_back(std::move(v));
     }
     return out;
 }

@@ -34,7 +34,7 @@ std::filesystem::path vector_file(const std::filesystem::path& dir, const std::s
 struct Profile {
     std::string kernel;
     std::uint64_t seed = 1;
-    int cases = 30;
+    int cases = 100;
     std::uint64_t max_ulp = 0;
     std::vector<double> util_quantiles;  // p50, p90, p99, p99.9, max (empty: ULP-budget op)
 };

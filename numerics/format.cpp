@@ -69,8 +69,8 @@ std::uint64_t assemble_rounded(Format f, bool neg, double r, int q) {
     const int p = fi.precision, bias = 1 - fi.emin, width = fi.bytes * 8;
     const std::uint64_t sign = neg ? (std::uint64_t{1} << (width - 1)) : 0;
     const std::uint64_t inf = std::uint64_t(2 * bias + 1) << (p - 1);
-    if (r >= std::ldexp(1.0, p)) {  // rounding carried into the next binade
-        r = std::ldexp(r, -1);
+    if (r >= static_cast<double>(std::uint64_t{1} << p)) {  // rounding carried into the next binade
+        r /= 2;  // exact: r = 2^p
         q += 1;
     }
     std::uint64_t mant = static_cast<std::uint64_t>(r);

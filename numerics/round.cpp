@@ -64,6 +64,17 @@ std::optional<std::uint64_t> round_if_determined(mpfr_srcptr x, mpfr_srcptr err,
 
 namespace conform {
 
+namespace {
+// 2^k for normal-range k, built from the bits (ldexp is a library call and
+// this sits in the 2^32-pair sweep's inner loop).
+inline double pow2(int k) {
+    const std::uint64_t b = static_cast<std::uint64_t>(k + 1023) << 52;
+    double d;
+    std::memcpy(&d, &b, 8);
+    return d;
+}
+}  // namespace
+
 std::optional<std::uint64_t> round_dd(Format f, double hi, double lo, double tol_rel) {
     if (!std::isfinite(hi) || !is_float(f)) return std::nullopt;
     const FormatInfo& fi = info(f);
@@ -73,9 +84,9 @@ std::optional<std::uint64_t> round_dd(Format f, double hi, double lo, double tol
     const double slack = std::fabs(la) + tol_rel * a;  // how far x may be from |hi|
     if (a == 0) return slack == 0 ? std::optional<std::uint64_t>(encode(f, hi)) : std::nullopt;
     // Far below half the smallest subnormal: rounds to a signed zero.
-    const double half_min = std::ldexp(1.0, fi.emin - p);
+    const double half_min = pow2(fi.emin - p);
     if (a + slack < half_min) return encode(f, neg ? -0.0 : 0.0);
-    if (a < std::ldexp(1.0, -1000)) return std::nullopt;  // double subnormal: leave it to MPFR
+    if (a < pow2(-1000)) return std::nullopt;  // near double's subnormals: leave it to MPFR
     std::uint64_t b;
     std::memcpy(&b, &a, 8);
     const int E = static_cast<int>(b >> 52) - 1023;
@@ -88,7 +99,7 @@ std::optional<std::uint64_t> round_dd(Format f, double hi, double lo, double tol
     const std::int64_t half = std::int64_t{1} << (shift - 1);
     // Signed distance of |x| above the midpoint between q and q + 1: exact
     // for |hi|, then lo added (relative rounding error 2^-53, covered below).
-    const double dist = std::ldexp(static_cast<double>(rem - half), E - 52) + la;
+    const double dist = static_cast<double>(rem - half) * pow2(E - 52) + la;
     if (std::fabs(dist) <= tol_rel * a + std::fabs(dist) * 0x1p-50) return std::nullopt;
     if (dist > 0) ++q;
     return assemble_rounded(f, neg, static_cast<double>(q), e - (p - 1));

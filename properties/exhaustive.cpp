@@ -39,15 +39,15 @@ struct Tally {
     std::uint64_t max_ulp = 0;
     std::int64_t mismatches = 0, inputs = 0;
     std::string worst;
-    void add(Format f, std::uint64_t ref, std::uint64_t got, const std::function<std::string()>& what) {
+    template <class What>
+    void add(bool class_match, std::uint64_t ulps, const What& what) {
         ++inputs;
-        const UlpCompare c = compare_bits(f, ref, got);
-        if (!c.class_match) {  // a class mismatch is worse than any ulp count
+        if (!class_match) {  // a class mismatch is worse than any ulp count
             if (mismatches++ == 0) worst = what() + " (class mismatch)";
             return;
         }
-        if (mismatches == 0 && (c.ulps > max_ulp || worst.empty())) worst = what();
-        max_ulp = std::max(max_ulp, c.ulps);
+        if (mismatches == 0 && (ulps > max_ulp || worst.empty())) worst = what();
+        max_ulp = std::max(max_ulp, ulps);
     }
     void merge(const Tally& o) {
         if (o.max_ulp > max_ulp || worst.empty() || (mismatches == 0 && o.mismatches)) worst = o.worst;
@@ -141,7 +141,8 @@ report::ExhaustiveResult sweep_unary(const KernelInfo& k, const Params& p, const
                 const auto ref = oracle::evaluate(op, p, {slice.view()}, k.out);
                 for (std::int64_t i = 0; i < kPatterns / 4; ++i) {
                     const std::int64_t j = r * kPatterns / 4 + i;
-                    tallies[r].add(k.out, ref.rounded.bits(i), y[0].bits(j), [&] {
+                    const UlpCompare c = compare_bits(k.out, ref.rounded.bits(i), y[0].bits(j));
+                    tallies[r].add(c.class_match, c.ulps, [&] {
                         return "x=" + hexfloat(x.value(j)) + " -> got " + hexfloat(y[0].value(j)) + ", want " +
                                hexfloat(ref.rounded.value(i));
                     });
@@ -163,6 +164,14 @@ report::ExhaustiveResult sweep_gated(const KernelInfo& k, const Params& p, const
     const Format f = k.in, out = k.out;
     const std::vector<DD> G = factor_table(k.op, p, f, true), U = factor_table(k.op, p, f, false);
     const Tensor up = all_patterns(f);
+    // Class and ordinal of every output pattern: the hot loop compares by lookup.
+    std::vector<std::uint8_t> cls(kPatterns);
+    std::vector<std::int32_t> ord(kPatterns);
+    for (std::int64_t b = 0; b < kPatterns; ++b) {
+        cls[b] = static_cast<std::uint8_t>(classify(out, b));
+        ord[b] = static_cast<std::int32_t>(ordinal(out, b));
+    }
+    const std::uint64_t nan_bits = encode(out, NAN);
     std::atomic<std::int64_t> next{0}, done{0};
     std::mutex mu;
     Tally all;
@@ -170,13 +179,14 @@ report::ExhaustiveResult sweep_gated(const KernelInfo& k, const Params& p, const
         Tally local;
         Tensor gate(f, {1, kPatterns});
         for (std::int64_t g; (g = next++) < kPatterns;) {
+            if (opt.cancelled && opt.cancelled()) break;
             for (std::int64_t i = 0; i < kPatterns; ++i) gate.set_bits(i, static_cast<std::uint64_t>(g));
             const auto h = run_kernel(k, p, {gate.view(), up.view()});
             const std::uint16_t* got = static_cast<const std::uint16_t*>(h[0].data());
             for (std::int64_t u = 0; u < kPatterns; ++u) {
                 std::uint64_t ref;
                 if (G[g].nan || U[u].nan) {
-                    ref = encode(out, NAN);
+                    ref = nan_bits;
                 } else {
                     const double ph = G[g].hi * U[u].hi;
                     const double pl = std::fma(G[g].hi, U[u].hi, -ph) + (G[g].hi * U[u].lo + G[g].lo * U[u].hi);
@@ -185,7 +195,10 @@ report::ExhaustiveResult sweep_gated(const KernelInfo& k, const Params& p, const
                             : oracle::round_scalar(k.op, p, {decode(f, static_cast<std::uint64_t>(g)),
                                                              decode(f, static_cast<std::uint64_t>(u))}, out);
                 }
-                local.add(out, ref, got[u], [&] {
+                const bool same_class = cls[ref] == cls[got[u]];
+                const std::uint64_t ulps =
+                    same_class && cls[ref] == 0 ? static_cast<std::uint64_t>(std::abs(ord[ref] - ord[got[u]])) : 0;
+                local.add(same_class, ulps, [&] {
                     return "gate=" + hexfloat(decode(f, g)) + " up=" + hexfloat(decode(f, u)) + " -> got " +
                            hexfloat(decode(out, got[u])) + ", want " + hexfloat(decode(out, ref));
                 });

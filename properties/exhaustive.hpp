@@ -15,6 +15,7 @@ namespace conform::props {
 struct SweepOptions {
     int threads = 0;  // 0: hardware concurrency
     std::function<void(double fraction)> progress;
+    std::function<bool()> cancelled;  // checked between gate rows: an interrupted sweep stops early
 };
 
 // Every pattern of k.in as the single input of a unary (or elementwise) op.

@@ -10,10 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "golden/golden.hpp"
 #include "impls/registry.hpp"
 #include "properties/suite.hpp"
 
 namespace conform::testing {
+
+// True when the run uses the seed and case count the golden profiles were
+// recorded with, so the error profile is comparable.
+inline bool default_sample() { return !std::getenv("CONFORM_SEED") && !std::getenv("CONFORM_CASES"); }
 
 inline props::RunConfig env_config() {
     props::RunConfig cfg;
@@ -48,6 +53,14 @@ inline void expect_all_properties_pass(const std::string& name) {
     for (const auto& p : r.properties)
         EXPECT_TRUE(p.passed) << name << " / " << p.name << ": " << p.message << "\n"
                               << p.counterexample << "\nreproduce: " << p.reproduce;
+    // Baseline drift: no worse than the recorded error profile (golden/profiles/).
+    if (!default_sample()) return;
+    const auto recorded = golden::read_profile(golden::profile_file(golden::default_dir(), name));
+    ASSERT_TRUE(recorded.has_value()) << "no recorded profile for " << name
+                                      << "; run 'conform golden --record-profiles'";
+    const auto cfg = env_config();
+    EXPECT_EQ(golden::compare_profiles(*recorded, golden::profile_of(r, cfg.seed, cfg.cases)), "")
+        << name << " got worse than its recorded error profile";
 }
 
 inline void expect_killed(const std::string& name) {
