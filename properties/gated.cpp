@@ -49,6 +49,36 @@ Testable situ_to_swiglu(const KernelInfo& k, const RunConfig& cfg) {
     };
 }
 
+// Near zero, beta tanh(z / beta) = z (1 + O(z^2 / beta^2)): with |gate|, |up|
+// <= beta 2^-8 (2^-20 for fp32) SiTU-GLU and SwiGLU differ by less than
+// 2^-16 relative (2^-40), below half an output ulp, so their correctly rounded
+// values are equal or adjacent and the kernel is within 2 ulp of SwiGLU.
+Testable situ_near_zero(const KernelInfo& k, const RunConfig& cfg) {
+    return [&k, cfg] {
+        GenOptions opt;
+        opt.max_n = std::min(cfg.max_n, 256);
+        CaseSpec spec = *gen_spec(*find_op(k.op), k.in, opt);
+        const Case raw = build_case(spec);
+        const double beta = std::min(spec.params.get("beta1", 4), spec.params.get("beta2", 25));
+        const double lim = beta * std::ldexp(1.0, k.in == Format::fp32 ? -20 : -8);
+        Case c = raw;
+        for (auto& t : c.inputs)
+            for (std::int64_t i = 0; i < t.numel(); ++i) {
+                const double v = t.value(i);
+                t.set_value(i, std::isfinite(v) ? std::fmod(v, lim) : 0.0);  // fold into (-lim, lim)
+            }
+        const auto y = run_kernel(k, c.params, c.views());
+        const auto ref = oracle::evaluate(*find_op("swiglu"), Params(), c.views(), k.out);
+        for (std::int64_t i = 0; i < y[0].numel(); ++i) {
+            const UlpCompare cmp = compare_bits(k.out, ref.rounded.bits(i), y[0].bits(i));
+            if (!cmp.class_match || cmp.ulps > 2)
+                RC_FAIL("situ_glu near zero at (" + hexfloat(c.inputs[0].value(i)) + ", " +
+                        hexfloat(c.inputs[1].value(i)) + ") = " + hexfloat(y[0].value(i)) + ", swiglu = " +
+                        hexfloat(ref.rounded.value(i)));
+        }
+    };
+}
+
 }  // namespace
 
 void add_gated_properties(std::vector<PropertyDef>& v) {
@@ -58,6 +88,9 @@ void add_gated_properties(std::vector<PropertyDef>& v) {
     v.push_back({"situ_to_swiglu", "SiTU-GLU with beta1 = beta2 = 2^40 equals SwiGLU within 1 ulp",
                  [](const OpSpec& op) { return op.name == "situ_glu"; },
                  [](const KernelInfo& k, const RunConfig& cfg, Stats*) { return situ_to_swiglu(k, cfg); }, 2});
+    v.push_back({"situ_near_zero", "near zero SiTU-GLU equals SwiGLU within 2 ulp (beta tanh(z/beta) = z + O(z^3))",
+                 [](const OpSpec& op) { return op.name == "situ_glu"; },
+                 [](const KernelInfo& k, const RunConfig& cfg, Stats*) { return situ_near_zero(k, cfg); }, 2});
 }
 
 }  // namespace conform::props
