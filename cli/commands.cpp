@@ -29,6 +29,9 @@ std::string outcome_line(const report::KernelReport& k) {
 
 }  // namespace
 
+int run_mutants(const std::vector<const KernelInfo*>& ks, const props::RunConfig& cfg, report::RunReport& rep);
+void run_unary_sweeps(const std::vector<const KernelInfo*>& ks, report::RunReport& rep, const std::string& out);
+
 int cmd_list(bool json, const Selection& s) {
     const auto ks = select(s);
     if (json) {
@@ -51,7 +54,7 @@ int cmd_list(bool json, const Selection& s) {
 }
 
 int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::string& out, bool baselines,
-            const std::string& reproduce) {
+            const std::string& reproduce, bool mutants, bool exhaustive) {
     Selection s = s0;
     s.roles = {Role::kernel};
     if (baselines) s.roles.push_back(Role::baseline);
@@ -71,6 +74,13 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
         rep.finished = now_iso8601();
         write_if(out, rep);  // partial results survive an interruption
     }
+    if (exhaustive) run_unary_sweeps(ks, rep, out);
+    if (mutants && !interrupted()) {
+        Selection m = s0;
+        m.roles = {Role::mutant};
+        m.kernels.clear();
+        run_mutants(select(m), cfg, rep);
+    }
     rep.complete = !interrupted();
     rep.finished = now_iso8601();
     write_if(out, rep);
@@ -83,15 +93,8 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
     return rep.passed() ? 0 : 1;
 }
 
-int cmd_mutate(const Selection& s0, std::uint64_t seed, int cases, const std::string& out) {
-    Selection s = s0;
-    s.roles = {Role::mutant};
-    const auto ks = select(s);
-    install_interrupt_handler();
-    report::RunReport rep = new_report(seed, cases, s);
-    props::RunConfig cfg;
-    cfg.seed = seed;
-    cfg.cases = cases;
+// Runs the suite on each mutant into rep.mutants; returns how many were killed.
+int run_mutants(const std::vector<const KernelInfo*>& ks, const props::RunConfig& cfg, report::RunReport& rep) {
     int killed = 0;
     for (std::size_t i = 0; i < ks.size() && !interrupted(); ++i) {
         const auto r = props::run_suite(*ks[i], cfg);
@@ -106,12 +109,38 @@ int cmd_mutate(const Selection& s0, std::uint64_t seed, int cases, const std::st
                                  m.killed ? "killed by " + m.killed_by : "SURVIVED (" + m.description + ")");
         rep.mutants.push_back(m);
     }
+    std::cout << "kill rate: " << killed << "/" << rep.mutants.size() << "\n";
+    return killed;
+}
+
+int cmd_mutate(const Selection& s0, std::uint64_t seed, int cases, const std::string& out) {
+    Selection s = s0;
+    s.roles = {Role::mutant};
+    const auto ks = select(s);
+    install_interrupt_handler();
+    report::RunReport rep = new_report(seed, cases, s);
+    props::RunConfig cfg;
+    cfg.seed = seed;
+    cfg.cases = cases;
+    const int killed = run_mutants(ks, cfg, rep);
     rep.complete = !interrupted();
     rep.finished = now_iso8601();
     write_if(out, rep);
-    std::cout << "kill rate: " << killed << "/" << rep.mutants.size() << "\n";
     if (interrupted()) return 130;
     return killed == static_cast<int>(ks.size()) ? 0 : 1;
+}
+
+// Every 16-bit input of the selected unary simd kernels, into rep.exhaustive.
+void run_unary_sweeps(const std::vector<const KernelInfo*>& ks, report::RunReport& rep, const std::string& out) {
+    for (const auto* k : ks) {
+        if (interrupted()) return;
+        if (k->role != Role::kernel || k->variant != "simd" || find_op(k->op)->kind != OpKind::unary ||
+            (k->in != Format::fp16 && k->in != Format::bf16))
+            continue;
+        progress("exhaustive " + k->name);
+        rep.exhaustive.push_back(props::sweep_unary(*k, Params::defaults(*find_op(k->op))));
+        write_if(out, rep);
+    }
 }
 
 int cmd_exhaustive(const Selection& s0, const std::string& out, int threads) {

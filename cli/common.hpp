@@ -38,7 +38,7 @@ std::string join(const std::vector<std::string>& v, const std::string& sep = ", 
 
 int cmd_list(bool json, const Selection& s);
 int cmd_run(const Selection& s, std::uint64_t seed, int cases, const std::string& out, bool baselines,
-            const std::string& reproduce);
+            const std::string& reproduce, bool mutants, bool exhaustive);
 int cmd_mutate(const Selection& s, std::uint64_t seed, int cases, const std::string& out);
 int cmd_exhaustive(const Selection& s, const std::string& out, int threads);
 int cmd_golden(bool regenerate, bool profiles, const std::string& dir);

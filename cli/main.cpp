@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     std::uint64_t seed = 1;
     int cases = 100, threads = 0;
     std::string out = "conform-report", reproduce, golden_dir;
-    bool json = false, no_baselines = false, regenerate = false, profiles = false;
+    bool json = false, no_baselines = false, regenerate = false, profiles = false, with_mutants = false,
+         with_exhaustive = false;
 
     auto* list = app.add_subcommand("list", "list registered kernels (op, name, backend, formats, role)");
     list->add_flag("--json", json, "print JSON instead of a table");
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
     run->add_option("--out", out, "report directory (report.json, report.md, junit.xml, report.html)")->capture_default_str();
     run->add_flag("--no-baselines", no_baselines, "skip the naive same-precision baselines");
     run->add_option("--reproduce", reproduce, "reproduction string printed with a failure");
+    run->add_flag("--mutants", with_mutants, "also run every selected op's mutants (kill rate in the report)");
+    run->add_flag("--exhaustive", with_exhaustive, "also sweep every fp16/bf16 input of the unary simd kernels");
 
     auto* mutate = app.add_subcommand("mutate", "run the suite against every mutant; print the kill rate");
     add_selection(mutate, sel);
@@ -64,7 +67,7 @@ int main(int argc, char** argv) {
     }
     try {
         if (*list) return cmd_list(json, sel);
-        if (*run) return cmd_run(sel, seed, cases, out, !no_baselines, reproduce);
+        if (*run) return cmd_run(sel, seed, cases, out, !no_baselines, reproduce, with_mutants, with_exhaustive);
         if (*mutate) return cmd_mutate(sel, seed, cases, mutate_out->count() ? out : "");
         if (*exh) return cmd_exhaustive(sel, exh_out->count() ? out : "", threads);
         if (*golden) return cmd_golden(regenerate, profiles, golden_dir);
