@@ -85,7 +85,7 @@ std::optional<std::uint64_t> round_dd(Format f, double hi, double lo, double tol
     // Far below half the smallest subnormal (including a product whose hi
     // underflowed double while lo did not): a signed zero.
     const double half_min = pow2(fi.emin - p);
-    if (a + slack < half_min) return encode(f, (hi != 0 ? neg : std::signbit(lo)) ? -0.0 : 0.0);
+    if (a + slack < half_min) return encode(f, (hi != 0 || lo == 0 ? neg : std::signbit(lo)) ? -0.0 : 0.0);
     if (a == 0) return std::nullopt;
     if (a < pow2(-1000)) return std::nullopt;  // near double's subnormals: leave it to MPFR
     std::uint64_t b;
