@@ -22,7 +22,7 @@ std::string outcome_line(const report::KernelReport& k) {
                                 k.stats.has_bound ? fmt::format("max util {:.3f}", k.stats.max_util)
                                                   : fmt::format("max ulp {}", k.stats.max_ulp));
     for (const auto& p : k.properties)
-        if (!p.passed && k.role == "kernel")
+        if (!p.passed && k.role != "baseline")
             s += fmt::format("\n    {} failed: {}\n    reproduce: --reproduce '{}'", p.name, p.message, p.reproduce);
     return s;
 }
@@ -58,6 +58,7 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
     Selection s = s0;
     s.roles = {Role::kernel};
     if (baselines) s.roles.push_back(Role::baseline);
+    if (!s.kernels.empty()) s.roles.push_back(Role::mutant);  // a mutant named explicitly is run like any kernel
     const auto ks = select(s);
     install_interrupt_handler();
     report::RunReport rep = new_report(seed, cases, s);

@@ -132,10 +132,44 @@ CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
     return _mm256_blendv_ps(y, _mm256_add_ps(x[0], b), nan);
 }
 
+// ---- AVX2 float path for fp16/bf16 outputs: 8 lanes of float ------------
+// Used where the functor offers vecf(...) (simd_math.hpp, namespace vf: ~2^-21
+// relative error, enough for <= 1 ulp in fp16/bf16; fp32 keeps double).  A
+// gated functor names the gate values its float form does not cover
+// (float_ok(g) false in some lane: the far negative tail, where act(g) is a
+// float subnormal whose absolute error an unbounded up could magnify); such
+// 8-element blocks take the double path above.
+
+template <class Op, int N>
+concept FloatVec = (N == 1 && requires(const Op& op, __m256 x) { op.vecf(x); }) ||
+                   (N == 2 && requires(const Op& op, __m256 x) {
+                       op.vecf(x, x);
+                       op.float_ok(x);
+                   });
+
+template <Format F, int N, class Op>
+CONFORM_AVX2 inline __m256 apply8f(const Op& op, const __m256 (&x)[N]) {
+    __m256 y;
+    if constexpr (N == 1) y = op.vecf(x[0]);
+    else y = op.vecf(x[0], x[1]);
+    const __m256 b = N == 1 ? x[0] : x[N - 1];
+    const __m256 nan = _mm256_cmp_ps(x[0], b, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(y, _mm256_add_ps(x[0], b), nan);
+}
+
 template <Format F, int N, class Op>
 CONFORM_AVX2 inline void block8(const Op& op, const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) {
     __m256 x[N];
     for (int k = 0; k < N; ++k) x[k] = vload<F>(in[k]);
+    if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
+        if constexpr (N == 1) {
+            vstore<F>(out, apply8f<F, N>(op, x));
+            return;
+        } else if (op.float_ok(x[0])) {
+            vstore<F>(out, apply8f<F, N>(op, x));
+            return;
+        }
+    }
     vstore<F>(out, apply8<F, N>(op, x));
 }
 
@@ -229,8 +263,11 @@ inline KernelInfo kernel_info(const std::string& op, const std::string& variant,
 // cpu.simd / cpu.scalar / cpu.naive for one op in one format.
 template <Format F, int N, class Op, class Naive>
 void register_op_format(Registry& r, const std::string& op) {
-    r.add(kernel_info(op, "simd", F, Format::fp64, Role::kernel,
-                      "AVX2: 4-lane double polynomials, one rounding to the format (scalar path without AVX2)",
+    constexpr bool in_float = F != Format::fp32 && FloatVec<Op, N>;
+    r.add(kernel_info(op, "simd", F, in_float ? Format::fp32 : Format::fp64, Role::kernel,
+                      in_float ? "AVX2: 8-lane float polynomials (far gate tails in double), one rounding to the "
+                                 "format (scalar path without AVX2)"
+                               : "AVX2: 4-lane double polynomials, one rounding to the format (scalar path without AVX2)",
                       simd_kernel<F, N, Op>()));
     r.add(kernel_info(op, "scalar", F, Format::fp64, Role::kernel,
                       "portable scalar: libm in double, one correctly rounded store", scalar_kernel<F, N, Op>()));

@@ -15,6 +15,14 @@ namespace {
 
 using namespace cpu;
 
+// False where some lane's gate is below gmin (NaN lanes pass: the driver
+// makes them NaN).  Below gmin the activation factor is no longer a normal
+// float, and its absolute error (~2^-150) times |up| (up to 2^128 in bf16)
+// would not stay within the ulp of the product.
+CONFORM_AVX2 inline bool gate_in_float_range(__m256 g, float gmin) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(g, _mm256_set1_ps(gmin), _CMP_LT_OQ)) == 0;
+}
+
 // act(gate) * up; the IEEE product keeps the oracle's limits (silu(-inf) * u
 // = -0 * u, and 0 * inf = NaN).  The product of two stored inputs is exact in
 // double, so it can sit exactly on an output rounding midpoint; for large g,
@@ -48,6 +56,16 @@ struct GluFn {
         stepped = _mm256_blendv_pd(stepped, tiny, under);
         return _mm256_mul_pd(stepped, u);
     }
+    // Float path (fp16/bf16): the same step below g; gates below Act::kFloatGateMin
+    // (where act(g) leaves float's normal range) go to the double path.
+    CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, Act::kFloatGateMin); }
+    CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const {
+        const __m256 a = act.vecf(g);
+        __m256 below = _mm256_and_ps(_mm256_cmp_ps(a, g, _CMP_EQ_OQ), _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GT_OQ));
+        below = _mm256_and_ps(below, _mm256_cmp_ps(g, _mm256_set1_ps(FLT_MAX), _CMP_LE_OQ));
+        const __m256 stepped = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(below)));
+        return _mm256_mul_ps(stepped, u);
+    }
 };
 
 // [beta1 tanh(g/beta1) sigmoid(g)] * [beta2 tanh(u/beta2)]; at g = -inf the
@@ -60,13 +78,19 @@ struct SituGluFn {
     CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const {
         return _mm256_mul_pd(_mm256_mul_pd(cap1.vec(g), sig.vec(g)), cap2.vec(u));
     }
+    CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, SigmoidFn::kFloatGateMin); }
+    CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const {
+        return _mm256_mul_ps(_mm256_mul_ps(cap1.vecf(g), sig.vecf(g)), cap2.vecf(u));
+    }
 };
 
 // silu(min(g, L)) * clamp(u, -L, L): the gate is capped above only.
 struct SwigluClampFn {
     double limit;
+    float limit_f;
     SiluFn silu;
-    explicit SwigluClampFn(const Params& p) : limit(p.get("limit", 10)), silu(p) {}
+    explicit SwigluClampFn(const Params& p)
+        : limit(p.get("limit", 10)), limit_f(static_cast<float>(limit)), silu(p) {}
     double scalar(double g, double u) const {
         return silu.scalar(std::min(g, limit)) * std::clamp(u, -limit, limit);
     }
@@ -74,6 +98,12 @@ struct SwigluClampFn {
         const __m256d l = _mm256_set1_pd(limit);
         __m256d uc = _mm256_min_pd(_mm256_max_pd(u, _mm256_sub_pd(_mm256_setzero_pd(), l)), l);
         return _mm256_mul_pd(silu.vec(_mm256_min_pd(g, l)), uc);
+    }
+    CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, SiluFn::kFloatGateMin); }
+    CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const {
+        const __m256 l = _mm256_set1_ps(limit_f);
+        const __m256 uc = _mm256_min_ps(_mm256_max_ps(u, _mm256_sub_ps(_mm256_setzero_ps(), l)), l);
+        return _mm256_mul_ps(silu.vecf(_mm256_min_ps(g, l)), uc);
     }
 };
 
