@@ -76,14 +76,18 @@ double elapsed(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Double-double factor of a gated hidden: hi + lo within 2^-106 relative.
+// A factor of a gated hidden: hi + lo within 2^-106 relative for the fast
+// path, and the value at kWideBits for pairs the double-double cannot decide.
+constexpr unsigned kWideBits = 400;
 struct DD {
     double hi = 0, lo = 0;
     bool nan = false;
+    oracle::Real wide;
 };
 
 DD to_dd(const oracle::Real& v) {
     DD d;
+    d.wide = v;
     if (oracle::isnan(v)) {
         d.nan = true;
         return d;
@@ -111,13 +115,32 @@ std::pair<oracle::Real, oracle::Real> factors(const std::string& op, const Param
 
 std::vector<DD> factor_table(const std::string& op, const Params& p, Format f, bool gate) {
     std::vector<DD> t(kPatterns);
-    oracle::PrecisionScope scope(256);
+    oracle::PrecisionScope scope(kWideBits);
     for (std::int64_t i = 0; i < kPatterns; ++i) {
         const double v = decode(f, static_cast<std::uint64_t>(i));
         auto [a, b] = factors(op, p, gate ? v : 1.0, gate ? 1.0 : v);
         t[i] = to_dd(gate ? a : b);
     }
     return t;
+}
+
+// Second level: the exact product of the two wide factors (800 bits hold
+// it exactly), accepted when every value within 2^-380 relative of it rounds
+// the same (each factor is within ~2^-396 of its true value).  Zero, infinite
+// or NaN factors go to the oracle, which owns the limits.
+std::optional<std::uint64_t> round_wide(const DD& a, const DD& b, Format out) {
+    const mpfr_srcptr x = a.wide.backend().data(), y = b.wide.backend().data();
+    if (!mpfr_regular_p(x) || !mpfr_regular_p(y)) return std::nullopt;
+    mpfr_t prod, err;
+    mpfr_init2(prod, 2 * kWideBits + 32);
+    mpfr_init2(err, 64);
+    mpfr_mul(prod, x, y, MPFR_RNDN);
+    mpfr_abs(err, prod, MPFR_RNDU);
+    mpfr_mul_2si(err, err, -380, MPFR_RNDU);
+    auto r = round_if_determined(prod, err, out);
+    mpfr_clear(prod);
+    mpfr_clear(err);
+    return r;
 }
 
 }  // namespace
@@ -176,6 +199,7 @@ report::ExhaustiveResult sweep_gated(const KernelInfo& k, const Params& p, const
     std::mutex mu;
     Tally all;
     auto worker = [&] {
+        oracle::PrecisionScope scope(kWideBits);  // this thread's MPFR exponent range and precision
         Tally local;
         Tensor gate(f, {1, kPatterns});
         for (std::int64_t g; (g = next++) < kPatterns;) {
@@ -191,6 +215,7 @@ report::ExhaustiveResult sweep_gated(const KernelInfo& k, const Params& p, const
                     const double ph = G[g].hi * U[u].hi;
                     const double pl = std::fma(G[g].hi, U[u].hi, -ph) + (G[g].hi * U[u].lo + G[g].lo * U[u].hi);
                     auto r = std::isfinite(ph) ? round_dd(out, ph, pl, 0x1p-100) : std::nullopt;
+                    if (!r) r = round_wide(G[g], U[u], out);
                     ref = r ? *r
                             : oracle::round_scalar(k.op, p, {decode(f, static_cast<std::uint64_t>(g)),
                                                              decode(f, static_cast<std::uint64_t>(u))}, out);
