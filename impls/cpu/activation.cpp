@@ -10,32 +10,19 @@ namespace {
 
 using cpu::NaiveMath;
 
-// Naive baselines: the plain formula through NaiveMath.
-struct NaiveSigmoid {
+// Naive baselines: the plain formula through NaiveMath, one template for
+// the parameterless activations.
+template <double (NaiveMath::*Fn)(double) const>
+struct NaiveUnary {
     NaiveMath m;
-    NaiveSigmoid(const Params&, Format f) : m{f} {}
-    double scalar(double x) const { return m.sigmoid(x); }
+    NaiveUnary(const Params&, Format f) : m{f} {}
+    double scalar(double x) const { return (m.*Fn)(x); }
 };
-struct NaiveSilu {
-    NaiveMath m;
-    NaiveSilu(const Params&, Format f) : m{f} {}
-    double scalar(double x) const { return m.silu(x); }
-};
-struct NaiveGeluErf {
-    NaiveMath m;
-    NaiveGeluErf(const Params&, Format f) : m{f} {}
-    double scalar(double x) const { return m.gelu_erf(x); }
-};
-struct NaiveGeluTanh {
-    NaiveMath m;
-    NaiveGeluTanh(const Params&, Format f) : m{f} {}
-    double scalar(double x) const { return m.gelu_tanh(x); }
-};
-struct NaiveSoftplus {
-    NaiveMath m;
-    NaiveSoftplus(const Params&, Format f) : m{f} {}
-    double scalar(double x) const { return m.softplus(x); }
-};
+using NaiveSigmoid = NaiveUnary<&NaiveMath::sigmoid>;
+using NaiveSilu = NaiveUnary<&NaiveMath::silu>;
+using NaiveGeluErf = NaiveUnary<&NaiveMath::gelu_erf>;
+using NaiveGeluTanh = NaiveUnary<&NaiveMath::gelu_tanh>;
+using NaiveSoftplus = NaiveUnary<&NaiveMath::softplus>;
 struct NaiveSoftcap {
     NaiveMath m;
     double beta;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "numerics/format.hpp"
 
@@ -81,6 +82,20 @@ CONFORM_AVX2 inline void store8(std::uint16_t* p, __m256 v, Format f) {
         h = _mm_packus_epi32(lo, hi);
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+}
+
+// The same, dispatched on the storage format at compile time.
+template <Format F>
+using storage_t = std::conditional_t<F == Format::fp32, float, std::uint16_t>;
+template <Format F>
+CONFORM_AVX2 inline __m256 load8_as(const storage_t<F>* p) {
+    if constexpr (F == Format::fp32) return load8(p);
+    else return load8(p, F);
+}
+template <Format F>
+CONFORM_AVX2 inline void store8_as(storage_t<F>* p, __m256 v) {
+    if constexpr (F == Format::fp32) store8(p, v);
+    else store8(p, v, F);
 }
 
 }  // namespace conform::cpu

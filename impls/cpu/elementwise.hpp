@@ -25,7 +25,7 @@
 namespace conform::cpu {
 
 template <Format F>
-using elem_t = std::conditional_t<F == Format::fp32, float, std::uint16_t>;
+using elem_t = storage_t<F>;
 
 // ---- scalar path: exact widening, one correctly rounded narrowing ---------
 
@@ -77,16 +77,10 @@ void run_scalar(const KernelCall& c, const Op& op) {
 // + 2 and 24 >= 8 + 2 bits), with no double-rounding error at midpoints.
 
 template <Format F>
-CONFORM_AVX2 inline __m256 vload(const elem_t<F>* p) {
-    if constexpr (F == Format::fp32) return load8(p);
-    else return load8(p, F);
-}
+CONFORM_AVX2 inline __m256 vload(const elem_t<F>* p) { return load8_as<F>(p); }
 
 template <Format F>
-CONFORM_AVX2 inline void vstore(elem_t<F>* p, __m256 v) {
-    if constexpr (F == Format::fp32) store8(p, v);
-    else store8(p, v, F);
-}
+CONFORM_AVX2 inline void vstore(elem_t<F>* p, __m256 v) { store8_as<F>(p, v); }
 
 CONFORM_AVX2 inline __m256d lo_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
 CONFORM_AVX2 inline __m256d hi_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }

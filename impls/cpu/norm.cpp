@@ -139,15 +139,9 @@ struct Avx2Lanes {
     CONFORM_AVX2 static R loadf(const float* p) { return _mm256_loadu_ps(p); }
     CONFORM_AVX2 static void storef(float* p, R v) { _mm256_storeu_ps(p, v); }
     template <Format F>
-    CONFORM_AVX2 static R load(const St<F>* p) {
-        if constexpr (F == Format::fp32) return load8(p);
-        else return load8(p, F);
-    }
+    CONFORM_AVX2 static R load(const St<F>* p) { return load8_as<F>(p); }
     template <Format F>
-    CONFORM_AVX2 static void store(St<F>* p, R v) {
-        if constexpr (F == Format::fp32) store8(p, v);
-        else store8(p, v, F);
-    }
+    CONFORM_AVX2 static void store(St<F>* p, R v) { store8_as<F>(p, v); }
     CONFORM_AVX2 static R add(R a, R b) { return _mm256_add_ps(a, b); }
     CONFORM_AVX2 static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
     CONFORM_AVX2 static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
