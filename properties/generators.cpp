@@ -112,7 +112,7 @@ Case build_case(const CaseSpec& spec) {
             fill_affine(t, spec, k, rng);
         else
             fill(t, spec.families[std::min(k, spec.families.size() - 1)], spec, k, rng);
-        if (k == 0) inject_specials(t, spec.specials, rng);
+        if (!affine) inject_specials(t, spec.specials, rng);  // every data input: gate and up alike
         c.inputs.push_back(std::move(t));
     }
     return c;

@@ -32,7 +32,7 @@ struct CaseSpec {
     std::vector<Family> families;  // one per input
     int scale_exp = 0;             // values scaled by 2^scale_exp
     std::uint64_t seed = 0;
-    int specials = 0;              // NaN/Inf/0/max values injected into the first input
+    int specials = 0;              // NaN/Inf/0/max values injected into each data input
 };
 
 void showValue(const CaseSpec& spec, std::ostream& os);
