@@ -67,6 +67,32 @@ TEST(ActivationOracle, AgreesWithItselfAtTwiceThePrecision) {
         }
 }
 
+TEST(ActivationOracle, CancellationFreeFormsEqualTheLiteralFormulas) {
+    // The oracle's forms (x sigmoid(2z), x/2 erfc(-x/sqrt2), x + log1p(e^-x))
+    // against the seed's literal formulas evaluated at 2048 bits, where the
+    // literal form's cancellation (at most ~150 bits for |x| <= 12) is harmless.
+    oracle::PrecisionScope s(2048);
+    const Real half("0.5"), c = oracle::sqrt(Real(2) / oracle::pi());
+    for (double x = -12; x <= 12; x += 0.173) {
+        const Real X = oracle::from_double(x);
+        const Real z = c * (X + Real("0.044715") * X * X * X);
+        const Real literal_tanh = half * X * (Real(1) + oracle::tanh(z));
+        Real erf_x;
+        mpfr_erf(erf_x.backend().data(), (X / oracle::sqrt(Real(2))).backend().data(), MPFR_RNDN);
+        const Real literal_erf = half * X * (Real(1) + erf_x);
+        Real log_1p_ex;
+        const Real ex = oracle::exp(X);
+        mpfr_log((log_1p_ex).backend().data(), (Real(1) + ex).backend().data(), MPFR_RNDN);
+        auto rel = [&](const char* op, const Real& want) {
+            const Real got = oracle::eval_scalar(op, Params(), {x}, 256);
+            return want == 0 ? oracle::to_double(oracle::abs(got)) : oracle::to_double(oracle::abs(got - want) / oracle::abs(want));
+        };
+        EXPECT_LT(rel("gelu_tanh", literal_tanh), 1e-70) << x;
+        EXPECT_LT(rel("gelu_erf", literal_erf), 1e-70) << x;
+        EXPECT_LT(rel("softplus", log_1p_ex), 1e-70) << x;
+    }
+}
+
 TEST(ActivationOracle, CorrectRoundingNeedsZivOnlyRarely) {
     // All 65536 fp16 inputs of silu: every result rounds correctly and the
     // oracle reports how many needed more than 256 bits.
