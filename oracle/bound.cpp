@@ -19,16 +19,21 @@ double half_ulp_out(Format out, double y, double rel) {
     return 0.5 * ulp_at(out, std::fabs(y) * (1 + rel));
 }
 
-// rms_norm and l2_norm: every term of sum x^2 is nonnegative, so the computed
-// sum has relative error gamma_n; the mean, the eps add (and eps's own
-// rounding), sqrt, one division and the two multiplies add 6u; rsqrt halves
-// the error of its argument.  Rounded up to gamma_{ceil(n/2) + 7} to absorb
-// second-order terms.  Zero-centred weights add one rounding for 1 + w.
+// rms_norm and l2_norm (docs/norm.md): every term of sum x^2 is nonnegative,
+// so the computed sum is s (1 + theta), |theta| <= gamma_n; dividing by n,
+// rounding eps and adding it keep t = mean + eps within gamma_{n+2} relative
+// (one spare rounding for kernels that multiply by fl(1/n)): eta_t <= gamma_{n+3}.
+// 1/sqrt(t (1 + eta)) = q (1 + a) with |a| <= eta / (2 (1 - eta)).  Then
+// sqrt, the reciprocal (or division) and the two multiplies are four more
+// roundings, b = gamma_4 (gamma_5 with the 1 + w of zero-centred weights):
+// rel = a + b + a b holds for every n with n u < 1, no first-order shortcut.
 std::vector<double> rms_bound(const Params& p, const NormRow& r, Format acc, Format out, bool has_weight) {
     const double u = unit_roundoff(acc);
     const std::size_t n = r.x.size();
     const bool zc = has_weight && p.get("zero_centered", 0) != 0;
-    const double rel = gamma(std::ceil(n / 2.0) + 7 + (zc ? 1 : 0), u);
+    const double eta_t = gamma(n + 3.0, u);
+    const double a = eta_t / (2 * (1 - eta_t)), b = gamma(zc ? 5 : 4, u);
+    const double rel = a + b + a * b;
     std::vector<double> bound(n);
     for (std::size_t i = 0; i < n; ++i) {
         const double w = has_weight ? std::fabs(zc ? 1 + r.w[i] : r.w[i]) : 1.0;
