@@ -126,3 +126,28 @@ TEST(Cli, InterruptedRunLeavesAValidPartialReport) {
     std::string text((std::istreambuf_iterator<char>(md)), {});
     EXPECT_NE(text.find("INTERRUPTED"), std::string::npos);
 }
+
+TEST(Cli, ReproductionStringReplaysTheFailingCase) {
+    // A mutant named with --kernel fails; its reproduction string replays the
+    // same shrunk counterexample.
+    const fs::path a = fresh_dir("conform_cli_repro_a"), b = fresh_dir("conform_cli_repro_b");
+    const std::string mutant = "mutant.rms_norm.eps_outside.fp16";
+    ASSERT_EQ(run("run --kernel " + mutant + " --cases 50 --out " + a.string()), 0);
+    auto failing = [](const fs::path& d) {
+        std::ifstream in(d / "report.json");
+        const auto j = nlohmann::json::parse(in);
+        for (const auto& p : j["kernels"][0]["properties"])
+            if (!p["passed"].get<bool>()) return p;
+        return nlohmann::json();
+    };
+    const auto first = failing(a);
+    ASSERT_FALSE(first.is_null());
+    const std::string repro = first["reproduce"];
+    ASSERT_NE(repro.find("reproduce="), std::string::npos);
+    // A different seed: only the reproduction string can bring back the same case.
+    ASSERT_EQ(run("run --kernel " + mutant + " --cases 50 --seed 999 --reproduce '" + repro + "' --out " + b.string()), 0);
+    const auto again = failing(b);
+    ASSERT_FALSE(again.is_null());
+    EXPECT_EQ(again["name"], first["name"]);
+    EXPECT_EQ(again["counterexample"], first["counterexample"]);
+}
