@@ -154,7 +154,6 @@ int cmd_exhaustive(const Selection& s0, const std::string& out, int threads) {
     for (const auto& op : s.ops)
         if (find_op(op) && find_op(op)->kind == OpKind::row_norm)
             throw UsageError("'" + op + "' is a row reduction; exhaustive sweeps cover elementwise and gated ops");
-    if (s.kernels.empty()) s.kernels = {};
     auto ks = select(s);
     if (s0.kernels.empty()) {  // default: the simd kernel of each op and dtype
         std::vector<const KernelInfo*> simd;

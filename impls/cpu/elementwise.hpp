@@ -280,16 +280,9 @@ void register_op(Registry& r, const std::string& op) {
 template <Format F, int N, class Op>
 void register_mutant(Registry& r, const std::string& op, const std::string& bug, const std::string& bug_class,
                      std::string description, Format acc = Format::fp64) {
-    KernelInfo k;
+    KernelInfo k = kernel_info(op, bug, F, acc, Role::mutant, std::move(description), scalar_kernel<F, N, Op>());
     k.name = "mutant." + op + "." + bug + "." + name(F);
-    k.op = op;
-    k.variant = bug;
-    k.in = k.out = F;
-    k.acc = acc;
-    k.role = Role::mutant;
     k.bug_class = bug_class;
-    k.description = std::move(description);
-    k.fn = scalar_kernel<F, N, Op>();
     r.add(std::move(k));
 }
 
