@@ -47,7 +47,9 @@ namespace elementwise {
 struct Shape {
     std::int64_t rows, cols;
 };
-inline constexpr Shape kShapes[] = {{64, 4096}, {32, 8192}, {1024, 16384}};
+// Two cache-resident shapes and two transformer-sized ones well beyond the
+// caches (4096 tokens x hidden 4096, 2048 x 8192), where bandwidth is the limit.
+inline constexpr Shape kShapes[] = {{64, 4096}, {32, 8192}, {4096, 4096}, {2048, 8192}};
 constexpr Format kFormats[] = {Format::fp32, Format::bf16, Format::fp16};
 
 // N(0,1) inputs, built once per (format, shape, seed): large ones take a while.

@@ -65,7 +65,8 @@ CONFORM_AVX2 inline __m256 load8(const std::uint16_t* p, Format f) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 CONFORM_AVX2 inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
-CONFORM_AVX2 inline void store8(std::uint16_t* p, __m256 v, Format f) {
+// 8 floats -> 8 16-bit values (RNE), in a 128-bit register.
+CONFORM_AVX2 inline __m128i narrow8(__m256 v, Format f) {
     __m128i h;
     if (f == Format::fp16) {
         h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
@@ -81,7 +82,10 @@ CONFORM_AVX2 inline void store8(std::uint16_t* p, __m256 v, Format f) {
         __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
         h = _mm_packus_epi32(lo, hi);
     }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+    return h;
+}
+CONFORM_AVX2 inline void store8(std::uint16_t* p, __m256 v, Format f) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), narrow8(v, f));
 }
 
 // The same, dispatched on the storage format at compile time.

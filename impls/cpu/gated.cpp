@@ -59,13 +59,14 @@ struct GluFn {
     // Float path (fp16/bf16): the same step below g; gates below Act::kFloatGateMin
     // (where act(g) leaves float's normal range) go to the double path.
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, Act::kFloatGateMin); }
-    CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const {
+    CONFORM_AVX2 __m256 gate_f(__m256 g) const {
         const __m256 a = act.vecf(g);
         __m256 below = _mm256_and_ps(_mm256_cmp_ps(a, g, _CMP_EQ_OQ), _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GT_OQ));
         below = _mm256_and_ps(below, _mm256_cmp_ps(g, _mm256_set1_ps(FLT_MAX), _CMP_LE_OQ));
-        const __m256 stepped = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(below)));
-        return _mm256_mul_ps(stepped, u);
+        return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(below)));
     }
+    CONFORM_AVX2 __m256 up_f(__m256 u) const { return u; }
+    CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const { return _mm256_mul_ps(gate_f(g), up_f(u)); }
 };
 
 // [beta1 tanh(g/beta1) sigmoid(g)] * [beta2 tanh(u/beta2)]; at g = -inf the
@@ -79,9 +80,10 @@ struct SituGluFn {
         return _mm256_mul_pd(_mm256_mul_pd(cap1.vec(g), sig.vec(g)), cap2.vec(u));
     }
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, SigmoidFn::kFloatGateMin); }
-    CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const {
-        return _mm256_mul_ps(_mm256_mul_ps(cap1.vecf(g), sig.vecf(g)), cap2.vecf(u));
-    }
+    static constexpr bool kTabulateUp = true;  // the up factor is a softcap, worth a table
+    CONFORM_AVX2 __m256 gate_f(__m256 g) const { return _mm256_mul_ps(cap1.vecf(g), sig.vecf(g)); }
+    CONFORM_AVX2 __m256 up_f(__m256 u) const { return cap2.vecf(u); }
+    CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const { return _mm256_mul_ps(gate_f(g), up_f(u)); }
 };
 
 // silu(min(g, L)) * clamp(u, -L, L): the gate is capped above only.
@@ -100,11 +102,12 @@ struct SwigluClampFn {
         return _mm256_mul_pd(silu.vec(_mm256_min_pd(g, l)), uc);
     }
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, SiluFn::kFloatGateMin); }
-    CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const {
+    CONFORM_AVX2 __m256 gate_f(__m256 g) const { return silu.vecf(_mm256_min_ps(g, _mm256_set1_ps(limit_f))); }
+    CONFORM_AVX2 __m256 up_f(__m256 u) const {
         const __m256 l = _mm256_set1_ps(limit_f);
-        const __m256 uc = _mm256_min_ps(_mm256_max_ps(u, _mm256_sub_ps(_mm256_setzero_ps(), l)), l);
-        return _mm256_mul_ps(silu.vecf(_mm256_min_ps(g, l)), uc);
+        return _mm256_min_ps(_mm256_max_ps(u, _mm256_sub_ps(_mm256_setzero_ps(), l)), l);
     }
+    CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const { return _mm256_mul_ps(gate_f(g), up_f(u)); }
 };
 
 // Naive baselines: every intermediate rounded to the storage format.
