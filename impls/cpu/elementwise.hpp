@@ -391,8 +391,9 @@ template <Format F, int N, class Op, class Naive>
 void register_op_format(Registry& r, const std::string& op) {
     constexpr bool in_float = F != Format::fp32 && FloatVec<Op, N>;
     r.add(kernel_info(op, "simd", F, in_float ? Format::fp32 : Format::fp64, Role::kernel,
-                      in_float ? "AVX2: 8-lane float polynomials (far gate tails in double), one rounding to the "
-                                 "format (scalar path without AVX2)"
+                      in_float ? "AVX2: tables over all 65536 inputs filled by 8-lane float polynomials (gated: "
+                                 "gate/up factor tables, product in float, far gate tails in double), one rounding to "
+                                 "the format (scalar path without AVX2)"
                                : "AVX2: 4-lane double polynomials, one rounding to the format (scalar path without AVX2)",
                       simd_kernel<F, N, Op>()));
     r.add(kernel_info(op, "scalar", F, Format::fp64, Role::kernel,
