@@ -1,0 +1,190 @@
+// MPFR side of the positional oracle: inverse frequencies and cos/sin with
+// guard bits (the error analysis is in docs/rope.md, "Oracle"), and the
+// registry evaluators of sincos_pe and rope with their shape and parameter
+// checks.
+#include "oracle/rope.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace conform::oracle {
+namespace {
+
+// An mpfr_t of a given precision, cleared on scope exit.
+class Mp {
+public:
+    explicit Mp(long bits) { mpfr_init2(v_, static_cast<mpfr_prec_t>(bits)); }
+    ~Mp() { mpfr_clear(v_); }
+    Mp(const Mp&) = delete;
+    Mp& operator=(const Mp&) = delete;
+    mpfr_ptr get() { return v_; }
+
+private:
+    mpfr_t v_;
+};
+
+mpfr_srcptr raw(const Real& x) { return x.backend().data(); }
+
+// Round v to the thread's working precision.
+Real to_working(mpfr_srcptr v) {
+    Real r;
+    mpfr_set(r.backend().data(), v, MPFR_RNDN);
+    return r;
+}
+
+Real nan_real() { return from_double(std::numeric_limits<double>::quiet_NaN()); }
+
+// e with |x| < 2^e for a regular x (MPFR's exponent convention), else 0.
+long exponent_of(mpfr_srcptr x) { return mpfr_regular_p(x) ? static_cast<long>(mpfr_get_exp(x)) : 0; }
+
+// Bits that cover the error of θ = b^ê when ê = fl(−2j/r): the relative error
+// of θ is |ê − e|·|ln b| <= 2^-W |ln b|, and |ln b| < |exponent(b)| + 1.
+long log_base_bits(const Real& b) {
+    return std::bit_width(static_cast<unsigned long>(std::labs(exponent_of(raw(b))) + 3));
+}
+
+// θ_j = b^(−2j/r) at W bits (relative error <= 2^-W (|ln b| + 1)).
+void inv_freq_at(mpfr_ptr theta, std::int64_t j, std::int64_t r, const Real& b) {
+    Mp e(mpfr_get_prec(theta));
+    mpfr_set_si(e.get(), static_cast<long>(-2 * j), MPFR_RNDN);
+    mpfr_div_si(e.get(), e.get(), static_cast<long>(r), MPFR_RNDN);
+    mpfr_pow(theta, raw(b), e.get(), MPFR_RNDN);
+}
+
+// Precision that keeps the angle's absolute error below 2^-(P+10): the angle
+// m·θ has relative error <= 2^-W (|ln b| + 2) and magnitude
+// <= |m| · max(1, 1/b) (θ_j lies between 1 and 1/b).
+long angle_bits(const Real& m, const Real& b) {
+    const long P = static_cast<long>(current_bits());
+    const long m_bits = std::max(0L, exponent_of(raw(m)));
+    const long inv_b_bits = std::max(0L, 1 - exponent_of(raw(b)));
+    return P + 10 + m_bits + inv_b_bits + log_base_bits(b);
+}
+
+// ---- parameter and shape checks -------------------------------------------
+
+void require_inputs(const std::string& op, const std::vector<TensorView>& in, std::size_t n, const char* names) {
+    if (in.size() != n)
+        throw std::invalid_argument(op + ": expects " + std::to_string(n) + " input(s) (" + names + "), got " +
+                                    std::to_string(in.size()));
+}
+
+std::string num(double v) {
+    std::string s = std::to_string(v);
+    if (s.find('.') != std::string::npos) s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+}
+
+// An integer-valued parameter in [lo, hi] (enums and sizes are stored as doubles).
+std::int64_t integer_param(const std::string& op, const Params& p, const std::string& name, double fallback,
+                           double lo, double hi) {
+    const double v = p.get(name, fallback);
+    if (!std::isfinite(v) || v != std::floor(v) || v < lo || v > hi)
+        throw std::invalid_argument(op + ": parameter '" + name + "' is " + num(v) + ", must be an integer in [" +
+                                    num(lo) + ", " + num(hi) + "]");
+    return static_cast<std::int64_t>(v);
+}
+
+double positive_param(const std::string& op, const Params& p, const std::string& name, double fallback) {
+    const double v = p.get(name, fallback);
+    if (!std::isfinite(v) || !(v > 0))
+        throw std::invalid_argument(op + ": parameter '" + name + "' is " + num(v) + ", must be finite and > 0");
+    return v;
+}
+
+constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
+
+// rotary_dim: 0 means the whole head dimension D; otherwise even, 2 <= r <= D.
+std::int64_t rotary_dim_of(const std::string& op, const Params& p, std::int64_t D) {
+    const std::int64_t r0 = integer_param(op, p, "rotary_dim", 0, 0, kMaxExactInteger);
+    const std::int64_t r = r0 == 0 ? D : r0;
+    if (r % 2 != 0 || r < 2 || r > D)
+        throw std::invalid_argument(op + ": input 'x' dimension 2 (head dim D) is " + std::to_string(D) +
+                                    "; rotary_dim " + std::to_string(r0) + (r0 == 0 ? " (= D)" : "") +
+                                    " must be even, >= 2 and <= D");
+    return r;
+}
+
+RopeConfig rope_config(const std::string& op, const Params& p, std::int64_t D) {
+    RopeConfig c;
+    c.pairing = static_cast<RopePairing>(integer_param(op, p, "pairing", 0, 0, 1));
+    c.rotary_dim = rotary_dim_of(op, p, D);
+    c.base = positive_param(op, p, "base", 10000.0);
+    c.ntk_scale = positive_param(op, p, "ntk_scale", 1.0);
+    return c;
+}
+
+}  // namespace
+
+Real rope_inv_freq(std::int64_t j, std::int64_t r, const Real& b) {
+    Mp theta(static_cast<long>(current_bits()) + 10 + log_base_bits(b));
+    inv_freq_at(theta.get(), j, r, b);
+    return to_working(theta.get());
+}
+
+CosSin<Real> rope_cos_sin(const Real& m, std::int64_t j, std::int64_t r, const Real& b) {
+    if (!mpfr_number_p(raw(m))) return {nan_real(), nan_real()};  // sin(±Inf), cos(NaN): NaN
+    // MPFR's sin/cos reduce their argument exactly, so all the error is in
+    // the angle; W bits keep it below 2^-(P+10) (see angle_bits).
+    const long W = angle_bits(m, b);
+    Mp theta(W), angle(W), c(W), s(W);
+    inv_freq_at(theta.get(), j, r, b);
+    mpfr_mul(angle.get(), raw(m), theta.get(), MPFR_RNDN);
+    mpfr_sin_cos(s.get(), c.get(), angle.get(), MPFR_RNDN);
+    return {to_working(c.get()), to_working(s.get())};
+}
+
+OpOutputs eval_sincos_pe(const Params& params, const std::vector<TensorView>& in) {
+    const std::string op = "sincos_pe";
+    require_inputs(op, in, 1, "positions");
+    const TensorView& positions = in[0];
+    require_rank(op, "positions", positions, 1);
+    const double dim_v = params.get("dim", 0);
+    if (!std::isfinite(dim_v) || dim_v != std::floor(dim_v) || dim_v < 2 || dim_v > 1 << 24 ||
+        static_cast<std::int64_t>(dim_v) % 2 != 0)
+        throw std::invalid_argument(op + ": parameter 'dim' (output 'pe' dimension 1) is " + num(dim_v) +
+                                    ", must be an even integer >= 2");
+    const auto d = static_cast<std::int64_t>(dim_v);
+    const Real base = from_double(positive_param(op, params, "base", 10000.0));
+
+    const std::int64_t L = positions.shape[0];
+    const std::vector<Real> pos = read_exact(positions);
+    OpOutputs out{{"pe"}, {{L, d}}, {{}}};
+    auto& pe = out.values[0];
+    pe.reserve(static_cast<std::size_t>(L * d));
+    for (std::int64_t l = 0; l < L; ++l)
+        for (Real& v : sincos_pe_row(pos[l], d, base)) pe.push_back(std::move(v));
+    return out;
+}
+
+OpOutputs eval_rope(const Params& params, const std::vector<TensorView>& in) {
+    const std::string op = "rope";
+    require_inputs(op, in, 1, "x");
+    const TensorView& x = in[0];
+    require_rank(op, "x", x, 3);
+    const std::int64_t H = x.shape[0], L = x.shape[1], D = x.shape[2];
+    const RopeConfig c = rope_config(op, params, D);
+    const Real offset = from_double(static_cast<double>(
+        integer_param(op, params, "offset", 0, -kMaxExactInteger, kMaxExactInteger)));
+
+    const std::vector<Real> xs = read_exact(x);
+    OpOutputs out{{"y"}, {{H, L, D}}, {std::vector<Real>(xs.size())}};
+    auto& y = out.values[0];
+    for (std::int64_t l = 0; l < L; ++l) {
+        // Token l sits at position offset + l (exact: both are integers below 2^53).
+        const auto row = rope_table_row(offset + from_double(static_cast<double>(l)), c);
+        for (std::int64_t h = 0; h < H; ++h) {
+            const auto first = xs.begin() + (h * L + l) * D;
+            const auto yv = rope_apply(std::vector<Real>(first, first + D), row, c);
+            std::copy(yv.begin(), yv.end(), y.begin() + (h * L + l) * D);
+        }
+    }
+    return out;
+}
+
+}  // namespace conform::oracle

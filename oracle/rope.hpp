@@ -1,0 +1,129 @@
+// Oracle of the positional family (docs/rope.md): the sinusoidal positional
+// encoding and rotary embedding (RoPE), with NTK-aware base scaling, partial
+// rotary dimensions and a position offset.
+//
+// Both reduce to cos/sin of an angle m · θ_j, θ_j = b^(−2j/r).  Positions
+// reach 2^20 and beyond, so an angle computed at the working precision P would
+// lose log2(m) bits to argument reduction; the Real overload of
+// rope_cos_sin() therefore computes the angle with enough guard bits that cos
+// and sin come back within 2^-P (absolute) of the exact values at every
+// position.  The double overloads serve the FP64 tier of the same templates.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "oracle/real.hpp"
+#include "oracle/structured.hpp"
+
+namespace conform::oracle {
+
+// Which two dimensions of the rotated block form pair j (0 <= j < r/2).
+enum class RopePairing {
+    interleaved = 0,  // (2j, 2j+1): GPT-J, the RoFormer paper, seed 001 §3's code
+    half_split = 1,   // (j, j + r/2): GPT-NeoX / Llama "rotate_half"
+};
+
+inline std::pair<std::int64_t, std::int64_t> rope_pair_dims(RopePairing p, std::int64_t j, std::int64_t r) {
+    return p == RopePairing::interleaved ? std::pair{2 * j, 2 * j + 1} : std::pair{j, j + r / 2};
+}
+
+template <class R>
+struct CosSin {
+    R cos, sin;
+};
+
+// θ_j = b^(−2j/r): inverse frequency of pair j of an r-dimensional rotated
+// block, b the effective base (RoPE: base · ntk_scale; sin-cos PE: base, r = d).
+Real rope_inv_freq(std::int64_t j, std::int64_t r, const Real& b);
+inline double rope_inv_freq(std::int64_t j, std::int64_t r, double b) {
+    return std::pow(b, -2.0 * static_cast<double>(j) / static_cast<double>(r));
+}
+
+// cos and sin of m · θ_j.  Real: within 2^-P of the exact values for any
+// position (guard bits cover log2|m θ_j| and the error of the exponent);
+// non-finite m gives NaN.  double: plain libm, the FP64 tier.
+CosSin<Real> rope_cos_sin(const Real& m, std::int64_t j, std::int64_t r, const Real& b);
+inline CosSin<double> rope_cos_sin(double m, std::int64_t j, std::int64_t r, double b) {
+    const double a = m * rope_inv_freq(j, r, b);
+    return {std::cos(a), std::sin(a)};
+}
+
+// The 2x2 rotation (3.4): (y0, y1) = (x0 c − x1 s, x0 s + x1 c), in IEEE
+// semantics (a NaN or Inf stays inside its pair; Inf · 0 = NaN).
+template <class R>
+std::pair<R, R> rotate_pair(const R& x0, const R& x1, const CosSin<R>& cs) {
+    return {x0 * cs.cos - x1 * cs.sin, x0 * cs.sin + x1 * cs.cos};
+}
+
+struct RopeConfig {
+    RopePairing pairing = RopePairing::interleaved;
+    std::int64_t rotary_dim = 0;  // r: even, 2 <= r <= D; the first r dims rotate
+    double base = 10000.0;        // θ of (3.3)
+    double ntk_scale = 1.0;       // s of (3.6): effective base b = base · s
+};
+
+// Effective base of (3.6), b = base · s: exact for Real (a product of two
+// doubles has at most 106 significant bits), rounded once for double.
+template <class R>
+R rope_effective_base(const RopeConfig& c) {
+    if constexpr (std::is_same_v<R, Real>) return from_double(c.base) * from_double(c.ntk_scale);
+    else return R(c.base) * R(c.ntk_scale);
+}
+
+// One table row: cos/sin of every pair j < r/2 at position m (shared by every
+// head and by both pairings).
+template <class R>
+std::vector<CosSin<R>> rope_table_row(const R& m, const RopeConfig& c) {
+    const R b = rope_effective_base<R>(c);
+    std::vector<CosSin<R>> row;
+    row.reserve(static_cast<std::size_t>(c.rotary_dim / 2));
+    for (std::int64_t j = 0; j < c.rotary_dim / 2; ++j) row.push_back(rope_cos_sin(m, j, c.rotary_dim, b));
+    return row;
+}
+
+// RoPE of one head vector x (length D) given its table row: pairs of the
+// first r dims rotate, dims r..D-1 pass through unchanged (bit for bit).
+template <class R>
+std::vector<R> rope_apply(const std::vector<R>& x, const std::vector<CosSin<R>>& row, const RopeConfig& c) {
+    std::vector<R> y = x;
+    for (std::int64_t j = 0; j < c.rotary_dim / 2; ++j) {
+        const auto [a, b] = rope_pair_dims(c.pairing, j, c.rotary_dim);
+        auto [ya, yb] = rotate_pair(x[a], x[b], row[j]);
+        y[a] = std::move(ya);
+        y[b] = std::move(yb);
+    }
+    return y;
+}
+
+// f(x, m) = R_{Θ,m} x of (3.3) for one head vector at position m.
+template <class R>
+std::vector<R> rope_vector(const std::vector<R>& x, const R& m, const RopeConfig& c) {
+    return rope_apply(x, rope_table_row(m, c), c);
+}
+
+// (3.1)-(3.2): PE[pos, 2i] = sin(pos · base^(−2i/d)), PE[pos, 2i+1] = cos(...),
+// for an even d.
+template <class R>
+std::vector<R> sincos_pe_row(const R& pos, std::int64_t d, const R& base) {
+    std::vector<R> pe(static_cast<std::size_t>(d));
+    for (std::int64_t i = 0; i < d / 2; ++i) {
+        auto cs = rope_cos_sin(pos, i, d, base);
+        pe[2 * i] = std::move(cs.sin);
+        pe[2 * i + 1] = std::move(cs.cos);
+    }
+    return pe;
+}
+
+// Registry evaluators (oracle/structured.hpp).
+//   sincos_pe: input positions [L]; params dim (required, even >= 2),
+//              base (10000); output pe [L, dim].
+//   rope:      input x [H, L, D]; params pairing (0), base (10000),
+//              ntk_scale (1), rotary_dim (0 = D), offset (0; token l sits at
+//              position offset + l); output y [H, L, D].
+OpOutputs eval_sincos_pe(const Params& params, const std::vector<TensorView>& in);
+OpOutputs eval_rope(const Params& params, const std::vector<TensorView>& in);
+
+}  // namespace conform::oracle

@@ -1,0 +1,413 @@
+// Positional family (sincos_pe, rope): oracle closed forms, the RoPE
+// identities (relative-position invariance, norm preservation, pairing
+// permutation, offset, NTK), the oracle's precision self-check, special
+// values and shape errors.  Comparisons are at oracle precision: 256 bits,
+// differences below 2^-200 of the magnitudes involved.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+
+#include "oracle/rope.hpp"
+
+using namespace conform;
+using oracle::CosSin;
+using oracle::Real;
+using oracle::RopeConfig;
+using oracle::RopePairing;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Real pow2(long e) {
+    Real r;
+    mpfr_set_ui_2exp(r.backend().data(), 1, e, MPFR_RNDN);
+    return r;
+}
+
+// |a − b| <= scale · 2^-bits, evaluated in Real.
+::testing::AssertionResult close(const Real& a, const Real& b, const Real& scale, long bits) {
+    const Real gap = oracle::abs(a - b);
+    if (gap <= scale * pow2(-bits)) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "|a - b| = " << oracle::to_double(gap) << " > " << oracle::to_double(scale)
+                                         << " * 2^-" << bits << " (a = " << oracle::to_double(a)
+                                         << ", b = " << oracle::to_double(b) << ")";
+}
+
+std::vector<double> random_values(std::size_t n, unsigned seed) {
+    std::mt19937_64 gen(seed);
+    std::uniform_real_distribution<double> u(-2.0, 2.0);
+    std::vector<double> v(n);
+    for (double& x : v) x = u(gen);
+    return v;
+}
+
+std::vector<Real> exact(const std::vector<double>& v) {
+    std::vector<Real> r;
+    for (double x : v) r.push_back(oracle::from_double(x));
+    return r;
+}
+
+Tensor tensor(std::vector<std::int64_t> shape, const std::vector<double>& v, Format f = Format::fp64) {
+    Tensor t(f, std::move(shape));
+    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(static_cast<std::int64_t>(i), v[i]);
+    return t;
+}
+
+std::vector<Real> rope(const Tensor& x, std::map<std::string, double> params) {
+    return oracle::eval_rope(Params(std::move(params)), {x.view()}).values[0];
+}
+
+Real dot(const std::vector<Real>& a, const std::vector<Real>& b) {
+    Real s(0);
+    for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+    return s;
+}
+
+Real real(double v) { return oracle::from_double(v); }
+
+// 60-digit references (mpmath).
+const char* kCos1 = "0.540302305868139717400936607442976603732310420617922227670097";
+const char* kSin1 = "0.841470984807896506652502321630298999622563060798371065672752";
+
+RopeConfig config(RopePairing p, std::int64_t r, double base = 10000.0, double s = 1.0) {
+    return RopeConfig{p, r, base, s};
+}
+
+}  // namespace
+
+// ---- closed forms -------------------------------------------------------------
+
+TEST(RopeOracle, PositionZeroIsTheIdentity) {
+    oracle::PrecisionScope scope(256);
+    const auto xs = random_values(2 * 1 * 12, 1);
+    const Tensor x = tensor({2, 1, 12}, xs);
+    for (double pairing : {0.0, 1.0}) {
+        const auto y = rope(x, {{"pairing", pairing}, {"rotary_dim", 8}});
+        ASSERT_EQ(y.size(), xs.size());
+        for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(y[i], real(xs[i])) << "element " << i;
+    }
+}
+
+TEST(RopeOracle, TwoDimsRotateByTheAngleMatrix) {
+    // D = 2: θ_0 = b^0 = 1, so position 1 rotates by exactly 1 radian.
+    oracle::PrecisionScope scope(256);
+    const Tensor x = tensor({1, 1, 2}, {0.75, -2.0});
+    const auto y = rope(x, {{"offset", 1}});
+    const Real c(kCos1), s(kSin1), x0(0.75), x1(-2.0);
+    EXPECT_TRUE(close(y[0], x0 * c - x1 * s, Real(1), 190));
+    EXPECT_TRUE(close(y[1], x0 * s + x1 * c, Real(1), 190));
+}
+
+TEST(RopeOracle, PairingDecidesWhichDimsRotateTogether) {
+    // D = 4, base 16, position 4: pair 0 turns by 4 rad, pair 1 by
+    // 4 · 16^(-2/4) = 1 rad.  Interleaved pairs are (0,1),(2,3); half-split
+    // pairs are (0,2),(1,3).
+    oracle::PrecisionScope scope(256);
+    const std::vector<double> xs{0.5, -1.25, 1.5, 0.25};
+    const Tensor x = tensor({1, 1, 4}, xs);
+    const Real c1(kCos1), s1(kSin1);
+    const Real c4("-0.65364362086361191463916818309775038142413359664621824700701");
+    const Real s4("-0.756802495307928251372639094511829094135912887336472571485417");
+    auto check = [&](const std::vector<Real>& y, int a, int b, const Real& c, const Real& s) {
+        EXPECT_TRUE(close(y[a], real(xs[a]) * c - real(xs[b]) * s, Real(4), 190)) << "dims " << a << "," << b;
+        EXPECT_TRUE(close(y[b], real(xs[a]) * s + real(xs[b]) * c, Real(4), 190)) << "dims " << a << "," << b;
+    };
+    const auto yi = rope(x, {{"pairing", 0}, {"base", 16}, {"offset", 4}});
+    check(yi, 0, 1, c4, s4);
+    check(yi, 2, 3, c1, s1);
+    const auto yh = rope(x, {{"pairing", 1}, {"base", 16}, {"offset", 4}});
+    check(yh, 0, 2, c4, s4);
+    check(yh, 1, 3, c1, s1);
+}
+
+TEST(RopeOracle, PartialRotaryFrequenciesAreOverTheRotaryDim) {
+    // D = 8, r = 4, base 16, position 4: pair 1 turns by 4 · 16^(-2/4) = 1 rad.
+    // Frequencies over the full head dim would give 4 · 16^(-2/8) = 2 rad.
+    oracle::PrecisionScope scope(256);
+    EXPECT_EQ(oracle::rope_inv_freq(1, 4, Real(16)), Real(0.25));
+    const std::vector<double> xs{0.5, -1.25, 1.0, 0.0, 3, 4, 5, 6};
+    const auto y = rope(tensor({1, 1, 8}, xs), {{"base", 16}, {"offset", 4}, {"rotary_dim", 4}});
+    EXPECT_TRUE(close(y[2], Real(kCos1), Real(1), 190));
+    EXPECT_TRUE(close(y[3], Real(kSin1), Real(1), 190));
+    for (int d = 4; d < 8; ++d) EXPECT_EQ(y[d], real(xs[d]));
+}
+
+TEST(SincosPeOracle, KnownValues) {
+    oracle::PrecisionScope scope(256);
+    const Tensor pos = tensor({3}, {0, 1, 1048576}, Format::fp32);
+    auto pe = oracle::eval_sincos_pe(Params({{"dim", 64}}), {pos.view()});
+    ASSERT_EQ(pe.names, std::vector<std::string>{"pe"});
+    ASSERT_EQ(pe.shapes[0], (std::vector<std::int64_t>{3, 64}));
+    const auto& v = pe.values[0];
+    for (int j = 0; j < 64; ++j) EXPECT_EQ(v[j], Real(j % 2 ? 1 : 0)) << "pos 0, column " << j;  // [0, 1, 0, 1, ...]
+    // pos 1: columns 0,1 = sin 1, cos 1 (base^0 = 1).
+    EXPECT_TRUE(close(v[64], Real(kSin1), Real(1), 190));
+    EXPECT_TRUE(close(v[65], Real(kCos1), Real(1), 190));
+    // pos 2^20, i = 1: angle 2^20 · 10000^(-2/64) = 786321.0704449892..., a
+    // large argument whose reduction needs the guard bits (the reference is
+    // mpmath at 120 digits: at 60 digits its own angle was off by 2e-56).
+    EXPECT_TRUE(close(v[128 + 2], Real("-0.660280817247105236757610848423743707802822205277703172940153839725211789566"), Real(1), 190));
+    EXPECT_TRUE(close(v[128 + 3], Real("0.751018802944037357685983090293954449341953028932161241044598887377815850097"), Real(1), 190));
+    // dim 4, pos 1: 10000^(2/4) = 100, so columns 2,3 are sin(0.01), cos(0.01).
+    const Tensor one = tensor({1}, {1});
+    auto q = oracle::eval_sincos_pe(Params({{"dim", 4}}), {one.view()}).values[0];
+    EXPECT_TRUE(close(q[2], Real("0.00999983333416666468254243826909972903896438536016915103387911"), Real(1), 190));
+    EXPECT_TRUE(close(q[3], Real("0.999950000416665277780257933752206673212470583980277111122276"), Real(1), 190));
+}
+
+// ---- identities -----------------------------------------------------------------
+
+TEST(RopeOracle, RelativePositionInvariance) {
+    // <R(m)q, R(n)k> = <R(m+s)q, R(n+s)k>: both equal q^T R(n-m) k.
+    oracle::PrecisionScope scope(256);
+    const auto q = exact(random_values(16, 2)), k = exact(random_values(16, 3));
+    const Real scale = oracle::sqrt(dot(q, q) * dot(k, k));
+    struct Case { double m, n, s; };
+    const Case cases[] = {{0, 5, 7}, {3, 0, 1000}, {1048576, 1048570, 0}, {1048576, 1048573, -1048000},
+                          {0, 1048576, 1048576}, {17, 1048576, -17}, {524287, 1000003, 48573}};
+    for (RopePairing p : {RopePairing::interleaved, RopePairing::half_split}) {
+        for (std::int64_t r : {16, 10}) {
+            const RopeConfig c = config(p, r, 10000.0, 2.0);
+            for (const Case& t : cases) {
+                const Real a = dot(oracle::rope_vector(q, real(t.m), c), oracle::rope_vector(k, real(t.n), c));
+                const Real b =
+                    dot(oracle::rope_vector(q, real(t.m + t.s), c), oracle::rope_vector(k, real(t.n + t.s), c));
+                EXPECT_TRUE(close(a, b, scale, 200)) << "m " << t.m << " n " << t.n << " s " << t.s << " r " << r;
+                // The score does depend on m - n, so the check has teeth.
+                const Real moved =
+                    dot(oracle::rope_vector(q, real(t.m + 1), c), oracle::rope_vector(k, real(t.n), c));
+                EXPECT_FALSE(close(a, moved, scale, 20)) << "m " << t.m << " n " << t.n;
+            }
+        }
+    }
+}
+
+TEST(RopeOracle, RotatedPairsKeepTheirNormAndPassThroughIsExact) {
+    oracle::PrecisionScope scope(256);
+    const std::int64_t H = 2, L = 3, D = 10, r = 6;
+    const auto xs = random_values(H * L * D, 4);
+    for (double pairing : {0.0, 1.0}) {
+        const auto y = rope(tensor({H, L, D}, xs), {{"pairing", pairing}, {"rotary_dim", r}, {"offset", 1048574}});
+        for (std::int64_t row = 0; row < H * L; ++row) {
+            for (std::int64_t j = 0; j < r / 2; ++j) {
+                const auto [a, b] = oracle::rope_pair_dims(static_cast<RopePairing>(pairing), j, r);
+                const Real xa = real(xs[row * D + a]), xb = real(xs[row * D + b]);
+                const Real& ya = y[row * D + a];
+                const Real& yb = y[row * D + b];
+                const Real n2 = xa * xa + xb * xb;
+                EXPECT_TRUE(close(ya * ya + yb * yb, n2, n2, 248)) << "row " << row << " pair " << j;
+                EXPECT_NE(ya, xa);  // it did rotate
+            }
+            for (std::int64_t d = r; d < D; ++d) EXPECT_EQ(y[row * D + d], real(xs[row * D + d]));
+        }
+    }
+}
+
+TEST(RopeOracle, InterleavedOnPermutedDimsEqualsHalfSplit) {
+    // Moving half-split dim j to 2j and dim j + r/2 to 2j+1 (the permutation
+    // applied to W_q/W_k when converting checkpoints) turns half-split RoPE
+    // into interleaved RoPE: same pairs, same angles, bit for bit.
+    oracle::PrecisionScope scope(256);
+    const std::int64_t H = 2, L = 3, D = 12, r = 8;
+    const auto half = random_values(H * L * D, 5);
+    std::vector<double> inter = half;
+    for (std::int64_t row = 0; row < H * L; ++row)
+        for (std::int64_t j = 0; j < r / 2; ++j) {
+            inter[row * D + 2 * j] = half[row * D + j];
+            inter[row * D + 2 * j + 1] = half[row * D + j + r / 2];
+        }
+    const std::map<std::string, double> common{{"rotary_dim", r}, {"offset", 1000}, {"ntk_scale", 3}};
+    auto with = [&](double pairing) { auto p = common; p["pairing"] = pairing; return p; };
+    const auto yh = rope(tensor({H, L, D}, half), with(1));
+    const auto yi = rope(tensor({H, L, D}, inter), with(0));
+    const auto yi_unpermuted = rope(tensor({H, L, D}, half), with(0));
+    bool pairing_matters = false;
+    for (std::int64_t row = 0; row < H * L; ++row) {
+        for (std::int64_t j = 0; j < r / 2; ++j) {
+            EXPECT_EQ(yi[row * D + 2 * j], yh[row * D + j]);
+            EXPECT_EQ(yi[row * D + 2 * j + 1], yh[row * D + j + r / 2]);
+        }
+        for (std::int64_t d = r; d < D; ++d) EXPECT_EQ(yi[row * D + d], yh[row * D + d]);
+        for (std::int64_t d = 0; d < r; ++d) pairing_matters |= yi_unpermuted[row * D + d] != yh[row * D + d];
+    }
+    EXPECT_TRUE(pairing_matters);
+}
+
+TEST(RopeOracle, OffsetShiftsPositions) {
+    // KV-cache decoding (seed 001 §1): tokens l of a chunk at offset o are
+    // tokens o + l of the whole sequence.
+    oracle::PrecisionScope scope(256);
+    const std::int64_t H = 2, L = 3, D = 8, o = 5;
+    const auto xs = random_values(H * L * D, 6);
+    std::vector<double> full(H * (o + L) * D, 0.25);
+    for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t l = 0; l < L; ++l)
+            for (std::int64_t d = 0; d < D; ++d) full[(h * (o + L) + o + l) * D + d] = xs[(h * L + l) * D + d];
+    for (double pairing : {0.0, 1.0}) {
+        const auto chunk = rope(tensor({H, L, D}, xs), {{"pairing", pairing}, {"offset", o}});
+        const auto whole = rope(tensor({H, o + L, D}, full), {{"pairing", pairing}});
+        const auto unshifted = rope(tensor({H, L, D}, xs), {{"pairing", pairing}});
+        for (std::int64_t h = 0; h < H; ++h)
+            for (std::int64_t l = 0; l < L; ++l)
+                for (std::int64_t d = 0; d < D; ++d) {
+                    EXPECT_EQ(chunk[(h * L + l) * D + d], whole[(h * (o + L) + o + l) * D + d]);
+                    EXPECT_NE(chunk[(h * L + l) * D + d], unshifted[(h * L + l) * D + d]);
+                }
+    }
+    // A long-context offset: each token equals the single-vector formula at o + l.
+    const double big = 1048573;
+    const auto y = rope(tensor({1, L, D}, std::vector<double>(xs.begin(), xs.begin() + L * D)), {{"offset", big}});
+    const RopeConfig c = config(RopePairing::interleaved, D);
+    for (std::int64_t l = 0; l < L; ++l) {
+        const auto ref = oracle::rope_vector(exact({xs.begin() + l * D, xs.begin() + (l + 1) * D}), real(big + l), c);
+        for (std::int64_t d = 0; d < D; ++d) EXPECT_EQ(y[l * D + d], ref[d]);
+    }
+}
+
+TEST(RopeOracle, NtkScaleMultipliesTheBase) {
+    // (3.6): θ'_i = (b·s)^(-2i/r).
+    oracle::PrecisionScope scope(256);
+    const std::int64_t H = 1, L = 4, D = 8;
+    const auto xs = random_values(H * L * D, 7);
+    const Tensor x = tensor({H, L, D}, xs);
+    const auto plain = rope(x, {{"offset", 100}});
+    EXPECT_EQ(rope(x, {{"offset", 100}, {"ntk_scale", 1}}), plain);
+    const auto scaled = rope(x, {{"offset", 100}, {"ntk_scale", 4}});
+    EXPECT_EQ(rope(x, {{"offset", 100}, {"base", 40000}}), scaled);
+    // θ_0 = 1 whatever the base: pair 0 is untouched by the scaling, the others move.
+    for (std::int64_t l = 0; l < L; ++l) {
+        EXPECT_EQ(scaled[l * D + 0], plain[l * D + 0]);
+        EXPECT_EQ(scaled[l * D + 1], plain[l * D + 1]);
+        for (std::int64_t d = 2; d < D; ++d) EXPECT_NE(scaled[l * D + d], plain[l * D + d]);
+    }
+    // base 16, s = 4, r = 4: θ_1 = 64^(-1/2) = 1/8 exactly.
+    const RopeConfig c = config(RopePairing::interleaved, 4, 16.0, 4.0);
+    EXPECT_EQ(oracle::rope_inv_freq(1, 4, oracle::rope_effective_base<Real>(c)), Real(0.125));
+    const auto y = oracle::rope_vector(exact({0, 0, 1, 0}), Real(8), c);  // pair 1 turns by 8/8 = 1 rad
+    EXPECT_TRUE(close(y[2], Real(kCos1), Real(1), 190));
+    EXPECT_TRUE(close(y[3], Real(kSin1), Real(1), 190));
+}
+
+// ---- the oracle's own accuracy ---------------------------------------------------
+
+TEST(RopeOracle, PrecisionSelfCheck128Vs256) {
+    const std::int64_t H = 2, L = 6, D = 64;
+    const auto xs = random_values(H * L * D, 8);
+    const Tensor x = tensor({H, L, D}, xs);
+    const std::map<std::string, double> p{{"offset", 1048570}, {"ntk_scale", 8}, {"pairing", 1}};
+    std::vector<Real> lo, hi;
+    {
+        oracle::PrecisionScope scope(128);
+        lo = rope(x, p);
+    }
+    oracle::PrecisionScope scope(256);
+    hi = rope(x, p);
+    ASSERT_EQ(lo.size(), hi.size());
+    for (std::int64_t row = 0; row < H * L; ++row)
+        for (std::int64_t j = 0; j < D / 2; ++j) {
+            const auto [a, b] = oracle::rope_pair_dims(RopePairing::half_split, j, D);
+            const Real mag = oracle::abs(real(xs[row * D + a])) + oracle::abs(real(xs[row * D + b]));
+            EXPECT_TRUE(close(lo[row * D + a], hi[row * D + a], mag, 120));
+            EXPECT_TRUE(close(lo[row * D + b], hi[row * D + b], mag, 120));
+        }
+    // sincos_pe at huge fp32 positions (2^24, 3e38): argument reduction of
+    // angles up to 2^128 still leaves P correct bits.
+    const Tensor pos = tensor({4}, {16777216, 16777215, 1e20, 3e38}, Format::fp32);
+    std::vector<Real> plo, phi;
+    {
+        oracle::PrecisionScope s128(128);
+        plo = oracle::eval_sincos_pe(Params({{"dim", 32}}), {pos.view()}).values[0];
+    }
+    phi = oracle::eval_sincos_pe(Params({{"dim", 32}}), {pos.view()}).values[0];
+    for (std::size_t i = 0; i < plo.size(); ++i) EXPECT_TRUE(close(plo[i], phi[i], Real(1), 126)) << "element " << i;
+}
+
+TEST(RopeOracle, GuardBitsMatterAtLongPositions) {
+    // cos/sin of m·θ_j at m = 2^20: the guarded 128-bit value agrees with a
+    // 1024-bit reference to 2^-127; an angle formed at 128 bits loses ~20
+    // bits (the check that the guard bits are needed, not decoration).
+    std::vector<Real> ref_c;
+    {
+        oracle::PrecisionScope scope(1024);
+        for (int j = 0; j < 8; ++j) ref_c.push_back(oracle::rope_cos_sin(Real(1048576), j, 16, Real(10000)).cos);
+    }
+    oracle::PrecisionScope scope(128);
+    Real worst_naive(0);
+    for (int j = 0; j < 8; ++j) {
+        const Real c = oracle::rope_cos_sin(Real(1048576), j, 16, Real(10000)).cos;
+        EXPECT_TRUE(close(c, ref_c[j], Real(1), 127)) << "pair " << j;
+        const Real angle = Real(1048576) * oracle::rope_inv_freq(j, 16, Real(10000));
+        const Real naive = oracle::apply(mpfr_cos, angle);
+        worst_naive = std::max(worst_naive, oracle::abs(naive - ref_c[j]));
+    }
+    EXPECT_GT(worst_naive, pow2(-122));
+}
+
+// ---- special values ----------------------------------------------------------------
+
+TEST(RopeOracle, SpecialValuesStayInTheirPair) {
+    oracle::PrecisionScope scope(256);
+    // Interleaved, D = 8, r = 6: pairs (0,1), (2,3), (4,5); dims 6, 7 pass through.
+    const std::vector<double> xs{kNaN, 1.0, 0.5, -0.5, 2.0, kInf, kNaN, -kInf};
+    const auto y = rope(tensor({1, 1, 8}, xs), {{"rotary_dim", 6}, {"offset", 3}});
+    EXPECT_TRUE(oracle::isnan(y[0]) && oracle::isnan(y[1]));  // NaN poisons its pair
+    EXPECT_FALSE(oracle::isnan(y[2]) || oracle::isinf(y[2]) || oracle::isnan(y[3]) || oracle::isinf(y[3]));
+    // (2, Inf) at angle 3·θ_2: y4 = 2c − Inf·s, y5 = 2s + Inf·c, both infinite.
+    const auto cs = oracle::rope_cos_sin(Real(3), 2, 6, Real(10000));
+    EXPECT_TRUE(oracle::isinf(y[4]) && oracle::signbit(y[4]) == !oracle::signbit(cs.sin));
+    EXPECT_TRUE(oracle::isinf(y[5]) && oracle::signbit(y[5]) == oracle::signbit(cs.cos));
+    EXPECT_TRUE(oracle::isnan(y[6]));  // pass-through keeps its value, NaN included
+    EXPECT_TRUE(oracle::isinf(y[7]) && oracle::signbit(y[7]));
+    // At position 0 (c = 1, s = 0) IEEE gives Inf·0 = NaN: (1, Inf) -> (NaN, Inf).
+    const auto z = rope(tensor({1, 1, 2}, {1.0, kInf}), {});
+    EXPECT_TRUE(oracle::isnan(z[0]));
+    EXPECT_TRUE(oracle::isinf(z[1]) && !oracle::signbit(z[1]));
+    // sincos_pe: a non-finite position gives a NaN row, its neighbours are finite.
+    const Tensor pos = tensor({3}, {kInf, 2, kNaN});
+    const auto pe = oracle::eval_sincos_pe(Params({{"dim", 4}}), {pos.view()}).values[0];
+    for (int i : {0, 1, 2, 3, 8, 9, 10, 11}) EXPECT_TRUE(oracle::isnan(pe[i])) << i;
+    for (int i : {4, 5, 6, 7}) EXPECT_FALSE(oracle::isnan(pe[i])) << i;
+}
+
+// ---- shape and parameter errors ----------------------------------------------------
+
+namespace {
+void expect_invalid(const std::function<void()>& f, const std::vector<std::string>& needles) {
+    try {
+        f();
+        ADD_FAILURE() << "no std::invalid_argument";
+    } catch (const std::invalid_argument& e) {
+        const std::string msg = e.what();
+        for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
+    }
+}
+}  // namespace
+
+TEST(RopeOracle, ShapeAndParameterErrorsNameOpInputAndDimension) {
+    oracle::PrecisionScope scope(128);
+    const Tensor x3 = tensor({1, 2, 4}, std::vector<double>(8, 1.0));
+    const Tensor x2 = tensor({2, 4}, std::vector<double>(8, 1.0));
+    const Tensor odd = tensor({1, 1, 5}, std::vector<double>(5, 1.0));
+    auto run = [](const Tensor& t, std::map<std::string, double> p) { return [&t, p] { rope(t, p); }; };
+    expect_invalid(run(x2, {}), {"rope", "'x'", "rank 3"});
+    expect_invalid(run(odd, {}), {"rope", "'x'", "dimension 2", "5"});
+    expect_invalid(run(x3, {{"rotary_dim", 6}}), {"rope", "'x'", "dimension 2", "rotary_dim"});
+    expect_invalid(run(x3, {{"rotary_dim", 3}}), {"rope", "rotary_dim"});
+    expect_invalid(run(x3, {{"pairing", 2}}), {"rope", "pairing"});
+    expect_invalid(run(x3, {{"base", 0}}), {"rope", "base"});
+    expect_invalid(run(x3, {{"ntk_scale", -1}}), {"rope", "ntk_scale"});
+    expect_invalid(run(x3, {{"offset", 0.5}}), {"rope", "offset"});
+    expect_invalid([&] { oracle::eval_rope(Params(), {x3.view(), x3.view()}); }, {"rope", "x"});
+    const Tensor p2 = tensor({2, 1}, {0, 1});
+    const Tensor p1 = tensor({2}, {0, 1});
+    expect_invalid([&] { oracle::eval_sincos_pe(Params({{"dim", 4}}), {p2.view()}); }, {"sincos_pe", "'positions'"});
+    expect_invalid([&] { oracle::eval_sincos_pe(Params({{"dim", 5}}), {p1.view()}); }, {"sincos_pe", "'dim'"});
+    expect_invalid([&] { oracle::eval_sincos_pe(Params(), {p1.view()}); }, {"sincos_pe", "'dim'"});
+}
