@@ -139,6 +139,33 @@ CosSin<Real> rope_cos_sin(const Real& m, std::int64_t j, std::int64_t r, const R
     return {to_working(c.get()), to_working(s.get())};
 }
 
+TableError rope_table_error(const RopeTableModel& k, double angle, double abs_log_theta, double c, double s) {
+    // θ̂_j: the exponent −2j/r rounds (relative error |ln θ_j| u after pow or
+    // exp), pow/exp add <= 2u, ln b (exp form) another |ln θ_j| u; m·θ̂ one u.
+    const double angle_err = std::fabs(angle) * (2 * abs_log_theta + 4) * k.angle_unit;
+    const double pre = angle_err + k.trig_abs_error;  // |sin' | <= 1: angle error passes through
+    return {pre + 0.5 * ulp_at(k.table, std::fabs(c) + pre), pre + 0.5 * ulp_at(k.table, std::fabs(s) + pre)};
+}
+
+std::pair<double, double> rope_pair_bound(const RopeTableModel& k, const TableError& e, double xa, double xb, double c,
+                                          double s, double ya, double yb) {
+    if (!std::isfinite(xa) || !std::isfinite(xb)) return {INFINITY, INFINITY};
+    const double u = unit_roundoff(k.arith), g2 = 2 * u / (1 - 2 * u);
+    const FormatInfo& fa = info(k.arith);
+    const double eta = std::ldexp(1.0, fa.emin - fa.precision + 1);  // underflowing products/sums
+    const double ax = std::fabs(xa), bx = std::fabs(xb), ac = std::fabs(c), as = std::fabs(s);
+    // y_a = x_a c − x_b s, y_b = x_a s + x_b c with table entries c + Δc, s + Δs.
+    const double ta = ax * e.cos + bx * e.sin, tb = ax * e.sin + bx * e.cos;
+    const double ra = g2 * (ax * (ac + e.cos) + bx * (as + e.sin)) + 3 * eta;
+    const double rb = g2 * (ax * (as + e.sin) + bx * (ac + e.cos)) + 3 * eta;
+    double ba = ta + ra, bb = tb + rb;
+    if (info(k.out).precision < fa.precision) {  // a second rounding into the storage format
+        ba += 0.5 * ulp_at(k.out, std::fabs(ya) + ba);
+        bb += 0.5 * ulp_at(k.out, std::fabs(yb) + bb);
+    }
+    return {ba, bb};
+}
+
 OpOutputs eval_sincos_pe(const Params& params, const std::vector<TensorView>& in) {
     const std::string op = "sincos_pe";
     require_inputs(op, in, 1, "positions");

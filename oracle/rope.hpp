@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "numerics/format.hpp"
 #include "oracle/real.hpp"
 #include "oracle/structured.hpp"
 
@@ -116,6 +117,36 @@ std::vector<R> sincos_pe_row(const R& pos, std::int64_t d, const R& base) {
     }
     return pe;
 }
+
+// ---- error budget (docs/rope.md, "Error budget") ------------------------------
+
+// A RoPE kernel that looks cos/sin up in tables: θ_j and m·θ_j computed with
+// unit roundoff angle_unit, cos/sin evaluated with absolute error
+// trig_abs_error, stored in `table`, the 2x2 rotation done in `arith`, the
+// result stored in `out`.  The defaults are the reference CPU design: double
+// angles, FP32 tables, FP32 arithmetic and output.
+struct RopeTableModel {
+    double angle_unit = 0x1p-53;
+    double trig_abs_error = 0x1p-52;  // libm cos/sin: <= 1 ulp of a value <= 1
+    Format table = Format::fp32;
+    Format arith = Format::fp32;
+    Format out = Format::fp32;
+};
+
+// Bound on |cos^ − cos(mθ_j)| and |sin^ − sin(mθ_j)| of the model's table
+// entries, given the exact angle mθ_j and |ln θ_j|, and the exact c, s.
+struct TableError {
+    double cos, sin;
+};
+TableError rope_table_error(const RopeTableModel& k, double angle, double abs_log_theta, double c, double s);
+
+// Per-element bound |ŷ − y| for the pair (x_a, x_b) with exact outputs
+// (y_a, y_b), exact c, s and table errors e: the table term, the rotation's
+// arithmetic (γ_2 of `arith`), and half an output ulp when `out` is narrower
+// than `arith`.  Infinite when an input is not finite (classes are compared
+// instead).
+std::pair<double, double> rope_pair_bound(const RopeTableModel& k, const TableError& e, double xa, double xb, double c,
+                                          double s, double ya, double yb);
 
 // Registry evaluators (oracle/structured.hpp).
 //   sincos_pe: input positions [L]; params dim (required, even >= 2),

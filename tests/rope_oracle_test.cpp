@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -410,4 +411,123 @@ TEST(RopeOracle, ShapeAndParameterErrorsNameOpInputAndDimension) {
     expect_invalid([&] { oracle::eval_sincos_pe(Params({{"dim", 4}}), {p2.view()}); }, {"sincos_pe", "'positions'"});
     expect_invalid([&] { oracle::eval_sincos_pe(Params({{"dim", 5}}), {p1.view()}); }, {"sincos_pe", "'dim'"});
     expect_invalid([&] { oracle::eval_sincos_pe(Params(), {p1.view()}); }, {"sincos_pe", "'dim'"});
+}
+
+// ---- the documented error budget against modelled kernels ------------------------
+
+namespace {
+
+// A table-driven RoPE kernel (interleaved, full rotary): θ_j, m·θ_j and
+// cos/sin in `Angle` (double or float), table entries rounded to `table`,
+// the rotation in float, the result rounded to `out`.
+template <class Angle>
+std::vector<double> table_kernel(const std::vector<double>& x, double m, double base, Format table, Format out) {
+    const std::size_t D = x.size();
+    std::vector<double> y(D);
+    for (std::size_t j = 0; j < D / 2; ++j) {
+        const Angle theta = std::pow(Angle(base), -Angle(2 * j) / Angle(D));
+        const Angle a = Angle(m) * theta;
+        const float c = static_cast<float>(decode(table, encode(table, std::cos(a))));
+        const float s = static_cast<float>(decode(table, encode(table, std::sin(a))));
+        const float x0 = static_cast<float>(x[2 * j]), x1 = static_cast<float>(x[2 * j + 1]);
+        const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+        y[2 * j] = decode(out, encode(out, y0));
+        y[2 * j + 1] = decode(out, encode(out, y1));
+    }
+    return y;
+}
+
+struct BudgetCheck {
+    double max_utilization = 0;   // max |ŷ − y| / bound
+    double max_invariance = 0;    // max |Ŝ − S| / derived score budget
+};
+
+// Kernel outputs at positions m and m + shift for q, k: element utilization
+// against rope_pair_bound and the score <ŷq(m), ŷk(n)> against the bound
+// derived from the element bounds (the dot product itself is exact here).
+template <class Angle>
+BudgetCheck check_budget(Format table, Format out, const std::vector<double>& positions) {
+    oracle::PrecisionScope scope(128);
+    const std::size_t D = 64;
+    const auto qd = random_values(D, 11), kd = random_values(D, 12);
+    auto to_fp32 = [](std::vector<double> v) { for (double& e : v) e = static_cast<float>(e); return v; };
+    const auto q = to_fp32(qd), k = to_fp32(kd);
+    const RopeConfig c = config(RopePairing::interleaved, D);
+    const oracle::RopeTableModel model{0x1p-53, 0x1p-52, Format::fp32, Format::fp32, out};
+    BudgetCheck r;
+    // Exact outputs, kernel outputs and element bounds of one vector at m.
+    auto run = [&](const std::vector<double>& x, double m, std::vector<Real>& exact_y, std::vector<double>& got,
+                   std::vector<double>& bound) {
+        const auto row = oracle::rope_table_row(real(m), c);
+        exact_y = oracle::rope_apply(exact(x), row, c);
+        got = table_kernel<Angle>(x, m, 10000.0, table, out);
+        bound.assign(D, 0);
+        for (std::size_t j = 0; j < D / 2; ++j) {
+            const double cj = oracle::to_double(row[j].cos), sj = oracle::to_double(row[j].sin);
+            const double log_theta = 2.0 * j / D * std::log(10000.0);
+            const auto e = oracle::rope_table_error(model, m * std::exp(-log_theta), log_theta, cj, sj);
+            const auto [ba, bb] = oracle::rope_pair_bound(model, e, x[2 * j], x[2 * j + 1], cj, sj,
+                                                          oracle::to_double(exact_y[2 * j]),
+                                                          oracle::to_double(exact_y[2 * j + 1]));
+            bound[2 * j] = ba, bound[2 * j + 1] = bb;
+        }
+        for (std::size_t i = 0; i < D; ++i)
+            r.max_utilization = std::max(
+                r.max_utilization, oracle::to_double(oracle::abs(real(got[i]) - exact_y[i])) / bound[i]);
+    };
+    auto score = [&](double m, double n) {
+        std::vector<Real> eq, ek;
+        std::vector<double> gq, gk, bq, bk;
+        run(q, m, eq, gq, bq);
+        run(k, n, ek, gk, bk);
+        Real s(0);
+        double budget = 0;
+        for (std::size_t i = 0; i < D; ++i) {
+            s += real(gq[i]) * real(gk[i]);
+            budget += bq[i] * std::fabs(oracle::to_double(ek[i])) + std::fabs(oracle::to_double(eq[i])) * bk[i] +
+                      bq[i] * bk[i];
+        }
+        return std::pair{s, budget};
+    };
+    // Ŝ(m, m − 5) and Ŝ(5, 0) share the exact score (relative position 5);
+    // each is within its budget of it.
+    for (double m : positions) {
+        if (m < 5) continue;
+        const auto [s_far, b_far] = score(m, m - 5);
+        const auto [s_near, b_near] = score(5, 0);
+        r.max_invariance =
+            std::max(r.max_invariance, oracle::to_double(oracle::abs(s_far - s_near)) / (b_far + b_near));
+    }
+    return r;
+}
+
+const std::vector<double> kPositions{1, 2, 3, 7, 100, 4095, 65537, 524289, 1048575, 1048576};
+
+}  // namespace
+
+TEST(RopeBudget, Fp32TablesFromDoubleAnglesStayWithinBudget) {
+    for (Format out : {Format::fp32, Format::bf16, Format::fp16}) {
+        const auto r = check_budget<double>(Format::fp32, out, kPositions);
+        EXPECT_LE(r.max_utilization, 1.0) << name(out);
+        EXPECT_LE(r.max_invariance, 1.0) << name(out);
+        // Not vacuous: the budget is within a small factor of what a correct kernel does.
+        if (out == Format::fp32) {
+            EXPECT_GT(r.max_utilization, 0.05);
+        }
+        std::printf("fp32 tables, %s out: max utilization %.3f, invariance %.3f\n", name(out),
+                    r.max_utilization, r.max_invariance);
+    }
+}
+
+TEST(RopeBudget, Fp32AnglesOrBf16TablesBreakIt) {
+    // The seed's precompute_rope_params forms θ and m·θ in float32: at long
+    // positions the angle is off by up to ulp(m θ)/2 = 2^-4 rad.
+    const auto fp32_angles = check_budget<float>(Format::fp32, Format::fp32, {1048575, 1048576});
+    EXPECT_GT(fp32_angles.max_utilization, 100.0);
+    EXPECT_GT(fp32_angles.max_invariance, 1.0);
+    // Tables cast to BF16 (`cos.to(x.dtype)`): 2^-9 relative table error.
+    const auto bf16_tables = check_budget<double>(Format::bf16, Format::fp32, {7, 100});
+    EXPECT_GT(bf16_tables.max_utilization, 100.0);
+    std::printf("fp32 angles at 2^20: utilization %.3g, invariance %.3g; bf16 tables: utilization %.3g\n",
+                fp32_angles.max_utilization, fp32_angles.max_invariance, bf16_tables.max_utilization);
 }
