@@ -152,7 +152,7 @@ int cmd_exhaustive(const Selection& s0, const std::string& out, int threads) {
     for (const auto& d : s.dtypes)
         if (d != "fp16" && d != "bf16") throw UsageError("exhaustive sweeps take --dtype fp16 or bf16, not '" + d + "'");
     for (const auto& op : s.ops)
-        if (find_op(op) && find_op(op)->kind == OpKind::row_norm)
+        if (find_op(op) && find_op(op)->kind == OpKind::row)
             throw UsageError("'" + op + "' is a row reduction; exhaustive sweeps cover elementwise and gated ops");
     auto ks = select(s);
     if (s0.kernels.empty()) {  // default: the simd kernel of each op and dtype

@@ -97,7 +97,7 @@ std::vector<Vector> make_vectors(const std::string& op_name, Format f) {
         s.format = f;
         s.params = Params::defaults(op);
         s.rows = 1;
-        s.n = op.kind == OpKind::row_norm ? 7 : 16;
+        s.n = op.kind == OpKind::row ? 7 : 16;
         s.families = {fam, fam};
         s.seed = 1000 + i++;
         const props::Case c = props::build_case(s);

@@ -37,9 +37,11 @@ const Registry& builtin_registry() {
         register_cpu_norm(r);
         register_cpu_activation(r);
         register_cpu_gated(r);
+        register_cpu_softmax(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
+        register_mutants_softmax(r);
         return r;
     }();
     return reg;

@@ -55,9 +55,11 @@ const Registry& builtin_registry();
 void register_cpu_norm(Registry& r);
 void register_cpu_activation(Registry& r);
 void register_cpu_gated(Registry& r);
+void register_cpu_softmax(Registry& r);
 void register_mutants_norm(Registry& r);
 void register_mutants_activation(Registry& r);
 void register_mutants_gated(Registry& r);
+void register_mutants_softmax(Registry& r);
 
 // Allocate outputs shaped like the op's first input and call the kernel.
 std::vector<Tensor> run_kernel(const KernelInfo& k, const Params& params, const std::vector<TensorView>& in);

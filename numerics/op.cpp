@@ -8,14 +8,14 @@ namespace {
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
-    s.push_back({"rms_norm", "norm", OpKind::row_norm, {"x", "weight"}, y,
+    s.push_back({"rms_norm", "norm", OpKind::row, {"x", "weight"}, y,
                  {{"eps", 1e-6, "added to the mean square, inside the square root"},
                   {"zero_centered", 0, "1: the weight is stored as w and applied as (1 + w)"}},
                  "y = w * x / sqrt(mean(x^2) + eps)"});
-    s.push_back({"layer_norm", "norm", OpKind::row_norm, {"x", "weight", "bias"}, y,
+    s.push_back({"layer_norm", "norm", OpKind::row, {"x", "weight", "bias"}, y,
                  {{"eps", 1e-5, "added to the variance, inside the square root"}},
                  "y = w * (x - mean(x)) / sqrt(var(x) + eps) + b"});
-    s.push_back({"l2_norm", "norm", OpKind::row_norm, x, y,
+    s.push_back({"l2_norm", "norm", OpKind::row, x, y,
                  {{"eps", 1e-6, "added to sum(x^2), inside the square root"}},
                  "y = x / sqrt(sum(x^2) + eps)"});
     s.push_back({"sigmoid", "activation", OpKind::unary, x, y, {}, "y = 1 / (1 + exp(-x))"});
@@ -34,6 +34,9 @@ std::vector<OpSpec> make_specs() {
     s.push_back({"swiglu_clamp", "gated", OpKind::gated, gu, h,
                  {{"limit", 10, "gate capped above at limit; up clamped to [-limit, limit]"}},
                  "h = silu(min(gate, limit)) * clamp(up, -limit, limit)"});
+    s.push_back({"softmax", "softmax", OpKind::row, x, y, {},
+                 "y = exp(x - max x) / sum exp(x - max x) over the last dimension; a NaN or +inf makes the row "
+                 "NaN, an all -inf row is all 0"});
     return s;
 }
 

@@ -9,7 +9,10 @@
 
 namespace conform {
 
-enum class OpKind { unary, gated, row_norm };
+// unary, gated: elementwise (ULP budgets).  row: a map of each row of x (the
+// last dimension; further inputs are [n] vectors broadcast over rows) held to
+// a derived per-element bound (norms, softmax).
+enum class OpKind { unary, gated, row };
 
 struct ParamSpec {
     std::string name;

@@ -1,6 +1,7 @@
 #include "oracle/bound.hpp"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace conform::oracle {
@@ -27,7 +28,7 @@ double half_ulp_out(Format out, double y, double rel) {
 // sqrt, the reciprocal (or division) and the two multiplies are four more
 // roundings, b = gamma_4 (gamma_5 with the 1 + w of zero-centred weights):
 // rel = a + b + a b holds for every n with n u < 1, no first-order shortcut.
-std::vector<double> rms_bound(const Params& p, const NormRow& r, Format acc, Format out, bool has_weight) {
+std::vector<double> rms_bound(const Params& p, const RowData& r, Format acc, Format out, bool has_weight) {
     const double u = unit_roundoff(acc);
     const std::size_t n = r.x.size();
     const bool zc = has_weight && p.get("zero_centered", 0) != 0;
@@ -49,7 +50,7 @@ std::vector<double> rms_bound(const Params& p, const NormRow& r, Format acc, For
 //     eta_t <= [gamma_{n+2} S + (2 sum |d_i| E_i + sum E_i^2)/n + u eps] / t + u,  S = mean d_hat^2
 //   y_hat_i = w_i d_hat_i q_hat + b_i, q = 1/sqrt(t), q_hat = q (1 + eta_t/2 + 2u)
 //   |y_hat_i - y_i| <= |w_i| q (E_i + |d_i| (eta_t/2 + 4u)) + u |y_i| + half ulp_out.
-std::vector<double> layer_bound(const Params& p, const NormRow& r, Format acc, Format out) {
+std::vector<double> layer_bound(const Params& p, const RowData& r, Format acc, Format out) {
     const double u = unit_roundoff(acc);
     const std::size_t n = r.x.size();
     const double eps = p.get("eps", 1e-5);
@@ -83,14 +84,48 @@ std::vector<double> layer_bound(const Params& p, const NormRow& r, Format acc, F
     return bound;
 }
 
+// softmax over a row, FP32-style kernel (docs/softmax.md, "Error budget"):
+// m = max x (exact), d_i = fl(x_i - m) feeds exp an argument off by at most
+// |x_i - m| u, so e_i = exp(d_i) carries eta_i = (1 + a_i)(1 + e_exp) - 1 with
+// a_i = expm1(|x_i - m| u) and e_exp the exp's relative error (kExpUlps ulps).
+// The sum of positive terms in any order: S_hat = S (1 + theta) with
+// 1 + theta <= (1 + sum_j y_j eta_j)(1 + gamma_{n-1})  (y_j = e_j / S weights
+// each term's error by its share).  Reciprocal and multiply: two roundings.
+//   |y_hat_i - y_i| <= y_i [(1 + eta_i)(1 + u)^2 / (1 - theta) - 1] + half ulp_out + (n + 2) eta_acc,
+// the last term for exp results and products in the subnormal range.
+std::vector<double> softmax_bound(const RowData& r, Format acc, Format out) {
+    constexpr double kExpUlps = 2;  // the kernel's exp: <= 2 ulps of acc (docs/softmax.md)
+    const double u = unit_roundoff(acc), e_exp = 2 * kExpUlps * u;
+    const std::size_t n = r.x.size();
+    double m = -INFINITY;
+    for (double v : r.x) m = std::fmax(m, v);
+    std::vector<double> eta_i(n, 0.0);
+    double weighted = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!(r.y[i] > 0) || !std::isfinite(m)) continue;  // zero shares (and special rows: class checks)
+        const double a = std::expm1(std::fabs(r.x[i] - m) * u);
+        eta_i[i] = (1 + a) * (1 + e_exp) - 1;
+        weighted += r.y[i] * eta_i[i];
+    }
+    const double theta = (1 + weighted) * (1 + gamma(n > 1 ? n - 1.0 : 0.0, u)) - 1;
+    std::vector<double> bound(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const double rel = (1 + eta_i[i]) * (1 + u) * (1 + u) / (1 - theta) - 1;
+        const double y = std::fabs(r.y[i]);
+        bound[i] = (y > 0 ? y * rel : 0.0) + half_ulp_out(out, y, rel) + (n + 2.0) * eta(acc);
+    }
+    return bound;
+}
+
 }  // namespace
 
 double gamma(double k, double u) { return k * u / (1 - k * u); }
 
-std::vector<double> norm_bound(const OpSpec& op, const Params& p, const NormRow& row, Format acc, Format out) {
+std::vector<double> row_bound(const OpSpec& op, const Params& p, const RowData& row, Format acc, Format out) {
     if (op.name == "rms_norm") return rms_bound(p, row, acc, out, true);
     if (op.name == "l2_norm") return rms_bound(p, row, acc, out, false);
     if (op.name == "layer_norm") return layer_bound(p, row, acc, out);
+    if (op.name == "softmax") return softmax_bound(row, acc, out);
     throw std::invalid_argument("no error bound for op '" + op.name + "'");
 }
 

@@ -1,4 +1,5 @@
-// A-priori error bounds of the row-norm kernels (docs/norm.md derives them):
+// A-priori error bounds of the row kernels (docs/norm.md and docs/softmax.md
+// derive them):
 // for a kernel that accumulates in format `acc` and stores into `out`, the
 // per-element bound on |kernel - exact| computed from the exact row.  A
 // sound kernel's utilization |err| / bound stays below 1.
@@ -14,11 +15,11 @@ namespace conform::oracle {
 // gamma_k = k u / (1 - k u), the classical accumulation constant.
 double gamma(double k, double u);
 
-struct NormRow {
+struct RowData {
     std::vector<double> x, w, b;  // exact inputs (w, b empty when the op has none)
     std::vector<double> y;        // exact outputs (the oracle's values)
 };
 
-std::vector<double> norm_bound(const OpSpec& op, const Params& p, const NormRow& row, Format acc, Format out);
+std::vector<double> row_bound(const OpSpec& op, const Params& p, const RowData& row, Format acc, Format out);
 
 }  // namespace conform::oracle

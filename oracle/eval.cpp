@@ -6,6 +6,7 @@
 #include "oracle/activation.hpp"
 #include "oracle/gated.hpp"
 #include "oracle/norm.hpp"
+#include "oracle/softmax.hpp"
 
 namespace conform::oracle {
 namespace {
@@ -47,7 +48,7 @@ void check_shapes(const OpSpec& op, const std::vector<TensorView>& in) {
                                     std::to_string(in.size()));
     const TensorView& x = in[0];
     for (std::size_t k = 1; k < in.size(); ++k) {
-        const bool ok = op.kind == OpKind::row_norm ? (in[k].rank == 1 && in[k].shape[0] == x.cols())
+        const bool ok = op.kind == OpKind::row ? (in[k].rank == 1 && in[k].shape[0] == x.cols())
                                                     : (in[k].numel() == x.numel() && in[k].cols() == x.cols());
         if (!ok)
             throw std::invalid_argument(op.name + ": input '" + op.inputs[k] + "' has a shape that does not match '" +
@@ -65,10 +66,11 @@ std::vector<Real> eval_row(const OpSpec& op, const Params& p, const std::vector<
         case OpKind::gated:
             for (std::size_t i = 0; i < x.size(); ++i) y[i] = gated(op.name, p, x[i], in[1][i]);
             return y;
-        case OpKind::row_norm:
+        case OpKind::row:
             if (op.name == "rms_norm") return rms_norm(x, in[1], p.get("eps", 1e-6), p.get("zero_centered", 0) != 0);
             if (op.name == "layer_norm") return layer_norm(x, in[1], in[2], p.get("eps", 1e-5));
             if (op.name == "l2_norm") return l2_norm(x, p.get("eps", 1e-6));
+            if (op.name == "softmax") return softmax_row(x).y;
             break;
     }
     throw std::invalid_argument("oracle: unknown op '" + op.name + "'");
@@ -92,8 +94,8 @@ Result evaluate(const OpSpec& op, const Params& p, const std::vector<TensorView>
             PrecisionScope scope(bits);
             std::vector<std::vector<Real>> in;
             for (std::size_t k = 0; k < inputs.size(); ++k)
-                in.push_back(row_of(inputs[k], r, n, op.kind == OpKind::row_norm && k > 0));
-            if (op.kind == OpKind::row_norm || static_cast<std::int64_t>(pending.size()) == n) return eval_row(op, p, in);
+                in.push_back(row_of(inputs[k], r, n, op.kind == OpKind::row && k > 0));
+            if (op.kind == OpKind::row || static_cast<std::int64_t>(pending.size()) == n) return eval_row(op, p, in);
             std::vector<std::vector<Real>> sub(in.size());
             for (std::size_t k = 0; k < in.size(); ++k)
                 for (std::int64_t i : pending) sub[k].push_back(in[k][i]);

@@ -53,6 +53,7 @@ double draw(Family fam, Format f, const Params& p, std::size_t input, int k, std
         case Family::around_cap: return (U(rng) < 0 ? -1 : 1) * cap_of(p, input) * std::exp2(3 * U(rng));
         case Family::saturated: return (U(rng) < 0 ? -1 : 1) * std::exp2(3 + 12 * std::fabs(U(rng)));
         case Family::tiny: return U(rng) * std::ldexp(1.0, -10 - static_cast<int>(rng() % 10));
+        case Family::masked: return N(rng) * scale;  // -inf entries set in fill()
     }
     return 0;
 }
@@ -64,6 +65,16 @@ void inject_specials(Tensor& t, int count, std::mt19937_64& rng) {
         t.set_value(static_cast<std::int64_t>(rng() % t.numel()), vals[rng() % 7]);
 }
 
+// Attention-style masking of a [rows, n] tensor: each row is fully masked
+// (all -inf) with probability 1/3, else each entry is -inf with probability 1/2.
+void mask_rows(Tensor& t, std::int64_t n, std::mt19937_64& rng) {
+    for (std::int64_t r = 0; r * n < t.numel(); ++r) {
+        const bool all = rng() % 3 == 0;
+        for (std::int64_t j = 0; j < n; ++j)
+            if (all || rng() % 2 == 0) t.set_value(r * n + j, -INFINITY);
+    }
+}
+
 void fill(Tensor& t, Family fam, const CaseSpec& spec, std::size_t input, std::mt19937_64& rng) {
     const Format f = t.format();
     const double mx = max_finite(f);
@@ -72,6 +83,7 @@ void fill(Tensor& t, Family fam, const CaseSpec& spec, std::size_t input, std::m
         double v = fam == Family::constant ? c : draw(fam, f, spec.params, input, spec.scale_exp, rng);
         t.set_value(i, std::clamp(v, -mx, mx));
     }
+    if (fam == Family::masked) mask_rows(t, spec.n, rng);
     if (fam == Family::outlier && t.numel()) {
         const double big = std::ldexp(1.0, spec.scale_exp + 5 + static_cast<int>(rng() % 16));
         t.set_value(static_cast<std::int64_t>(rng() % t.numel()), std::min(big, mx) * ((rng() & 1) ? 1 : -1));
@@ -90,7 +102,8 @@ void fill_affine(Tensor& t, const CaseSpec& spec, std::size_t input, std::mt1993
 
 const char* name(Family f) {
     static const char* names[] = {"normal",       "uniform",   "heavy_tail", "outlier", "constant",  "near_eps",
-                                  "near_overflow", "bit_patterns", "subnormal", "around_cap", "saturated", "tiny"};
+                                  "near_overflow", "bit_patterns", "subnormal", "around_cap", "saturated", "tiny",
+                                  "masked"};
     return names[static_cast<int>(f)];
 }
 
@@ -106,7 +119,7 @@ Case build_case(const CaseSpec& spec) {
     c.params = spec.params;
     std::mt19937_64 rng(spec.seed);
     for (std::size_t k = 0; k < c.op->inputs.size(); ++k) {
-        const bool affine = c.op->kind == OpKind::row_norm && k > 0;
+        const bool affine = c.op->kind == OpKind::row && k > 0;
         Tensor t(spec.format, affine ? std::vector<std::int64_t>{spec.n} : std::vector<std::int64_t>{spec.rows, spec.n});
         if (affine)
             fill_affine(t, spec, k, rng);
@@ -151,11 +164,13 @@ rc::Gen<Params> gen_params(const OpSpec& op) {
 }
 
 rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
-    const bool rows_op = op.kind == OpKind::row_norm;
+    const bool rows_op = op.kind == OpKind::row;
     std::vector<int> sizes = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65, 100, 128, 129, 256, 1000, 1024, 4096};
     sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](int s) { return s > opt.max_n; }), sizes.end());
     const std::string name = op.name;
     const std::size_t n_inputs = op.kind == OpKind::gated ? 2 : 1;
+    std::vector<Family> families(std::begin(kAllFamilies), std::end(kAllFamilies));
+    if (op.family == "softmax") families.push_back(Family::masked);
     return rc::gen::apply(
         [=](Params p, int rows, int n, std::vector<Family> fams, int k, std::uint64_t seed, int specials) {
             CaseSpec s;
@@ -171,8 +186,7 @@ rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
             return s;
         },
         gen_params(op), rc::gen::inRange(1, rows_op ? 4 : 3), rc::gen::resize(100, rc::gen::elementOf(sizes)),
-        rc::gen::container<std::vector<Family>>(n_inputs, rc::gen::elementOf(std::vector<Family>(
-                                                              std::begin(kAllFamilies), std::end(kAllFamilies)))),
+        rc::gen::container<std::vector<Family>>(n_inputs, rc::gen::elementOf(families)),
         rc::gen::inRange(fmt == Format::fp16 ? -8 : -20, fmt == Format::fp16 ? 9 : 21),
         rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));
 }

@@ -21,6 +21,7 @@ namespace conform::props {
 enum class Family {
     normal, uniform, heavy_tail, outlier, constant, near_eps, near_overflow,
     bit_patterns, subnormal, around_cap, saturated, tiny,
+    masked,  // softmax: -inf at random entries, whole rows -inf (fully masked) at times
 };
 const char* name(Family f);
 

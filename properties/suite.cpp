@@ -36,6 +36,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_norm_properties(v);
         add_activation_properties(v);
         add_gated_properties(v);
+        add_softmax_properties(v);
         return v;
     }();
     return defs;

@@ -16,7 +16,7 @@ std::string Budget::text() const {
 Budget budget_for(const KernelInfo& k) {
     const OpSpec* op = find_op(k.op);
     Budget b;
-    b.bound_based = op && op->kind == OpKind::row_norm;
+    b.bound_based = op && op->kind == OpKind::row;
     b.max_ulp = 1;  // elementwise ops: one final rounding of a far more accurate value
     return b;
 }
@@ -78,7 +78,7 @@ std::string describe(const OpSpec& op, const std::vector<TensorView>& in, std::i
     const std::int64_t n = in[0].cols();
     os << "element " << i << " (row " << i / n << ", col " << i % n << "):";
     for (std::size_t k = 0; k < in.size(); ++k) {
-        const bool bcast = op.kind == OpKind::row_norm && k > 0;
+        const bool bcast = op.kind == OpKind::row && k > 0;
         os << " " << op.inputs[k] << "=" << hexfloat(in[k].value(bcast ? i % n : i));
     }
     os << " -> got " << hexfloat(decode(out, got)) << ", want " << hexfloat(decode(out, want)) << " (exact "
@@ -86,10 +86,10 @@ std::string describe(const OpSpec& op, const std::vector<TensorView>& in, std::i
     return os.str();
 }
 
-oracle::NormRow norm_row(const OpSpec& op, const std::vector<TensorView>& in, const oracle::Result& ref,
+oracle::RowData row_data(const OpSpec& op, const std::vector<TensorView>& in, const oracle::Result& ref,
                          std::int64_t r) {
     const std::int64_t n = in[0].cols();
-    oracle::NormRow row;
+    oracle::RowData row;
     for (std::int64_t i = 0; i < n; ++i) {
         row.x.push_back(in[0].value(r * n + i));
         row.y.push_back(ref.exact[r * n + i]);
@@ -116,7 +116,7 @@ CaseResult check_case(const KernelInfo& k, const Params& p, const std::vector<Te
     };
     for (std::int64_t r = 0; r < rows; ++r) {
         std::vector<double> bound;
-        if (budget.bound_based) bound = oracle::norm_bound(op, p, norm_row(op, in, res.ref, r), k.acc, k.out);
+        if (budget.bound_based) bound = oracle::row_bound(op, p, row_data(op, in, res.ref, r), k.acc, k.out);
         for (std::int64_t j = 0; j < n; ++j) {
             const std::int64_t i = r * n + j;
             const UlpCompare c = compare_bits(k.out, res.ref.rounded.bits(i), got.bits(i));

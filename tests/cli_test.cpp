@@ -64,8 +64,9 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
         baselines += k["role"] == "baseline";
         mutants += k["mutant"].get<bool>();
     }
-    EXPECT_EQ(kernels, 13 * 3 * 2);  // every op x {fp32, fp16, bf16} x {simd, scalar}
-    EXPECT_EQ(baselines, 13 * 3);
+    // every op with kernels (13 foundation ops + softmax) x {fp32, fp16, bf16} x {simd, scalar}
+    EXPECT_EQ(kernels, 14 * 3 * 2);
+    EXPECT_EQ(baselines, 14 * 3);
     EXPECT_GE(mutants, 9);
 }
 

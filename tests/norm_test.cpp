@@ -98,10 +98,10 @@ TEST(NormBound, EpsOutsideSqrtBreaksTheBoundOnlyNearEps) {
     Tensor x = row(Format::fp32, {1e-3, -2e-3, 5e-4, 1.5e-3}), w = vec(Format::fp32, {1, 1, 1, 1});
     Params p({{"eps", eps}});
     auto r = oracle::evaluate(op, p, {x.view(), w.view()}, Format::fp16);
-    oracle::NormRow nr{{}, {1, 1, 1, 1}, {}, r.exact};
+    oracle::RowData nr{{}, {1, 1, 1, 1}, {}, r.exact};
     double ms = 0;
     for (int i = 0; i < 4; ++i) nr.x.push_back(x.value(i)), ms += x.value(i) * x.value(i) / 4;
-    auto bound = oracle::norm_bound(op, p, nr, Format::fp32, Format::fp16);
+    auto bound = oracle::row_bound(op, p, nr, Format::fp32, Format::fp16);
     for (int i = 0; i < 4; ++i) {
         const double wrong = x.value(i) / (std::sqrt(ms) + eps);
         EXPECT_GT(std::fabs(decode(Format::fp16, encode(Format::fp16, wrong)) - r.exact[i]), bound[i]);

@@ -1,0 +1,111 @@
+// softmax kernels against the oracle: the derived bound, the special rows,
+// and the property suite over every registered softmax kernel and mutant.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "impls/cpu/isa.hpp"
+#include "impls/cpu/simd_math.hpp"
+#include "impls/registry.hpp"
+#include "kernel_suite.hpp"
+#include "oracle/bound.hpp"
+#include "oracle/eval.hpp"
+
+using namespace conform;
+using conform::testing::KernelSuite;
+using conform::testing::MutantSuite;
+
+namespace {
+
+Tensor row_of(Format f, const std::vector<double>& v) {
+    Tensor t(f, {1, static_cast<std::int64_t>(v.size())});
+    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(static_cast<std::int64_t>(i), v[i]);
+    return t;
+}
+
+std::vector<double> bound_of(const Tensor& x, Format acc, Format out) {
+    const OpSpec& op = *find_op("softmax");
+    const auto r = oracle::evaluate(op, Params(), {x.view()}, out);
+    oracle::RowData row;
+    for (std::int64_t i = 0; i < x.numel(); ++i) row.x.push_back(x.value(i)), row.y.push_back(r.exact[i]);
+    return oracle::row_bound(op, Params(), row, acc, out);
+}
+
+// The bound of a uniform row of n equal logits: y = 1/n, no exp argument
+// error (x - m = 0), so rel = (1 + e_exp)(1 + u)^2 / (1 - theta) - 1 with
+// theta = (1 + e_exp)(1 + gamma_{n-1}) - 1: a few n u, and the fp16 half ulp.
+TEST(SoftmaxBound, UniformRowIsAFewUnitRoundoffs) {
+    const int n = 64;
+    const Tensor x = row_of(Format::fp16, std::vector<double>(n, 0.5));
+    const auto b = bound_of(x, Format::fp32, Format::fp16);
+    const double u = std::ldexp(1.0, -24), y = 1.0 / n;
+    const double e = 4 * u, theta = (1 + e) * (1 + oracle::gamma(n - 1, u)) - 1;
+    const double rel = (1 + e) * (1 + u) * (1 + u) / (1 - theta) - 1;
+    EXPECT_NEAR(b[0], y * rel + 0.5 * ulp_at(Format::fp16, y * (1 + rel)) + (n + 2) * std::ldexp(1.0, -149),
+                1e-3 * b[0]);
+    // Half an fp16 ulp dominates: one fp16 ulp away from 1/n fails the bound.
+    EXPECT_LT(b[0], ulp_at(Format::fp16, y));
+}
+
+// The bound assumes the kernel's exp is within 2 ulps (4u relative) of e^d
+// for d <= 0 while the result is a normal float.  Check vf::exp_neg on every
+// 61st float in [-87, 0] against double exp (itself within 1 ulp of double,
+// 2^-29 of a float ulp).
+CONFORM_AVX2 double max_exp_error_ulps() {
+    double worst = 0;
+    alignas(32) float in[8], out[8];
+    std::uint32_t bits = 0x80000000u;  // -0.0, then more negative
+    while (true) {
+        for (int j = 0; j < 8; ++j, bits += 61) std::memcpy(&in[j], &bits, 4);
+        if (in[0] < -87.0f) break;
+        _mm256_store_ps(out, cpu::vf::exp_neg(_mm256_load_ps(in)));
+        for (int j = 0; j < 8; ++j) {
+            const double want = std::exp(static_cast<double>(in[j]));
+            if (want < 0x1p-126) continue;
+            worst = std::max(worst, std::fabs(out[j] - want) / ulp_at(Format::fp32, want));
+        }
+    }
+    return worst;
+}
+
+TEST(SoftmaxKernels, VectorExpIsWithinTwoUlps) {
+    if (!cpu::has_avx2()) GTEST_SKIP() << "no AVX2";
+    const double worst = max_exp_error_ulps();
+    EXPECT_LE(worst, 2.0);
+    RecordProperty("max_exp_error_ulps", std::to_string(worst));
+    std::printf("vf::exp_neg: max error %.3f ulp over [-87, 0]\n", worst);
+}
+
+// A kernel that forgets to subtract the max fails on logits near 1e4; the
+// shipped kernels handle them within the bound.
+TEST(SoftmaxKernels, LargeLogitsStayWithinBound) {
+    for (const char* name : {"cpu.simd.softmax.fp32", "cpu.scalar.softmax.fp32", "mutant.softmax.no_max_shift.fp32"}) {
+        const KernelInfo* k = builtin_registry().find(name);
+        ASSERT_NE(k, nullptr) << name;
+        const Tensor x = row_of(Format::fp32, {1e4, 1e4 - 1, 1e4 - 2.5, 9990, 1e4 - 0.25});
+        const bool mutant = k->role == Role::mutant;
+        EXPECT_EQ(props::check_case(*k, Params(), {x.view()}).pass, !mutant) << name;
+    }
+}
+
+// Special rows: NaN or +inf poisons the row, all -inf gives +0 everywhere.
+TEST(SoftmaxKernels, SpecialRowsFollowTheOracle) {
+    for (const char* name : {"cpu.simd.softmax.bf16", "cpu.scalar.softmax.fp16", "cpu.simd.softmax.fp32"}) {
+        const KernelInfo* k = builtin_registry().find(name);
+        ASSERT_NE(k, nullptr) << name;
+        for (const std::vector<double>& v : {std::vector<double>{-INFINITY, -INFINITY, -INFINITY},
+                                             std::vector<double>{1, NAN, 2}, std::vector<double>{1, INFINITY, 2},
+                                             std::vector<double>{-INFINITY, 3, -INFINITY}}) {
+            const Tensor x = row_of(k->in, v);
+            const auto r = props::check_case(*k, Params(), {x.view()});
+            EXPECT_TRUE(r.pass) << name << ": " << r.message;
+        }
+    }
+}
+
+}  // namespace
+
+CONFORM_FAMILY_SUITES(Softmax, "softmax");
