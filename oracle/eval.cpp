@@ -42,6 +42,21 @@ struct Pending {
 
 }  // namespace
 
+std::optional<std::uint64_t> ziv_accept(const Real& a, const Real& b, unsigned bits, Format out) {
+    const bool special_a = isnan(a) || isinf(a), special_b = isnan(b) || isinf(b);
+    if (special_a || special_b) {
+        if (special_a == special_b && isnan(a) == isnan(b) && (isnan(a) || a == b))
+            return round_to_format(b.backend().data(), out);
+        return std::nullopt;
+    }
+    // err = 2|a - b| + 2^(4 - 2P) |b|: the P-level error bounds the 2P one by a
+    // wide margin; the second term covers a == b.
+    Real slack = abs(b);  // |b| 2^(4 - 2P), scaled in MPFR: 2^-4092 is no double
+    mpfr_mul_2si(slack.backend().data(), slack.backend().data(), 4 - 2 * static_cast<long>(bits), MPFR_RNDU);
+    Real err = 2 * abs(a - b) + slack;
+    return round_if_determined(b.backend().data(), err.backend().data(), out);
+}
+
 void check_shapes(const OpSpec& op, const std::vector<TensorView>& in) {
     if (in.size() != op.inputs.size())
         throw std::invalid_argument(op.name + ": expected " + std::to_string(op.inputs.size()) + " inputs, got " +
@@ -110,22 +125,8 @@ Result evaluate(const OpSpec& op, const Params& p, const std::vector<TensorView>
             PrecisionScope scope(4 * bits);
             std::vector<std::int64_t> still;
             for (std::int64_t i : pending) {
-                const Real& a = lo[i];
+                const std::optional<std::uint64_t> bitsout = ziv_accept(lo[i], hi[i], bits, out);
                 const Real& b = hi[i];
-                std::optional<std::uint64_t> bitsout;
-                const bool special_a = isnan(a) || isinf(a), special_b = isnan(b) || isinf(b);
-                if (special_a || special_b) {
-                    if (special_a == special_b && isnan(a) == isnan(b) && (isnan(a) || a == b))
-                        bitsout = round_to_format(b.backend().data(), out);
-                } else {
-                    // err = 2|a - b| + 2^(4 - 2P) |b|: the P-level error bounds the 2P one by a
-                    // wide margin; the second term covers a == b.
-                    Real slack = abs(b);  // |b| 2^(4 - 2P), scaled in MPFR: 2^-4092 is no double
-                    mpfr_mul_2si(slack.backend().data(), slack.backend().data(), 4 - 2 * static_cast<long>(bits),
-                                 MPFR_RNDU);
-                    Real err = 2 * abs(a - b) + slack;
-                    bitsout = round_if_determined(b.backend().data(), err.backend().data(), out);
-                }
                 if (bitsout) {
                     res.rounded.set_bits(r * n + i, *bitsout);
                     res.exact[r * n + i] = to_double(b);

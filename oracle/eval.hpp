@@ -9,6 +9,7 @@
 // a boundary there is an exact midpoint for every practical purpose and is
 // rounded as computed (ties to even).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,11 @@ Real eval_scalar(const std::string& op, const Params& params, const std::vector<
 std::uint64_t round_scalar(const std::string& op, const Params& params, const std::vector<double>& args, Format out);
 
 void check_shapes(const OpSpec& op, const std::vector<TensorView>& inputs);
+
+// Ziv's acceptance test for one element: a at `bits` and b at 2 * bits of
+// precision.  The pattern of `out` that every value within 2|a - b| (plus the
+// 2P evaluation's own rounding slack) of b rounds to, or nullopt when that
+// interval straddles a rounding boundary (or the special classes disagree).
+std::optional<std::uint64_t> ziv_accept(const Real& a, const Real& b, unsigned bits, Format out);
 
 }  // namespace conform::oracle

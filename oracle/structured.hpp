@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "numerics/op.hpp"
@@ -29,6 +30,29 @@ struct OpOutputs {
 };
 
 using StructuredEval = OpOutputs (*)(const Params&, const std::vector<TensorView>&);
+
+// The evaluator of a structured op by registry name (rope, sincos_pe,
+// softmax, online_softmax, lse_merge, attention, qk_norm_attention,
+// gated_attention); nullptr for any other name.
+StructuredEval find_structured(std::string_view op);
+std::vector<std::string> structured_ops();
+
+// Correctly rounded outputs of a structured op (Ziv over the whole op: the
+// evaluator runs at P and 2P bits, P = 128 first; every element is accepted
+// when both round the same way with margin (oracle::ziv_accept), else the op
+// is re-run at twice the precision, up to kMaxBits).
+struct StructuredResult {
+    std::vector<std::string> names;
+    std::vector<Tensor> rounded;              // one per output, in the requested format
+    std::vector<std::vector<double>> exact;   // the oracle values, rounded to double
+    unsigned max_bits = 0;                    // highest precision any element needed
+    std::int64_t recomputed = 0;              // elements that needed more than 2P
+};
+
+// `out` gives one format per output; a single format applies to every output.
+// Throws std::invalid_argument for an unknown op or bad inputs.
+StructuredResult evaluate_structured(const std::string& op, const Params& params, const std::vector<TensorView>& in,
+                                     const std::vector<Format>& out);
 
 // Every element of t, exactly, in row-major order.
 inline std::vector<Real> read_exact(const TensorView& t) {
