@@ -1,0 +1,472 @@
+// CPU attention forward kernels (docs/attention.md, "Kernels"): a tiled
+// flash kernel — cpu.simd (AVX2, vectorized over the head dimension, exp by
+// vf::exp_neg) and cpu.scalar (the same tiling in portable code, also the
+// fallback without AVX2) — and the naive baseline cpu.naive, for fp32, fp16
+// and bf16 with FP32 accumulators.
+//
+// Flash form: for each query head, tiles of kAttnQueryTile query rows walk the
+// key tiles of B_k keys (aligned at multiples of B_k, so N_b <= ceil(Lk/B_k));
+// each row keeps a running max m, running sum l and an unnormalized
+// accumulator acc[Dv], rescaled by exp(m_old - m_new) when the max grows.
+// The rescale is guarded: while m is still -inf nothing has been accumulated
+// and exp(-inf - -inf) would be NaN.  Structural masks (causal bottom-right,
+// sliding window) are key ranges per row, so hidden keys are never read.
+#include "impls/cpu/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "impls/cpu/elementwise.hpp"
+#include "impls/cpu/simd_math.hpp"
+
+namespace conform::cpu {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+long round8(long n) { return (n + 7) / 8 * 8; }
+
+// ---- problem geometry ---------------------------------------------------------
+
+struct Geometry {
+    long hq = 0, hkv = 0, lq = 0, lk = 0, d = 0, dv = 0;
+    long dp = 0, dvp = 0;  // head dims padded with zeros to multiples of 8 (exact: 0 * 0 adds nothing)
+    bool causal = false;
+    long window = 0;
+    float scale = 0, softcap = 0;
+    bool has_mask = false;
+    long key_tile = kAttnKeyTile;
+
+    // Visible keys of query i are the contiguous range [lo(i), hi(i)); both
+    // are nondecreasing in i (bottom-right alignment: pos = i + Lk - Lq).
+    long pos(long i) const { return i + lk - lq; }
+    long hi(long i) const { return causal || window > 0 ? std::clamp(pos(i) + 1, 0L, lk) : lk; }
+    long lo(long i) const { return window > 0 ? std::clamp(pos(i) - window + 1, 0L, hi(i)) : 0; }
+};
+
+bool packed(const TensorView& t) {
+    std::int64_t stride = 1;
+    for (int a = t.rank - 1; a >= 0; --a) {
+        if (t.shape[a] > 1 && t.strides[a] != stride) return false;
+        stride *= t.shape[a];
+    }
+    return true;
+}
+
+void require(bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument("attention kernel: " + what);
+}
+
+Geometry read_geometry(const KernelCall& c, Format f) {
+    require(c.in.size() == 3 || c.in.size() == 4, "expects q, k, v and an optional mask");
+    require(c.out.size() == 2, "expects outputs o and lse");
+    const TensorView &q = c.in[0], &k = c.in[1], &v = c.in[2];
+    require(q.rank == 3 && k.rank == 3 && v.rank == 3, "q, k, v must have rank 3");
+    Geometry g;
+    g.hq = q.shape[0], g.lq = q.shape[1], g.d = q.shape[2];
+    g.hkv = k.shape[0], g.lk = k.shape[1], g.dv = v.shape[2];
+    require(g.d >= 1 && k.shape[2] == g.d, "k must have q's head dim");
+    require(g.hkv >= 1 && g.hq % g.hkv == 0, "KV heads must divide query heads");
+    require(v.shape[0] == g.hkv && v.shape[1] == g.lk, "v must be [Hkv, Lk, Dv]");
+    g.has_mask = c.in.size() == 4;
+    if (g.has_mask) require(c.in[3].rank == 2 && c.in[3].shape[0] == g.lq && c.in[3].shape[1] == g.lk, "mask must be [Lq, Lk]");
+    const TensorView &o = c.out[0], &lse = c.out[1];
+    require(o.rank == 3 && o.shape[0] == g.hq && o.shape[1] == g.lq && o.shape[2] == g.dv, "o must be [Hq, Lq, Dv]");
+    require(lse.numel() == g.hq * g.lq, "lse must hold Hq * Lq values");
+    for (const TensorView& t : c.in) require(t.format == f && packed(t), "inputs must be packed, in the kernel's format");
+    require(o.format == f && packed(o), "o must be packed, in the kernel's format");
+    g.dp = round8(g.d), g.dvp = round8(g.dv);
+    g.causal = c.params.get("causal", 0) != 0;
+    g.window = static_cast<long>(c.params.get("window", 0));
+    const double scale = c.params.get("scale", 0);
+    // 1/sqrt(D) rounded once to fp32 (the budget counts this rounding).
+    g.scale = static_cast<float>(scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(g.d)));
+    g.softcap = static_cast<float>(c.params.get("softcap", 0));
+    const double block = c.params.get("block", 0);
+    if (block > 0) g.key_tile = static_cast<long>(block);
+    return g;
+}
+
+// rows [r0, r0 + rows) of a packed [.., cols] tensor in format F, as fp32 rows
+// of `pad` columns (zeros beyond cols).  Widening is exact.
+template <Format F>
+void load_rows(const TensorView& t, long r0, long rows, long cols, long pad, float* dst) {
+    const storage_t<F>* src = static_cast<const storage_t<F>*>(t.data) + r0 * cols;
+    for (long r = 0; r < rows; ++r) {
+        for (long c = 0; c < cols; ++c) dst[r * pad + c] = Storage<F>::load(src, r * cols + c);
+        std::fill(dst + r * pad + cols, dst + (r + 1) * pad, 0.0f);
+    }
+}
+
+// lse is fp32 by contract; a caller that allocated another format gets it
+// rounded once from the fp32 value.
+void store_lse(const TensorView& lse, long flat, float v) {
+    if (lse.format == Format::fp32 && packed(lse)) static_cast<float*>(lse.data)[flat] = v;
+    else lse.set_bits(flat, encode(lse.format, v));
+}
+
+// ---- per-row online-softmax state -----------------------------------------------
+
+struct RowState {
+    float m = -kInf;    // running max of the logits seen
+    float l = 0;        // running sum of exp(s_j - m)
+    bool bad = false;   // a NaN or +inf logit: the row is NaN (docs/attention.md)
+    float* acc = nullptr;  // [dvp] running sum of exp(s_j - m) v_j
+};
+
+// The guarded rescale factor of the accumulator when the max moves from m to
+// m_new (> -inf): 0 while nothing was accumulated (m = -inf, acc = l = 0).
+float rescale_factor(float m, float m_new) { return m == -kInf ? 0.0f : std::exp(m - m_new); }
+
+// ---- portable scalar path ---------------------------------------------------------
+
+struct ScalarPath {
+    // s[j - jb] for keys [jb, je): scale * q.k, softcap, additive mask.
+    static void logits(const Geometry& g, const float* q, const float* k, const float* mask, long jb, long je,
+                       float* s) {
+        for (long j = jb; j < je; ++j) {
+            float dot = 0;
+            for (long t = 0; t < g.d; ++t) dot += q[t] * k[j * g.dp + t];
+            float x = dot * g.scale;
+            if (g.softcap > 0) x = g.softcap * std::tanh(x / g.softcap);
+            if (mask) x += mask[j];
+            s[j - jb] = x;
+        }
+    }
+
+    static void update(const Geometry& g, RowState& st, const float* s, long n, const float* v, float* e) {
+        float mt = -kInf;
+        for (long j = 0; j < n; ++j) {
+            if (std::isnan(s[j]) || s[j] == kInf) st.bad = true;
+            mt = std::fmax(mt, s[j]);
+        }
+        if (st.bad) return;
+        const float m_new = std::fmax(st.m, mt);
+        if (m_new == -kInf) return;  // nothing visible yet: keep the empty state
+        if (m_new != st.m) {
+            const float alpha = rescale_factor(st.m, m_new);
+            st.l *= alpha;
+            for (long d = 0; d < g.dv; ++d) st.acc[d] *= alpha;
+        }
+        for (long j = 0; j < n; ++j) {
+            if (s[j] == -kInf) continue;  // masked: weight 0 and v_j not read (a NaN there must not leak)
+            const float w = std::exp(s[j] - m_new);
+            st.l += w;
+            for (long d = 0; d < g.dv; ++d) st.acc[d] += w * v[j * g.dvp + d];
+        }
+        st.m = m_new;
+    }
+};
+
+// ---- AVX2 path --------------------------------------------------------------------
+
+CONFORM_AVX2 inline float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return std::fmax(_mm_cvtss_f32(m), _mm_cvtss_f32(_mm_shuffle_ps(m, m, 1)));
+}
+
+CONFORM_AVX2 inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+// Lane l of the result = horizontal sum of a[l]: eight dot products in one
+// register without eight separate reductions.
+CONFORM_AVX2 inline __m256 transpose_sum8(const __m256 (&a)[8]) {
+    const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+}
+
+struct SimdPath {
+    // Eight keys at a time (the last group clamped to key je - 1, its extra
+    // lanes set to -inf), so s is written up to round8(je - jb).
+    CONFORM_AVX2 static void logits(const Geometry& g, const float* q, const float* k, const float* mask, long jb,
+                                    long je, float* s) {
+        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for (long j = jb; j < je; j += 8) {
+            const float* kr[8];
+            for (int l = 0; l < 8; ++l) kr[l] = k + std::min(j + l, je - 1) * g.dp;
+            __m256 a[8];
+            for (__m256& x : a) x = _mm256_setzero_ps();
+            for (long t = 0; t < g.dp; t += 8) {
+                const __m256 qv = _mm256_loadu_ps(q + t);
+                for (int l = 0; l < 8; ++l) a[l] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr[l] + t), a[l]);
+            }
+            __m256 x = _mm256_mul_ps(transpose_sum8(a), _mm256_set1_ps(g.scale));
+            if (g.softcap > 0) x = vf::softcap(x, g.softcap, 1.0f / g.softcap);
+            if (mask) x = _mm256_add_ps(x, _mm256_loadu_ps(mask + j));  // mask rows are padded by 8
+            const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(je - j)), iota);
+            x = _mm256_blendv_ps(_mm256_set1_ps(-kInf), x, _mm256_castsi256_ps(valid));
+            _mm256_storeu_ps(s + (j - jb), x);
+        }
+    }
+
+    // acc[0, dvp) = acc * alpha.
+    CONFORM_AVX2 static void scale_acc(float* acc, long dvp, float alpha) {
+        const __m256 a = _mm256_set1_ps(alpha);
+        for (long d = 0; d < dvp; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), a));
+    }
+
+    // acc += sum_j w_j v_j, four registers of acc held across all keys of the
+    // tile (the accumulator is read and written once per tile, not per key).
+    CONFORM_AVX2 static void accumulate(float* acc, long dvp, const float* w, const float* s, long n, const float* v) {
+        long d0 = 0;
+        for (; d0 + 32 <= dvp; d0 += 32) {
+            __m256 a0 = _mm256_loadu_ps(acc + d0), a1 = _mm256_loadu_ps(acc + d0 + 8);
+            __m256 a2 = _mm256_loadu_ps(acc + d0 + 16), a3 = _mm256_loadu_ps(acc + d0 + 24);
+            for (long j = 0; j < n; ++j) {
+                if (s[j] == -kInf) continue;  // masked key: v_j not read
+                const __m256 b = _mm256_set1_ps(w[j]);
+                const float* vr = v + j * dvp + d0;
+                a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr), a0);
+                a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 8), a1);
+                a2 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 16), a2);
+                a3 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 24), a3);
+            }
+            _mm256_storeu_ps(acc + d0, a0), _mm256_storeu_ps(acc + d0 + 8, a1);
+            _mm256_storeu_ps(acc + d0 + 16, a2), _mm256_storeu_ps(acc + d0 + 24, a3);
+        }
+        for (; d0 < dvp; d0 += 8) {
+            __m256 a0 = _mm256_loadu_ps(acc + d0);
+            for (long j = 0; j < n; ++j)
+                if (s[j] != -kInf) a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(v + j * dvp + d0), a0);
+            _mm256_storeu_ps(acc + d0, a0);
+        }
+    }
+
+    CONFORM_AVX2 static void update(const Geometry& g, RowState& st, const float* s, long n, const float* v, float* e) {
+        __m256 vmax = _mm256_set1_ps(-kInf), bad = _mm256_setzero_ps();
+        for (long j = 0; j < n; j += 8) {  // lanes past n hold -inf (logits())
+            const __m256 x = _mm256_loadu_ps(s + j);
+            bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q),
+                                                 _mm256_cmp_ps(x, _mm256_set1_ps(kInf), _CMP_EQ_OQ)));
+            vmax = _mm256_max_ps(vmax, x);
+        }
+        if (_mm256_movemask_ps(bad)) st.bad = true;
+        if (st.bad) return;
+        const float m_new = std::fmax(st.m, hmax8(vmax));
+        if (m_new == -kInf) return;  // nothing visible yet: keep the empty state
+        if (m_new != st.m) {
+            const float alpha = rescale_factor(st.m, m_new);
+            st.l *= alpha;
+            scale_acc(st.acc, g.dvp, alpha);
+        }
+        const __m256 vm = _mm256_set1_ps(m_new), ninf = _mm256_set1_ps(-kInf);
+        __m256 sum = _mm256_setzero_ps();
+        for (long j = 0; j < n; j += 8) {
+            const __m256 x = _mm256_loadu_ps(s + j);
+            // exp_neg clamps its argument at -105 (result 0 in fp32); masked lanes are zeroed explicitly.
+            const __m256 w = _mm256_andnot_ps(_mm256_cmp_ps(x, ninf, _CMP_EQ_OQ), vf::exp_neg(_mm256_sub_ps(x, vm)));
+            _mm256_storeu_ps(e + j, w);
+            sum = _mm256_add_ps(sum, w);
+        }
+        st.l += hsum8(sum);
+        accumulate(st.acc, g.dvp, e, s, n, v);
+        st.m = m_new;
+    }
+};
+
+// ---- the tiled driver ---------------------------------------------------------------
+
+struct Workspace {
+    std::vector<float> q, k, v, mask;  // fp32 copies: q of one head, k/v of one KV head, mask [Lq, Lk + pad]
+    std::vector<float> acc, s, e;      // per query tile: accumulators; per (row, key tile): logits, weights
+    long mask_pitch = 0;
+};
+
+// o and lse of query row i of head h from its final state.
+template <Format F>
+void finish_row(const Geometry& g, const KernelCall& c, const RowState& st, long h, long i) {
+    storage_t<F>* o = static_cast<storage_t<F>*>(c.out[0].data) + (h * g.lq + i) * g.dv;
+    float lse;
+    if (st.bad) {
+        for (long d = 0; d < g.dv; ++d) Storage<F>::store(o, d, kNaN);
+        lse = kNaN;
+    } else if (st.m == -kInf) {  // fully masked row: the empty state (0, -inf)
+        for (long d = 0; d < g.dv; ++d) Storage<F>::store(o, d, 0.0f);
+        lse = -kInf;
+    } else {
+        const float r = 1.0f / st.l;
+        for (long d = 0; d < g.dv; ++d) Storage<F>::store(o, d, st.acc[d] * r);
+        lse = st.m + std::log(st.l);
+    }
+    store_lse(c.out[1], h * g.lq + i, lse);
+}
+
+// One query tile [i0, i1) of head h against every key tile any of its rows sees.
+template <class Path>
+void query_tile(const Geometry& g, Workspace& w, std::vector<RowState>& st, long i0, long i1) {
+    const long bk = g.key_tile;
+    for (long i = i0; i < i1; ++i) {
+        RowState& r = st[i - i0];
+        r = RowState{};
+        r.acc = w.acc.data() + (i - i0) * g.dvp;
+        std::fill(r.acc, r.acc + g.dvp, 0.0f);
+    }
+    const long jlo = g.lo(i0), jhi = g.hi(i1 - 1);
+    for (long t0 = jlo / bk * bk; t0 < jhi; t0 += bk) {
+        for (long i = i0; i < i1; ++i) {
+            const long jb = std::max(t0, g.lo(i)), je = std::min(t0 + bk, g.hi(i));
+            if (jb >= je) continue;
+            const float* mask = g.has_mask ? w.mask.data() + i * w.mask_pitch : nullptr;
+            Path::logits(g, w.q.data() + i * g.dp, w.k.data(), mask, jb, je, w.s.data());
+            Path::update(g, st[i - i0], w.s.data(), je - jb, w.v.data() + jb * g.dvp, w.e.data());
+        }
+    }
+}
+
+template <Format F, class Path>
+void flash_attention(const KernelCall& c) {
+    const Geometry g = read_geometry(c, F);
+    require(g.key_tile >= 1, "parameter 'block' must be >= 1");
+    Workspace w;
+    w.q.resize(static_cast<std::size_t>(g.lq * g.dp));
+    w.k.resize(static_cast<std::size_t>(g.lk * g.dp));
+    w.v.resize(static_cast<std::size_t>(g.lk * g.dvp));
+    w.acc.resize(static_cast<std::size_t>(kAttnQueryTile * g.dvp));
+    w.s.resize(static_cast<std::size_t>(round8(g.key_tile)));
+    w.e.resize(w.s.size());
+    if (g.has_mask) {
+        w.mask_pitch = g.lk + 8;  // 8 spare columns: the vector path loads whole groups of 8
+        w.mask.resize(static_cast<std::size_t>(g.lq * w.mask_pitch));
+        load_rows<F>(c.in[3], 0, g.lq, g.lk, w.mask_pitch, w.mask.data());
+    }
+    std::vector<RowState> st(kAttnQueryTile);
+    long loaded = -1;
+    for (long h = 0; h < g.hq; ++h) {
+        const long kvh = h / (g.hq / g.hkv);  // consecutive query heads share a KV head
+        if (kvh != loaded) {
+            load_rows<F>(c.in[1], kvh * g.lk, g.lk, g.d, g.dp, w.k.data());
+            load_rows<F>(c.in[2], kvh * g.lk, g.lk, g.dv, g.dvp, w.v.data());
+            loaded = kvh;
+        }
+        load_rows<F>(c.in[0], h * g.lq, g.lq, g.d, g.dp, w.q.data());
+        for (long i0 = 0; i0 < g.lq; i0 += kAttnQueryTile) {
+            const long i1 = std::min(g.lq, i0 + kAttnQueryTile);
+            query_tile<Path>(g, w, st, i0, i1);
+            for (long i = i0; i < i1; ++i) finish_row<F>(g, c, st[i - i0], h, i);
+        }
+    }
+}
+
+template <Format F>
+void simd_kernel(const KernelCall& c) {
+    if (has_avx2()) flash_attention<F, SimdPath>(c);
+    else flash_attention<F, ScalarPath>(c);
+}
+
+// ---- naive baseline: materialized scores, plain softmax, rounding to F everywhere ----
+
+template <Format F>
+float rnd(float x) {
+    if constexpr (F == Format::fp32) {
+        return x;
+    } else {
+        storage_t<F> t;
+        Storage<F>::store(&t, 0, x);
+        return Storage<F>::load(&t, 0);
+    }
+}
+
+template <Format F>
+void naive_row(const Geometry& g, const float* q, const float* k, const float* v, const float* mask, long i,
+               std::vector<float>& s, float* o, float& lse) {
+    float m = -kInf;
+    bool bad = false;
+    for (long j = 0; j < g.lk; ++j) {
+        s[j] = -kInf;
+        if (j < g.lo(i) || j >= g.hi(i)) continue;
+        float dot = 0;
+        for (long t = 0; t < g.d; ++t) dot = rnd<F>(dot + rnd<F>(q[t] * k[j * g.dp + t]));
+        float x = rnd<F>(dot * rnd<F>(g.scale));
+        if (g.softcap > 0) x = rnd<F>(g.softcap * rnd<F>(std::tanh(rnd<F>(x / g.softcap))));
+        if (mask) x = rnd<F>(x + mask[j]);
+        s[j] = x;
+        bad |= std::isnan(x) || x == kInf;
+        m = std::fmax(m, x);
+    }
+    if (bad || m == -kInf) {
+        for (long d = 0; d < g.dv; ++d) o[d] = bad ? kNaN : 0.0f;
+        lse = bad ? kNaN : -kInf;
+        return;
+    }
+    float l = 0;
+    for (long j = 0; j < g.lk; ++j) l = rnd<F>(l + rnd<F>(std::exp(rnd<F>(s[j] - m))));
+    for (long d = 0; d < g.dv; ++d) o[d] = 0;
+    for (long j = 0; j < g.lk; ++j) {
+        if (s[j] == -kInf) continue;
+        const float p = rnd<F>(rnd<F>(std::exp(rnd<F>(s[j] - m))) / l);
+        for (long d = 0; d < g.dv; ++d) o[d] = rnd<F>(o[d] + rnd<F>(p * v[j * g.dvp + d]));
+    }
+    lse = rnd<F>(m + rnd<F>(std::log(l)));
+}
+
+template <Format F>
+void naive_kernel(const KernelCall& c) {
+    const Geometry g = read_geometry(c, F);
+    std::vector<float> q(g.lq * g.dp), k(g.lk * g.dp), v(g.lk * g.dvp), mask, s(g.lk), o(g.dv);
+    if (g.has_mask) {
+        mask.resize(g.lq * g.lk);
+        load_rows<F>(c.in[3], 0, g.lq, g.lk, g.lk, mask.data());
+    }
+    for (long h = 0; h < g.hq; ++h) {
+        const long kvh = h / (g.hq / g.hkv);
+        load_rows<F>(c.in[0], h * g.lq, g.lq, g.d, g.dp, q.data());
+        load_rows<F>(c.in[1], kvh * g.lk, g.lk, g.d, g.dp, k.data());
+        load_rows<F>(c.in[2], kvh * g.lk, g.lk, g.dv, g.dvp, v.data());
+        storage_t<F>* out = static_cast<storage_t<F>*>(c.out[0].data);
+        for (long i = 0; i < g.lq; ++i) {
+            float lse;
+            naive_row<F>(g, q.data() + i * g.dp, k.data(), v.data(), g.has_mask ? mask.data() + i * g.lk : nullptr, i,
+                         s, o.data(), lse);
+            for (long d = 0; d < g.dv; ++d) Storage<F>::store(out, (h * g.lq + i) * g.dv + d, o[d]);
+            store_lse(c.out[1], h * g.lq + i, lse);
+        }
+    }
+}
+
+template <Format F>
+void add_format(std::vector<KernelInfo>& reg) {
+    const std::string contract =
+        "flash form over tiles of " + std::to_string(kAttnQueryTile) + " queries x " + std::to_string(kAttnKeyTile) +
+        " keys (param block overrides the key tile), fp32 logits/max/sum/accumulators, guarded rescale, o = acc * "
+        "(1/l) rounded once to the format; lse = m + log(l) in fp32 (lse is fp32 for every format); fully masked rows "
+        "(0, -inf)";
+    reg.push_back(kernel_info("attention", "simd", F, Format::fp32, Role::kernel,
+                        "AVX2 8-lane float over the head dim (exp by vf::exp_neg, softcap by vf::softcap), scalar path "
+                        "without AVX2; " + contract,
+                        simd_kernel<F>));
+    reg.push_back(kernel_info("attention", "scalar", F, Format::fp32, Role::kernel,
+                        "portable scalar (expf, tanhf); " + contract, flash_attention<F, ScalarPath>));
+    reg.push_back(kernel_info("attention", "naive", F, F, Role::baseline,
+                        "materialized scores and plain softmax, every intermediate rounded to the storage format "
+                        "(lse stored as fp32)",
+                        naive_kernel<F>));
+}
+
+}  // namespace
+}  // namespace conform::cpu
+
+namespace conform {
+
+std::vector<KernelInfo> cpu_attention_kernels() {
+    std::vector<KernelInfo> r;
+    cpu::add_format<Format::fp32>(r);
+    cpu::add_format<Format::fp16>(r);
+    cpu::add_format<Format::bf16>(r);
+    return r;
+}
+
+void register_cpu_attention(Registry& r) {
+    for (KernelInfo& k : cpu_attention_kernels()) r.add(std::move(k));
+}
+
+}  // namespace conform

@@ -1,0 +1,42 @@
+// CPU attention forward kernels and their mutants (docs/attention.md,
+// "Kernels").  Registration hooks are declared here rather than in
+// impls/registry.hpp: they are not part of builtin_registry() yet, so the
+// rest of the suite is unaffected until the family is integrated.
+#pragma once
+#include <vector>
+
+#include "impls/registry.hpp"
+
+namespace conform {
+
+namespace cpu {
+// Tile sizes of cpu.simd.attention / cpu.scalar.attention: kAttnQueryTile
+// query rows share each key tile while it is hot in cache; kAttnKeyTile keys
+// per online-softmax step (one rescale per tile).  A kernel call overrides the
+// key tile with the parameter `block` (> 0); the verdict's N_b = ceil(Lk / B_k).
+inline constexpr long kAttnQueryTile = 32;
+inline constexpr long kAttnKeyTile = 64;
+}  // namespace cpu
+
+// op "attention", formats fp32/fp16/bf16 (FP32 accumulation):
+//   cpu.simd.attention.<fmt>    AVX2 flash kernel (scalar path without AVX2)
+//   cpu.scalar.attention.<fmt>  the same tiling in portable scalar code
+//   cpu.naive.attention.<fmt>   baseline: materialized scores, plain softmax,
+//                               every intermediate rounded to the format
+// Inputs q [Hq, Lq, D], k [Hkv, Lk, D], v [Hkv, Lk, Dv], optional mask
+// [Lq, Lk] (packed row-major, all in the kernel's format); outputs o
+// [Hq, Lq, Dv] in the kernel's format and lse [Hq, Lq], computed in fp32 and
+// stored into whatever format the caller allocated (allocate fp32: then it is
+// the kernel's fp32 value unchanged).
+// Registry::add accepts only ops known to numerics/op.cpp; until "attention"
+// is declared there the hooks throw std::logic_error, and callers (the kernel
+// test, the benchmark) use the lists directly.
+std::vector<KernelInfo> cpu_attention_kernels();
+void register_cpu_attention(Registry& r);  // adds cpu_attention_kernels()
+
+// mutant.attention.<bug>.<fmt>: one wrong flash kernel per bug (in double,
+// key tiles of 16), for fp32, fp16 and bf16.
+std::vector<KernelInfo> attention_mutants();
+void register_mutants_attention(Registry& r);  // adds attention_mutants()
+
+}  // namespace conform

@@ -1,0 +1,41 @@
+// The per-element error bound of FP32-accumulating (flash) attention kernels,
+// derived in docs/attention.md ("Error budget for FP32-accumulating (flash)
+// kernels").  A sound kernel's utilization |kernel - exact| / bound stays <= 1.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "numerics/format.hpp"
+#include "numerics/op.hpp"
+#include "numerics/tensor.hpp"
+#include "oracle/structured.hpp"
+
+namespace conform::oracle {
+
+// What the kernel declares about itself.
+struct FlashErrorModel {
+    Format out = Format::fp32;      // storage format of o
+    Format lse_out = Format::fp32;  // storage format of lse (fp32 for the cpu kernels)
+    double e_exp = 4 * 0x1p-24;     // relative error of its exp (vf::exp_neg measures <= 1.22 ulp)
+    double e_tanh = 8 * 0x1p-24;    // relative error of its tanh inside the softcap
+    double e_log = 4 * 0x1p-24;     // relative error of its log (lse)
+    std::int64_t key_block = 0;     // B_k: N_b = ceil(Lk / B_k); 0 = unknown (N_b = Lk)
+};
+
+// Bounds on |kernel - exact| for every element of the attention op's outputs,
+// in output order, flattened: the first Hq*Lq*Dv entries bound o (row-major
+// [Hq, Lq, Dv]), the next Hq*Lq bound lse.
+//   params, in: exactly what the oracle evaluator takes (scale, causal,
+//               window, softcap; q, k, v and the optional mask);
+//   exact:      the oracle's outputs (oracle::eval_attention) for the same
+//               inputs; |o_d| and lse enter the output half-ulp terms.
+// The magnitudes p_j, s_j, A_j = sum_d |q_d k_jd|, m, M are recomputed in
+// double from the exact inputs (a relative error ~1e-15 in a magnitude moves
+// the bound by as much; the bound is no closer than that anyway).
+// Special rows: a row with no visible finite logit gets bound 0 (the kernel
+// must return exactly o = 0, lse = -inf); a row poisoned by a NaN or +inf
+// logit gets NaN (compare special-value classes only).
+std::vector<double> attention_bound(const Params& params, const std::vector<TensorView>& in, const OpOutputs& exact,
+                                    const FlashErrorModel& model);
+
+}  // namespace conform::oracle

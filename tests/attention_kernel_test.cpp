@@ -1,0 +1,423 @@
+// CPU attention kernels against the oracle within the derived flash budget
+// (oracle/attention_bound.hpp), tile-size invariance, causality (hidden keys
+// and values never leak), GQA = MHA with KV replicated, the naive baseline's
+// special rows, and the mutants (each must fail at least one case).
+//
+// Cases are small (the MPFR oracle runs at 128 bits, ~2M mul-adds per format)
+// but cover GQA/MQA, Lq < Lk and Lq > Lk with causal masks, sliding windows
+// whose first key tiles are hidden, softcap, additive masks with -inf and
+// fully masked rows, rows crossing several key tiles, shapes that are not
+// multiples of 8 or of the tiles, and logits of +-1e4 after scaling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "impls/cpu/attention.hpp"
+#include "oracle/attention.hpp"
+#include "oracle/attention_bound.hpp"
+
+using namespace conform;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr Format kFormats[] = {Format::fp32, Format::fp16, Format::bf16};
+
+enum class Dist { normal, uniform, heavy, ramp, large };
+enum class Mask { none, neg_inf, finite };
+
+struct Case {
+    std::string name;
+    std::int64_t hq, hkv, lq, lk, d, dv;
+    std::map<std::string, double> params;
+    Dist dist = Dist::normal;
+    Mask mask = Mask::none;
+};
+
+// Every case is cheap for the oracle: Hq Lq Lk (D + Dv) <= ~6e5.
+const std::vector<Case>& cases() {
+    static const std::vector<Case> c = {
+        {"mha_square", 2, 2, 37, 37, 16, 16, {}, Dist::normal},
+        {"gqa4_causal_lq_lt_lk", 8, 2, 20, 45, 20, 12, {{"causal", 1}}, Dist::normal},
+        {"mqa_causal_lq_gt_lk", 4, 1, 45, 20, 13, 9, {{"causal", 1}}, Dist::uniform},
+        {"window5_square", 2, 1, 70, 70, 16, 8, {{"window", 5}}, Dist::normal},
+        {"window20_lq_lt_lk", 4, 2, 9, 100, 8, 8, {{"window", 20}, {"causal", 1}}, Dist::uniform},
+        {"softcap5", 2, 2, 30, 30, 32, 16, {{"softcap", 5}}, Dist::uniform},
+        {"mask_neg_inf_rows", 2, 1, 12, 90, 16, 16, {}, Dist::heavy, Mask::neg_inf},
+        {"large_logits", 1, 1, 8, 50, 4, 8, {{"scale", 0.25}}, Dist::large},
+        {"ramp_causal_300", 1, 1, 3, 300, 32, 16, {{"causal", 1}}, Dist::ramp},
+        {"long_row_520", 2, 1, 2, 520, 16, 16, {}, Dist::normal},
+        {"heavy_mha", 4, 4, 17, 33, 24, 24, {}, Dist::heavy},
+        {"causal_window_softcap_mask", 4, 2, 50, 50, 16, 16, {{"causal", 1}, {"window", 7}, {"softcap", 3}},
+         Dist::normal, Mask::finite},
+        {"scale03_tile_edge_129", 2, 1, 5, 129, 8, 8, {{"scale", 0.3}}, Dist::normal},
+        {"mqa_decode", 8, 1, 1, 200, 32, 32, {{"causal", 1}}, Dist::normal},
+        {"mha8_d64", 8, 8, 24, 24, 64, 64, {}, Dist::uniform},
+        {"large_logits_causal_masked_rows", 2, 1, 16, 70, 4, 8, {{"causal", 1}, {"scale", 0.25}}, Dist::large,
+         Mask::neg_inf},
+    };
+    return c;
+}
+
+// ---- inputs -----------------------------------------------------------------------
+
+double draw(Dist dist, std::mt19937_64& g) {
+    switch (dist) {
+        case Dist::uniform: return std::uniform_real_distribution<double>(-3, 3)(g);
+        case Dist::heavy: return std::clamp(std::student_t_distribution<double>(2)(g), -50.0, 50.0);
+        case Dist::large: return std::uniform_real_distribution<double>(-100, 100)(g);
+        default: return std::normal_distribution<double>()(g);
+    }
+}
+
+Tensor filled(Format f, std::vector<std::int64_t> shape, std::mt19937_64& g, Dist dist) {
+    Tensor t(f, std::move(shape));
+    for (std::int64_t e = 0; e < t.numel(); ++e) t.set_value(e, draw(dist, g));
+    return t;
+}
+
+// Ramp: q = 1 and k_j = 4 j / Lk (+ noise), so the logits grow with j and the
+// running max moves in every key tile (the rescale path is exercised).
+void make_ramp(Tensor& q, Tensor& k, std::int64_t lk, std::int64_t d, std::mt19937_64& g) {
+    std::normal_distribution<double> noise(0, 0.05);
+    for (std::int64_t e = 0; e < q.numel(); ++e) q.set_value(e, 1.0);
+    for (std::int64_t e = 0; e < k.numel(); ++e) k.set_value(e, 4.0 * ((e / d) % lk) / static_cast<double>(lk) + noise(g));
+}
+
+// -inf with probability 0.3 else N(0, 2); rows 0 and Lq/2 fully -inf; row 1
+// with a -inf prefix of 40 keys (a hidden first key tile).
+Tensor make_mask(Format f, const Case& c, std::mt19937_64& g) {
+    Tensor m(f, {c.lq, c.lk});
+    std::uniform_real_distribution<double> u(0, 1);
+    std::normal_distribution<double> n(0, c.mask == Mask::finite ? 3 : 2);
+    for (std::int64_t i = 0; i < c.lq; ++i)
+        for (std::int64_t j = 0; j < c.lk; ++j) {
+            double v = n(g);
+            if (c.mask == Mask::neg_inf && (u(g) < 0.3 || i == 0 || i == c.lq / 2 || (i == 1 && j < 40))) v = -kInf;
+            m.set_value(i * c.lk + j, v);
+        }
+    return m;
+}
+
+// One case in one format: the inputs and the oracle's outputs (rounded to double).
+struct Data {
+    const Case* c = nullptr;
+    Format f = Format::fp32;
+    Params params;
+    std::vector<Tensor> in;
+    oracle::OpOutputs exact;
+    std::vector<double> o, lse;
+    std::vector<TensorView> views() const {
+        std::vector<TensorView> v;
+        for (const Tensor& t : in) v.push_back(t.view());
+        return v;
+    }
+};
+
+Data make_data(const Case& c, std::size_t index, Format f) {
+    std::mt19937_64 g(1000 + index);
+    Data data{&c, f, Params(c.params), {}, {}, {}, {}};
+    Tensor q = filled(f, {c.hq, c.lq, c.d}, g, c.dist), k = filled(f, {c.hkv, c.lk, c.d}, g, c.dist);
+    if (c.dist == Dist::ramp) make_ramp(q, k, c.lk, c.d, g);
+    Tensor v = filled(f, {c.hkv, c.lk, c.dv}, g, c.dist == Dist::large ? Dist::normal : c.dist);
+    data.in = {std::move(q), std::move(k), std::move(v)};
+    if (c.mask != Mask::none) data.in.push_back(make_mask(f, c, g));
+    oracle::PrecisionScope scope(128);
+    data.exact = oracle::eval_attention(data.params, data.views());
+    for (const auto& x : data.exact.values[0]) data.o.push_back(oracle::to_double(x));
+    for (const auto& x : data.exact.values[1]) data.lse.push_back(oracle::to_double(x));
+    return data;
+}
+
+// Oracle results are computed once per (case, format) and shared by the tests.
+const Data& data(std::size_t index, Format f) {
+    static std::map<std::pair<std::size_t, Format>, Data> cache;
+    auto key = std::make_pair(index, f);
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(key, make_data(cases()[index], index, f)).first;
+    return it->second;
+}
+
+// ---- running and judging -------------------------------------------------------------
+
+struct Outputs {
+    Tensor o, lse;
+};
+
+Outputs run(const KernelInfo& k, const Data& d, const Params& params, const std::vector<TensorView>& in) {
+    const Case& c = *d.c;
+    Outputs r{Tensor(k.out, {c.hq, c.lq, c.dv}), Tensor(Format::fp32, {c.hq, c.lq})};  // lse is fp32
+    k.fn(KernelCall{params, in, {r.o.view(), r.lse.view()}});
+    return r;
+}
+Outputs run(const KernelInfo& k, const Data& d) { return run(k, d, d.params, d.views()); }
+
+oracle::FlashErrorModel model(Format f, std::int64_t key_block) {
+    oracle::FlashErrorModel m;
+    m.out = f;
+    m.key_block = key_block;
+    return m;
+}
+
+struct Verdict {
+    double max_util = 0;
+    std::string fail;  // empty: every element within its bound, special values in their class
+};
+
+// Element e: NaN bound or exact NaN -> the kernel must give NaN; exact +-inf
+// -> exactly that; otherwise finite with |err| <= bound.
+void judge_element(Verdict& v, const char* what, std::int64_t e, double got, double exact, double bound) {
+    bool ok;
+    if (std::isnan(bound) || std::isnan(exact)) {
+        ok = std::isnan(got);
+    } else if (std::isinf(exact)) {
+        ok = got == exact;
+    } else {
+        const double err = std::fabs(got - exact);
+        ok = std::isfinite(got) && err <= bound;
+        if (std::isfinite(got)) v.max_util = std::max(v.max_util, bound > 0 ? err / bound : (err > 0 ? kInf : 0));
+    }
+    if (!ok && v.fail.empty()) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s[%lld] = %.9g, exact %.9g, bound %.3g", what, static_cast<long long>(e), got,
+                      exact, bound);
+        v.fail = buf;
+    }
+}
+
+Verdict judge(const Data& d, const Outputs& out, const std::vector<double>& bound) {
+    Verdict v;
+    const std::size_t n_o = d.o.size();
+    for (std::size_t e = 0; e < n_o; ++e) judge_element(v, "o", e, out.o.value(e), d.o[e], bound[e]);
+    for (std::size_t e = 0; e < d.lse.size(); ++e) judge_element(v, "lse", e, out.lse.value(e), d.lse[e], bound[n_o + e]);
+    return v;
+}
+
+Verdict check(const KernelInfo& k, const Data& d, std::int64_t key_block, const Params& params) {
+    const Outputs out = run(k, d, params, d.views());
+    return judge(d, out, oracle::attention_bound(d.params, d.views(), d.exact, model(k.out, key_block)));
+}
+
+// The kernels and mutants as a list: Registry::add refuses ops that
+// numerics/op.cpp does not declare yet (see RegisterHooks below).
+const std::vector<KernelInfo>& all_kernels() {
+    static const std::vector<KernelInfo> all = [] {
+        std::vector<KernelInfo> v = cpu_attention_kernels();
+        for (KernelInfo& k : attention_mutants()) v.push_back(std::move(k));
+        return v;
+    }();
+    return all;
+}
+
+const KernelInfo* find_kernel(const std::string& n) {
+    for (const KernelInfo& k : all_kernels())
+        if (k.name == n) return &k;
+    return nullptr;
+}
+
+std::vector<const KernelInfo*> select(Role role, const std::string& variant = "") {
+    std::vector<const KernelInfo*> r;
+    for (const KernelInfo& k : all_kernels())
+        if (k.op == "attention" && k.role == role && (variant.empty() || k.variant == variant)) r.push_back(&k);
+    return r;
+}
+
+std::vector<const KernelInfo*> kernels(const std::string& variant) { return select(Role::kernel, variant); }
+
+bool bits_equal(const Tensor& a, const Tensor& b, std::int64_t from, std::int64_t count) {
+    for (std::int64_t e = from; e < from + count; ++e)
+        if (a.bits(e) != b.bits(e)) return false;
+    return true;
+}
+
+}  // namespace
+
+TEST(AttentionKernel, RegistersSimdScalarNaiveAndMutantsPerFormat) {
+    for (Format f : kFormats) {
+        for (const char* v : {"simd", "scalar", "naive"}) {
+            const KernelInfo* k = find_kernel(std::string("cpu.") + v + ".attention." + name(f));
+            ASSERT_NE(k, nullptr) << v << " " << name(f);
+            EXPECT_EQ(k->role, std::string(v) == "naive" ? Role::baseline : Role::kernel);
+        }
+    }
+    EXPECT_EQ(select(Role::mutant).size(), 27u);
+    for (const KernelInfo* k : select(Role::mutant)) EXPECT_FALSE(k->bug_class.empty()) << k->name;
+}
+
+// The hooks add every kernel once the op is declared, and refuse loudly before.
+TEST(AttentionKernel, RegisterHooks) {
+    Registry reg;
+    if (!find_op("attention")) {
+        EXPECT_THROW(register_cpu_attention(reg), std::logic_error);
+        EXPECT_THROW(register_mutants_attention(reg), std::logic_error);
+        return;
+    }
+    register_cpu_attention(reg);
+    register_mutants_attention(reg);
+    EXPECT_EQ(reg.all().size(), all_kernels().size());
+}
+
+// The gate: every cpu.simd and cpu.scalar kernel, every case, utilization <= 1.
+TEST(AttentionKernel, KernelsWithinDerivedBound) {
+    for (const std::string variant : {"simd", "scalar"}) {
+        for (const KernelInfo* k : kernels(variant)) {
+            double worst = 0;
+            std::string worst_case;
+            for (std::size_t i = 0; i < cases().size(); ++i) {
+                const Data& d = data(i, k->in);
+                const Verdict v = check(*k, d, cpu::kAttnKeyTile, d.params);
+                EXPECT_TRUE(v.fail.empty()) << k->name << " case " << d.c->name << ": " << v.fail;
+                EXPECT_LE(v.max_util, 1.0) << k->name << " case " << d.c->name;
+                if (v.max_util > worst) worst = v.max_util, worst_case = d.c->name;
+            }
+            std::printf("[ util     ] %-28s max utilization %.3g (%s)\n", k->name.c_str(), worst, worst_case.c_str());
+            RecordProperty(k->name + ".max_utilization", std::to_string(worst));
+        }
+    }
+}
+
+// Key tiles of 1, 8, 24 and 1000 (one tile) keys: each within its own budget
+// (N_b from its tile), and each within the sum of both budgets of the default tile.
+TEST(AttentionKernel, KeyTileSizeInvariance) {
+    for (const KernelInfo* k : kernels("simd")) {
+        double worst = 0, worst_diff = 0;
+        for (std::size_t i = 0; i < cases().size(); ++i) {
+            const Data& d = data(i, k->in);
+            const Outputs base = run(*k, d);
+            const std::vector<double> b0 =
+                oracle::attention_bound(d.params, d.views(), d.exact, model(k->out, cpu::kAttnKeyTile));
+            for (std::int64_t block : {1, 8, 24, 1000}) {
+                Params p = d.params;
+                p.set("block", static_cast<double>(block));
+                const Outputs out = run(*k, d, p, d.views());
+                const std::vector<double> b = oracle::attention_bound(d.params, d.views(), d.exact, model(k->out, block));
+                const Verdict v = judge(d, out, b);
+                EXPECT_TRUE(v.fail.empty()) << k->name << " block " << block << " case " << d.c->name << ": " << v.fail;
+                worst = std::max(worst, v.max_util);
+                for (std::int64_t e = 0; e < out.o.numel(); ++e) {
+                    const double x = out.o.value(e), y = base.o.value(e);
+                    if (std::isnan(x) || std::isnan(y) || x == y) {
+                        EXPECT_EQ(std::isnan(x), std::isnan(y)) << k->name << " block " << block << " o[" << e << "]";
+                        continue;
+                    }
+                    EXPECT_LE(std::fabs(x - y), b[e] + b0[e]) << k->name << " block " << block << " o[" << e << "]";
+                    worst_diff = std::max(worst_diff, std::fabs(x - y) / (b[e] + b0[e]));
+                }
+            }
+        }
+        std::printf("[ tiles    ] %-28s max utilization %.3g, max diff / (2 budgets) %.3g\n", k->name.c_str(), worst,
+                    worst_diff);
+    }
+}
+
+// Keys and values outside row i's visible range (after pos_i; before the
+// window) replaced by huge keys and NaN values: row i stays bit-identical.
+TEST(AttentionKernel, HiddenKeysAndValuesDoNotLeak) {
+    int checked = 0;
+    for (const std::string variant : {"simd", "scalar"}) {
+        for (const KernelInfo* k : kernels(variant)) {
+            for (std::size_t ci = 0; ci < cases().size(); ++ci) {
+                const Case& c = cases()[ci];
+                const bool causal = c.params.count("causal") || c.params.count("window");
+                if (!causal) continue;
+                const Data& d = data(ci, k->in);
+                const Outputs base = run(*k, d);
+                const std::int64_t w = c.params.count("window") ? static_cast<std::int64_t>(c.params.at("window")) : 0;
+                for (std::int64_t i : {std::int64_t{0}, c.lq / 2, c.lq - 1}) {
+                    const std::int64_t pos = oracle::query_position(i, c.lq, c.lk);
+                    std::vector<Tensor> in = d.in;
+                    for (std::int64_t h = 0; h < c.hkv; ++h)
+                        for (std::int64_t j = 0; j < c.lk; ++j) {
+                            if (oracle::key_visible(i, j, c.lq, c.lk, true, w)) continue;
+                            for (std::int64_t t = 0; t < c.d; ++t) in[1].set_value((h * c.lk + j) * c.d + t, 60000.0);
+                            for (std::int64_t t = 0; t < c.dv; ++t)
+                                in[2].set_value((h * c.lk + j) * c.dv + t, std::nan(""));
+                        }
+                    std::vector<TensorView> views;
+                    for (const Tensor& t : in) views.push_back(t.view());
+                    const Outputs out = run(*k, d, d.params, views);
+                    for (std::int64_t h = 0; h < c.hq; ++h) {
+                        const std::int64_t row = h * c.lq + i;
+                        EXPECT_TRUE(bits_equal(out.o, base.o, row * c.dv, c.dv))
+                            << k->name << " case " << c.name << " head " << h << " row " << i << " (pos " << pos << ")";
+                        EXPECT_TRUE(bits_equal(out.lse, base.lse, row, 1)) << k->name << " case " << c.name;
+                    }
+                    ++checked;
+                }
+            }
+        }
+    }
+    EXPECT_GT(checked, 0);
+}
+
+// GQA (and MQA) give bit for bit what MHA gives with KV heads repeat-interleaved.
+TEST(AttentionKernel, GqaEqualsMhaWithKvReplicated) {
+    for (const KernelInfo* k : kernels("simd")) {
+        for (std::size_t ci = 0; ci < cases().size(); ++ci) {
+            const Case& c = cases()[ci];
+            if (c.hkv == c.hq) continue;
+            const Data& d = data(ci, k->in);
+            const std::int64_t g = c.hq / c.hkv;
+            std::vector<Tensor> in = d.in;
+            for (int x : {1, 2}) {
+                const std::int64_t cols = x == 1 ? c.d : c.dv, per = c.lk * cols;
+                Tensor rep(k->in, {c.hq, c.lk, cols});
+                for (std::int64_t h = 0; h < c.hq; ++h)
+                    for (std::int64_t e = 0; e < per; ++e) rep.set_bits(h * per + e, d.in[x].bits((h / g) * per + e));
+                in[x] = std::move(rep);
+            }
+            std::vector<TensorView> views;
+            for (const Tensor& t : in) views.push_back(t.view());
+            const Outputs mha = run(*k, d, d.params, views), gqa = run(*k, d);
+            EXPECT_TRUE(bits_equal(mha.o, gqa.o, 0, mha.o.numel())) << k->name << " case " << c.name;
+            EXPECT_TRUE(bits_equal(mha.lse, gqa.lse, 0, mha.lse.numel())) << k->name << " case " << c.name;
+        }
+    }
+}
+
+// The naive baseline is reported, not gated: it must still keep the special
+// rows (fully masked -> (0, -inf)) and be finite elsewhere.
+TEST(AttentionKernel, NaiveBaselineKeepsConventions) {
+    for (const KernelInfo* k : select(Role::baseline)) {
+        double worst = 0;
+        for (std::size_t i = 0; i < cases().size(); ++i) {
+            const Data& d = data(i, k->in);
+            const Outputs out = run(*k, d);
+            for (std::size_t e = 0; e < d.lse.size(); ++e) {
+                if (std::isinf(d.lse[e])) {
+                    EXPECT_EQ(out.lse.value(e), -kInf) << k->name << " " << d.c->name << " row " << e;
+                    for (std::int64_t t = 0; t < d.c->dv; ++t) EXPECT_EQ(out.o.value(e * d.c->dv + t), 0.0);
+                } else {
+                    EXPECT_TRUE(std::isfinite(out.lse.value(e))) << k->name << " " << d.c->name << " row " << e;
+                }
+            }
+            const Verdict v = judge(d, out, oracle::attention_bound(d.params, d.views(), d.exact, model(k->out, 0)));
+            worst = std::max(worst, v.max_util);
+        }
+        std::printf("[ baseline ] %-28s max utilization %.3g (not gated)\n", k->name.c_str(), worst);
+    }
+}
+
+// Every mutant fails at least one case (within bound, N_b = Lk: the most
+// generous budget, so a kill is the bug, not the model).
+TEST(AttentionKernel, EveryMutantIsKilled) {
+    const auto mutants = select(Role::mutant);
+    ASSERT_EQ(mutants.size(), 27u);
+    for (const KernelInfo* k : mutants) {
+        std::string killers;
+        for (std::size_t i = 0; i < cases().size(); ++i) {
+            const Data& d = data(i, k->in);
+            if (!check(*k, d, 0, d.params).fail.empty()) killers += (killers.empty() ? "" : ", ") + d.c->name;
+        }
+        EXPECT_FALSE(killers.empty()) << k->name << " survived every case";
+        std::printf("[ mutant   ] %-42s killed by: %s\n", k->name.c_str(), killers.c_str());
+    }
+}
