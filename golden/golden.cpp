@@ -98,6 +98,14 @@ std::vector<Vector> make_vectors(const std::string& op_name, Format f) {
         s.params = Params::defaults(op);
         s.rows = 1;
         s.n = op.kind == OpKind::row ? 7 : 16;
+        if (op_name == "rope") {  // [H, L, D]: both halves of a pair, two heads, three positions
+            s.dims = {2, 3, 8};
+            s.params.set("offset", 1000);
+        }
+        if (op_name == "attention") {  // GQA 2:1, Lq < Lk (bottom-right causal), small dims
+            s.dims = {2, 1, 3, 5, 4, 4, 1};  // with the additive mask (every op input present)
+            s.params.set("causal", 1);
+        }
         s.families = {fam, fam};
         s.seed = 1000 + i++;
         const props::Case c = props::build_case(s);

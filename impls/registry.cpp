@@ -1,5 +1,8 @@
 #include "impls/registry.hpp"
 
+#include "impls/cpu/attention.hpp"
+#include "impls/cpu/rope.hpp"
+
 #include <stdexcept>
 
 namespace conform {
@@ -38,20 +41,30 @@ const Registry& builtin_registry() {
         register_cpu_activation(r);
         register_cpu_gated(r);
         register_cpu_softmax(r);
+        register_cpu_rope(r);
+        register_cpu_attention(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
         register_mutants_softmax(r);
+        register_mutants_rope(r);
+        register_mutants_attention(r);
         return r;
     }();
     return reg;
 }
 
+Format output_format(const KernelInfo& k, std::size_t i) {
+    return i < k.out_formats.size() ? k.out_formats[i] : k.out;
+}
+
 std::vector<Tensor> run_kernel(const KernelInfo& k, const Params& params, const std::vector<TensorView>& in) {
     const OpSpec* op = find_op(k.op);
-    std::vector<std::int64_t> shape(in.at(0).shape.begin(), in.at(0).shape.begin() + in.at(0).rank);
+    std::vector<std::vector<std::int64_t>> shapes;
+    if (op->out_shapes) shapes = op->out_shapes(in);
+    else shapes.assign(op->outputs.size(), {in.at(0).shape.begin(), in.at(0).shape.begin() + in.at(0).rank});
     std::vector<Tensor> outs;
-    for (std::size_t i = 0; i < op->outputs.size(); ++i) outs.emplace_back(k.out, shape);
+    for (std::size_t i = 0; i < op->outputs.size(); ++i) outs.emplace_back(output_format(k, i), shapes.at(i));
     KernelCall call{params, in, {}};
     for (auto& t : outs) call.out.push_back(t.view());
     k.fn(call);

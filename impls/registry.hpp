@@ -35,7 +35,11 @@ struct KernelInfo {
     std::string bug_class;  // mutants: which DESIGN.md bug class it represents
     std::string description;
     KernelFn fn;
+    std::vector<Format> out_formats;  // per output when they differ (attention's lse); empty: all `out`
 };
+
+// The storage format of output `i` of kernel k.
+Format output_format(const KernelInfo& k, std::size_t i);
 
 class Registry {
 public:

@@ -5,6 +5,13 @@
 namespace conform {
 namespace {
 
+// o [Hq, Lq, Dv] and lse [Hq, Lq] from q [Hq, Lq, D] and v [Hkv, Lk, Dv].
+std::vector<std::vector<std::int64_t>> attention_shapes(const std::vector<TensorView>& in) {
+    if (in.size() < 3 || in[0].rank != 3 || in[2].rank != 3)
+        throw std::invalid_argument("attention: inputs q, k, v must be rank-3 tensors");
+    return {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, {in[0].shape[0], in[0].shape[1]}};
+}
+
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
@@ -37,6 +44,22 @@ std::vector<OpSpec> make_specs() {
     s.push_back({"softmax", "softmax", OpKind::row, x, y, {},
                  "y = exp(x - max x) / sum exp(x - max x) over the last dimension; a NaN or +inf makes the row "
                  "NaN, an all -inf row is all 0"});
+    s.push_back({"rope", "rope", OpKind::structured, x, y,
+                 {{"pairing", 0, "0: interleaved pairs (2j, 2j+1); 1: half-split pairs (j, j + r/2)"},
+                  {"base", 10000, "theta base b"},
+                  {"ntk_scale", 1, "NTK-aware scaling s: theta_j = (b s)^(-2j/r)"},
+                  {"rotary_dim", 0, "r: dims rotated (0 = the head dim D); the rest pass through"},
+                  {"offset", 0, "position of the first token (KV cache)"}},
+                 "x [H, L, D]: pair j of token l rotated by (offset + l) * (b s)^(-2j/r)"});
+    s.push_back({"attention", "attention", OpKind::structured, {"q", "k", "v", "mask"}, {"o", "lse"},
+                 {{"scale", 0, "softmax scale; 0 = 1/sqrt(D)"},
+                  {"causal", 0, "1: query i sees keys j <= i + Lk - Lq (bottom-right aligned)"},
+                  {"window", 0, "W > 0: exactly the W keys (pos - W, pos] (implies causal)"},
+                  {"softcap", 0, "c > 0: logits -> c tanh(s / c)"}},
+                 "q [Hq, Lq, D], k [Hkv, Lk, D], v [Hkv, Lk, Dv], optional additive mask [Lq, Lk]: o = softmax(scale "
+                 "q k^T + mask) v per head, KV head floor(h / (Hq / Hkv)); lse [Hq, Lq]; fully masked rows o = 0, "
+                 "lse = -inf",
+                 attention_shapes});
     return s;
 }
 

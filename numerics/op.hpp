@@ -7,12 +7,16 @@
 #include <string_view>
 #include <vector>
 
+#include "numerics/tensor.hpp"
+
 namespace conform {
 
 // unary, gated: elementwise (ULP budgets).  row: a map of each row of x (the
 // last dimension; further inputs are [n] vectors broadcast over rows) held to
 // a derived per-element bound (norms, softmax).
-enum class OpKind { unary, gated, row };
+// structured: anything else (RoPE, attention, ...): evaluated whole by
+// oracle/structured.hpp, outputs shaped by OpSpec::out_shapes.
+enum class OpKind { unary, gated, row, structured };
 
 struct ParamSpec {
     std::string name;
@@ -28,6 +32,9 @@ struct OpSpec {
     std::vector<std::string> outputs;  // e.g. {"y"}
     std::vector<ParamSpec> params;
     std::string formula;
+    // Output shapes from the input views (structured ops); null: every output
+    // has the shape of the first input.
+    std::vector<std::vector<std::int64_t>> (*out_shapes)(const std::vector<TensorView>& in) = nullptr;
 };
 
 const std::vector<OpSpec>& op_specs();

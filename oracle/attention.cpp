@@ -82,7 +82,11 @@ std::vector<Real> row_logits(const Problem& p, const Config& c, std::int64_t h, 
     const Real* q = &p.q[static_cast<std::size_t>((h * p.lq + i) * p.d)];
     std::vector<Real> s(static_cast<std::size_t>(p.lk));
     for (std::int64_t j = 0; j < p.lk; ++j) {
-        if (!key_visible(i, j, p.lq, p.lk, c.causal, c.window)) {
+        // A -inf mask entry hides the key exactly like the structural masks:
+        // its logit is never formed, so a NaN in q or k_j there cannot leak.
+        const bool mask_hides = !p.mask.empty() && isinf(p.mask[static_cast<std::size_t>(i * p.lk + j)]) &&
+                                p.mask[static_cast<std::size_t>(i * p.lk + j)] < 0;
+        if (mask_hides || !key_visible(i, j, p.lq, p.lk, c.causal, c.window)) {
             s[j] = neg_inf<Real>();
             continue;
         }

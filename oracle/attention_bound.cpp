@@ -35,6 +35,7 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
     const double* qr = &q[(h * sh.lq + i) * sh.d];
     for (std::int64_t j = 0; j < sh.lk; ++j) {
         if (!key_visible(i, j, sh.lq, sh.lk, causal, window)) continue;
+        if (!mask.empty() && mask[i * sh.lk + j] == -INFINITY) continue;  // hidden like a structural mask
         const double* kr = &k[(g * sh.lk + j) * sh.d];
         double dot = 0, a = 0;
         for (std::int64_t t = 0; t < sh.d; ++t) dot += qr[t] * kr[t], a += std::fabs(qr[t] * kr[t]);
@@ -53,6 +54,14 @@ std::vector<double> values(const TensorView& t) {
 }
 
 double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
+
+// p * rho where p may have underflowed to 0 in double and rho overflowed to
+// inf (logits so large that their FP32 error exceeds ~700 in the exponent):
+// then the kernel's weight is unbounded and so is the bound (inf, never NaN).
+double weighted(double p, double rho) {
+    if (std::isinf(rho)) return INFINITY;
+    return p * rho;
+}
 
 }  // namespace
 
@@ -98,7 +107,7 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                                      4 * kU * (std::fabs(r.s[j]) + std::fabs(m)) +
                                      (nb + 1) * (model.e_exp + 2 * kU * mm);
                 rho[j] = std::expm1(delta);  // e^delta - 1, completed with E below
-                big_e += pr[j] * rho[j];
+                big_e += weighted(pr[j], rho[j]);
             }
             for (std::int64_t j = 0; j < sh.lk; ++j)
                 if (r.s[j] != -INFINITY) rho[j] = (1 + rho[j]) * (1 + big_e) - 1;
@@ -108,7 +117,7 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                 for (std::int64_t j = 0; j < sh.lk; ++j) {
                     if (r.s[j] == -INFINITY) continue;
                     const double av = std::fabs(vh[j * sh.dv + d]);
-                    vd += pr[j] * av, td += pr[j] * rho[j] * av, vmax = std::max(vmax, av);
+                    vd += pr[j] * av, td += weighted(pr[j], rho[j]) * av, vmax = std::max(vmax, av);
                 }
                 const double od = std::fabs(to_double(exact.values[0][row * sh.dv + d]));
                 const double pre = td + g2 * (vd + td);  // bound before the output rounding

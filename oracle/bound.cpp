@@ -1,5 +1,8 @@
 #include "oracle/bound.hpp"
 
+#include "oracle/attention_bound.hpp"
+#include "oracle/rope.hpp"
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -120,6 +123,39 @@ std::vector<double> softmax_bound(const RowData& r, Format acc, Format out) {
 }  // namespace
 
 double gamma(double k, double u) { return k * u / (1 - k * u); }
+
+namespace {
+
+// attention_bound (docs/attention.md) for the cpu kernels' contract: exp
+// within 2 ulps, FP32 state, lse stored in fp32, the key-tile count unknown
+// (N_b = Lk, the weakest assumption).  It takes the oracle's outputs as
+// OpOutputs; it reads them as magnitudes, so doubles suffice.
+std::vector<std::vector<double>> attention_bound_split(const Params& p, const std::vector<TensorView>& in,
+                                                       const std::vector<std::vector<double>>& exact, Format,
+                                                       const std::vector<Format>& out) {
+    OpOutputs ex;
+    ex.names = {"o", "lse"};
+    ex.shapes = {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, {in[0].shape[0], in[0].shape[1]}};
+    PrecisionScope scope(kDefaultBits);
+    for (const auto& v : exact) {
+        ex.values.emplace_back();
+        for (double d : v) ex.values.back().push_back(from_double(d));
+    }
+    FlashErrorModel model;
+    model.out = out.at(0);
+    model.lse_out = out.size() > 1 ? out[1] : Format::fp32;
+    std::vector<double> flat = attention_bound(p, in, ex, model);
+    const auto n_o = static_cast<std::ptrdiff_t>(exact.at(0).size());
+    return {std::vector<double>(flat.begin(), flat.begin() + n_o), std::vector<double>(flat.begin() + n_o, flat.end())};
+}
+
+}  // namespace
+
+StructuredBoundFn find_structured_bound(const std::string& op) {
+    if (op == "rope") return rope_bound;
+    if (op == "attention") return attention_bound_split;
+    return nullptr;
+}
 
 std::vector<double> row_bound(const OpSpec& op, const Params& p, const RowData& row, Format acc, Format out) {
     if (op.name == "rms_norm") return rms_bound(p, row, acc, out, true);

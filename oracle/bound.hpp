@@ -9,6 +9,7 @@
 
 #include "numerics/format.hpp"
 #include "numerics/op.hpp"
+#include "numerics/tensor.hpp"
 
 namespace conform::oracle {
 
@@ -21,5 +22,14 @@ struct RowData {
 };
 
 std::vector<double> row_bound(const OpSpec& op, const Params& p, const RowData& row, Format acc, Format out);
+
+// Structured ops: one bound vector per output, from the exact inputs and the
+// oracle's values (exact[o][i]), for a kernel accumulating in `acc` and
+// storing output o in out[o].  An empty vector for an output means "no
+// derived bound": that output is held to 1 ulp.
+using StructuredBoundFn = std::vector<std::vector<double>> (*)(const Params&, const std::vector<TensorView>& in,
+                                                                const std::vector<std::vector<double>>& exact,
+                                                                Format acc, const std::vector<Format>& out);
+StructuredBoundFn find_structured_bound(const std::string& op);
 
 }  // namespace conform::oracle

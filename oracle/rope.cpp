@@ -214,4 +214,45 @@ OpOutputs eval_rope(const Params& params, const std::vector<TensorView>& in) {
     return out;
 }
 
+// The verdict's per-element bound for `rope` kernels: the reference design
+// of docs/rope.md (double angles, FP32 tables, FP32 rotation), output in
+// out[0].  Exact c, s and angle come from the 128-bit tier; the bound uses
+// them only as magnitudes.  Pass-through dims get bound 0: they must be
+// copied bit for bit.
+std::vector<std::vector<double>> rope_bound(const Params& params, const std::vector<TensorView>& in,
+                                            const std::vector<std::vector<double>>& exact, Format acc,
+                                            const std::vector<Format>& out) {
+    const TensorView& x = in.at(0);
+    const std::int64_t H = x.shape[0], L = x.shape[1], D = x.shape[2];
+    const RopeConfig c = rope_config("rope", params, D);
+    const double offset = params.get("offset", 0);
+    RopeTableModel model;
+    model.arith = acc;
+    model.out = out.at(0);
+    PrecisionScope scope(kDefaultBits);
+    const Real b = rope_effective_base<Real>(c);
+    const double abs_log_b = std::fabs(std::log(to_double(b)));
+    std::vector<double> bound(static_cast<std::size_t>(x.numel()), 0.0);
+    const std::vector<double>& y = exact.at(0);
+    for (std::int64_t l = 0; l < L; ++l) {
+        const double m = offset + static_cast<double>(l);
+        for (std::int64_t j = 0; j < c.rotary_dim / 2; ++j) {
+            const CosSin<Real> cs = rope_cos_sin(from_double(m), j, c.rotary_dim, b);
+            const double cv = to_double(cs.cos), sv = to_double(cs.sin);
+            const double log_theta = 2.0 * static_cast<double>(j) / static_cast<double>(c.rotary_dim) * abs_log_b;
+            const double angle = m * to_double(rope_inv_freq(j, c.rotary_dim, b));
+            const TableError e = rope_table_error(model, angle, log_theta, cv, sv);
+            const auto [da, db] = rope_pair_dims(c.pairing, j, c.rotary_dim);
+            for (std::int64_t h = 0; h < H; ++h) {
+                const std::int64_t base = (h * L + l) * D;
+                const auto ia = static_cast<std::size_t>(base + da), ib = static_cast<std::size_t>(base + db);
+                const auto [ba, bb] = rope_pair_bound(model, e, x.value(base + da), x.value(base + db), cv, sv, y[ia], y[ib]);
+                bound[ia] = ba;
+                bound[ib] = bb;
+            }
+        }
+    }
+    return {bound};
+}
+
 }  // namespace conform::oracle

@@ -157,4 +157,9 @@ std::pair<double, double> rope_pair_bound(const RopeTableModel& k, const TableEr
 OpOutputs eval_sincos_pe(const Params& params, const std::vector<TensorView>& in);
 OpOutputs eval_rope(const Params& params, const std::vector<TensorView>& in);
 
+// Per-element bound of a rope kernel (see oracle/bound.hpp, StructuredBoundFn).
+std::vector<std::vector<double>> rope_bound(const Params& params, const std::vector<TensorView>& in,
+                                            const std::vector<std::vector<double>>& exact, Format acc,
+                                            const std::vector<Format>& out);
+
 }  // namespace conform::oracle

@@ -61,7 +61,7 @@ Testable softcap_bound(const KernelInfo& k, const RunConfig& cfg) {
 void add_activation_properties(std::vector<PropertyDef>& v) {
     v.push_back({"parameter_sensitivity",
                  "changing beta / beta1 / beta2 / limit changes every output the oracle says must change",
-                 [](const OpSpec& op) { return !op.params.empty() && op.kind != OpKind::row; },
+                 [](const OpSpec& op) { return !op.params.empty() && (op.kind == OpKind::unary || op.kind == OpKind::gated); },
                  [](const KernelInfo& k, const RunConfig& cfg, Stats*) { return parameter_sensitivity(k, cfg); }, 2});
     v.push_back({"softcap_bound", "|softcap(x; beta)| <= beta for every input",
                  [](const OpSpec& op) { return op.name == "softcap"; },

@@ -58,6 +58,8 @@ double draw(Family fam, Format f, const Params& p, std::size_t input, int k, std
     return 0;
 }
 
+}  // namespace
+
 void inject_specials(Tensor& t, int count, std::mt19937_64& rng) {
     const Format f = t.format();
     const double vals[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, max_finite(f), -max_finite(f)};
@@ -67,7 +69,7 @@ void inject_specials(Tensor& t, int count, std::mt19937_64& rng) {
 
 // Attention-style masking of a [rows, n] tensor: each row is fully masked
 // (all -inf) with probability 1/3, else each entry is -inf with probability 1/2.
-void mask_rows(Tensor& t, std::int64_t n, std::mt19937_64& rng) {
+static void mask_rows(Tensor& t, std::int64_t n, std::mt19937_64& rng) {
     for (std::int64_t r = 0; r * n < t.numel(); ++r) {
         const bool all = rng() % 3 == 0;
         for (std::int64_t j = 0; j < n; ++j)
@@ -75,7 +77,7 @@ void mask_rows(Tensor& t, std::int64_t n, std::mt19937_64& rng) {
     }
 }
 
-void fill(Tensor& t, Family fam, const CaseSpec& spec, std::size_t input, std::mt19937_64& rng) {
+void fill_values(Tensor& t, Family fam, const CaseSpec& spec, std::size_t input, std::mt19937_64& rng) {
     const Format f = t.format();
     const double mx = max_finite(f);
     const double c = draw(Family::normal, f, spec.params, input, spec.scale_exp, rng);
@@ -89,6 +91,8 @@ void fill(Tensor& t, Family fam, const CaseSpec& spec, std::size_t input, std::m
         t.set_value(static_cast<std::int64_t>(rng() % t.numel()), std::min(big, mx) * ((rng() & 1) ? 1 : -1));
     }
 }
+
+namespace {
 
 // Weights and biases of the norms: around 1 (or around 0 for zero-centred
 // weights and biases), occasionally from the case's own family.
@@ -113,7 +117,37 @@ std::vector<TensorView> Case::views() const {
     return v;
 }
 
+CaseSpec structured_spec(const std::string& op, Format fmt, std::vector<std::int64_t> dims, Params params, Family fam,
+                         int scale_exp, std::uint64_t seed, int specials) {
+    CaseSpec s;
+    s.op = op;
+    s.format = fmt;
+    s.params = std::move(params);
+    s.rows = 1;
+    s.n = dims.empty() ? 1 : static_cast<int>(dims.back());
+    s.dims = std::move(dims);
+    s.families = {fam};
+    s.scale_exp = scale_exp;
+    s.seed = seed;
+    s.specials = specials;
+    return s;
+}
+
+Case start_case(const CaseSpec& spec) {
+    Case c;
+    c.op = find_op(spec.op);
+    c.params = spec.params;
+    return c;
+}
+
+const std::vector<Family>& value_families() {
+    static const std::vector<Family> v(std::begin(kAllFamilies), std::end(kAllFamilies));
+    return v;
+}
+
 Case build_case(const CaseSpec& spec) {
+    if (spec.op == "rope") return build_rope_case(spec);
+    if (spec.op == "attention") return build_attention_case(spec);
     Case c;
     c.op = find_op(spec.op);
     c.params = spec.params;
@@ -124,7 +158,7 @@ Case build_case(const CaseSpec& spec) {
         if (affine)
             fill_affine(t, spec, k, rng);
         else
-            fill(t, spec.families[std::min(k, spec.families.size() - 1)], spec, k, rng);
+            fill_values(t, spec.families[std::min(k, spec.families.size() - 1)], spec, k, rng);
         if (!affine) inject_specials(t, spec.specials, rng);  // every data input: gate and up alike
         c.inputs.push_back(std::move(t));
     }
@@ -135,7 +169,12 @@ void showValue(const CaseSpec& s, std::ostream& os) {
     os << "CaseSpec{op=" << s.op << ", format=" << name(s.format) << ", rows=" << s.rows << ", n=" << s.n
        << ", families=";
     for (auto f : s.families) os << name(f) << " ";
-    os << ", scale=2^" << s.scale_exp << ", seed=" << s.seed << ", specials=" << s.specials << "}\n";
+    os << ", scale=2^" << s.scale_exp << ", seed=" << s.seed << ", specials=" << s.specials;
+    if (!s.dims.empty()) {
+        os << ", dims=";
+        for (std::size_t i = 0; i < s.dims.size(); ++i) os << (i ? "x" : "") << s.dims[i];
+    }
+    os << "}\n";
     Case c = build_case(s);
     os << show_inputs(*c.op, c.params, c.views());
 }
@@ -164,6 +203,8 @@ rc::Gen<Params> gen_params(const OpSpec& op) {
 }
 
 rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
+    if (op.name == "rope") return gen_rope_spec(fmt, opt);
+    if (op.name == "attention") return gen_attention_spec(fmt, opt);
     const bool rows_op = op.kind == OpKind::row;
     std::vector<int> sizes = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65, 100, 128, 129, 256, 1000, 1024, 4096};
     sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](int s) { return s > opt.max_n; }), sizes.end());

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct CaseSpec {
     int scale_exp = 0;             // values scaled by 2^scale_exp
     std::uint64_t seed = 0;
     int specials = 0;              // NaN/Inf/0/max values injected into each data input
+    std::vector<std::int64_t> dims;  // structured ops: the op's dimensions (e.g. rope: H, L, D)
 };
 
 void showValue(const CaseSpec& spec, std::ostream& os);
@@ -54,5 +56,20 @@ struct GenOptions {
 
 rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt = {});
 rc::Gen<Params> gen_params(const OpSpec& op);
+
+// Building blocks for the structured ops' own generators (properties/<family>.cpp).
+CaseSpec structured_spec(const std::string& op, Format fmt, std::vector<std::int64_t> dims, Params params, Family fam,
+                         int scale_exp, std::uint64_t seed, int specials);
+Case start_case(const CaseSpec& spec);  // op and params set, no tensors yet
+const std::vector<Family>& value_families();
+void fill_values(Tensor& t, Family fam, const CaseSpec& spec, std::size_t input, std::mt19937_64& rng);
+void inject_specials(Tensor& t, int count, std::mt19937_64& rng);
+
+// Per structured op (properties/rope.cpp, ...): dims and parameters, and the
+// tensors built from a spec.
+rc::Gen<CaseSpec> gen_rope_spec(Format fmt, GenOptions opt);
+Case build_rope_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_attention_spec(Format fmt, GenOptions opt);
+Case build_attention_case(const CaseSpec& spec);
 
 }  // namespace conform::props

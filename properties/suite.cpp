@@ -37,6 +37,8 @@ const std::vector<PropertyDef>& property_defs() {
         add_activation_properties(v);
         add_gated_properties(v);
         add_softmax_properties(v);
+        add_rope_properties(v);
+        add_attention_properties(v);
         return v;
     }();
     return defs;

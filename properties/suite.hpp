@@ -40,6 +40,8 @@ void add_norm_properties(std::vector<PropertyDef>& v);
 void add_activation_properties(std::vector<PropertyDef>& v);
 void add_gated_properties(std::vector<PropertyDef>& v);
 void add_softmax_properties(std::vector<PropertyDef>& v);
+void add_rope_properties(std::vector<PropertyDef>& v);
+void add_attention_properties(std::vector<PropertyDef>& v);
 
 report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, const RunConfig& cfg, Stats* stats);
 

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "numerics/ulp.hpp"
 #include "oracle/bound.hpp"
+#include "oracle/structured.hpp"
 
 namespace conform::props {
 
@@ -16,7 +18,7 @@ std::string Budget::text() const {
 Budget budget_for(const KernelInfo& k) {
     const OpSpec* op = find_op(k.op);
     Budget b;
-    b.bound_based = op && op->kind == OpKind::row;
+    b.bound_based = op && (op->kind == OpKind::row || oracle::find_structured_bound(op->name));
     b.max_ulp = 1;  // elementwise ops: one final rounding of a far more accurate value
     return b;
 }
@@ -101,56 +103,110 @@ oracle::RowData row_data(const OpSpec& op, const std::vector<TensorView>& in, co
 
 }  // namespace
 
+// One element against the oracle: special-value classes first, then the
+// ULP budget or the derived bound (bound == nullptr: ULP budget).  Returns
+// the failure reason, empty when the element passes; feeds the statistics.
+std::string judge(Format f, std::uint64_t want, std::uint64_t got, double exact, const double* bound,
+                  std::uint64_t max_ulp, Stats* stats, const std::function<std::string()>& what) {
+    const UlpCompare c = compare_bits(f, want, got);
+    const double value = decode(f, got);
+    // Reductions: a finite exact value whose rounding overflows may be met by
+    // a finite result within the bound.
+    const bool bound_ok_finite = bound && std::isfinite(exact) && std::isfinite(value);
+    if (!c.class_match && !bound_ok_finite) {
+        if (stats) stats->add_class_mismatch();
+        return std::string("special-value class mismatch (want ") + name(c.ref_class) + ", got " + name(c.got_class) +
+               ")";
+    }
+    const std::uint64_t ulps = c.class_match ? c.ulps : ulp_distance(f, encode(f, exact), got);
+    if (stats) {
+        const bool worst = ulps > stats->max_ulp() || stats->worst_ulp_case().empty();
+        stats->add_ulp(ulps);
+        if (worst) stats->set_worst_ulp(what());
+    }
+    if (!bound) return ulps > max_ulp ? std::to_string(ulps) + " ulp exceeds the budget of " + std::to_string(max_ulp) + " ulp" : "";
+    // Matched as a class above: a special exact value, or a finite one whose
+    // correct rounding overflows to the same infinity the kernel returned.
+    if (!std::isfinite(exact) || !std::isfinite(value)) return "";
+    const double err = std::fabs(value - exact);
+    const double util = err == 0 ? 0.0 : err / *bound;  // a zero bound demands an exact result
+    if (stats) {
+        const bool worst = util > stats->max_util() || stats->worst_util_case().empty();
+        stats->add_util(util);
+        if (worst) stats->set_worst_util(what());
+    }
+    if (util <= 1) return "";
+    return "error " + hexfloat(err) + " exceeds the derived bound " + hexfloat(*bound) + " (utilization " +
+           std::to_string(util) + ")";
+}
+
+// "o[1, 2, 0]" for flat index i of a tensor of the given shape.
+std::string element_name(const std::string& tensor, const std::vector<std::int64_t>& shape, std::int64_t i) {
+    std::vector<std::int64_t> idx(shape.size());
+    for (std::size_t d = shape.size(); d-- > 0;) {
+        idx[d] = shape[d] ? i % shape[d] : 0;
+        i = shape[d] ? i / shape[d] : 0;
+    }
+    std::string s = tensor + "[";
+    for (std::size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
+    return s + "]";
+}
+
+CaseResult check_structured(const KernelInfo& k, const OpSpec& op, const Params& p, const std::vector<TensorView>& in,
+                            Stats* stats) {
+    CaseResult res;
+    res.outputs = run_kernel(k, p, in);
+    std::vector<Format> formats;
+    for (std::size_t o = 0; o < op.outputs.size(); ++o) formats.push_back(output_format(k, o));
+    const oracle::StructuredResult ref = oracle::evaluate_structured(op.name, p, in, formats);
+    res.ref.rounded = ref.rounded.at(0);
+    res.ref.exact = ref.exact.at(0);
+    res.ref.max_bits = ref.max_bits;
+    res.ref.recomputed = ref.recomputed;
+    res.all_ref = ref.rounded;
+    const oracle::StructuredBoundFn bound_fn = oracle::find_structured_bound(op.name);
+    const std::vector<std::vector<double>> bounds = bound_fn ? bound_fn(p, in, ref.exact, k.acc, formats)
+                                                             : std::vector<std::vector<double>>{};
+    for (std::size_t o = 0; o < formats.size(); ++o) {
+        const Tensor& got = res.outputs[o];
+        const bool bounded = o < bounds.size() && !bounds[o].empty();
+        for (std::int64_t i = 0; i < got.numel(); ++i) {
+            const double exact = ref.exact[o][static_cast<std::size_t>(i)];
+            auto what = [&] {
+                return element_name(ref.names[o], got.shape(), i) + ": got " + hexfloat(got.value(i)) + ", want " +
+                       hexfloat(ref.rounded[o].value(i)) + " (exact " + hexfloat(exact) + ")";
+            };
+            const std::string why = judge(formats[o], ref.rounded[o].bits(i), got.bits(i), exact,
+                                          bounded ? &bounds[o][static_cast<std::size_t>(i)] : nullptr, 1, stats, what);
+            if (!why.empty() && res.pass) {
+                res.pass = false;
+                res.message = why + ": " + what();
+            }
+        }
+    }
+    return res;
+}
+
 CaseResult check_case(const KernelInfo& k, const Params& p, const std::vector<TensorView>& in, Stats* stats) {
     const OpSpec& op = *find_op(k.op);
+    if (op.kind == OpKind::structured) return check_structured(k, op, p, in, stats);
     CaseResult res;
     res.outputs = run_kernel(k, p, in);
     res.ref = oracle::evaluate(op, p, in, k.out);
     const Budget budget = budget_for(k);
     const TensorView got = res.outputs[0].view();
     const std::int64_t n = in[0].cols(), rows = in[0].rows();
-    auto fail = [&](std::int64_t i, const std::string& why) {
-        if (!res.pass) return;
-        res.pass = false;
-        res.message = why + ": " + describe(op, in, i, k.out, got.bits(i), res.ref.rounded.bits(i), res.ref.exact[i]);
-    };
     for (std::int64_t r = 0; r < rows; ++r) {
         std::vector<double> bound;
         if (budget.bound_based) bound = oracle::row_bound(op, p, row_data(op, in, res.ref, r), k.acc, k.out);
         for (std::int64_t j = 0; j < n; ++j) {
             const std::int64_t i = r * n + j;
-            const UlpCompare c = compare_bits(k.out, res.ref.rounded.bits(i), got.bits(i));
-            const double exact = res.ref.exact[i], value = got.value(i);
-            // Reductions: a finite exact value whose rounding overflows may be
-            // met by a finite result within the bound.
-            const bool bound_ok_finite = budget.bound_based && std::isfinite(exact) && std::isfinite(value);
-            if (!c.class_match && !bound_ok_finite) {
-                if (stats) stats->add_class_mismatch();
-                fail(i, std::string("special-value class mismatch (want ") + name(c.ref_class) + ", got " +
-                            name(c.got_class) + ")");
-                continue;
-            }
-            const std::uint64_t ulps = c.class_match ? c.ulps : ulp_distance(k.out, encode(k.out, exact), got.bits(i));
-            auto what = [&] { return describe(op, in, i, k.out, got.bits(i), res.ref.rounded.bits(i), exact); };
-            if (stats) {
-                const bool worst = ulps > stats->max_ulp() || stats->worst_ulp_case().empty();
-                stats->add_ulp(ulps);
-                if (worst) stats->set_worst_ulp(what());
-            }
-            if (budget.bound_based) {
-                if (!std::isfinite(exact)) continue;  // matched as a class above
-                const double err = std::fabs(value - exact);
-                const double util = err / bound[j];
-                if (stats) {
-                    const bool worst = util > stats->max_util() || stats->worst_util_case().empty();
-                    stats->add_util(util);
-                    if (worst) stats->set_worst_util(what());
-                }
-                if (!(util <= 1))
-                    fail(i, "error " + hexfloat(err) + " exceeds the derived bound " + hexfloat(bound[j]) +
-                                " (utilization " + std::to_string(util) + ")");
-            } else if (ulps > budget.max_ulp) {
-                fail(i, std::to_string(ulps) + " ulp exceeds the budget of " + std::to_string(budget.max_ulp) + " ulp");
+            auto what = [&] { return describe(op, in, i, k.out, got.bits(i), res.ref.rounded.bits(i), res.ref.exact[i]); };
+            const std::string why = judge(k.out, res.ref.rounded.bits(i), got.bits(i), res.ref.exact[i],
+                                          budget.bound_based ? &bound[j] : nullptr, budget.max_ulp, stats, what);
+            if (!why.empty() && res.pass) {
+                res.pass = false;
+                res.message = why + ": " + what();
             }
         }
     }

@@ -55,7 +55,8 @@ struct CaseResult {
     bool pass = true;
     std::string message;  // the first failing element, with values in hex
     std::vector<Tensor> outputs;
-    oracle::Result ref;
+    oracle::Result ref;           // the first output (every output: all_ref)
+    std::vector<Tensor> all_ref;  // structured ops: every output, correctly rounded
 };
 
 // Runs kernel k on the inputs, the oracle alongside, and judges every element.

@@ -64,9 +64,10 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
         baselines += k["role"] == "baseline";
         mutants += k["mutant"].get<bool>();
     }
-    // every op with kernels (13 foundation ops + softmax) x {fp32, fp16, bf16} x {simd, scalar}
-    EXPECT_EQ(kernels, 14 * 3 * 2);
-    EXPECT_EQ(baselines, 14 * 3);
+    // every op with kernels (13 foundation ops, softmax, rope) x {fp32, fp16, bf16} x {simd, scalar},
+    // plus attention's three (simd, scalar) pairs
+    EXPECT_EQ(kernels, 16 * 3 * 2);
+    EXPECT_EQ(baselines, 16 * 3);
     EXPECT_GE(mutants, 9);
 }
 

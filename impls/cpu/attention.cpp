@@ -134,7 +134,7 @@ struct ScalarPath {
             for (long t = 0; t < g.d; ++t) dot += q[t] * k[j * g.dp + t];
             float x = dot * g.scale;
             if (g.softcap > 0) x = g.softcap * std::tanh(x / g.softcap);
-            if (mask) x += mask[j];
+            if (mask) x = mask[j] == -kInf ? -kInf : x + mask[j];  // a -inf entry hides the key, NaN logit or not
             s[j - jb] = x;
         }
     }
@@ -201,8 +201,13 @@ struct SimdPath {
                 for (int l = 0; l < 8; ++l) a[l] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr[l] + t), a[l]);
             }
             __m256 x = _mm256_mul_ps(transpose_sum8(a), _mm256_set1_ps(g.scale));
-            if (g.softcap > 0) x = vf::softcap(x, g.softcap, 1.0f / g.softcap);
-            if (mask) x = _mm256_add_ps(x, _mm256_loadu_ps(mask + j));  // mask rows are padded by 8
+            // vf::softcap clamps NaN to +-cap (its exp clamps the argument); keep a NaN logit NaN.
+            if (g.softcap > 0)
+                x = _mm256_blendv_ps(vf::softcap(x, g.softcap, 1.0f / g.softcap), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+            if (mask) {  // mask rows are padded by 8; a -inf entry hides the key, NaN logit or not
+                const __m256 mk = _mm256_loadu_ps(mask + j), ninf = _mm256_set1_ps(-kInf);
+                x = _mm256_blendv_ps(_mm256_add_ps(x, mk), ninf, _mm256_cmp_ps(mk, ninf, _CMP_EQ_OQ));
+            }
             const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(je - j)), iota);
             x = _mm256_blendv_ps(_mm256_set1_ps(-kInf), x, _mm256_castsi256_ps(valid));
             _mm256_storeu_ps(s + (j - jb), x);
@@ -388,7 +393,7 @@ void naive_row(const Geometry& g, const float* q, const float* k, const float* v
         for (long t = 0; t < g.d; ++t) dot = rnd<F>(dot + rnd<F>(q[t] * k[j * g.dp + t]));
         float x = rnd<F>(dot * rnd<F>(g.scale));
         if (g.softcap > 0) x = rnd<F>(g.softcap * rnd<F>(std::tanh(rnd<F>(x / g.softcap))));
-        if (mask) x = rnd<F>(x + mask[j]);
+        if (mask) x = mask[j] == -kInf ? -kInf : rnd<F>(x + mask[j]);
         s[j] = x;
         bad |= std::isnan(x) || x == kInf;
         m = std::fmax(m, x);
@@ -466,7 +471,10 @@ std::vector<KernelInfo> cpu_attention_kernels() {
 }
 
 void register_cpu_attention(Registry& r) {
-    for (KernelInfo& k : cpu_attention_kernels()) r.add(std::move(k));
+    for (KernelInfo& k : cpu_attention_kernels()) {
+        k.out_formats = {k.out, Format::fp32};  // o in the storage format, lse in fp32
+        r.add(std::move(k));
+    }
 }
 
 }  // namespace conform

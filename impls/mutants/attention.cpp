@@ -72,7 +72,8 @@ std::vector<double> row_logits(const Problem& p, std::int64_t h, std::int64_t i,
         if (p.softcap > 0 && bug != Bug::softcap_ignored) x = p.softcap * std::tanh(x / p.softcap);
         if (!p.mask.empty()) {
             const double mk = p.mask[i * p.lk + j];
-            x += bug == Bug::finite_sentinel && mk == -INFINITY ? kSentinel : mk;
+            if (mk == -INFINITY && bug != Bug::finite_sentinel) x = -INFINITY;  // hidden, NaN logit or not
+            else x += mk == -INFINITY ? kSentinel : mk;
         }
         s[j] = x;
     }
@@ -166,7 +167,10 @@ std::vector<KernelInfo> attention_mutants() {
 }
 
 void register_mutants_attention(Registry& r) {
-    for (KernelInfo& k : attention_mutants()) r.add(std::move(k));
+    for (KernelInfo& k : attention_mutants()) {
+        k.out_formats = {k.out, Format::fp32};
+        r.add(std::move(k));
+    }
 }
 
 }  // namespace conform

@@ -1,0 +1,144 @@
+// Generators and metamorphic properties of attention (docs/attention.md).
+#include <algorithm>
+#include <cmath>
+
+#include "numerics/ulp.hpp"
+#include "properties/common.hpp"
+
+namespace conform::props {
+namespace {
+
+// Value families whose logits stay moderate (|s| up to ~1e3 with the scales
+// drawn): an FP32 logit of magnitude M carries an absolute error ~D u M, so
+// beyond M ~ 1e6 the derived bound is vacuous (e^(error) > 1e300) and the
+// case could not tell a right kernel from a wrong one.
+const std::vector<Family>& attention_families() {
+    static const std::vector<Family> v = {Family::normal, Family::uniform, Family::constant, Family::tiny,
+                                          Family::subnormal};
+    return v;
+}
+
+// NaN at `count` random elements: a NaN logit poisons its row, a NaN value
+// poisons the rows that see its key, a hidden key's NaN must not leak.
+void inject_nans(Tensor& t, int count, std::mt19937_64& rng) {
+    for (int s = 0; s < count && t.numel(); ++s) t.set_value(static_cast<std::int64_t>(rng() % t.numel()), NAN);
+}
+
+}  // namespace
+
+// dims = {Hq, Hkv, Lq, Lk, D, Dv, has_mask}: MHA, GQA and MQA, Lq < Lk
+// (decoding with a cache), Lq > Lk, tiles crossed (Lk up to 80 > the 64-key
+// tile), causal, windows, softcap, scales.
+rc::Gen<CaseSpec> gen_attention_spec(Format fmt, GenOptions opt) {
+    return rc::gen::apply(
+        [fmt](int hkv, int group, int lq, int lk, int d, int dv, int mask, int causal, int window, double softcap,
+              double scale, Family fam, int k, std::uint64_t seed, int specials) {
+            return structured_spec("attention", fmt, {hkv * group, hkv, lq, lk, d, dv, mask},
+                                   Params({{"causal", double(causal)},
+                                           {"window", double(window)},
+                                           {"softcap", softcap},
+                                           {"scale", scale}}),
+                                   fam, k, seed, specials);
+        },
+        rc::gen::inRange(1, 3), rc::gen::element(1, 2, 4), rc::gen::element(1, 2, 3, 7, 16),
+        rc::gen::element(1, 3, 8, 17, 65, 80), rc::gen::element(1, 4, 8, 16), rc::gen::element(1, 4, 8),
+        rc::gen::element(0, 0, 1), rc::gen::element(0, 1), rc::gen::element(0, 0, 0, 1, 3, 5),
+        rc::gen::element(0.0, 0.0, 5.0, 30.0), rc::gen::element(0.0, 0.0, 0.5, 2.0),
+        rc::gen::elementOf(attention_families()), rc::gen::inRange(-4, 4), rc::gen::arbitrary<std::uint64_t>(),
+        opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));
+}
+
+Case build_attention_case(const CaseSpec& spec) {
+    Case c = start_case(spec);
+    std::mt19937_64 rng(spec.seed);
+    const auto& d = spec.dims;  // Hq, Hkv, Lq, Lk, D, Dv, has_mask
+    const std::vector<std::vector<std::int64_t>> shapes = {{d[0], d[2], d[4]}, {d[1], d[3], d[4]}, {d[1], d[3], d[5]}};
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        Tensor t(spec.format, shapes[i]);
+        fill_values(t, spec.families.at(0), spec, i, rng);
+        inject_nans(t, spec.specials, rng);
+        c.inputs.push_back(std::move(t));
+    }
+    if (d[6]) {  // additive mask: 0, small biases and -inf; now and then a fully masked row
+        Tensor m(spec.format, {d[2], d[3]});  // the kernels take every input in their format
+        for (std::int64_t i = 0; i < d[2]; ++i) {
+            const bool all = rng() % 4 == 0;
+            for (std::int64_t j = 0; j < d[3]; ++j)
+                m.set_value(i * d[3] + j, all || rng() % 3 == 0 ? -INFINITY : static_cast<double>(rng() % 5) / 4 - 0.5);
+        }
+        c.inputs.push_back(std::move(m));
+    }
+    return c;
+}
+
+namespace {
+
+Case attention_case(const KernelInfo& k, GenOptions opt = {}) { return build_case(*gen_attention_spec(k.in, opt)); }
+
+// Causality: with a causal or sliding mask, changing the keys and values that
+// query row i cannot see leaves row i bit-identical (the last query sees the
+// most keys; here every key after the first query's window is perturbed and
+// row 0 must not move).
+Testable causality(const KernelInfo& k) {
+    return [&k] {
+        Case c = attention_case(k);
+        c.params.set("causal", 1);
+        TensorView q = c.inputs[0].view();
+        const std::int64_t lq = q.shape[1], lk = c.inputs[1].view().shape[1];
+        const std::int64_t visible = lk - lq + 1;  // keys 0 .. lk - lq are visible to query 0
+        RC_PRE(visible >= 1 && visible < lk);
+        const auto before = run_kernel(k, c.params, c.views());
+        for (std::size_t t = 1; t <= 2; ++t) {
+            TensorView kv = c.inputs[t].view();
+            const std::int64_t dim = kv.shape[2];
+            for (std::int64_t h = 0; h < kv.shape[0]; ++h)
+                for (std::int64_t j = visible; j < lk; ++j)
+                    for (std::int64_t e = 0; e < dim; ++e) c.inputs[t].set_value((h * lk + j) * dim + e, t == 1 ? 3e4 : NAN);
+        }
+        const auto after = run_kernel(k, c.params, c.views());
+        const std::int64_t dv = before[0].shape()[2];
+        for (std::int64_t h = 0; h < q.shape[0]; ++h)
+            for (std::int64_t e = 0; e < dv; ++e) {
+                const std::int64_t i = (h * lq) * dv + e;
+                if (before[0].bits(i) != after[0].bits(i))
+                    RC_FAIL("query 0 of head " + std::to_string(h) + " changed when hidden keys/values changed: " +
+                            hexfloat(before[0].value(i)) + " -> " + hexfloat(after[0].value(i)));
+            }
+    };
+}
+
+// GQA equals MHA with every KV head repeated Hq / Hkv times, bit for bit.
+Testable gqa_replication(const KernelInfo& k) {
+    return [&k] {
+        const Case c = attention_case(k);
+        const TensorView q = c.inputs[0].view(), kk = c.inputs[1].view(), v = c.inputs[2].view();
+        const std::int64_t hq = q.shape[0], hkv = kk.shape[0], group = hq / hkv;
+        RC_PRE(group > 1);
+        Case mha = c;
+        for (std::size_t t = 1; t <= 2; ++t) {
+            const TensorView src = c.inputs[t].view();
+            const std::int64_t per = src.shape[1] * src.shape[2];
+            Tensor rep(src.format, {hq, src.shape[1], src.shape[2]});
+            for (std::int64_t h = 0; h < hq; ++h)
+                for (std::int64_t i = 0; i < per; ++i) rep.set_bits(h * per + i, src.bits((h / group) * per + i));
+            mha.inputs[t] = std::move(rep);
+        }
+        (void)v;
+        const auto a = run_kernel(k, c.params, c.views()), b = run_kernel(k, mha.params, mha.views());
+        std::string where;
+        if (!identical(a[0], b[0], &where)) RC_FAIL("GQA differs from MHA with replicated KV heads at o " + where);
+        if (!identical(a[1], b[1], &where)) RC_FAIL("GQA differs from MHA with replicated KV heads at lse " + where);
+    };
+}
+
+}  // namespace
+
+void add_attention_properties(std::vector<PropertyDef>& v) {
+    auto attn = [](const OpSpec& op) { return op.name == "attention"; };
+    v.push_back({"causality", "causal: perturbing keys and values a query cannot see leaves its output bit-identical",
+                 attn, [](const KernelInfo& k, const RunConfig&, Stats*) { return causality(k); }, 2});
+    v.push_back({"gqa_replication", "GQA output equals MHA with the KV heads repeated, bit for bit", attn,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return gqa_replication(k); }, 2});
+}
+
+}  // namespace conform::props

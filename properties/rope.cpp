@@ -1,0 +1,129 @@
+// Generators and metamorphic properties of rope (docs/rope.md).
+#include <algorithm>
+#include <cmath>
+
+#include "numerics/ulp.hpp"
+#include "properties/common.hpp"
+
+namespace conform::props {
+
+// Shapes [H, L, D] with D even (including D = 2 and D not a multiple of 8),
+// both pairings, partial rotary, NTK scaling, and offsets up to 2^20 (where
+// the angle m θ needs its guard bits and FP32 angles fail).
+rc::Gen<CaseSpec> gen_rope_spec(Format fmt, GenOptions opt) {
+    return rc::gen::apply(
+        [fmt](int H, int L, int D, int pairing, double base, double ntk, int rot_div, double offset,
+                   Family fam, int k, std::uint64_t seed, int specials) {
+            const int r = rot_div == 0 ? 0 : std::max(2, D / rot_div / 2 * 2);
+            return structured_spec("rope", fmt, {H, L, D},
+                                   Params({{"pairing", double(pairing)},
+                                           {"base", base},
+                                           {"ntk_scale", ntk},
+                                           {"rotary_dim", double(r)},
+                                           {"offset", offset}}),
+                                   fam, k, seed, specials);
+        },
+        rc::gen::inRange(1, 4), rc::gen::inRange(1, 9), rc::gen::element(2, 4, 6, 8, 16, 18, 64, 128),
+        rc::gen::inRange(0, 2), rc::gen::element(10000.0, 500000.0, 1e6, 10.0), rc::gen::element(1.0, 1.0, 4.0, 8.0),
+        rc::gen::element(0, 0, 2, 4), rc::gen::element(0.0, 7.0, 4096.0, 65535.0, 1048570.0, 1048576.0),
+        rc::gen::elementOf(value_families()), rc::gen::inRange(-8, 9), rc::gen::arbitrary<std::uint64_t>(),
+        opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));
+}
+
+Case build_rope_case(const CaseSpec& spec) {
+    Case c = start_case(spec);
+    std::mt19937_64 rng(spec.seed);
+    Tensor x(spec.format, spec.dims);
+    fill_values(x, spec.families.at(0), spec, 0, rng);
+    inject_specials(x, spec.specials, rng);
+    c.inputs.push_back(std::move(x));
+    return c;
+}
+
+namespace {
+
+// A generated case with at least min_l tokens and a head dim of at least min_d.
+Case rope_case(const KernelInfo& k, std::int64_t min_l = 1, std::int64_t min_d = 2) {
+    CaseSpec spec = *gen_rope_spec(k.in, GenOptions{});
+    spec.dims[1] = std::max(spec.dims[1], min_l);
+    spec.dims[2] = std::max(spec.dims[2], min_d);
+    spec.n = static_cast<int>(spec.dims[2]);
+    return build_case(spec);
+}
+
+// Tokens 1..L-1 at offset o equal tokens 0..L-2 at offset o + 1, bit for
+// bit: a table kernel's angle depends on the absolute position only.
+Testable offset_consistency(const KernelInfo& k) {
+    return [&k] {
+        const Case c = rope_case(k, 2);
+        const TensorView x = c.inputs[0].view();
+        const std::int64_t H = x.shape[0], L = x.shape[1], D = x.shape[2];
+        Tensor tail(x.format, {H, L - 1, D});
+        for (std::int64_t h = 0; h < H; ++h)
+            for (std::int64_t i = 0; i < (L - 1) * D; ++i) tail.set_bits(h * (L - 1) * D + i, x.bits((h * L + 1) * D + i));
+        Params shifted = c.params;
+        shifted.set("offset", c.params.get("offset", 0) + 1);
+        const auto full = run_kernel(k, c.params, {x}), part = run_kernel(k, shifted, {tail.view()});
+        for (std::int64_t h = 0; h < H; ++h)
+            for (std::int64_t i = 0; i < (L - 1) * D; ++i) {
+                const std::uint64_t a = full[0].bits((h * L + 1) * D + i), b = part[0].bits(h * (L - 1) * D + i);
+                if (a != b && !(std::isnan(full[0].value((h * L + 1) * D + i)) && std::isnan(part[0].value(h * (L - 1) * D + i))))
+                    RC_FAIL("token " + std::to_string(i / D + 1) + " dim " + std::to_string(i % D) +
+                            " differs between offset o and offset o + 1 on the shifted tokens");
+            }
+    };
+}
+
+// Dimensions at or past rotary_dim pass through bit for bit.
+Testable pass_through(const KernelInfo& k) {
+    return [&k] {
+        Case c = rope_case(k, 1, 4);
+        const TensorView x = c.inputs[0].view();
+        const std::int64_t D = x.shape[2];
+        c.params.set("rotary_dim", double(*rc::gen::inRange<int>(1, static_cast<int>(D / 2)) * 2));
+        const auto y = run_kernel(k, c.params, {x});
+        const auto r = static_cast<std::int64_t>(c.params.at("rotary_dim"));
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            if (i % D >= r && y[0].bits(i) != x.bits(i))
+                RC_FAIL("pass-through dim " + std::to_string(i % D) + " (rotary_dim " + std::to_string(r) +
+                        ") changed: " + hexfloat(x.value(i)) + " -> " + hexfloat(y[0].value(i)));
+    };
+}
+
+// base and ntk_scale are read: changing either changes the output whenever a
+// pair j >= 1 rotates at a position m >= 1 with a nonzero input.
+Testable parameter_sensitivity(const KernelInfo& k) {
+    return [&k] {
+        Case c = rope_case(k, 2, 4);
+        const TensorView x = c.inputs[0].view();
+        c.params.set("rotary_dim", 0.0);
+        // Positions near 1000: tripling a base moves pair 1's angle by radians,
+        // far beyond a bf16 ulp (at m = 1 the change can round away).
+        c.params.set("offset", 1000);
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            c.inputs[0].set_value(i, 1.0 + static_cast<double>(i % 7) / 8);  // finite, nonzero, exact
+        const auto y = run_kernel(k, c.params, {c.inputs[0].view()});
+        for (const char* p : {"base", "ntk_scale"}) {
+            Params q = c.params;
+            q.set(p, c.params.get(p, 1) * 3);
+            const auto z = run_kernel(k, q, {c.inputs[0].view()});
+            std::string where;
+            if (identical(y[0], z[0], &where)) RC_FAIL(std::string("tripling '") + p + "' left the output unchanged");
+        }
+    };
+}
+
+}  // namespace
+
+void add_rope_properties(std::vector<PropertyDef>& v) {
+    auto rope = [](const OpSpec& op) { return op.name == "rope"; };
+    v.push_back({"offset_consistency",
+                 "tokens 1..L-1 at offset o are bit-identical to tokens 0..L-2 at offset o + 1", rope,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return offset_consistency(k); }, 2});
+    v.push_back({"pass_through", "dims at or past rotary_dim are copied bit for bit", rope,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return pass_through(k); }, 2});
+    v.push_back({"parameter_sensitivity", "changing base or ntk_scale changes the output", rope,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return parameter_sensitivity(k); }, 4});
+}
+
+}  // namespace conform::props
