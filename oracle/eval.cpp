@@ -82,6 +82,8 @@ std::vector<Real> eval_row(const OpSpec& op, const Params& p, const std::vector<
         case OpKind::gated:
             for (std::size_t i = 0; i < x.size(); ++i) y[i] = gated(op.name, p, x[i], in[1][i]);
             return y;
+        case OpKind::structured:  // evaluated whole by evaluate_structured, never row by row
+            break;
         case OpKind::row:
             if (op.name == "rms_norm") return rms_norm(x, in[1], p.get("eps", 1e-6), p.get("zero_centered", 0) != 0);
             if (op.name == "layer_norm") return layer_norm(x, in[1], in[2], p.get("eps", 1e-5));

@@ -66,7 +66,7 @@ void run_mutant(Format f, Bug bug, const KernelCall& call) {
 
 void add(Registry& reg, const char* bug_name, Bug bug, Format f, const char* bug_class, const char* what) {
     reg.add({std::string("mutant.softmax.") + bug_name + "." + name(f), "softmax", bug_name, f, f, Format::fp64, "cpu",
-             Role::mutant, bug_class, what, [f, bug](const KernelCall& c) { run_mutant(f, bug, c); }});
+             Role::mutant, bug_class, what, [f, bug](const KernelCall& c) { run_mutant(f, bug, c); }, {}});
 }
 
 }  // namespace
