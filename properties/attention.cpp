@@ -131,9 +131,61 @@ Testable gqa_replication(const KernelInfo& k) {
     };
 }
 
+// Tile-size invariance: the kernel's key tile (param `block`) moves rounding
+// only; every tile size stays within the derived bound (which assumes the
+// worst tile count, N_b = Lk), and the oracle is independent of it.
+Testable tile_invariance(const KernelInfo& k) {
+    return [&k] {
+        Case c = attention_case(k);
+        c.params.set("block", *rc::gen::element(1.0, 3.0, 8.0, 24.0, 1000.0));
+        const CaseResult r = check_case(k, c.params, c.views());
+        if (!r.pass) RC_FAIL("block " + std::to_string(static_cast<int>(c.params.at("block"))) + ": " + r.message);
+    };
+}
+
+// softmax(s + c) = softmax(s): adding c (up to +-1e4) to every mask entry
+// leaves o unchanged in the oracle (bit for bit after rounding) and the
+// kernel within its bound; -inf entries stay -inf.  Mask values are
+// quantized to multiples of ulp(2|c|) so that the shifted mask is exact.
+Testable mask_shift_invariance(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = *gen_attention_spec(k.in, GenOptions{});
+        spec.dims[6] = 1;
+        Case c = build_case(spec);
+        const double shift = *rc::gen::element(1e4, -1e4, 1000.0, -64.0);
+        const double q = ulp_at(k.in, 2 * std::fabs(shift));
+        Tensor& mask = c.inputs[3];
+        Tensor moved(mask.format(), mask.shape());
+        for (std::int64_t i = 0; i < mask.numel(); ++i) {
+            const double m = mask.value(i);
+            if (std::isinf(m)) {
+                moved.set_value(i, m);
+                continue;
+            }
+            mask.set_value(i, q * std::nearbyint(m / q));
+            moved.set_value(i, mask.value(i) + shift);
+        }
+        std::vector<TensorView> shifted = c.views();
+        shifted[3] = moved.view();
+        const CaseResult a = check_case(k, c.params, c.views()), b = check_case(k, c.params, shifted);
+        std::string where;
+        if (!identical(a.all_ref.at(0), b.all_ref.at(0), &where))
+            RC_FAIL("oracle: o with mask + " + hexfloat(shift) + " differs from o at " + where);
+        if (!b.pass) RC_FAIL("mask + " + hexfloat(shift) + ": " + b.message);
+        if (!a.pass) RC_FAIL(a.message);
+    };
+}
+
 }  // namespace
 
 void add_attention_properties(std::vector<PropertyDef>& v) {
+    v.push_back({"tile_invariance", "every key-tile size (param block 1 ... 1000) stays within the derived bound",
+                 [](const OpSpec& op) { return op.name == "attention"; },
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return tile_invariance(k); }, 2});
+    v.push_back({"mask_shift_invariance",
+                 "adding c (up to +-1e4) to every mask entry leaves o unchanged in the oracle and within bound",
+                 [](const OpSpec& op) { return op.name == "attention"; },
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return mask_shift_invariance(k); }, 2});
     auto attn = [](const OpSpec& op) { return op.name == "attention"; };
     v.push_back({"causality", "causal: perturbing keys and values a query cannot see leaves its output bit-identical",
                  attn, [](const KernelInfo& k, const RunConfig&, Stats*) { return causality(k); }, 2});
