@@ -7,6 +7,7 @@
 
 #include "oracle/attention.hpp"
 #include "oracle/eval.hpp"
+#include "oracle/mla.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/softmax.hpp"
 
@@ -23,6 +24,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"attention", eval_attention},
         {"qk_norm_attention", eval_qk_norm_attention},
         {"gated_attention", eval_gated_attention},
+        {"mla", eval_mla},
     };
     return t;
 }
