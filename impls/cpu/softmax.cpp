@@ -52,19 +52,29 @@ void scalar_row(const storage_t<F>* x, storage_t<F>* y, long n) {
 // on a copy padded with -inf (exp(-inf - m) = 0 adds nothing to the sum).
 
 template <Format F>
-CONFORM_AVX2 __m256 load_padded(const storage_t<F>* x, long i, long n) {
-    if (i + 8 <= n) return load8_as<F>(x + i);
+CONFORM_AVX2 __attribute__((noinline)) __m256 load_tail(const storage_t<F>* x, long i, long n) {
     alignas(32) float buf[8];
     for (long j = 0; j < 8; ++j) buf[j] = i + j < n ? Storage<F>::load(x, i + j) : -kInf;
     return _mm256_load_ps(buf);
 }
 
 template <Format F>
-CONFORM_AVX2 void store_padded(storage_t<F>* y, long i, long n, __m256 v) {
-    if (i + 8 <= n) return store8_as<F>(y + i, v);
+CONFORM_AVX2 __attribute__((noinline)) void store_tail(storage_t<F>* y, long i, long n, __m256 v) {
     alignas(32) float buf[8];
     _mm256_store_ps(buf, v);
     for (long j = 0; i + j < n; ++j) Storage<F>::store(y, i + j, buf[j]);
+}
+
+// The full-block path stays inline in the row loops; only the tail calls out.
+template <Format F>
+CONFORM_AVX2 inline __m256 load_padded(const storage_t<F>* x, long i, long n) {
+    return i + 8 <= n ? load8_as<F>(x + i) : load_tail<F>(x, i, n);
+}
+
+template <Format F>
+CONFORM_AVX2 inline void store_padded(storage_t<F>* y, long i, long n, __m256 v) {
+    if (i + 8 <= n) store8_as<F>(y + i, v);
+    else store_tail<F>(y, i, n, v);
 }
 
 CONFORM_AVX2 inline float hmax(__m256 v) {
