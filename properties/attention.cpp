@@ -176,9 +176,81 @@ Testable mask_shift_invariance(const KernelInfo& k) {
     };
 }
 
+// Keys query row i sees, counted from the mask geometry alone (not the
+// oracle's predicate): bottom-right causal rows see i + Lk - Lq + 1 keys
+// (clamped to [0, Lk]); a window keeps at most W of them.
+std::int64_t expected_keys(std::int64_t i, std::int64_t lq, std::int64_t lk, bool causal, std::int64_t window) {
+    std::int64_t n = lk;
+    if (causal || window > 0) n = std::clamp<std::int64_t>(i + lk - lq + 1, 0, lk);
+    if (window > 0) n = std::min(n, window);
+    return n;
+}
+
+// Exact key count per row: with q = 0 every visible logit is 0, so lse =
+// log(count) and a fully hidden row has lse = -inf.  exp(lse) must round to
+// the count the geometry gives, under causal and sliding masks.
+Testable key_count(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = *gen_attention_spec(k.in, GenOptions{});
+        spec.dims[6] = 0;
+        Case c = build_case(spec);
+        c.params.set("causal", *rc::gen::element(0.0, 1.0));
+        c.params.set("window", *rc::gen::element(0.0, 1.0, 2.0, 5.0));
+        for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) c.inputs[0].set_value(i, 0.0);
+        const auto out = run_kernel(k, c.params, c.views());
+        const std::int64_t hq = spec.dims[0], lq = spec.dims[2], lk = spec.dims[3];
+        const bool causal = c.params.at("causal") != 0;
+        const auto window = static_cast<std::int64_t>(c.params.at("window"));
+        for (std::int64_t h = 0; h < hq; ++h)
+            for (std::int64_t i = 0; i < lq; ++i) {
+                const std::int64_t want = expected_keys(i, lq, lk, causal, window);
+                const double lse = out[1].value(h * lq + i);
+                const bool ok = want == 0 ? lse == -INFINITY : std::fabs(std::exp(lse) - double(want)) < 0.25;
+                if (!ok)
+                    RC_FAIL("head " + std::to_string(h) + " row " + std::to_string(i) + ": lse " + hexfloat(lse) +
+                            " means ~" + std::to_string(std::exp(lse)) + " visible keys, the mask geometry gives " +
+                            std::to_string(want));
+            }
+    };
+}
+
+// Parameters are read: changing the scale, the softcap or the window changes
+// the output of a case where they can matter.
+Testable parameter_sensitivity(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = *gen_attention_spec(k.in, GenOptions{});
+        spec.dims[2] = std::max<std::int64_t>(spec.dims[2], 2);
+        spec.dims[3] = std::max<std::int64_t>(spec.dims[3], 8);
+        spec.dims[6] = 0;
+        spec.families = {Family::normal};
+        spec.scale_exp = 1;  // logits of order 1..10: scale and a small cap both matter
+        const Case c = build_case(spec);
+        Params base = c.params;
+        base.set("window", 0);
+        base.set("softcap", 0);
+        base.set("scale", 0);
+        const auto y = run_kernel(k, base, c.views());
+        for (const auto& [name, value] : std::vector<std::pair<const char*, double>>{
+                 {"scale", 3.0}, {"softcap", 0.5}, {"window", 1.0}}) {
+            Params q = base;
+            q.set(name, value);
+            const auto z = run_kernel(k, q, c.views());
+            std::string where;
+            if (identical(y[0], z[0], &where))
+                RC_FAIL(std::string("setting '") + name + "' left the output unchanged");
+        }
+    };
+}
+
 }  // namespace
 
 void add_attention_properties(std::vector<PropertyDef>& v) {
+    v.push_back({"key_count", "with q = 0, exp(lse) is the number of keys the causal/sliding geometry leaves visible",
+                 [](const OpSpec& op) { return op.name == "attention"; },
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return key_count(k); }, 2});
+    v.push_back({"parameter_sensitivity", "changing scale, softcap or window changes the output",
+                 [](const OpSpec& op) { return op.name == "attention"; },
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return parameter_sensitivity(k); }, 4});
     v.push_back({"tile_invariance", "every key-tile size (param block 1 ... 1000) stays within the derived bound",
                  [](const OpSpec& op) { return op.name == "attention"; },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return tile_invariance(k); }, 2});
