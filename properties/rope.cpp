@@ -113,9 +113,84 @@ Testable parameter_sensitivity(const KernelInfo& k) {
     };
 }
 
+// Bit-identical up to the sign of zero (x - (+-0) can flip a -0), NaN = NaN.
+bool same_value(const Tensor& a, const Tensor& b, std::int64_t i) {
+    const double x = a.value(i), y = b.value(i);
+    return (std::isnan(x) && std::isnan(y)) || x == y;  // == treats +0 and -0 as equal
+}
+
+// Position 0 is the identity: with offset 0, token 0 comes back unchanged
+// (cos 0 = 1 and sin 0 = 0 are exact in every table) for finite inputs.
+Testable position_zero_identity(const KernelInfo& k) {
+    return [&k] {
+        Case c = rope_case(k);
+        c.params.set("offset", 0);
+        const TensorView x = c.inputs[0].view();
+        const std::int64_t L = x.shape[1], D = x.shape[2];
+        const auto y = run_kernel(k, c.params, {x});
+        for (std::int64_t h = 0; h < x.shape[0]; ++h)
+            for (std::int64_t d = 0; d < D; ++d) {
+                const std::int64_t i = h * L * D + d;  // token 0
+                if (std::isfinite(x.value(i)) && !same_value(c.inputs[0], y[0], i))
+                    RC_FAIL("position 0, head " + std::to_string(h) + " dim " + std::to_string(d) + ": " +
+                            hexfloat(x.value(i)) + " -> " + hexfloat(y[0].value(i)));
+            }
+    };
+}
+
+// NTK scaling is a base change: (base, s) and (base * s, 1) give the same
+// bits whenever base * s is exact (the kernels form b' = base * s in double).
+Testable ntk_identity(const KernelInfo& k) {
+    return [&k] {
+        Case c = rope_case(k);
+        const double base = c.params.get("base", 10000), s = *rc::gen::element(2.0, 4.0, 8.0, 16.0);
+        c.params.set("ntk_scale", s);
+        Params folded = c.params;
+        folded.set("base", base * s);  // exact: s is a power of two
+        folded.set("ntk_scale", 1);
+        const auto a = run_kernel(k, c.params, c.views()), b = run_kernel(k, folded, c.views());
+        std::string where;
+        if (!identical(a[0], b[0], &where)) RC_FAIL("(base, s) differs from (base * s, 1) at " + where);
+    };
+}
+
+// Interleaved RoPE on dims permuted so that pair (j, j + r/2) sits at
+// (2j, 2j + 1) equals half-split RoPE, bit for bit, after permuting back.
+Testable pairing_permutation(const KernelInfo& k) {
+    return [&k] {
+        Case c = rope_case(k);
+        c.params.set("rotary_dim", 0);
+        const TensorView x = c.inputs[0].view();
+        const std::int64_t rows = x.shape[0] * x.shape[1], D = x.shape[2];
+        auto to_interleaved = [D](std::int64_t d) { return d < D / 2 ? 2 * d : 2 * (d - D / 2) + 1; };
+        Tensor permuted(x.format, {x.shape[0], x.shape[1], D});
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t d = 0; d < D; ++d) permuted.set_bits(r * D + to_interleaved(d), x.bits(r * D + d));
+        Params half = c.params, inter = c.params;
+        half.set("pairing", 1);
+        inter.set("pairing", 0);
+        const auto a = run_kernel(k, half, {x}), b = run_kernel(k, inter, {permuted.view()});
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t d = 0; d < D; ++d) {
+                const std::int64_t i = r * D + d, j = r * D + to_interleaved(d);
+                const double u = a[0].value(i), w = b[0].value(j);
+                if (a[0].bits(i) != b[0].bits(j) && !(std::isnan(u) && std::isnan(w)))
+                    RC_FAIL("dim " + std::to_string(d) + " of row " + std::to_string(r) + ": half-split " +
+                            hexfloat(u) + ", interleaved on permuted dims " + hexfloat(w));
+            }
+    };
+}
+
 }  // namespace
 
 void add_rope_properties(std::vector<PropertyDef>& v) {
+    auto is_rope = [](const OpSpec& op) { return op.name == "rope"; };
+    v.push_back({"position_zero_identity", "offset 0: token 0 comes back unchanged (finite inputs)", is_rope,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return position_zero_identity(k); }, 4});
+    v.push_back({"ntk_identity", "(base, s) equals (base * s, 1) bit for bit", is_rope,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return ntk_identity(k); }, 4});
+    v.push_back({"pairing_permutation", "interleaved RoPE on permuted dims equals half-split, bit for bit", is_rope,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return pairing_permutation(k); }, 4});
     auto rope = [](const OpSpec& op) { return op.name == "rope"; };
     v.push_back({"offset_consistency",
                  "tokens 1..L-1 at offset o are bit-identical to tokens 0..L-2 at offset o + 1", rope,
