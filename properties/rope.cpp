@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "numerics/ulp.hpp"
+#include "oracle/rope.hpp"
+#include "oracle/structured.hpp"
 #include "properties/common.hpp"
 
 namespace conform::props {
@@ -181,10 +183,71 @@ Testable pairing_permutation(const KernelInfo& k) {
     };
 }
 
+// One vector rotated by the kernel at position m, with its exact rotation and
+// the per-element bounds of docs/rope.md.
+struct Rotated {
+    std::vector<double> got, exact, bound;
+};
+
+Rotated rotate_at(const KernelInfo& k, const Tensor& x, const Params& p, double m) {
+    Params at = p;
+    at.set("offset", m);
+    const std::vector<Format> fmt{k.out};
+    const oracle::StructuredResult ref = oracle::evaluate_structured("rope", at, {x.view()}, fmt);
+    const auto bound = oracle::rope_bound(at, {x.view()}, ref.exact, k.acc, fmt);
+    const auto y = run_kernel(k, at, {x.view()});
+    Rotated r{{}, ref.exact[0], bound[0]};
+    for (std::int64_t i = 0; i < y[0].numel(); ++i) r.got.push_back(y[0].value(i));
+    return r;
+}
+
+// Ŝ(m, n) = <q̂_m, k̂_n> taken exactly, and its budget
+// B(m, n) = sum_i (β^q_i |k_i| + |q_i| β^k_i + β^q_i β^k_i).
+std::pair<oracle::Real, double> score(const Rotated& a, const Rotated& b) {
+    oracle::Real s(0);
+    double budget = 0;
+    for (std::size_t i = 0; i < a.got.size(); ++i) {
+        s += oracle::from_double(a.got[i]) * oracle::from_double(b.got[i]);
+        budget += a.bound[i] * std::fabs(b.exact[i]) + std::fabs(a.exact[i]) * b.bound[i] + a.bound[i] * b.bound[i];
+    }
+    return {s, budget};
+}
+
+// Relative-position invariance: <R(m)q, R(n)k> = <R(m+t)q, R(n+t)k> exactly,
+// so the kernel's scores may differ by at most B(m, n) + B(m+t, n+t), for
+// positions and shifts up to 2^20 (docs/rope.md, "Budget of the
+// relative-position invariance").
+Testable relative_invariance(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = *gen_rope_spec(k.in, GenOptions{});
+        spec.dims = {1, 1, spec.dims[2]};
+        // Finite scores only: values of moderate size (an overflowing product
+        // has no invariance to test; within_budget covers those inputs).
+        spec.families = {*rc::gen::element(Family::normal, Family::uniform, Family::constant, Family::tiny)};
+        spec.scale_exp = std::clamp(spec.scale_exp, -6, 6);
+        const Case qc = build_case(spec);
+        spec.seed ^= 0x9e3779b97f4a7c15ull;
+        const Case kc = build_case(spec);
+        const double m = *rc::gen::inRange<int>(0, 1 << 20), d = *rc::gen::inRange<int>(0, 4096);
+        const double t = *rc::gen::element(1.0, 4096.0, 65536.0, 1048576.0 - 4096.0);
+        oracle::PrecisionScope scope(256);
+        const auto [near, b_near] = score(rotate_at(k, qc.inputs[0], qc.params, m + d), rotate_at(k, kc.inputs[0], qc.params, m));
+        const auto [far, b_far] =
+            score(rotate_at(k, qc.inputs[0], qc.params, m + d + t), rotate_at(k, kc.inputs[0], qc.params, m + t));
+        const double err = oracle::to_double(oracle::abs(near - far)), budget = b_near + b_far;
+        if (!(err <= budget))
+            RC_FAIL("|S(" + std::to_string(m + d) + ", " + std::to_string(m) + ") - S(+" + std::to_string(t) +
+                    ")| = " + hexfloat(err) + " exceeds the budget " + hexfloat(budget));
+    };
+}
+
 }  // namespace
 
 void add_rope_properties(std::vector<PropertyDef>& v) {
     auto is_rope = [](const OpSpec& op) { return op.name == "rope"; };
+    v.push_back({"relative_invariance",
+                 "<R(m)q, R(n)k> of the kernel moves by at most the derived budget under a common shift up to 2^20",
+                 is_rope, [](const KernelInfo& k, const RunConfig&, Stats*) { return relative_invariance(k); }, 4});
     v.push_back({"position_zero_identity", "offset 0: token 0 comes back unchanged (finite inputs)", is_rope,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return position_zero_identity(k); }, 4});
     v.push_back({"ntk_identity", "(base, s) equals (base * s, 1) bit for bit", is_rope,
