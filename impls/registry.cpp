@@ -41,6 +41,7 @@ const Registry& builtin_registry() {
         register_cpu_activation(r);
         register_cpu_gated(r);
         register_cpu_softmax(r);
+        register_cpu_lse_merge(r);
         register_cpu_rope(r);
         register_cpu_attention(r);
         register_mutants_norm(r);

@@ -60,6 +60,7 @@ void register_cpu_norm(Registry& r);
 void register_cpu_activation(Registry& r);
 void register_cpu_gated(Registry& r);
 void register_cpu_softmax(Registry& r);
+void register_cpu_lse_merge(Registry& r);  // impls/cpu/softmax.cpp
 void register_mutants_norm(Registry& r);
 void register_mutants_activation(Registry& r);
 void register_mutants_gated(Registry& r);

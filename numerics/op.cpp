@@ -12,6 +12,12 @@ std::vector<std::vector<std::int64_t>> attention_shapes(const std::vector<Tensor
     return {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, {in[0].shape[0], in[0].shape[1]}};
 }
 
+// o [..., Dv] and lse [...] of lse_merge: the shapes of o_a and lse_a.
+std::vector<std::vector<std::int64_t>> lse_merge_shapes(const std::vector<TensorView>& in) {
+    if (in.size() != 4) throw std::invalid_argument("lse_merge: expects inputs o_a, lse_a, o_b, lse_b");
+    return {{in[0].shape.begin(), in[0].shape.begin() + in[0].rank}, {in[1].shape.begin(), in[1].shape.begin() + in[1].rank}};
+}
+
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
@@ -44,6 +50,10 @@ std::vector<OpSpec> make_specs() {
     s.push_back({"softmax", "softmax", OpKind::row, x, y, {},
                  "y = exp(x - max x) / sum exp(x - max x) over the last dimension; a NaN or +inf makes the row "
                  "NaN, an all -inf row is all 0"});
+    s.push_back({"lse_merge", "softmax", OpKind::structured, {"o_a", "lse_a", "o_b", "lse_b"}, {"o", "lse"}, {},
+                 "lse = log(e^lse_a + e^lse_b), o = e^(lse_a - lse) o_a + e^(lse_b - lse) o_b per row; the empty "
+                 "state (0, -inf) is the identity",
+                 lse_merge_shapes});
     s.push_back({"rope", "rope", OpKind::structured, x, y,
                  {{"pairing", 0, "0: interleaved pairs (2j, 2j+1); 1: half-split pairs (j, j + r/2)"},
                   {"base", 10000, "theta base b"},

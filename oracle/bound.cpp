@@ -149,9 +149,53 @@ std::vector<std::vector<double>> attention_bound_split(const Params& p, const st
     return {std::vector<double>(flat.begin(), flat.begin() + n_o), std::vector<double>(flat.begin() + n_o, flat.end())};
 }
 
+// lse_merge in FP32 (docs/softmax.md, "lse_merge kernel"), exp and log1p
+// within 2 ulps (e = 4u) each.  With exact inputs, hi/lo the larger/smaller
+// lse, d = lo - hi <= 0 and t = e^d <= 1:
+//   t_hat = t (1 + tau),       tau = (1 + expm1(|d| u))(1 + e) - 1
+//   |lse_hat - lse| <= A = t tau + e log1p(t) + u |lse|   (d log1p / dt <= 1; the add)
+//   w_x = e^(lse_x - lse): argument off by A + u(|lse_x - lse| + A), then exp:
+//   rho_x = (1 + expm1(A + u(|lse_x - lse| + A)))(1 + e) - 1
+//   |o_hat - o| <= sum_x |w_x o_x| ((1 + rho_x)(1 + u)^2 - 1) + 3 eta
+//                  (+ half ulp_out when the output format is narrower than FP32)
+// (two products and the sum rounded; eta for subnormal products).  The lse
+// bound is A (inflated by (1 + 4u) for the second-order terms).  Rows with an
+// empty or special state get bound 0: the kernel must be exact there.
+std::vector<std::vector<double>> lse_merge_bound(const Params&, const std::vector<TensorView>& in,
+                                                 const std::vector<std::vector<double>>& exact, Format acc,
+                                                 const std::vector<Format>& out) {
+    const double u = unit_roundoff(acc), e = 4 * u;
+    const TensorView &oa = in.at(0), &la = in.at(1), &ob = in.at(2), &lb = in.at(3);
+    const std::int64_t dv = oa.cols();
+    std::vector<double> bo(static_cast<std::size_t>(oa.numel()), 0.0), bl(static_cast<std::size_t>(la.numel()), 0.0);
+    for (std::int64_t r = 0; r < oa.rows(); ++r) {
+        const double a = la.value(r), b = lb.value(r);
+        if (!std::isfinite(a) || !std::isfinite(b)) continue;  // exact results required (or classes)
+        const double lse = exact.at(1)[static_cast<std::size_t>(r)];
+        const double d = std::fmin(a, b) - std::fmax(a, b), t = std::exp(d);
+        const double tau = (1 + std::expm1(std::fabs(d) * u)) * (1 + e) - 1;
+        const double A = (t * tau + e * std::log1p(t) + u * std::fabs(lse)) * (1 + 4 * u);
+        bl[static_cast<std::size_t>(r)] = A;
+        const double rho_a = (1 + std::expm1(A + u * (std::fabs(a - lse) + A))) * (1 + e) - 1;
+        const double rho_b = (1 + std::expm1(A + u * (std::fabs(b - lse) + A))) * (1 + e) - 1;
+        const double wa = std::exp(a - lse), wb = std::exp(b - lse);
+        for (std::int64_t k = 0; k < dv; ++k) {
+            const std::int64_t i = r * dv + k;
+            const double ta = std::fabs(wa * oa.value(i)), tb = std::fabs(wb * ob.value(i));
+            const double pre = ta * ((1 + rho_a) * (1 + u) * (1 + u) - 1) + tb * ((1 + rho_b) * (1 + u) * (1 + u) - 1);
+            const double y = exact.at(0)[static_cast<std::size_t>(i)];
+            // The sum's rounding is already in (1 + u)^2; a narrower output format rounds once more.
+            const bool narrower = info(out.at(0)).precision < info(acc).precision;
+            bo[static_cast<std::size_t>(i)] = pre + (narrower ? 0.5 * ulp_at(out.at(0), std::fabs(y) + pre) : 0.0) + 3 * eta(acc);
+        }
+    }
+    return {bo, bl};
+}
+
 }  // namespace
 
 StructuredBoundFn find_structured_bound(const std::string& op) {
+    if (op == "lse_merge") return lse_merge_bound;
     if (op == "rope") return rope_bound;
     if (op == "attention") return attention_bound_split;
     return nullptr;

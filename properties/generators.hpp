@@ -71,5 +71,7 @@ rc::Gen<CaseSpec> gen_rope_spec(Format fmt, GenOptions opt);
 Case build_rope_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_attention_spec(Format fmt, GenOptions opt);
 Case build_attention_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_lse_merge_spec(Format fmt, GenOptions opt);
+Case build_lse_merge_case(const CaseSpec& spec);
 
 }  // namespace conform::props

@@ -157,3 +157,78 @@ void register_cpu_softmax(Registry& r) {
 }
 
 }  // namespace conform
+
+// ---- lse_merge: the merge of two partial attention states (split-KV) ----------
+// (o_a, lse_a) and (o_b, lse_b) -> (o, lse) per row, in FP32 (docs/softmax.md,
+// "lse_merge kernel"): lse = hi + log1p(exp(lo - hi)), o = e^(lse_a - lse) o_a
+// + e^(lse_b - lse) o_b.  Empty states (lse = -inf) are the identity, returned
+// bit for bit; two empty states give (0, -inf); a NaN or +inf lse gives NaN.
+namespace conform::cpu {
+namespace {
+
+struct MergeRow {
+    float lse;
+    float wa, wb;    // weights of o_a and o_b (NaN: the row is NaN)
+    bool copy_a, copy_b;
+};
+
+MergeRow merge_weights(float la, float lb) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    if (std::isnan(la) || std::isnan(lb) || la == kInf || lb == kInf) return {nan, nan, nan, false, false};
+    if (la == -kInf && lb == -kInf) return {-kInf, 0, 0, false, false};
+    if (lb == -kInf) return {la, 1, 0, true, false};
+    if (la == -kInf) return {lb, 0, 1, false, true};
+    const float hi = std::fmax(la, lb), lo = std::fmin(la, lb);
+    const float lse = hi + std::log1p(std::exp(lo - hi));
+    return {lse, std::exp(la - lse), std::exp(lb - lse), false, false};
+}
+
+template <Format F>
+void lse_merge_kernel(const KernelCall& c) {
+    const TensorView &oa = c.in[0], &la = c.in[1], &ob = c.in[2], &lb = c.in[3], &o = c.out[0], &lse = c.out[1];
+    const std::int64_t dv = oa.cols();
+    for (std::int64_t r = 0; r < oa.rows(); ++r) {
+        const MergeRow m = merge_weights(static_cast<float>(la.value(r)), static_cast<float>(lb.value(r)));
+        for (std::int64_t d = 0; d < dv; ++d) {
+            const std::int64_t i = r * dv + d;
+            if (m.copy_a || m.copy_b) {  // the other state is empty: this one, bit for bit
+                o.set_bits(i, (m.copy_a ? oa : ob).bits(i));
+                continue;
+            }
+            if (m.lse == -kInf) {  // both empty: the empty state
+                o.set_bits(i, encode(F, 0.0));
+                continue;
+            }
+            const float va = static_cast<float>(oa.value(i)), vb = static_cast<float>(ob.value(i));
+            // Two roundings and one for the sum.  A weight e^(lse_x - lse) is
+            // positive even where it underflows fp32, so an infinite o_x stays
+            // infinite (0 * inf would make it NaN).
+            const float a = std::isinf(va) ? va : m.wa * va, b = std::isinf(vb) ? vb : m.wb * vb;
+            o.set_bits(i, encode(F, std::isnan(m.lse) ? m.lse : a + b));
+        }
+        lse.set_bits(r, encode(Format::fp32, m.lse));
+    }
+}
+
+template <Format F>
+void add_lse_merge(Registry& reg) {
+    KernelInfo k = kernel_info("lse_merge", "scalar", F, Format::fp32, Role::kernel,
+                               "portable scalar, FP32: lse = hi + log1pf(expf(lo - hi)), o = expf(lse_a - lse) o_a + "
+                               "expf(lse_b - lse) o_b; empty states returned bit for bit; lse stored in fp32",
+                               lse_merge_kernel<F>);
+    k.out_formats = {F, Format::fp32};
+    reg.add(std::move(k));
+}
+
+}  // namespace
+}  // namespace conform::cpu
+
+namespace conform {
+
+void register_cpu_lse_merge(Registry& r) {
+    cpu::add_lse_merge<Format::fp32>(r);
+    cpu::add_lse_merge<Format::fp16>(r);
+    cpu::add_lse_merge<Format::bf16>(r);
+}
+
+}  // namespace conform

@@ -69,9 +69,48 @@ void add(Registry& reg, const char* bug_name, Bug bug, Format f, const char* bug
              Role::mutant, bug_class, what, [f, bug](const KernelCall& c) { run_mutant(f, bug, c); }, {}});
 }
 
+// lse_merge mutants, in double: the plain formulas with one bug each.
+enum class MergeBug {
+    naive_logsumexp,  // lse = log(e^a + e^b): overflows/underflows at |lse| ~ 709
+    unguarded_empty,  // no empty-state case: -inf - -inf = NaN when both states are empty
+};
+
+void run_merge_mutant(Format f, MergeBug bug, const KernelCall& call) {
+    const TensorView &oa = call.in.at(0), &la = call.in.at(1), &ob = call.in.at(2), &lb = call.in.at(3);
+    const TensorView &o = call.out.at(0), &lse = call.out.at(1);
+    const std::int64_t dv = oa.cols();
+    for (std::int64_t r = 0; r < oa.rows(); ++r) {
+        const double a = la.value(r), b = lb.value(r);
+        double l;
+        if (bug == MergeBug::naive_logsumexp) {
+            l = std::log(std::exp(a) + std::exp(b));
+        } else {
+            const double hi = std::max(a, b), lo = std::min(a, b);
+            l = hi + std::log1p(std::exp(lo - hi));
+        }
+        const double wa = std::exp(a - l), wb = std::exp(b - l);
+        for (std::int64_t d = 0; d < dv; ++d) {
+            const std::int64_t i = r * dv + d;
+            o.set_bits(i, encode(f, wa * oa.value(i) + wb * ob.value(i)));
+        }
+        lse.set_bits(r, encode(Format::fp32, l));
+    }
+}
+
+void add_merge(Registry& reg, const char* bug_name, MergeBug bug, Format f, const char* bug_class, const char* what) {
+    KernelInfo k{std::string("mutant.lse_merge.") + bug_name + "." + name(f), "lse_merge", bug_name, f, f,
+                 Format::fp64, "cpu", Role::mutant, bug_class, what,
+                 [f, bug](const KernelCall& c) { run_merge_mutant(f, bug, c); }, {f, Format::fp32}};
+    reg.add(std::move(k));
+}
+
 }  // namespace
 
 void register_mutants_softmax(Registry& r) {
+    add_merge(r, "naive_logsumexp", MergeBug::naive_logsumexp, Format::fp32, "1 exp-range overflow",
+              "lse = log(e^lse_a + e^lse_b): Inf or -Inf once |lse| passes ~709, NaN weights");
+    add_merge(r, "unguarded_empty", MergeBug::unguarded_empty, Format::bf16, "7 empty-row semantics",
+              "no empty-state case: merging two empty states (lse = -inf) gives NaN instead of (0, -inf)");
     using F = Format;
     add(r, "no_max_shift", Bug::no_max_shift, F::fp32, "1 exp-range overflow",
         "exp(x) / sum exp(x) without subtracting the row max: Inf/Inf = NaN once a logit exceeds ~709");
