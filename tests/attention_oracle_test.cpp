@@ -9,27 +9,18 @@
 #include <random>
 
 #include "oracle/attention.hpp"
+#include "test_tensors.hpp"
 
 using namespace conform;
 using oracle::Real;
+using conform::testing::tensor;
+using conform::testing::dyadic;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor tensor(std::vector<std::int64_t> shape, const std::vector<double>& v) {
-    Tensor t(Format::fp64, std::move(shape));
-    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(static_cast<std::int64_t>(i), v[i]);
-    return t;
-}
 
-// Multiples of 1/8 in [-2, 2]: exact, and varied enough to separate heads.
-std::vector<double> dyadic(std::mt19937_64& g, std::size_t n) {
-    std::uniform_int_distribution<int> d(-16, 16);
-    std::vector<double> v(n);
-    for (double& x : v) x = d(g) / 8.0;
-    return v;
-}
 
 bool agree(const Real& a, const Real& b, int k) {
     if (oracle::isnan(a) || oracle::isnan(b)) return oracle::isnan(a) && oracle::isnan(b);

@@ -10,25 +10,16 @@
 
 #include "oracle/attention.hpp"
 #include "oracle/mla.hpp"
+#include "test_tensors.hpp"
 
 using namespace conform;
 using oracle::Real;
+using conform::testing::tensor;
+using conform::testing::dyadic;
 
 namespace {
 
-Tensor tensor(std::vector<std::int64_t> shape, const std::vector<double>& v) {
-    Tensor t(Format::fp64, std::move(shape));
-    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(static_cast<std::int64_t>(i), v[i]);
-    return t;
-}
 
-// Multiples of 1/8 in [-2, 2]: exact, so small matrix products are exact in double.
-std::vector<double> dyadic(std::mt19937_64& g, std::size_t n) {
-    std::uniform_int_distribution<int> d(-16, 16);
-    std::vector<double> v(n);
-    for (double& x : v) x = d(g) / 8.0;
-    return v;
-}
 
 struct Dims {
     std::int64_t H = 2, L = 3, Lc = 0, d_model = 4, d_c = 3, d_nope = 2, d_r = 2, d_v = 2;

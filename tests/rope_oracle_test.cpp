@@ -14,10 +14,12 @@
 #include <string>
 
 #include "oracle/rope.hpp"
+#include "test_tensors.hpp"
 
 using namespace conform;
 using oracle::CosSin;
 using oracle::Real;
+using conform::testing::tensor;
 using oracle::RopeConfig;
 using oracle::RopePairing;
 
@@ -55,11 +57,6 @@ std::vector<Real> exact(const std::vector<double>& v) {
     return r;
 }
 
-Tensor tensor(std::vector<std::int64_t> shape, const std::vector<double>& v, Format f = Format::fp64) {
-    Tensor t(f, std::move(shape));
-    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(static_cast<std::int64_t>(i), v[i]);
-    return t;
-}
 
 std::vector<Real> rope(const Tensor& x, std::map<std::string, double> params) {
     return oracle::eval_rope(Params(std::move(params)), {x.view()}).values[0];

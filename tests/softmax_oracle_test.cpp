@@ -8,19 +8,16 @@
 #include <random>
 
 #include "oracle/softmax.hpp"
+#include "test_tensors.hpp"
 
 using namespace conform;
 using oracle::Real;
+using conform::testing::tensor;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor tensor(std::vector<std::int64_t> shape, const std::vector<double>& v) {
-    Tensor t(Format::fp64, std::move(shape));
-    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(static_cast<std::int64_t>(i), v[i]);
-    return t;
-}
 
 std::vector<Real> reals(const std::vector<double>& v) {
     std::vector<Real> r;

@@ -1,0 +1,27 @@
+// Small tensors for the oracle tests, shared by the family test files.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "numerics/tensor.hpp"
+
+namespace conform::testing {
+
+// A tensor of the given shape holding v (row-major), stored in f.
+inline Tensor tensor(std::vector<std::int64_t> shape, const std::vector<double>& v, Format f = Format::fp64) {
+    Tensor t(f, std::move(shape));
+    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(static_cast<std::int64_t>(i), v[i]);
+    return t;
+}
+
+// n multiples of 1/8 in [-2, 2]: exact in every format here, so small matrix
+// products stay exact in double, and varied enough to separate heads.
+inline std::vector<double> dyadic(std::mt19937_64& g, std::size_t n) {
+    std::uniform_int_distribution<int> d(-16, 16);
+    std::vector<double> v(n);
+    for (double& x : v) x = d(g) / 8.0;
+    return v;
+}
+
+}  // namespace conform::testing
