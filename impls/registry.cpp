@@ -55,6 +55,21 @@ const Registry& builtin_registry() {
     return reg;
 }
 
+KernelInfo mutant_info(const std::string& op, const std::string& bug, Format f, Format acc, std::string bug_class,
+                       std::string description, KernelFn fn) {
+    KernelInfo k;
+    k.name = "mutant." + op + "." + bug + "." + name(f);
+    k.op = op;
+    k.variant = bug;
+    k.in = k.out = f;
+    k.acc = acc;
+    k.role = Role::mutant;
+    k.bug_class = std::move(bug_class);
+    k.description = std::move(description);
+    k.fn = std::move(fn);
+    return k;
+}
+
 Format output_format(const KernelInfo& k, std::size_t i) {
     return i < k.out_formats.size() ? k.out_formats[i] : k.out;
 }

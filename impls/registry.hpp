@@ -38,6 +38,11 @@ struct KernelInfo {
     std::vector<Format> out_formats;  // per output when they differ (attention's lse); empty: all `out`
 };
 
+// A mutant's entry: named mutant.<op>.<bug>.<fmt>, input and output in f,
+// role mutant, on the cpu backend.
+KernelInfo mutant_info(const std::string& op, const std::string& bug, Format f, Format acc, std::string bug_class,
+                       std::string description, KernelFn fn);
+
 // The storage format of output `i` of kernel k.
 Format output_format(const KernelInfo& k, std::size_t i);
 

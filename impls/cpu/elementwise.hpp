@@ -413,10 +413,7 @@ void register_op(Registry& r, const std::string& op) {
 template <Format F, int N, class Op>
 void register_mutant(Registry& r, const std::string& op, const std::string& bug, const std::string& bug_class,
                      std::string description, Format acc = Format::fp64) {
-    KernelInfo k = kernel_info(op, bug, F, acc, Role::mutant, std::move(description), scalar_kernel<F, N, Op>());
-    k.name = "mutant." + op + "." + bug + "." + name(F);
-    k.bug_class = bug_class;
-    r.add(std::move(k));
+    r.add(mutant_info(op, bug, F, acc, bug_class, std::move(description), scalar_kernel<F, N, Op>()));
 }
 
 }  // namespace conform::cpu

@@ -126,17 +126,8 @@ void run_mutant(Format f, Bug bug, const KernelCall& c) {
 
 void add(std::vector<KernelInfo>& reg, const char* bug_name, Bug bug, const char* bug_class, const char* what) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k;
-        k.name = std::string("mutant.attention.") + bug_name + "." + name(f);
-        k.op = "attention";
-        k.variant = bug_name;
-        k.in = k.out = f;
-        k.acc = Format::fp64;
-        k.role = Role::mutant;
-        k.bug_class = bug_class;
-        k.description = what;
-        k.fn = [f, bug](const KernelCall& c) { run_mutant(f, bug, c); };
-        reg.push_back(std::move(k));
+        reg.push_back(mutant_info("attention", bug_name, f, Format::fp64, bug_class, what,
+                                  [f, bug](const KernelCall& c) { run_mutant(f, bug, c); }));
     }
 }
 

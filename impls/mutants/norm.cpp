@@ -114,8 +114,8 @@ void run_mutant(const std::string& op, Format f, Bug bug, const KernelCall& call
 
 void add(Registry& reg, const std::string& op, const char* bug_name, Bug bug, Format f, const char* bug_class,
          const char* what) {
-    reg.add({"mutant." + op + "." + bug_name + "." + name(f), op, bug_name, f, f, Format::fp32, "cpu", Role::mutant,
-             bug_class, what, [op, f, bug](const KernelCall& c) { run_mutant(op, f, bug, c); }, {}});
+    reg.add(mutant_info(op, bug_name, f, Format::fp32, bug_class, what,
+                        [op, f, bug](const KernelCall& c) { run_mutant(op, f, bug, c); }));
 }
 
 }  // namespace

@@ -58,17 +58,8 @@ void run_mutant(Format f, Bug bug, const KernelCall& call) {
 }
 
 void add(Registry& reg, const char* bug_name, Bug bug, Format f, const char* bug_class, const char* what) {
-    KernelInfo k;  // fields by name: KernelInfo grows
-    k.name = std::string("mutant.rope.") + bug_name + "." + name(f);
-    k.op = "rope";
-    k.variant = bug_name;
-    k.in = k.out = f;
-    k.acc = Format::fp64;
-    k.role = Role::mutant;
-    k.bug_class = bug_class;
-    k.description = what;
-    k.fn = [f, bug](const KernelCall& c) { run_mutant(f, bug, c); };
-    reg.add(std::move(k));
+    reg.add(mutant_info("rope", bug_name, f, Format::fp64, bug_class, what,
+                        [f, bug](const KernelCall& c) { run_mutant(f, bug, c); }));
 }
 
 }  // namespace

@@ -65,8 +65,8 @@ void run_mutant(Format f, Bug bug, const KernelCall& call) {
 }
 
 void add(Registry& reg, const char* bug_name, Bug bug, Format f, const char* bug_class, const char* what) {
-    reg.add({std::string("mutant.softmax.") + bug_name + "." + name(f), "softmax", bug_name, f, f, Format::fp64, "cpu",
-             Role::mutant, bug_class, what, [f, bug](const KernelCall& c) { run_mutant(f, bug, c); }, {}});
+    reg.add(mutant_info("softmax", bug_name, f, Format::fp64, bug_class, what,
+                        [f, bug](const KernelCall& c) { run_mutant(f, bug, c); }));
 }
 
 // lse_merge mutants, in double: the plain formulas with one bug each.
@@ -98,9 +98,9 @@ void run_merge_mutant(Format f, MergeBug bug, const KernelCall& call) {
 }
 
 void add_merge(Registry& reg, const char* bug_name, MergeBug bug, Format f, const char* bug_class, const char* what) {
-    KernelInfo k{std::string("mutant.lse_merge.") + bug_name + "." + name(f), "lse_merge", bug_name, f, f,
-                 Format::fp64, "cpu", Role::mutant, bug_class, what,
-                 [f, bug](const KernelCall& c) { run_merge_mutant(f, bug, c); }, {f, Format::fp32}};
+    KernelInfo k = mutant_info("lse_merge", bug_name, f, Format::fp64, bug_class, what,
+                               [f, bug](const KernelCall& c) { run_merge_mutant(f, bug, c); });
+    k.out_formats = {f, Format::fp32};  // lse in fp32, as the kernels store it
     reg.add(std::move(k));
 }
 
