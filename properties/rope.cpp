@@ -6,6 +6,7 @@
 #include "oracle/rope.hpp"
 #include "oracle/structured.hpp"
 #include "properties/common.hpp"
+#include "properties/rope.hpp"
 
 namespace conform::props {
 
@@ -242,6 +243,23 @@ Testable relative_invariance(const KernelInfo& k) {
 }
 
 }  // namespace
+
+report::Curve rope_invariance_curve(const KernelInfo& k, std::uint64_t seed) {
+    const Params p({{"pairing", 0.0}, {"base", 1e4}, {"ntk_scale", 1.0}, {"rotary_dim", 0.0}, {"offset", 0.0}});
+    const Case qc = build_case(structured_spec("rope", k.in, {1, 1, 64}, p, Family::normal, 0, seed, 0));
+    const Case kc = build_case(structured_spec("rope", k.in, {1, 1, 64}, p, Family::normal, 0, ~seed, 0));
+    oracle::PrecisionScope scope(256);
+    const auto [s0, b0] = score(rotate_at(k, qc.inputs[0], p, 5), rotate_at(k, kc.inputs[0], p, 0));
+    report::Curve c{"rope_invariance", "position x", "|S(x+5, x) - S(5, 0)| / budget", {}, true};
+    for (int e = 0; e <= 20; ++e) {
+        const double x = std::ldexp(1.0, e);
+        const auto [s, b] = score(rotate_at(k, qc.inputs[0], p, x + 5), rotate_at(k, kc.inputs[0], p, x));
+        const double err = oracle::to_double(oracle::abs(s - s0)), budget = b + b0;
+        c.points.push_back({x, err, budget});
+        c.passed = c.passed && err <= budget;  // NaN error fails
+    }
+    return c;
+}
 
 void add_rope_properties(std::vector<PropertyDef>& v) {
     auto is_rope = [](const OpSpec& op) { return op.name == "rope"; };

@@ -1,5 +1,8 @@
 #include "properties/suite.hpp"
 
+#include "properties/common.hpp"
+#include "properties/rope.hpp"
+
 #include <chrono>
 #include <rapidcheck.h>
 
@@ -21,11 +24,100 @@ std::string reproduce_string(const std::string& id, std::uint64_t seed, const rc
     return rc::detail::configToMinimalString(cfg);
 }
 
+// Follows RapidCheck's search (rc::detail::searchProperty: one Random split
+// per generated case, sizes spread evenly over [0, maxSize], +1 per ten
+// recent discards) so that the (Random, size) of every case is known, and
+// keeps those of the case that set the property's worst ULP error and worst
+// bound utilization.  Replaying such a pair runs exactly that one case.
+class WorstCaseListener : public rc::detail::TestListener {
+public:
+    WorstCaseListener(const rc::detail::TestParams& tp, const Stats& stats)
+        : tp_(tp), stats_(stats), random_(tp.seed) {}
+
+    void onTestCaseFinished(const rc::detail::CaseDescription& d) override {
+        const rc::Random random = random_.split();
+        const int size = size_for(successes_) + discards_ / 10;
+        if (d.result.type == rc::detail::CaseResult::Type::Discard) {
+            ++discards_;
+            return;
+        }
+        ++successes_;
+        discards_ = 0;
+        if (stats_.max_ulp() > ulp_ || (!stats_.worst_ulp_case().empty() && !have_ulp_)) {
+            ulp_ = stats_.max_ulp(), have_ulp_ = true;
+            ulp_case_ = {random, size, {}};
+        }
+        if (stats_.max_util() > util_ || (!stats_.worst_util_case().empty() && !have_util_)) {
+            util_ = stats_.max_util(), have_util_ = true;
+            util_case_ = {random, size, {}};
+        }
+    }
+    void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+    void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+
+    // The case behind the reported worst: utilization when the property
+    // compared against a derived bound, else ULP error.
+    const rc::detail::Reproduce* worst() const {
+        if (stats_.has_util()) return have_util_ ? &util_case_ : nullptr;
+        return have_ulp_ ? &ulp_case_ : nullptr;
+    }
+
+private:
+    int size_for(int i) const {  // rc::detail's sizeFor
+        const int sizes = tp_.maxSize + 1, regular = (tp_.maxSuccess / sizes) * sizes;
+        if (i < regular) return i % sizes;
+        const int rest = tp_.maxSuccess - regular;
+        return rest == 1 ? 0 : ((i % sizes) * tp_.maxSize) / (rest - 1);
+    }
+
+    const rc::detail::TestParams& tp_;
+    const Stats& stats_;
+    rc::Random random_;
+    int successes_ = 0, discards_ = 0;
+    std::uint64_t ulp_ = 0;
+    double util_ = 0;
+    bool have_ulp_ = false, have_util_ = false;
+    rc::detail::Reproduce ulp_case_, util_case_;
+};
+
+void record_worst(report::PropertyOutcome& out, const Stats& s, const std::string& reproduce) {
+    if (s.elements() == 0) return;
+    const bool util = s.has_util();
+    out.worst_metric = util ? "util" : "ulp";
+    out.worst_value = util ? s.max_util() : static_cast<double>(s.max_ulp());
+    out.worst_case = util ? s.worst_util_case() : s.worst_ulp_case();
+    out.worst_reproduce = reproduce;
+}
+
 std::string show_example(const rc::detail::Example& ex) {
     std::string s;
     for (const auto& [type, value] : ex) s += value;
     return s;
 }
+
+// Measured curves of a kernel (the RoPE invariance error over position).
+std::vector<report::Curve> curves_for(const KernelInfo& k, const RunConfig& cfg) {
+    if (k.op == "rope") return {rope_invariance_curve(k, cfg.seed)};
+    return {};
+}
+
+// A curve is also a check: every point within its budget.
+report::PropertyOutcome curve_outcome(const report::Curve& c) {
+    report::PropertyOutcome o;
+    o.name = c.name + "_curve";
+    o.passed = c.passed;
+    o.cases = static_cast<std::int64_t>(c.points.size());
+    for (const auto& p : c.points)
+        if (!(p.error <= p.budget)) {
+            o.message = "at " + c.x_label + " = " + std::to_string(static_cast<long long>(p.x)) + ": error " +
+                        hexfloat(p.error) + " exceeds the budget " + hexfloat(p.budget);
+            break;
+        }
+    return o;
+}
+
+// What rc::detail::reproduceProperty answers when the replayed case passes.
+constexpr const char* kReplayedPass = "Reproduced result is not a failure";
 
 }  // namespace
 
@@ -65,12 +157,9 @@ report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, 
         if (repro.count(id)) tp.seed = parsed.testParams.seed;
     }
     rc::detail::TestMetadata md{id, p.doc};
-    struct Quiet : rc::detail::TestListener {
-        void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-        void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-        void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-    } quiet;
-    auto result = rc::detail::checkTestable(p.make(k, cfg, stats), md, tp, quiet, repro);
+    Stats local;  // this property's elements only, for its worst case
+    WorstCaseListener listener(tp, local);
+    auto result = rc::detail::checkTestable(p.make(k, cfg, &local), md, tp, listener, repro);
 
     report::PropertyOutcome out;
     out.name = p.name;
@@ -78,6 +167,7 @@ report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, 
     rc::detail::FailureResult bad;
     rc::detail::GaveUpResult gave;
     rc::detail::Error err;
+    const rc::detail::Reproduce* worst = listener.worst();
     if (result.match(ok)) {
         out.passed = true;
         out.cases = ok.numSuccess;
@@ -89,9 +179,16 @@ report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, 
     } else if (result.match(gave)) {
         out.cases = gave.numSuccess;
         out.message = "gave up: " + gave.description;
+    } else if (result.match(err) && repro.count(id) && err.description == kReplayedPass) {
+        // A replayed worst case (not a failure): it passes again.
+        out.passed = true;
+        out.cases = 1;
+        worst = &repro.at(id);
     } else if (result.match(err)) {
         out.message = "error: " + err.description;
     }
+    record_worst(out, local, worst ? reproduce_string(id, tp.seed, *worst) : "");
+    if (stats) stats->merge(local);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
 }
@@ -133,6 +230,12 @@ report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
     for (const PropertyDef* p : properties_for(*find_op(k.op))) {
         r.properties.push_back(run_property(*p, k, cfg, &stats));
         r.passed = r.passed && r.properties.back().passed;
+        if (on_property) on_property(r.properties.back());
+    }
+    for (const auto& c : curves_for(k, cfg)) {
+        r.curves.push_back(c);
+        r.properties.push_back(curve_outcome(c));
+        r.passed = r.passed && c.passed;
         if (on_property) on_property(r.properties.back());
     }
     fill_stats(r.stats, stats);

@@ -156,6 +156,49 @@ std::string charts(const ErrorStats& st) {
     return "<div class=\"charts\">" + s + "</div>\n";
 }
 
+// Line chart of curves: log2 of x across, log10 of error / budget up, the
+// budget (utilization 1) dashed in red.  Kernels are told apart by colour.
+constexpr const char* kLineColours[] = {"#4a78b5", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f",
+                                        "#8d6e63", "#ad1457", "#558b2f", "#37474f"};
+
+std::string svg_curves(const std::vector<std::pair<std::string, const Curve*>>& cs) {
+    constexpr double W = 640, H = 300, L = 56, T = 30, PW = 420, PH = 220;
+    double x0 = INFINITY, x1 = -INFINITY, y0 = 0, y1 = 0;  // log2 x, log10 util (always spans 1)
+    auto ly = [](const CurvePoint& p) { return std::log10(std::max(p.error / p.budget, 1e-6)); };
+    for (const auto& [name, c] : cs)
+        for (const auto& p : c->points) {
+            x0 = std::min(x0, std::log2(p.x)), x1 = std::max(x1, std::log2(p.x));
+            if (std::isfinite(ly(p))) y0 = std::min(y0, std::floor(ly(p))), y1 = std::max(y1, std::ceil(ly(p)));
+        }
+    if (!(x1 > x0)) return "";
+    auto X = [&](double lx) { return L + (lx - x0) / (x1 - x0) * PW; };
+    auto Y = [&](double v) { return T + PH - (std::clamp(v, y0, y1) - y0) / (y1 - y0) * PH; };
+    std::string s = fmt::format("<svg role=\"img\" aria-label=\"invariance error over position\" width=\"{0}\" "
+                                "height=\"{1}\" viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"10\" "
+                                "fill=\"#333\"><line {2} x1=\"{3}\" y1=\"{4}\" x2=\"{3}\" y2=\"{5}\"/>"
+                                "<line {2} x1=\"{3}\" y1=\"{5}\" x2=\"{6}\" y2=\"{5}\"/>",
+                                W, H, kAxis, L, T, T + PH, L + PW);
+    for (double d = y0; d <= y1; ++d)
+        s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">1e{}</text>", L - 4, Y(d) + 3, d);
+    for (double e = std::ceil(x0); e <= x1; e += 4)
+        s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">2^{}</text>", X(e), T + PH + 14, e);
+    s += fmt::format("<line stroke=\"{0}\" stroke-dasharray=\"4 3\" x1=\"{1}\" y1=\"{2:.1f}\" x2=\"{3}\" "
+                     "y2=\"{2:.1f}\"/><text x=\"{4}\" y=\"{5:.1f}\" fill=\"{0}\">budget</text>",
+                     kBadColour, L, Y(0), L + PW, L + 2, Y(0) - 3);
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+        const char* colour = kLineColours[i % std::size(kLineColours)];
+        std::string pts;
+        for (const auto& p : cs[i].second->points) pts += fmt::format("{:.1f},{:.1f} ", X(std::log2(p.x)), Y(ly(p)));
+        s += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title>"
+                         "</polyline><text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>",
+                         colour, pts, h(cs[i].first), L + PW + 8, T + 10 + 12 * i, colour, h(cs[i].first));
+    }
+    return s + fmt::format("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">position x (log scale)</text>"
+                           "<text x=\"12\" y=\"{2}\" text-anchor=\"middle\" transform=\"rotate(-90 12 {2})\">"
+                           "error / budget (log)</text></svg>\n",
+                           L + PW / 2, H - 4, T + PH / 2);
+}
+
 // ---- kernels ---------------------------------------------------------------
 
 std::string property_table(const KernelReport& k) {
@@ -254,6 +297,31 @@ std::string mutation(const RunReport& r) {
                        html_table(detail::mutant_table(r.mutants), classes));
 }
 
+std::string attention(const RunReport& r) {
+    const auto ks = detail::attention_kernels(r);
+    if (ks.empty()) return "";
+    std::string s = "<section id=\"attention\">\n<h2>Attention</h2>\n<p>Error statistics of the softmax, RoPE and "
+                    "attention kernels (utilization = |err| / derived bound):</p>\n" +
+                    html_table(detail::error_stats_table(ks), std::vector<std::string>(ks.size()));
+    std::vector<std::pair<std::string, const Curve*>> curves;
+    for (const auto* k : ks)
+        for (const auto& c : k->curves)
+            if (c.name == "rope_invariance") curves.emplace_back(k->kernel, &c);
+    if (!curves.empty()) {
+        const auto t = detail::curve_table(ks, "rope_invariance");
+        s += "<h3>RoPE relative-position invariance over position</h3>\n<p>|S(x+5, x) − S(5, 0)| / budget, "
+             "S(m, n) = ⟨R(m)q, R(n)k⟩ from the kernel's rotated vectors; the budget comes from the "
+             "per-element bounds of the table precision (docs/rope.md); above 1 fails.</p>\n" +
+             svg_curves(curves) + html_table(t, std::vector<std::string>(t.size() - 1));
+    }
+    std::vector<std::string> classes;
+    for (const auto* k : ks)
+        for (const auto& p : k->properties) classes.push_back(verdict_class(!p.passed, !detail::gated(*k)));
+    return s + "<h3>Worst case of each property</h3>\n<p>The passing case closest to the budget (or the shrunk "
+               "counterexample of a failure) and the command that replays exactly that case.</p>\n" +
+           html_table(detail::worst_case_table(ks), classes) + "</section>\n";
+}
+
 }  // namespace
 
 std::string to_html(const RunReport& r) {
@@ -261,7 +329,7 @@ std::string to_html(const RunReport& r) {
     auto groups = detail::group_kernels(r);
     body += contents(groups);
     for (std::size_t i = 0; i < groups.size(); ++i) body += kernel_section(groups[i], i, r);
-    body += exhaustive(r) + mutation(r);
+    body += attention(r) + exhaustive(r) + mutation(r);
     return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                        "<title>conform report: {}</title>\n<style>{}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
                        r.passed() ? "PASSED" : "FAILED", kStyle, body);

@@ -35,19 +35,29 @@ json property_json(const PropertyOutcome& p) {
     return {{"name", p.name},       {"passed", p.passed},
             {"cases", p.cases},     {"message", p.message},
             {"counterexample", p.counterexample}, {"reproduce", p.reproduce},
-            {"seconds", real(p.seconds)}};
+            {"seconds", real(p.seconds)}, {"worst_metric", p.worst_metric},
+            {"worst_value", real(p.worst_value)}, {"worst_case", p.worst_case},
+            {"worst_reproduce", p.worst_reproduce}};
+}
+
+json curve_json(const Curve& c) {
+    json pts = json::array();
+    for (const auto& p : c.points) pts.push_back({{"x", real(p.x)}, {"error", real(p.error)}, {"budget", real(p.budget)}});
+    return {{"name", c.name}, {"x_label", c.x_label}, {"y_label", c.y_label}, {"passed", c.passed}, {"points", pts}};
 }
 
 json kernel_json(const KernelReport& k) {
-    json props = json::array();
+    json props = json::array(), curves = json::array();
     for (const auto& p : k.properties) props.push_back(property_json(p));
+    for (const auto& c : k.curves) curves.push_back(curve_json(c));
     return {{"kernel", k.kernel},         {"op", k.op},
             {"family", k.family},         {"variant", k.variant},
             {"backend", k.backend},       {"role", k.role},
             {"in_format", k.in_format},   {"out_format", k.out_format},
             {"acc_format", k.acc_format}, {"budget", k.budget},
             {"passed", k.passed},         {"stats", stats_json(k.stats)},
-            {"properties", props},        {"seconds", real(k.seconds)}};
+            {"properties", props},        {"curves", curves},
+            {"seconds", real(k.seconds)}};
 }
 
 json exhaustive_json(const ExhaustiveResult& e) {
@@ -98,6 +108,8 @@ void read_value(const json& v, const std::string& path, std::map<std::string, st
 void read_value(const json& v, const std::string& path, ErrorStats& out);
 void read_value(const json& v, const std::string& path, PropertyOutcome& out);
 void read_value(const json& v, const std::string& path, KernelReport& out);
+void read_value(const json& v, const std::string& path, CurvePoint& out);
+void read_value(const json& v, const std::string& path, Curve& out);
 void read_value(const json& v, const std::string& path, ExhaustiveResult& out);
 void read_value(const json& v, const std::string& path, MutantResult& out);
 
@@ -120,6 +132,11 @@ public:
         auto it = j_.find(key);
         if (it == j_.end()) fail(path, "missing");
         read_value(*it, path, out);
+    }
+    // A field added after the schema's first release: absent in older reports.
+    template <class T>
+    void optional(const char* key, T& out) const {
+        if (j_.contains(key)) (*this)(key, out);
     }
 
 private:
@@ -189,6 +206,19 @@ void read_value(const json& v, const std::string& path, PropertyOutcome& p) {
     Obj o(v, path);
     o("name", p.name), o("passed", p.passed), o("cases", p.cases), o("message", p.message);
     o("counterexample", p.counterexample), o("reproduce", p.reproduce), o("seconds", p.seconds);
+    o.optional("worst_metric", p.worst_metric), o.optional("worst_value", p.worst_value);
+    o.optional("worst_case", p.worst_case), o.optional("worst_reproduce", p.worst_reproduce);
+}
+
+void read_value(const json& v, const std::string& path, CurvePoint& p) {
+    Obj o(v, path);
+    o("x", p.x), o("error", p.error), o("budget", p.budget);
+}
+
+void read_value(const json& v, const std::string& path, Curve& c) {
+    Obj o(v, path);
+    o("name", c.name), o("x_label", c.x_label), o("y_label", c.y_label), o("passed", c.passed);
+    o("points", c.points);
 }
 
 void read_value(const json& v, const std::string& path, KernelReport& k) {
@@ -197,7 +227,7 @@ void read_value(const json& v, const std::string& path, KernelReport& k) {
     o("backend", k.backend), o("role", k.role), o("in_format", k.in_format);
     o("out_format", k.out_format), o("acc_format", k.acc_format), o("budget", k.budget);
     o("passed", k.passed), o("stats", k.stats), o("properties", k.properties);
-    o("seconds", k.seconds);
+    o.optional("curves", k.curves), o("seconds", k.seconds);
 }
 
 void read_value(const json& v, const std::string& path, ExhaustiveResult& e) {

@@ -123,6 +123,23 @@ std::string failures(const RunReport& r) {
     return s.empty() ? s : "## Failures\n\n" + s;
 }
 
+std::string attention(const RunReport& r) {
+    const auto ks = detail::attention_kernels(r);
+    if (ks.empty()) return "";
+    std::string s = "## Attention\n\nError statistics of the softmax, RoPE and attention kernels (utilization = "
+                    "|err| / derived bound):\n\n" + md_table(detail::error_stats_table(ks));
+    const auto curve = detail::curve_table(ks, "rope_invariance");
+    if (!curve.empty())
+        s += "### RoPE relative-position invariance over position\n\n" +
+             md_text("Utilization abs(S(x+5, x) - S(5, 0)) / budget, S(m, n) = <R(m)q, R(n)k> from the kernel's "
+                     "rotated vectors, the budget from the per-element bounds of the table precision "
+                     "(docs/rope.md); above 1 fails.") +
+             "\n\n" + md_table(curve);
+    return s + "### Worst case of each property\n\nThe passing case closest to the budget (or the shrunk "
+               "counterexample of a failure) and the command that replays exactly that case.\n\n" +
+           md_table(detail::worst_case_table(ks));
+}
+
 std::string exhaustive(const RunReport& r) {
     if (r.exhaustive.empty()) return "";
     return "## Exhaustive sweeps\n\n" + md_table(detail::exhaustive_table(r.exhaustive));
@@ -137,7 +154,7 @@ std::string mutation(const RunReport& r) {
 }  // namespace
 
 std::string to_markdown(const RunReport& r) {
-    return header(r) + kernel_tables(r) + failures(r) + exhaustive(r) + mutation(r);
+    return header(r) + kernel_tables(r) + failures(r) + attention(r) + exhaustive(r) + mutation(r);
 }
 
 }  // namespace conform::report

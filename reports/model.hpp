@@ -20,6 +20,27 @@ struct PropertyOutcome {
     std::string counterexample;  // inputs as hex floats, after shrinking
     std::string reproduce;    // RC_PARAMS="..." string, or seed text
     double seconds = 0;
+    // The passing case that came closest to the budget (largest utilization
+    // of the derived bound, else largest ULP error), and the string that
+    // replays exactly that case (`conform run --reproduce`); empty when the
+    // property compares no element against the oracle.
+    std::string worst_metric;  // "util" or "ulp"
+    double worst_value = 0;
+    std::string worst_case;
+    std::string worst_reproduce;
+};
+
+// A measured curve, e.g. RoPE's relative-position invariance error against
+// position: at each x the error, its derived budget, and error / budget.
+struct CurvePoint {
+    double x = 0, error = 0, budget = 0;
+};
+
+struct Curve {
+    std::string name;      // e.g. "rope_invariance"
+    std::string x_label, y_label;
+    std::vector<CurvePoint> points;
+    bool passed = true;    // every point within its budget
 };
 
 // Error statistics of one kernel over every element the suite compared.
@@ -44,6 +65,7 @@ struct KernelReport {
     bool passed = false;  // all properties passed
     ErrorStats stats;
     std::vector<PropertyOutcome> properties;
+    std::vector<Curve> curves;
     double seconds = 0;
 };
 

@@ -76,6 +76,19 @@ Table mutant_table(const std::vector<MutantResult>&);
 Table metadata_table(const RunReport&);
 std::string kill_rate(const RunReport&);  // "kill rate: K/N"
 
+// The attention section (softmax, rope and attention families): kernels and
+// baselines, never mutants.
+bool attention_section_kernel(const KernelReport&);
+std::vector<const KernelReport*> attention_kernels(const RunReport&);
+// elements, max ULP and the utilization quantiles of each kernel.
+Table error_stats_table(const std::vector<const KernelReport*>&);
+// Per kernel and property: the case closest to the budget and the command
+// that replays exactly that case.
+Table worst_case_table(const std::vector<const KernelReport*>&);
+std::string reproduce_command(const KernelReport&, const std::string& reproduce);
+// The curves named `name`: one row per x, one utilization column per kernel.
+Table curve_table(const std::vector<const KernelReport*>&, const std::string& name);
+
 // Kernels grouped by "family / op", sorted by group then input order.
 struct KernelGroup {
     std::string title;

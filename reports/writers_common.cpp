@@ -2,6 +2,7 @@
 // texts, table rows, grouping and escaping.
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -107,6 +108,67 @@ Table metadata_table(const RunReport& r) {
             {"tool version", r.tool_version},
             {"selection", sel.empty() ? "(all)" : sel},
             {"schema", r.schema}};
+}
+
+bool attention_section_kernel(const KernelReport& k) {
+    static const std::set<std::string> families{"softmax", "rope", "attention"};
+    return k.role != "mutant" && families.count(k.family) > 0;
+}
+
+std::vector<const KernelReport*> attention_kernels(const RunReport& r) {
+    std::vector<const KernelReport*> ks;
+    for (const auto& k : r.kernels)
+        if (attention_section_kernel(k)) ks.push_back(&k);
+    return ks;
+}
+
+Table error_stats_table(const std::vector<const KernelReport*>& ks) {
+    Table t{{"kernel", "verdict", "elements", "max ULP", "p50 util", "p99 util", "p99.9 util", "max util"}};
+    for (const auto* k : ks) {
+        const ErrorStats& st = k->stats;
+        auto q = [&](std::size_t i) { return st.has_bound && st.util_quantiles.size() > i ? number(st.util_quantiles[i]) : "-"; };
+        t.push_back({k->kernel, verdict(*k), std::to_string(st.elements), std::to_string(st.max_ulp), q(0), q(2), q(3),
+                     st.has_bound ? number(st.max_util) : "-"});
+    }
+    return t;
+}
+
+std::string reproduce_command(const KernelReport& k, const std::string& reproduce) {
+    return reproduce.empty() ? "-" : "conform run --kernel " + k.kernel + " --reproduce '" + reproduce + "'";
+}
+
+Table worst_case_table(const std::vector<const KernelReport*>& ks) {
+    Table t{{"kernel", "property", "result", "cases", "worst", "worst case", "reproduce"}};
+    for (const auto* k : ks)
+        for (const auto& p : k->properties) {
+            const bool failed = !p.passed;
+            std::string worst = p.worst_metric.empty() ? "-" : p.worst_metric + " " + number(p.worst_value);
+            t.push_back({k->kernel, p.name, pass_fail(p.passed), std::to_string(p.cases), worst,
+                         failed ? p.counterexample : p.worst_case,
+                         reproduce_command(*k, failed ? p.reproduce : p.worst_reproduce)});
+        }
+    return t;
+}
+
+Table curve_table(const std::vector<const KernelReport*>& ks, const std::string& name) {
+    Table t{{"x"}};
+    std::vector<const Curve*> cs;
+    for (const auto* k : ks)
+        for (const auto& c : k->curves)
+            if (c.name == name) {
+                if (cs.empty()) t[0][0] = c.x_label;
+                t[0].push_back(k->kernel);
+                cs.push_back(&c);
+            }
+    if (cs.empty()) return {};
+    for (std::size_t i = 0; i < cs[0]->points.size(); ++i) {
+        const double x = cs[0]->points[i].x;
+        std::vector<std::string> row{x == std::floor(x) && std::fabs(x) < 1e15 ? fmt::format("{:.0f}", x) : number(x)};
+        for (const auto* c : cs)
+            row.push_back(i < c->points.size() ? number(c->points[i].error / c->points[i].budget) : "-");
+        t.push_back(row);
+    }
+    return t;
 }
 
 std::vector<KernelGroup> group_kernels(const RunReport& r) {

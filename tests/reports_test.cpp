@@ -51,6 +51,21 @@ KernelReport kernel(std::string name, std::string op, std::string family, std::s
     return k;
 }
 
+// A rope kernel with a passing worst case and an invariance curve whose last
+// point exceeds its budget.
+KernelReport rope_kernel() {
+    KernelReport k = kernel("cpu.simd.rope.fp32", "rope", "rope", "kernel", false);
+    PropertyOutcome p = prop("within_budget", true);
+    p.worst_metric = "util";
+    p.worst_value = 0.908;
+    p.worst_case = "element 3: got 0x1p-2, want 0x1.0000002p-2";
+    p.worst_reproduce = "reproduce=BAyY seed=7";
+    Curve c{"rope_invariance", "position x", "error / budget", {{1, 1e-3, 1}, {1024, 0.5, 1}, {1048576, 3, 2}}, false};
+    k.curves = {c};
+    k.properties = {p, prop("rope_invariance_curve", false)};
+    return k;
+}
+
 RunReport sample() {
     RunReport r;
     r.tool_version = "0.1.0";
@@ -100,6 +115,13 @@ RunReport sample() {
                         "within_budget"};
     MutantResult survived{"gelu_mut_tanh_approx", "gelu", "approximation", "uses \"fast\" tanh", false, ""};
     r.mutants = {killed, survived};
+    return r;
+}
+
+// sample() plus a rope kernel: the attention section's input.
+RunReport with_rope() {
+    RunReport r = sample();
+    r.kernels.push_back(rope_kernel());
     return r;
 }
 
@@ -200,6 +222,23 @@ TEST(ReportsJson, RoundTripsToEqualJson) {
     EXPECT_EQ(j["seed"].get<std::uint64_t>(), 18446744073709551615ull);
 }
 
+TEST(ReportsJson, FieldsAddedLaterAreOptional) {
+    json j = to_json(with_rope());
+    for (auto& k : j["kernels"]) {
+        k.erase("curves");
+        for (auto& p : k["properties"])
+            for (const char* f : {"worst_metric", "worst_value", "worst_case", "worst_reproduce"}) p.erase(f);
+    }
+    RunReport r;
+    ASSERT_NO_THROW(r = from_json(j));
+    EXPECT_TRUE(r.kernels[3].curves.empty());
+    EXPECT_EQ(r.kernels[3].properties[0].worst_reproduce, "");
+    const RunReport full = from_json(to_json(with_rope()));
+    ASSERT_EQ(full.kernels[3].curves.size(), 1u);
+    EXPECT_EQ(full.kernels[3].curves[0].points[2].x, 1048576);
+    EXPECT_EQ(full.kernels[3].properties[0].worst_reproduce, "reproduce=BAyY seed=7");
+}
+
 TEST(ReportsJson, SummaryCountsGatedKernelsOnly) {
     json s = to_json(sample())["summary"];
     EXPECT_EQ(s["kernels_checked"], 2);
@@ -287,6 +326,21 @@ TEST(ReportsMarkdown, ShowsFailuresReproductionAndKillRate) {
     std::string failures = slice(md, "## Failures", "## Exhaustive");
     EXPECT_NE(failures.find("gelu_bf16_bad"), std::string::npos);
     EXPECT_EQ(failures.find("rmsnorm_f32_avx2"), std::string::npos);
+}
+
+TEST(ReportsMarkdown, AttentionSectionHasStatsCurveAndWorstCases) {
+    const std::string md = to_markdown(with_rope());
+    EXPECT_EQ(to_markdown(sample()).find("## Attention"), std::string::npos);  // no attention kernels, no section
+    const std::string att = slice(md, "## Attention", "## Exhaustive");
+    ASSERT_FALSE(att.empty());
+    EXPECT_EQ(att.find("rmsnorm_f32_avx2"), std::string::npos);  // norms are not in it
+    EXPECT_NE(att.find("| cpu.simd.rope.fp32 | FAIL | 12345 | 7 | - | - | - | - |"), std::string::npos);
+    EXPECT_NE(att.find("| position x | cpu.simd.rope.fp32 |"), std::string::npos);
+    EXPECT_NE(att.find("| 1048576 | 1.5 |"), std::string::npos);  // 3 / 2
+    EXPECT_NE(att.find("| cpu.simd.rope.fp32 | within_budget | PASS | 100 | util 0.908 | element 3: got 0x1p-2, "
+                       "want 0x1.0000002p-2 | conform run --kernel cpu.simd.rope.fp32 --reproduce 'reproduce=BAyY "
+                       "seed=7' |"),
+              std::string::npos);
 }
 
 TEST(ReportsMarkdown, TableCellsAreEscaped) {
@@ -380,6 +434,16 @@ TEST(ReportsHtml, ChartsPerKernel) {
     EXPECT_EQ(count(page, "<details "), 3u);
     EXPECT_NE(unbound.find(" open>"), std::string::npos);  // failing kernel expanded
     EXPECT_EQ(bound.find(" open>"), std::string::npos);
+}
+
+TEST(ReportsHtml, AttentionSectionPlotsTheCurve) {
+    const std::string html = to_html(with_rope());
+    const std::string att = slice(html, "<section id=\"attention\">", "</section>");
+    ASSERT_FALSE(att.empty());
+    EXPECT_EQ(count(att, "<polyline"), 1u);  // one kernel with a curve
+    EXPECT_NE(att.find("2^20"), std::string::npos);
+    EXPECT_NE(att.find("--reproduce &#39;reproduce=BAyY seed=7&#39;"), std::string::npos);
+    EXPECT_EQ(xml_problem(att + "</section>"), "");
 }
 
 TEST(ReportsHtml, SelfContainedAndEscaped) {
