@@ -3,6 +3,7 @@
 // same way and called through tensor views.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct KernelInfo {
     std::string description;
     KernelFn fn;
     std::vector<Format> out_formats;  // per output when they differ (attention's lse); empty: all `out`
+    // Declared deviations from the oracle's conventions (oracle/conventions.hpp),
+    // e.g. {"masked_row", "nan"}: the verdict holds the kernel to them.
+    std::map<std::string, std::string> conventions;
 };
 
 // A mutant's entry: named mutant.<op>.<bug>.<fmt>, input and output in f,

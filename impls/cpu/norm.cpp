@@ -221,12 +221,12 @@ void add_kernels(Registry& r) {
         "fp32 accumulation (FMA), 1/sqrtf(sum/n + eps) correctly rounded, (x*inv)*w in fp32, one rounding to " + f +
         "; exact power-of-two prescale of rows whose fp32 sum over/underflows";
     r.add({"cpu.simd" + tail, op, "simd", F, F, Format::fp32, "cpu", Role::kernel, "",
-           "AVX2+FMA+F16C, 4x8-lane accumulators (scalar fallback without AVX2); " + contract, simd_kernel<Op, F>, {}});
+           "AVX2+FMA+F16C, 4x8-lane accumulators (scalar fallback without AVX2); " + contract, simd_kernel<Op, F>, {}, {}});
     r.add({"cpu.scalar" + tail, op, "scalar", F, F, Format::fp32, "cpu", Role::kernel, "",
-           "portable scalar code, same lane order as cpu.simd (bit-identical); " + contract, scalar::run<Op, F>, {}});
+           "portable scalar code, same lane order as cpu.simd (bit-identical); " + contract, scalar::run<Op, F>, {}, {}});
     r.add({"cpu.naive" + tail, op, "naive", F, F, F, "cpu", Role::baseline, "",
            std::string("plain ") + f + " arithmetic: every add, multiply, division and sqrt rounded to " + f,
-           [](const KernelCall& c) { naive_run(Op, F, c); }, {}});
+           [](const KernelCall& c) { naive_run(Op, F, c); }, {}, {}});
 }
 
 template <NormOp Op>

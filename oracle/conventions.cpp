@@ -1,0 +1,76 @@
+#include "oracle/conventions.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace conform::oracle {
+namespace {
+
+const std::map<std::string, std::vector<std::string>>& accepted() {
+    static const std::map<std::string, std::vector<std::string>> a{{"masked_row", {"zero", "nan"}}};
+    return a;
+}
+
+bool is_attention(const std::string& op) {
+    return op == "attention" || op == "qk_norm_attention" || op == "gated_attention";
+}
+
+// Every element of rows r (of `cols` elements) in `flags` becomes NaN.
+void nan_rows(const std::vector<bool>& empty, std::int64_t cols, Tensor& rounded, std::vector<double>& exact) {
+    constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+    for (std::size_t r = 0; r < empty.size(); ++r)
+        if (empty[r])
+            for (std::int64_t j = 0; j < cols; ++j) {
+                const std::int64_t i = static_cast<std::int64_t>(r) * cols + j;
+                rounded.set_value(i, nan);
+                exact[static_cast<std::size_t>(i)] = nan;
+            }
+}
+
+// Softmax rows holding nothing but -inf (rows of the last axis of input 0).
+std::vector<bool> all_minus_inf_rows(const TensorView& x) {
+    std::vector<bool> empty(static_cast<std::size_t>(x.rows()), true);
+    for (std::int64_t r = 0; r < x.rows(); ++r)
+        for (std::int64_t j = 0; j < x.cols() && empty[r]; ++j) {
+            const double v = x.value(r * x.cols() + j);
+            empty[r] = std::isinf(v) && v < 0;
+        }
+    return empty;
+}
+
+// Attention rows whose exact lse (output 1) is -inf: the query saw no key.
+std::vector<bool> keyless_rows(const std::vector<double>& lse) {
+    std::vector<bool> empty(lse.size());
+    for (std::size_t r = 0; r < lse.size(); ++r) empty[r] = std::isinf(lse[r]) && lse[r] < 0;
+    return empty;
+}
+
+}  // namespace
+
+void check_conventions(const Conventions& c) {
+    for (const auto& [key, value] : c) {
+        auto it = accepted().find(key);
+        if (it == accepted().end()) throw std::invalid_argument("unknown convention \"" + key + "\" (known: masked_row)");
+        bool ok = false;
+        std::string list;
+        for (const auto& v : it->second) ok = ok || v == value, list += (list.empty() ? "" : ", ") + v;
+        if (!ok) throw std::invalid_argument("convention " + key + " = \"" + value + "\": expected one of " + list);
+    }
+}
+
+void apply_conventions(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
+                       std::vector<Tensor>& rounded, std::vector<std::vector<double>>& exact) {
+    check_conventions(c);
+    auto it = c.find("masked_row");
+    if (it == c.end() || it->second == "zero") return;
+    if (op == "softmax" || op == "online_softmax") {
+        nan_rows(all_minus_inf_rows(in.at(0)), in.at(0).cols(), rounded.at(0), exact.at(0));
+    } else if (is_attention(op)) {
+        const std::vector<bool> empty = keyless_rows(exact.at(1));  // before lse itself is rewritten
+        nan_rows(empty, rounded.at(0).view().cols(), rounded.at(0), exact.at(0));
+        nan_rows(empty, 1, rounded.at(1), exact.at(1));
+    }
+}
+
+}  // namespace conform::oracle

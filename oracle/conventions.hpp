@@ -1,0 +1,33 @@
+// Declared conventions: the documented alternatives to the oracle's choices
+// that a kernel (or a dump) may declare, and the reference they imply.
+//
+//   masked_row = zero (default) | nan
+//     An empty row — softmax over only -inf (or n = 0), attention for a query
+//     that sees no key — is the empty distribution: the oracle gives 0 (and
+//     lse -inf).  A literal softmax(s) @ v computes -inf - (-inf) and gives
+//     NaN; a kernel declaring `nan` is held to NaN in every output of that
+//     row (o and lse) instead, compared as a special-value class.
+//
+// Unknown keys or values are errors: a declaration the verdict ignored would
+// silently judge the kernel against the wrong reference.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "numerics/tensor.hpp"
+
+namespace conform::oracle {
+
+using Conventions = std::map<std::string, std::string>;
+
+// Throws std::invalid_argument naming the key and the accepted values.
+void check_conventions(const Conventions& c);
+
+// The reference of op `op` under conventions c: rewrites the correctly
+// rounded outputs and their exact values in place (outputs in op order,
+// exact[o][i] for element i of output o).  `in` are the op's inputs.
+void apply_conventions(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
+                       std::vector<Tensor>& rounded, std::vector<std::vector<double>>& exact);
+
+}  // namespace conform::oracle
