@@ -242,6 +242,33 @@ Testable relative_invariance(const KernelInfo& k) {
     };
 }
 
+// Norm preservation: a rotation keeps ||x|| exactly (pass-through dims are
+// copied), so by the triangle inequality the kernel's output norm may move
+// by at most the norm of its per-element bounds: | ||ŷ|| - ||x|| | <= ||β||.
+// Norms are taken in 256-bit arithmetic from the stored values.
+Testable norm_preservation(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = *gen_rope_spec(k.in, GenOptions{});
+        spec.dims = {1, 1, spec.dims[2]};
+        spec.families = {*rc::gen::element(Family::normal, Family::uniform, Family::constant, Family::tiny)};
+        spec.scale_exp = std::clamp(spec.scale_exp, -6, 6);  // finite squares
+        const Case c = build_case(spec);
+        oracle::PrecisionScope scope(256);
+        const Rotated r = rotate_at(k, c.inputs[0], c.params, c.params.get("offset", 0));
+        oracle::Real x2(0), y2(0), b2(0);
+        for (std::size_t i = 0; i < r.got.size(); ++i) {
+            const oracle::Real x = oracle::from_double(c.inputs[0].value(static_cast<std::int64_t>(i)));
+            const oracle::Real y = oracle::from_double(r.got[i]), b = oracle::from_double(r.bound[i]);
+            x2 += x * x, y2 += y * y, b2 += b * b;
+        }
+        const oracle::Real drift = oracle::abs(oracle::sqrt(y2) - oracle::sqrt(x2));
+        if (!(drift <= oracle::sqrt(b2)))
+            RC_FAIL("| ||y|| - ||x|| | = " + hexfloat(oracle::to_double(drift)) + " exceeds the bound norm " +
+                    hexfloat(oracle::to_double(oracle::sqrt(b2))) + " at offset " +
+                    std::to_string(c.params.get("offset", 0)));
+    };
+}
+
 }  // namespace
 
 report::Curve rope_invariance_curve(const KernelInfo& k, std::uint64_t seed) {
@@ -266,6 +293,8 @@ void add_rope_properties(std::vector<PropertyDef>& v) {
     v.push_back({"relative_invariance",
                  "<R(m)q, R(n)k> of the kernel moves by at most the derived budget under a common shift up to 2^20",
                  is_rope, [](const KernelInfo& k, const RunConfig&, Stats*) { return relative_invariance(k); }, 4});
+    v.push_back({"norm_preservation", "| ||R(m)x|| - ||x|| | of the kernel within the norm of its element bounds",
+                 is_rope, [](const KernelInfo& k, const RunConfig&, Stats*) { return norm_preservation(k); }, 4});
     v.push_back({"position_zero_identity", "offset 0: token 0 comes back unchanged (finite inputs)", is_rope,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return position_zero_identity(k); }, 4});
     v.push_back({"ntk_identity", "(base, s) equals (base * s, 1) bit for bit", is_rope,
