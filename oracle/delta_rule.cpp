@@ -13,6 +13,25 @@ namespace {
 
 std::size_t ix(std::int64_t i) { return static_cast<std::size_t>(i); }
 
+// A value at the thread's working precision.  Boost keeps the precision of
+// the source on copies and of the wider operand in arithmetic, so a problem
+// built at 70 bits would otherwise keep every sum of its own values (the
+// cumulative log-decays, the state) at 70 bits inside a 256-bit evaluation.
+double working(double x) { return x; }
+Real working(const Real& x) {
+    Real r;
+    mpfr_set(r.backend().data(), x.backend().data(), MPFR_RNDN);
+    return r;
+}
+
+template <class R>
+std::vector<R> working(const std::vector<R>& v) {
+    std::vector<R> w;
+    w.reserve(v.size());
+    for (const R& x : v) w.push_back(working(x));
+    return w;
+}
+
 // Rows t0 .. t0+c-1 of head h of a [T, H, d] tensor, and back.
 template <class R>
 Mat<R> head_rows(const std::vector<R>& x, std::int64_t heads, std::int64_t d, std::int64_t h, std::int64_t t0,
@@ -233,6 +252,13 @@ double choice(const std::string& op, const Params& p, const std::string& name, d
 }  // namespace
 
 template <class R>
+DeltaProblem<R> at_working_precision(const DeltaProblem<R>& p) {
+    DeltaProblem<R> w = p;
+    for (std::vector<R>* x : {&w.q, &w.k, &w.v, &w.g, &w.beta, &w.s0}) *x = working(*x);
+    return w;
+}
+
+template <class R>
 void check_delta_problem(const std::string& op, const DeltaProblem<R>& p, DecayShape expected) {
     require(p.decay == expected, op,
             std::string("expects a ") + (expected == DecayShape::per_head ? "per-head" : "per-channel") + " decay");
@@ -246,7 +272,8 @@ void check_delta_problem(const std::string& op, const DeltaProblem<R>& p, DecayS
 }
 
 template <class R>
-DeltaProblem<R> prepare_qk(DeltaProblem<R> p, const QkOptions<R>& o) {
+DeltaProblem<R> prepare_qk(const DeltaProblem<R>& in, const QkOptions<R>& o) {
+    DeltaProblem<R> p = at_working_precision(in);
     for (std::int64_t row = 0; row < p.tokens * p.heads; ++row) {
         if (o.l2norm)
             for (std::vector<R>* x : {&p.q, &p.k}) {
@@ -260,7 +287,8 @@ DeltaProblem<R> prepare_qk(DeltaProblem<R> p, const QkOptions<R>& o) {
 }
 
 template <class R>
-DeltaResult<R> delta_recurrent(const DeltaProblem<R>& p, DecayState<R> decay_state) {
+DeltaResult<R> delta_recurrent(const DeltaProblem<R>& in, DecayState<R> decay_state) {
+    const DeltaProblem<R> p = at_working_precision(in);
     DeltaResult<R> out = zero_result(p);
     const std::int64_t w = p.gate_width();
     for (std::int64_t h = 0; h < p.heads; ++h) {
@@ -277,7 +305,8 @@ DeltaResult<R> delta_recurrent(const DeltaProblem<R>& p, DecayState<R> decay_sta
 }
 
 template <class R>
-DeltaResult<R> delta_chunkwise(const DeltaProblem<R>& p, std::int64_t chunk, ChunkTermsOf<R> terms) {
+DeltaResult<R> delta_chunkwise(const DeltaProblem<R>& in, std::int64_t chunk, ChunkTermsOf<R> terms) {
+    const DeltaProblem<R> p = at_working_precision(in);
     if (chunk < 1) throw std::invalid_argument("delta_chunkwise: chunk size must be >= 1, is " + std::to_string(chunk));
     DeltaResult<R> out = zero_result(p);
     for (std::int64_t h = 0; h < p.heads; ++h) {
@@ -438,7 +467,7 @@ OpOutputs delta_outputs(const DeltaProblem<Real>& p, DeltaResult<Real> r) {
 
 #define CONFORM_DELTA_RULE_INSTANTIATE(R)                                                                          \
     template void check_delta_problem<R>(const std::string&, const DeltaProblem<R>&, DecayShape);                 \
-    template DeltaProblem<R> prepare_qk<R>(DeltaProblem<R>, const QkOptions<R>&);                                 \
+    template DeltaProblem<R> prepare_qk<R>(const DeltaProblem<R>&, const QkOptions<R>&);                                 \
     template DeltaResult<R> delta_recurrent<R>(const DeltaProblem<R>&, DecayState<R>);                            \
     template DeltaResult<R> delta_chunkwise<R>(const DeltaProblem<R>&, std::int64_t, ChunkTermsOf<R>);            \
     template DeltaProblem<R> delta_slice<R>(const DeltaProblem<R>&, std::int64_t, std::int64_t);                  \

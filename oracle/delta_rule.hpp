@@ -11,7 +11,9 @@
 //
 // Everything is a template over the number type (Real: the MPFR oracle;
 // double: the FP64 tier), defined in delta_rule.cpp and instantiated there
-// for both.
+// for both.  The forms evaluate at the thread's working precision
+// (PrecisionScope) whatever the precision the problem's values were built
+// at: inputs are rounded to it on entry.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -84,7 +86,7 @@ struct QkOptions {
     R scale = R(1);
 };
 template <class R>
-DeltaProblem<R> prepare_qk(DeltaProblem<R> p, const QkOptions<R>& o);
+DeltaProblem<R> prepare_qk(const DeltaProblem<R>& p, const QkOptions<R>& o);
 
 // ---- the two forms, parameterized by the decay-specific part -------------
 
