@@ -452,7 +452,7 @@ DeltaProblem<Real> read_delta_problem(const std::string& op, const Params& param
     }
     p.q = read_exact(q), p.k = read_exact(k), p.v = read_exact(v), p.g = read_exact(g), p.beta = read_exact(beta);
     const QkOptions<Real> o = read_qk_options(op, params, p.d_k);
-    return prepare_qk(std::move(p), o);
+    return prepare_qk(p, o);
 }
 
 std::int64_t read_chunk(const std::string& op, const Params& params) {
