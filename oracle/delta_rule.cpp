@@ -149,16 +149,12 @@ Mat<R> ut_chunk(const ChunkTerms<R>& ct, const std::vector<R>& beta, const Mat<R
     return o;
 }
 
-// G_r = g_{t0} + ... + g_{t0+r} of head h, [c, gate_width]: cumulative within
-// the chunk only, so that every decay factor is exp(G_r - G_i) with r >= i
-// (an exponent <= 0 for g <= 0) and nothing like 1/exp(G) is ever formed.
+// The decay factors alpha = e^g of head h's tokens t0 .. t0+c-1, [c, gate_width].
 template <class R>
-Mat<R> chunk_cumulative_log_decay(const DeltaProblem<R>& p, std::int64_t h, std::int64_t t0, std::int64_t c) {
-    const std::int64_t w = p.gate_width();
-    Mat<R> cum = head_rows(p.g, p.heads, w, h, t0, c);
-    for (std::int64_t r = 1; r < c; ++r)
-        for (std::int64_t j = 0; j < w; ++j) cum(r, j) += cum(r - 1, j);
-    return cum;
+Mat<R> chunk_alpha(const DeltaProblem<R>& p, std::int64_t h, std::int64_t t0, std::int64_t c) {
+    Mat<R> alpha = head_rows(p.g, p.heads, p.gate_width(), h, t0, c);
+    for (R& x : alpha.a) x = exp(x);
+    return alpha;
 }
 
 template <class R>
@@ -315,13 +311,25 @@ DeltaResult<R> delta_chunkwise(const DeltaProblem<R>& in, std::int64_t chunk, Ch
             const std::int64_t c = std::min(chunk, p.tokens - t0);
             const ChunkTerms<R> ct = terms(head_rows(p.q, p.heads, p.d_k, h, t0, c),
                                            head_rows(p.k, p.heads, p.d_k, h, t0, c),
-                                           chunk_cumulative_log_decay(p, h, t0, c));
+                                           chunk_alpha(p, h, t0, c));
             const Mat<R> o = ut_chunk(ct, head_betas(p, h, t0, c), head_rows(p.v, p.heads, p.d_v, h, t0, c), s);
             put_head_rows(out.y, p.heads, h, t0, o);
         }
         put_state(out.state, h, s);
     }
     return out;
+}
+
+template <class R>
+ChunkDecay<R> chunk_decay(const Mat<R>& alpha, std::int64_t column) {
+    const std::int64_t c = alpha.rows;
+    ChunkDecay<R> d{Mat<R>(c, c), std::vector<R>()};
+    for (std::int64_t i = 0; i < c; ++i) {
+        d.between(i, i) = R(1);
+        for (std::int64_t r = i + 1; r < c; ++r) d.between(r, i) = d.between(r - 1, i) * alpha(r, column);
+        d.from_start.push_back(i ? d.from_start.back() * alpha(i, column) : alpha(0, column));
+    }
+    return d;
 }
 
 template <class R>
@@ -471,6 +479,7 @@ OpOutputs delta_outputs(const DeltaProblem<Real>& p, DeltaResult<Real> r) {
     template DeltaResult<R> delta_recurrent<R>(const DeltaProblem<R>&, DecayState<R>);                            \
     template DeltaResult<R> delta_chunkwise<R>(const DeltaProblem<R>&, std::int64_t, ChunkTermsOf<R>);            \
     template DeltaProblem<R> delta_slice<R>(const DeltaProblem<R>&, std::int64_t, std::int64_t);                  \
+    template ChunkDecay<R> chunk_decay<R>(const Mat<R>&, std::int64_t);                                           \
     template Mat<R> delta_transition<R>(const DeltaProblem<R>&, std::int64_t, std::int64_t);                      \
     template DeltaResult<R> delta_context_parallel<R>(const DeltaProblem<R>&, const std::vector<std::int64_t>&,   \
                                                       const DeltaRun<R>&);                                        \

@@ -99,9 +99,8 @@ template <class R>
 DeltaResult<R> delta_recurrent(const DeltaProblem<R>& p, DecayState<R> decay_state);
 
 // The decay-dependent quantities of one chunk of c tokens (local rows
-// r = 0..c-1), with D(r<-i) = product of D over tokens i+1..r (Diag of
-// exp(G_r - G_i), G the within-chunk cumulative log-decay) and D(r<-start)
-// the product over tokens 0..r:
+// r = 0..c-1), with D(r<-i) = D_{i+1} ... D_r the decay of tokens i+1..r
+// (the identity for r = i) and D(r<-start) = D_0 ... D_r:
 template <class R>
 struct ChunkTerms {
     Mat<R> L;        // [c, c] strictly lower: L_ri = k_r^T D(r<-i) k_i
@@ -111,10 +110,24 @@ struct ChunkTerms {
     Mat<R> k_end;    // [c, d_k] rows D(c-1<-r) k_r
     std::vector<R> state_decay;  // [d_k] diagonal of D(c-1<-start)
 };
-// q, k: [c, d_k]; cum_g: [c, gate_width] within-chunk cumulative log-decays
-// G_r = g_0 + ... + g_r (inclusive).
+// q, k: [c, d_k]; alpha: [c, gate_width] the tokens' decay factors e^g.
 template <class R>
-using ChunkTermsOf = ChunkTerms<R> (*)(const Mat<R>& q, const Mat<R>& k, const Mat<R>& cum_g);
+using ChunkTermsOf = ChunkTerms<R> (*)(const Mat<R>& q, const Mat<R>& k, const Mat<R>& alpha);
+
+// The decay products of one column (channel) of alpha within a chunk:
+// between(r, i) = alpha_{i+1} ... alpha_r for i <= r (1 on the diagonal, 0
+// above it, never read), from_start[r] = alpha_0 ... alpha_r.  Running
+// products of factors in (0, 1]: no 1/Gamma is formed, nothing overflows,
+// and alpha = 0 (g = -inf, a full reset) stays exact.  (A kernel forms the
+// same numbers as exp(G_r - G_i) from within-chunk cumulative sums;
+// docs/gdn.md "Finite-precision formulation".)
+template <class R>
+struct ChunkDecay {
+    Mat<R> between;
+    std::vector<R> from_start;
+};
+template <class R>
+ChunkDecay<R> chunk_decay(const Mat<R>& alpha, std::int64_t column);
 
 // Chunkwise (UT / WY) form: chunks [0, C), [C, 2C), ... (the last one may be
 // shorter); within a chunk W = T K_start and U = T V with

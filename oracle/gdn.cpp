@@ -15,28 +15,28 @@ void gdn_decay_state(Mat<R>& s, const R* g) {
 }
 
 // Eqs. 1.19-1.20 with the delta correction.  One scalar mask
-// Gamma_ri = exp(G_r - G_i), i <= r (the decay of tokens i+1..r), scales
-// both Q K^T (the readout A) and K K^T (the UT system L); the rows decayed to
-// the chunk start use exp(G_r), to the chunk end exp(G_{c-1} - G_r).  Only
-// differences with r >= i appear: no exponent is positive when g <= 0.
+// Gamma_ri = alpha_{i+1} ... alpha_r, i <= r (the decay of tokens i+1..r),
+// scales both Q K^T (the readout A) and K K^T (the UT system L); rows decayed
+// to the chunk start use gamma_r = alpha_0 ... alpha_r, rows decayed to its
+// end Gamma_{c-1,r}.  Every factor is a product of decays, never a quotient.
 template <class R>
-ChunkTerms<R> gdn_chunk_terms(const Mat<R>& q, const Mat<R>& k, const Mat<R>& cum_g) {
+ChunkTerms<R> gdn_chunk_terms(const Mat<R>& q, const Mat<R>& k, const Mat<R>& alpha) {
     const std::int64_t c = q.rows, d = q.cols;
+    const ChunkDecay<R> gamma = chunk_decay(alpha, 0);
     ChunkTerms<R> t{Mat<R>(c, c), Mat<R>(c, c), Mat<R>(c, d), Mat<R>(c, d), Mat<R>(c, d), {}};
     for (std::int64_t r = 0; r < c; ++r) {
         for (std::int64_t i = 0; i <= r; ++i) {
-            const R gamma = exp(R(cum_g(r, 0) - cum_g(i, 0)));
-            t.A(r, i) = gamma * inner(q.row(r), k.row(i), d);
-            if (i < r) t.L(r, i) = gamma * inner(k.row(r), k.row(i), d);
+            t.A(r, i) = gamma.between(r, i) * inner(q.row(r), k.row(i), d);
+            if (i < r) t.L(r, i) = gamma.between(r, i) * inner(k.row(r), k.row(i), d);
         }
-        const R from_start = exp(cum_g(r, 0)), to_end = exp(R(cum_g(c - 1, 0) - cum_g(r, 0)));
+        const R &from_start = gamma.from_start[static_cast<std::size_t>(r)], &to_end = gamma.between(c - 1, r);
         for (std::int64_t j = 0; j < d; ++j) {
             t.q_start(r, j) = from_start * q(r, j);
             t.k_start(r, j) = from_start * k(r, j);
             t.k_end(r, j) = to_end * k(r, j);
         }
     }
-    t.state_decay.assign(static_cast<std::size_t>(d), exp(cum_g(c - 1, 0)));
+    t.state_decay.assign(static_cast<std::size_t>(d), gamma.from_start.back());
     return t;
 }
 

@@ -24,18 +24,20 @@ void kda_decay_state(Mat<R>& s, const R* g) {
 
 // Eq. 1.24 without its 1/Gamma: the decay of tokens i+1..r differs per
 // channel, so it sits inside the dot products,
-//   A_ri = sum_c q_rc exp(G_rc - G_ic) k_ic,  L_ri = sum_c k_rc exp(G_rc - G_ic) k_ic,
-// which is (Gamma ⊙ Q)(K / Gamma)^T of eq. 1.24 with each ratio formed as one
-// exp of a difference, never as a quotient of two cumulative products.
+//   A_ri = sum_c q_rc Gamma^c_ri k_ic,  L_ri = sum_c k_rc Gamma^c_ri k_ic,
+// Gamma^c_ri = alpha_{i+1,c} ... alpha_{r,c}: the (Gamma ⊙ Q)(K / Gamma)^T of
+// eq. 1.24 with each ratio formed as a product of decays, never a quotient.
 template <class R>
-ChunkTerms<R> kda_chunk_terms(const Mat<R>& q, const Mat<R>& k, const Mat<R>& cum_g) {
+ChunkTerms<R> kda_chunk_terms(const Mat<R>& q, const Mat<R>& k, const Mat<R>& alpha) {
     const std::int64_t n = q.rows, d = q.cols;
+    std::vector<ChunkDecay<R>> gamma;
+    for (std::int64_t c = 0; c < d; ++c) gamma.push_back(chunk_decay(alpha, c));
     ChunkTerms<R> t{Mat<R>(n, n), Mat<R>(n, n), Mat<R>(n, d), Mat<R>(n, d), Mat<R>(n, d), std::vector<R>()};
     for (std::int64_t r = 0; r < n; ++r)
         for (std::int64_t i = 0; i <= r; ++i) {
             R a(0), l(0);
             for (std::int64_t c = 0; c < d; ++c) {
-                const R decayed_k = exp(R(cum_g(r, c) - cum_g(i, c))) * k(i, c);
+                const R decayed_k = gamma[static_cast<std::size_t>(c)].between(r, i) * k(i, c);
                 a += q(r, c) * decayed_k;
                 l += k(r, c) * decayed_k;
             }
@@ -43,13 +45,14 @@ ChunkTerms<R> kda_chunk_terms(const Mat<R>& q, const Mat<R>& k, const Mat<R>& cu
             if (i < r) t.L(r, i) = l;
         }
     for (std::int64_t c = 0; c < d; ++c) {
+        const ChunkDecay<R>& g = gamma[static_cast<std::size_t>(c)];
         for (std::int64_t r = 0; r < n; ++r) {
-            const R from_start = exp(cum_g(r, c));
+            const R& from_start = g.from_start[static_cast<std::size_t>(r)];
             t.q_start(r, c) = from_start * q(r, c);
             t.k_start(r, c) = from_start * k(r, c);
-            t.k_end(r, c) = exp(R(cum_g(n - 1, c) - cum_g(r, c))) * k(r, c);
+            t.k_end(r, c) = g.between(n - 1, r) * k(r, c);
         }
-        t.state_decay.push_back(exp(cum_g(n - 1, c)));
+        t.state_decay.push_back(g.from_start.back());
     }
     return t;
 }

@@ -1,5 +1,6 @@
 // Gated DeltaNet oracle (docs/gdn.md): chunkwise == recurrent for every
-// chunk size, sequence length and gate down to alpha = 1e-12 and alpha = 1;
+// chunk size, sequence length and gate down to alpha = 1e-12, alpha = 1 and
+// alpha = 0 (a reset);
 // the seed's clamped ratio form is shown to break that equivalence; the FP64
 // tier stays finite where 1/Gamma would overflow; context-parallel
 // composition == sequential for every split; varlen == separate runs; beta =
@@ -118,6 +119,18 @@ TEST(GdnOracle, SaturatedAndUnitGatesAgree) {
     const DeltaProblem<Real> tiny = problem(300, 304, Gates::tiny);
     const DeltaResult<Real> ref = recurrent(tiny);
     for (std::int64_t c : {16, 64, 100}) expect_same(oracle::gdn_chunkwise(tiny, c), ref, 200, "long, alpha = 1e-12");
+}
+
+TEST(GdnOracle, ZeroGateResetsTheState) {
+    oracle::PrecisionScope bits(256);
+    // alpha = 0 (g = -inf) at token 4: from there on the run equals a fresh
+    // run of tokens [4, T) from zero state, in both forms.
+    DeltaProblem<Real> p = problem(11, 350);
+    for (std::int64_t h = 0; h < p.heads; ++h) p.g[static_cast<std::size_t>(4 * p.heads + h)] = real(-INFINITY);
+    const DeltaResult<Real> rec = recurrent(p), fresh = recurrent(oracle::delta_slice(p, 4, p.tokens));
+    const std::int64_t w = p.heads * p.d_v;
+    expect_same({token_rows(rec.y, 4, p.tokens, w), rec.state}, fresh, 200, "reset");
+    expect_chunkwise_equals_recurrent(p, 11, "alpha = 0");
 }
 
 TEST(GdnOracle, SeedClampOnCumulativeDecayBreaksEquivalence) {
