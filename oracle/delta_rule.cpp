@@ -80,14 +80,12 @@ Mat<R> mul(const Mat<R>& a, const Mat<R>& b) {
     return c;
 }
 
-// a^T b.
 template <class R>
-Mat<R> mul_tn(const Mat<R>& a, const Mat<R>& b) {
-    Mat<R> c(a.cols, b.cols);
-    for (std::int64_t k = 0; k < a.rows; ++k)
-        for (std::int64_t i = 0; i < a.cols; ++i)
-            for (std::int64_t j = 0; j < b.cols; ++j) c(i, j) += a(k, i) * b(k, j);
-    return c;
+Mat<R> transpose(const Mat<R>& a) {
+    Mat<R> t(a.cols, a.rows);
+    for (std::int64_t i = 0; i < a.rows; ++i)
+        for (std::int64_t j = 0; j < a.cols; ++j) t(j, i) = a(i, j);
+    return t;
 }
 
 // lower b for a lower-triangular `lower` whose entries above the diagonal are
@@ -142,7 +140,7 @@ Mat<R> ut_chunk(const ChunkTerms<R>& ct, const std::vector<R>& beta, const Mat<R
     subtract(v_tilde, mul(w, s));
     Mat<R> o = mul(ct.q_start, s);
     add(o, mul_lower(ct.A, v_tilde));
-    Mat<R> next = mul_tn(ct.k_end, v_tilde);
+    Mat<R> next = mul(transpose(ct.k_end), v_tilde);
     for (std::int64_t i = 0; i < s.rows; ++i)
         for (std::int64_t j = 0; j < s.cols; ++j) next(i, j) += ct.state_decay[ix(i)] * s(i, j);
     s = std::move(next);

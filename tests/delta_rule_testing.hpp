@@ -111,6 +111,21 @@ inline std::vector<Real> token_rows(const std::vector<Real>& y, std::int64_t t0,
     return std::vector<Real>(y.begin() + t0 * width, y.begin() + t1 * width);
 }
 
+// The self-check of docs/numerics.md: both forms at 128 bits agree with the
+// recurrence at 256 bits to 2^-110.
+inline void expect_precision_self_check(const DeltaProblem<Real>& p, const oracle::DeltaRun<Real>& recurrent,
+                                        const oracle::DeltaRun<Real>& chunkwise) {
+    DeltaResult<Real> lo_rec, lo_chk;
+    {
+        oracle::PrecisionScope bits(128);
+        lo_rec = recurrent(p), lo_chk = chunkwise(p);
+    }
+    oracle::PrecisionScope bits(256);
+    const DeltaResult<Real> hi = recurrent(p);
+    expect_same(lo_rec, hi, 110, "recurrent 128 vs 256");
+    expect_same(lo_chk, hi, 110, "chunkwise 128 vs 256");
+}
+
 // Context-parallel composition equals the sequential run for every single
 // split point and for one segment per token, for y and the final state,
 // both through the sequential pass (eq. 1.25) and the unrolled sum (eq. 1.26).

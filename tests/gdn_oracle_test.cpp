@@ -321,16 +321,7 @@ TEST(GdnOracle, DecayGates) {
 }
 
 TEST(GdnOracle, Precision128Vs256) {
-    const DeltaProblem<Real> p = problem(16, 1001);
-    DeltaResult<Real> lo_rec, lo_chk;
-    {
-        oracle::PrecisionScope bits(128);
-        lo_rec = recurrent(p), lo_chk = oracle::gdn_chunkwise(p, 5);
-    }
-    oracle::PrecisionScope bits(256);
-    const DeltaResult<Real> hi = recurrent(p);
-    expect_same(lo_rec, hi, 110, "recurrent 128 vs 256");
-    expect_same(lo_chk, hi, 110, "chunkwise 128 vs 256");
+    expect_precision_self_check(problem(16, 1001), recurrent, chunkwise(5));
 }
 
 TEST(GdnOracle, EvaluatorsReadLayoutAndParams) {
