@@ -37,6 +37,7 @@ void progress(const std::string& line);  // to stderr, one line
 std::string join(const std::vector<std::string>& v, const std::string& sep = ", ");
 
 int cmd_list(bool json, const Selection& s);
+int cmd_ops(bool json, bool markdown);
 int cmd_run(const Selection& s, std::uint64_t seed, int cases, const std::string& out, bool baselines,
             const std::string& reproduce, bool mutants, bool exhaustive);
 int cmd_mutate(const Selection& s, std::uint64_t seed, int cases, const std::string& out);

@@ -33,6 +33,12 @@ int main(int argc, char** argv) {
     list->add_flag("--json", json, "print JSON instead of a table");
     add_selection(list, sel);
 
+    bool markdown = false;
+    auto* ops = app.add_subcommand("ops", "list the ops: input and output names, parameters, conventions, formula "
+                                          "(what a dump file or plug-in must provide)");
+    ops->add_flag("--json", json, "print JSON");
+    ops->add_flag("--markdown", markdown, "print the Markdown reference (docs/ops.md is this output)");
+
     auto* run = app.add_subcommand("run", "run the property suite on kernels and write the report");
     add_selection(run, sel);
     run->add_option("--seed", seed, "RapidCheck seed (a number); every run is reproducible from it")->capture_default_str();
@@ -67,6 +73,7 @@ int main(int argc, char** argv) {
     }
     try {
         if (*list) return cmd_list(json, sel);
+        if (*ops) return cmd_ops(json, markdown);
         if (*run) return cmd_run(sel, seed, cases, out, !no_baselines, reproduce, with_mutants, with_exhaustive);
         if (*mutate) return cmd_mutate(sel, seed, cases, mutate_out->count() ? out : "");
         if (*exh) return cmd_exhaustive(sel, exh_out->count() ? out : "", threads);

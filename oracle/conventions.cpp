@@ -48,6 +48,11 @@ std::vector<bool> keyless_rows(const std::vector<double>& lse) {
 
 }  // namespace
 
+std::vector<std::string> conventions_for(const std::string& op) {
+    if (op == "softmax" || op == "online_softmax" || is_attention(op)) return {"masked_row = zero (default) | nan"};
+    return {};
+}
+
 void check_conventions(const Conventions& c) {
     for (const auto& [key, value] : c) {
         auto it = accepted().find(key);

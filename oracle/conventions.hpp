@@ -21,6 +21,9 @@ namespace conform::oracle {
 
 using Conventions = std::map<std::string, std::string>;
 
+// The conventions op `op` accepts, as "key = default | alternative ...".
+std::vector<std::string> conventions_for(const std::string& op);
+
 // Throws std::invalid_argument naming the key and the accepted values.
 void check_conventions(const Conventions& c);
 

@@ -153,3 +153,24 @@ TEST(Cli, ReproductionStringReplaysTheFailingCase) {
     EXPECT_EQ(again["name"], first["name"]);
     EXPECT_EQ(again["counterexample"], first["counterexample"]);
 }
+
+// docs/ops.md is `conform ops --markdown`: regenerate it when an op, input,
+// parameter or convention changes (conform ops --markdown > docs/ops.md).
+TEST(Cli, OpsReferenceMatchesDocs) {
+    std::string out;
+    ASSERT_EQ(run("ops --markdown", &out), 0);
+    std::ifstream in(std::string(CONFORM_SOURCE_DIR) + "/docs/ops.md", std::ios::binary);
+    const std::string docs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(out, docs) << "docs/ops.md is stale: run conform ops --markdown > docs/ops.md";
+    ASSERT_EQ(run("ops --json", &out), 0);
+    const auto j = nlohmann::json::parse(out);
+    ASSERT_TRUE(j.is_array());
+    bool attention = false;
+    for (const auto& op : j)
+        if (op["name"] == "attention") {
+            attention = true;
+            EXPECT_EQ(op["inputs"], nlohmann::json({"q", "k", "v", "mask"}));
+            EXPECT_EQ(op["conventions"][0], "masked_row = zero (default) | nan");
+        }
+    EXPECT_TRUE(attention);
+}
