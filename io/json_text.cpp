@@ -29,8 +29,10 @@ nlohmann::json parse_json(std::string_view text, const std::string& source, cons
     };
     try {
         return json::parse(text.begin(), text.end(), check);
-    } catch (const json::parse_error& e) {
-        // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 5: ...";
+    } catch (const json::exception& e) {
+        // Syntax errors are parse_error, but a number beyond double's range
+        // (1e400) is out_of_range: catch the base.  e.what() is
+        // "[json.exception.parse_error.101] parse error at line 1, column 5: ...";
         // keep the part after the bracketed id and quote any bytes echoed from the input.
         std::string what = e.what();
         const auto close = what.find("] ");
