@@ -144,6 +144,7 @@ std::map<std::string, const StoredTensor*> stored_names(const Case& c) {
         if (name.empty()) fail("empty output name");
         names[kOutputPrefix + name] = &t;
     }
+    for (const auto& [name, t] : names) t->check_bytes("case not writable: tensor " + quote(name));
     return names;
 }
 

@@ -225,10 +225,7 @@ StoredTensor parse_npy(std::span<const std::byte> bytes, const std::string& sour
 }
 
 std::vector<std::byte> serialize_npy(const StoredTensor& t) {
-    const auto needed = byte_count(t.dtype, t.shape);
-    if (!needed || static_cast<std::uint64_t>(*needed) != t.bytes.size())
-        throw std::invalid_argument("tensor holds " + std::to_string(t.bytes.size()) + " bytes, not what dtype " +
-                                    dtype_name(t.dtype) + " × shape " + shape_string(t.shape) + " needs");
+    t.check_bytes("tensor");
     // numpy.lib.format._write_array_header: sorted keys, repr() values, room to
     // grow shape[0], then spaces and '\n' up to the next 64-byte boundary.
     std::string header = std::string("{'descr': '") + npy_descr(t.dtype) +

@@ -181,11 +181,7 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
     std::uint64_t offset = 0;
     for (const auto& [name, t] : file.tensors) {
         if (name == "__metadata__") throw std::invalid_argument("a tensor cannot be named \"__metadata__\"");
-        const auto needed = byte_count(t.dtype, t.shape);
-        if (!needed || static_cast<std::uint64_t>(*needed) != t.bytes.size())
-            throw std::invalid_argument("tensor " + quote(name) + " holds " + std::to_string(t.bytes.size()) +
-                                        " bytes, not what dtype " + safetensors_name(t.dtype) + " × shape " +
-                                        shape_string(t.shape) + " needs");
+        t.check_bytes("tensor " + quote(name));
         header[name] = {{"dtype", safetensors_name(t.dtype)},
                         {"shape", t.shape},
                         {"data_offsets", {offset, offset + t.bytes.size()}}};

@@ -117,10 +117,7 @@ TensorView StoredTensor::view() const {
     if (shape.size() > static_cast<std::size_t>(kMaxRank))
         throw std::invalid_argument("tensor rank " + std::to_string(shape.size()) + " is above " +
                                     std::to_string(kMaxRank));
-    const auto n = byte_count(dtype, shape);
-    if (!n || static_cast<std::size_t>(*n) != bytes.size())
-        throw std::invalid_argument("tensor holds " + std::to_string(bytes.size()) + " bytes, not what dtype " +
-                                    dtype_name(dtype) + " x shape " + shape_string(shape) + " needs");
+    check_bytes("tensor");
     TensorView v;
     v.data = const_cast<std::byte*>(bytes.data());
     v.format = *format;
@@ -132,6 +129,13 @@ TensorView StoredTensor::view() const {
         stride *= shape[i];
     }
     return v;
+}
+
+void StoredTensor::check_bytes(const std::string& what) const {
+    const auto n = byte_count(dtype, shape);
+    if (!n || static_cast<std::size_t>(*n) != bytes.size())
+        throw std::invalid_argument(what + " holds " + std::to_string(bytes.size()) + " bytes, not what dtype " +
+                                    dtype_name(dtype) + " × shape " + shape_string(shape) + " needs");
 }
 
 Tensor StoredTensor::to_tensor() const {

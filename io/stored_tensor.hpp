@@ -58,6 +58,10 @@ struct StoredTensor {
     TensorView view() const;
     Tensor to_tensor() const;
 
+    // std::invalid_argument naming `what` unless the bytes are exactly what
+    // dtype x shape needs.  Writers call it so that only readable files are made.
+    void check_bytes(const std::string& what) const;
+
     bool operator==(const StoredTensor&) const = default;
 
 private:

@@ -376,9 +376,10 @@ TEST(CaseSafetensors, WriterMatchesFileWrittenByHand) {
     c.outputs["y"] = tensor(DType::f16, {1}, {0x3A76});
     const std::string header =
         R"({"__metadata__":{"conform.format":"case/1","conform.impl":"hand","conform.op":"silu","conform.params":"{\"n\":2}"},)"
-        R"("out.y":{"data_offsets":[0,2],"dtype":"F16","shape":[1]},"x":{"data_offsets":[2,4],"dtype":"F16","shape":[1]}})";
-    ASSERT_EQ(header.size(), 224u);  // a multiple of 8: no padding
-    const std::string expected = le64(224) + header + std::string("\x76\x3A\x00\x3C", 4);
+        R"("out.y":{"data_offsets":[0,2],"dtype":"F16","shape":[1]},"x":{"data_offsets":[2,4],"dtype":"F16","shape":[1]}})"
+        "       ";  // 225 bytes of JSON padded to 232
+    ASSERT_EQ(header.size(), 232u);
+    const std::string expected = le64(232) + header + std::string("\x76\x3A\x00\x3C", 4);
     EXPECT_EQ(text_of(serialize_case_safetensors(c)), expected);
 }
 
@@ -412,7 +413,7 @@ TEST(CaseSafetensorsMalformed, TensorNames) {
 
 TEST(CaseSafetensors, MissingTensorNamesSourceAndTensor) {
     const Case c = parse_case_safetensors(serialize_case_safetensors(sample_case()), "cases/a.safetensors");
-    expect_error([&] { c.input("weight"); }, "cases/a.safetensors", "tensor \"weight\"", "missing (the case has f16, f32,");
+    expect_error([&] { c.input("weight"); }, "cases/a.safetensors", "tensor \"weight\"", "missing (the case has bf16, f16, f32,");
     expect_error([&] { c.output("z"); }, "cases/a.safetensors", "tensor \"out.z\"", "out.state, out.y)");
 }
 
@@ -493,7 +494,7 @@ TEST(NpyMalformed, HeaderDict) {
                      "expected True or False");
     expect_npy_error(npy_file("{'descr': '<f\\x34', 'fortran_order': False, 'shape': (1,)}", data), "descr",
                      "escape sequences are not supported");
-    expect_npy_error(npy_file("{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}", data), "header", "expected ':'");
+    expect_npy_error(npy_file("{'descr' '<f4', 'fortran_order': False, 'shape': (1,)}", data), "header", "expected ':'");
     expect_npy_error(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} x", data), "header",
                      "unexpected text after the closing '}'");
     expect_npy_error(bytes_of(std::string("\x93NUMPY\x01\x00\x05\x00{'des", 15)), "header", "unterminated string");
@@ -515,7 +516,8 @@ TEST(NpyMalformed, Descr) {
                      "descr", "structured dtypes are not supported");
     expect_npy_error(with_descr("<u2", 2), "descr", "'<u2' is accepted only as bf16 bit patterns");
     expect_npy_error(with_descr("<f4"), "descr", "\"<f4\" but case.json declares dtype bf16", DType::bf16);
-    expect_npy_error(with_descr("<u2", 2), "descr", "but case.json declares dtype f16 (stored as '<f2')", DType::f16);
+    expect_npy_error(with_descr("<f4"), "descr", "\"<f4\" but case.json declares dtype f16 (stored as '<f2')", DType::f16);
+    expect_npy_error(with_descr("<u2", 2), "descr", "'<u2' is accepted only as bf16", DType::f16);
     EXPECT_EQ(parse_npy(with_descr("<u2", 2), "x.npy", DType::bf16).dtype, DType::bf16);
 }
 
@@ -572,7 +574,7 @@ TEST(CaseManifestMalformed, Fields) {
     expect_manifest_error(ok_head + R"("params": "{}", "tensors": {}})", "params", "is a string, not a JSON object");
     expect_manifest_error(ok_head + R"("conventions": [], "tensors": {}})", "conventions", "is an array, not a JSON object");
     expect_manifest_error(ok_head + R"("impl": 1, "tensors": {}})", "impl", "is an integer, not a string");
-    expect_manifest_error(ok_head + "}", "tensors", "missing");
+    expect_manifest_error(R"({"format": "case/1", "op": "silu"})", "tensors", "missing");
     expect_manifest_error(ok_head + R"("tensors": []})", "tensors", "is an array, not an object");
     expect_manifest_error(ok_head + R"("tensors": {"x": "x.npy"}})", "tensor \"x\"", "entry is a string, not an object");
     expect_manifest_error(ok_head + R"("tensors": {"out.": {}}})", "tensor \"out.\"", "output name after \"out.\" is empty");
@@ -642,7 +644,7 @@ TEST(CaseFiles, WriteReadAndFind) {
     for (const auto& p : found) EXPECT_EQ(read_case(p), c) << p;
     expect_error([&] { find_cases({root / "missing"}); }, (root / "missing").string(), "", "no such file or directory");
     expect_error([&] { read_case(root / "missing"); }, (root / "missing").string(), "", "no such file or directory");
-    write_text(root / "bad.safetensors", "\x10\0\0\0\0\0\0\0{}");
+    write_text(root / "bad.safetensors", std::string("\x10\0\0\0\0\0\0\0{}", 10));
     expect_error([&] { read_case(root / "bad.safetensors"); }, (root / "bad.safetensors").string(), "header length",
                  "16 bytes but only 2 bytes follow");
 }
@@ -652,13 +654,18 @@ TEST(CaseFiles, WriteReadAndFind) {
 namespace {
 
 // A Python 3 with NumPy: $CONFORM_PYTHON, else python3 on PATH, else Debian's.
-std::string python_with_numpy() {
+std::string find_python_with_numpy() {
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("CONFORM_PYTHON")) candidates.push_back(env);
     candidates.insert(candidates.end(), {"python3", "/usr/bin/python3"});
     for (const auto& py : candidates)
         if (std::system((py + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return py;
     return "";
+}
+
+const std::string& python_with_numpy() {
+    static const std::string python = find_python_with_numpy();
+    return python;
 }
 
 const std::string kWriterScript = R"PY(
