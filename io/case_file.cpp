@@ -6,6 +6,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "io/bytes.hpp"
 #include "io/json_text.hpp"
 #include "io/npy.hpp"
 
@@ -236,7 +237,7 @@ void write_case_safetensors(const Case& c, const fs::path& file) { write_file(fi
 // --- npy directory form ----------------------------------------------------
 
 CaseManifest parse_case_manifest(std::span<const std::byte> bytes, const std::string& source) {
-    const json j = parse_json({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, source, "");
+    const json j = parse_json(as_text(bytes), source, "");
     if (!j.is_object()) throw FormatError(source, "", "manifest is " + json_kind(j) + ", not an object");
     CaseManifest m;
     Case& c = m.header;

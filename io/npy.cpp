@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "io/bytes.hpp"
 #include "io/format_error.hpp"
 
 namespace conform::io {
@@ -146,12 +147,6 @@ private:
     std::size_t pos_ = 0;
 };
 
-std::uint32_t read_le(std::span<const std::byte> bytes, std::size_t at, std::size_t width) {
-    std::uint32_t v = 0;
-    for (std::size_t i = 0; i < width; ++i) v |= std::uint32_t(bytes[at + i]) << (8 * i);
-    return v;
-}
-
 DType resolve_dtype(const std::string& descr, std::optional<DType> declared, const std::string& source) {
     if (!descr.empty() && descr[0] == '>')
         throw FormatError(source, "descr", quote(descr) + " is big-endian; only little-endian data is supported");
@@ -199,24 +194,16 @@ StoredTensor parse_npy(std::span<const std::byte> bytes, const std::string& sour
     if (major < 1 || major > 3 || minor != 0)
         throw FormatError(source, "version",
                           std::to_string(major) + "." + std::to_string(minor) + " is not 1.0, 2.0 or 3.0");
-    const std::size_t width = major == 1 ? 2 : 4, start = kMagicBytes + 2 + width;
-    if (bytes.size() < start) throw FormatError(source, "header length", "file ends inside the length field");
-    const std::size_t length = read_le(bytes, kMagicBytes + 2, width);
-    if (length > kMaxNpyHeader)
-        throw FormatError(source, "header length", std::to_string(length) + " bytes is above the 65535-byte limit");
-    if (length > bytes.size() - start)
-        throw FormatError(source, "header length",
-                          std::to_string(length) + " bytes but only " + std::to_string(bytes.size() - start) +
-                              " bytes follow (truncated file?)");
-    const NpyHeader header =
-        HeaderParser({reinterpret_cast<const char*>(bytes.data() + start), length}, source).parse();
+    const std::size_t width = major == 1 ? 2 : 4;
+    const auto text = length_prefixed(bytes, kMagicBytes + 2, width, kMaxNpyHeader, source);
+    const NpyHeader header = HeaderParser(as_text(text), source).parse();
     if (header.fortran_order)
         throw FormatError(source, "fortran_order", "True: only C-order arrays are supported (save np.ascontiguousarray(a))");
     const DType dtype = resolve_dtype(header.descr, declared, source);
     const auto needed = byte_count(dtype, header.shape);
     if (!needed)
         throw FormatError(source, "shape", shape_string(header.shape) + " of " + header.descr + " does not fit in 2^63 bytes");
-    const auto data = bytes.subspan(start + length);
+    const auto data = bytes.subspan(kMagicBytes + 2 + width + text.size());
     if (data.size() != static_cast<std::uint64_t>(*needed))
         throw FormatError(source, "data",
                           std::to_string(data.size()) + " bytes but descr " + header.descr + " × shape " +
@@ -237,12 +224,11 @@ std::vector<std::byte> serialize_npy(const StoredTensor& t) {
     header.append(padding(width), ' ');
     header += '\n';
     std::vector<std::byte> out;
-    for (std::size_t i = 0; i < kMagicBytes; ++i) out.push_back(static_cast<std::byte>(kMagic[i]));
-    out.push_back(std::byte{static_cast<unsigned char>(v1 ? 1 : 2)});
-    out.push_back(std::byte{0});
-    for (std::size_t i = 0; i < width; ++i) out.push_back(static_cast<std::byte>(header.size() >> (8 * i)));
-    const auto* chars = reinterpret_cast<const std::byte*>(header.data());
-    out.insert(out.end(), chars, chars + header.size());
+    append_text(out, std::string_view(kMagic, kMagicBytes));
+    append_le(out, v1 ? 1 : 2, 1);  // version major.minor
+    append_le(out, 0, 1);
+    append_le(out, header.size(), width);
+    append_text(out, header);
     out.insert(out.end(), t.bytes.begin(), t.bytes.end());
     return out;
 }

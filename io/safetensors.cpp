@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "io/bytes.hpp"
 #include "io/format_error.hpp"
 #include "io/json_text.hpp"
 
@@ -19,12 +20,6 @@ std::string shown(const json& j) { return printable(j.dump(), 48); }
 
 std::string range(std::uint64_t begin, std::uint64_t end) {
     return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
-}
-
-std::uint64_t read_le64(std::span<const std::byte> bytes) {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < kLengthBytes; ++i) v |= std::uint64_t(bytes[i]) << (8 * i);
-    return v;
 }
 
 // A JSON integer in [0, 2^63), or nullopt (negative, fractional, too large, not a number).
@@ -135,28 +130,13 @@ std::map<std::string, std::string> parse_metadata(const json& j, const std::stri
     return metadata;
 }
 
-json parse_header(std::span<const std::byte> bytes, const std::string& source) {
-    if (bytes.size() < kLengthBytes)
-        throw FormatError(source, "header length",
-                          "file has " + std::to_string(bytes.size()) + " bytes, fewer than the 8-byte length field");
-    const std::uint64_t length = read_le64(bytes);
-    if (length > kMaxSafetensorsHeader)
-        throw FormatError(source, "header length", std::to_string(length) + " bytes is above the 100 MB limit");
-    if (length > bytes.size() - kLengthBytes)
-        throw FormatError(source, "header length",
-                          std::to_string(length) + " bytes but only " + std::to_string(bytes.size() - kLengthBytes) +
-                              " bytes follow (truncated file?)");
-    const auto text = bytes.subspan(kLengthBytes, length);
-    json header = parse_json({reinterpret_cast<const char*>(text.data()), text.size()}, source, "header");
-    if (!header.is_object()) throw FormatError(source, "header", "is " + json_kind(header) + ", not an object");
-    return header;
-}
-
 }  // namespace
 
 SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::string& source) {
-    const json header = parse_header(bytes, source);
-    const auto data = bytes.subspan(kLengthBytes + read_le64(bytes));
+    const auto text = length_prefixed(bytes, 0, kLengthBytes, kMaxSafetensorsHeader, source);
+    const json header = parse_json(as_text(text), source, "header");
+    if (!header.is_object()) throw FormatError(source, "header", "is " + json_kind(header) + ", not an object");
+    const auto data = bytes.subspan(kLengthBytes + text.size());
     SafetensorsFile file;
     std::vector<Entry> entries;
     for (const auto& [key, value] : header.items()) {
@@ -189,10 +169,9 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
     }
     std::string text = header.dump();
     text.append((kLengthBytes - text.size() % kLengthBytes) % kLengthBytes, ' ');  // data block 8-byte aligned
-    std::vector<std::byte> out(kLengthBytes);
-    for (std::size_t i = 0; i < kLengthBytes; ++i) out[i] = static_cast<std::byte>(text.size() >> (8 * i));
-    const auto* chars = reinterpret_cast<const std::byte*>(text.data());
-    out.insert(out.end(), chars, chars + text.size());
+    std::vector<std::byte> out;
+    append_le(out, text.size(), kLengthBytes);
+    append_text(out, text);
     for (const auto& [name, t] : file.tensors) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
     return out;
 }

@@ -248,10 +248,10 @@ TEST(Safetensors, AcceptsForeignLayouts) {
 }
 
 TEST(SafetensorsMalformed, HeaderLength) {
-    expect_safetensors_error(bytes_of("abc"), "header length", "fewer than the 8-byte length field");
-    expect_safetensors_error(bytes_of(le64(200'000'000) + "{}"), "header length", "above the 100 MB limit");
+    expect_safetensors_error(bytes_of("abc"), "header length", "ends inside the 8-byte length field");
+    expect_safetensors_error(bytes_of(le64(200'000'000) + "{}"), "header length", "above the 100000000-byte limit");
     expect_safetensors_error(bytes_of(le64(100) + "{}"), "header length", "100 bytes but only 2 bytes follow");
-    expect_safetensors_error(bytes_of(le64(~0ull) + "{}"), "header length", "above the 100 MB limit");
+    expect_safetensors_error(bytes_of(le64(~0ull) + "{}"), "header length", "above the 100000000-byte limit");
 }
 
 TEST(SafetensorsMalformed, HeaderJson) {
@@ -475,7 +475,7 @@ TEST(NpyMalformed, MagicVersionAndLength) {
     expect_npy_error(bytes_of(""), "magic", "not an .npy file");
     expect_npy_error(bytes_of(std::string("\x93NUMPY\x04\x00", 8) + "xx"), "version", "4.0 is not 1.0, 2.0 or 3.0");
     expect_npy_error(bytes_of(std::string("\x93NUMPY\x01\x01", 8) + "xx"), "version", "1.1 is not");
-    expect_npy_error(bytes_of(std::string("\x93NUMPY\x02\x00\x10\x00", 10)), "header length", "file ends inside the length field");
+    expect_npy_error(bytes_of(std::string("\x93NUMPY\x02\x00\x10\x00", 10)), "header length", "ends inside the 4-byte length field");
     expect_npy_error(bytes_of(std::string("\x93NUMPY\x01\x00\x00\x01", 10) + "{}"), "header length",
                      "256 bytes but only 2 bytes follow");
     expect_npy_error(bytes_of(std::string("\x93NUMPY\x02\x00\x00\x00\x00\x01", 12)), "header length",

@@ -35,10 +35,13 @@ TEST(FuzzCorpus, EveryFileParsesOrIsAFormatError) {
         const std::string name = entry.path().filename().string();
         try {
             const auto accepted = conform::fuzz::run_case_readers(read_bytes(entry.path()));
-            // Seeds are valid files of the form their name says.
-            if (name.starts_with("seed-") && name.ends_with(".safetensors")) EXPECT_TRUE(accepted.safetensors_case) << name;
-            if (name.starts_with("seed-") && name.ends_with(".npy")) EXPECT_TRUE(accepted.npy) << name;
-            if (name.starts_with("seed-") && name.ends_with(".json")) EXPECT_TRUE(accepted.manifest) << name;
+            // Seeds are valid files of the form their extension says.
+            if (name.starts_with("seed-")) {
+                const bool parsed = name.ends_with(".safetensors") ? accepted.safetensors_case
+                                    : name.ends_with(".npy")       ? accepted.npy
+                                                                   : accepted.manifest;
+                EXPECT_TRUE(parsed) << name << " is a seed: it must parse";
+            }
         } catch (const std::exception& e) {
             ADD_FAILURE() << name << ": " << e.what();
         }
