@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// Where a tensor of the given file name goes: outputs are "out.<name>".
+// Where a tensor stored under `name` goes: "out.<name>" is an output, anything else an input.
 struct TensorName {
     bool output;
     std::string key;  // the map key in Case: the name without "out."
@@ -128,7 +128,8 @@ void write_file(const fs::path& path, std::span<const std::byte> bytes) {
     fs::rename(tmp, path);
 }
 
-// The file name of every tensor, in the form it is stored under.
+// Every tensor under the name it is stored as (outputs as "out.<name>"),
+// once the case is known to read back as it is: the checks both writers share.
 std::map<std::string, const StoredTensor*> stored_names(const Case& c) {
     const auto fail = [](const std::string& why) { throw std::invalid_argument("case not writable: " + why); };
     if (c.format != kCaseFormat) fail("format " + quote(c.format) + " is not \"case/1\"");
