@@ -38,6 +38,10 @@ std::string join(const std::vector<std::string>& v, const std::string& sep = ", 
 
 int cmd_list(bool json, const Selection& s);
 int cmd_ops(bool json, bool markdown);
+// Exit status: 0 every case passes, 1 some case fails, 2 some case could not
+// be judged (malformed file, unknown op, wrong shapes) — every case is still
+// reported.
+int cmd_validate(const std::vector<std::string>& paths, const std::string& out);
 int cmd_run(const Selection& s, std::uint64_t seed, int cases, const std::string& out, bool baselines,
             const std::string& reproduce, bool mutants, bool exhaustive);
 int cmd_mutate(const Selection& s, std::uint64_t seed, int cases, const std::string& out);

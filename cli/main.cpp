@@ -39,6 +39,13 @@ int main(int argc, char** argv) {
     ops->add_flag("--json", json, "print JSON");
     ops->add_flag("--markdown", markdown, "print the Markdown reference (docs/ops.md is this output)");
 
+    std::vector<std::string> case_paths;
+    std::string validate_out;
+    auto* validate = app.add_subcommand("validate", "judge third-party outputs stored as case files (safetensors or "
+                                                    ".npy directories, docs/dumps.md) against the oracle");
+    validate->add_option("paths", case_paths, "case files or directories (searched recursively)")->required();
+    validate->add_option("--out", validate_out, "also write validate.md and validate.json into this directory");
+
     auto* run = app.add_subcommand("run", "run the property suite on kernels and write the report");
     add_selection(run, sel);
     run->add_option("--seed", seed, "RapidCheck seed (a number); every run is reproducible from it")->capture_default_str();
@@ -74,6 +81,7 @@ int main(int argc, char** argv) {
     try {
         if (*list) return cmd_list(json, sel);
         if (*ops) return cmd_ops(json, markdown);
+        if (*validate) return cmd_validate(case_paths, validate_out);
         if (*run) return cmd_run(sel, seed, cases, out, !no_baselines, reproduce, with_mutants, with_exhaustive);
         if (*mutate) return cmd_mutate(sel, seed, cases, mutate_out->count() ? out : "");
         if (*exh) return cmd_exhaustive(sel, exh_out->count() ? out : "", threads);

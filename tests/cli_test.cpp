@@ -11,6 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "impls/registry.hpp"
+#include "io/case_file.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -173,4 +176,119 @@ TEST(Cli, OpsReferenceMatchesDocs) {
             EXPECT_EQ(op["conventions"][0], "masked_row = zero (default) | nan");
         }
     EXPECT_TRUE(attention);
+}
+
+// ---- conform validate ----------------------------------------------------------
+
+using namespace conform;
+
+namespace {
+
+Tensor wave(Format f, std::vector<std::int64_t> shape, double scale) {
+    Tensor t(f, std::move(shape));
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, scale * std::sin(0.7 + 1.3 * static_cast<double>(i)));
+    return t;
+}
+
+// A case whose outputs are what kernel `kernel` computes on `in`.
+io::Case computed_case(const std::string& kernel, const nlohmann::json& params, const std::vector<Tensor>& in) {
+    const KernelInfo& k = *builtin_registry().find(kernel);
+    const OpSpec& op = *find_op(k.op);
+    Params p;
+    for (const auto& [key, v] : params.items()) p.set(key, v.get<double>());
+    std::vector<TensorView> views;
+    for (const Tensor& t : in) views.push_back(t.view());
+    const std::vector<Tensor> out = run_kernel(k, p, views);
+    io::Case c;
+    c.op = op.name;
+    c.params = params;
+    c.impl = kernel;
+    for (std::size_t i = 0; i < in.size(); ++i) c.inputs[op.inputs[i]] = io::StoredTensor::from_tensor(in[i]);
+    for (std::size_t o = 0; o < out.size(); ++o) c.outputs[op.outputs[o]] = io::StoredTensor::from_tensor(out[o]);
+    return c;
+}
+
+nlohmann::json validate_json(const fs::path& dir) {
+    std::ifstream in(dir / "validate.json");
+    return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST(CliValidate, PassingFailingAndAlternativeConventions) {
+    const fs::path dir = fresh_dir("conform_cli_validate"), out = dir / "out";
+    fs::create_directories(dir);
+    const Tensor x = wave(Format::fp32, {3, 16}, 2), w = wave(Format::fp32, {16}, 1);
+    io::write_case_safetensors(computed_case("cpu.simd.rms_norm.fp32", {{"eps", 1e-6}}, {x, w}), dir / "a_rms.safetensors");
+    // An epsilon-outside-the-root kernel: fails, and no alternative explains it.
+    io::write_case_npy_dir(computed_case("mutant.rms_norm.eps_outside.fp32", {{"eps", 1e-2}}, {x, w}), dir / "b_mut");
+    // gate and up given in the other order.
+    const Tensor g = wave(Format::bf16, {2, 8}, 3), u = wave(Format::bf16, {2, 8}, 1);
+    io::Case swapped = computed_case("cpu.simd.swiglu.bf16", nlohmann::json::object(), {u, g});
+    std::swap(swapped.inputs["gate"], swapped.inputs["up"]);
+    io::write_case_safetensors(swapped, dir / "c_swapped.safetensors");
+
+    std::string text;
+    EXPECT_EQ(run("validate " + dir.string() + " --out " + out.string(), &text), 1) << text;
+    const auto j = validate_json(out)["cases"];
+    ASSERT_EQ(j.size(), 3u) << text;
+    EXPECT_EQ(j[0]["status"], "PASS") << j[0];
+    EXPECT_TRUE(j[0]["has_bound"].get<bool>());
+    EXPECT_LE(j[0]["max_util"].get<double>(), 1.0);
+    EXPECT_EQ(j[1]["status"], "FAIL") << j[1];
+    EXPECT_NE(j[1]["worst"].get<std::string>(), "");
+    EXPECT_EQ(j[2]["status"], "FAIL") << j[2];
+    EXPECT_EQ(j[2]["matches_alternative"], "gate and up swapped");
+    EXPECT_NE(text.find("3 cases: 1 pass, 2 fail, 0 not judged"), std::string::npos) << text;
+}
+
+TEST(CliValidate, DeclaredConventionIsHonouredAndAlternativeNamed) {
+    const fs::path dir = fresh_dir("conform_cli_validate_conv");
+    fs::create_directories(dir);
+    // Causal with Lq > Lk: query 0 sees no key.  Written as a literal
+    // softmax(s) @ v would: NaN in o and lse of that row.
+    const Tensor q = wave(Format::fp32, {1, 3, 4}, 0.5), k = wave(Format::fp32, {1, 2, 4}, 0.5),
+                 v = wave(Format::fp32, {1, 2, 4}, 1);
+    io::Case c = computed_case("cpu.scalar.attention.fp32", {{"causal", 1}}, {q, k, v});
+    for (std::int64_t i = 0; i < 4; ++i) c.outputs["o"].set_bits(i, encode(Format::fp32, NAN));
+    c.outputs["lse"].set_bits(0, encode(Format::fp32, NAN));
+    io::write_case_safetensors(c, dir / "undeclared.safetensors");
+    c.conventions = nlohmann::json{{"masked_row", "nan"}};
+    io::write_case_safetensors(c, dir / "declared.safetensors");
+
+    std::string text;
+    EXPECT_EQ(run("validate " + (dir / "declared.safetensors").string(), &text), 0) << text;
+    EXPECT_EQ(run("validate " + (dir / "undeclared.safetensors").string(), &text), 1) << text;
+    EXPECT_NE(text.find("matches masked_row = nan"), std::string::npos) << text;
+}
+
+TEST(CliValidate, BadCasesAreErrorsNamingFileAndField) {
+    const fs::path dir = fresh_dir("conform_cli_validate_bad");
+    fs::create_directories(dir);
+    const Tensor x = wave(Format::fp32, {2, 8}, 1), w = wave(Format::fp32, {8}, 1);
+    io::Case good = computed_case("cpu.simd.rms_norm.fp32", nlohmann::json::object(), {x, w});
+    io::Case unknown = good;
+    unknown.op = "rms_nrom";
+    io::write_case_safetensors(unknown, dir / "unknown_op.safetensors");
+    io::Case missing = good;
+    missing.inputs.erase("weight");
+    io::write_case_safetensors(missing, dir / "missing.safetensors");
+    io::Case shape = good;
+    shape.outputs["y"] = io::StoredTensor::from_tensor(wave(Format::fp32, {2, 7}, 1));
+    io::write_case_safetensors(shape, dir / "shape.safetensors");
+    io::Case param = good;
+    param.params = {{"epsilon", 1e-6}};
+    io::write_case_safetensors(param, dir / "param.safetensors");
+    std::ofstream(dir / "truncated.safetensors") << "\x10\x00\x00";
+    io::write_case_safetensors(good, dir / "zz_good.safetensors");  // still judged after the bad ones
+
+    std::string text;
+    EXPECT_EQ(run("validate " + dir.string(), &text), 2) << text;
+    EXPECT_NE(text.find("unknown_op.safetensors: conform.op: unknown op \"rms_nrom\""), std::string::npos) << text;
+    EXPECT_NE(text.find("missing.safetensors: tensor \"weight\" missing"), std::string::npos) << text;
+    EXPECT_NE(text.find("shape.safetensors: tensor \"out.y\": shape [2,7]"), std::string::npos) << text;
+    EXPECT_NE(text.find("param.safetensors: conform.params: \"epsilon\" is not a parameter"), std::string::npos) << text;
+    EXPECT_NE(text.find("truncated.safetensors"), std::string::npos) << text;
+    EXPECT_NE(text.find("PASS " + (dir / "zz_good.safetensors").string()), std::string::npos) << text;
+    EXPECT_EQ(run("validate " + (dir / "no_such").string(), &text), 2) << text;
 }

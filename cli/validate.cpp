@@ -1,0 +1,312 @@
+// conform validate PATH...: third-party outputs stored as case files
+// (docs/dumps.md) recomputed with the oracle and judged by the op's verdicts.
+// Per case: verdict, max ULP, bound utilization, the worst element, and when
+// it fails, which declared or alternative convention the data matches.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "io/case_file.hpp"
+#include "oracle/conventions.hpp"
+#include "properties/verdict.hpp"
+#include "reports/atomic_file.hpp"
+
+namespace conform::cli {
+namespace {
+
+struct CaseVerdict {
+    std::string path, op, impl;
+    std::string status;  // PASS, FAIL or ERROR (the case could not be judged)
+    std::string message;
+    std::int64_t elements = 0;
+    std::uint64_t max_ulp = 0;
+    bool has_util = false;
+    double max_util = 0;
+    std::string worst;
+    std::string matches;  // the alternative convention the data matches, when it fails
+};
+
+// Thrown for a case that is well-formed as a file but wrong for its op.
+struct CaseError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// The case judged: op, parameters, input views and the kernel that returns
+// the stored outputs.
+struct Judged {
+    const OpSpec* op = nullptr;
+    Params params;
+    std::vector<TensorView> in;
+    KernelInfo kernel;
+};
+
+Params read_params(const io::Case& c, const OpSpec& op) {
+    Params p;
+    for (const auto& [key, value] : c.params.items()) {
+        const bool known = std::any_of(op.params.begin(), op.params.end(), [&](const ParamSpec& s) { return s.name == key; });
+        if (!known) throw CaseError(fmt::format("{}: conform.params: \"{}\" is not a parameter of {} (see conform ops)", c.source, key, op.name));
+        if (!value.is_number() && !value.is_boolean())
+            throw CaseError(fmt::format("{}: conform.params: \"{}\" must be a number", c.source, key));
+        p.set(key, value.is_boolean() ? (value.get<bool>() ? 1.0 : 0.0) : value.get<double>());
+    }
+    return p;
+}
+
+TensorView numeric_view(const io::Case& c, const io::StoredTensor& t, const std::string& field) {
+    if (!io::numerics_format(t.dtype))
+        throw CaseError(fmt::format("{}: tensor \"{}\": dtype {} is not a floating-point format", c.source, field, io::dtype_name(t.dtype)));
+    return t.view();
+}
+
+// Attention's additive mask is the one optional input (numerics/op.cpp).
+bool optional_input(const std::string& name) { return name == "mask"; }
+
+// Inputs in op order; an optional input may be left out.
+std::vector<TensorView> read_inputs(const io::Case& c, const OpSpec& op) {
+    for (const auto& [name, t] : c.inputs)
+        if (std::find(op.inputs.begin(), op.inputs.end(), name) == op.inputs.end())
+            throw CaseError(fmt::format("{}: tensor \"{}\" is not an input of {} (inputs: {})", c.source, name, op.name,
+                                        fmt::join(op.inputs, ", ")));
+    std::vector<TensorView> in;
+    for (const std::string& name : op.inputs) {
+        if (c.inputs.count(name)) {
+            in.push_back(numeric_view(c, c.inputs.at(name), name));
+        } else if (!optional_input(name)) {
+            throw CaseError(fmt::format("{}: tensor \"{}\" missing (inputs of {}: {})", c.source, name, op.name,
+                                        fmt::join(op.inputs, ", ")));
+        }
+    }
+    return in;
+}
+
+// The kernel whose outputs are the stored ones, checked against the shapes
+// the op gives these inputs.
+KernelInfo stored_kernel(const io::Case& c, const OpSpec& op, const std::vector<TensorView>& in) {
+    const auto shapes = op.out_shapes ? op.out_shapes(in)
+                                      : std::vector<std::vector<std::int64_t>>(
+                                            op.outputs.size(), {in[0].shape.begin(), in[0].shape.begin() + in[0].rank});
+    KernelInfo k;
+    k.name = "dump:" + (c.impl.empty() ? std::string("unnamed") : c.impl);
+    k.op = op.name;
+    k.variant = "dump";
+    k.backend = "dump";
+    k.in = in[0].format;
+    k.acc = Format::fp32;  // docs/dumps.md: bounds assume FP32 accumulation
+    std::vector<TensorView> outs;
+    for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+        const std::string field = "out." + op.outputs[o];
+        if (!c.outputs.count(op.outputs[o])) throw CaseError(fmt::format("{}: tensor \"{}\" missing", c.source, field));
+        const TensorView v = numeric_view(c, c.outputs.at(op.outputs[o]), field);
+        const std::vector<std::int64_t> got(v.shape.begin(), v.shape.begin() + v.rank);
+        if (got != shapes[o])
+            throw CaseError(fmt::format("{}: tensor \"{}\": shape [{}] but {} of these inputs has shape [{}]", c.source,
+                                        field, fmt::join(got, ","), op.name, fmt::join(shapes[o], ",")));
+        k.out_formats.push_back(v.format);
+        outs.push_back(v);
+    }
+    k.out = k.out_formats[0];
+    k.fn = [outs](const KernelCall& call) {
+        for (std::size_t o = 0; o < outs.size(); ++o)
+            for (std::int64_t i = 0; i < outs[o].numel(); ++i) call.out[o].set_bits(i, outs[o].bits(i));
+    };
+    if (c.conventions) {
+        if (!c.conventions->is_object()) throw CaseError(c.source + ": conform.conventions: expected a JSON object");
+        for (const auto& [key, value] : c.conventions->items()) {
+            if (!value.is_string()) throw CaseError(fmt::format("{}: conform.conventions: \"{}\" must be a string", c.source, key));
+            k.conventions[key] = value.get<std::string>();
+        }
+        try {
+            oracle::check_conventions(k.conventions);
+        } catch (const std::invalid_argument& e) {
+            throw CaseError(c.source + ": conform.conventions: " + e.what());
+        }
+    }
+    return k;
+}
+
+// ---- alternative conventions ------------------------------------------------
+// A failing case is judged again under each documented alternative; the
+// first that passes is named.  Each returns false when it does not apply.
+struct Alternative {
+    const char* name;
+    std::function<bool(Judged&, std::vector<Tensor>& scratch)> apply;
+};
+
+bool set_param(Judged& j, const char* key, double value) {
+    if (j.params.get(key, -1) == value) return false;
+    j.params.set(key, value);
+    return true;
+}
+
+const std::vector<Alternative>& alternatives() {
+    static const std::vector<Alternative> alts{
+        {"masked_row = nan (empty rows NaN)",
+         [](Judged& j, std::vector<Tensor>&) {
+             if (oracle::conventions_for(j.op->name).empty() || j.kernel.conventions["masked_row"] == "nan") return false;
+             j.kernel.conventions["masked_row"] = "nan";
+             return true;
+         }},
+        {"masked_row = zero (the oracle's empty rows)",
+         [](Judged& j, std::vector<Tensor>&) {
+             if (j.kernel.conventions.count("masked_row") == 0 || j.kernel.conventions["masked_row"] == "zero") return false;
+             j.kernel.conventions["masked_row"] = "zero";
+             return true;
+         }},
+        {"RoPE pairing swapped (interleaved <-> half-split)",
+         [](Judged& j, std::vector<Tensor>&) {
+             return j.op->name == "rope" && set_param(j, "pairing", j.params.get("pairing", 0) == 0 ? 1 : 0);
+         }},
+        {"gate and up swapped",
+         [](Judged& j, std::vector<Tensor>&) {
+             if (j.op->kind != OpKind::gated) return false;
+             std::swap(j.in[0], j.in[1]);
+             return true;
+         }},
+        {"GELU variant swapped (erf <-> tanh)",
+         [](Judged& j, std::vector<Tensor>&) {
+             if (j.op->name != "gelu_erf" && j.op->name != "gelu_tanh") return false;
+             j.op = find_op(j.op->name == "gelu_erf" ? "gelu_tanh" : "gelu_erf");
+             j.kernel.op = j.op->name;
+             return true;
+         }},
+        {"zero-centred RMSNorm weight toggled (w <-> 1 + w)",
+         [](Judged& j, std::vector<Tensor>&) {
+             return j.op->name == "rms_norm" && set_param(j, "zero_centered", j.params.get("zero_centered", 0) == 0 ? 1 : 0);
+         }},
+        {"attention softmax scale 1 (scale dropped)",
+         [](Judged& j, std::vector<Tensor>&) { return j.op->name == "attention" && set_param(j, "scale", 1); }},
+        {"causal mask aligned top-left (query i sees keys j <= i)",
+         [](Judged& j, std::vector<Tensor>& scratch) {
+             if (j.op->name != "attention" || j.params.get("causal", 0) == 0 || j.params.get("window", 0) != 0) return false;
+             const std::int64_t lq = j.in[0].shape[1], lk = j.in[1].shape[1];
+             if (lq == lk) return false;
+             Tensor mask(Format::fp32, {lq, lk});
+             for (std::int64_t r = 0; r < lq; ++r)
+                 for (std::int64_t c = 0; c < lk; ++c)
+                     mask.set_value(r * lk + c, (c > r ? -INFINITY : 0.0) + (j.in.size() > 3 ? j.in[3].value(r * lk + c) : 0.0));
+             scratch.push_back(std::move(mask));
+             j.in.resize(4);
+             j.in[3] = scratch.back().view();
+             j.params.set("causal", 0);
+             return true;
+         }},
+    };
+    return alts;
+}
+
+std::string matching_alternative(const Judged& base) {
+    for (const Alternative& a : alternatives()) {
+        Judged j = base;
+        std::vector<Tensor> scratch;
+        if (!a.apply(j, scratch)) continue;
+        try {
+            if (props::check_case(j.kernel, j.params, j.in).pass) return a.name;
+        } catch (const std::exception&) {
+            // an alternative that does not fit these inputs does not match
+        }
+    }
+    return "";
+}
+
+// ---- one case -----------------------------------------------------------------
+
+CaseVerdict judge_case(const std::filesystem::path& path) {
+    CaseVerdict v;
+    v.path = path.string();
+    try {
+        const io::Case c = io::read_case(path);
+        v.op = c.op, v.impl = c.impl;
+        Judged j;
+        j.op = find_op(c.op);
+        if (!j.op) throw CaseError(fmt::format("{}: conform.op: unknown op \"{}\" (see conform ops)", c.source, c.op));
+        j.params = read_params(c, *j.op);
+        j.in = read_inputs(c, *j.op);
+        j.kernel = stored_kernel(c, *j.op, j.in);
+        props::Stats stats;
+        props::CaseResult r;
+        try {
+            r = props::check_case(j.kernel, j.params, j.in, &stats);
+        } catch (const std::invalid_argument& e) {  // shapes the op rejects
+            throw CaseError(c.source + ": " + e.what());
+        }
+        v.status = r.pass ? "PASS" : "FAIL";
+        v.message = r.message;
+        v.elements = stats.elements();
+        v.max_ulp = stats.max_ulp();
+        v.has_util = stats.has_util();
+        v.max_util = stats.max_util();
+        v.worst = v.has_util ? stats.worst_util_case() : stats.worst_ulp_case();
+        if (!r.pass) v.matches = matching_alternative(j);
+    } catch (const io::FormatError& e) {
+        v.status = "ERROR", v.message = e.what();
+    } catch (const CaseError& e) {
+        v.status = "ERROR", v.message = e.what();
+    }
+    return v;
+}
+
+// ---- output -------------------------------------------------------------------
+
+nlohmann::json to_json(const std::vector<CaseVerdict>& vs) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& v : vs)
+        a.push_back({{"path", v.path}, {"op", v.op}, {"impl", v.impl}, {"status", v.status}, {"message", v.message},
+                     {"elements", v.elements}, {"max_ulp", v.max_ulp}, {"has_bound", v.has_util},
+                     {"max_util", std::isfinite(v.max_util) ? nlohmann::json(v.max_util) : nlohmann::json("inf")},
+                     {"worst", v.worst}, {"matches_alternative", v.matches}});
+    return {{"schema", "conform.validate/1"}, {"cases", a}};
+}
+
+std::string cell(std::string s) {
+    for (char& ch : s)
+        if (ch == '|' || ch == '\n') ch = ' ';
+    return s;
+}
+
+std::string to_markdown(const std::vector<CaseVerdict>& vs) {
+    std::string s = "# conform validate\n\n| case | op | impl | verdict | max ULP | max util | worst element | "
+                    "matches | message |\n|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& v : vs)
+        s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", cell(v.path), v.op, cell(v.impl), v.status,
+                         v.max_ulp, v.has_util ? fmt::format("{:.3g}", v.max_util) : "-", cell(v.worst),
+                         cell(v.matches), cell(v.message));
+    return s;
+}
+
+}  // namespace
+
+int cmd_validate(const std::vector<std::string>& paths, const std::string& out) {
+    std::vector<std::filesystem::path> ps(paths.begin(), paths.end());
+    std::vector<std::filesystem::path> cases;
+    try {
+        cases = io::find_cases(ps);
+    } catch (const io::FormatError& e) {
+        std::cerr << "conform: " << e.what() << "\n";
+        return 2;
+    }
+    if (cases.empty()) throw UsageError("no case files (*.safetensors or directories with case.json) under the given paths");
+    std::vector<CaseVerdict> vs;
+    int errors = 0, failures = 0;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        vs.push_back(judge_case(cases[i]));
+        const CaseVerdict& v = vs.back();
+        errors += v.status == "ERROR", failures += v.status == "FAIL";
+        std::cout << fmt::format("[{}/{}] {} {} {}{}\n", i + 1, cases.size(), v.status, v.path,
+                                 v.status == "ERROR" ? v.message
+                                 : v.has_util       ? fmt::format("(max util {:.3g})", v.max_util)
+                                                    : fmt::format("(max ulp {})", v.max_ulp),
+                                 v.matches.empty() ? "" : "; matches " + v.matches);
+        if (!out.empty()) {  // after every case: an interrupted run keeps what it judged
+            std::filesystem::create_directories(out);
+            report::write_file_atomic(std::filesystem::path(out) / "validate.md", to_markdown(vs));
+            report::write_file_atomic(std::filesystem::path(out) / "validate.json", to_json(vs).dump(2) + "\n");
+        }
+    }
+    std::cout << fmt::format("{} cases: {} pass, {} fail, {} not judged (errors)\n", vs.size(),
+                             vs.size() - failures - errors, failures, errors);
+    return errors ? 2 : failures ? 1 : 0;
+}
+
+}  // namespace conform::cli
