@@ -118,17 +118,7 @@ TensorView StoredTensor::view() const {
         throw std::invalid_argument("tensor rank " + std::to_string(shape.size()) + " is above " +
                                     std::to_string(kMaxRank));
     check_bytes("tensor");
-    TensorView v;
-    v.data = const_cast<std::byte*>(bytes.data());
-    v.format = *format;
-    v.rank = static_cast<int>(shape.size());
-    std::int64_t stride = 1;
-    for (int i = v.rank - 1; i >= 0; --i) {
-        v.shape[i] = shape[i];
-        v.strides[i] = stride;
-        stride *= shape[i];
-    }
-    return v;
+    return TensorView::contiguous(const_cast<std::byte*>(bytes.data()), *format, shape);
 }
 
 void StoredTensor::check_bytes(const std::string& what) const {

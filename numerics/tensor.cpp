@@ -53,18 +53,22 @@ std::int64_t Tensor::numel() const {
     return n;
 }
 
-TensorView Tensor::view() const {
+TensorView TensorView::contiguous(void* data, Format f, const std::vector<std::int64_t>& shape) {
     TensorView v;
-    v.data = const_cast<std::uint64_t*>(storage_.data());
-    v.format = format_;
-    v.rank = static_cast<int>(shape_.size());
+    v.data = data;
+    v.format = f;
+    v.rank = static_cast<int>(shape.size());
     std::int64_t stride = 1;
     for (int i = v.rank - 1; i >= 0; --i) {
-        v.shape[i] = shape_[i];
+        v.shape[i] = shape[i];
         v.strides[i] = stride;
-        stride *= shape_[i];
+        stride *= shape[i];
     }
     return v;
+}
+
+TensorView Tensor::view() const {
+    return TensorView::contiguous(const_cast<std::uint64_t*>(storage_.data()), format_, shape_);
 }
 
 std::string shape_string(const std::vector<std::int64_t>& shape) {

@@ -38,6 +38,9 @@ struct TensorView {
 
     template <class T>
     T* row(std::int64_t r) const { return static_cast<T*>(data) + r * row_stride(); }
+
+    // A dense row-major view of `shape` (rank <= kMaxRank) over data.
+    static TensorView contiguous(void* data, Format f, const std::vector<std::int64_t>& shape);
 };
 
 class Tensor {
