@@ -160,20 +160,21 @@ CONFORM_AVX2 inline __m256 apply8f(const Op& op, const __m256 (&x)[N]) {
     else return nan_policy<N>(op.vecf(x[0], x[1]), x);
 }
 
+// The 8 results of one block, as floats ready for vstore.
 template <Format F, int N, class Op>
-CONFORM_AVX2 inline void block8(const Op& op, const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) {
+CONFORM_AVX2 inline __m256 value8(const Op& op, const std::array<const elem_t<F>*, N>& in) {
     __m256 x[N];
     for (int k = 0; k < N; ++k) x[k] = vload<F>(in[k]);
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
-        if constexpr (N == 1) {
-            vstore<F>(out, apply8f<F, N>(op, x));
-            return;
-        } else if (op.float_ok(x[0])) {
-            vstore<F>(out, apply8f<F, N>(op, x));
-            return;
-        }
+        if constexpr (N == 1) return apply8f<F, N>(op, x);
+        else if (op.float_ok(x[0])) return apply8f<F, N>(op, x);
     }
-    vstore<F>(out, apply8<F, N>(op, x));
+    return apply8<F, N>(op, x);
+}
+
+template <Format F, int N, class Op>
+CONFORM_AVX2 inline void block8(const Op& op, const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) {
+    vstore<F>(out, value8<F, N>(op, in));
 }
 
 // Every 8-element block of the call's rows, as block(inputs, output); a
@@ -255,6 +256,22 @@ inline bool streaming_output(const TensorView& y) {
     return y.rows() * y.cols() * info(y.format).bytes >= kStreamBytes;
 }
 
+// vstore, streaming where `stream` and the address allows it: 128-bit
+// streaming stores need 16-byte aligned addresses (tensors are only 8- or
+// 16-byte aligned, so fp32 uses two of them rather than one 256-bit store;
+// the write-combining buffer merges them into whole lines either way).
+template <Format F>
+CONFORM_AVX2 inline void vstore_maybe_stream(elem_t<F>* p, __m256 v, bool stream) {
+    if (!stream || reinterpret_cast<std::uintptr_t>(p) % 16 != 0) {
+        vstore<F>(p, v);
+    } else if constexpr (F == Format::fp32) {
+        _mm_stream_ps(p, _mm256_castps256_ps128(v));
+        _mm_stream_ps(p + 4, _mm256_extractf128_ps(v, 1));
+    } else {
+        _mm_stream_si128(reinterpret_cast<__m128i*>(p), narrow8(v, F));
+    }
+}
+
 // out[i] = T[x[i]], 16 per step: scalar table reads (2-3 loads per cycle;
 // they measured faster than 8-lane gathers on Zen 3, the fp16 table of
 // typical activations spilling out of L1) into a buffer written out as one
@@ -305,11 +322,7 @@ CONFORM_AVX2 void run_lut(const KernelCall& c, const Op& op) {
             } else {
                 y = apply8<F, N>(op, x);
             }
-            const __m128i h = narrow8(y, F);
-            if (stream && reinterpret_cast<std::uintptr_t>(out) % 16 == 0)
-                _mm_stream_si128(reinterpret_cast<__m128i*>(out), h);
-            else
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(out), h);
+            vstore_maybe_stream<F>(out, y, stream);
         });
         if (stream) _mm_sfence();
     }
@@ -320,8 +333,11 @@ CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
         run_lut<F, N>(c, op);
     } else {
-        each_block8<F, N>(c, [&](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out)
-                                 CONFORM_AVX2 { block8<F, N>(op, in, out); });
+        const bool stream = streaming_output(c.out[0]);
+        each_block8<F, N>(c, [&](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX2 {
+            vstore_maybe_stream<F>(out, value8<F, N>(op, in), stream);
+        });
+        if (stream) _mm_sfence();
     }
 }
 
