@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <array>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -112,6 +113,29 @@ CONFORM_AVX2 inline __m128 narrow_pd(__m256d v) {
     else return cvtpd_ps_odd(v);
 }
 
+// Functors whose vector form leaves rare extremes to the scalar path declare
+// kScalarAtExtremes (GluFn: products near fp32's overflow threshold, and
+// act(g) underflowing to 0 against an infinite up, docs/gated.md §4).  A
+// block with an output that is NaN, infinite or >= FLT_MAX in magnitude is
+// recomputed lane by lane by op.scalar: one compare per 8 outputs on
+// ordinary data.
+template <class Op>
+concept ScalarAtExtremes = requires { requires Op::kScalarAtExtremes; };
+
+// The 8 lanes by the scalar path (NaN policy included), rounded as apply8 does.
+template <Format F, int N, class Op>
+CONFORM_AVX2 __m256 scalar8(const Op& op, const __m256 (&x)[N]) {
+    alignas(32) float in[N][8];
+    for (int k = 0; k < N; ++k) _mm256_store_ps(in[k], x[k]);
+    alignas(32) double out[8];
+    for (int i = 0; i < 8; ++i) {
+        std::array<double, N> v;
+        for (int k = 0; k < N; ++k) v[k] = in[k][i];
+        out[i] = apply_scalar<N>(op, v);
+    }
+    return _mm256_set_m128(narrow_pd<F>(_mm256_load_pd(out + 4)), narrow_pd<F>(_mm256_load_pd(out)));
+}
+
 template <Format F, int N, class Op>
 CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
     __m256d lo, hi;
@@ -123,6 +147,10 @@ CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
         hi = op.vec(hi_pd(x[0]), hi_pd(x[1]));
     }
     __m256 y = _mm256_set_m128(narrow_pd<F>(hi), narrow_pd<F>(lo));
+    if constexpr (ScalarAtExtremes<Op>) {
+        const __m256 ay = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(ay, _mm256_set1_ps(FLT_MAX), _CMP_NLT_UQ)) != 0) return scalar8<F, N>(op, x);
+    }
     // NaN in -> NaN out: x0 + x1 is NaN wherever an input is (the mask excludes inf - inf).
     const __m256 b = N == 1 ? x[0] : x[N - 1];
     const __m256 nan = _mm256_cmp_ps(x[0], b, _CMP_UNORD_Q);

@@ -24,24 +24,25 @@ CONFORM_AVX2 inline bool gate_in_float_range(__m256 g, float gmin) {
 }
 
 // act(gate) * up; the IEEE product keeps the oracle's limits (silu(-inf) * u
-// = -0 * u, and 0 * inf = NaN).  Where act(g) underflows double to -0 for a
-// finite g != 0 (gelu_erf below about -38.6; silu never does: its exp is
-// capped at e^664, so |silu(g)| >= |g| e^-664) although the true value is
-// nonzero, it is kept as -DBL_TRUE_MIN so that act(g) * +-inf is the signed
-// infinity (any finite u still rounds the product to a signed zero).
+// = -0 * u, and 0 * inf = NaN).  The scalar path keeps two details exact:
+// where act(g) underflows double to 0 for a finite g != 0 (gelu_erf below
+// about -38.6) although the true value is nonzero, it is kept as
+// copysign(DBL_TRUE_MIN, g) so that act(g) * +-inf is the signed infinity
+// (a finite u still rounds the product to a signed zero); and for large
+// g > 0, where act(g) rounds to g itself in double while the true value is
+// a hair below, it steps act(g) one double ulp down, so that an exact
+// product g * u sitting on an output midpoint is rounded like the true value.
 //
-// fp32's overflow threshold T = 2^128 (1 - 2^-25) is the one rounding
-// boundary where 1 ulp is not enough: a value just below T rounds to
-// FLT_MAX, one just above to +inf, a different class.  The vector path's
-// ~2^-32 relative error (and, for large g, act(g) rounding to g itself, which
-// makes g * u an exact product that can sit on T) could cross it, so
-// products within 2^-26 of T are recomputed by the scalar path, whose
-// ~2^-52 error and step below g (act(g) < g for every finite g > 0: the
-// product moves below an exact T like the true value) keep it right.
-inline constexpr double kFp32OverflowT = 0x1.ffffffp127;  // FLT_MAX + ulp/2
-inline constexpr double kNearOverflowLo = kFp32OverflowT * (1 - 0x1p-26), kNearOverflowHi = kFp32OverflowT * (1 + 0x1p-26);
+// The vector path is the plain product; its ~2^-32 relative error makes the
+// midpoint step moot (the budget is 1 ulp, which a tie met either way keeps)
+// except at fp32's overflow threshold T = 2^128 (1 - 2^-25), where FLT_MAX
+// and +inf are different classes.  Both that case and the underflow case
+// show in the rounded output (>= FLT_MAX in magnitude, +-inf, or NaN without
+// a NaN input), so kScalarAtExtremes has the driver recompute such blocks
+// by the scalar path (elementwise.hpp), never ordinary ones.
 template <class Act>
 struct GluFn {
+    static constexpr bool kScalarAtExtremes = true;
     Act act;
     explicit GluFn(const Params& p) : act(p) {}
     double scalar(double g, double u) const {
@@ -50,29 +51,7 @@ struct GluFn {
         if (a == 0 && g != 0 && std::isfinite(g)) a = std::copysign(DBL_TRUE_MIN, g);
         return a * u;
     }
-    CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const {
-        __m256d a = act.vec(g);
-        if constexpr (Act::kMayUnderflow) {
-            const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
-            __m256d under = _mm256_and_pd(_mm256_cmp_pd(a, zero, _CMP_EQ_OQ), _mm256_cmp_pd(g, zero, _CMP_NEQ_OQ));
-            under = _mm256_and_pd(under, _mm256_cmp_pd(_mm256_andnot_pd(sign, g), _mm256_set1_pd(DBL_MAX), _CMP_LE_OQ));
-            a = _mm256_blendv_pd(a, _mm256_or_pd(_mm256_and_pd(g, sign), _mm256_set1_pd(DBL_TRUE_MIN)), under);
-        }
-        const __m256d h = _mm256_mul_pd(a, u);
-        const __m256d ah = _mm256_andnot_pd(_mm256_set1_pd(-0.0), h);
-        const __m256d near = _mm256_and_pd(_mm256_cmp_pd(ah, _mm256_set1_pd(kNearOverflowLo), _CMP_GE_OQ),
-                                           _mm256_cmp_pd(ah, _mm256_set1_pd(kNearOverflowHi), _CMP_LE_OQ));
-        if (_mm256_movemask_pd(near) == 0) return h;
-        return scalar_lanes(g, u);
-    }
-    // The scalar path on each lane (rare: products near fp32's overflow threshold).
-    CONFORM_AVX2 __m256d scalar_lanes(__m256d g, __m256d u) const {
-        alignas(32) double gs[4], us[4];
-        _mm256_store_pd(gs, g);
-        _mm256_store_pd(us, u);
-        for (int i = 0; i < 4; ++i) gs[i] = std::isnan(gs[i]) || std::isnan(us[i]) ? gs[i] + us[i] : scalar(gs[i], us[i]);
-        return _mm256_load_pd(gs);
-    }
+    CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const { return _mm256_mul_pd(act.vec(g), u); }
     // Float path (fp16/bf16): the same step below g; gates below Act::kFloatGateMin
     // (where act(g) leaves float's normal range) go to the double path.
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, Act::kFloatGateMin); }
@@ -91,7 +70,9 @@ struct GluFn {
 // The vector path takes one division for the three factors:
 // h = sign(g u) beta1 beta2 E1 E2 / ((E1 + 2)(E2 + 2)(1 + e^-g)), with
 // E1 = expm1(2|g|/beta1), E2 = expm1(2|u|/beta2) (tanh = E / (E + 2)).  The
-// denominator overflows only for g < ~-630, where h underflows fp32 anyway.
+// denominator overflows only for g < ~-630, where h underflows fp32 anyway
+// (and with e^-g capped at e^664 for g < -664, |h| <= 2^122 / 2^959 is 0 in
+// fp32 too, so g = -inf needs no +inf there).
 struct SituGluFn {
     SoftcapFn cap1, cap2;
     SigmoidFn sig;
@@ -102,7 +83,7 @@ struct SituGluFn {
     CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const {
         const vm::Frac t1 = vm::tanh_abs_frac(_mm256_mul_pd(g, vm::set(cap1.inv_beta)));
         const vm::Frac t2 = vm::tanh_abs_frac(_mm256_mul_pd(u, vm::set(cap2.inv_beta)));
-        const __m256d s = _mm256_add_pd(vm::set(1.0), vm::exp_neg(g));
+        const __m256d s = _mm256_add_pd(vm::set(1.0), vm::exp_neg<false>(g));
         const __m256d num = _mm256_mul_pd(_mm256_mul_pd(t1.num, t2.num), vm::set(beta12));
         const __m256d den = _mm256_mul_pd(_mm256_mul_pd(t1.den, t2.den), s);
         const __m256d sign = _mm256_and_pd(_mm256_xor_pd(g, u), vm::set(-0.0));

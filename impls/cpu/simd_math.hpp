@@ -113,18 +113,23 @@ CONFORM_AVX2 inline __m256d exp(__m256d y) {
 // e^-x, the same polynomial, for callers that never need a result below
 // e^-708 (2^-1021, a normal double): x is clamped to [-664, 708], so one
 // multiply by 2^k scales, and the negation folds into the reduction
-// (s = RN(-x log2e) + S, r = -x - k ln2).  As in exp, x = -inf gives +inf
-// and x in (-inf, -664) "huge" (>= e^664); x > 708 gives e^-708, which none
+// (s = RN(-x log2e) + S, r = -x - k ln2).  x > 708 gives e^-708, which none
 // of the callers can tell from the true value after their final rounding
 // (sigmoid, silu, gelu_tanh: 1 + e^-708 = 1; softplus: e^-708 rounds to a
-// float 0, and x > 708 dominates the sum).
+// float 0, and x > 708 dominates the sum).  x < -664 gives e^664, "huge";
+// kInfAtNegInf makes x = -inf give +inf, as silu and gelu_tanh need (their
+// -inf numerator is floored to -DBL_MAX: -DBL_MAX / inf = -0), the others
+// skip those two instructions; kNonNegative (x >= 0 known) skips the lower clamp.
+template <bool kInfAtNegInf = true, bool kNonNegative = false>
 CONFORM_AVX2 inline __m256d exp_neg(__m256d x) {
-    const __m256d xc = _mm256_min_pd(_mm256_max_pd(x, set(-664.0)), set(708.0));
+    const __m256d lo = kNonNegative ? x : _mm256_max_pd(x, set(-664.0));
+    const __m256d xc = _mm256_min_pd(lo, set(708.0));
     const __m256d s = _mm256_fmadd_pd(xc, set(-kLog2e), set(kShifter));
     const __m256d k = _mm256_sub_pd(s, set(kShifter));
     const __m256d r = _mm256_fnmsub_pd(k, set(kLn2), xc);
     const __m256d e = _mm256_mul_pd(poly(r, kExpPoly), pow2_from_shifted(s, 0));
-    return _mm256_max_pd(e, _mm256_xor_pd(x, set(-0.0)));
+    if constexpr (kInfAtNegInf) return _mm256_max_pd(e, _mm256_xor_pd(x, set(-0.0)));
+    else return e;
 }
 
 // (e^r - 1) / r, degree-7 interpolant at the Chebyshev nodes of [-h, h]:
@@ -339,13 +344,12 @@ struct SigmoidFn {
     explicit SigmoidFn(const Params&) {}
     static double scalar(double x) { return 1.0 / (1.0 + std::exp(-x)); }
     CONFORM_AVX2 __m256d vec(__m256d x) const {
-        return _mm256_div_pd(vm::set(1.0), _mm256_add_pd(vm::set(1.0), vm::exp_neg(x)));
+        return _mm256_div_pd(vm::set(1.0), _mm256_add_pd(vm::set(1.0), vm::exp_neg<false>(x)));
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::sigmoid(x); }
 };
 
 struct SiluFn {
-    static constexpr bool kMayUnderflow = false;  // |silu(x)| >= |x| e^-664 for finite x
     static constexpr float kFloatGateMin = -80.0f;  // silu(-80) ~ -2^-109, a normal float
     explicit SiluFn(const Params&) {}
     static double scalar(double x) { return std::fmax(x, -DBL_MAX) / (1.0 + std::exp(-x)); }
@@ -357,7 +361,6 @@ struct SiluFn {
 };
 
 struct GeluErfFn {
-    static constexpr bool kMayUnderflow = true;  // e^(-x^2/2) is 0 for |x| > 38.6
     static constexpr float kFloatGateMin = -12.0f;  // gelu_erf(-12) ~ -2^-105, a normal float
     explicit GeluErfFn(const Params&) {}
     static double scalar(double x) { return std::fmax(x, -DBL_MAX) * 0.5 * std::erfc(-x * kSqrt1_2); }
@@ -394,7 +397,7 @@ struct SoftplusFn {
     explicit SoftplusFn(const Params&) {}
     static double scalar(double x) { return std::fmax(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
     CONFORM_AVX2 __m256d vec(__m256d x) const {
-        __m256d t = vm::exp_neg(_mm256_andnot_pd(vm::set(-0.0), x));  // e^-|x| in [e^-708, 1]
+        __m256d t = vm::exp_neg<false, true>(_mm256_andnot_pd(vm::set(-0.0), x));  // e^-|x| in [e^-708, 1]
         return _mm256_add_pd(_mm256_max_pd(x, vm::set(0.0)), vm::log1p_unit(t));
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const {
