@@ -61,6 +61,7 @@ LD softcap_ld(LD x, LD beta) { return beta * std::tanh(x / beta); }
 struct Worst {
     std::uint64_t max_ulp = 0, off_by_one = 0, ambiguous = 0, points = 0;
     std::string where;
+    bool where_ambiguous = true;
 };
 
 float as_float(std::uint32_t b) { return std::bit_cast<float>(b); }
@@ -77,10 +78,13 @@ void judge(std::uint64_t got, LD y, const std::string& at, Worst& w) {
         worst = std::max(worst, u);
     }
     ++w.points;
-    if (ra != rb) ++w.ambiguous;
+    const bool ambiguous = a != b;  // as values: -0 and +0 (an underflowed y) agree
+    if (ambiguous) ++w.ambiguous;
     else if (worst == 1) ++w.off_by_one;  // not the correctly rounded value (known exactly here)
-    if (worst > w.max_ulp || (worst == w.max_ulp && ra == rb && w.where.empty())) {
+    // Report the worst case, preferring one whose correct rounding is known.
+    if (worst > w.max_ulp || (worst == w.max_ulp && !ambiguous && w.where_ambiguous)) {
         w.max_ulp = worst;
+        w.where_ambiguous = ambiguous;
         w.where = at + " -> kernel " + hexfloat(decode(Format::fp32, got)) + ", reference " +
                   hexfloat(static_cast<double>(y));
     }
@@ -180,7 +184,7 @@ void sweep_unary(const std::string& op, const Params& p, const std::function<LD(
     for (std::uint32_t s : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x80000000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 1u})
         xs.push_back(s);
     flush();
-    std::printf("%-10s fp32 sweep: %llu points, max %llu ulp, %llu at 1 ulp, %llu ambiguous; worst %s\n", op.c_str(),
+    std::printf("%-10s fp32 sweep: %llu points, max %llu ulp, %llu not correctly rounded, %llu undecided (reference at a midpoint); worst %s\n", op.c_str(),
                 static_cast<unsigned long long>(w.points), static_cast<unsigned long long>(w.max_ulp),
                 static_cast<unsigned long long>(w.off_by_one), static_cast<unsigned long long>(w.ambiguous),
                 w.where.c_str());
@@ -224,7 +228,7 @@ void sweep_gated(const std::string& op, const Params& p, const std::function<LD(
         }
     }
     judge_specials(op, p, {sg, su}, sgot, w, mismatch);
-    std::printf("%-12s fp32 grid: %llu points, max %llu ulp, %llu at 1 ulp, %llu ambiguous; worst %s\n", op.c_str(),
+    std::printf("%-12s fp32 grid: %llu points, max %llu ulp, %llu not correctly rounded, %llu undecided (reference at a midpoint); worst %s\n", op.c_str(),
                 static_cast<unsigned long long>(w.points), static_cast<unsigned long long>(w.max_ulp),
                 static_cast<unsigned long long>(w.off_by_one), static_cast<unsigned long long>(w.ambiguous),
                 w.where.c_str());

@@ -93,30 +93,15 @@ inline constexpr double kExpPoly[8] = {0x1.ffffffffa7056p-1, 0x1.fffffffff61e4p-
                                        0x1.5555557e75f6cp-3, 0x1.5554648e21d60p-5, 0x1.1110a619d432dp-7,
                                        0x1.6da762c0bbd6bp-10, 0x1.a17e00d4cc8d1p-13};
 
-// e^y with relative error < 2^-33.4 for y in [-745.1, 664] (subnormal
-// results rounded once, ~2^-1075 absolute); exactly 0 below -745.5 (e^y <
-// half the least subnormal there) and at -inf.  Above 664 the value is only
-// "huge": max(e^664, y), +inf at y = +inf (e^y >= y for every y).  Reduction
-// y = k ln2 + r with one FMA: |k| <= 1076 times ln2's rounding error (2^-55)
-// moves r by < 2^-44, and |r| <= 0.34657 + 2^-42.  The scale is 2^(k+64) (a
-// normal number for every k in range) times 2^-64, so subnormal results
-// round once.  (gelu_erf needs the exact 0 at -inf; the others use exp_neg.)
-CONFORM_AVX2 inline __m256d exp(__m256d y) {
-    const __m256d yc = _mm256_min_pd(_mm256_max_pd(y, set(-745.5)), set(664.0));
-    const __m256d s = _mm256_fmadd_pd(yc, set(kLog2e), set(kShifter));
-    const __m256d k = _mm256_sub_pd(s, set(kShifter));
-    const __m256d r = _mm256_fnmadd_pd(k, set(kLn2), yc);
-    const __m256d e = _mm256_mul_pd(_mm256_mul_pd(poly(r, kExpPoly), pow2_from_shifted(s, 64)), set(0x1p-64));
-    return _mm256_max_pd(e, y);
-}
-
-// e^-x, the same polynomial, for callers that never need a result below
-// e^-708 (2^-1021, a normal double): x is clamped to [-664, 708], so one
-// multiply by 2^k scales, and the negation folds into the reduction
-// (s = RN(-x log2e) + S, r = -x - k ln2).  x > 708 gives e^-708, which none
-// of the callers can tell from the true value after their final rounding
-// (sigmoid, silu, gelu_tanh: 1 + e^-708 = 1; softplus: e^-708 rounds to a
-// float 0, and x > 708 dominates the sum).  x < -664 gives e^664, "huge";
+// e^-x with relative error < 2^-33.5, for callers that never need a result
+// below e^-708 (2^-1021, a normal double): x is clamped to [-664, 708], so
+// one multiply by 2^k scales.  Reduction -x = k ln2 + r by the shifter with
+// the negation folded in: s = RN(-x log2e) + S, r = -x - k ln2 by one FMA;
+// |k| <= 1022 times ln2's rounding error (2^-55.6) moves r by < 2^-45.5, and
+// |r| <= 0.34657 + 2^-42 < h.  x > 708 gives e^-708, which none of the
+// callers can tell from the true value after their final rounding (sigmoid,
+// silu, gelu_tanh: 1 + e^-708 = 1; softplus and gelu_erf: a float 0 however
+// it is scaled, docs/activation.md §4).  x < -664 gives e^664, "huge";
 // kInfAtNegInf makes x = -inf give +inf, as silu and gelu_tanh need (their
 // -inf numerator is floored to -DBL_MAX: -DBL_MAX / inf = -0), the others
 // skip those two instructions; kNonNegative (x >= 0 known) skips the lower clamp.
@@ -212,13 +197,19 @@ inline constexpr double kErfcxMaxT = 14.2;
 // exponential sees the exact argument), and for x >= 0 erfc(-t) = 2 - erfc(t)
 // = (2Q - e^(-x^2/2) P) / Q, where the subtraction cancels at most a factor 3
 // on an error of erfc(t) <= 1, i.e. adds at most ~2 eps to a result >= x/2.
+// For x^2/2 > 708 the exponential stays at e^-708 and the value at about
+// |x| 2^-1026: 0 in fp32 even times |up| <= 2^128 (geglu); x = -inf is
+// floored to -FLT_MAX (not -DBL_MAX), so gelu_erf(-inf) is -2^-899, a float
+// -0 (geglu(-inf, +-inf) then is an infinity, which the driver's extremes
+// check hands to the scalar path: NaN, as the oracle says).
 CONFORM_AVX2 inline __m256d gelu_erf(__m256d x) {
     const __m256d t = _mm256_min_pd(_mm256_mul_pd(_mm256_andnot_pd(set(-0.0), x), set(kSqrt1_2)), set(kErfcxMaxT));
-    const __m256d e = exp(_mm256_mul_pd(_mm256_mul_pd(x, x), set(-0.5)));
+    const __m256d e = exp_neg<false, true>(_mm256_mul_pd(_mm256_mul_pd(x, x), set(0.5)));
     const __m256d q = poly(t, kErfcxQ);
     const __m256d ep = _mm256_mul_pd(e, poly(t, kErfcxP));
     const __m256d num = _mm256_blendv_pd(_mm256_fmsub_pd(q, set(2.0), ep), ep, x);  // sign bit of x selects e P
-    return _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(floor_neg_inf(x), set(0.5)), num), q);
+    const __m256d xf = _mm256_max_pd(x, set(-FLT_MAX));
+    return _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(xf, set(0.5)), num), q);
 }
 
 }  // namespace vm
