@@ -147,6 +147,18 @@ void judge_specials(const std::string& op, const Params& p, const std::vector<st
     }
 }
 
+// One line per sweep (the docs quote them), then the verdict: <= 1 ulp
+// everywhere, special values as the oracle says.
+void report(const std::string& what, const Worst& w, const std::string& mismatch) {
+    std::printf("%-18s fp32: %llu points, max %llu ulp, %llu not correctly rounded, %llu undecided (reference at a "
+                "midpoint); worst %s\n",
+                what.c_str(), static_cast<unsigned long long>(w.points), static_cast<unsigned long long>(w.max_ulp),
+                static_cast<unsigned long long>(w.off_by_one), static_cast<unsigned long long>(w.ambiguous),
+                w.where.c_str());
+    EXPECT_LE(w.max_ulp, 1u) << w.where;
+    EXPECT_EQ(mismatch, "");
+}
+
 std::uint64_t sweep_step() {
     const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
     return s ? std::max<std::uint64_t>(1, std::strtoull(s, nullptr, 10)) : 1021;
@@ -184,12 +196,7 @@ void sweep_unary(const std::string& op, const Params& p, const std::function<LD(
     for (std::uint32_t s : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x80000000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 1u})
         xs.push_back(s);
     flush();
-    std::printf("%-10s fp32 sweep: %llu points, max %llu ulp, %llu not correctly rounded, %llu undecided (reference at a midpoint); worst %s\n", op.c_str(),
-                static_cast<unsigned long long>(w.points), static_cast<unsigned long long>(w.max_ulp),
-                static_cast<unsigned long long>(w.off_by_one), static_cast<unsigned long long>(w.ambiguous),
-                w.where.c_str());
-    EXPECT_LE(w.max_ulp, 1u) << w.where;
-    EXPECT_EQ(mismatch, "");
+    report(op + " sweep", w, mismatch);
 }
 
 // A (gate, up) grid of finite values: gates at every (2^22 + 1)-th pattern
@@ -228,12 +235,7 @@ void sweep_gated(const std::string& op, const Params& p, const std::function<LD(
         }
     }
     judge_specials(op, p, {sg, su}, sgot, w, mismatch);
-    std::printf("%-12s fp32 grid: %llu points, max %llu ulp, %llu not correctly rounded, %llu undecided (reference at a midpoint); worst %s\n", op.c_str(),
-                static_cast<unsigned long long>(w.points), static_cast<unsigned long long>(w.max_ulp),
-                static_cast<unsigned long long>(w.off_by_one), static_cast<unsigned long long>(w.ambiguous),
-                w.where.c_str());
-    EXPECT_LE(w.max_ulp, 1u) << w.where;
-    EXPECT_EQ(mismatch, "");
+    report(op + " grid", w, mismatch);
 }
 
 }  // namespace
