@@ -1,12 +1,12 @@
 // Elementary functions for the activation and gated kernels: in double, as
 // 4-lane AVX2 polynomials (namespace vm) and as portable scalar code (libm),
 // and in float as 8-lane AVX2 code (namespace vf) for fp16/bf16 outputs only.
-// Double serves every format: a relative error of a few 2^-53 is far below
-// half an ulp of fp32/fp16/bf16, so the one final rounding to the storage
-// format lands on the correctly rounded result (or, for values within ~2^-45
-// of a rounding midpoint, its neighbour).  The float functions keep ~2^-21
-// relative error (see vf below): enough for 1 ulp in fp16/bf16, not in fp32,
-// so fp32 stays on the double path.
+// The double functions keep a relative error below 2^-31.8 (libm: a few
+// 2^-53), and any error below 2^-25 leaves the one final rounding to fp32,
+// fp16 or bf16 within 1 ulp of the correctly rounded result (proof in
+// docs/activation.md §4).  The float functions keep ~2^-21 relative error
+// (see vf below): enough for 1 ulp in fp16/bf16, not in fp32, so fp32 stays
+// on the double path.
 //
 // Every formula is written in a form without cancellation so the relative
 // accuracy holds in the tails as well (see the oracle/activation.hpp forms):
