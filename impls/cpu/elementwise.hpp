@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <array>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -112,6 +113,29 @@ CONFORM_AVX2 inline __m128 narrow_pd(__m256d v) {
     else return cvtpd_ps_odd(v);
 }
 
+// Functors whose vector form leaves rare extremes to the scalar path declare
+// kScalarAtExtremes (GluFn: products near fp32's overflow threshold, and
+// act(g) underflowing to 0 against an infinite up, docs/gated.md §4).  A
+// block with an output that is NaN, infinite or >= FLT_MAX in magnitude is
+// recomputed lane by lane by op.scalar: one compare per 8 outputs on
+// ordinary data.
+template <class Op>
+concept ScalarAtExtremes = requires { requires Op::kScalarAtExtremes; };
+
+// The 8 lanes by the scalar path (NaN policy included), rounded as apply8 does.
+template <Format F, int N, class Op>
+CONFORM_AVX2 __m256 scalar8(const Op& op, const __m256 (&x)[N]) {
+    alignas(32) float in[N][8];
+    for (int k = 0; k < N; ++k) _mm256_store_ps(in[k], x[k]);
+    alignas(32) double out[8];
+    for (int i = 0; i < 8; ++i) {
+        std::array<double, N> v;
+        for (int k = 0; k < N; ++k) v[k] = in[k][i];
+        out[i] = apply_scalar<N>(op, v);
+    }
+    return _mm256_set_m128(narrow_pd<F>(_mm256_load_pd(out + 4)), narrow_pd<F>(_mm256_load_pd(out)));
+}
+
 template <Format F, int N, class Op>
 CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
     __m256d lo, hi;
@@ -123,6 +147,10 @@ CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
         hi = op.vec(hi_pd(x[0]), hi_pd(x[1]));
     }
     __m256 y = _mm256_set_m128(narrow_pd<F>(hi), narrow_pd<F>(lo));
+    if constexpr (ScalarAtExtremes<Op>) {
+        const __m256 ay = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(ay, _mm256_set1_ps(FLT_MAX), _CMP_NLT_UQ)) != 0) return scalar8<F, N>(op, x);
+    }
     // NaN in -> NaN out: x0 + x1 is NaN wherever an input is (the mask excludes inf - inf).
     const __m256 b = N == 1 ? x[0] : x[N - 1];
     const __m256 nan = _mm256_cmp_ps(x[0], b, _CMP_UNORD_Q);
@@ -160,20 +188,21 @@ CONFORM_AVX2 inline __m256 apply8f(const Op& op, const __m256 (&x)[N]) {
     else return nan_policy<N>(op.vecf(x[0], x[1]), x);
 }
 
+// The 8 results of one block, as floats ready for vstore.
 template <Format F, int N, class Op>
-CONFORM_AVX2 inline void block8(const Op& op, const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) {
+CONFORM_AVX2 inline __m256 value8(const Op& op, const std::array<const elem_t<F>*, N>& in) {
     __m256 x[N];
     for (int k = 0; k < N; ++k) x[k] = vload<F>(in[k]);
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
-        if constexpr (N == 1) {
-            vstore<F>(out, apply8f<F, N>(op, x));
-            return;
-        } else if (op.float_ok(x[0])) {
-            vstore<F>(out, apply8f<F, N>(op, x));
-            return;
-        }
+        if constexpr (N == 1) return apply8f<F, N>(op, x);
+        else if (op.float_ok(x[0])) return apply8f<F, N>(op, x);
     }
-    vstore<F>(out, apply8<F, N>(op, x));
+    return apply8<F, N>(op, x);
+}
+
+template <Format F, int N, class Op>
+CONFORM_AVX2 inline void block8(const Op& op, const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) {
+    vstore<F>(out, value8<F, N>(op, in));
 }
 
 // Every 8-element block of the call's rows, as block(inputs, output); a
@@ -255,6 +284,22 @@ inline bool streaming_output(const TensorView& y) {
     return y.rows() * y.cols() * info(y.format).bytes >= kStreamBytes;
 }
 
+// vstore, streaming where `stream` and the address allows it: 128-bit
+// streaming stores need 16-byte aligned addresses (tensors are only 8- or
+// 16-byte aligned, so fp32 uses two of them rather than one 256-bit store;
+// the write-combining buffer merges them into whole lines either way).
+template <Format F>
+CONFORM_AVX2 inline void vstore_maybe_stream(elem_t<F>* p, __m256 v, bool stream) {
+    if (!stream || reinterpret_cast<std::uintptr_t>(p) % 16 != 0) {
+        vstore<F>(p, v);
+    } else if constexpr (F == Format::fp32) {
+        _mm_stream_ps(p, _mm256_castps256_ps128(v));
+        _mm_stream_ps(p + 4, _mm256_extractf128_ps(v, 1));
+    } else {
+        _mm_stream_si128(reinterpret_cast<__m128i*>(p), narrow8(v, F));
+    }
+}
+
 // out[i] = T[x[i]], 16 per step: scalar table reads (2-3 loads per cycle;
 // they measured faster than 8-lane gathers on Zen 3, the fp16 table of
 // typical activations spilling out of L1) into a buffer written out as one
@@ -305,11 +350,7 @@ CONFORM_AVX2 void run_lut(const KernelCall& c, const Op& op) {
             } else {
                 y = apply8<F, N>(op, x);
             }
-            const __m128i h = narrow8(y, F);
-            if (stream && reinterpret_cast<std::uintptr_t>(out) % 16 == 0)
-                _mm_stream_si128(reinterpret_cast<__m128i*>(out), h);
-            else
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(out), h);
+            vstore_maybe_stream<F>(out, y, stream);
         });
         if (stream) _mm_sfence();
     }
@@ -320,8 +361,11 @@ CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
         run_lut<F, N>(c, op);
     } else {
-        each_block8<F, N>(c, [&](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out)
-                                 CONFORM_AVX2 { block8<F, N>(op, in, out); });
+        const bool stream = streaming_output(c.out[0]);
+        each_block8<F, N>(c, [&](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX2 {
+            vstore_maybe_stream<F>(out, value8<F, N>(op, in), stream);
+        });
+        if (stream) _mm_sfence();
     }
 }
 

@@ -24,17 +24,25 @@ CONFORM_AVX2 inline bool gate_in_float_range(__m256 g, float gmin) {
 }
 
 // act(gate) * up; the IEEE product keeps the oracle's limits (silu(-inf) * u
-// = -0 * u, and 0 * inf = NaN).  The product of two stored inputs is exact in
-// double, so it can sit exactly on an output rounding midpoint; for large g,
-// silu(g) and gelu_erf(g) round to g itself in double while the true value is
-// (a hair) below g.  Stepping act(g) one double ulp down in that case keeps
-// the product on the correct side of the midpoint (both acts are < g for
-// every finite g > 0), at a relative cost of 2^-53.  Conversely, act(g)
-// underflows double to -0 for g < ~-740 although it is nonzero for every
-// finite g != 0; it is kept as -DBL_TRUE_MIN so that act(g) * +-inf is the
-// signed infinity (any finite u still rounds the product to a signed zero).
+// = -0 * u, and 0 * inf = NaN).  The scalar path keeps two details exact:
+// where act(g) underflows double to 0 for a finite g != 0 (gelu_erf below
+// about -38.6) although the true value is nonzero, it is kept as
+// copysign(DBL_TRUE_MIN, g) so that act(g) * +-inf is the signed infinity
+// (a finite u still rounds the product to a signed zero); and for large
+// g > 0, where act(g) rounds to g itself in double while the true value is
+// a hair below, it steps act(g) one double ulp down, so that an exact
+// product g * u sitting on an output midpoint is rounded like the true value.
+//
+// The vector path is the plain product; its ~2^-32 relative error makes the
+// midpoint step moot (the budget is 1 ulp, which a tie met either way keeps)
+// except at fp32's overflow threshold T = 2^128 (1 - 2^-25), where FLT_MAX
+// and +inf are different classes.  Both that case and the underflow case
+// show in the rounded output (>= FLT_MAX in magnitude, +-inf, or NaN without
+// a NaN input), so kScalarAtExtremes has the driver recompute such blocks
+// by the scalar path (elementwise.hpp), never ordinary ones.
 template <class Act>
 struct GluFn {
+    static constexpr bool kScalarAtExtremes = true;
     Act act;
     explicit GluFn(const Params& p) : act(p) {}
     double scalar(double g, double u) const {
@@ -43,19 +51,7 @@ struct GluFn {
         if (a == 0 && g != 0 && std::isfinite(g)) a = std::copysign(DBL_TRUE_MIN, g);
         return a * u;
     }
-    CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const {
-        const __m256d a = act.vec(g);
-        __m256d below = _mm256_and_pd(_mm256_cmp_pd(a, g, _CMP_EQ_OQ), _mm256_cmp_pd(g, _mm256_setzero_pd(), _CMP_GT_OQ));
-        below = _mm256_and_pd(below, _mm256_cmp_pd(g, _mm256_set1_pd(DBL_MAX), _CMP_LE_OQ));
-        // mask lanes are -1 as int64: adding them steps the positive value one ulp down
-        __m256d stepped = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(a), _mm256_castpd_si256(below)));
-        const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
-        __m256d under = _mm256_and_pd(_mm256_cmp_pd(a, zero, _CMP_EQ_OQ), _mm256_cmp_pd(g, zero, _CMP_NEQ_OQ));
-        under = _mm256_and_pd(under, _mm256_cmp_pd(_mm256_andnot_pd(sign, g), _mm256_set1_pd(DBL_MAX), _CMP_LE_OQ));
-        const __m256d tiny = _mm256_or_pd(_mm256_and_pd(g, sign), _mm256_set1_pd(DBL_TRUE_MIN));
-        stepped = _mm256_blendv_pd(stepped, tiny, under);
-        return _mm256_mul_pd(stepped, u);
-    }
+    CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const { return _mm256_mul_pd(act.vec(g), u); }
     // Float path (fp16/bf16): the same step below g; gates below Act::kFloatGateMin
     // (where act(g) leaves float's normal range) go to the double path.
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, Act::kFloatGateMin); }
@@ -71,13 +67,27 @@ struct GluFn {
 
 // [beta1 tanh(g/beta1) sigmoid(g)] * [beta2 tanh(u/beta2)]; at g = -inf the
 // gate factor is -beta1 * 0 = -0, the oracle's limit.
+// The vector path takes one division for the three factors:
+// h = sign(g u) beta1 beta2 E1 E2 / ((E1 + 2)(E2 + 2)(1 + e^-g)), with
+// E1 = expm1(2|g|/beta1), E2 = expm1(2|u|/beta2) (tanh = E / (E + 2)).  The
+// denominator overflows only for g < ~-630, where h underflows fp32 anyway
+// (and with e^-g capped at e^664 for g < -664, |h| <= 2^122 / 2^959 is 0 in
+// fp32 too, so g = -inf needs no +inf there).
 struct SituGluFn {
     SoftcapFn cap1, cap2;
     SigmoidFn sig;
-    explicit SituGluFn(const Params& p) : cap1(p.get("beta1", 4)), cap2(p.get("beta2", 25)), sig(p) {}
+    double beta12;
+    explicit SituGluFn(const Params& p)
+        : cap1(p.get("beta1", 4)), cap2(p.get("beta2", 25)), sig(p), beta12(cap1.beta * cap2.beta) {}
     double scalar(double g, double u) const { return cap1.scalar(g) * sig.scalar(g) * cap2.scalar(u); }
     CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const {
-        return _mm256_mul_pd(_mm256_mul_pd(cap1.vec(g), sig.vec(g)), cap2.vec(u));
+        const vm::Frac t1 = vm::tanh_abs_frac(_mm256_mul_pd(g, vm::set(cap1.inv_beta)));
+        const vm::Frac t2 = vm::tanh_abs_frac(_mm256_mul_pd(u, vm::set(cap2.inv_beta)));
+        const __m256d s = _mm256_add_pd(vm::set(1.0), vm::exp_neg<false>(g));
+        const __m256d num = _mm256_mul_pd(_mm256_mul_pd(t1.num, t2.num), vm::set(beta12));
+        const __m256d den = _mm256_mul_pd(_mm256_mul_pd(t1.den, t2.den), s);
+        const __m256d sign = _mm256_and_pd(_mm256_xor_pd(g, u), vm::set(-0.0));
+        return _mm256_or_pd(_mm256_div_pd(num, den), sign);
     }
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, SigmoidFn::kFloatGateMin); }
     static constexpr bool kTabulateUp = true;  // the up factor is a softcap, worth a table

@@ -1,12 +1,12 @@
 // Elementary functions for the activation and gated kernels: in double, as
 // 4-lane AVX2 polynomials (namespace vm) and as portable scalar code (libm),
 // and in float as 8-lane AVX2 code (namespace vf) for fp16/bf16 outputs only.
-// Double serves every format: a relative error of a few 2^-53 is far below
-// half an ulp of fp32/fp16/bf16, so the one final rounding to the storage
-// format lands on the correctly rounded result (or, for values within ~2^-45
-// of a rounding midpoint, its neighbour).  The float functions keep ~2^-21
-// relative error (see vf below): enough for 1 ulp in fp16/bf16, not in fp32,
-// so fp32 stays on the double path.
+// The double functions keep a relative error below 2^-30.2 (libm: a few
+// 2^-53), and any error below 2^-25 leaves the one final rounding to fp32,
+// fp16 or bf16 within 1 ulp of the correctly rounded result (proof in
+// docs/activation.md §4).  The float functions keep ~2^-21 relative error
+// (see vf below): enough for 1 ulp in fp16/bf16, not in fp32, so fp32 stays
+// on the double path.
 //
 // Every formula is written in a form without cancellation so the relative
 // accuracy holds in the tails as well (see the oracle/activation.hpp forms):
@@ -29,24 +29,31 @@ namespace conform::cpu {
 
 // ---- constants ----------------------------------------------------------
 
-inline constexpr double kLn2Hi = 0x1.62e42fee00000p-1;  // 32 significant bits: k*kLn2Hi exact for |k| < 2^21
-inline constexpr double kLn2Lo = 0x1.a39ef35793c76p-33;  // ln2 - kLn2Hi
 inline constexpr double kLn2 = 0x1.62e42fefa39efp-1;
 inline constexpr double kLog2e = 0x1.71547652b82fep+0;
 inline constexpr double kSqrt1_2 = 0x1.6a09e667f3bcdp-1;  // 1/sqrt(2)
 inline constexpr double kSqrt2OverPi = 0x1.9884533d43651p-1;  // sqrt(2/pi)
 inline constexpr double kGeluTanhCubic = 0.044715;
 
+// ---- 4-lane double functions for fp32 outputs ------------------------------
+// Error model (docs/activation.md §4): every function below has a relative
+// error of at most ~2^-32 (the polynomial or rational fit dominates; each
+// fit's bound is stated beside it), i.e. far above double's 2^-53 but far
+// below the 2^-26 that the final rounding to fp32 can absorb while staying
+// within 1 ulp.  They are deliberately no more accurate than that: the
+// budget is 1 ulp, not correct rounding, and every halving of the error
+// costs polynomial terms on the fp32 kernels' critical resource.
 namespace vm {
 
 CONFORM_AVX2 inline __m256d set(double v) { return _mm256_set1_pd(v); }
 
 // c[0] + c[1] r + ... + c[N-1] r^(N-1) by Estrin's scheme: pairs
 // c[2j] + c[2j+1] r, then pairs of those in r^2, and so on.  The dependency
-// chain is ~log2(N) FMAs instead of Horner's N-1, which lets the out-of-order
-// core overlap neighbouring 8-element blocks (the kernels are latency-bound
-// otherwise); every term is still formed with one FMA per level, and the
-// series here decrease fast enough that the rounding error stays a few 2^-53.
+// chain is ~log2(N) FMAs instead of Horner's N-1, and chain length is what
+// limits these kernels: the out-of-order window holds only a few 8-element
+// blocks of ~25-cycle-deep FMA chains at a time.  Every term is still formed
+// by one FMA per level, so the rounding error stays a few 2^-53 (the series
+// here have terms of one sign or decreasing fast).
 // c[Off .. Off+N-1] with pw[k] = r^(2^k): low half + r^H * high half, H the
 // largest power of two below N.
 template <int Off, int N, int M>
@@ -66,100 +73,143 @@ CONFORM_AVX2 inline __m256d poly(__m256d r, const double (&c)[N]) {
     return estrin<0, N>(c, pw);
 }
 
-// 2^k for integral k in [-1022, 1023], given as doubles.
-CONFORM_AVX2 inline __m256d pow2i(__m256d k) {
-    __m256i ki = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k));
-    ki = _mm256_slli_epi64(_mm256_add_epi64(ki, _mm256_set1_epi64x(1023)), 52);
-    return _mm256_castsi256_pd(ki);
+// Round-to-integer by the 1.5*2^52 shifter: fma(y, log2e, S) rounds
+// y*log2e (formed exactly inside the FMA) to the nearest integer k, and the
+// low bits of the result's encoding hold k itself.
+inline constexpr double kShifter = 0x1.8p52;
+
+// 2^(k + bias) from the shifter's encoding S + k: (bits + bias) << 52 drops
+// S's own bits (its low 52 bits are 2^51, which the shift pushes out).
+CONFORM_AVX2 inline __m256d pow2_from_shifted(__m256d shifted, int bias) {
+    const __m256i b = _mm256_add_epi64(_mm256_castpd_si256(shifted), _mm256_set1_epi64x(1023 + bias));
+    return _mm256_castsi256_pd(_mm256_slli_epi64(b, 52));
 }
 
-// Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2; k is a double.
-CONFORM_AVX2 inline __m256d reduce_ln2(__m256d x, __m256d& k) {
-    k = _mm256_round_pd(_mm256_mul_pd(x, set(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256d r = _mm256_fnmadd_pd(k, set(kLn2Hi), x);  // exact
-    return _mm256_fnmadd_pd(k, set(kLn2Lo), r);
+// Degree-7 interpolant of e^r at the 8 Chebyshev nodes of [-h, h],
+// h = 0.3466 > ln2/2 (the reduction's range plus its rounding).  The
+// interpolation remainder is at most e^h h^8 / (8! 2^7) = 5.7e-11 absolute,
+// 2^-33.5 relative to e^r >= e^-h (measured: 2^-34.1).
+inline constexpr double kExpPoly[8] = {0x1.ffffffffa7056p-1, 0x1.fffffffff61e4p-1, 0x1.0000005c94bcap-1,
+                                       0x1.5555557e75f6cp-3, 0x1.5554648e21d60p-5, 0x1.1110a619d432dp-7,
+                                       0x1.6da762c0bbd6bp-10, 0x1.a17e00d4cc8d1p-13};
+
+// e^-x with relative error < 2^-33.5, for callers that never need a result
+// below e^-708 (2^-1021, a normal double): x is clamped to [-664, 708], so
+// one multiply by 2^k scales.  Reduction -x = k ln2 + r by the shifter with
+// the negation folded in: s = RN(-x log2e) + S, r = -x - k ln2 by one FMA;
+// |k| <= 1022 times ln2's rounding error (2^-55.6) moves r by < 2^-45.5, and
+// |r| <= 0.34657 + 2^-42 < h.  x > 708 gives e^-708, which none of the
+// callers can tell from the true value after their final rounding (sigmoid,
+// silu, gelu_tanh: 1 + e^-708 = 1; softplus and gelu_erf: a float 0 however
+// it is scaled, docs/activation.md §4).  x < -664 gives e^664, "huge";
+// kInfAtNegInf makes x = -inf give +inf, as silu and gelu_tanh need (their
+// -inf numerator is floored to -DBL_MAX: -DBL_MAX / inf = -0), the others
+// skip those two instructions; kNonNegative (x >= 0 known) skips the lower clamp.
+template <bool kInfAtNegInf = true, bool kNonNegative = false>
+CONFORM_AVX2 inline __m256d exp_neg(__m256d x) {
+    const __m256d lo = kNonNegative ? x : _mm256_max_pd(x, set(-664.0));
+    const __m256d xc = _mm256_min_pd(lo, set(708.0));
+    const __m256d s = _mm256_fmadd_pd(xc, set(-kLog2e), set(kShifter));
+    const __m256d k = _mm256_sub_pd(s, set(kShifter));
+    const __m256d r = _mm256_fnmsub_pd(k, set(kLn2), xc);
+    const __m256d e = _mm256_mul_pd(poly(r, kExpPoly), pow2_from_shifted(s, 0));
+    if constexpr (kInfAtNegInf) return _mm256_max_pd(e, _mm256_xor_pd(x, set(-0.0)));
+    else return e;
 }
 
-// Taylor coefficients 1/i!, i = 0..13; |r| <= 0.347 truncates below 2^-56.
-inline constexpr double kInvFact[14] = {1.0,
-                                        1.0,
-                                        1.0 / 2,
-                                        1.0 / 6,
-                                        1.0 / 24,
-                                        1.0 / 120,
-                                        1.0 / 720,
-                                        1.0 / 5040,
-                                        1.0 / 40320,
-                                        1.0 / 362880,
-                                        1.0 / 3628800,
-                                        1.0 / 39916800,
-                                        1.0 / 479001600,
-                                        1.0 / 6227020800};
+// (e^r - 1) / r, degree-7 interpolant at the Chebyshev nodes of [-h, h]:
+// remainder <= max|q^(8)| h^8 / (8! 2^7) < 2^-37 relative (measured 2^-37.5).
+inline constexpr double kExpm1Poly[8] = {0x1.fffffffff61e4p-1, 0x1.fffffffffe064p-2, 0x1.5555557e75f6cp-3,
+                                         0x1.55555565c746ep-5, 0x1.1110a619d432dp-7, 0x1.6c166be0ac9c4p-10,
+                                         0x1.a17e00d4cc8d1p-13, 0x1.a136bb8abfb74p-16};
 
-// e^x, relative error ~2^-51 over the whole range; +inf above ~709.8, 0 or
-// correctly scaled subnormals below -708.  The scale 2^k is applied in two
-// halves so that k up to +-1587 never builds an invalid exponent field.
-CONFORM_AVX2 inline __m256d exp(__m256d x) {
-    x = _mm256_min_pd(_mm256_max_pd(x, set(-1100.0)), set(1100.0));
-    __m256d k;
-    __m256d r = reduce_ln2(x, k);
-    __m256d p = poly(r, kInvFact);
-    __m256d k1 = _mm256_round_pd(_mm256_mul_pd(k, set(0.5)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m256d k2 = _mm256_sub_pd(k, k1);
-    return _mm256_mul_pd(_mm256_mul_pd(p, pow2i(k1)), pow2i(k2));
+// e^y - 1 for y in [0, 664], relative error < 2^-36: 2^k (e^r - 1) + (2^k - 1)
+// with e^r - 1 = r q(r).  For k = 0 that is r q(r) itself (no subtraction;
+// r = y exactly), so tiny y keep full relative accuracy; for k >= 1 the
+// terms' cancellation magnifies q's error by at most 1.5 (k = 1, r = -h).
+CONFORM_AVX2 inline __m256d expm1_pos(__m256d y) {
+    const __m256d s = _mm256_fmadd_pd(y, set(kLog2e), set(kShifter));
+    const __m256d k = _mm256_sub_pd(s, set(kShifter));
+    const __m256d r = _mm256_fnmadd_pd(k, set(kLn2), y);
+    const __m256d p = _mm256_mul_pd(r, poly(r, kExpm1Poly));
+    const __m256d two_k = pow2_from_shifted(s, 0);
+    return _mm256_fmadd_pd(two_k, p, _mm256_sub_pd(two_k, set(1.0)));
 }
 
-// e^y - 1 for y in [-700, 700] (clamped), relative error ~2^-50: for |y| <=
-// ln2/2 (k = 0) it is r*q(r) with no subtraction at all; otherwise
-// 2^k (e^r - 1) + (2^k - 1), whose cancellation costs at most ~2 bits (k = -1).
-CONFORM_AVX2 inline __m256d expm1(__m256d y) {
-    static constexpr double q[13] = {1.0,           1.0 / 2,        1.0 / 6,        1.0 / 24,
-                                     1.0 / 120,     1.0 / 720,      1.0 / 5040,     1.0 / 40320,
-                                     1.0 / 362880,  1.0 / 3628800,  1.0 / 39916800, 1.0 / 479001600,
-                                     1.0 / 6227020800};
-    y = _mm256_min_pd(_mm256_max_pd(y, set(-700.0)), set(700.0));
-    __m256d k;
-    __m256d r = reduce_ln2(y, k);
-    __m256d p = _mm256_mul_pd(r, poly(r, q));  // e^r - 1
-    __m256d s = pow2i(k);
-    return _mm256_fmadd_pd(s, p, _mm256_sub_pd(s, set(1.0)));
+// log1p(t) / t on [0, 1]: the degree-13 interpolant at the 14 Chebyshev nodes
+// of [0, 1].  q(t) = log1p(t)/t = int_0^1 ds / (1 + ts) has
+// |q^(n)| <= n! / (n + 1) there, so the remainder theorem bounds the error by
+// 14!/15 / 14! * 2 (1/4)^14 = 5.0e-10, 2^-30.4 relative to q >= ln 2
+// (measured on 20001 points: 2^-38.1).  Coefficients alternate in sign with
+// sum |c_i| < 3, so evaluation adds < 2^-48.
+inline constexpr double kLog1pPoly[14] = {
+    0x1.fffffffff86b5p-1,  -0x1.ffffffe8bacf7p-2, 0x1.55554f5aec742p-2,  -0x1.fffec73566609p-3, 0x1.9988bae7eb3b2p-3,
+    -0x1.54c7d9de59bf1p-3, 0x1.21836b26cd460p-3,  -0x1.e870cfc7ed6d1p-4, 0x1.857d9d16e5e46p-4,  -0x1.115728ff5bd10p-4,
+    0x1.35d69718ccfc3p-5,  -0x1.00956662644b7p-6, 0x1.0d9c076349fafp-8,  -0x1.0a0f7d8e09539p-11};
+
+// log1p(t) for t in [0, 1] as t q(t), relative error < 2^-30.3 (t may be
+// tiny: softplus of a very negative x is log1p(e^x) ~ e^x), no division.
+CONFORM_AVX2 inline __m256d log1p_unit(__m256d t) { return _mm256_mul_pd(t, poly(t, kLog1pPoly)); }
+
+// |tanh(a)| as a fraction E / (E + 2), E = expm1(2|a|) with |a| clamped at
+// 20 (tanh(20) = 1 - 8.5e-18 rounds to 1 in double): num = E, den = E + 2,
+// so callers can merge the division with others.  0 <= num <= den.
+struct Frac {
+    __m256d num, den;
+};
+CONFORM_AVX2 inline Frac tanh_abs_frac(__m256d a) {
+    const __m256d aa = _mm256_min_pd(_mm256_andnot_pd(set(-0.0), a), set(20.0));
+    const __m256d e = expm1_pos(_mm256_add_pd(aa, aa));
+    return {e, _mm256_add_pd(e, set(2.0))};
 }
 
-// log1p(t) for t in [0, 1], relative error ~2^-51 (t may be tiny: softplus
-// of a very negative x is log1p(e^x) ~ e^x).  For t > 1/2 use
-// log1p(t) = ln2 + log1p((t-1)/2), where t - 1 is exact (Sterbenz), so the
-// series argument s = f/(2+f) satisfies |s| <= 0.2; log1p(f) = 2 atanh(s).
-CONFORM_AVX2 inline __m256d log1p_unit(__m256d t) {
-    static constexpr double c[12] = {1.0,      1.0 / 3,  1.0 / 5,  1.0 / 7,  1.0 / 9,  1.0 / 11,
-                                     1.0 / 13, 1.0 / 15, 1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23};
-    __m256d big = _mm256_cmp_pd(t, set(0.5), _CMP_GT_OQ);
-    __m256d f = _mm256_blendv_pd(t, _mm256_mul_pd(_mm256_sub_pd(t, set(1.0)), set(0.5)), big);
-    __m256d s = _mm256_div_pd(f, _mm256_add_pd(set(2.0), f));
-    __m256d l = _mm256_mul_pd(_mm256_add_pd(s, s), poly(_mm256_mul_pd(s, s), c));
-    return _mm256_add_pd(l, _mm256_and_pd(big, set(kLn2)));
-}
-
-// tanh(z), relative error ~2^-50 for all z, +-1 exactly for |z| >= 20
-// (tanh(20) = 1 - 8.5e-18 rounds to 1 in double); sign-symmetric, tanh(-0) = -0.
+// tanh(z), relative error < 2^-35 for all z, +-1 exactly for |z| >= 20;
+// sign-symmetric, tanh(-0) = -0.
 CONFORM_AVX2 inline __m256d tanh(__m256d z) {
-    const __m256d sign = _mm256_and_pd(z, set(-0.0));
-    __m256d a = _mm256_min_pd(_mm256_andnot_pd(set(-0.0), z), set(20.0));
-    __m256d e = expm1(_mm256_add_pd(a, a));
-    __m256d t = _mm256_div_pd(e, _mm256_add_pd(e, set(2.0)));
-    return _mm256_or_pd(t, sign);
+    const Frac f = tanh_abs_frac(z);
+    return _mm256_or_pd(_mm256_div_pd(f.num, f.den), _mm256_and_pd(z, set(-0.0)));
 }
 
 // x with -inf replaced by -DBL_MAX, so that x / (1 + e^-x) is -0 at -inf
-// instead of -inf/inf = NaN (the oracle's limit), while +inf stays +inf.
+// (exp gives +inf there) instead of -inf/inf = NaN (the oracle's limit),
+// while +inf stays +inf.
 CONFORM_AVX2 inline __m256d floor_neg_inf(__m256d x) { return _mm256_max_pd(x, set(-DBL_MAX)); }
 
-// Lane-wise erfc through libm: no vector erfc with ~2^-45 relative accuracy
-// over [-inf, 27] here yet, so gelu_erf/geglu pay a scalar call per element.
-CONFORM_AVX2 inline __m256d erfc_lanes(__m256d t) {
-    alignas(32) double v[4];
-    _mm256_store_pd(v, t);
-    for (double& e : v) e = std::erfc(e);
-    return _mm256_load_pd(v);
+// erfcx(t) = e^(t^2) erfc(t) ~ P(t) / Q(t) on [0, 14.2]: a (5, 6) rational
+// fit to the relative error (linearised least squares with Lawson
+// reweighting, mpmath at 160 bits; docs/activation.md §4), max relative error
+// 2^-32.49 on 20001 points of [0, 14.2] with the coefficients as rounded
+// here.  Every coefficient is positive, so with t >= 0 Horner or Estrin
+// evaluates both without cancellation (relative error <= 7 * 2^-53 each).
+// The range covers every gate whose geglu product can be a nonzero fp32:
+// |gelu_erf(x)| ~ e^(-t^2) / sqrt(2 pi) must reach 2^-150 / 2^128, i.e.
+// t <= 13.85; beyond t = 14.2 the callers clamp t (the value then
+// overestimates by at most t / 14.2 a result that rounds to 0 anyway).
+inline constexpr double kErfcxP[6] = {0x1.fffffffe975e9p-1, 0x1.766703680d783p+0, 0x1.095ef36c8b77fp+0,
+                                      0x1.b24e2b2d31808p-2, 0x1.98ea891c96a00p-4, 0x1.6a9160a8a8027p-7};
+inline constexpr double kErfcxQ[7] = {0x1.0000000000000p+0, 0x1.4ba23c08263c2p+1, 0x1.7ae4e3a3eb54ep+1,
+                                      0x1.ecf502ade69ecp+0, 0x1.85ebb7e92ccd8p-1, 0x1.6a642ed061bf0p-3,
+                                      0x1.41514d46fa539p-6};
+inline constexpr double kErfcxMaxT = 14.2;
+
+// gelu_erf(x) = x/2 erfc(-x/sqrt2) with one division: for t = |x|/sqrt2,
+// erfc(t) = e^(-x^2/2) P(t)/Q(t) (x^2/2 is exact for a float x, so the
+// exponential sees the exact argument), and for x >= 0 erfc(-t) = 2 - erfc(t)
+// = (2Q - e^(-x^2/2) P) / Q, where the subtraction cancels at most a factor 3
+// on an error of erfc(t) <= 1, i.e. adds at most ~2 eps to a result >= x/2.
+// For x^2/2 > 708 the exponential stays at e^-708 and the value at about
+// |x| 2^-1026: 0 in fp32 even times |up| <= 2^128 (geglu); x = -inf is
+// floored to -FLT_MAX (not -DBL_MAX), so gelu_erf(-inf) is -2^-899, a float
+// -0 (geglu(-inf, +-inf) then is an infinity, which the driver's extremes
+// check hands to the scalar path: NaN, as the oracle says).
+CONFORM_AVX2 inline __m256d gelu_erf(__m256d x) {
+    const __m256d t = _mm256_min_pd(_mm256_mul_pd(_mm256_andnot_pd(set(-0.0), x), set(kSqrt1_2)), set(kErfcxMaxT));
+    const __m256d e = exp_neg<false, true>(_mm256_mul_pd(_mm256_mul_pd(x, x), set(0.5)));
+    const __m256d q = poly(t, kErfcxQ);
+    const __m256d ep = _mm256_mul_pd(e, poly(t, kErfcxP));
+    const __m256d num = _mm256_blendv_pd(_mm256_fmsub_pd(q, set(2.0), ep), ep, x);  // sign bit of x selects e P
+    const __m256d xf = _mm256_max_pd(x, set(-FLT_MAX));
+    return _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(xf, set(0.5)), num), q);
 }
 
 }  // namespace vm
@@ -285,7 +335,7 @@ struct SigmoidFn {
     explicit SigmoidFn(const Params&) {}
     static double scalar(double x) { return 1.0 / (1.0 + std::exp(-x)); }
     CONFORM_AVX2 __m256d vec(__m256d x) const {
-        return _mm256_div_pd(vm::set(1.0), _mm256_add_pd(vm::set(1.0), vm::exp(_mm256_sub_pd(vm::set(0.0), x))));
+        return _mm256_div_pd(vm::set(1.0), _mm256_add_pd(vm::set(1.0), vm::exp_neg<false>(x)));
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::sigmoid(x); }
 };
@@ -295,7 +345,7 @@ struct SiluFn {
     explicit SiluFn(const Params&) {}
     static double scalar(double x) { return std::fmax(x, -DBL_MAX) / (1.0 + std::exp(-x)); }
     CONFORM_AVX2 __m256d vec(__m256d x) const {
-        __m256d d = _mm256_add_pd(vm::set(1.0), vm::exp(_mm256_sub_pd(vm::set(0.0), x)));
+        __m256d d = _mm256_add_pd(vm::set(1.0), vm::exp_neg(x));
         return _mm256_div_pd(vm::floor_neg_inf(x), d);
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::x_sigmoid(x, x); }
@@ -306,8 +356,7 @@ struct GeluErfFn {
     explicit GeluErfFn(const Params&) {}
     static double scalar(double x) { return std::fmax(x, -DBL_MAX) * 0.5 * std::erfc(-x * kSqrt1_2); }
     CONFORM_AVX2 __m256d vec(__m256d x) const {
-        __m256d e = vm::erfc_lanes(_mm256_mul_pd(x, vm::set(-kSqrt1_2)));
-        return _mm256_mul_pd(_mm256_mul_pd(vm::floor_neg_inf(x), vm::set(0.5)), e);
+        return vm::gelu_erf(x);
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::gelu_erf(x); }
 };
@@ -322,8 +371,8 @@ struct GeluTanhFn {
     CONFORM_AVX2 __m256d vec(__m256d x) const {
         __m256d x3 = _mm256_mul_pd(_mm256_mul_pd(x, x), x);
         __m256d z = _mm256_fmadd_pd(vm::set(kGeluTanhCubic), x3, x);
-        __m256d mz2 = _mm256_mul_pd(z, vm::set(-2.0 * kSqrt2OverPi));
-        return _mm256_div_pd(vm::floor_neg_inf(x), _mm256_add_pd(vm::set(1.0), vm::exp(mz2)));
+        __m256d z2 = _mm256_mul_pd(z, vm::set(2.0 * kSqrt2OverPi));
+        return _mm256_div_pd(vm::floor_neg_inf(x), _mm256_add_pd(vm::set(1.0), vm::exp_neg(z2)));
     }
     // 2z = x (2c + 2ck x^2): relative error ~2^-22 in 2z, i.e. ~|2z| 2^-22 in
     // e^-|2z|, below 2^-15 down to bf16's underflow (|2z| < ~100).
@@ -339,7 +388,7 @@ struct SoftplusFn {
     explicit SoftplusFn(const Params&) {}
     static double scalar(double x) { return std::fmax(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
     CONFORM_AVX2 __m256d vec(__m256d x) const {
-        __m256d t = vm::exp(_mm256_or_pd(x, vm::set(-0.0)));  // e^-|x| in [0, 1]
+        __m256d t = vm::exp_neg<false, true>(_mm256_andnot_pd(vm::set(-0.0), x));  // e^-|x| in [e^-708, 1]
         return _mm256_add_pd(_mm256_max_pd(x, vm::set(0.0)), vm::log1p_unit(t));
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const {
@@ -350,14 +399,14 @@ struct SoftplusFn {
 
 // beta tanh(x / beta); also the SiTU-GLU caps.
 struct SoftcapFn {
-    double beta;
+    double beta, inv_beta;  // x * inv_beta: relative error 2^-53 in x/beta, which tanh does not magnify
     float beta_f, inv_beta_f;  // the float path's beta and 1/beta (relative error 2^-24 each)
     explicit SoftcapFn(const Params& p) : SoftcapFn(p.get("beta", 30)) {}
     explicit SoftcapFn(double b)
-        : beta(b), beta_f(static_cast<float>(b)), inv_beta_f(static_cast<float>(1.0 / b)) {}
+        : beta(b), inv_beta(1.0 / b), beta_f(static_cast<float>(b)), inv_beta_f(static_cast<float>(1.0 / b)) {}
     double scalar(double x) const { return beta * std::tanh(x / beta); }
     CONFORM_AVX2 __m256d vec(__m256d x) const {
-        return _mm256_mul_pd(vm::set(beta), vm::tanh(_mm256_div_pd(x, vm::set(beta))));
+        return _mm256_mul_pd(vm::set(beta), vm::tanh(_mm256_mul_pd(x, vm::set(inv_beta))));
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::softcap(x, beta_f, inv_beta_f); }
 };
