@@ -78,14 +78,19 @@ Problem read_problem(const Params& p, const std::vector<TensorView>& in, const D
 }
 
 // One chunk [t0, t0 + c) of head h: the exact decay factors and magnitudes.
+// A gate g = -inf (alpha = 0, a reset) makes every factor over a range that
+// contains it exactly 0, also in the kernels (their exponents are running
+// sums, never differences, so -inf - -inf cannot occur): the cumulative sums
+// count such gates instead of adding them.
 struct ChunkData {
     std::int64_t c = 0, dk = 0, dv = 0;
     Mat q, k, v;        // [c, d_k], [c, d_k], [c, d_v]
-    Mat G, SG;          // [c + 1, d_k]: cumulative log-decay and cumulative |log-decay| from the chunk start
+    Mat G, SG, NI;      // [c + 1, d_k] from the chunk start: sum of the finite gates, of their |g|, count of -inf
     std::vector<double> beta, rho;  // [c]: beta, and the token's transition norm bound
 
     ChunkData(const Problem& p, std::int64_t h, std::int64_t t0, std::int64_t n)
-        : c(n), dk(p.dk), dv(p.dv), q(n, p.dk), k(n, p.dk), v(n, p.dv), G(n + 1, p.dk), SG(n + 1, p.dk) {
+        : c(n), dk(p.dk), dv(p.dv), q(n, p.dk), k(n, p.dk), v(n, p.dv), G(n + 1, p.dk), SG(n + 1, p.dk),
+          NI(n + 1, p.dk) {
         for (std::int64_t r = 0; r < c; ++r) {
             const std::int64_t th = (t0 + r) * p.heads + h;
             double kk = 0, amax = 0;
@@ -93,7 +98,9 @@ struct ChunkData {
                 q(r, i) = p.q[ix(th * dk + i)], k(r, i) = p.k[ix(th * dk + i)];
                 kk += k(r, i) * k(r, i);
                 const double g = p.g[ix(th * p.gw + (p.gw == 1 ? 0 : i))];
-                G(r + 1, i) = G(r, i) + g, SG(r + 1, i) = SG(r, i) + std::fabs(g);
+                const bool reset = g == -INFINITY;
+                G(r + 1, i) = G(r, i) + (reset ? 0 : g), SG(r + 1, i) = SG(r, i) + (reset ? 0 : std::fabs(g));
+                NI(r + 1, i) = NI(r, i) + (reset ? 1 : 0);
                 amax = std::isnan(g) ? g : std::max(amax, std::exp(g));
             }
             for (std::int64_t m = 0; m < dv; ++m) v(r, m) = p.v[ix(th * dv + m)];
@@ -102,7 +109,10 @@ struct ChunkData {
         }
     }
     // Decay of channel i over the tokens (from, to] (from = -1: the chunk start).
-    double f(std::int64_t to, std::int64_t from, std::int64_t i) const { return std::exp(G(to + 1, i) - G(from + 1, i)); }
+    double f(std::int64_t to, std::int64_t from, std::int64_t i) const {
+        if (NI(to + 1, i) > NI(from + 1, i)) return 0;
+        return std::exp(G(to + 1, i) - G(from + 1, i));
+    }
 };
 
 // Relative error bound of a kernel's decay factor over (from, to] times one
@@ -332,6 +342,13 @@ std::vector<std::int64_t> regular_chunk_starts(std::int64_t tokens, std::int64_t
     return s;
 }
 
+std::int64_t scaled_form_max_chunk(Format f, double g_min) {
+    const double range = std::log(max_finite(f));
+    std::int64_t c = 0;
+    while ((c + 1) * std::fabs(g_min) < range) ++c;
+    return c;
+}
+
 DeltaBound delta_rule_bound(const Params& params, const std::vector<TensorView>& in, const std::vector<double>& exact_y,
                             const DeltaErrorModel& model) {
     const Problem p = read_problem(params, in, model);
@@ -341,6 +358,7 @@ DeltaBound delta_rule_bound(const Params& params, const std::vector<TensorView>&
     DeltaBound b{std::vector<double>(ix(p.tokens * p.heads * p.dv), 0.0),
                  std::vector<double>(ix(p.heads * p.dk * p.dv), 0.0)};
     const ChunkBound chunk{p, model};
+    std::vector<double> exact_state(b.state.size());  // |S_T| in double, for the state's output rounding
     for (std::int64_t h = 0; h < p.heads; ++h) {
         Mat S(p.dk, p.dv);
         std::copy_n(p.s0.begin() + h * p.dk * p.dv, p.dk * p.dv, S.a.begin());
@@ -352,10 +370,15 @@ DeltaBound delta_rule_bound(const Params& params, const std::vector<TensorView>&
             chunk.run(ChunkData(p, h, t0, c), S, E, &b.y[ix((t0 * p.heads + h) * p.dv)], p.heads * p.dv,
                       last ? &b.state[ix(h * p.dk * p.dv)] : nullptr);
         }
+        for (std::int64_t e = 0; e < p.dk * p.dv; ++e) exact_state[ix(h * p.dk * p.dv + e)] = std::fabs(S.a[ix(e)]);
     }
-    // The output rounding of y (the state is returned in fp32 as computed).
-    if (info(model.out).precision < info(Format::fp32).precision)
+    // The rounding of an output into a storage format narrower than the
+    // arithmetic (an FP32 kernel's fp32 state and y are its results as computed).
+    const int arith = std::max(info(model.acc).precision, info(Format::fp32).precision);
+    if (info(model.out).precision < arith)
         for (std::size_t i = 0; i < b.y.size(); ++i) b.y[i] += 0.5 * ulp_at(model.out, std::fabs(exact_y[i]) + b.y[i]);
+    if (info(model.state_out).precision < arith)
+        for (std::size_t i = 0; i < b.state.size(); ++i) b.state[i] += 0.5 * ulp_at(model.state_out, exact_state[i] + b.state[i]);
     nan_to_vacuous(b.y);
     nan_to_vacuous(b.state);
     return b;
@@ -370,8 +393,8 @@ std::vector<std::vector<double>> registry_bound(bool per_channel, const Params& 
     DeltaErrorModel m;
     m.per_channel = per_channel;
     m.out = out.at(0);
-    m.u = unit_roundoff(acc);
-    m.e_exp = 4 * m.u;
+    m.state_out = out.size() > 1 ? out[1] : Format::fp32;
+    m.acc = acc;
     DeltaBound b = delta_rule_bound(params, in, exact.at(0), m);
     return {std::move(b.y), std::move(b.state)};
 }

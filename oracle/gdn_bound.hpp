@@ -23,11 +23,16 @@
 namespace conform::oracle {
 
 // What the kernel declares about itself.
+// A kernel computing in a wider format than FP32 (acc; the double-precision
+// mutants) is held to the same FP32-state budget plus one rounding of each
+// output into its storage format.
 struct DeltaErrorModel {
-    bool per_channel = false;   // kda: one log-decay per key channel; gdn: one per head
-    Format out = Format::fp32;  // storage format of y (the state is returned in fp32)
-    double u = 0x1p-24;         // unit roundoff of the state and the arithmetic (FP32)
-    double e_exp = 4 * 0x1p-24; // relative error of its exp (expf, the AVX2 polynomial: <= 2 ulp)
+    bool per_channel = false;         // kda: one log-decay per key channel; gdn: one per head
+    Format out = Format::fp32;        // storage format of y
+    Format state_out = Format::fp32;  // storage format of the returned state
+    Format acc = Format::fp32;        // the kernel's arithmetic
+    double u = 0x1p-24;               // unit roundoff of the state and the arithmetic (FP32)
+    double e_exp = 4 * 0x1p-24;       // relative error of its exp (expf, the AVX2 polynomial: <= 2 ulp)
     std::vector<std::int64_t> chunk_starts;  // first token of every chunk: 0 < ... < T (empty: regular chunks of param chunk)
 };
 
@@ -47,6 +52,12 @@ std::vector<std::int64_t> regular_chunk_starts(std::int64_t tokens, std::int64_t
 // bound is +inf.
 DeltaBound delta_rule_bound(const Params& params, const std::vector<TensorView>& in,
                             const std::vector<double>& exact_y, const DeltaErrorModel& model);
+
+// The finite-range envelope of the scaled chunk form (Q e^G)(K e^-G)^T, G
+// the cumulative log-decay from the chunk start: the largest chunk C with
+// C |g_min| < ln(largest finite value of f), i.e. e^{-G} of C saturated
+// gates still finite (0: not even one token).  docs/gdn.md has the table.
+std::int64_t scaled_form_max_chunk(Format f, double g_min);
 
 // StructuredBoundFn of the registry ops gdn and kda (the cpu kernels' model:
 // regular chunks of param chunk, exp within 2 ulp).

@@ -7,6 +7,7 @@
 #include "oracle/gdn_bound.hpp"
 #include "oracle/structured.hpp"
 #include "properties/common.hpp"
+#include "properties/gdn.hpp"
 
 namespace conform::props {
 namespace {
@@ -17,9 +18,6 @@ namespace {
 constexpr double kKdaGateMin = -5;
 const double kGdnGateMin = std::log(1e-12);
 
-// dims = {T, H, d_k, d_v, has_state, gates, betas}.
-enum Gates { mixed, saturated, unit, bursts, near_one, kGateModes };
-enum Betas { uniform_beta, zero_beta, one_beta, mixed_beta, kBetaModes };
 
 // Values that keep the state moderate: the bound is a magnitude times u,
 // and a case whose values overflow tells nothing about a kernel.
@@ -47,13 +45,14 @@ double model_gate(const std::string& op, std::mt19937_64& rng) {
 
 double draw_gate(const std::string& op, int mode, std::int64_t t, std::mt19937_64& rng) {
     switch (mode) {
-        case saturated: return gate_min(op);
-        case unit: return 0;
-        case bursts: {  // runs of saturated and unit gates between ordinary ones
+        case saturated_gates: return gate_min(op);
+        case unit_gates: return 0;
+        case burst_gates: {  // runs of saturated and unit gates between ordinary ones, now and then a reset (alpha = 0)
+            if (rng() % 16 == 0) return -INFINITY;
             const std::int64_t phase = (t / 5) % 3;
             return phase == 0 ? gate_min(op) : phase == 1 ? 0.0 : model_gate(op, rng);
         }
-        case near_one: return -std::ldexp(1.0, -3 - static_cast<int>(rng() % 12));  // alpha 1 - 2^-3 .. 1 - 2^-14
+        case near_one_gates: return -std::ldexp(1.0, -3 - static_cast<int>(rng() % 12));  // alpha 1 - 2^-3 .. 1 - 2^-14
         default: return rng() % 8 == 0 ? 0.0 : model_gate(op, rng);
     }
 }
@@ -61,9 +60,9 @@ double draw_gate(const std::string& op, int mode, std::int64_t t, std::mt19937_6
 double draw_beta(int mode, std::mt19937_64& rng) {
     std::uniform_real_distribution<double> U(0, 1);
     switch (mode) {
-        case zero_beta: return 0;
-        case one_beta: return 1;
-        case mixed_beta: return rng() % 3 == 0 ? 0.0 : rng() % 2 ? 1.0 : U(rng);
+        case zero_betas: return 0;
+        case one_betas: return 1;
+        case mixed_betas: return rng() % 3 == 0 ? 0.0 : rng() % 2 ? 1.0 : U(rng);
         default: return U(rng);
     }
 }
@@ -101,8 +100,8 @@ rc::Gen<CaseSpec> gen_delta_spec(const std::string& op, Format fmt, GenOptions o
         },
         rc::gen::element(1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 47, 63, 64, 65, 100, 130), rc::gen::inRange(1, 3),
         rc::gen::element(1, 2, 3, 4, 5, 8, 16), rc::gen::element(1, 2, 3, 4, 7, 8, 16), rc::gen::inRange(0, 25),
-        rc::gen::element(1, 1, 0), rc::gen::inRange(0, static_cast<int>(kGateModes)),
-        rc::gen::inRange(0, static_cast<int>(kBetaModes)), rc::gen::element(64.0, 16.0, 32.0, 64.0, 16.0, 32.0, 5.0),
+        rc::gen::element(1, 1, 0), rc::gen::inRange(0, static_cast<int>(kDeltaGateModes)),
+        rc::gen::inRange(0, static_cast<int>(kDeltaBetaModes)), rc::gen::element(64.0, 16.0, 32.0, 64.0, 16.0, 32.0, 5.0),
         rc::gen::element(0, 0, 1), rc::gen::element(1.0, 0.0, 0.5), rc::gen::elementOf(delta_families()),
         rc::gen::inRange(-3, 4), rc::gen::arbitrary<std::uint64_t>(),
         opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));
@@ -112,7 +111,7 @@ Case build_delta_case(const CaseSpec& s) {
     Case c = start_case(s);
     std::mt19937_64 rng(s.seed);
     // Golden vectors and other callers without dims: a small case with every input.
-    const std::vector<std::int64_t> d = s.dims.size() == 7 ? s.dims : std::vector<std::int64_t>{5, 2, 3, 2, 1, mixed, mixed_beta};
+    const std::vector<std::int64_t> d = s.dims.size() == 7 ? s.dims : std::vector<std::int64_t>{5, 2, 3, 2, 1, mixed_gates, mixed_betas};
     const std::int64_t T = d[0], H = d[1], dk = d[2], dv = d[3];
     const bool l2norm = s.params.get("l2norm", 0) != 0;
     const Family fam = s.families.at(0);
@@ -161,8 +160,8 @@ oracle::DeltaErrorModel error_model(const KernelInfo& k, std::vector<std::int64_
     oracle::DeltaErrorModel m;
     m.per_channel = per_channel(k.op);
     m.out = k.out;
-    m.u = unit_roundoff(k.acc);
-    m.e_exp = 4 * m.u;
+    m.state_out = output_format(k, 1);
+    m.acc = k.acc;
     m.chunk_starts = std::move(starts);
     return m;
 }
@@ -308,8 +307,8 @@ Testable causality(const KernelInfo& k) {
 Testable finite_gates(const KernelInfo& k) {
     return [&k] {
         CaseSpec spec = delta_spec(k, 200);
-        spec.dims[5] = *rc::gen::element<std::int64_t>(saturated, saturated, bursts, unit);
-        spec.dims[6] = *rc::gen::element<std::int64_t>(mixed_beta, one_beta, zero_beta, uniform_beta);
+        spec.dims[5] = *rc::gen::element<std::int64_t>(saturated_gates, saturated_gates, burst_gates, unit_gates);
+        spec.dims[6] = *rc::gen::element<std::int64_t>(mixed_betas, one_betas, zero_betas, uniform_betas);
         spec.dims[0] = std::max<std::int64_t>(spec.dims[0], *rc::gen::element<std::int64_t>(65, 100, 130));
         spec.families = {Family::normal};
         spec.specials = 0;

@@ -17,6 +17,9 @@ namespace cpu {
 inline constexpr long kKdaSubChunk = 8;
 // Largest accepted value of the `chunk` parameter (workspace size).
 inline constexpr long kDeltaMaxChunk = 1024;
+// The AVX2 kernels' exp, in place over n floats (NaN kept, overflow +inf,
+// one rounding into the subnormals); call only when has_avx2().  For tests.
+void delta_exp_avx2(float* x, long n);
 }  // namespace cpu
 
 // ops "gdn" and "kda", formats fp32 and bf16 (every input in the kernel's

@@ -27,6 +27,7 @@ enum class Bug {
     split_exp,                // exp(G_r) * exp(-G_i) in fp32 (the scaled Q/K form): overflows past its envelope
     final_state_not_decayed,  // the last chunk's state update without D(end <- start)
     padded_chunk_decay,       // a partial last chunk reads its end-of-chunk log-decay from the zero-padded buffer
+    mask_after_exp,           // dense [c, c] products: exp(G_r - G_i) for every pair, then times the causal 0/1 mask
 };
 
 bool chunkwise_bug(Bug b) { return b >= Bug::clamp_cumulative_decay; }
@@ -139,16 +140,20 @@ void chunk_step(const Problem& p, Bug bug, std::int64_t h, std::int64_t t0, std:
     const std::int64_t end = bug == Bug::padded_chunk_decay ? pad - 1 : c - 1;
     auto row = [&](const std::vector<double>& x, std::int64_t r, std::int64_t w) { return &x[((t0 + r) * p.heads + h) * w]; };
     auto f = [&](std::int64_t i, std::int64_t to, std::int64_t from) { return factor(G[i], to, from, bug); };
-    std::vector<std::vector<double>> vt(c, std::vector<double>(dv));
+    // Pairs (r, j) the products visit: j < r (L) and j <= r (A), or all of
+    // them with the mask applied after the exp (0 * inf and 0 * NaN leak).
+    const bool dense = bug == Bug::mask_after_exp;
+    auto mask = [&](bool visible) { return dense ? (visible ? 1.0 : 0.0) : 1.0; };
+    std::vector<std::vector<double>> vt(c, std::vector<double>(dv, 0.0));
     for (std::int64_t r = 0; r < c; ++r) {
         const double* kr = row(p.k, r, dk);
         for (std::int64_t m = 0; m < dv; ++m) {
             double x = row(p.v, r, dv)[m];
             for (std::int64_t i = 0; i < dk; ++i) x -= kr[i] * f(i, r, -1) * s[i][m];
-            for (std::int64_t j = 0; j < r; ++j) {
+            for (std::int64_t j = 0; j < (dense ? c : r); ++j) {
                 double l = 0;
                 for (std::int64_t i = 0; i < dk; ++i) l += kr[i] * f(i, r, j) * row(p.k, j, dk)[i];
-                x -= l * vt[j][m];
+                x -= l * mask(j < r) * vt[j][m];
             }
             vt[r][m] = p.beta[(t0 + r) * p.heads + h] * x;
         }
@@ -156,10 +161,10 @@ void chunk_step(const Problem& p, Bug bug, std::int64_t h, std::int64_t t0, std:
         for (std::int64_t m = 0; m < dv; ++m) {
             double o = 0;
             for (std::int64_t i = 0; i < dk; ++i) o += qr[i] * f(i, r, -1) * s[i][m];
-            for (std::int64_t j = 0; j <= r; ++j) {
+            for (std::int64_t j = 0; j < (dense ? c : r + 1); ++j) {
                 double a = 0;
                 for (std::int64_t i = 0; i < dk; ++i) a += qr[i] * f(i, r, j) * row(p.k, j, dk)[i];
-                o += a * vt[j][m];
+                o += a * mask(j <= r) * vt[j][m];
             }
             y[((t0 + r) * p.heads + h) * dv + m] = o;
         }
@@ -238,6 +243,10 @@ std::vector<KernelInfo> gdn_mutants() {
         "is not decayed and K_e grows by exp(-G_r)");
     add(v, "kda", "padded_chunk_decay", Bug::padded_chunk_decay, F::fp32, hand_off,
         "the partial last chunk's per-channel end decay read from the zero-padded buffer");
+    add(v, "gdn", "mask_after_exp", Bug::mask_after_exp, F::fp32, "7 empty-row semantics",
+        "dense chunk products with exp(G_r - G_i) for every pair, masked by multiplying with the causal 0/1 mask: "
+        "exp of the positive differences overflows (0 * inf = NaN), and a NaN in a later token reaches earlier rows "
+        "(0 * NaN)");
     add(v, "gdn", "state_transposed", Bug::state_transposed, F::bf16, "5 layout transposition",
         "initial and final state as [H, d_v, d_k] instead of [H, d_k, d_v]");
     add(v, "kda", "state_transposed", Bug::state_transposed, F::fp32, "5 layout transposition",
