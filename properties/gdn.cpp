@@ -92,16 +92,19 @@ void inject_nans(std::vector<Tensor>& in, int count, std::mt19937_64& rng) {
 
 rc::Gen<CaseSpec> gen_delta_spec(const std::string& op, Format fmt, GenOptions opt) {
     return rc::gen::apply(
-        [op, fmt](int T, int H, int dk, int dv, int length_class, int state, int gates, int betas, double chunk,
+        [op, fmt](int T, int H, int dk, int dv, bool long_seq, int state, int gates, int betas, double chunk,
                   int l2norm, double scale, Family fam, int k, std::uint64_t seed, int specials) {
-            if (length_class == 0) T = 4096 + T, H = 1, dk = std::min(dk, 3), dv = std::min(dv, 3);  // long, small
+            if (long_seq) T = 4096 + T, H = 1, dk = std::min(dk, 3), dv = std::min(dv, 3);
             Params p({{"chunk", chunk}, {"l2norm", double(l2norm)}, {"scale", scale}});
             return structured_spec(op, fmt, {T, H, dk, dv, state, gates, betas}, p, fam, k, seed, specials);
         },
         rc::gen::element(1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 47, 63, 64, 65, 100, 130), rc::gen::inRange(1, 3),
-        rc::gen::element(1, 2, 3, 4, 5, 8, 16), rc::gen::element(1, 2, 3, 4, 7, 8, 16), rc::gen::inRange(0, 25),
-        rc::gen::element(1, 1, 0), rc::gen::inRange(0, static_cast<int>(kDeltaGateModes)),
-        rc::gen::inRange(0, static_cast<int>(kDeltaBetaModes)), rc::gen::element(64.0, 16.0, 32.0, 64.0, 16.0, 32.0, 5.0),
+        rc::gen::element(1, 2, 3, 4, 4, 5, 8, 8, 16), rc::gen::element(1, 2, 3, 3, 4, 7, 8, 8, 16),
+        // 1 in 25 long (and small); element and weightedElement draw independently of RapidCheck's size
+        // (inRange does not) and shrink toward their first entry.
+        rc::gen::weightedElement<bool>({{24, false}, {1, true}}), rc::gen::element(1, 1, 0),
+        rc::gen::element<int>(mixed_gates, saturated_gates, unit_gates, burst_gates, near_one_gates),
+        rc::gen::element<int>(uniform_betas, zero_betas, one_betas, mixed_betas), rc::gen::element(64.0, 16.0, 32.0, 64.0, 16.0, 32.0, 5.0),
         rc::gen::element(0, 0, 1), rc::gen::element(1.0, 0.0, 0.5), rc::gen::elementOf(delta_families()),
         rc::gen::inRange(-3, 4), rc::gen::arbitrary<std::uint64_t>(),
         opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));

@@ -11,8 +11,7 @@ enum DeltaGates {
     unit_gates,       // g = 0 (alpha = 1)
     burst_gates,      // runs of 5 saturated, 5 unit, 5 parameterized gates; 1/16 resets (g = -inf)
     near_one_gates,   // alpha = 1 - 2^-3 .. 1 - 2^-14 (long memory)
-    kDeltaGateModes
 };
-enum DeltaBetas { uniform_betas, zero_betas, one_betas, mixed_betas, kDeltaBetaModes };
+enum DeltaBetas { uniform_betas, zero_betas, one_betas, mixed_betas };
 
 }  // namespace conform::props

@@ -144,28 +144,29 @@ void chunk_step(const Problem& p, Bug bug, std::int64_t h, std::int64_t t0, std:
     // them with the mask applied after the exp (0 * inf and 0 * NaN leak).
     const bool dense = bug == Bug::mask_after_exp;
     auto mask = [&](bool visible) { return dense ? (visible ? 1.0 : 0.0) : 1.0; };
+    auto decayed_dot = [&](const double* x, std::int64_t r, std::int64_t j) {
+        double acc = 0;
+        for (std::int64_t i = 0; i < dk; ++i) acc += x[i] * f(i, r, j) * row(p.k, j, dk)[i];
+        return acc;
+    };
     std::vector<std::vector<double>> vt(c, std::vector<double>(dv, 0.0));
+    std::vector<double> l(c), a(c);
     for (std::int64_t r = 0; r < c; ++r) {
-        const double* kr = row(p.k, r, dk);
+        const double *kr = row(p.k, r, dk), *qr = row(p.q, r, dk);
+        for (std::int64_t j = 0; j < c; ++j) {
+            l[j] = j < r || dense ? decayed_dot(kr, r, j) * mask(j < r) : 0.0;
+            a[j] = j <= r || dense ? decayed_dot(qr, r, j) * mask(j <= r) : 0.0;
+        }
         for (std::int64_t m = 0; m < dv; ++m) {
             double x = row(p.v, r, dv)[m];
             for (std::int64_t i = 0; i < dk; ++i) x -= kr[i] * f(i, r, -1) * s[i][m];
-            for (std::int64_t j = 0; j < (dense ? c : r); ++j) {
-                double l = 0;
-                for (std::int64_t i = 0; i < dk; ++i) l += kr[i] * f(i, r, j) * row(p.k, j, dk)[i];
-                x -= l * mask(j < r) * vt[j][m];
-            }
+            for (std::int64_t j = 0; j < (dense ? c : r); ++j) x -= l[j] * vt[j][m];
             vt[r][m] = p.beta[(t0 + r) * p.heads + h] * x;
         }
-        const double* qr = row(p.q, r, dk);
         for (std::int64_t m = 0; m < dv; ++m) {
             double o = 0;
             for (std::int64_t i = 0; i < dk; ++i) o += qr[i] * f(i, r, -1) * s[i][m];
-            for (std::int64_t j = 0; j < (dense ? c : r + 1); ++j) {
-                double a = 0;
-                for (std::int64_t i = 0; i < dk; ++i) a += qr[i] * f(i, r, j) * row(p.k, j, dk)[i];
-                o += a * mask(j <= r) * vt[j][m];
-            }
+            for (std::int64_t j = 0; j < (dense ? c : r + 1); ++j) o += a[j] * vt[j][m];
             y[((t0 + r) * p.heads + h) * dv + m] = o;
         }
     }
