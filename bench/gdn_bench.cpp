@@ -3,7 +3,10 @@
 // lengths 1024 to 16384, reported as tokens/s (all 16 heads of a token) and
 // x_naive, the naive recurrent baseline's CPU time per token over the
 // kernel's (the baseline is measured once per op and format at 1024 tokens:
-// its cost per token does not depend on the length).  Single-threaded; rates
+// its cost per token does not depend on the length).  The naive baseline is
+// plain scalar loops, so x_naive of the AVX2 kernels combines the vector
+// units and the chunkwise algorithm; cpu.scalar at 1024 shows the algorithm
+// alone.  Single-threaded; rates
 // are per CPU second, so a busy shared machine distorts them little.
 #include <benchmark/benchmark.h>
 
@@ -96,6 +99,12 @@ const int registered = [] {
                               ->Unit(benchmark::kMillisecond);
                 if (len >= 4096) b->Iterations(1);
             }
+            // The portable chunkwise kernel: against the (scalar) naive recurrence, the gain of the
+            // chunkwise algorithm alone, without the vector units.
+            const std::string scalar = std::string("cpu.scalar.") + op + "." + f;
+            benchmark::RegisterBenchmark((scalar + "/1024").c_str(), delta_rule, scalar, 1024)
+                ->Unit(benchmark::kMillisecond)
+                ->Iterations(2);
             const std::string naive = std::string("cpu.naive.") + op + "." + f;
             benchmark::RegisterBenchmark((naive + "/1024").c_str(), delta_rule, naive, 1024)
                 ->Unit(benchmark::kMillisecond)

@@ -99,19 +99,6 @@ Geometry read_geometry(const KernelCall& c, Format f, bool per_channel) {
     return geo;
 }
 
-// q and k as the recurrence reads them: x / sqrt(|x|^2 + eps) when l2norm
-// (eps inside the square root, FP32 sum), then q * scale.
-void prepare_row(const Geometry& g, float* x, bool is_q) {
-    if (g.l2norm) {
-        float s = 0;
-        for (long i = 0; i < g.dk; ++i) s += x[i] * x[i];
-        const float r = 1.0f / std::sqrt(s + g.l2_eps);
-        for (long i = 0; i < g.dk; ++i) x[i] *= r;
-    }
-    if (is_q && g.scale != 1)
-        for (long i = 0; i < g.dk; ++i) x[i] *= g.scale;
-}
-
 // ---- per-chunk buffers --------------------------------------------------------------
 
 struct Buffers {
@@ -122,7 +109,7 @@ struct Buffers {
     std::vector<float> a, l;              // [C, cp]: lower triangles
     std::vector<float> fac;               // GDN: [C, cp + 8] exponents, then factors; KDA: scratch
     std::vector<float> vt, o;             // [C, dvp]: R, then V~; outputs
-    std::vector<float> s;                 // [dkp, dvp]: the state, rows = key channels
+    std::vector<float> s;                 // [dkp, dvp]: the naive baseline's state, rows = key channels
     std::vector<float> run, t1, t2;       // [dkp] scratch
     std::vector<float> qsub, ksub;        // KDA: [kKdaSubChunk, dkp] a sub-chunk's rows decayed to its start
     long gwp = 8;
@@ -141,27 +128,6 @@ struct Buffers {
         qsub.assign(n(kKdaSubChunk, g.dkp), 0), ksub = qsub;
     }
 };
-
-template <Format F>
-void load_row(const TensorView& t, long row, long n, float* dst) {
-    const storage_t<F>* src = static_cast<const storage_t<F>*>(t.data) + row * n;
-    for (long i = 0; i < n; ++i) dst[i] = Storage<F>::load(src, i);
-}
-
-// Tokens [t0, t0 + c) of head h into the buffers (padding stays zero).
-template <Format F>
-void load_chunk(const KernelCall& call, const Geometry& g, Buffers& b, long h, long t0, long c) {
-    for (long r = 0; r < c; ++r) {
-        const long th = (t0 + r) * g.heads + h;
-        load_row<F>(call.in[0], th, g.dk, &b.q[r * g.dkp]);
-        load_row<F>(call.in[1], th, g.dk, &b.k[r * g.dkp]);
-        load_row<F>(call.in[2], th, g.dv, &b.v[r * g.dvp]);
-        load_row<F>(call.in[3], th, g.gw, &b.g[r * b.gwp]);
-        load_row<F>(call.in[4], th, 1, &b.beta[r]);
-        prepare_row(g, &b.q[r * g.dkp], true);
-        prepare_row(g, &b.k[r * g.dkp], false);
-    }
-}
 
 // ---- portable scalar path -------------------------------------------------------------
 
@@ -238,40 +204,51 @@ CONFORM_AVX2 inline float hsum8(__m256 v) {
 
 struct SimdPath {
     // An R x (8 V) tile of out, accumulated over `inner` in registers.
+    // The loops over R and V are unrolled explicitly: -O2 does not peel
+    // them, and acc would then live in memory instead of 16 registers.
     template <int R, int V, bool Sub>
     CONFORM_AVX2 static void tile(float* out, long ldo, const float* x, long ldx, const float* y, long ldy,
                                   long inner) {
         __m256 acc[R][V];
+#pragma GCC unroll 4
         for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
             for (int v = 0; v < V; ++v) acc[i][v] = _mm256_loadu_ps(out + i * ldo + 8 * v);
         for (long p = 0; p < inner; ++p) {
             __m256 yv[V];
+#pragma GCC unroll 4
             for (int v = 0; v < V; ++v) yv[v] = _mm256_loadu_ps(y + p * ldy + 8 * v);
+#pragma GCC unroll 4
             for (int i = 0; i < R; ++i) {
                 const __m256 xb = _mm256_set1_ps(x[i * ldx + p]);
+#pragma GCC unroll 4
                 for (int v = 0; v < V; ++v)
                     acc[i][v] = Sub ? _mm256_fnmadd_ps(xb, yv[v], acc[i][v]) : _mm256_fmadd_ps(xb, yv[v], acc[i][v]);
             }
         }
+#pragma GCC unroll 4
         for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
             for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + i * ldo + 8 * v, acc[i][v]);
     }
 
-    template <int R, bool Sub>
-    CONFORM_AVX2 static void row_block(float* out, long ldo, const float* x, long ldx, const float* y, long ldy,
-                                       long inner, long cols) {
-        long j = 0;
-        for (; j + 32 <= cols; j += 32) tile<R, 4, Sub>(out + j, ldo, x, ldx, y + j, ldy, inner);
-        for (; j < cols; j += 8) tile<R, 1, Sub>(out + j, ldo, x, ldx, y + j, ldy, inner);
+    // All rows of one column stripe of 8 V columns: the stripe of y
+    // (inner x 32 floats, 16 KB at inner = 128) stays in L1 across the row blocks.
+    template <int V, bool Sub>
+    CONFORM_AVX2 static void stripe(float* out, long ldo, const float* x, long ldx, const float* y, long ldy, long rows,
+                                    long inner) {
+        long r = 0;
+        for (; r + 4 <= rows; r += 4) tile<4, V, Sub>(out + r * ldo, ldo, x + r * ldx, ldx, y, ldy, inner);
+        for (; r < rows; ++r) tile<1, V, Sub>(out + r * ldo, ldo, x + r * ldx, ldx, y, ldy, inner);
     }
 
     // As ScalarPath::gemm; cols a multiple of 8.
     template <bool Sub>
     CONFORM_AVX2 static void gemm(float* out, long ldo, const float* x, long ldx, const float* y, long ldy, long rows,
                                   long inner, long cols) {
-        long r = 0;
-        for (; r + 4 <= rows; r += 4) row_block<4, Sub>(out + r * ldo, ldo, x + r * ldx, ldx, y, ldy, inner, cols);
-        for (; r < rows; ++r) row_block<1, Sub>(out + r * ldo, ldo, x + r * ldx, ldx, y, ldy, inner, cols);
+        long j = 0;
+        for (; j + 32 <= cols; j += 32) stripe<4, Sub>(out + j, ldo, x, ldx, y + j, ldy, rows, inner);
+        for (; j < cols; j += 8) stripe<1, Sub>(out + j, ldo, x, ldx, y + j, ldy, rows, inner);
     }
     CONFORM_AVX2 static float dot(const float* a, const float* b, long n) {
         __m256 s = _mm256_setzero_ps();
@@ -305,6 +282,55 @@ struct SimdPath {
         }
     }
 };
+
+// ---- loading a chunk ------------------------------------------------------------------
+
+template <Format F>
+void load_row(const TensorView& t, long row, long n, float* dst) {
+    const storage_t<F>* src = static_cast<const storage_t<F>*>(t.data) + row * n;
+    for (long i = 0; i < n; ++i) dst[i] = Storage<F>::load(src, i);
+}
+
+// q and k as the recurrence reads them: x / sqrt(|x|^2 + eps) when l2norm
+// (eps inside the square root, FP32 sum), then q * scale.
+template <class Path>
+void prepare_row(const Geometry& g, float* x, bool is_q) {
+    if (g.l2norm) Path::scale(x, 1.0f / std::sqrt(Path::dot(x, x, g.dkp) + g.l2_eps), x, g.dkp);
+    if (is_q && g.scale != 1) Path::scale(x, g.scale, x, g.dkp);
+}
+
+// Requests token t of head h into the cache: one head's rows are H d
+// elements apart ([T, H, d]), a stride the hardware prefetchers do not
+// follow across pages (measured: a quarter of the kernel's time went to
+// these loads without it).
+template <Format F>
+void prefetch_token(const KernelCall& call, const Geometry& g, long h, long t) {
+    const long width[] = {g.dk, g.dk, g.dv, g.gw};
+    for (int i = 0; i < 4; ++i) {
+        const long bytes = width[i] * static_cast<long>(sizeof(storage_t<F>));
+        const char* row = static_cast<const char*>(call.in[i].data) + (t * g.heads + h) * bytes;
+        for (long off = 0; off < bytes; off += 64) __builtin_prefetch(row + off);
+    }
+}
+
+// Tokens [t0, t0 + c) of head h into the buffers (padding stays zero),
+// prefetching kPrefetchTokens ahead.
+constexpr long kPrefetchTokens = 8;
+template <Format F, class Path>
+void load_chunk(const KernelCall& call, const Geometry& g, Buffers& b, long h, long t0, long c) {
+    for (long t = t0; t < std::min(t0 + kPrefetchTokens, t0 + c); ++t) prefetch_token<F>(call, g, h, t);
+    for (long r = 0; r < c; ++r) {
+        if (r + kPrefetchTokens < c) prefetch_token<F>(call, g, h, t0 + r + kPrefetchTokens);
+        const long th = (t0 + r) * g.heads + h;
+        load_row<F>(call.in[0], th, g.dk, &b.q[r * g.dkp]);
+        load_row<F>(call.in[1], th, g.dk, &b.k[r * g.dkp]);
+        load_row<F>(call.in[2], th, g.dv, &b.v[r * g.dvp]);
+        load_row<F>(call.in[3], th, g.gw, &b.g[r * b.gwp]);
+        load_row<F>(call.in[4], th, 1, &b.beta[r]);
+        prepare_row<Path>(g, &b.q[r * g.dkp], true);
+        prepare_row<Path>(g, &b.k[r * g.dkp], false);
+    }
+}
 
 // ---- the decay-dependent terms of one chunk -----------------------------------------
 
@@ -418,13 +444,13 @@ void kda_terms(const Geometry& g, Buffers& b, long c) {
 // ---- one chunk ------------------------------------------------------------------------
 
 template <class Path>
-void chunk_step(const Geometry& g, Buffers& b, long c) {
+void chunk_step(const Geometry& g, Buffers& b, long c, float* s) {
     if (g.per_channel) kda_terms<Path>(g, b, c);
     else gdn_terms<Path>(g, b, c);
     const long dv = g.dvp;
     // R = V - K_s S
     std::copy_n(b.v.data(), c * dv, b.vt.data());
-    Path::template gemm<true>(b.vt.data(), dv, b.ks.data(), g.dkp, b.s.data(), dv, c, g.dk, dv);
+    Path::template gemm<true>(b.vt.data(), dv, b.ks.data(), g.dkp, s, dv, c, g.dk, dv);
     // v~_r = beta_r (R_r - sum_{i<r} L_ri v~_i)
     for (long r = 0; r < c; ++r) {
         float* row = &b.vt[r * dv];
@@ -433,19 +459,20 @@ void chunk_step(const Geometry& g, Buffers& b, long c) {
     }
     // O = Q_s S + A V~ (A's diagonal included)
     std::fill_n(b.o.data(), c * dv, 0.0f);
-    Path::template gemm<false>(b.o.data(), dv, b.qs.data(), g.dkp, b.s.data(), dv, c, g.dk, dv);
+    Path::template gemm<false>(b.o.data(), dv, b.qs.data(), g.dkp, s, dv, c, g.dk, dv);
     for (long r = 0; r < c; ++r)
         Path::template gemm<false>(&b.o[r * dv], dv, &b.a[r * g.cp], g.cp, b.vt.data(), dv, 1, r + 1, dv);
     // S <- d (.) S + K_e^T V~
-    for (long p = 0; p < g.dk; ++p) Path::scale(&b.s[p * dv], b.decay[p], &b.s[p * dv], dv);
+    for (long p = 0; p < g.dk; ++p) Path::scale(s + p * dv, b.decay[p], s + p * dv, dv);
     transpose_into(g, b.ke.data(), c, b.ket.data());
-    Path::template gemm<false>(b.s.data(), dv, b.ket.data(), g.cp, b.vt.data(), dv, g.dk, c, dv);
+    Path::template gemm<false>(s, dv, b.ket.data(), g.cp, b.vt.data(), dv, g.dk, c, dv);
 }
 
 // ---- state in and out ---------------------------------------------------------------
 
-void load_state(const KernelCall& call, const Geometry& g, long h, std::vector<float>& s) {
-    std::fill(s.begin(), s.end(), 0.0f);
+// Head h's initial state into s [dkp, dvp] (zero padding and absent state: 0).
+void load_state(const KernelCall& call, const Geometry& g, long h, float* s) {
+    std::fill_n(s, g.dkp * g.dvp, 0.0f);
     if (!g.has_state) return;
     const TensorView& s0 = call.in[5];
     for (long p = 0; p < g.dk; ++p)
@@ -474,16 +501,22 @@ template <Format F, class Path>
 void chunkwise(const KernelCall& call, bool per_channel) {
     const Geometry g = read_geometry(call, F, per_channel);
     Buffers b(g);
-    for (long h = 0; h < g.heads; ++h) {
-        load_state(call, g, h, b.s);
-        for (long t0 = 0; t0 < g.tokens; t0 += g.chunk) {
-            const long c = std::min(g.chunk, g.tokens - t0);
-            load_chunk<F>(call, g, b, h, t0, c);
-            chunk_step<Path>(g, b, c);
+    // Heads inside the chunk loop, each with its own state: a token's rows of
+    // all heads are adjacent in [T, H, d], so the chunk's input pages and
+    // cache lines are shared by consecutive heads instead of being fetched
+    // again (and missing the TLB again) for every head.
+    const long per_head = g.dkp * g.dvp;
+    std::vector<float> states(static_cast<std::size_t>(g.heads * per_head));
+    for (long h = 0; h < g.heads; ++h) load_state(call, g, h, &states[h * per_head]);
+    for (long t0 = 0; t0 < g.tokens; t0 += g.chunk) {
+        const long c = std::min(g.chunk, g.tokens - t0);
+        for (long h = 0; h < g.heads; ++h) {
+            load_chunk<F, Path>(call, g, b, h, t0, c);
+            chunk_step<Path>(g, b, c, &states[h * per_head]);
             store_y<F>(call, g, h, t0, c, b.o.data(), g.dvp);
         }
-        store_state(call, g, h, b.s.data(), g.dvp);
     }
+    for (long h = 0; h < g.heads; ++h) store_state(call, g, h, &states[h * per_head], g.dvp);
 }
 
 template <Format F>
@@ -500,9 +533,9 @@ void recurrent(const KernelCall& call, bool per_channel) {
     Buffers b(g);
     std::vector<float> e(static_cast<std::size_t>(g.dvp)), y(e);
     for (long h = 0; h < g.heads; ++h) {
-        load_state(call, g, h, b.s);
+        load_state(call, g, h, b.s.data());
         for (long t = 0; t < g.tokens; ++t) {
-            load_chunk<F>(call, g, b, h, t, 1);
+            load_chunk<F, ScalarPath>(call, g, b, h, t, 1);
             // S <- Diag(alpha) S, then e = v - S^T k, S <- S + beta k e^T, y = S^T q.
             for (long p = 0; p < g.dk; ++p) {
                 const float alpha = std::exp(b.g[per_channel ? p : 0]);
