@@ -285,10 +285,14 @@ struct SimdPath {
 
 // ---- loading a chunk ------------------------------------------------------------------
 
+// Row `row` of n elements into dst, zeros up to `pad`: the padding is reset
+// every time, as a NaN scaled into it (0 * NaN, the l2norm of a NaN row)
+// would otherwise reach the next head's full-width sums.
 template <Format F>
-void load_row(const TensorView& t, long row, long n, float* dst) {
+void load_row(const TensorView& t, long row, long n, long pad, float* dst) {
     const storage_t<F>* src = static_cast<const storage_t<F>*>(t.data) + row * n;
     for (long i = 0; i < n; ++i) dst[i] = Storage<F>::load(src, i);
+    std::fill(dst + n, dst + pad, 0.0f);
 }
 
 // q and k as the recurrence reads them: x / sqrt(|x|^2 + eps) when l2norm
@@ -322,11 +326,11 @@ void load_chunk(const KernelCall& call, const Geometry& g, Buffers& b, long h, l
     for (long r = 0; r < c; ++r) {
         if (r + kPrefetchTokens < c) prefetch_token<F>(call, g, h, t0 + r + kPrefetchTokens);
         const long th = (t0 + r) * g.heads + h;
-        load_row<F>(call.in[0], th, g.dk, &b.q[r * g.dkp]);
-        load_row<F>(call.in[1], th, g.dk, &b.k[r * g.dkp]);
-        load_row<F>(call.in[2], th, g.dv, &b.v[r * g.dvp]);
-        load_row<F>(call.in[3], th, g.gw, &b.g[r * b.gwp]);
-        load_row<F>(call.in[4], th, 1, &b.beta[r]);
+        load_row<F>(call.in[0], th, g.dk, g.dkp, &b.q[r * g.dkp]);
+        load_row<F>(call.in[1], th, g.dk, g.dkp, &b.k[r * g.dkp]);
+        load_row<F>(call.in[2], th, g.dv, g.dvp, &b.v[r * g.dvp]);
+        load_row<F>(call.in[3], th, g.gw, b.gwp, &b.g[r * b.gwp]);
+        load_row<F>(call.in[4], th, 1, 1, &b.beta[r]);
         prepare_row<Path>(g, &b.q[r * g.dkp], true);
         prepare_row<Path>(g, &b.k[r * g.dkp], false);
     }
