@@ -18,6 +18,22 @@ std::vector<std::vector<std::int64_t>> lse_merge_shapes(const std::vector<Tensor
     return {{in[0].shape.begin(), in[0].shape.begin() + in[0].rank}, {in[1].shape.begin(), in[1].shape.begin() + in[1].rank}};
 }
 
+// y [T, H, d_v] and state [H, d_k, d_v] of the gated delta rule (gdn, kda).
+std::vector<std::vector<std::int64_t>> delta_rule_shapes(const std::vector<TensorView>& in) {
+    if (in.size() < 3 || in[0].rank != 3 || in[2].rank != 3)
+        throw std::invalid_argument("gdn/kda: inputs q, k, v must be rank-3 tensors [T, H, d]");
+    return {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, {in[0].shape[1], in[0].shape[2], in[2].shape[2]}};
+}
+
+// The gated delta rule's parameters (docs/gdn.md); `chunk` is the kernels'
+// chunk size, which the oracle (the recurrence) does not depend on.
+std::vector<ParamSpec> delta_rule_params() {
+    return {{"l2norm", 0, "1: q, k <- x / sqrt(|x|^2 + l2_eps) per token and head first"},
+            {"l2_eps", 1e-6, "epsilon of the L2 normalization, inside the square root"},
+            {"scale", 1, "readout scale on q; 0 = 1/sqrt(d_k)"},
+            {"chunk", 64, "tokens per chunk of a chunkwise kernel (the value does not depend on it)"}};
+}
+
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
@@ -70,6 +86,17 @@ std::vector<OpSpec> make_specs() {
                  "q k^T + mask) v per head, KV head floor(h / (Hq / Hkv)); lse [Hq, Lq]; fully masked rows o = 0, "
                  "lse = -inf",
                  attention_shapes});
+    const std::vector<std::string> delta_in{"q", "k", "v", "g", "beta", "initial_state"}, delta_out{"y", "state"};
+    s.push_back({"gdn", "gdn", OpKind::structured, delta_in, delta_out, delta_rule_params(),
+                 "Gated DeltaNet: q, k [T, H, d_k], v [T, H, d_v], log-decay g [T, H], beta [T, H], optional "
+                 "initial_state S_0 [H, d_k, d_v]; per head S_t = e^{g_t} (I - beta_t k_t k_t^T) S_{t-1} + beta_t "
+                 "k_t v_t^T, y_t = S_t^T q_t [T, H, d_v]; state = S_T",
+                 delta_rule_shapes});
+    s.push_back({"kda", "gdn", OpKind::structured, delta_in, delta_out, delta_rule_params(),
+                 "Kimi Delta Attention: as gdn with a log-decay per key channel g [T, H, d_k]: S_t = (I - beta_t k_t "
+                 "k_t^T) Diag(e^{g_t}) S_{t-1} + beta_t k_t v_t^T (the decay scales the rows of S, before the "
+                 "delta update), y_t = S_t^T q_t; state = S_T",
+                 delta_rule_shapes});
     return s;
 }
 

@@ -1,6 +1,7 @@
 #include "oracle/bound.hpp"
 
 #include "oracle/attention_bound.hpp"
+#include "oracle/gdn_bound.hpp"
 #include "oracle/rope.hpp"
 
 #include <cmath>
@@ -198,6 +199,8 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "lse_merge") return lse_merge_bound;
     if (op == "rope") return rope_bound;
     if (op == "attention") return attention_bound_split;
+    if (op == "gdn") return gdn_bound;
+    if (op == "kda") return kda_bound;
     return nullptr;
 }
 

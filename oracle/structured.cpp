@@ -7,6 +7,8 @@
 
 #include "oracle/attention.hpp"
 #include "oracle/eval.hpp"
+#include "oracle/gdn.hpp"
+#include "oracle/kda.hpp"
 #include "oracle/mla.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/softmax.hpp"
@@ -25,6 +27,14 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"qk_norm_attention", eval_qk_norm_attention},
         {"gated_attention", eval_gated_attention},
         {"mla", eval_mla},
+        // The registry ops gdn and kda are the recurrences; the chunkwise
+        // forms stay available by name (docs/gdn.md).
+        {"gdn", eval_gdn_recurrent},
+        {"kda", eval_kda_recurrent},
+        {"gdn_recurrent", eval_gdn_recurrent},
+        {"gdn_chunkwise", eval_gdn_chunkwise},
+        {"kda_recurrent", eval_kda_recurrent},
+        {"kda_chunkwise", eval_kda_chunkwise},
     };
     return t;
 }

@@ -33,7 +33,8 @@ using StructuredEval = OpOutputs (*)(const Params&, const std::vector<TensorView
 
 // The evaluator of a structured op by registry name (rope, sincos_pe,
 // softmax, online_softmax, lse_merge, attention, qk_norm_attention,
-// gated_attention, mla); nullptr for any other name.
+// gated_attention, mla, gdn, kda, and the forms gdn_recurrent, gdn_chunkwise,
+// kda_recurrent, kda_chunkwise); nullptr for any other name.
 StructuredEval find_structured(std::string_view op);
 std::vector<std::string> structured_ops();
 

@@ -73,5 +73,9 @@ rc::Gen<CaseSpec> gen_attention_spec(Format fmt, GenOptions opt);
 Case build_attention_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_lse_merge_spec(Format fmt, GenOptions opt);
 Case build_lse_merge_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_gdn_spec(Format fmt, GenOptions opt);  // properties/gdn.cpp
+Case build_gdn_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_kda_spec(Format fmt, GenOptions opt);
+Case build_kda_case(const CaseSpec& spec);
 
 }  // namespace conform::props

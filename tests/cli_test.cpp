@@ -68,9 +68,10 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
         mutants += k["mutant"].get<bool>();
     }
     // 16 ops (13 foundation ops, softmax, rope, attention) x {fp32, fp16, bf16} x {simd, scalar},
-    // plus lse_merge's three scalar kernels (no naive baseline)
-    EXPECT_EQ(kernels, 16 * 3 * 2 + 3);
-    EXPECT_EQ(baselines, 16 * 3);
+    // plus lse_merge's three scalar kernels (no naive baseline), plus gdn and kda x {fp32, bf16} x
+    // {simd, scalar} with one naive baseline each
+    EXPECT_EQ(kernels, 16 * 3 * 2 + 3 + 2 * 2 * 2);
+    EXPECT_EQ(baselines, 16 * 3 + 2 * 2);
     EXPECT_GE(mutants, 9);
 }
 

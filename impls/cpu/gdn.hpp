@@ -1,0 +1,39 @@
+// CPU kernels of the gated delta rule (docs/gdn.md, "Kernels"): Gated
+// DeltaNet (op gdn, one decay per head and token) and Kimi Delta Attention
+// (op kda, one decay per key channel), chunkwise with an FP32 state, and
+// their naive recurrent baselines; plus the mutants (impls/mutants/gdn.cpp).
+#pragma once
+#include <vector>
+
+#include "impls/registry.hpp"
+
+namespace conform {
+
+namespace cpu {
+// KDA's per-channel decay cannot be pulled out of the chunk's Gram matrices,
+// so the chunk is cut into sub-chunks of this many tokens: pairs inside a
+// sub-chunk take exp of their own log-decay difference, pairs across
+// sub-chunks split it at the later sub-chunk's start into two factors <= 1.
+inline constexpr long kKdaSubChunk = 8;
+// Largest accepted value of the `chunk` parameter (workspace size).
+inline constexpr long kDeltaMaxChunk = 1024;
+// The AVX2 kernels' exp, in place over n floats (NaN kept, overflow +inf,
+// one rounding into the subnormals); call only when has_avx2().  For tests.
+void delta_exp_avx2(float* x, long n);
+}  // namespace cpu
+
+// ops "gdn" and "kda", formats fp32 and bf16 (every input in the kernel's
+// format except initial_state, which may be in any format; y in the
+// kernel's format, state in fp32):
+//   cpu.simd.<op>.<fmt>    AVX2 chunkwise kernel (scalar path without AVX2)
+//   cpu.scalar.<op>.<fmt>  the same chunkwise algorithm in portable scalar code
+//   cpu.naive.<op>.<fmt>   baseline: the plain recurrence, FP32 state
+// Param chunk (default 64, 1 .. kDeltaMaxChunk): tokens per chunk.
+std::vector<KernelInfo> cpu_gdn_kernels();
+void register_cpu_gdn(Registry& r);  // adds cpu_gdn_kernels()
+
+// mutant.<op>.<bug>.<fmt>: one wrong delta-rule kernel per bug.
+std::vector<KernelInfo> gdn_mutants();
+void register_mutants_gdn(Registry& r);  // adds gdn_mutants()
+
+}  // namespace conform
