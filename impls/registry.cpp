@@ -2,6 +2,7 @@
 
 #include "impls/cpu/attention.hpp"
 #include "impls/cpu/rope.hpp"
+#include "impls/cpu/sinkhorn.hpp"
 
 #include <stdexcept>
 
@@ -44,12 +45,14 @@ const Registry& builtin_registry() {
         register_cpu_lse_merge(r);
         register_cpu_rope(r);
         register_cpu_attention(r);
+        register_cpu_sinkhorn(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
         register_mutants_softmax(r);
         register_mutants_rope(r);
         register_mutants_attention(r);
+        register_mutants_sinkhorn(r);
         return r;
     }();
     return reg;

@@ -70,6 +70,11 @@ std::vector<OpSpec> make_specs() {
                  "q k^T + mask) v per head, KV head floor(h / (Hq / Hkv)); lse [Hq, Lq]; fully masked rows o = 0, "
                  "lse = -inf",
                  attention_shapes});
+    s.push_back({"sinkhorn", "sinkhorn", OpKind::structured, {"logits"}, {"b"},
+                 {{"iters", 20, "Sinkhorn-Knopp iterations, each a row then a column normalization"}},
+                 "logits [n, n] or [batch, n, n]: b = `iters` row/column normalizations of exp(logits) (mHC's "
+                 "projection onto the doubly stochastic matrices); a NaN or +inf logit makes its matrix NaN, -inf "
+                 "is a structural zero, a line summing to 0 is left unchanged"});
     return s;
 }
 

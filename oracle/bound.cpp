@@ -2,6 +2,7 @@
 
 #include "oracle/attention_bound.hpp"
 #include "oracle/rope.hpp"
+#include "oracle/sinkhorn_bound.hpp"
 
 #include <cmath>
 #include <limits>
@@ -196,6 +197,7 @@ std::vector<std::vector<double>> lse_merge_bound(const Params&, const std::vecto
 
 StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "lse_merge") return lse_merge_bound;
+    if (op == "sinkhorn") return sinkhorn_bound;
     if (op == "rope") return rope_bound;
     if (op == "attention") return attention_bound_split;
     return nullptr;

@@ -9,6 +9,7 @@
 #include "oracle/eval.hpp"
 #include "oracle/mla.hpp"
 #include "oracle/rope.hpp"
+#include "oracle/sinkhorn.hpp"
 #include "oracle/softmax.hpp"
 
 namespace conform::oracle {
@@ -25,6 +26,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"qk_norm_attention", eval_qk_norm_attention},
         {"gated_attention", eval_gated_attention},
         {"mla", eval_mla},
+        {"sinkhorn", eval_sinkhorn},
     };
     return t;
 }

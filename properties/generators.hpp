@@ -73,5 +73,7 @@ rc::Gen<CaseSpec> gen_attention_spec(Format fmt, GenOptions opt);
 Case build_attention_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_lse_merge_spec(Format fmt, GenOptions opt);
 Case build_lse_merge_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_sinkhorn_spec(Format fmt, GenOptions opt);  // properties/sinkhorn.cpp
+Case build_sinkhorn_case(const CaseSpec& spec);
 
 }  // namespace conform::props

@@ -131,6 +131,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_softmax_properties(v);
         add_rope_properties(v);
         add_attention_properties(v);
+        add_sinkhorn_properties(v);
         return v;
     }();
     return defs;
