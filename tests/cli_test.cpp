@@ -64,10 +64,10 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
         baselines += k["role"] == "baseline";
         mutants += k["mutant"].get<bool>();
     }
-    // 16 ops (13 foundation ops, softmax, rope, attention) x {fp32, fp16, bf16} x {simd, scalar},
+    // 17 ops (13 foundation ops, softmax, rope, attention, sinkhorn) x {fp32, fp16, bf16} x {simd, scalar},
     // plus lse_merge's three scalar kernels (no naive baseline)
-    EXPECT_EQ(kernels, 16 * 3 * 2 + 3);
-    EXPECT_EQ(baselines, 16 * 3);
+    EXPECT_EQ(kernels, 17 * 3 * 2 + 3);
+    EXPECT_EQ(baselines, 17 * 3);
     EXPECT_GE(mutants, 9);
 }
 

@@ -156,6 +156,19 @@ CONFORM_AVX2 void sinkhorn8(__m256* m, std::int64_t n_rt, int iters) {
     for (std::int64_t e = 0; e < n * n; ++e) m[e] = _mm256_blendv_ps(m[e], nan, poison);
 }
 
+// One element in and out of a lane: F16C for fp16 (the portable conversion
+// would dominate the run time), the exact widening / RNE narrowing otherwise.
+template <Format F>
+CONFORM_AVX2 inline float load_lane(const storage_t<F>* p, std::int64_t e) {
+    if constexpr (F == Format::fp16) return _cvtsh_ss(p[e]);
+    else return Storage<F>::load(p, static_cast<long>(e));
+}
+template <Format F>
+CONFORM_AVX2 inline void store_lane(storage_t<F>* p, std::int64_t e, float v) {
+    if constexpr (F == Format::fp16) p[e] = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
+    else Storage<F>::store(p, static_cast<long>(e), v);
+}
+
 // Matrices [k0, k0 + 8) through the lanes; lanes past the batch get zero
 // logits (a uniform matrix) and are not stored.
 template <Format F, int kN>
@@ -163,7 +176,7 @@ CONFORM_AVX2 void simd_group(const KernelCall& c, const Batch& g, std::int64_t k
     const std::int64_t nn = g.n * g.n, lanes = std::min<std::int64_t>(kLanes, g.count - k0);
     for (std::int64_t e = 0; e < nn; ++e)
         for (std::int64_t l = 0; l < kLanes; ++l)
-            buf.lanes(e)[l] = l < lanes ? Storage<F>::load(matrix_in<F>(c, g, k0 + l), static_cast<long>(e)) : 0.0f;
+            buf.lanes(e)[l] = l < lanes ? load_lane<F>(matrix_in<F>(c, g, k0 + l), e) : 0.0f;
     if constexpr (kN > 0) {
         __m256 m[kN * kN];  // a local array the compiler can keep in registers
         for (int e = 0; e < kN * kN; ++e) m[e] = buf.regs()[e];
@@ -174,7 +187,7 @@ CONFORM_AVX2 void simd_group(const KernelCall& c, const Batch& g, std::int64_t k
     }
     for (std::int64_t e = 0; e < nn; ++e)
         for (std::int64_t l = 0; l < lanes; ++l)
-            Storage<F>::store(matrix_out<F>(c, g, k0 + l), static_cast<long>(e), buf.lanes(e)[l]);
+            store_lane<F>(matrix_out<F>(c, g, k0 + l), e, buf.lanes(e)[l]);
 }
 
 template <Format F>
