@@ -1,6 +1,7 @@
 #include "impls/registry.hpp"
 
 #include "impls/cpu/attention.hpp"
+#include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/rope.hpp"
 #include "impls/cpu/sinkhorn.hpp"
 
@@ -46,6 +47,7 @@ const Registry& builtin_registry() {
         register_cpu_rope(r);
         register_cpu_attention(r);
         register_cpu_sinkhorn(r);
+        register_cpu_int8(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
@@ -53,6 +55,7 @@ const Registry& builtin_registry() {
         register_mutants_rope(r);
         register_mutants_attention(r);
         register_mutants_sinkhorn(r);
+        register_mutants_int8(r);
         return r;
     }();
     return reg;

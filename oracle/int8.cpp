@@ -147,4 +147,91 @@ Smoothed smooth(const std::vector<double>& x, std::int64_t t, std::int64_t c, co
     return out;
 }
 
+QuantAxis quant_axis(const Params& params) {
+    const double a = params.get("axis", 0.0);
+    if (a != 0 && a != 1 && a != 2)
+        throw std::invalid_argument("quantize: parameter 'axis' must be 0 (tensor), 1 (token) or 2 (channel), is " +
+                                    std::to_string(a));
+    return static_cast<QuantAxis>(static_cast<int>(a));
+}
+
+double static_scale(const Params& params) {
+    const double s = params.get("scale", 0.0);
+    if (!(s >= 0) || !std::isfinite(s))
+        throw std::invalid_argument("quantize: parameter 'scale' must be finite and >= 0, is " + std::to_string(s));
+    return decode(Format::fp32, encode(Format::fp32, s));
+}
+
+OpOutputs eval_quantize(const Params& params, const std::vector<TensorView>& in) {
+    if (in.size() != 1) throw std::invalid_argument("quantize: expects one input (x)");
+    require_rank("quantize", "x", in[0], 2);
+    const std::int64_t rows = in[0].shape[0], cols = in[0].shape[1];
+    const QuantAxis axis = quant_axis(params);
+    std::vector<double> x(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t i = 0; i < rows * cols; ++i) x[static_cast<std::size_t>(i)] = in[0].value(i);
+    const double fixed = static_scale(params);
+    const std::vector<double> scales = fixed > 0 ? std::vector<double>(static_cast<std::size_t>(scale_count(axis, rows, cols)), fixed)
+                                                 : quant_scales(x, rows, cols, axis);
+    const auto q = quantize(x, rows, cols, axis, scales);
+    OpOutputs out{{"q", "scale"}, {{rows, cols}, {rows, cols}}, {{}, {}}};
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) {
+            out.values[0].push_back(Real(static_cast<int>(q[static_cast<std::size_t>(i * cols + j)])));
+            out.values[1].push_back(from_double(scales[static_cast<std::size_t>(scale_index(axis, i, j))]));
+        }
+    return out;
+}
+
+OpOutputs eval_int8_gemm(const Params&, const std::vector<TensorView>& in) {
+    const std::string op = "int8_gemm";
+    if (in.size() != 4) throw std::invalid_argument(op + ": expects a, b, scale_a, scale_b");
+    require_rank(op, "a", in[0], 2);
+    require_rank(op, "b", in[1], 2);
+    const std::int64_t m = in[0].shape[0], k = in[0].shape[1], n = in[1].shape[1];
+    require_dim(op, "b", in[1], 0, k, "K of a");
+    require_rank(op, "scale_a", in[2], 1);
+    require_rank(op, "scale_b", in[3], 1);
+    if (in[2].shape[0] != 1) require_dim(op, "scale_a", in[2], 0, m, "M of a, or 1");
+    if (in[3].shape[0] != 1) require_dim(op, "scale_b", in[3], 0, n, "N of b, or 1");
+    auto codes = [&](const TensorView& t, const char* name) {
+        std::vector<std::int8_t> v(static_cast<std::size_t>(t.numel()));
+        for (std::int64_t i = 0; i < t.numel(); ++i) {
+            const double c = t.value(i);
+            if (c != std::floor(c) || c < -128 || c > 127)
+                throw std::invalid_argument(op + ": input '" + name + "' holds a non-int8 value " + std::to_string(c));
+            v[static_cast<std::size_t>(i)] = static_cast<std::int8_t>(c);
+        }
+        return v;
+    };
+    auto values = [](const TensorView& t) {
+        std::vector<double> v(static_cast<std::size_t>(t.numel()));
+        for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = t.value(i);
+        return v;
+    };
+    const auto acc = int8_matmul(codes(in[0], "a"), codes(in[1], "b"), m, k, n);
+    OpOutputs out{{"acc", "y"}, {{m, n}, {m, n}}, {{}, int8_dequant_outer(acc, m, n, values(in[2]), values(in[3]))}};
+    for (std::int64_t v : acc) out.values[0].push_back(Real(v));
+    return out;
+}
+
+std::vector<std::vector<double>> quantize_bound(const Params&, const std::vector<TensorView>& in,
+                                                const std::vector<std::vector<double>>&, Format,
+                                                const std::vector<Format>&) {
+    const auto n = static_cast<std::size_t>(in.at(0).numel());
+    return {std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+}
+
+std::vector<std::vector<double>> int8_gemm_bound(const Params&, const std::vector<TensorView>&,
+                                                 const std::vector<std::vector<double>>& exact, Format acc,
+                                                 const std::vector<Format>& out) {
+    const double u = unit_roundoff(acc), rel = (1 + u) * (1 + u) * (1 + u) - 1, eta = 0.5 * ulp_at(acc, 0.0);
+    const bool narrower = info(out.at(1)).precision < info(acc).precision;
+    std::vector<double> y(exact.at(1).size());
+    for (std::size_t i = 0; i < y.size(); ++i) {
+        const double v = std::fabs(exact[1][i]);
+        y[i] = v * rel + 2 * eta + (narrower ? 0.5 * ulp_at(out[1], v * (1 + rel) + 2 * eta) : 0.0);
+    }
+    return {std::vector<double>(exact.at(0).size(), 0.0), y};
+}
+
 }  // namespace conform::oracle

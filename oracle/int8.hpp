@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "oracle/real.hpp"
+#include "oracle/structured.hpp"
 
 namespace conform::oracle {
 
@@ -72,5 +73,29 @@ struct Smoothed {
 };
 Smoothed smooth(const std::vector<double>& x, std::int64_t t, std::int64_t c, const std::vector<double>& w,
                 std::int64_t n, const std::vector<Real>& s);
+
+// Registry evaluators (docs/int8.md "Ops"):
+//   quantize   x [rows, cols]; params axis (0 tensor, 1 token, 2 channel), scale
+//              (> 0: static) -> q [rows, cols], scale [rows, cols] (each element's group scale)
+//   int8_gemm  a [M, K], b [K, N] (int8), scale_a [M] or [1], scale_b [N] or [1]
+//              -> acc [M, N] (exact integers), y [M, N] = acc scale_a scale_b
+OpOutputs eval_quantize(const Params& params, const std::vector<TensorView>& in);
+OpOutputs eval_int8_gemm(const Params& params, const std::vector<TensorView>& in);
+
+// Bounds (find_structured_bound): quantize is exact (q and scale: bound 0);
+// int8_gemm's acc is exact and y = acc sa sb is three FP32 roundings (acc to
+// float above 2^24, two products; any order) plus a rounding into a narrower
+// output: |y^ - y| <= |y| ((1 + u)^3 - 1) + 2 eta (+ 1/2 ulp_out).
+std::vector<std::vector<double>> quantize_bound(const Params&, const std::vector<TensorView>& in,
+                                                const std::vector<std::vector<double>>& exact, Format acc,
+                                                const std::vector<Format>& out);
+std::vector<std::vector<double>> int8_gemm_bound(const Params&, const std::vector<TensorView>& in,
+                                                 const std::vector<std::vector<double>>& exact, Format acc,
+                                                 const std::vector<Format>& out);
+
+// The axis and static scale of a quantize call (std::invalid_argument naming
+// the parameter otherwise); the static scale is rounded to FP32, 0 when absent.
+QuantAxis quant_axis(const Params& params);
+double static_scale(const Params& params);
 
 }  // namespace conform::oracle

@@ -7,6 +7,7 @@
 
 #include "oracle/attention.hpp"
 #include "oracle/eval.hpp"
+#include "oracle/int8.hpp"
 #include "oracle/mla.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn.hpp"
@@ -27,6 +28,8 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"gated_attention", eval_gated_attention},
         {"mla", eval_mla},
         {"sinkhorn", eval_sinkhorn},
+        {"quantize", eval_quantize},
+        {"int8_gemm", eval_int8_gemm},
     };
     return t;
 }

@@ -75,5 +75,9 @@ rc::Gen<CaseSpec> gen_lse_merge_spec(Format fmt, GenOptions opt);
 Case build_lse_merge_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_sinkhorn_spec(Format fmt, GenOptions opt);  // properties/sinkhorn.cpp
 Case build_sinkhorn_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_quantize_spec(Format fmt, GenOptions opt);  // properties/int8.cpp
+Case build_quantize_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_int8_gemm_spec(Format fmt, GenOptions opt);
+Case build_int8_gemm_case(const CaseSpec& spec);
 
 }  // namespace conform::props
