@@ -137,16 +137,23 @@ struct Judged {
     }
 };
 
+// `check(r, m, column_bound)` on every matrix of one generated case that the
+// bound speaks about, at 128 bits.
+template <class Check>
+void each_judged_matrix(const KernelInfo& k, Check&& check) {
+    const Judged r(k);
+    const double column_bound = oracle::sinkhorn_column_sum_bound(r.n, k.acc, output_format(k, 0));
+    oracle::PrecisionScope scope(128);
+    for (std::int64_t m = 0; m < r.count; ++m)
+        if (r.judged(m)) check(r, m, column_bound);
+}
+
 // After the final (column) normalization every column of the kernel's B sums
 // to 1 within the rounding of that one step; a column the oracle says is 0
 // (structural zeros) is 0.
 Testable column_marginals(const KernelInfo& k) {
     return [&k] {
-        const Judged r(k);
-        const double tol = oracle::sinkhorn_column_sum_bound(r.n, k.acc, output_format(k, 0));
-        oracle::PrecisionScope scope(128);
-        for (std::int64_t m = 0; m < r.count; ++m) {
-            if (!r.judged(m)) continue;
+        each_judged_matrix(k, [](const Judged& r, std::int64_t m, double tol) {
             const auto sums = oracle::col_sums(r.kernel_matrix(m));
             for (std::int64_t j = 0; j < r.n; ++j) {
                 const double s = oracle::to_double(sums[static_cast<std::size_t>(j)]);
@@ -155,7 +162,7 @@ Testable column_marginals(const KernelInfo& k) {
                     RC_FAIL("matrix " + std::to_string(m) + " column " + std::to_string(j) + " sums to " + hexfloat(s) +
                             ", want " + hexfloat(want) + " within " + hexfloat(allowed));
             }
-        }
+        });
     };
 }
 
@@ -165,11 +172,7 @@ Testable column_marginals(const KernelInfo& k) {
 // amplifies beyond its derived rounding.
 Testable spectral_norm_bound(const KernelInfo& k) {
     return [&k] {
-        const Judged r(k);
-        const double col = oracle::sinkhorn_column_sum_bound(r.n, k.acc, output_format(k, 0));
-        oracle::PrecisionScope scope(128);
-        for (std::int64_t m = 0; m < r.count; ++m) {
-            if (!r.judged(m)) continue;
+        each_judged_matrix(k, [](const Judged& r, std::int64_t m, double col) {
             const auto b = r.kernel_matrix(m);
             const auto s = oracle::spectral_norm(b);
             const oracle::Real limit = oracle::sqrt(oracle::Real(1 + r.row_slack(m)) * oracle::Real(1 + col));
@@ -178,7 +181,7 @@ Testable spectral_norm_bound(const KernelInfo& k) {
             if (s.lo > limit)
                 RC_FAIL("matrix " + std::to_string(m) + ": ||B||_2 >= " + hexfloat(oracle::to_double(s.lo)) +
                         " exceeds sqrt((1 + row slack)(1 + column bound)) = " + hexfloat(oracle::to_double(limit)));
-        }
+        });
     };
 }
 

@@ -65,8 +65,9 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
         mutants += k["mutant"].get<bool>();
     }
     // 17 ops (13 foundation ops, softmax, rope, attention, sinkhorn) x {fp32, fp16, bf16} x {simd, scalar},
-    // plus lse_merge's three scalar kernels (no naive baseline)
-    EXPECT_EQ(kernels, 17 * 3 * 2 + 3);
+    // plus lse_merge's three scalar kernels (no naive baseline), quantize's {simd, scalar} x {fp32, fp16,
+    // bf16} and int8_gemm's {simd, scalar} x {fp32, fp16 output} (no naive baselines)
+    EXPECT_EQ(kernels, 17 * 3 * 2 + 3 + 6 + 4);
     EXPECT_EQ(baselines, 17 * 3);
     EXPECT_GE(mutants, 9);
 }
