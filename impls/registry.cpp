@@ -2,7 +2,9 @@
 
 #include "impls/cpu/attention.hpp"
 #include "impls/cpu/gdn.hpp"
+#include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/rope.hpp"
+#include "impls/cpu/sinkhorn.hpp"
 
 #include <stdexcept>
 
@@ -46,6 +48,8 @@ const Registry& builtin_registry() {
         register_cpu_rope(r);
         register_cpu_attention(r);
         register_cpu_gdn(r);
+        register_cpu_sinkhorn(r);
+        register_cpu_int8(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
@@ -53,6 +57,8 @@ const Registry& builtin_registry() {
         register_mutants_rope(r);
         register_mutants_attention(r);
         register_mutants_gdn(r);
+        register_mutants_sinkhorn(r);
+        register_mutants_int8(r);
         return r;
     }();
     return reg;

@@ -34,6 +34,19 @@ std::vector<ParamSpec> delta_rule_params() {
             {"chunk", 64, "tokens per chunk of a chunkwise kernel (the value does not depend on it)"}};
 }
 
+// quantize: q of x's shape, one scale per group (axis 0: 1, 1: rows, 2: columns of x [rows, cols]).
+std::vector<std::vector<std::int64_t>> quantize_shapes(const std::vector<TensorView>& in) {
+    if (in.size() != 1 || in[0].rank != 2) throw std::invalid_argument("quantize: expects x [rows, cols]");
+    return {{in[0].shape[0], in[0].shape[1]}, {in[0].shape[0], in[0].shape[1]}};
+}
+
+// int8_gemm: acc and y [M, N] from a [M, K] and b [K, N].
+std::vector<std::vector<std::int64_t>> int8_gemm_shapes(const std::vector<TensorView>& in) {
+    if (in.size() != 4 || in[0].rank != 2 || in[1].rank != 2)
+        throw std::invalid_argument("int8_gemm: expects a [M, K], b [K, N], scale_a, scale_b");
+    return {{in[0].shape[0], in[1].shape[1]}, {in[0].shape[0], in[1].shape[1]}};
+}
+
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
@@ -97,6 +110,22 @@ std::vector<OpSpec> make_specs() {
                  "k_t^T) Diag(e^{g_t}) S_{t-1} + beta_t k_t v_t^T (the decay scales the rows of S, before the "
                  "delta update), y_t = S_t^T q_t; state = S_T",
                  delta_rule_shapes});
+    s.push_back({"sinkhorn", "sinkhorn", OpKind::structured, {"logits"}, {"b"},
+                 {{"iters", 20, "Sinkhorn-Knopp iterations, each a row then a column normalization"}},
+                 "logits [n, n] or [batch, n, n]: b = `iters` row/column normalizations of exp(logits) (mHC's "
+                 "projection onto the doubly stochastic matrices); a NaN or +inf logit makes its matrix NaN, -inf "
+                 "is a structural zero, a line summing to 0 is left unchanged"});
+    s.push_back({"quantize", "int8", OpKind::structured, x, {"q", "scale"},
+                 {{"axis", 0, "scale groups: 0 per tensor, 1 per token (row), 2 per channel (column)"},
+                  {"scale", 0, "> 0: a static FP32 scale for every group (calibration); 0: amax / 127 per group"}},
+                 "x [rows, cols]: scale = fl32(amax / 127) per group, q = clamp(round_half_even(x / scale), -127, "
+                 "127) with x / scale exact; amax 0: scale 0, q 0; a non-finite group: scale NaN, q 0; scale is "
+                 "stored [rows, cols] with each element's group scale",
+                 quantize_shapes});
+    s.push_back({"int8_gemm", "int8", OpKind::structured, {"a", "b", "scale_a", "scale_b"}, {"acc", "y"}, {},
+                 "a [M, K], b [K, N] int8 codes (-128 allowed); scale_a [M] or [1], scale_b [N] or [1]: acc = a b "
+                 "exactly (INT32: |acc| <= K 2^14), y = acc * scale_a[i] * scale_b[j]",
+                 int8_gemm_shapes});
     return s;
 }
 

@@ -2,7 +2,9 @@
 
 #include "oracle/attention_bound.hpp"
 #include "oracle/gdn_bound.hpp"
+#include "oracle/int8.hpp"
 #include "oracle/rope.hpp"
+#include "oracle/sinkhorn_bound.hpp"
 
 #include <cmath>
 #include <limits>
@@ -197,6 +199,9 @@ std::vector<std::vector<double>> lse_merge_bound(const Params&, const std::vecto
 
 StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "lse_merge") return lse_merge_bound;
+    if (op == "sinkhorn") return sinkhorn_bound;
+    if (op == "quantize") return quantize_bound;
+    if (op == "int8_gemm") return int8_gemm_bound;
     if (op == "rope") return rope_bound;
     if (op == "attention") return attention_bound_split;
     if (op == "gdn") return gdn_bound;

@@ -9,8 +9,10 @@
 #include "oracle/eval.hpp"
 #include "oracle/gdn.hpp"
 #include "oracle/kda.hpp"
+#include "oracle/int8.hpp"
 #include "oracle/mla.hpp"
 #include "oracle/rope.hpp"
+#include "oracle/sinkhorn.hpp"
 #include "oracle/softmax.hpp"
 
 namespace conform::oracle {
@@ -35,6 +37,9 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"gdn_chunkwise", eval_gdn_chunkwise},
         {"kda_recurrent", eval_kda_recurrent},
         {"kda_chunkwise", eval_kda_chunkwise},
+        {"sinkhorn", eval_sinkhorn},
+        {"quantize", eval_quantize},
+        {"int8_gemm", eval_int8_gemm},
     };
     return t;
 }

@@ -77,5 +77,11 @@ rc::Gen<CaseSpec> gen_gdn_spec(Format fmt, GenOptions opt);  // properties/gdn.c
 Case build_gdn_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_kda_spec(Format fmt, GenOptions opt);
 Case build_kda_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_sinkhorn_spec(Format fmt, GenOptions opt);  // properties/sinkhorn.cpp
+Case build_sinkhorn_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_quantize_spec(Format fmt, GenOptions opt);  // properties/int8.cpp
+Case build_quantize_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_int8_gemm_spec(Format fmt, GenOptions opt);
+Case build_int8_gemm_case(const CaseSpec& spec);
 
 }  // namespace conform::props

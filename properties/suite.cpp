@@ -132,6 +132,8 @@ const std::vector<PropertyDef>& property_defs() {
         add_rope_properties(v);
         add_attention_properties(v);
         add_gdn_properties(v);
+        add_sinkhorn_properties(v);
+        add_int8_properties(v);
         return v;
     }();
     return defs;

@@ -43,6 +43,8 @@ void add_softmax_properties(std::vector<PropertyDef>& v);
 void add_rope_properties(std::vector<PropertyDef>& v);
 void add_attention_properties(std::vector<PropertyDef>& v);
 void add_gdn_properties(std::vector<PropertyDef>& v);
+void add_sinkhorn_properties(std::vector<PropertyDef>& v);
+void add_int8_properties(std::vector<PropertyDef>& v);
 
 report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, const RunConfig& cfg, Stats* stats);
 

@@ -1,0 +1,49 @@
+// CPU INT8 kernels (family `int8`, docs/int8.md "Kernels"): symmetric
+// quantization (op `quantize`) and the INT8 x INT8 GEMM with INT32
+// accumulation and dequantization by the outer product of scales (op
+// `int8_gemm`), and their mutants.
+#pragma once
+#include <cstdint>
+
+#include "impls/registry.hpp"
+
+namespace conform {
+
+void register_cpu_int8(Registry& r);      // impls/cpu/int8_gemm.cpp
+void register_mutants_int8(Registry& r);  // impls/mutants/int8.cpp
+
+namespace cpu {
+
+// The ways real quantizers go wrong, as switches; all off is the scalar
+// quantize kernel.  The mutants turn on one each.
+struct QuantizeFlaws {
+    enum class Rounding { half_even, half_away, truncate } rounding = Rounding::half_even;
+    bool wrap = false;             // int8 wraparound instead of saturation
+    bool amax_wrong_axis = false;  // per-token scales from column maxima (and vice versa)
+    bool token_is_tensor = false;  // "per-token" scales that are one per-tensor scale
+};
+
+// The quantize op on one call (x [rows, cols] -> q, scale), scalar.
+void quantize_scalar(const KernelCall& c, const QuantizeFlaws& flaws = {});
+
+// And the GEMM's.
+struct GemmFlaws {
+    bool int16_acc = false;       // accumulation in saturating INT16 lanes
+    bool maddubs = false;         // a + 128 as u8 times b as s8, pair sums saturated to INT16 (vpmaddubsw), corrected by -128 colsum(b)
+    bool scale_a_tensor = false;  // scale_a[0] for every row (per-token scales read as per-tensor)
+};
+
+// acc [M, N] = a [M, K] b [K, N] in INT32 (exact for K <= 2^17), row-major.
+void int8_matmul_scalar(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                        std::int64_t n, const GemmFlaws& flaws = {});
+// The same with AVX2 (sign-extended int16 pairs, vpmaddwd); requires has_avx2().
+void int8_matmul_avx2(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                      std::int64_t n);
+
+// The int8_gemm op on one call: the product by AVX2 (simd, when available)
+// or the scalar loop (with any flaws), then y = acc * scale_a[i] * scale_b[j]
+// in double (no intermediate overflow), rounded once into y's format.
+void int8_gemm_call(const KernelCall& c, bool simd, const GemmFlaws& flaws = {});
+
+}  // namespace cpu
+}  // namespace conform

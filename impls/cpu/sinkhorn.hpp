@@ -1,0 +1,33 @@
+// CPU Sinkhorn–Knopp kernels (op `sinkhorn`, docs/sinkhorn.md "Kernels") and
+// their mutants: logits [batch, n, n] (or [n, n]) -> b of the same shape,
+// FP32 arithmetic, input and output in fp32, fp16 or bf16.
+#pragma once
+#include <cstdint>
+
+#include "impls/registry.hpp"
+
+namespace conform {
+
+void register_cpu_sinkhorn(Registry& r);      // impls/cpu/sinkhorn.cpp
+void register_mutants_sinkhorn(Registry& r);  // impls/mutants/sinkhorn.cpp
+
+namespace cpu {
+
+// The ways a real FP32 Sinkhorn goes wrong, as switches; all off is the
+// kernel itself (cpu.scalar.sinkhorn).  The mutants turn on one each.
+struct SinkhornFlaws {
+    bool no_max_shift = false;  // exp(L) instead of exp(L - row max): overflows past L ~ 88
+    bool rows_only = false;     // the column normalization is skipped
+    int missing_iters = 0;      // iterations dropped from the requested count
+    bool bf16_sums = false;     // line sums rounded to bf16 before dividing
+    float eps = 0;              // b = v / sum + eps (the seed sample's clamp-style guard)
+};
+
+// One n x n matrix in place, row-major: logits in, B out.  The scalar
+// reference of every path: exp(L - row max) by expf, then `iters` times the
+// row sums left to right and b = v / sum per row, then the same per column; a
+// line summing to 0 is left as it is; a NaN or +inf logit makes the matrix NaN.
+void sinkhorn_matrix(float* m, std::int64_t n, int iters, const SinkhornFlaws& flaws = {});
+
+}  // namespace cpu
+}  // namespace conform

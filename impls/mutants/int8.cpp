@@ -1,0 +1,48 @@
+// INT8 mutants (docs/int8.md "Mutants"): the scalar quantize and GEMM kernels
+// with one flaw each (cpu::QuantizeFlaws, cpu::GemmFlaws).
+#include "impls/cpu/int8_gemm.hpp"
+
+namespace conform {
+namespace {
+
+using Rounding = cpu::QuantizeFlaws::Rounding;
+
+void add_quantize(Registry& r, const char* bug, const char* bug_class, const char* what, cpu::QuantizeFlaws flaws) {
+    KernelInfo k = mutant_info("quantize", bug, Format::fp32, Format::fp64, bug_class, what,
+                               [flaws](const KernelCall& c) { cpu::quantize_scalar(c, flaws); });
+    k.out = Format::int8;
+    k.out_formats = {Format::int8, Format::fp32};
+    r.add(std::move(k));
+}
+
+void add_gemm(Registry& r, const char* bug, const char* bug_class, const char* what, cpu::GemmFlaws flaws) {
+    KernelInfo k = mutant_info("int8_gemm", bug, Format::int8, Format::fp32, bug_class, what,
+                               [flaws](const KernelCall& c) { cpu::int8_gemm_call(c, false, flaws); });
+    k.name = std::string("mutant.int8_gemm.") + bug + ".fp32";
+    k.out = Format::fp32;
+    k.out_formats = {Format::fp64, Format::fp32};
+    r.add(std::move(k));
+}
+
+}  // namespace
+
+void register_mutants_int8(Registry& r) {
+    add_quantize(r, "ties_away", "13 rounding/saturation", "round half away from zero (std::round) instead of to even",
+                 {.rounding = Rounding::half_away});
+    add_quantize(r, "truncation", "13 rounding/saturation", "x / s truncated toward zero", {.rounding = Rounding::truncate});
+    add_quantize(r, "wrap", "13 rounding/saturation", "codes past 127 wrap around modulo 256 instead of saturating",
+                 {.wrap = true});
+    add_quantize(r, "amax_wrong_axis", "14 reduction axis/granularity",
+                 "per-token scales from column maxima, per-channel scales from row maxima", {.amax_wrong_axis = true});
+    add_quantize(r, "token_is_tensor", "14 reduction axis/granularity",
+                 "\"per-token\" quantization with one per-tensor scale", {.token_is_tensor = true});
+    add_gemm(r, "int16_acc", "6 low-precision accumulation/storage", "accumulation in a saturating INT16 lane",
+             {.int16_acc = true});
+    add_gemm(r, "maddubs", "13 rounding/saturation",
+             "vpmaddubsw on (a + 128) as u8 times b: pair sums saturate at 32767 (255 * 127 * 2 = 64770)",
+             {.maddubs = true});
+    add_gemm(r, "scale_a_tensor", "14 reduction axis/granularity", "per-token scales of a read as one per-tensor scale",
+             {.scale_a_tensor = true});
+}
+
+}  // namespace conform

@@ -1,0 +1,190 @@
+// Running error analysis of the exp-domain Sinkhorn iteration in a floating
+// format (docs/sinkhorn.md, "Error bound", has the derivation).  In short:
+//
+// The exact iterate is B = diag(x) K diag(y) (K = exp(L - row max), x and y
+// the products of the normalizations so far).  The computed iterate is
+// written as
+//     B^_ij = B_ij exp(xi_i + zeta_j + rho_ij) + delta_ij
+// with per-row and per-column log errors xi_i, zeta_j (known to lie in
+// intervals), entrywise log errors |rho_ij| <= R_ij (the exp and every
+// division round each entry) and absolute errors |delta_ij| <= A_ij (results
+// in the subnormal range).  A row normalization divides row i by
+// s^ = (1 + theta) sum_j B^_ij, |theta| <= gamma_{n-1} (nonnegative terms;
+// additions that underflow are exact), which gives the new row error exactly:
+//     xi'_i = -log(1 + theta'_i) - log sum_j w_ij exp(rho_ij + zeta_j),
+//     w_ij = B_ij / sum_k B_ik (the exact weights),
+// theta' folding in the absolute errors' share of the sum.  The old xi_i
+// cancels, so the interval of xi' is the interval of zeta shifted by a
+// weighted log-mean of rho plus theta': errors add up over the half-steps,
+// they do not double.  Columns are the same with the roles swapped.
+//
+// The exact weights come from an FP64 run of the same iteration
+// (oracle::sinkhorn<double> with an observer), whose relative error (below
+// 2^-40 for the sizes and counts generated) is absorbed by kTraceSlack.
+#include "oracle/sinkhorn_bound.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "oracle/bound.hpp"
+#include "oracle/sinkhorn.hpp"
+
+namespace conform::oracle {
+namespace {
+
+constexpr double kExpUlps = 2;           // e_exp = 4u: vf::exp_neg measures 1.22 ulp, glibc expf < 1 ulp
+constexpr double kTraceSlack = 0x1p-40;  // the FP64 trace against the exact iterates
+
+struct Span {
+    double lo = 0, hi = 0;
+};
+
+// The format's constants the analysis uses.
+struct Arith {
+    double u;           // unit roundoff
+    double gamma;       // gamma_{n-1}: a sum of n nonnegative terms
+    double div;         // -log(1 - u): one rounding, in the log domain
+    double exp_rel;     // -log(1 - e_exp)
+    double exp_abs;     // an exp result below the normal range: two subnormal spacings
+    double div_abs;     // a quotient rounded into the subnormal range: half a spacing
+    double rel_floor;   // start entries below this are carried as absolute errors
+};
+
+Arith arith_of(Format acc, std::int64_t n) {
+    const double u = unit_roundoff(acc), tiny = ulp_at(acc, 0.0);
+    return {u, gamma(static_cast<double>(n - 1), u), -std::log1p(-u), -std::log1p(-2 * kExpUlps * u),
+            2 * tiny, 0.5 * tiny, std::ldexp(1.0, info(acc).emin + 6)};
+}
+
+// b^_ij = b_ij exp(xi_i + zeta_j + rho_ij) + delta_ij (see the file comment).
+struct ErrorState {
+    std::int64_t n = 0;
+    std::vector<double> R, A;  // |rho| and |delta| bounds per entry
+    std::vector<bool> zero;    // structural zeros (-inf logits, all -inf rows): exactly 0 on every path
+    std::vector<Span> xi, zeta;
+    bool lost = false;         // a whole line may vanish to underflow: no finite bound
+};
+
+// The exp-domain start: K^ = exp(fl(L - m)), the subtraction off by at most
+// |L - m| u in the argument, the exp by e_exp; entries of K below rel_floor
+// (possibly subnormal or flushed to 0 by the exp) carry absolute errors.
+ErrorState start_state(const Mat<double>& l, const Arith& a) {
+    const std::int64_t n = l.rows;
+    ErrorState s{n, std::vector<double>(static_cast<std::size_t>(n * n), 0.0),
+                 std::vector<double>(static_cast<std::size_t>(n * n), 0.0),
+                 std::vector<bool>(static_cast<std::size_t>(n * n), false), std::vector<Span>(static_cast<std::size_t>(n)),
+                 std::vector<Span>(static_cast<std::size_t>(n))};
+    for (std::int64_t i = 0; i < n; ++i) {
+        double m = -INFINITY;
+        for (std::int64_t j = 0; j < n; ++j) m = std::fmax(m, l(i, j));
+        for (std::int64_t j = 0; j < n; ++j) {
+            const auto e = static_cast<std::size_t>(i * n + j);
+            if (std::isinf(m) || std::isinf(l(i, j))) {
+                s.zero[e] = true;
+                continue;
+            }
+            const double d = std::fabs(l(i, j) - m), k = std::exp(-d), arg = d * a.u * (1 + 2 * a.u);
+            if (k >= a.rel_floor) s.R[e] = arg + a.exp_rel;
+            else s.A[e] = k * std::expm1(std::fmin(arg + a.exp_rel, 700.0)) + a.exp_abs;  // k = 0 past e^-745
+        }
+    }
+    return s;
+}
+
+// One normalization of the lines along `axis`, c the exact matrix before it.
+void normalize_step(ErrorState& s, const Mat<double>& c, SinkhornAxis axis, const Arith& a) {
+    const bool rows = axis == SinkhornAxis::rows;
+    const std::int64_t n = s.n;
+    std::vector<Span>& own = rows ? s.xi : s.zeta;
+    const std::vector<Span>& cross = rows ? s.zeta : s.xi;
+    std::vector<Span> next(static_cast<std::size_t>(n));
+    for (std::int64_t line = 0; line < n && !s.lost; ++line) {
+        auto at = [&](std::int64_t k) { return static_cast<std::size_t>(rows ? line * n + k : k * n + line); };
+        double sum = 0, abs_sum = 0;
+        for (std::int64_t k = 0; k < n; ++k) sum += c.a[at(k)], abs_sum += s.A[at(k)];
+        if (sum == 0) {  // structural zeros stay 0; anything else was lost below FP64's range
+            s.lost = abs_sum != 0;
+            continue;
+        }
+        double up = 0, dn = 0;  // sum_k w_k exp(+-R_k + cross_k): the weighted log-means' ends
+        for (std::int64_t k = 0; k < n; ++k) {
+            const double w = c.a[at(k)] / sum;
+            up += w * std::exp(s.R[at(k)] + cross[static_cast<std::size_t>(k)].hi);
+            dn += w * std::exp(-s.R[at(k)] + cross[static_cast<std::size_t>(k)].lo);
+        }
+        up = std::log(up), dn = std::log(dn);
+        const double rel_lo = sum * std::exp(own[static_cast<std::size_t>(line)].lo + dn);  // the relative part's sum
+        const double share = abs_sum / rel_lo;
+        if (!(share < 1)) {
+            s.lost = true;
+            continue;
+        }
+        const double theta = -std::log1p(-a.gamma) - std::log1p(-share) + kTraceSlack;
+        next[static_cast<std::size_t>(line)] = {-theta - up, theta - dn};
+        const double s_lo = (1 - a.gamma) * (rel_lo - abs_sum);  // the computed sum, from below
+        for (std::int64_t k = 0; k < n; ++k) {
+            if (s.zero[at(k)]) continue;
+            s.A[at(k)] = s.A[at(k)] * (1 + a.u) / s_lo + a.div_abs;
+            s.R[at(k)] += a.div;
+        }
+    }
+    own = std::move(next);
+}
+
+// Bounds of one matrix (n*n values at `bound`), from the state after the
+// last normalization and the exact result.
+void final_bounds(const ErrorState& s, const double* exact, Format out, const Arith& a, Format acc, double* bound) {
+    const std::int64_t n = s.n;
+    const bool narrower = info(out).precision < info(acc).precision;
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+            const auto e = static_cast<std::size_t>(i * n + j);
+            if (s.lost) {
+                bound[e] = INFINITY;
+                continue;
+            }
+            if (s.zero[e]) continue;  // exactly 0 on every path
+            const double hi = s.xi[static_cast<std::size_t>(i)].hi + s.zeta[static_cast<std::size_t>(j)].hi + s.R[e];
+            const double lo = s.xi[static_cast<std::size_t>(i)].lo + s.zeta[static_cast<std::size_t>(j)].lo - s.R[e];
+            const double y = std::fabs(exact[e]);
+            double b = y * std::fmax(std::expm1(hi), -std::expm1(lo)) + s.A[e];
+            if (narrower) b += 0.5 * ulp_at(out, y * std::exp(hi) + s.A[e]);
+            bound[e] = b * (1 + kTraceSlack);
+        }
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> sinkhorn_bound(const Params& params, const std::vector<TensorView>& in,
+                                                const std::vector<std::vector<double>>& exact, Format acc,
+                                                const std::vector<Format>& out) {
+    const TensorView& l = in.at(0);
+    const std::int64_t n = l.shape[l.rank - 1], nn = n * n, count = nn ? l.numel() / nn : 0;
+    const int iters = sinkhorn_iters(params);
+    const Arith a = arith_of(acc, n);
+    std::vector<double> bound(static_cast<std::size_t>(l.numel()), 0.0);
+    for (std::int64_t k = 0; k < count; ++k) {
+        Mat<double> logits(n, n);
+        for (std::int64_t e = 0; e < nn; ++e) logits.a[static_cast<std::size_t>(e)] = l.value(k * nn + e);
+        if (poisons_matrix(logits)) continue;  // NaN: judged as a class
+        ErrorState s = start_state(logits, a);
+        sinkhorn<double>(logits, iters, [&](const Mat<double>& c, SinkhornAxis axis) {
+            if (!s.lost) normalize_step(s, c, axis, a);
+        });
+        final_bounds(s, exact.at(0).data() + k * nn, out.at(0), a, acc, bound.data() + k * nn);
+    }
+    return {bound};
+}
+
+double sinkhorn_column_sum_bound(std::int64_t n, Format acc, Format out) {
+    const double u = unit_roundoff(acc), g = gamma(static_cast<double>(n - 1), u);
+    const bool narrower = info(out).precision < info(acc).precision;
+    const double u_out = narrower ? unit_roundoff(out) : 0.0;
+    const double rel = std::fmax((1 + u) * (1 + u_out) / (1 - g) - 1, 1 - (1 - u) * (1 - u_out) / (1 + g));
+    // Subnormal quotients (half a spacing each) and, for a narrower output,
+    // subnormal outputs (half the output's spacing each).
+    const double abs = static_cast<double>(n) * (0.5 * ulp_at(acc, 0.0) * (1 + u_out) + (narrower ? 0.5 * ulp_at(out, 0.0) : 0.0));
+    return rel + abs;
+}
+
+}  // namespace conform::oracle

@@ -1,0 +1,199 @@
+// Generators and properties of the int8 family (docs/int8.md, "Properties").
+#include <algorithm>
+#include <cmath>
+
+#include "properties/common.hpp"
+
+namespace conform::props {
+namespace {
+
+constexpr int kTieExp = 0;  // tie vectors are (k + 1/2) 2^scale_exp
+
+// Every group of x [rows, cols] has maximum 127 2^e exactly (column 0 and row
+// 0 hold +-127 2^e), so every scale is 2^e whatever the axis, and the other
+// entries are ties (k + 1/2) 2^e, k in [-127, 126]: exact in fp32, fp16 and bf16.
+void fill_ties(Tensor& x, int e, std::mt19937_64& rng) {
+    const std::int64_t rows = x.shape()[0], cols = x.shape()[1];
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) {
+            const double sign = rng() % 2 ? 1 : -1;
+            const double v = i == 0 || j == 0 ? sign * 127 : static_cast<double>(static_cast<int>(rng() % 254) - 127) + 0.5;
+            x.set_value(i * cols + j, std::ldexp(v, e));
+        }
+}
+
+int tie_exp(const CaseSpec& spec) { return std::clamp(spec.scale_exp, -8, 8) + kTieExp; }
+
+}  // namespace
+
+// dims = {rows, cols}; params axis (0/1/2) and, one case in four, a static
+// scale 1.5 * 2^-e small enough to saturate.  The around_cap family builds
+// tie vectors (fill_ties).
+rc::Gen<CaseSpec> gen_quantize_spec(Format fmt, GenOptions opt) {
+    std::vector<Family> fams = value_families();
+    fams.push_back(Family::around_cap);
+    fams.push_back(Family::around_cap);
+    return rc::gen::apply(
+        [fmt](int rows, int cols, int axis, int fixed, Family fam, int k, std::uint64_t seed, int specials) {
+            Params p({{"axis", double(axis)}, {"scale", fixed ? std::ldexp(1.5, k - 9) : 0.0}});
+            return structured_spec("quantize", fmt, {rows, cols}, p, fam, k, seed, specials);
+        },
+        rc::gen::element(1, 2, 3, 7, 8, 16), rc::gen::element(1, 3, 8, 16, 33, 64, 256), rc::gen::inRange(0, 3),
+        rc::gen::element(0, 0, 0, 1), rc::gen::elementOf(fams), rc::gen::inRange(-8, 9),
+        rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));
+}
+
+Case build_quantize_case(const CaseSpec& spec) {
+    Case c = start_case(spec);
+    std::mt19937_64 rng(spec.seed);
+    Tensor x(spec.format, {spec.dims.at(0), spec.dims.at(1)});
+    if (spec.families.at(0) == Family::around_cap) fill_ties(x, tie_exp(spec), rng);
+    else fill_values(x, spec.families.at(0), spec, 0, rng);
+    inject_specials(x, spec.specials, rng);
+    c.inputs.push_back(std::move(x));
+    return c;
+}
+
+// dims = {M, K, N, per-token scale_a (0/1), per-channel scale_b (0/1)}.
+// Codes: uniform over all 256 (normal), the extremes -128, -127, 127
+// (saturated), all -128 (constant).  In a float format (golden vectors) the
+// codes are stored as exact floats and the scales in that format.
+rc::Gen<CaseSpec> gen_int8_gemm_spec(Format fmt, GenOptions opt) {
+    return rc::gen::apply(
+        [fmt](int m, int k, int n, int per_token, int per_channel, Family fam, std::uint64_t seed, int specials) {
+            return structured_spec("int8_gemm", fmt, {m, k, n, per_token, per_channel}, Params(), fam, 0, seed, specials);
+        },
+        rc::gen::element(1, 2, 3, 4, 5, 8, 17), rc::gen::element(1, 2, 3, 16, 31, 64, 257, 1024),
+        rc::gen::element(1, 3, 8, 15, 16, 17, 33), rc::gen::inRange(0, 2), rc::gen::inRange(0, 2),
+        rc::gen::element(Family::normal, Family::normal, Family::saturated, Family::constant),
+        rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 3) : rc::gen::just(0));
+}
+
+Case build_int8_gemm_case(const CaseSpec& spec) {
+    Case c = start_case(spec);
+    std::mt19937_64 rng(spec.seed);
+    const std::int64_t m = spec.dims.at(0), k = spec.dims.at(1), n = spec.dims.at(2);
+    const Format codes = is_float(spec.format) ? spec.format : Format::int8;
+    const Format scales = is_float(spec.format) ? spec.format : Format::fp32;
+    auto code = [&]() -> double {
+        static const double extremes[] = {-128, -127, 127};
+        switch (spec.families.at(0)) {
+            case Family::saturated: return extremes[rng() % 3];
+            case Family::constant: return -128;
+            default: return static_cast<double>(static_cast<int>(rng() % 256) - 128);
+        }
+    };
+    for (const auto& shape : {std::vector<std::int64_t>{m, k}, std::vector<std::int64_t>{k, n}}) {
+        Tensor t(codes, shape);
+        for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, code());
+        c.inputs.push_back(std::move(t));
+    }
+    std::uniform_real_distribution<double> U(0.5, 1);
+    for (const std::int64_t len : {spec.dims.at(3) ? m : 1, spec.dims.at(4) ? n : 1}) {
+        Tensor s(scales, {len});
+        for (std::int64_t i = 0; i < len; ++i) s.set_value(i, std::ldexp(U(rng), -4 - static_cast<int>(rng() % 9)));
+        inject_specials(s, spec.specials, rng);
+        c.inputs.push_back(std::move(s));
+    }
+    return c;
+}
+
+namespace {
+
+// Tie vectors (k + 1/2) 2^e under scale 2^e: every code is the even neighbour.
+Testable ties_to_even(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = *gen_quantize_spec(k.in, GenOptions{});
+        spec.families = {Family::around_cap};
+        spec.params.set("scale", 0);
+        const Case c = build_case(spec);
+        const auto out = run_kernel(k, c.params, c.views());
+        const std::int64_t cols = spec.dims[1];
+        for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) {
+            if (i / cols == 0 || i % cols == 0) continue;  // the +-127 s maxima
+            const double t = std::ldexp(c.inputs[0].value(i), -tie_exp(spec)), lo = std::floor(t);
+            const double want = std::fmod(lo, 2) == 0 ? lo : lo + 1;
+            if (out[0].value(i) != want)
+                RC_FAIL("x = " + hexfloat(c.inputs[0].value(i)) + " = " + std::to_string(t) + " s: code " +
+                        std::to_string(out[0].value(i)) + ", want the even neighbour " + std::to_string(want));
+        }
+    };
+}
+
+// Per-token scales: a 1000x outlier in one token leaves the other tokens'
+// codes unchanged.
+Testable outlier_token_isolation(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = *gen_quantize_spec(k.in, GenOptions{});
+        spec.params = Params({{"axis", 1}, {"scale", 0}});
+        spec.dims[0] = std::max<std::int64_t>(spec.dims[0], 2);
+        if (spec.families[0] == Family::near_overflow || spec.families[0] == Family::bit_patterns) spec.families = {Family::normal};
+        const Case c = build_case(spec);
+        Tensor y = c.inputs[0];
+        const std::int64_t cols = spec.dims[1], row = static_cast<std::int64_t>(spec.seed % static_cast<std::uint64_t>(spec.dims[0]));
+        double amax = 0;
+        for (std::int64_t i = 0; i < y.numel(); ++i) amax = std::max(amax, std::fabs(y.value(i)));
+        y.set_value(row * cols, std::min(1000 * std::max(amax, 1.0), max_finite(y.format())));
+        const auto a = run_kernel(k, c.params, c.views()), b = run_kernel(k, c.params, {y.view()});
+        for (std::int64_t i = 0; i < y.numel(); ++i)
+            if (i / cols != row && a[0].bits(i) != b[0].bits(i))
+                RC_FAIL("an outlier in token " + std::to_string(row) + " changed code " + std::to_string(i) + " of token " +
+                        std::to_string(i / cols));
+    };
+}
+
+// Sorted inputs, one scale: the codes never decrease.
+Testable monotone(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = *gen_quantize_spec(k.in, GenOptions{});
+        spec.params.set("axis", 0);
+        const Case c = build_case(spec);
+        std::vector<std::pair<double, std::int64_t>> order;
+        for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) order.emplace_back(c.inputs[0].value(i), i);
+        std::sort(order.begin(), order.end());
+        const auto out = run_kernel(k, c.params, c.views());
+        for (std::size_t i = 1; i < order.size(); ++i)
+            if (out[0].value(order[i].second) < out[0].value(order[i - 1].second))
+                RC_FAIL("x = " + hexfloat(order[i - 1].first) + " < " + hexfloat(order[i].first) + " but codes " +
+                        std::to_string(out[0].value(order[i - 1].second)) + " > " + std::to_string(out[0].value(order[i].second)));
+    };
+}
+
+// Constant extreme operands (-128, -127, 127) with K up to 65536: acc =
+// K a b exactly (2^30 at the INT32 limit's edge for -128 x -128).
+Testable extreme_operands(const KernelInfo& k) {
+    return [&k] {
+        static const double values[] = {-128, -127, 127};
+        const double va = *rc::gen::elementOf(std::vector<double>(std::begin(values), std::end(values)));
+        const double vb = *rc::gen::elementOf(std::vector<double>(std::begin(values), std::end(values)));
+        const std::int64_t K = *rc::gen::element(std::int64_t{2}, std::int64_t{255}, std::int64_t{16384}, std::int64_t{65535}, std::int64_t{65536}), m = *rc::gen::inRange(1, 4),
+                           n = *rc::gen::inRange(1, 18);
+        Tensor a(Format::int8, {m, K}), b(Format::int8, {K, n}), sa(Format::fp32, {1}), sb(Format::fp32, {1});
+        for (std::int64_t i = 0; i < a.numel(); ++i) a.set_value(i, va);
+        for (std::int64_t i = 0; i < b.numel(); ++i) b.set_value(i, vb);
+        sa.set_value(0, 1), sb.set_value(0, 1);
+        const auto out = run_kernel(k, Params(), {a.view(), b.view(), sa.view(), sb.view()});
+        const double want = static_cast<double>(K) * va * vb;
+        for (std::int64_t i = 0; i < m * n; ++i)
+            if (out[0].value(i) != want)
+                RC_FAIL("K = " + std::to_string(K) + ", a = " + std::to_string(va) + ", b = " + std::to_string(vb) +
+                        ": acc " + std::to_string(out[0].value(i)) + ", want " + std::to_string(want));
+    };
+}
+
+}  // namespace
+
+void add_int8_properties(std::vector<PropertyDef>& v) {
+    auto quantize = [](const OpSpec& op) { return op.name == "quantize"; };
+    v.push_back({"ties_to_even", "tie vectors (k + 1/2) s quantize to the even neighbour", quantize,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return ties_to_even(k); }, 2});
+    v.push_back({"outlier_token_isolation", "per-token scales: an outlier token leaves the other tokens' codes unchanged",
+                 quantize, [](const KernelInfo& k, const RunConfig&, Stats*) { return outlier_token_isolation(k); }, 2});
+    v.push_back({"monotone", "one scale: sorted inputs give nondecreasing codes", quantize,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return monotone(k); }, 2});
+    v.push_back({"extreme_operands", "constant -128/-127/127 operands, K up to 65536: acc = K a b exactly",
+                 [](const OpSpec& op) { return op.name == "int8_gemm"; },
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return extreme_operands(k); }, 4});
+}
+
+}  // namespace conform::props

@@ -1,0 +1,222 @@
+// Generator and properties of sinkhorn (docs/sinkhorn.md, "Properties").
+#include <algorithm>
+#include <cmath>
+
+#include "oracle/sinkhorn.hpp"
+#include "oracle/sinkhorn_bound.hpp"
+#include "oracle/structured.hpp"
+#include "properties/common.hpp"
+
+namespace conform::props {
+namespace {
+
+// The logit patterns, named by the value family that selects them (the
+// families the other ops use, plus these readings for sinkhorn):
+//   saturated   mHC's identity start: a I + 0.5 N(0, 1), a in {2, 8, 32}
+//   around_cap  slow convergence: -a above the diagonal (a in [4, 24]), a
+//               matrix close to one without total support, so iterates
+//               still differ after 20 iterations
+//   near_eps    huge logits: each row shifted by +-1e4 (exp(L) overflows;
+//               the exact B is that of the unshifted matrix)
+//   masked      -inf entries (structural zeros), sometimes a whole row
+const std::vector<Family>& sinkhorn_families() {
+    static const std::vector<Family> f = {
+        Family::normal,     Family::normal,   Family::uniform,    Family::heavy_tail, Family::outlier,
+        Family::constant,   Family::saturated, Family::saturated, Family::around_cap, Family::around_cap,
+        Family::near_eps,   Family::masked,   Family::bit_patterns, Family::tiny};
+    return f;
+}
+
+void fill_pattern(Tensor& t, const CaseSpec& spec, std::mt19937_64& rng) {
+    const std::int64_t n = spec.dims[1], count = spec.dims[0];
+    std::normal_distribution<double> N;
+    auto at = [&](std::int64_t k, std::int64_t i, std::int64_t j) { return (k * n + i) * n + j; };
+    for (std::int64_t k = 0; k < count; ++k) {
+        const double a = spec.families[0] == Family::saturated ? std::ldexp(2.0, 2 * static_cast<int>(rng() % 3))
+                                                               : 4.0 + static_cast<double>(rng() % 21);
+        const bool dead_row = rng() % 4 == 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+            const double shift = (rng() % 2 ? 1e4 : -1e4) + 100.0 * static_cast<double>(rng() % 16);
+            for (std::int64_t j = 0; j < n; ++j) {
+                double v = N(rng);
+                switch (spec.families[0]) {
+                    case Family::saturated: v = (i == j ? a : 0.0) + 0.5 * v; break;
+                    case Family::around_cap: v = (j > i ? -a : 0.0) + 0.1 * v; break;
+                    case Family::near_eps: v = shift + 2 * v; break;
+                    default:  // masked
+                        if (rng() % 4 == 0 || (dead_row && i == n / 2)) v = -INFINITY;
+                }
+                t.set_value(at(k, i, j), v);
+            }
+        }
+    }
+}
+
+bool patterned(Family f) {
+    return f == Family::saturated || f == Family::around_cap || f == Family::near_eps || f == Family::masked;
+}
+
+}  // namespace
+
+// dims = {batch, n}: n = 4 most often (mHC's n_hc), batches across the eight
+// SIMD lanes and their tails; iteration counts from 1 (where one iteration
+// more or less is glaring) to 50.
+rc::Gen<CaseSpec> gen_sinkhorn_spec(Format fmt, GenOptions opt) {
+    return rc::gen::apply(
+        [fmt](int n, int batch, int iters, Family fam, int k, std::uint64_t seed, int specials) {
+            if (n > 4) batch = 1 + batch % 3;
+            return structured_spec("sinkhorn", fmt, {batch, n}, Params({{"iters", double(iters)}}), fam, k, seed,
+                                   specials);
+        },
+        rc::gen::element(4, 4, 4, 1, 2, 3, 5, 8, 16), rc::gen::element(1, 2, 7, 8, 9, 16, 17, 20),
+        rc::gen::element(20, 20, 20, 1, 2, 3, 5, 10, 50), rc::gen::elementOf(sinkhorn_families()),
+        rc::gen::inRange(-4, 7), rc::gen::arbitrary<std::uint64_t>(),
+        opt.specials ? rc::gen::inRange(1, 3) : rc::gen::just(0));
+}
+
+Case build_sinkhorn_case(const CaseSpec& spec) {
+    Case c = start_case(spec);
+    std::mt19937_64 rng(spec.seed);
+    const std::int64_t count = spec.dims.at(0), n = spec.dims.at(1);
+    Tensor l(spec.format, {count, n, n});
+    if (patterned(spec.families.at(0))) fill_pattern(l, spec, rng);
+    else fill_values(l, spec.families.at(0), spec, 0, rng);
+    inject_specials(l, spec.specials, rng);
+    c.inputs.push_back(std::move(l));
+    return c;
+}
+
+namespace {
+
+// A kernel's output next to the oracle and the derived element bounds, one
+// matrix at a time.
+struct Judged {
+    Case c;
+    std::vector<Tensor> out;
+    std::vector<double> exact, bound;
+    std::int64_t n = 0, count = 0;
+
+    explicit Judged(const KernelInfo& k) : c(build_case(*gen_sinkhorn_spec(k.in, GenOptions{}))) {
+        out = run_kernel(k, c.params, c.views());
+        const std::vector<Format> fmt{output_format(k, 0)};
+        exact = oracle::evaluate_structured("sinkhorn", c.params, c.views(), fmt).exact.at(0);
+        bound = oracle::sinkhorn_bound(c.params, c.views(), {exact}, k.acc, fmt).at(0);
+        n = c.inputs[0].shape().back();
+        count = c.inputs[0].numel() / (n * n);
+    }
+    // Matrices the bound speaks about: finite oracle values, finite bounds.
+    bool judged(std::int64_t m) const {
+        for (std::int64_t e = m * n * n; e < (m + 1) * n * n; ++e)
+            if (!std::isfinite(exact[static_cast<std::size_t>(e)]) || !std::isfinite(bound[static_cast<std::size_t>(e)]))
+                return false;
+        return true;
+    }
+    oracle::Mat<oracle::Real> kernel_matrix(std::int64_t m) const {
+        oracle::Mat<oracle::Real> b(n, n);
+        for (std::int64_t e = 0; e < n * n; ++e) b.a[static_cast<std::size_t>(e)] = oracle::from_double(out[0].value(m * n * n + e));
+        return b;
+    }
+    // max_i |exact row sum - 1| + sum_j bound_ij: how far the kernel's row sums
+    // may be from 1 (the exact values are doubles: n 2^-52 more).
+    double row_slack(std::int64_t m) const {
+        double worst = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+            double r = 0, b = 0;
+            for (std::int64_t j = 0; j < n; ++j) {
+                r += exact[static_cast<std::size_t>((m * n + i) * n + j)];
+                b += bound[static_cast<std::size_t>((m * n + i) * n + j)];
+            }
+            worst = std::max(worst, std::fabs(r - 1) + b + static_cast<double>(n) * 0x1p-52);
+        }
+        return worst;
+    }
+    bool exact_zero_column(std::int64_t m, std::int64_t j) const {
+        for (std::int64_t i = 0; i < n; ++i)
+            if (exact[static_cast<std::size_t>((m * n + i) * n + j)] != 0) return false;
+        return true;
+    }
+};
+
+// `check(r, m, column_bound)` on every matrix of one generated case that the
+// bound speaks about, at 128 bits.
+template <class Check>
+void each_judged_matrix(const KernelInfo& k, Check&& check) {
+    const Judged r(k);
+    const double column_bound = oracle::sinkhorn_column_sum_bound(r.n, k.acc, output_format(k, 0));
+    oracle::PrecisionScope scope(128);
+    for (std::int64_t m = 0; m < r.count; ++m)
+        if (r.judged(m)) check(r, m, column_bound);
+}
+
+// After the final (column) normalization every column of the kernel's B sums
+// to 1 within the rounding of that one step; a column the oracle says is 0
+// (structural zeros) is 0.
+Testable column_marginals(const KernelInfo& k) {
+    return [&k] {
+        each_judged_matrix(k, [](const Judged& r, std::int64_t m, double tol) {
+            const auto sums = oracle::col_sums(r.kernel_matrix(m));
+            for (std::int64_t j = 0; j < r.n; ++j) {
+                const double s = oracle::to_double(sums[static_cast<std::size_t>(j)]);
+                const double want = r.exact_zero_column(m, j) ? 0.0 : 1.0, allowed = want == 0 ? 0.0 : tol;
+                if (!(std::fabs(s - want) <= allowed))
+                    RC_FAIL("matrix " + std::to_string(m) + " column " + std::to_string(j) + " sums to " + hexfloat(s) +
+                            ", want " + hexfloat(want) + " within " + hexfloat(allowed));
+            }
+        });
+    };
+}
+
+// ||B||_2 of the kernel's output (Jacobi on BᵀB at 128 bits, enclosed) is at
+// most sqrt(max row sum * max column sum) (any nonnegative matrix), and so at
+// most sqrt((1 + row slack)(1 + column bound)): the projection never
+// amplifies beyond its derived rounding.
+Testable spectral_norm_bound(const KernelInfo& k) {
+    return [&k] {
+        each_judged_matrix(k, [](const Judged& r, std::int64_t m, double col) {
+            const auto b = r.kernel_matrix(m);
+            const auto s = oracle::spectral_norm(b);
+            const oracle::Real limit = oracle::sqrt(oracle::Real(1 + r.row_slack(m)) * oracle::Real(1 + col));
+            if (s.lo > oracle::schur_bound(b))
+                RC_FAIL("matrix " + std::to_string(m) + ": the oracle's ||B||_2 exceeds the Schur bound (oracle bug)");
+            if (s.lo > limit)
+                RC_FAIL("matrix " + std::to_string(m) + ": ||B||_2 >= " + hexfloat(oracle::to_double(s.lo)) +
+                        " exceeds sqrt((1 + row slack)(1 + column bound)) = " + hexfloat(oracle::to_double(limit)));
+        });
+    };
+}
+
+// Each matrix's B does not depend on where it sits in the batch or on its
+// neighbours (the SIMD lanes): the batch reversed gives the same bits.
+Testable batch_independence(const KernelInfo& k) {
+    return [&k] {
+        const Case c = build_case(*gen_sinkhorn_spec(k.in, GenOptions{true, 4096}));
+        const Tensor& l = c.inputs[0];
+        const std::int64_t n = l.shape().back(), nn = n * n, count = l.numel() / nn;
+        Tensor rev(l.format(), l.shape());
+        for (std::int64_t m = 0; m < count; ++m)
+            for (std::int64_t e = 0; e < nn; ++e) rev.set_bits((count - 1 - m) * nn + e, l.bits(m * nn + e));
+        const auto a = run_kernel(k, c.params, {l.view()}), b = run_kernel(k, c.params, {rev.view()});
+        for (std::int64_t m = 0; m < count; ++m)
+            for (std::int64_t e = 0; e < nn; ++e) {
+                const double x = a[0].value(m * nn + e), y = b[0].value((count - 1 - m) * nn + e);
+                if (a[0].bits(m * nn + e) != b[0].bits((count - 1 - m) * nn + e) && !(std::isnan(x) && std::isnan(y)))
+                    RC_FAIL("matrix " + std::to_string(m) + " of " + std::to_string(count) + " entry " +
+                            std::to_string(e) + " changes with its batch position: " + hexfloat(x) + " vs " + hexfloat(y));
+            }
+    };
+}
+
+}  // namespace
+
+void add_sinkhorn_properties(std::vector<PropertyDef>& v) {
+    auto is_sinkhorn = [](const OpSpec& op) { return op.name == "sinkhorn"; };
+    v.push_back({"column_marginals",
+                 "after the final column normalization every column sums to 1 within that step's rounding",
+                 is_sinkhorn, [](const KernelInfo& k, const RunConfig&, Stats*) { return column_marginals(k); }, 2});
+    v.push_back({"spectral_norm", "||B||_2 <= sqrt((1 + row slack)(1 + column bound)) from the derived bounds",
+                 is_sinkhorn, [](const KernelInfo& k, const RunConfig&, Stats*) { return spectral_norm_bound(k); }, 4});
+    v.push_back({"batch_independence", "a matrix's B is bit-identical wherever it sits in the batch", is_sinkhorn,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return batch_independence(k); }, 2});
+}
+
+}  // namespace conform::props

@@ -1,0 +1,107 @@
+// Sinkhorn kernels beyond the property suite: the special-value table on
+// fixed matrices, how often generated matrices fall outside the FP32
+// exp-domain's bounded domain, and throughput of the batched n = 4 case
+// (docs/sinkhorn.md "Kernels", "Measured").
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "impls/registry.hpp"
+#include "oracle/sinkhorn_bound.hpp"
+#include "oracle/structured.hpp"
+#include "properties/generators.hpp"
+#include "test_tensors.hpp"
+
+using namespace conform;
+
+namespace {
+
+constexpr double kInf = INFINITY;
+
+std::vector<const KernelInfo*> gated_kernels() { return builtin_registry().select("sinkhorn", Role::kernel); }
+
+}  // namespace
+
+// Matrix 0: a NaN (all NaN); 1: an all -inf row (stays 0, columns still sum
+// to 1); 2: rows shifted by +-1e4 (finite; for fp32 logits, where the shift
+// is exact, equal to the unshifted matrix up to rounding); 3..8: plain, so that the SIMD kernel's eight lanes hold every
+// kind at once.
+TEST(SinkhornKernels, SpecialValueTable) {
+    std::vector<double> v;
+    const std::vector<double> plain = {0.5, -1, 2, 0, 1, 1, -3, 0.25, 0, 0, 0, 0, 2, -2, 1, -1};
+    auto add = [&](std::vector<double> m) { v.insert(v.end(), m.begin(), m.end()); };
+    add({0, 1, 2, 3, 4, NAN, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+    add({0, 1, 2, 3, -kInf, -kInf, -kInf, -kInf, 1, 0, 1, 0, -1, 2, 0, 1});
+    std::vector<double> shifted = plain;
+    for (int i = 0; i < 16; ++i) shifted[static_cast<std::size_t>(i)] += (i / 4) % 2 ? 1e4 : -1e4;
+    add(shifted);
+    for (int k = 3; k < 9; ++k) add(plain);
+    for (const KernelInfo* k : gated_kernels()) {
+        const Tensor l = conform::testing::tensor({9, 4, 4}, v, k->in);
+        const auto b = run_kernel(*k, Params(), {l.view()})[0];
+        for (int e = 0; e < 16; ++e) EXPECT_TRUE(std::isnan(b.value(e))) << k->name;
+        for (int j = 0; j < 4; ++j) {
+            EXPECT_EQ(b.value(16 + 4 + j), 0) << k->name << ": the -inf row";
+            double col = 0;
+            for (int i = 0; i < 4; ++i) col += b.value(16 + 4 * i + j);
+            EXPECT_NEAR(col, 1, 4 * unit_roundoff(k->out)) << k->name;
+        }
+        for (int e = 0; e < 16; ++e) {
+            EXPECT_TRUE(std::isfinite(b.value(32 + e))) << k->name << ": huge logits";
+            if (k->in == Format::fp32) {  // +-1e4 + x is exact in fp32 only
+                EXPECT_NEAR(b.value(32 + e), b.value(48 + e), 4 * unit_roundoff(k->out)) << k->name;
+            }
+        }
+    }
+}
+
+// The share of generated matrices (all patterns, fp32) whose FP32 iteration
+// may lose a line to underflow, where the bound is +inf and only the class is
+// checked.  Kept small so that the derived bound speaks for almost every case.
+TEST(SinkhornKernels, UnboundedDomainIsRare) {
+    std::mt19937_64 g(21);
+    int matrices = 0, unbounded = 0;
+    for (int c = 0; c < 400; ++c) {
+        const auto spec = props::gen_sinkhorn_spec(Format::fp32, {})(rc::Random(g()), 50).value();
+        const auto cs = props::build_case(spec);
+        const auto ref = oracle::evaluate_structured("sinkhorn", cs.params, cs.views(), {Format::fp32});
+        const auto bound = oracle::sinkhorn_bound(cs.params, cs.views(), ref.exact, Format::fp32, {Format::fp32})[0];
+        const std::int64_t n = spec.dims[1], nn = n * n;
+        for (std::int64_t m = 0; m < spec.dims[0]; ++m) {
+            ++matrices;
+            for (std::int64_t e = 0; e < nn; ++e)
+                if (std::isinf(bound[static_cast<std::size_t>(m * nn + e)])) {
+                    ++unbounded;
+                    break;
+                }
+        }
+    }
+    std::printf("generated matrices with an unbounded (lost-line) FP32 iteration: %d of %d\n", unbounded, matrices);
+    EXPECT_LT(unbounded * 10, matrices);
+}
+
+// Matrices per second for a batch of 65536 4x4 matrices, 20 iterations
+// (reported, not gated: the machine is shared).
+TEST(SinkhornKernels, Throughput) {
+    std::mt19937_64 g(22);
+    std::normal_distribution<double> N;
+    const std::int64_t batch = 65536;
+    std::vector<double> v(static_cast<std::size_t>(batch * 16));
+    for (double& x : v) x = N(g);
+    for (const KernelInfo* k : gated_kernels()) {
+        const Tensor l = conform::testing::tensor({batch, 4, 4}, v, k->in);
+        run_kernel(*k, Params(), {l.view()});  // warm up
+        const auto t0 = std::chrono::steady_clock::now();
+        int reps = 0;
+        double s = 0;
+        while (s < 0.3) {
+            run_kernel(*k, Params(), {l.view()});
+            ++reps;
+            s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        std::printf("%-28s %8.2f M matrices/s (n = 4, 20 iterations)\n", k->name.c_str(), batch * reps / s / 1e6);
+    }
+}
