@@ -60,8 +60,9 @@ TensorView numeric_view(const io::Case& c, const io::StoredTensor& t, const std:
     return t.view();
 }
 
-// Attention's additive mask is the one optional input (numerics/op.cpp).
-bool optional_input(const std::string& name) { return name == "mask"; }
+// Optional inputs (numerics/op.cpp): attention's additive mask and the
+// delta rule's initial state.
+bool optional_input(const std::string& name) { return name == "mask" || name == "initial_state"; }
 
 // Inputs in op order; an optional input may be left out.
 std::vector<TensorView> read_inputs(const io::Case& c, const OpSpec& op) {
