@@ -16,7 +16,7 @@ bool is_attention(const std::string& op) {
     return op == "attention" || op == "qk_norm_attention" || op == "gated_attention";
 }
 
-// Every element of rows r (of `cols` elements) in `flags` becomes NaN.
+// Every element of each row r with empty[r] set (rows of `cols` elements) becomes NaN.
 void nan_rows(const std::vector<bool>& empty, std::int64_t cols, Tensor& rounded, std::vector<double>& exact) {
     constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     for (std::size_t r = 0; r < empty.size(); ++r)
