@@ -19,8 +19,13 @@
 // they do not double.  Columns are the same with the roles swapped.
 //
 // The exact weights come from an FP64 run of the same iteration
-// (oracle::sinkhorn<double> with an observer), whose relative error (below
-// 2^-40 for the sizes and counts generated) is absorbed by kTraceSlack.
+// (oracle::sinkhorn<double> with an observer).  By this same analysis with
+// u = 2^-53 its iterates are within a relative (2T + 1)^2 n 2^-53 of the exact
+// ones (widths (2T)^2 u + 4T(R_0 + gamma), R_0 <= 1 ulp of libm's exp plus the
+// shift); twice that (a weight is a ratio) bounds the error of every
+// weighted log-mean, and it is added to each step's theta and to the final
+// relative bound as `trace_slack` (4 (2T + 1)^2 n 2^-53: 3e-12 at T = 20,
+// n = 4, far below the FP32 terms).
 #include "oracle/sinkhorn_bound.hpp"
 
 #include <cmath>
@@ -33,7 +38,6 @@ namespace conform::oracle {
 namespace {
 
 constexpr double kExpUlps = 2;           // e_exp = 4u: vf::exp_neg measures 1.22 ulp, glibc expf < 1 ulp
-constexpr double kTraceSlack = 0x1p-40;  // the FP64 trace against the exact iterates
 
 struct Span {
     double lo = 0, hi = 0;
@@ -48,12 +52,14 @@ struct Arith {
     double exp_abs;     // an exp result below the normal range: two subnormal spacings
     double div_abs;     // a quotient rounded into the subnormal range: half a spacing
     double rel_floor;   // start entries below this are carried as absolute errors
+    double trace_slack; // the FP64 trace's weights against the exact ones
 };
 
-Arith arith_of(Format acc, std::int64_t n) {
-    const double u = unit_roundoff(acc), tiny = ulp_at(acc, 0.0);
+Arith arith_of(Format acc, std::int64_t n, int iters) {
+    const double u = unit_roundoff(acc), tiny = ulp_at(acc, 0.0), steps = 2.0 * iters + 1;
     return {u, gamma(static_cast<double>(n - 1), u), -std::log1p(-u), -std::log1p(-2 * kExpUlps * u),
-            2 * tiny, 0.5 * tiny, std::ldexp(1.0, info(acc).emin + 6)};
+            2 * tiny, 0.5 * tiny, std::ldexp(1.0, info(acc).emin + 6),
+            4 * steps * steps * static_cast<double>(n) * 0x1p-53};
 }
 
 // b^_ij = b_ij exp(xi_i + zeta_j + rho_ij) + delta_ij (see the file comment).
@@ -119,7 +125,7 @@ void normalize_step(ErrorState& s, const Mat<double>& c, SinkhornAxis axis, cons
             s.lost = true;
             continue;
         }
-        const double theta = -std::log1p(-a.gamma) - std::log1p(-share) + kTraceSlack;
+        const double theta = -std::log1p(-a.gamma) - std::log1p(-share) + a.trace_slack;
         next[static_cast<std::size_t>(line)] = {-theta - up, theta - dn};
         const double s_lo = (1 - a.gamma) * (rel_lo - abs_sum);  // the computed sum, from below
         for (std::int64_t k = 0; k < n; ++k) {
@@ -149,7 +155,7 @@ void final_bounds(const ErrorState& s, const double* exact, Format out, const Ar
             const double y = std::fabs(exact[e]);
             double b = y * std::fmax(std::expm1(hi), -std::expm1(lo)) + s.A[e];
             if (narrower) b += 0.5 * ulp_at(out, y * std::exp(hi) + s.A[e]);
-            bound[e] = b * (1 + kTraceSlack);
+            bound[e] = b * (1 + a.trace_slack);
         }
 }
 
@@ -161,7 +167,7 @@ std::vector<std::vector<double>> sinkhorn_bound(const Params& params, const std:
     const TensorView& l = in.at(0);
     const std::int64_t n = l.shape[l.rank - 1], nn = n * n, count = nn ? l.numel() / nn : 0;
     const int iters = sinkhorn_iters(params);
-    const Arith a = arith_of(acc, n);
+    const Arith a = arith_of(acc, n, iters);
     std::vector<double> bound(static_cast<std::size_t>(l.numel()), 0.0);
     for (std::int64_t k = 0; k < count; ++k) {
         Mat<double> logits(n, n);

@@ -3,7 +3,7 @@
 //                                x / s in double (4 lanes), RNE by vroundpd
 //   cpu.scalar.quantize.<fmt>    portable, the same decisions
 //   cpu.simd.int8_gemm.<out>     AVX2: int8 sign-extended to int16 pairs,
-//                                vpmaddwd into INT32 (4 rows x 16 columns
+//                                vpmaddwd into INT32 (6 rows x 16 columns
 //                                per block), then the dequantization in double
 //   cpu.scalar.int8_gemm.<out>   portable INT32 triple loop, same dequantization
 // The code of x with scale s is round_half_even(x / s) clamped to [-127, 127]
@@ -122,18 +122,7 @@ void quantize_simd(const KernelCall& c) {
 
 // ---- int8 GEMM -------------------------------------------------------------------
 
-constexpr std::int64_t kRowBlock = 4, kColBlock = 16;
-
-// b [K, N] as int16 pairs (b[2p][j], b[2p+1][j]), N padded to 16 with zeros:
-// the vpmaddwd operand of column block j0 and pair p sits at
-// packed[(p * np + j0) * 2], 16 columns x 2 values.
-std::vector<std::int16_t> pack_b(const std::int8_t* b, std::int64_t k, std::int64_t n, std::int64_t np) {
-    const std::int64_t kp = (k + 1) / 2;
-    std::vector<std::int16_t> packed(static_cast<std::size_t>(kp * np * 2), 0);
-    for (std::int64_t p = 0; p < k; ++p)
-        for (std::int64_t j = 0; j < n; ++j) packed[static_cast<std::size_t>(((p / 2) * np + j) * 2 + p % 2)] = b[p * n + j];
-    return packed;
-}
+constexpr std::int64_t kRowBlock = 6, kColBlock = 16, kRowPanel = 48;
 
 // The pair (a[i][2p], a[i][2p+1]) as one int32 to broadcast.
 std::vector<std::int32_t> pack_a(const std::int8_t* a, std::int64_t m, std::int64_t k) {
@@ -148,15 +137,16 @@ std::vector<std::int32_t> pack_a(const std::int8_t* a, std::int64_t m, std::int6
     return packed;
 }
 
-// R rows (R <= 4) x 16 columns of acc.
+// R rows (R <= kRowBlock) x 16 columns of acc; `panel` is the column
+// block's packed pairs (contiguous: kp x 32 int16).
 template <int R>
-CONFORM_AVX2 void gemm_block(const std::int32_t* ap, const std::int16_t* bp, std::int64_t kp, std::int64_t np,
-                             std::int64_t j0, std::int32_t* acc, std::int64_t n, std::int64_t cols) {
+CONFORM_AVX2 void gemm_block(const std::int32_t* ap, const std::int16_t* panel, std::int64_t kp, std::int64_t j0,
+                             std::int32_t* acc, std::int64_t n, std::int64_t cols) {
     __m256i c[R][2];
     for (int r = 0; r < R; ++r) c[r][0] = c[r][1] = _mm256_setzero_si256();
     for (std::int64_t p = 0; p < kp; ++p) {
-        const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + (p * np + j0) * 2));
-        const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + (p * np + j0 + 8) * 2));
+        const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + p * 2 * kColBlock));
+        const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + p * 2 * kColBlock + kColBlock));
         for (int r = 0; r < R; ++r) {
             const __m256i a = _mm256_set1_epi32(ap[r * kp + p]);
             c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(a, b0));
@@ -208,7 +198,7 @@ void add_gemm(Registry& r) {
         k.out = Out;
         k.acc = Format::fp32;  // the dequantization; the product is exact INT32
         k.out_formats = {Format::fp64, Out};
-        k.description = simd ? "AVX2: int8 sign-extended to int16 pairs, vpmaddwd into INT32 (4 x 16 blocks), "
+        k.description = simd ? "AVX2: int8 sign-extended to int16 pairs, vpmaddwd into INT32 (6 x 16 blocks), "
                                "y = double(acc) * sa * sb rounded once to the output (scalar loop without AVX2)"
                              : "portable INT32 triple loop, y = double(acc) * sa * sb rounded once";
         k.fn = [simd](const KernelCall& c) { int8_gemm_call(c, simd); };
@@ -262,16 +252,39 @@ void int8_matmul_scalar(const std::int8_t* a, const std::int8_t* b, std::int32_t
         }
 }
 
-CONFORM_AVX2 void int8_matmul_avx2(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m,
-                                   std::int64_t k, std::int64_t n) {
-    const std::int64_t kp = (k + 1) / 2, np = (n + kColBlock - 1) / kColBlock * kColBlock;
-    const std::vector<std::int16_t> bp = pack_b(b, k, n, np);
+// Column block by column block (each contiguous, so the inner loop streams
+// it): the vpmaddwd operands of block jb and pair p sit at
+// pairs[(jb * kp + p) * 32], 16 columns x 2 values.
+PackedInt8B pack_int8_b(const std::int8_t* b, std::int64_t k, std::int64_t n) {
+    PackedInt8B pb{k, n, (n + kColBlock - 1) / kColBlock * kColBlock, {}};
+    const std::int64_t kp = (k + 1) / 2;
+    pb.pairs.assign(static_cast<std::size_t>(kp * pb.np * 2), 0);
+    for (std::int64_t p = 0; p < k; ++p)
+        for (std::int64_t j = 0; j < n; ++j)
+            pb.pairs[static_cast<std::size_t>(((j / kColBlock * kp + p / 2) * kColBlock + j % kColBlock) * 2 + p % 2)] = b[p * n + j];
+    return pb;
+}
+
+void int8_matmul_avx2(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                      std::int64_t n) {
+    int8_matmul_avx2_packed(a, pack_int8_b(b, k, n), acc, m);
+}
+
+CONFORM_AVX2 void int8_matmul_avx2_packed(const std::int8_t* a, const PackedInt8B& b, std::int32_t* acc, std::int64_t m) {
+    const std::int64_t k = b.k, n = b.n, kp = (k + 1) / 2;
     const std::vector<std::int32_t> ap = pack_a(a, m, k);
-    for (std::int64_t j0 = 0; j0 < n; j0 += kColBlock) {
-        const std::int64_t cols = std::min(kColBlock, n - j0);
-        std::int64_t i = 0;
-        for (; i + kRowBlock <= m; i += kRowBlock) gemm_block<kRowBlock>(&ap[static_cast<std::size_t>(i * kp)], bp.data(), kp, np, j0, acc + i * n, n, cols);
-        for (; i < m; ++i) gemm_block<1>(&ap[static_cast<std::size_t>(i * kp)], bp.data(), kp, np, j0, acc + i * n, n, cols);
+    // Panels of kRowPanel rows of a (kRowPanel * K * 2 bytes, L2-sized at K = 4096)
+    // meet every 16-column block of b while it is in cache.
+    for (std::int64_t i0 = 0; i0 < m; i0 += kRowPanel) {
+        const std::int64_t i1 = std::min(m, i0 + kRowPanel);
+        for (std::int64_t j0 = 0; j0 < n; j0 += kColBlock) {
+            const std::int64_t cols = std::min(kColBlock, n - j0);
+            const std::int16_t* panel = b.pairs.data() + j0 / kColBlock * kp * 2 * kColBlock;
+            std::int64_t i = i0;
+            for (; i + kRowBlock <= i1; i += kRowBlock)
+                gemm_block<kRowBlock>(&ap[static_cast<std::size_t>(i * kp)], panel, kp, j0, acc + i * n, n, cols);
+            for (; i < i1; ++i) gemm_block<1>(&ap[static_cast<std::size_t>(i * kp)], panel, kp, j0, acc + i * n, n, cols);
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 // `int8_gemm`), and their mutants.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "impls/registry.hpp"
 
@@ -39,6 +40,16 @@ void int8_matmul_scalar(const std::int8_t* a, const std::int8_t* b, std::int32_t
 // The same with AVX2 (sign-extended int16 pairs, vpmaddwd); requires has_avx2().
 void int8_matmul_avx2(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
                       std::int64_t n);
+
+// b [K, N] packed once for the AVX2 product (weights are packed ahead of
+// time): int16 pairs (b[2p][j], b[2p+1][j]) by blocks of 16 columns, N
+// padded to 16 with zeros.
+struct PackedInt8B {
+    std::int64_t k = 0, n = 0, np = 0;
+    std::vector<std::int16_t> pairs;
+};
+PackedInt8B pack_int8_b(const std::int8_t* b, std::int64_t k, std::int64_t n);
+void int8_matmul_avx2_packed(const std::int8_t* a, const PackedInt8B& b, std::int32_t* acc, std::int64_t m);
 
 // The int8_gemm op on one call: the product by AVX2 (simd, when available)
 // or the scalar loop (with any flaws), then y = acc * scale_a[i] * scale_b[j]
