@@ -40,6 +40,7 @@ struct Judged {
     Params params;
     std::vector<TensorView> in;
     KernelInfo kernel;
+    std::vector<Tensor> owned;  // inputs converted on reading (integer cu_seqlens); `in` views them
 };
 
 Params read_params(const io::Case& c, const OpSpec& op) {
@@ -60,25 +61,33 @@ TensorView numeric_view(const io::Case& c, const io::StoredTensor& t, const std:
     return t.view();
 }
 
-// Optional inputs (numerics/op.cpp): attention's additive mask and the
-// delta rule's initial state.
-bool optional_input(const std::string& name) { return name == "mask" || name == "initial_state"; }
+// An input that holds indices, not values: I32 is accepted (read exactly).
+bool index_input(const std::string& name) { return name == "cu_seqlens"; }
 
-// Inputs in op order; an optional input may be left out.
-std::vector<TensorView> read_inputs(const io::Case& c, const OpSpec& op) {
+// Inputs in op order; an optional input may be left out (an empty view
+// holds its place when a later input is given).
+std::vector<TensorView> read_inputs(const io::Case& c, const OpSpec& op, std::vector<Tensor>& owned) {
     for (const auto& [name, t] : c.inputs)
         if (std::find(op.inputs.begin(), op.inputs.end(), name) == op.inputs.end())
             throw CaseError(fmt::format("{}: tensor \"{}\" is not an input of {} (inputs: {})", c.source, name, op.name,
                                         fmt::join(op.inputs, ", ")));
     std::vector<TensorView> in;
     for (const std::string& name : op.inputs) {
-        if (c.inputs.count(name)) {
+        if (c.inputs.count(name) && index_input(name) && !io::numerics_format(c.inputs.at(name).dtype)) {
+            const io::StoredTensor& t = c.inputs.at(name);
+            owned.emplace_back(Format::fp64, t.shape);
+            for (std::int64_t i = 0; i < t.numel(); ++i) owned.back().set_value(i, t.value(i));
+            in.push_back(owned.back().view());
+        } else if (c.inputs.count(name)) {
             in.push_back(numeric_view(c, c.inputs.at(name), name));
-        } else if (!optional_input(name)) {
+        } else if (optional_input(name)) {
+            in.push_back(TensorView::contiguous(nullptr, Format::fp32, {0}));
+        } else {
             throw CaseError(fmt::format("{}: tensor \"{}\" missing (inputs of {}: {})", c.source, name, op.name,
                                         fmt::join(op.inputs, ", ")));
         }
     }
+    while (!in.empty() && in.back().numel() == 0 && optional_input(op.inputs[in.size() - 1])) in.pop_back();
     return in;
 }
 
@@ -223,7 +232,8 @@ CaseVerdict judge_case(const std::filesystem::path& path) {
         j.op = find_op(c.op);
         if (!j.op) throw CaseError(fmt::format("{}: conform.op: unknown op \"{}\" (see conform ops)", c.source, c.op));
         j.params = read_params(c, *j.op);
-        j.in = read_inputs(c, *j.op);
+        j.owned.reserve(j.op->inputs.size());  // views into owned stay valid
+        j.in = read_inputs(c, *j.op, j.owned);
         j.kernel = stored_kernel(c, *j.op, j.in);
         props::Stats stats;
         props::CaseResult r;

@@ -66,6 +66,7 @@ Vector parse_vector(const json& j, const std::filesystem::path& file, const std:
     Vector v{op->name, *f, Params(j.at("params").get<std::map<std::string, double>>()), {}, {}};
     const json inputs = j.value("inputs", json::object());
     for (const auto& in_name : op->inputs) {
+        if (!inputs.contains(in_name) && optional_input(in_name)) break;  // trailing optional inputs left out
         if (!inputs.contains(in_name)) bad(file, at + ".inputs." + in_name, "missing tensor");
         v.inputs.push_back(tensor_from(inputs[in_name], *f, file, at + ".inputs." + in_name));
     }

@@ -1,5 +1,7 @@
 #include "numerics/op.hpp"
 
+#include "numerics/delta_varlen.hpp"
+
 #include <stdexcept>
 
 namespace conform {
@@ -18,11 +20,14 @@ std::vector<std::vector<std::int64_t>> lse_merge_shapes(const std::vector<Tensor
     return {{in[0].shape.begin(), in[0].shape.begin() + in[0].rank}, {in[1].shape.begin(), in[1].shape.begin() + in[1].rank}};
 }
 
-// y [T, H, d_v] and state [H, d_k, d_v] of the gated delta rule (gdn, kda).
+// y [T, H, d_v] and state [H, d_k, d_v] of the gated delta rule (gdn, kda);
+// a packed call (cu_seqlens) returns [N, H, d_k, d_v], one per sequence.
 std::vector<std::vector<std::int64_t>> delta_rule_shapes(const std::vector<TensorView>& in) {
     if (in.size() < 3 || in[0].rank != 3 || in[2].rank != 3)
         throw std::invalid_argument("gdn/kda: inputs q, k, v must be rank-3 tensors [T, H, d]");
-    return {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, {in[0].shape[1], in[0].shape[2], in[2].shape[2]}};
+    std::vector<std::int64_t> state{in[0].shape[1], in[0].shape[2], in[2].shape[2]};
+    if (delta_packed(in)) state.insert(state.begin(), in[kDeltaCuSeqlens].numel() - 1);  // one per sequence
+    return {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, state};
 }
 
 // The gated delta rule's parameters (docs/gdn.md); `chunk` is the kernels'
@@ -99,16 +104,18 @@ std::vector<OpSpec> make_specs() {
                  "q k^T + mask) v per head, KV head floor(h / (Hq / Hkv)); lse [Hq, Lq]; fully masked rows o = 0, "
                  "lse = -inf",
                  attention_shapes});
-    const std::vector<std::string> delta_in{"q", "k", "v", "g", "beta", "initial_state"}, delta_out{"y", "state"};
+    const std::vector<std::string> delta_in{"q", "k", "v", "g", "beta", "initial_state", "cu_seqlens"}, delta_out{"y", "state"};
     s.push_back({"gdn", "gdn", OpKind::structured, delta_in, delta_out, delta_rule_params(),
                  "Gated DeltaNet: q, k [T, H, d_k], v [T, H, d_v], log-decay g [T, H], beta [T, H], optional "
                  "initial_state S_0 [H, d_k, d_v]; per head S_t = e^{g_t} (I - beta_t k_t k_t^T) S_{t-1} + beta_t "
-                 "k_t v_t^T, y_t = S_t^T q_t [T, H, d_v]; state = S_T",
+                 "k_t v_t^T, y_t = S_t^T q_t [T, H, d_v]; state = S_T. Optional cu_seqlens {0, t_1, ..., T}: N "
+                 "packed sequences, each from its own initial_state [N, H, d_k, d_v] (empty: zero), state [N, H, d_k, "
+                 "d_v]",
                  delta_rule_shapes});
     s.push_back({"kda", "gdn", OpKind::structured, delta_in, delta_out, delta_rule_params(),
                  "Kimi Delta Attention: as gdn with a log-decay per key channel g [T, H, d_k]: S_t = (I - beta_t k_t "
                  "k_t^T) Diag(e^{g_t}) S_{t-1} + beta_t k_t v_t^T (the decay scales the rows of S, before the "
-                 "delta update), y_t = S_t^T q_t; state = S_T",
+                 "delta update), y_t = S_t^T q_t; state = S_T; cu_seqlens as gdn",
                  delta_rule_shapes});
     s.push_back({"sinkhorn", "sinkhorn", OpKind::structured, {"logits"}, {"b"},
                  {{"iters", 20, "Sinkhorn-Knopp iterations, each a row then a column normalization"}},
@@ -134,6 +141,10 @@ std::vector<OpSpec> make_specs() {
 const std::vector<OpSpec>& op_specs() {
     static const std::vector<OpSpec> specs = make_specs();
     return specs;
+}
+
+bool optional_input(std::string_view input_name) {
+    return input_name == "mask" || input_name == "initial_state" || input_name == "cu_seqlens";
 }
 
 const OpSpec* find_op(std::string_view name) {

@@ -38,6 +38,9 @@ struct OpSpec {
 };
 
 const std::vector<OpSpec>& op_specs();
+// Inputs an op call may leave out: attention's mask, the delta rule's
+// initial_state and cu_seqlens (docs/ops.md).
+bool optional_input(std::string_view input_name);
 const OpSpec* find_op(std::string_view name);
 std::vector<std::string> op_names();
 

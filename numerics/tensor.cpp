@@ -1,6 +1,8 @@
 #include "numerics/tensor.hpp"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace conform {
 
@@ -64,6 +66,24 @@ TensorView TensorView::contiguous(void* data, Format f, const std::vector<std::i
         v.strides[i] = stride;
         stride *= shape[i];
     }
+    return v;
+}
+
+TensorView TensorView::slice_first(std::int64_t begin, std::int64_t end) const {
+    if (rank < 1 || begin < 0 || end < begin || end > shape[0])
+        throw std::out_of_range("slice_first: [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                ") outside the first dimension");
+    TensorView v = *this;
+    v.data = static_cast<char*>(data) + begin * strides[0] * info(format).bytes;
+    v.shape[0] = end - begin;
+    return v;
+}
+
+TensorView TensorView::at_first(std::int64_t i) const {
+    TensorView v = slice_first(i, i + 1);
+    for (int d = 1; d < rank; ++d) v.shape[d - 1] = v.shape[d], v.strides[d - 1] = v.strides[d];
+    v.rank = rank - 1;
+    v.shape[v.rank] = v.strides[v.rank] = 0;
     return v;
 }
 

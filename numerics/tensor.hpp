@@ -41,6 +41,10 @@ struct TensorView {
 
     // A dense row-major view of `shape` (rank <= kMaxRank) over data.
     static TensorView contiguous(void* data, Format f, const std::vector<std::int64_t>& shape);
+    // Indices [begin, end) of the first dimension (same rank, same strides).
+    TensorView slice_first(std::int64_t begin, std::int64_t end) const;
+    // Index i of the first dimension, which is dropped (rank - 1).
+    TensorView at_first(std::int64_t i) const;
 };
 
 class Tensor {

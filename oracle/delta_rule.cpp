@@ -3,6 +3,8 @@
 // variable-length packing, and the tensor plumbing of the evaluators.
 #include "oracle/delta_rule.hpp"
 
+#include "numerics/delta_varlen.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -430,8 +432,9 @@ QkOptions<Real> read_qk_options(const std::string& op, const Params& params, std
 
 DeltaProblem<Real> read_delta_problem(const std::string& op, const Params& params, const std::vector<TensorView>& in,
                                       DecayShape decay) {
-    require(in.size() == 5 || in.size() == 6, op,
-            "expects 5 inputs (q, k, v, g, beta) or 6 (with initial_state), got " + std::to_string(in.size()));
+    require(in.size() >= 5 && in.size() <= 7, op,
+            "expects inputs q, k, v, g, beta and optionally initial_state, cu_seqlens; got " +
+                std::to_string(in.size()));
     const TensorView &q = in[0], &k = in[1], &v = in[2], &g = in[3], &beta = in[4];
     require_rank(op, "q", q, 3);
     require_rank(op, "k", k, 3);
@@ -448,12 +451,15 @@ DeltaProblem<Real> read_delta_problem(const std::string& op, const Params& param
     for (int d = 0; d < g.rank; ++d) require_dim(op, "g", g, d, q.shape[d], "as q");
     require_dim(op, "beta", beta, 0, p.tokens, "tokens T of q");
     require_dim(op, "beta", beta, 1, p.heads, "heads H of q");
-    if (in.size() == 6) {
-        const TensorView& s0 = in[5];
-        require_rank(op, "initial_state", s0, 3);
-        require_dim(op, "initial_state", s0, 0, p.heads, "heads H of q");
-        require_dim(op, "initial_state", s0, 1, p.d_k, "key dim d_k of q");
-        require_dim(op, "initial_state", s0, 2, p.d_v, "value dim d_v of v");
+    if (delta_input_given(in, kDeltaInitialState)) {
+        // Packed calls (cu_seqlens) hold one state per sequence, [N, H, d_k, d_v].
+        const TensorView& s0 = in[kDeltaInitialState];
+        const int lead = delta_packed(in) ? 1 : 0;
+        require_rank(op, "initial_state", s0, 3 + lead);
+        if (lead) require_dim(op, "initial_state", s0, 0, in[kDeltaCuSeqlens].numel() - 1, "sequences N of cu_seqlens");
+        require_dim(op, "initial_state", s0, lead, p.heads, "heads H of q");
+        require_dim(op, "initial_state", s0, lead + 1, p.d_k, "key dim d_k of q");
+        require_dim(op, "initial_state", s0, lead + 2, p.d_v, "value dim d_v of v");
         p.s0 = read_exact(s0);
     }
     p.q = read_exact(q), p.k = read_exact(k), p.v = read_exact(v), p.g = read_exact(g), p.beta = read_exact(beta);
@@ -465,10 +471,24 @@ std::int64_t read_chunk(const std::string& op, const Params& params) {
     return static_cast<std::int64_t>(choice(op, params, "chunk", 64, 1, 0x1p31));
 }
 
-OpOutputs delta_outputs(const DeltaProblem<Real>& p, DeltaResult<Real> r) {
-    return {{"y", "state"},
-            {{p.tokens, p.heads, p.d_v}, {p.heads, p.d_k, p.d_v}},
-            {std::move(r.y), std::move(r.state)}};
+OpOutputs eval_delta(const std::string& op, const Params& params, const std::vector<TensorView>& in, DecayShape decay,
+                     const DeltaRun<Real>& run) {
+    const DeltaProblem<Real> p = read_delta_problem(op, params, in, decay);
+    std::vector<std::int64_t> state_shape{p.heads, p.d_k, p.d_v};
+    DeltaResult<Real> r;
+    if (delta_packed(in)) {
+        std::vector<std::int64_t> cu;
+        try {
+            cu = delta_cu_seqlens(in, p.tokens);
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument(op + ": " + e.what());
+        }
+        state_shape.insert(state_shape.begin(), static_cast<std::int64_t>(cu.size()) - 1);
+        r = delta_varlen(p, cu, run);
+    } else {
+        r = run(p);
+    }
+    return {{"y", "state"}, {{p.tokens, p.heads, p.d_v}, state_shape}, {std::move(r.y), std::move(r.state)}};
 }
 
 #define CONFORM_DELTA_RULE_INSTANTIATE(R)                                                                          \

@@ -176,14 +176,18 @@ DeltaResult<R> delta_varlen(const DeltaProblem<R>& p, const std::vector<std::int
 // ---- tensor plumbing for the structured-op evaluators ---------------------
 
 // Inputs q [T, H, d_k], k [T, H, d_k], v [T, H, d_v], g [T, H] or
-// [T, H, d_k], beta [T, H], optionally initial_state [H, d_k, d_v], read
-// exactly; then prepare_qk with params l2norm [0], l2_eps [1e-6],
-// scale [1; 0 means 1/sqrt(d_k)].
+// [T, H, d_k], beta [T, H], optionally initial_state [H, d_k, d_v] (packed
+// calls: [N, H, d_k, d_v]; an empty view is no state), read exactly; then
+// prepare_qk with params l2norm [0], l2_eps [1e-6], scale [1; 0 means
+// 1/sqrt(d_k)].  cu_seqlens is read by eval_delta.
 DeltaProblem<Real> read_delta_problem(const std::string& op, const Params& params, const std::vector<TensorView>& in,
                                       DecayShape decay);
 // Param chunk [64]: an integer >= 1.
 std::int64_t read_chunk(const std::string& op, const Params& params);
-// Outputs y [T, H, d_v], state [H, d_k, d_v].
-OpOutputs delta_outputs(const DeltaProblem<Real>& p, DeltaResult<Real> r);
+// A structured-op evaluator: `run` on the call's problem, or sequence by
+// sequence through delta_varlen when cu_seqlens is given.  Outputs
+// y [T, H, d_v], state [H, d_k, d_v] (packed: [N, H, d_k, d_v]).
+OpOutputs eval_delta(const std::string& op, const Params& params, const std::vector<TensorView>& in, DecayShape decay,
+                     const DeltaRun<Real>& run);
 
 }  // namespace conform::oracle

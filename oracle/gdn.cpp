@@ -55,13 +55,13 @@ DeltaResult<R> gdn_chunkwise(const DeltaProblem<R>& p, std::int64_t chunk) {
 }
 
 OpOutputs eval_gdn_recurrent(const Params& params, const std::vector<TensorView>& in) {
-    const DeltaProblem<Real> p = read_delta_problem(kRecurrent, params, in, DecayShape::per_head);
-    return delta_outputs(p, gdn_recurrent(p));
+    return eval_delta(kRecurrent, params, in, DecayShape::per_head, gdn_recurrent<Real>);
 }
 
 OpOutputs eval_gdn_chunkwise(const Params& params, const std::vector<TensorView>& in) {
-    const DeltaProblem<Real> p = read_delta_problem(kChunkwise, params, in, DecayShape::per_head);
-    return delta_outputs(p, gdn_chunkwise(p, read_chunk(kChunkwise, params)));
+    const std::int64_t chunk = read_chunk(kChunkwise, params);
+    return eval_delta(kChunkwise, params, in, DecayShape::per_head,
+                      [chunk](const DeltaProblem<Real>& p) { return gdn_chunkwise(p, chunk); });
 }
 
 template DeltaResult<Real> gdn_recurrent<Real>(const DeltaProblem<Real>&);

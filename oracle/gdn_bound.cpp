@@ -4,6 +4,8 @@
 // (columns evolve independently under the delta rule).
 #include "oracle/gdn_bound.hpp"
 
+#include "numerics/delta_varlen.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -54,12 +56,14 @@ void l2_normalize(std::vector<double>& x, std::int64_t dk, double eps) {
 // a + b + ab, a = eta_t / (2 (1 - eta_t)), b = gamma_3.  The readout scale,
 // rounded to fp32 and multiplied in, adds two roundings.
 Problem read_problem(const Params& p, const std::vector<TensorView>& in, const DeltaErrorModel& m) {
-    if (in.size() != 5 && in.size() != 6) throw std::invalid_argument("gdn/kda bound: expects 5 or 6 inputs");
+    if (in.size() < 5 || in.size() > 7 || delta_packed(in))
+        throw std::invalid_argument("gdn/kda bound: expects q, k, v, g, beta and an optional initial_state of one sequence");
     Problem pr;
     pr.tokens = in[0].shape[0], pr.heads = in[0].shape[1], pr.dk = in[0].shape[2], pr.dv = in[2].shape[2];
     pr.gw = m.per_channel ? pr.dk : 1;
     pr.q = values(in[0]), pr.k = values(in[1]), pr.v = values(in[2]), pr.g = values(in[3]), pr.beta = values(in[4]);
-    pr.s0 = in.size() == 6 ? values(in[5]) : std::vector<double>(ix(pr.heads * pr.dk * pr.dv), 0.0);
+    pr.s0 = delta_input_given(in, kDeltaInitialState) ? values(in[kDeltaInitialState])
+                                                       : std::vector<double>(ix(pr.heads * pr.dk * pr.dv), 0.0);
     const double u = m.u;
     if (p.get("l2norm", 0) != 0) {
         const double eps = p.get("l2_eps", 1e-6);
@@ -395,8 +399,22 @@ std::vector<std::vector<double>> registry_bound(bool per_channel, const Params& 
     m.out = out.at(0);
     m.state_out = out.size() > 1 ? out[1] : Format::fp32;
     m.acc = acc;
-    DeltaBound b = delta_rule_bound(params, in, exact.at(0), m);
-    return {std::move(b.y), std::move(b.state)};
+    if (!delta_packed(in)) {
+        DeltaBound b = delta_rule_bound(params, in, exact.at(0), m);
+        return {std::move(b.y), std::move(b.state)};
+    }
+    // A packed call is N separate calls (numerics/delta_varlen.hpp): the
+    // bound of each sequence, its chunks starting at the sequence's start.
+    const std::vector<std::int64_t> cu = delta_cu_seqlens(in, in[0].shape[0]);
+    const std::int64_t per_token = in[0].shape[1] * in[2].shape[2];
+    std::vector<std::vector<double>> b(2);
+    for (std::size_t n = 0; n + 1 < cu.size(); ++n) {
+        const std::vector<double> y(exact.at(0).begin() + cu[n] * per_token, exact.at(0).begin() + cu[n + 1] * per_token);
+        DeltaBound s = delta_rule_bound(params, delta_sequence_inputs(in, cu, n), y, m);
+        b[0].insert(b[0].end(), s.y.begin(), s.y.end());
+        b[1].insert(b[1].end(), s.state.begin(), s.state.end());
+    }
+    return b;
 }
 
 }  // namespace

@@ -109,13 +109,13 @@ std::vector<R> kda_output_gate(const KdaGateProblem<R>& p) {
 }
 
 OpOutputs eval_kda_recurrent(const Params& params, const std::vector<TensorView>& in) {
-    const DeltaProblem<Real> p = read_delta_problem(kRecurrent, params, in, DecayShape::per_channel);
-    return delta_outputs(p, kda_recurrent(p));
+    return eval_delta(kRecurrent, params, in, DecayShape::per_channel, kda_recurrent<Real>);
 }
 
 OpOutputs eval_kda_chunkwise(const Params& params, const std::vector<TensorView>& in) {
-    const DeltaProblem<Real> p = read_delta_problem(kChunkwise, params, in, DecayShape::per_channel);
-    return delta_outputs(p, kda_chunkwise(p, read_chunk(kChunkwise, params)));
+    const std::int64_t chunk = read_chunk(kChunkwise, params);
+    return eval_delta(kChunkwise, params, in, DecayShape::per_channel,
+                      [chunk](const DeltaProblem<Real>& p) { return kda_chunkwise(p, chunk); });
 }
 
 template DeltaResult<Real> kda_recurrent<Real>(const DeltaProblem<Real>&);

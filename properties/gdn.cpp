@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "numerics/delta_varlen.hpp"
 #include "numerics/ulp.hpp"
 #include "oracle/gdn_bound.hpp"
 #include "oracle/structured.hpp"
@@ -93,10 +94,10 @@ void inject_nans(std::vector<Tensor>& in, int count, std::mt19937_64& rng) {
 rc::Gen<CaseSpec> gen_delta_spec(const std::string& op, Format fmt, GenOptions opt) {
     return rc::gen::apply(
         [op, fmt](int T, int H, int dk, int dv, bool long_seq, int state, int gates, int betas, double chunk,
-                  int l2norm, double scale, Family fam, int k, std::uint64_t seed, int specials) {
+                  int l2norm, double scale, Family fam, int k, std::uint64_t seed, int specials, int sequences) {
             if (long_seq) T = 4096 + T, H = 1, dk = std::min(dk, 3), dv = std::min(dv, 3);
             Params p({{"chunk", chunk}, {"l2norm", double(l2norm)}, {"scale", scale}});
-            return structured_spec(op, fmt, {T, H, dk, dv, state, gates, betas}, p, fam, k, seed, specials);
+            return structured_spec(op, fmt, {T, H, dk, dv, state, gates, betas, sequences}, p, fam, k, seed, specials);
         },
         rc::gen::element(1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 47, 63, 64, 65, 100, 130), rc::gen::inRange(1, 3),
         rc::gen::element(1, 2, 3, 4, 4, 5, 8, 8, 16), rc::gen::element(1, 2, 3, 3, 4, 7, 8, 8, 16),
@@ -107,14 +108,36 @@ rc::Gen<CaseSpec> gen_delta_spec(const std::string& op, Format fmt, GenOptions o
         rc::gen::element<int>(uniform_betas, zero_betas, one_betas, mixed_betas), rc::gen::element(64.0, 16.0, 32.0, 64.0, 16.0, 32.0, 5.0),
         rc::gen::element(0, 0, 1), rc::gen::element(1.0, 0.0, 0.5), rc::gen::elementOf(delta_families()),
         rc::gen::inRange(-3, 4), rc::gen::arbitrary<std::uint64_t>(),
-        opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));
+        opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0),
+        // 1 in 6 a packed call of 2 .. 4 sequences (cu_seqlens).
+        rc::gen::weightedElement<int>({{15, 1}, {1, 2}, {1, 3}, {1, 4}}));
+}
+
+// Packs the case's T tokens as `sequences` sequences at random cut points
+// (empty sequences included): initial_state [N, H, d_k, d_v] (or an empty
+// placeholder when the case has none) and cu_seqlens, stored in fp32
+// (integers < 2^24 are exact).
+void pack_sequences(Case& c, std::int64_t sequences, bool state, const CaseSpec& s, std::mt19937_64& rng) {
+    const std::int64_t T = c.inputs[0].shape()[0], H = c.inputs[0].shape()[1], dk = c.inputs[0].shape()[2],
+                       dv = c.inputs[2].shape()[2];
+    std::vector<std::int64_t> cu{0, T};
+    for (std::int64_t n = 1; n < sequences; ++n) cu.push_back(static_cast<std::int64_t>(rng() % (T + 1)));
+    std::sort(cu.begin(), cu.end());
+    if (c.inputs.size() > kDeltaInitialState) c.inputs.resize(kDeltaInitialState);
+    Tensor s0(s.format, state ? std::vector<std::int64_t>{sequences, H, dk, dv} : std::vector<std::int64_t>{0});
+    fill_values(s0, s.families.at(0), s, 5, rng);
+    Tensor seqlens(Format::fp32, {static_cast<std::int64_t>(cu.size())});
+    for (std::size_t i = 0; i < cu.size(); ++i) seqlens.set_value(static_cast<std::int64_t>(i), static_cast<double>(cu[i]));
+    c.inputs.push_back(std::move(s0));
+    c.inputs.push_back(std::move(seqlens));
 }
 
 Case build_delta_case(const CaseSpec& s) {
     Case c = start_case(s);
     std::mt19937_64 rng(s.seed);
     // Golden vectors and other callers without dims: a small case with every input.
-    const std::vector<std::int64_t> d = s.dims.size() == 7 ? s.dims : std::vector<std::int64_t>{5, 2, 3, 2, 1, mixed_gates, mixed_betas};
+    const std::vector<std::int64_t> d =
+        s.dims.size() >= 7 ? s.dims : std::vector<std::int64_t>{5, 2, 3, 2, 1, mixed_gates, mixed_betas};
     const std::int64_t T = d[0], H = d[1], dk = d[2], dv = d[3];
     const bool l2norm = s.params.get("l2norm", 0) != 0;
     const Family fam = s.families.at(0);
@@ -137,7 +160,12 @@ Case build_delta_case(const CaseSpec& s) {
         fill_values(s0, fam, s, 5, rng);
         c.inputs.push_back(std::move(s0));
     }
-    inject_nans(c.inputs, s.specials, rng);
+    if (d.size() > 7 && d[7] > 1) pack_sequences(c, d[7], d[4] != 0, s, rng);
+    // Not into cu_seqlens: a NaN there is a malformed call, not a value.
+    std::vector<Tensor> values(std::make_move_iterator(c.inputs.begin()),
+                               std::make_move_iterator(c.inputs.begin() + std::min<std::size_t>(c.inputs.size(), 6)));
+    inject_nans(values, s.specials, rng);
+    std::move(values.begin(), values.end(), c.inputs.begin());
     return c;
 }
 
@@ -155,6 +183,7 @@ bool is_delta_op(const OpSpec& op) { return op.family == "gdn"; }
 // A generated case of kernel k's op, with at most max_t tokens (0: any).
 CaseSpec delta_spec(const KernelInfo& k, std::int64_t max_t = 0) {
     CaseSpec spec = *gen_delta_spec(k.op, k.in, GenOptions{});
+    spec.dims.resize(7);  // one sequence: the metamorphic properties cut and carry tokens themselves
     if (max_t > 0) spec.dims[0] = std::min(spec.dims[0], max_t), spec.dims[1] = std::min<std::int64_t>(spec.dims[1], 2);
     return spec;
 }
@@ -171,7 +200,8 @@ oracle::DeltaErrorModel error_model(const KernelInfo& k, std::vector<std::int64_
 
 // got within `bound` of the exact values (NaN exactly where they are NaN);
 // the first failure described, or "".
-std::string within(const Tensor& got, const std::vector<double>& exact, const std::vector<double>& bound,
+template <class T>  // Tensor or TensorView
+std::string within(const T& got, const std::vector<double>& exact, const std::vector<double>& bound,
                    const std::string& what) {
     for (std::int64_t i = 0; i < got.numel(); ++i) {
         const double x = got.value(i), e = exact[static_cast<std::size_t>(i)];
@@ -302,6 +332,39 @@ Testable causality(const KernelInfo& k) {
     };
 }
 
+// Varlen packing: 2 to 4 sequences (empty ones included, each from its own
+// initial state or from zero) packed into one call give, for every
+// sequence, y and the final state within the bound of that sequence run
+// alone, whose chunks start at its first token (docs/gdn.md "Variable-length
+// packing").  The sequence run alone through the kernel must pass too, so
+// that a failure names packing only when packing is what breaks.
+Testable varlen_packing(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = delta_spec(k, 100);
+        spec.dims.push_back(*rc::gen::inRange(2, 5));
+        spec.specials = 0;
+        const Case c = build_case(spec);
+        const std::vector<TensorView> in = c.views();
+        const std::vector<std::int64_t> cu = delta_cu_seqlens(in, in[0].shape[0]);
+        const std::vector<Tensor> packed = run_kernel(k, c.params, in);
+        const std::vector<TensorView> packed_views{packed[0].view(), packed[1].view()};
+        for (std::size_t n = 0; n + 1 < cu.size(); ++n) {
+            const std::vector<TensorView> seq = delta_sequence_inputs(in, cu, n);
+            const oracle::StructuredResult ex = oracle::evaluate_structured(k.op, c.params, seq, {k.out, Format::fp32});
+            const oracle::DeltaBound b = oracle::delta_rule_bound(c.params, seq, ex.exact[0], error_model(k));
+            const std::vector<Tensor> alone = run_kernel(k, c.params, seq);
+            const std::vector<TensorView> got = delta_sequence_outputs(packed_views, cu, n);
+            const std::string tag = "sequence " + std::to_string(n) + " (tokens " + std::to_string(cu[n]) + ".." +
+                                    std::to_string(cu[n + 1]) + ")";
+            for (const std::string& why : {within(alone[0], ex.exact[0], b.y, tag + " alone: y"),
+                                           within(alone[1], ex.exact[1], b.state, tag + " alone: state"),
+                                           within(got[0], ex.exact[0], b.y, tag + " packed: y"),
+                                           within(got[1], ex.exact[1], b.state, tag + " packed: state")})
+                if (!why.empty()) RC_FAIL(why);
+        }
+    };
+}
+
 // Finiteness for every gate the parameterization allows: g = g_min on every
 // token (and channel), alpha = 1, and runs of both, with beta in {0, 1},
 // chunks 64 and more tokens than a chunk: every output finite and within the
@@ -334,6 +397,10 @@ void add_gdn_properties(std::vector<PropertyDef>& v) {
     v.push_back({"split_invariance",
                  "running [0, t) and then [t, T) from the carried fp32 state stays within the bound, for every t",
                  is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return split_invariance(k); }, 5});
+    v.push_back({"varlen_packing",
+                 "2 to 4 sequences packed with cu_seqlens (empty ones included): each sequence's y and final state "
+                 "within the bound of the sequence run alone",
+                 is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return varlen_packing(k); }, 4});
     v.push_back({"causality", "changing the tokens from t on leaves y of the earlier tokens bit-identical",
                  is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return causality(k); }, 4});
     v.push_back({"finite_gates",

@@ -264,6 +264,38 @@ TEST(CliValidate, DeclaredConventionIsHonouredAndAlternativeNamed) {
     EXPECT_NE(text.find("matches masked_row = nan"), std::string::npos) << text;
 }
 
+// A packed gated-delta-rule case as a PyTorch user writes it: cu_seqlens in
+// I32, no initial_state (so cu_seqlens follows a missing optional input).
+TEST(CliValidate, PackedDeltaRuleCaseWithInt32CuSeqlens) {
+    const fs::path dir = fresh_dir("conform_cli_validate_varlen");
+    fs::create_directories(dir);
+    const std::int64_t T = 9, H = 1, dk = 4, dv = 2;
+    Tensor g(Format::fp32, {T, H}), beta(Format::fp32, {T, H}), cu(Format::fp32, {3}), none(Format::fp32, {0});
+    for (std::int64_t t = 0; t < T; ++t) g.set_value(t, -0.1 * static_cast<double>(t % 3)), beta.set_value(t, 0.5);
+    for (std::int64_t i = 0; i < 3; ++i) cu.set_value(i, std::vector<double>{0, 4, 9}[static_cast<std::size_t>(i)]);
+    const std::vector<Tensor> in{wave(Format::fp32, {T, H, dk}, 0.5), wave(Format::fp32, {T, H, dk}, 0.5),
+                                 wave(Format::fp32, {T, H, dv}, 1), g, beta, none, cu};
+    const nlohmann::json params = {{"l2norm", 1}};
+    for (const char* kernel : {"cpu.simd.gdn.fp32", "mutant.gdn.varlen_shared_state.fp32"}) {
+        io::Case c = computed_case(kernel, params, in);
+        c.inputs.erase("initial_state");
+        io::StoredTensor i32 = io::StoredTensor::zeros(io::DType::i32, {3});
+        for (std::int64_t i = 0; i < 3; ++i) i32.set_bits(i, static_cast<std::uint64_t>(cu.value(i)));
+        c.inputs["cu_seqlens"] = i32;
+        io::write_case_safetensors(c, dir / (std::string(kernel) + ".safetensors"));
+    }
+    std::string text;
+    EXPECT_EQ(run("validate " + (dir / "cpu.simd.gdn.fp32.safetensors").string(), &text), 0) << text;
+    EXPECT_EQ(run("validate " + (dir / "mutant.gdn.varlen_shared_state.fp32.safetensors").string(), &text), 1) << text;
+    // cu_seqlens that does not end at T: an error naming the file and the field.
+    io::Case bad = computed_case("cpu.simd.gdn.fp32", params, in);
+    bad.inputs["cu_seqlens"].set_bits(2, encode(Format::fp32, 8));
+    io::write_case_safetensors(bad, dir / "bad.safetensors");
+    EXPECT_EQ(run("validate " + (dir / "bad.safetensors").string(), &text), 2) << text;
+    EXPECT_NE(text.find("bad.safetensors: gdn_recurrent: cu_seqlens: must start at 0 and end at T = 9"), std::string::npos)
+        << text;
+}
+
 TEST(CliValidate, BadCasesAreErrorsNamingFileAndField) {
     const fs::path dir = fresh_dir("conform_cli_validate_bad");
     fs::create_directories(dir);

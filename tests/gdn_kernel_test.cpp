@@ -16,6 +16,9 @@
 #include "impls/cpu/gdn.hpp"
 #include "impls/cpu/isa.hpp"
 #include "impls/registry.hpp"
+#include "numerics/delta_varlen.hpp"
+#include "oracle/bound.hpp"
+#include "oracle/structured.hpp"
 #include "oracle/gdn.hpp"
 #include "oracle/gdn_bound.hpp"
 #include "oracle/kda.hpp"
@@ -274,3 +277,102 @@ TEST(GdnKernel, NanReachesExactlyTheRecurrencesOutputs) {
 }
 
 }  // namespace
+
+// ---- packed variable-length calls (cu_seqlens) ------------------------------------
+
+namespace {
+
+// The case's tokens packed as sequences cut at `cu`, each from its own
+// initial state (fresh values, [N, H, d_k, d_v]).
+props::Case packed_case(const std::string& op, Format f, const std::vector<std::int64_t>& cu, std::uint64_t seed) {
+    props::Case c = make_case(op, f, {cu.back(), 2, 5, 3}, props::mixed_gates, seed, 16);
+    const auto n = static_cast<std::int64_t>(cu.size()) - 1;
+    Tensor s0(f, {n, 2, 5, 3});
+    for (std::int64_t i = 0; i < s0.numel(); ++i) s0.set_value(i, std::sin(0.3 + 0.7 * static_cast<double>(i)));
+    Tensor seqlens(Format::fp32, {n + 1});
+    for (std::int64_t i = 0; i <= n; ++i) seqlens.set_value(i, static_cast<double>(cu[static_cast<std::size_t>(i)]));
+    c.inputs.resize(5);
+    c.inputs.push_back(std::move(s0));
+    c.inputs.push_back(std::move(seqlens));
+    return c;
+}
+
+}  // namespace
+
+// Every built-in kernel cuts a packed call into separate calls with chunks
+// restarting at each sequence, so packed outputs equal the separate runs
+// bit for bit (the property varlen_packing only asks for the bound).
+TEST(GdnKernel, PackedCallEqualsSeparateCallsBitForBit) {
+    const std::vector<std::int64_t> cu{0, 7, 7, 40, 41};  // an empty sequence, one past a chunk, one token
+    for (const char* variant : {"simd", "scalar", "naive"})
+        for (const std::string& name : names(variant)) {
+            const KernelInfo& k = kernel(name);
+            const props::Case c = packed_case(k.op, k.in, cu, 5);
+            const std::vector<TensorView> in = c.views();
+            const std::vector<Tensor> packed = run_kernel(k, c.params, in);
+            ASSERT_EQ(packed[1].shape(), (std::vector<std::int64_t>{4, 2, 5, 3})) << name;
+            const std::vector<TensorView> packed_views{packed[0].view(), packed[1].view()};
+            for (std::size_t n = 0; n + 1 < cu.size(); ++n) {
+                const std::vector<Tensor> alone = run_kernel(k, c.params, delta_sequence_inputs(in, cu, n));
+                const std::vector<TensorView> got = delta_sequence_outputs(packed_views, cu, n);
+                for (std::size_t o = 0; o < 2; ++o)
+                    for (std::int64_t i = 0; i < alone[o].numel(); ++i)
+                        ASSERT_EQ(got[o].bits(i), alone[o].bits(i)) << name << " sequence " << n << " output " << o << " [" << i << "]";
+            }
+            // Without initial states (an empty placeholder): sequence 3 starts from zero.
+            std::vector<TensorView> no_state = in;
+            no_state[5] = TensorView::contiguous(nullptr, k.in, {0});
+            const std::vector<Tensor> zero = run_kernel(k, c.params, no_state);
+            std::vector<TensorView> seq = delta_sequence_inputs(in, cu, 3);
+            seq.resize(5);
+            const std::vector<Tensor> alone = run_kernel(k, c.params, seq);
+            EXPECT_EQ(zero[0].bits(zero[0].numel() - 1), alone[0].bits(alone[0].numel() - 1)) << name;
+        }
+}
+
+TEST(GdnKernel, MalformedCuSeqlensAreRejectedNamingTheEntry) {
+    const KernelInfo& k = kernel("cpu.simd.gdn.fp32");
+    for (const auto& [values, why] : std::vector<std::pair<std::vector<double>, std::string>>{
+             {{0, 9, 5, 12}, "entry 2 is smaller"}, {{0, 2.5, 12}, "entry 1"}, {{1, 12}, "must start at 0"},
+             {{0, 11}, "must start at 0 and end at T = 12"}, {{0, 13}, "entry 1"}}) {
+        props::Case c = packed_case("gdn", Format::fp32, {0, 12}, 3);
+        Tensor seqlens(Format::fp32, {static_cast<std::int64_t>(values.size())});
+        for (std::size_t i = 0; i < values.size(); ++i) seqlens.set_value(static_cast<std::int64_t>(i), values[i]);
+        c.inputs[6] = std::move(seqlens);
+        c.inputs[5] = Tensor(Format::fp32, {0});
+        try {
+            run_kernel(k, c.params, c.views());
+            ADD_FAILURE() << "accepted cu_seqlens " << testing::PrintToString(values);
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+        }
+    }
+}
+
+// The oracle's packed evaluation (delta_varlen) against the FP64 tier of each
+// sequence alone, and the packed bound against the per-sequence bound.
+TEST(GdnKernel, PackedOracleAndBoundAreThoseOfTheSequences) {
+    const std::vector<std::int64_t> cu{0, 3, 3, 20};
+    for (const char* op : {"gdn", "kda"}) {
+        const props::Case c = packed_case(op, Format::fp32, cu, 11);
+        const std::vector<TensorView> in = c.views();
+        const oracle::StructuredResult ex = oracle::evaluate_structured(op, c.params, in, {Format::fp32, Format::fp32});
+        ASSERT_EQ(ex.exact[1].size(), 3u * 2 * 5 * 3) << op;
+        const KernelInfo& k = kernel(std::string("cpu.simd.") + op + ".fp32");
+        const std::vector<std::vector<double>> bound =
+            oracle::find_structured_bound(op)(c.params, in, ex.exact, k.acc, {k.out, Format::fp32});
+        for (std::size_t n = 0; n + 1 < cu.size(); ++n) {
+            const std::vector<TensorView> seq = delta_sequence_inputs(in, cu, n);
+            const auto ref = fp64_reference(op, c.params, seq);
+            const oracle::DeltaBound b = oracle::delta_rule_bound(c.params, seq, ref.y, model_of(k));
+            const std::size_t y0 = static_cast<std::size_t>(cu[n] * 2 * 3), s0 = n * 2 * 5 * 3;
+            for (std::size_t i = 0; i < ref.y.size(); ++i) {
+                EXPECT_NEAR(ex.exact[0][y0 + i], ref.y[i], 1e-12) << op << " y " << n << " " << i;
+                EXPECT_NEAR(bound[0][y0 + i], b.y[i], 1e-3 * b.y[i]) << op << " bound y " << n << " " << i;
+            }
+            for (std::size_t i = 0; i < ref.state.size(); ++i)
+                EXPECT_NEAR(ex.exact[1][s0 + i], ref.state[i], 1e-12) << op << " state " << n << " " << i;
+        }
+    }
+}

@@ -28,6 +28,8 @@
 // ends at chunk * |g_min| = 88.7 in FP32; docs/gdn.md "finite-range envelope").
 #include "impls/cpu/gdn.hpp"
 
+#include "numerics/delta_varlen.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -67,7 +69,8 @@ bool packed(const TensorView& t) {
 }
 
 Geometry read_geometry(const KernelCall& c, Format f, bool per_channel) {
-    require(c.in.size() == 5 || c.in.size() == 6, "expects q, k, v, g, beta and an optional initial_state");
+    require(c.in.size() >= 5 && c.in.size() <= 7 && !delta_packed(c.in),
+            "expects q, k, v, g, beta and an optional initial_state of one sequence");
     require(c.out.size() == 2, "expects outputs y and state");
     const TensorView &q = c.in[0], &k = c.in[1], &v = c.in[2], &g = c.in[3], &beta = c.in[4];
     require(q.rank == 3 && k.rank == 3 && v.rank == 3, "q, k, v must have rank 3");
@@ -81,7 +84,7 @@ Geometry read_geometry(const KernelCall& c, Format f, bool per_channel) {
     require(g.numel() == geo.tokens * geo.heads * geo.gw, per_channel ? "g must be [T, H, d_k]" : "g must be [T, H]");
     require(beta.numel() == geo.tokens * geo.heads, "beta must be [T, H]");
     for (int i = 0; i < 5; ++i) require(c.in[i].format == f && packed(c.in[i]), "inputs must be packed, in the kernel's format");
-    geo.has_state = c.in.size() == 6;
+    geo.has_state = delta_input_given(c.in, kDeltaInitialState);
     if (geo.has_state) require(c.in[5].numel() == geo.heads * geo.dk * geo.dv, "initial_state must be [H, d_k, d_v]");
     require(c.out[0].numel() == geo.tokens * geo.heads * geo.dv && c.out[0].format == f && packed(c.out[0]),
             "y must be [T, H, d_v], packed, in the kernel's format");
@@ -573,13 +576,15 @@ void add_format(std::vector<KernelInfo>& reg, const std::string& op, bool per_ch
     reg.push_back(kernel_info(op, "simd", F, Format::fp32, Role::kernel,
                               "AVX2 8-lane float (register-tiled products, exp by a Cephes polynomial), scalar path "
                               "without AVX2; " + contract,
-                              [per_channel](const KernelCall& c) { simd_kernel<F>(c, per_channel); }));
+                              [per_channel](const KernelCall& c) { delta_per_sequence(c, [&](const KernelCall& s) { simd_kernel<F>(s, per_channel); }); }));
     reg.push_back(kernel_info(op, "scalar", F, Format::fp32, Role::kernel, "portable scalar (expf); " + contract,
-                              [per_channel](const KernelCall& c) { chunkwise<F, ScalarPath>(c, per_channel); }));
+                              [per_channel](const KernelCall& c) {
+                                  delta_per_sequence(c, [&](const KernelCall& s) { chunkwise<F, ScalarPath>(s, per_channel); });
+                              }));
     reg.push_back(kernel_info(op, "naive", F, Format::fp32, Role::baseline,
                               "the recurrence token by token (decay, delta update, readout), FP32 state and "
                               "arithmetic, expf per decay",
-                              [per_channel](const KernelCall& c) { recurrent<F>(c, per_channel); }));
+                              [per_channel](const KernelCall& c) { delta_per_sequence(c, [&](const KernelCall& s) { recurrent<F>(s, per_channel); }); }));
 }
 
 }  // namespace
@@ -589,6 +594,22 @@ void delta_exp_avx2(float* x, long n) { SimdPath::exp(x, n); }
 }  // namespace conform::cpu
 
 namespace conform {
+
+void delta_per_sequence(const KernelCall& call, const KernelFn& run, bool carry_state) {
+    if (!delta_packed(call.in)) return run(call);
+    cpu::require(call.in.size() >= 5 && call.out.size() == 2, "expects q, k, v, g, beta and outputs y, state");
+    const std::vector<std::int64_t> cu = delta_cu_seqlens(call.in, call.in[0].shape[0]);
+    const auto sequences = static_cast<std::int64_t>(cu.size()) - 1;
+    cpu::require(call.out[1].rank == 4 && call.out[1].shape[0] == sequences, "a packed call's state must be [N, H, d_k, d_v]");
+    for (std::size_t n = 0; n + 1 < cu.size(); ++n) {
+        std::vector<TensorView> in = delta_sequence_inputs(call.in, cu, n);
+        if (carry_state && n > 0) {
+            in.resize(kDeltaInitialState);
+            in.push_back(call.out[1].at_first(static_cast<std::int64_t>(n) - 1));
+        }
+        run(KernelCall{call.params, std::move(in), delta_sequence_outputs(call.out, cu, n)});
+    }
+}
 
 std::vector<KernelInfo> cpu_gdn_kernels() {
     std::vector<KernelInfo> r;

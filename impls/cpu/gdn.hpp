@@ -22,13 +22,21 @@ inline constexpr long kDeltaMaxChunk = 1024;
 void delta_exp_avx2(float* x, long n);
 }  // namespace cpu
 
+// A packed call (cu_seqlens, numerics/delta_varlen.hpp) run as one call of
+// `run` per sequence: chunks restart at every sequence's first token, and
+// sequence n starts from initial_state[n] (zero when not given).  With
+// `carry_state` (a mutant's bug) sequence n > 0 instead starts from the
+// final state of sequence n - 1.  An unpacked call goes to `run` as it is.
+void delta_per_sequence(const KernelCall& call, const KernelFn& run, bool carry_state = false);
+
 // ops "gdn" and "kda", formats fp32 and bf16 (every input in the kernel's
 // format except initial_state, which may be in any format; y in the
 // kernel's format, state in fp32):
 //   cpu.simd.<op>.<fmt>    AVX2 chunkwise kernel (scalar path without AVX2)
 //   cpu.scalar.<op>.<fmt>  the same chunkwise algorithm in portable scalar code
 //   cpu.naive.<op>.<fmt>   baseline: the plain recurrence, FP32 state
-// Param chunk (default 64, 1 .. kDeltaMaxChunk): tokens per chunk.
+// Param chunk (default 64, 1 .. kDeltaMaxChunk): tokens per chunk.  Packed
+// calls through delta_per_sequence.
 std::vector<KernelInfo> cpu_gdn_kernels();
 void register_cpu_gdn(Registry& r);  // adds cpu_gdn_kernels()
 

@@ -57,7 +57,7 @@ Problem read(const KernelCall& c, bool per_channel, Bug bug) {
     Problem p{q.shape[0], q.shape[1], q.shape[2], c.in.at(2).shape[2], per_channel ? q.shape[2] : 1,
               values(q), values(c.in.at(1)), values(c.in.at(2)), values(c.in.at(3)), values(c.in.at(4)), {}};
     p.s0.assign(static_cast<std::size_t>(p.heads * p.dk * p.dv), 0.0);
-    if (c.in.size() > 5 && bug != Bug::initial_state_dropped) {
+    if (c.in.size() > 5 && c.in[5].numel() > 0 && bug != Bug::initial_state_dropped) {
         const std::vector<double> s = values(c.in[5]);
         for (std::int64_t h = 0; h < p.heads; ++h)
             for (std::int64_t i = 0; i < p.dk; ++i)
@@ -209,7 +209,24 @@ void add(std::vector<KernelInfo>& v, const char* op, const char* bug_name, Bug b
          const char* what) {
     const bool per_channel = std::string(op) == "kda";
     KernelInfo k = mutant_info(op, bug_name, f, Format::fp64, bug_class, what,
-                               [f, per_channel, bug](const KernelCall& c) { run_mutant(f, per_channel, bug, c); });
+                               [f, per_channel, bug](const KernelCall& c) {
+                                   delta_per_sequence(c, [&](const KernelCall& s) { run_mutant(f, per_channel, bug, s); });
+                               });
+    k.out_formats = {f, Format::fp32};
+    v.push_back(std::move(k));
+}
+
+// Packed sequences sharing state: the correct scalar chunkwise kernel, but
+// each sequence after the first starts from the previous one's final state
+// instead of its own initial state (a varlen kernel that forgets to reset).
+void add_shared_state(std::vector<KernelInfo>& v, const std::string& op, Format f) {
+    KernelFn base;
+    for (const KernelInfo& k : cpu_gdn_kernels())
+        if (k.op == op && k.variant == "scalar" && k.in == f) base = k.fn;
+    KernelInfo k = mutant_info(op, "varlen_shared_state", f, Format::fp32, "3 state hand-off",
+                               "packed sequences (cu_seqlens) share the state: sequence n starts from the final state "
+                               "of sequence n - 1 instead of its own initial state",
+                               [base](const KernelCall& c) { delta_per_sequence(c, base, true); });
     k.out_formats = {f, Format::fp32};
     v.push_back(std::move(k));
 }
@@ -267,6 +284,8 @@ std::vector<KernelInfo> gdn_mutants() {
         "the recurrent state rounded to bf16 after every token");
     add(v, "kda", "bf16_state", Bug::bf16_state, F::bf16, "6 low-precision accumulation/storage",
         "the recurrent state rounded to bf16 after every token");
+    add_shared_state(v, "gdn", F::fp32);
+    add_shared_state(v, "kda", F::bf16);
     return v;
 }
 
