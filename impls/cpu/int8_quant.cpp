@@ -142,29 +142,36 @@ CONFORM_AVX2 inline void amax8(__m256 v, __m256& amax, __m256& bad) {
     amax = _mm256_max_ps(amax, a);
 }
 
+// Column maxima of x [T, C]: eight columns per register, vertically over the rows.
 template <Format F>
-CONFORM_AVX2 void channel_amax_avx2(const KernelCall& k, const SmoothCall& s, std::vector<double>& ax, std::vector<double>& aw) {
+CONFORM_AVX2 void column_amax_avx2(const TensorView& x, const SmoothCall& s, std::vector<double>& ax) {
     ax.assign(static_cast<std::size_t>(s.c), 0.0);
-    aw.assign(static_cast<std::size_t>(s.c), 0.0);
     const std::int64_t c8 = s.c / 8 * 8;
-    std::vector<float> cols(8);
-    for (std::int64_t j0 = 0; j0 < c8; j0 += 8) {  // vertical: eight columns of x over all rows
+    alignas(32) float lanes[8];
+    for (std::int64_t j0 = 0; j0 < c8; j0 += 8) {
         __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
-        for (std::int64_t i = 0; i < s.t; ++i) amax8(load8_as<F>(k.in[0].row<const storage_t<F>>(i) + j0), amax, bad);
-        _mm256_storeu_ps(cols.data(), amax);
+        for (std::int64_t i = 0; i < s.t; ++i) amax8(load8_as<F>(x.row<const storage_t<F>>(i) + j0), amax, bad);
+        _mm256_store_ps(lanes, amax);
         const int nonfinite = _mm256_movemask_ps(bad);
-        for (int l = 0; l < 8; ++l) ax[static_cast<std::size_t>(j0 + l)] = (nonfinite >> l) & 1 ? kNaN : cols[static_cast<std::size_t>(l)];
+        for (int l = 0; l < 8; ++l) ax[static_cast<std::size_t>(j0 + l)] = (nonfinite >> l) & 1 ? kNaN : lanes[l];
     }
     for (std::int64_t i = 0; i < s.t; ++i)
-        for (std::int64_t j = c8; j < s.c; ++j) amax_update(ax[static_cast<std::size_t>(j)], k.in[0].value(i * s.c + j));
+        for (std::int64_t j = c8; j < s.c; ++j) amax_update(ax[static_cast<std::size_t>(j)], x.value(i * s.c + j));
+}
+
+// Row maxima of w [C, N]: each row eight at a time, then across the lanes.
+template <Format F>
+CONFORM_AVX2 void row_amax_avx2(const TensorView& w, const SmoothCall& s, std::vector<double>& aw) {
+    aw.assign(static_cast<std::size_t>(s.c), 0.0);
     const std::int64_t n8 = s.n / 8 * 8;
-    for (std::int64_t j = 0; j < s.c; ++j) {  // horizontal: one row of w
+    alignas(32) float lanes[8];
+    for (std::int64_t j = 0; j < s.c; ++j) {
         __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
-        const storage_t<F>* row = k.in[1].row<const storage_t<F>>(j);
+        const storage_t<F>* row = w.row<const storage_t<F>>(j);
         for (std::int64_t p = 0; p < n8; p += 8) amax8(load8_as<F>(row + p), amax, bad);
-        _mm256_storeu_ps(cols.data(), amax);
-        double a = _mm256_movemask_ps(bad) ? kNaN : *std::max_element(cols.begin(), cols.end());
-        for (std::int64_t p = n8; p < s.n; ++p) amax_update(a, k.in[1].value(j * s.n + p));
+        _mm256_store_ps(lanes, amax);
+        double a = _mm256_movemask_ps(bad) ? kNaN : *std::max_element(lanes, lanes + 8);
+        for (std::int64_t p = n8; p < s.n; ++p) amax_update(a, w.value(j * s.n + p));
         aw[static_cast<std::size_t>(j)] = a;
     }
 }
@@ -215,7 +222,8 @@ void smooth_quant_simd(const KernelCall& k) {
     if (!has_avx2()) return smooth_quant_scalar(k);
     const SmoothCall s = read_smooth(k);
     std::vector<double> ax, aw, sd, rd;
-    channel_amax_avx2<F>(k, s, ax, aw);
+    column_amax_avx2<F>(k.in[0], s, ax);
+    row_amax_avx2<F>(k.in[1], s, aw);
     smoothing_factors(k, s, ax, aw, false, sd, rd);
     smooth_rows_avx2<F>(k, s, sd, rd);
 }
