@@ -239,7 +239,7 @@ int cmd_exhaustive(const Selection& s0, const std::string& out, int threads) {
     return ok ? 0 : 1;
 }
 
-int cmd_golden(bool regenerate, bool profiles, const std::string& dir_arg) {
+int cmd_golden(bool regenerate, bool profiles, const std::string& dir_arg, const Selection& sel0) {
     const std::filesystem::path dir = dir_arg.empty() ? golden::default_dir() : std::filesystem::path(dir_arg);
     int bad = 0;
     for (const auto& op : op_specs())
@@ -266,11 +266,12 @@ int cmd_golden(bool regenerate, bool profiles, const std::string& dir_arg) {
         golden::Profile probe;
         cfg.seed = probe.seed;
         cfg.cases = probe.cases;
-        for (const auto& k : builtin_registry().all()) {
-            if (k.role != Role::kernel) continue;
-            progress("profile " + k.name);
-            golden::write_profile(golden::profile_file(dir, k.name),
-                                  golden::profile_of(props::run_suite(k, cfg), cfg.seed, cfg.cases));
+        Selection sel = sel0;
+        sel.roles = {Role::kernel};
+        for (const KernelInfo* k : select(sel)) {
+            progress("profile " + k->name);
+            golden::write_profile(golden::profile_file(dir, k->name),
+                                  golden::profile_of(props::run_suite(*k, cfg), cfg.seed, cfg.cases));
         }
     }
     std::cout << (regenerate ? "golden vectors regenerated in " : "golden vectors checked in ") << dir.string()

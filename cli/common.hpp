@@ -46,6 +46,6 @@ int cmd_run(const Selection& s, std::uint64_t seed, int cases, const std::string
             const std::string& reproduce, bool mutants, bool exhaustive);
 int cmd_mutate(const Selection& s, std::uint64_t seed, int cases, const std::string& out);
 int cmd_exhaustive(const Selection& s, const std::string& out, int threads);
-int cmd_golden(bool regenerate, bool profiles, const std::string& dir);
+int cmd_golden(bool regenerate, bool profiles, const std::string& dir, const Selection& sel);
 
 }  // namespace conform::cli

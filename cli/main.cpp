@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
     golden->add_flag("--regenerate", regenerate, "rewrite the golden vectors from the oracle");
     golden->add_flag("--record-profiles", profiles, "re-record every kernel's error profile");
     golden->add_option("--dir", golden_dir, "golden directory (default: the source tree's golden/)");
+    add_selection(golden, sel);  // --record-profiles: only the selected kernels (default: every kernel)
 
     try {
         app.parse(argc, argv);
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
         if (*run) return cmd_run(sel, seed, cases, out, !no_baselines, reproduce, with_mutants, with_exhaustive);
         if (*mutate) return cmd_mutate(sel, seed, cases, mutate_out->count() ? out : "");
         if (*exh) return cmd_exhaustive(sel, exh_out->count() ? out : "", threads);
-        if (*golden) return cmd_golden(regenerate, profiles, golden_dir);
+        if (*golden) return cmd_golden(regenerate, profiles, golden_dir, sel);
     } catch (const UsageError& e) {
         std::cerr << "conform: " << e.what() << "\n";
         return 2;

@@ -50,6 +50,7 @@ const Registry& builtin_registry() {
         register_cpu_gdn(r);
         register_cpu_sinkhorn(r);
         register_cpu_int8(r);
+        register_cpu_int8_quant(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);

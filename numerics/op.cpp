@@ -52,6 +52,19 @@ std::vector<std::vector<std::int64_t>> int8_gemm_shapes(const std::vector<Tensor
     return {{in[0].shape[0], in[1].shape[1]}, {in[0].shape[0], in[1].shape[1]}};
 }
 
+// dequantize: y of q's shape.
+std::vector<std::vector<std::int64_t>> dequantize_shapes(const std::vector<TensorView>& in) {
+    if (in.size() != 2 || in[0].rank != 2) throw std::invalid_argument("dequantize: expects q [rows, cols] and scale");
+    return {{in[0].shape[0], in[0].shape[1]}};
+}
+
+// smooth_quant: xs [T, C], ws [C, N] and s [C] from x [T, C] and w [C, N].
+std::vector<std::vector<std::int64_t>> smooth_quant_shapes(const std::vector<TensorView>& in) {
+    if (in.size() != 2 || in[0].rank != 2 || in[1].rank != 2)
+        throw std::invalid_argument("smooth_quant: expects x [T, C] and w [C, N]");
+    return {{in[0].shape[0], in[0].shape[1]}, {in[1].shape[0], in[1].shape[1]}, {in[0].shape[1]}};
+}
+
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
@@ -133,6 +146,19 @@ std::vector<OpSpec> make_specs() {
                  "a [M, K], b [K, N] int8 codes (-128 allowed); scale_a [M] or [1], scale_b [N] or [1]: acc = a b "
                  "exactly (INT32: |acc| <= K 2^14), y = acc * scale_a[i] * scale_b[j]",
                  int8_gemm_shapes});
+    s.push_back({"dequantize", "int8", OpKind::structured, {"q", "scale"}, y,
+                 {{"axis", 0, "scale groups: 0 per tensor (scale [1]), 1 per token (scale [rows]), 2 per channel "
+                              "(scale [cols])"}},
+                 "q [rows, cols] int8 codes (-128 allowed): y = q * scale[group], the exact product rounded once "
+                 "into y's format; IEEE products for special scales (a NaN scale, or 0 * inf, gives NaN)",
+                 dequantize_shapes});
+    s.push_back({"smooth_quant", "int8", OpKind::structured, {"x", "w"}, {"xs", "ws", "s"},
+                 {{"alpha", 0.5, "migration strength in [0, 1]: s_j = max|x_j|^alpha / max|w_j|^(1 - alpha)"}},
+                 "x [T, C] activations, w [C, N] weights: s_j = max_t |x_tj|^alpha / max_k |w_jk|^(1 - alpha) "
+                 "(the exact real), xs = x diag(s)^-1, ws = diag(s) w, so xs ws = x w; a channel whose activation "
+                 "or weight maximum is 0 has s_j = 1; a NaN or infinity in column j of x or row j of w makes s_j "
+                 "NaN; s is stored [C]",
+                 smooth_quant_shapes});
     return s;
 }
 

@@ -202,6 +202,8 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "sinkhorn") return sinkhorn_bound;
     if (op == "quantize") return quantize_bound;
     if (op == "int8_gemm") return int8_gemm_bound;
+    if (op == "dequantize") return dequantize_bound;
+    if (op == "smooth_quant") return smooth_quant_bound;
     if (op == "rope") return rope_bound;
     if (op == "attention") return attention_bound_split;
     if (op == "gdn") return gdn_bound;

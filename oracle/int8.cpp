@@ -7,6 +7,7 @@
 
 #include "numerics/format.hpp"
 #include "numerics/round.hpp"
+#include "oracle/bound.hpp"    // gamma
 #include "oracle/softmax.hpp"  // ln
 
 namespace conform::oracle {
@@ -120,18 +121,68 @@ std::vector<Real> int8_dequant_outer(const std::vector<std::int64_t>& acc, std::
     return y;
 }
 
+namespace {
+
+// max |v| over `count` values `stride` apart; NaN when one is NaN or infinite.
+double amax_strided(const double* v, std::int64_t count, std::int64_t stride) {
+    double a = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+        const double e = v[i * stride];
+        if (!std::isfinite(e)) return NAN;
+        a = std::max(a, std::fabs(e));
+    }
+    return a;
+}
+
+// s_j from the channel maxima (the conventions of smooth_scales).
+Real smooth_scale(double ax, double aw, const Real& alpha) {
+    if (std::isnan(ax) || std::isnan(aw)) return Real(NAN);
+    if (ax == 0 || aw == 0) return Real(1);
+    return exp(alpha * ln(from_double(ax)) - (1 - alpha) * ln(from_double(aw)));
+}
+
+std::vector<double> values_of(const TensorView& t) {
+    std::vector<double> v(static_cast<std::size_t>(t.numel()));
+    for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = t.value(i);
+    return v;
+}
+
+// The codes of an int8 input (any format holding integers in [-128, 127]).
+std::vector<std::int8_t> int8_codes(const std::string& op, const TensorView& t, const char* name) {
+    std::vector<std::int8_t> v(static_cast<std::size_t>(t.numel()));
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        const double c = t.value(i);
+        if (c != std::floor(c) || c < -128 || c > 127)
+            throw std::invalid_argument(op + ": input '" + name + "' holds a non-int8 value " + std::to_string(c));
+        v[static_cast<std::size_t>(i)] = static_cast<std::int8_t>(c);
+    }
+    return v;
+}
+
+}  // namespace
+
 std::vector<Real> smooth_scales(const std::vector<double>& x, std::int64_t t, std::int64_t c,
                                 const std::vector<double>& w, std::int64_t n, const Real& alpha) {
     require_size("X", x.size(), t * c);
     require_size("W", w.size(), c * n);
-    std::vector<Real> s(static_cast<std::size_t>(c), Real(1));
-    for (std::int64_t j = 0; j < c; ++j) {
-        double ax = 0, aw = 0;
-        for (std::int64_t i = 0; i < t; ++i) ax = std::max(ax, std::fabs(x[static_cast<std::size_t>(i * c + j)]));
-        for (std::int64_t k = 0; k < n; ++k) aw = std::max(aw, std::fabs(w[static_cast<std::size_t>(j * n + k)]));
-        if (ax > 0 && aw > 0) s[static_cast<std::size_t>(j)] = exp(alpha * ln(from_double(ax)) - (1 - alpha) * ln(from_double(aw)));
-    }
+    std::vector<Real> s(static_cast<std::size_t>(c));
+    for (std::int64_t j = 0; j < c; ++j)
+        s[static_cast<std::size_t>(j)] = smooth_scale(amax_strided(x.data() + j, t, c), amax_strided(w.data() + j * n, n, 1), alpha);
     return s;
+}
+
+std::vector<double> column_amax(const TensorView& x) {
+    const std::vector<double> v = values_of(x);
+    std::vector<double> a(static_cast<std::size_t>(x.cols()));
+    for (std::int64_t j = 0; j < x.cols(); ++j) a[static_cast<std::size_t>(j)] = amax_strided(v.data() + j, x.rows(), x.cols());
+    return a;
+}
+
+std::vector<double> row_amax(const TensorView& w) {
+    const std::vector<double> v = values_of(w);
+    std::vector<double> a(static_cast<std::size_t>(w.rows()));
+    for (std::int64_t j = 0; j < w.rows(); ++j) a[static_cast<std::size_t>(j)] = amax_strided(v.data() + j * w.cols(), w.cols(), 1);
+    return a;
 }
 
 Smoothed smooth(const std::vector<double>& x, std::int64_t t, std::int64_t c, const std::vector<double>& w,
@@ -160,6 +211,12 @@ double static_scale(const Params& params) {
     if (!(s >= 0) || !std::isfinite(s))
         throw std::invalid_argument("quantize: parameter 'scale' must be finite and >= 0, is " + std::to_string(s));
     return decode(Format::fp32, encode(Format::fp32, s));
+}
+
+double smooth_alpha(const Params& params) {
+    const double a = params.get("alpha", 0.5);
+    if (!(a >= 0 && a <= 1)) throw std::invalid_argument("smooth_quant: parameter 'alpha' must be in [0, 1], is " + std::to_string(a));
+    return a;
 }
 
 OpOutputs eval_quantize(const Params& params, const std::vector<TensorView>& in) {
@@ -193,24 +250,44 @@ OpOutputs eval_int8_gemm(const Params&, const std::vector<TensorView>& in) {
     require_rank(op, "scale_b", in[3], 1);
     if (in[2].shape[0] != 1) require_dim(op, "scale_a", in[2], 0, m, "M of a, or 1");
     if (in[3].shape[0] != 1) require_dim(op, "scale_b", in[3], 0, n, "N of b, or 1");
-    auto codes = [&](const TensorView& t, const char* name) {
-        std::vector<std::int8_t> v(static_cast<std::size_t>(t.numel()));
-        for (std::int64_t i = 0; i < t.numel(); ++i) {
-            const double c = t.value(i);
-            if (c != std::floor(c) || c < -128 || c > 127)
-                throw std::invalid_argument(op + ": input '" + name + "' holds a non-int8 value " + std::to_string(c));
-            v[static_cast<std::size_t>(i)] = static_cast<std::int8_t>(c);
-        }
-        return v;
-    };
-    auto values = [](const TensorView& t) {
-        std::vector<double> v(static_cast<std::size_t>(t.numel()));
-        for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = t.value(i);
-        return v;
-    };
-    const auto acc = int8_matmul(codes(in[0], "a"), codes(in[1], "b"), m, k, n);
-    OpOutputs out{{"acc", "y"}, {{m, n}, {m, n}}, {{}, int8_dequant_outer(acc, m, n, values(in[2]), values(in[3]))}};
+    const auto acc = int8_matmul(int8_codes(op, in[0], "a"), int8_codes(op, in[1], "b"), m, k, n);
+    OpOutputs out{{"acc", "y"}, {{m, n}, {m, n}}, {{}, int8_dequant_outer(acc, m, n, values_of(in[2]), values_of(in[3]))}};
     for (std::int64_t v : acc) out.values[0].push_back(Real(v));
+    return out;
+}
+
+OpOutputs eval_dequantize(const Params& params, const std::vector<TensorView>& in) {
+    const std::string op = "dequantize";
+    if (in.size() != 2) throw std::invalid_argument(op + ": expects q and scale");
+    require_rank(op, "q", in[0], 2);
+    require_rank(op, "scale", in[1], 1);
+    const std::int64_t rows = in[0].shape[0], cols = in[0].shape[1];
+    const QuantAxis axis = quant_axis(params);
+    require_dim(op, "scale", in[1], 0, scale_count(axis, rows, cols), "the group count of axis");
+    const auto q = int8_codes(op, in[0], "q");
+    OpOutputs out{{"y"}, {{rows, cols}}, {{}}};
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j)
+            out.values[0].push_back(Real(static_cast<int>(q[static_cast<std::size_t>(i * cols + j)])) *
+                                    from_double(in[1].value(scale_index(axis, i, j))));
+    return out;
+}
+
+OpOutputs eval_smooth_quant(const Params& params, const std::vector<TensorView>& in) {
+    const std::string op = "smooth_quant";
+    if (in.size() != 2) throw std::invalid_argument(op + ": expects x and w");
+    require_rank(op, "x", in[0], 2);
+    require_rank(op, "w", in[1], 2);
+    const std::int64_t t = in[0].shape[0], c = in[0].shape[1], n = in[1].shape[1];
+    require_dim(op, "w", in[1], 0, c, "C of x");
+    const Real alpha = from_double(smooth_alpha(params));
+    const std::vector<double> ax = column_amax(in[0]), aw = row_amax(in[1]);
+    OpOutputs out{{"xs", "ws", "s"}, {{t, c}, {c, n}, {c}}, {{}, {}, {}}};
+    for (std::int64_t j = 0; j < c; ++j)
+        out.values[2].push_back(smooth_scale(ax[static_cast<std::size_t>(j)], aw[static_cast<std::size_t>(j)], alpha));
+    const std::vector<Real>& s = out.values[2];
+    for (std::int64_t i = 0; i < t * c; ++i) out.values[0].push_back(from_double(in[0].value(i)) / s[static_cast<std::size_t>(i % c)]);
+    for (std::int64_t i = 0; i < c * n; ++i) out.values[1].push_back(from_double(in[1].value(i)) * s[static_cast<std::size_t>(i / n)]);
     return out;
 }
 
@@ -232,6 +309,56 @@ std::vector<std::vector<double>> int8_gemm_bound(const Params&, const std::vecto
         y[i] = v * rel + 2 * eta + (narrower ? 0.5 * ulp_at(out[1], v * (1 + rel) + 2 * eta) : 0.0);
     }
     return {std::vector<double>(exact.at(0).size(), 0.0), y};
+}
+
+std::vector<std::vector<double>> dequantize_bound(const Params&, const std::vector<TensorView>& in,
+                                                  const std::vector<std::vector<double>>& exact, Format acc,
+                                                  const std::vector<Format>& out) {
+    constexpr int kProductBits = 7 + 24;  // |q| <= 128 = 2^7, an FP32 scale
+    const bool exact_product = info(acc).precision >= kProductBits;
+    const double u = unit_roundoff(acc), rel = exact_product ? 0.0 : (1 + u) * (1 + u) - 1, eta = 0.5 * ulp_at(acc, 0.0);
+    std::vector<double> b(exact.at(0).size());
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        const double y = std::fabs(exact[0][i]);
+        if (exact_product) {
+            b[i] = 0.5 * ulp_at(out.at(0), y);
+            continue;
+        }
+        b[i] = y * rel + (std::fabs(in[0].value(static_cast<std::int64_t>(i))) + 1) * eta;
+    }
+    return {b};
+}
+
+double smooth_scale_rel_error(double ax, double aw, double alpha, double u) {
+    if (!(ax > 0) || !(aw > 0)) return 0;  // s = 1 by convention: exact
+    const double e_libm = 2 * kLibmUlps * u;
+    // t = alpha ln ax - (1 - alpha) ln aw: each term through log, 1 - alpha,
+    // the product and the difference: (1 + e_libm)(1 + u)^3 <= 1 + gamma_8.
+    const double a = gamma(8, u) * (alpha * std::fabs(std::log(ax)) + (1 - alpha) * std::fabs(std::log(aw)));
+    return (1 + std::expm1(a)) * (1 + e_libm) - 1;  // exp(t^) = exp(t) e^(t^ - t), then exp's own error
+}
+
+std::vector<std::vector<double>> smooth_quant_bound(const Params& p, const std::vector<TensorView>& in,
+                                                    const std::vector<std::vector<double>>& exact, Format acc,
+                                                    const std::vector<Format>& out) {
+    const double u = unit_roundoff(acc), eta = 0.5 * ulp_at(acc, 0.0), alpha = smooth_alpha(p);
+    const std::vector<double> ax = column_amax(in.at(0)), aw = row_amax(in.at(1));
+    const std::int64_t c = in[0].cols(), n = in[1].cols();
+    std::vector<double> ds(ax.size());
+    for (std::size_t j = 0; j < ds.size(); ++j) ds[j] = smooth_scale_rel_error(ax[j], aw[j], alpha, u);
+    // One rounding of a value v known to rel and abs into format f.
+    auto rounded = [](Format f, double v, double rel, double abs) { return v * rel + abs + 0.5 * ulp_at(f, v * (1 + rel) + abs); };
+    std::vector<std::vector<double>> b(3);
+    for (std::size_t i = 0; i < exact.at(0).size(); ++i) {  // xs = x * fl(1 / s^): two roundings over 1 + delta_s
+        const double d = ds[i % static_cast<std::size_t>(c)];
+        b[0].push_back(rounded(out.at(0), std::fabs(exact[0][i]), (1 + u) * (1 + u) / (1 - d) - 1, 2 * eta));
+    }
+    for (std::size_t i = 0; i < exact.at(1).size(); ++i) {  // ws = w * s^: one rounding
+        const double d = ds[i / static_cast<std::size_t>(n)];
+        b[1].push_back(rounded(out.at(1), std::fabs(exact[1][i]), (1 + d) * (1 + u) - 1, eta));
+    }
+    for (std::size_t j = 0; j < exact.at(2).size(); ++j) b[2].push_back(rounded(out.at(2), std::fabs(exact[2][j]), ds[j], 0));
+    return b;
 }
 
 }  // namespace conform::oracle

@@ -64,7 +64,8 @@ std::vector<Real> int8_dequant_outer(const std::vector<std::int64_t>& acc, std::
 // weights (channel j of X meets row j of W),
 //     s_j = max_t |X_tj|^alpha / max_k |W_jk|^(1 - alpha),
 // and X W = (X diag(s)^-1)(diag(s) W) exactly.  A channel whose activation or
-// weight maximum is 0 gets s_j = 1 (nothing to balance).
+// weight maximum is 0 gets s_j = 1 (nothing to balance); a channel holding
+// a NaN or an infinity (in column j of X or row j of W) gets s_j = NaN.
 std::vector<Real> smooth_scales(const std::vector<double>& x, std::int64_t t, std::int64_t c,
                                 const std::vector<double>& w, std::int64_t n, const Real& alpha);
 
@@ -79,8 +80,14 @@ Smoothed smooth(const std::vector<double>& x, std::int64_t t, std::int64_t c, co
 //              (> 0: static) -> q [rows, cols], scale [rows, cols] (each element's group scale)
 //   int8_gemm  a [M, K], b [K, N] (int8), scale_a [M] or [1], scale_b [N] or [1]
 //              -> acc [M, N] (exact integers), y [M, N] = acc scale_a scale_b
+//   dequantize q [rows, cols] (int8), scale [1] / [rows] / [cols] by the
+//              param axis -> y [rows, cols] = q scale, exact (IEEE specials)
+//   smooth_quant x [T, C], w [C, N]; param alpha -> xs [T, C] = x diag(s)^-1,
+//              ws [C, N] = diag(s) w, s [C] (smooth_scales, exact reals)
 OpOutputs eval_quantize(const Params& params, const std::vector<TensorView>& in);
 OpOutputs eval_int8_gemm(const Params& params, const std::vector<TensorView>& in);
+OpOutputs eval_dequantize(const Params& params, const std::vector<TensorView>& in);
+OpOutputs eval_smooth_quant(const Params& params, const std::vector<TensorView>& in);
 
 // Bounds (find_structured_bound): quantize is exact (q and scale: bound 0);
 // int8_gemm's acc is exact and y = acc sa sb is three FP32 roundings (acc to
@@ -93,9 +100,36 @@ std::vector<std::vector<double>> int8_gemm_bound(const Params&, const std::vecto
                                                  const std::vector<std::vector<double>>& exact, Format acc,
                                                  const std::vector<Format>& out);
 
+// dequantize: y = q s is one product of an 8-bit code and an FP32 scale (at
+// most 7 + 24 significant bits).  In an accumulation format of >= 32 bits
+// (FP64) it is exact and the output rounding is the only one: |y^ - y| <=
+// 1/2 ulp_out(y) (correct rounding, up to the tie's direction, which the
+// correctly_rounded property checks).  In a narrower one (a naive FP16
+// baseline) the scale rounds into it and the product rounds: |y| ((1 + u)^2
+// - 1) + (|q| + 1) eta, the product's rounding being the output's.
+std::vector<std::vector<double>> dequantize_bound(const Params&, const std::vector<TensorView>& in,
+                                                  const std::vector<std::vector<double>>& exact, Format acc,
+                                                  const std::vector<Format>& out);
+// smooth_quant (docs/int8.md "Error budget"): s from log and exp in `acc`
+// (libm within kLibmUlps ulps), |s^ - s| <= |s| delta_s; xs = x * fl(1/s^)
+// and ws = w * s^ in acc, then one rounding into the output (s: FP32).
+inline constexpr double kLibmUlps = 2;
+std::vector<std::vector<double>> smooth_quant_bound(const Params&, const std::vector<TensorView>& in,
+                                                    const std::vector<std::vector<double>>& exact, Format acc,
+                                                    const std::vector<Format>& out);
+// delta_s of channel j: the relative error bound of s_j computed as
+// exp(alpha ln ax - (1 - alpha) ln aw) in a format of unit roundoff u.
+double smooth_scale_rel_error(double ax, double aw, double alpha, double u);
+
 // The axis and static scale of a quantize call (std::invalid_argument naming
 // the parameter otherwise); the static scale is rounded to FP32, 0 when absent.
 QuantAxis quant_axis(const Params& params);
 double static_scale(const Params& params);
+double smooth_alpha(const Params& params);  // in [0, 1], std::invalid_argument otherwise
+
+// Channel maxima of X [T, C] (per column) and W [C, N] (per row): NaN for a
+// channel holding a NaN or an infinity.
+std::vector<double> column_amax(const TensorView& x);
+std::vector<double> row_amax(const TensorView& w);
 
 }  // namespace conform::oracle

@@ -40,6 +40,8 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"sinkhorn", eval_sinkhorn},
         {"quantize", eval_quantize},
         {"int8_gemm", eval_int8_gemm},
+        {"dequantize", eval_dequantize},
+        {"smooth_quant", eval_smooth_quant},
     };
     return t;
 }

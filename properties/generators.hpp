@@ -83,5 +83,9 @@ rc::Gen<CaseSpec> gen_quantize_spec(Format fmt, GenOptions opt);  // properties/
 Case build_quantize_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_int8_gemm_spec(Format fmt, GenOptions opt);
 Case build_int8_gemm_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_dequantize_spec(Format fmt, GenOptions opt);  // properties/int8_quant.cpp
+Case build_dequantize_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_smooth_quant_spec(Format fmt, GenOptions opt);
+Case build_smooth_quant_case(const CaseSpec& spec);
 
 }  // namespace conform::props

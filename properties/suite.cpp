@@ -134,6 +134,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_gdn_properties(v);
         add_sinkhorn_properties(v);
         add_int8_properties(v);
+        add_int8_quant_properties(v);
         return v;
     }();
     return defs;

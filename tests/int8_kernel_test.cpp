@@ -1,17 +1,22 @@
 // INT8 GEMM kernels beyond the property suite: the AVX2 product equals the
 // scalar one bit for bit on ragged shapes (tails of the 4 x 16 blocks, odd K),
 // and throughput (b packed ahead of time, as weights are) at decode shapes and
-// M = 1024 beside an FP32 GEMM through Eigen (docs/int8.md "Measured"; reported, not gated: the machine is shared).
+// M = 1024 beside an FP32 GEMM through Eigen (docs/int8.md "Measured"; reported, not gated: the machine is shared);
+// SmoothQuant through the kernels (smooth_quant, quantize, int8_gemm) cutting the W8A8 error on outlier channels;
+// the simd dequantize and smooth_quant kernels equal the scalar ones bit for bit.
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <string>
 #include <random>
 #include <vector>
 
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/isa.hpp"
+#include "impls/registry.hpp"
 
 using namespace conform;
 
@@ -71,4 +76,114 @@ TEST(Int8Kernels, Throughput) {
         std::printf("M=%-5lld K=N=4096: int8 AVX2 %7.2f GOP/s, fp32 Eigen %7.2f GFLOP/s, ratio %.2f\n",
                     static_cast<long long>(m), ops / t8 / 1e9, ops / t32 / 1e9, t32 / t8);
     }
+}
+
+namespace {
+
+// X W through the registered kernels: smooth_quant (alpha; none when
+// `smoothing` is empty), per-token quantize of the activations, per-channel
+// quantize of the weights, int8_gemm; the relative Frobenius error against X W
+// in double (exact to far below the INT8 error).
+double w8a8_error(const Tensor& x, const Tensor& w, const std::string& smoothing, double alpha) {
+    const Registry& reg = builtin_registry();
+    Tensor xs = x, ws = w;
+    if (!smoothing.empty()) {
+        auto out = run_kernel(*reg.find(smoothing), Params({{"alpha", alpha}}), {x.view(), w.view()});
+        xs = std::move(out[0]), ws = std::move(out[1]);
+    }
+    const auto qx = run_kernel(*reg.find("cpu.simd.quantize.fp32"), Params({{"axis", 1}}), {xs.view()});
+    const auto qw = run_kernel(*reg.find("cpu.simd.quantize.fp32"), Params({{"axis", 2}}), {ws.view()});
+    const std::int64_t t = x.shape()[0], c = x.shape()[1], n = w.shape()[1];
+    Tensor sa(Format::fp32, {t}), sb(Format::fp32, {n});  // the group scales (stored broadcast by quantize)
+    for (std::int64_t i = 0; i < t; ++i) sa.set_value(i, qx[1].value(i * c));
+    for (std::int64_t j = 0; j < n; ++j) sb.set_value(j, qw[1].value(j));
+    const auto y = run_kernel(*reg.find("cpu.simd.int8_gemm.fp32"), Params(), {qx[0].view(), qw[0].view(), sa.view(), sb.view()});
+    double err = 0, ref = 0;
+    for (std::int64_t i = 0; i < t; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+            double exact = 0;
+            for (std::int64_t k = 0; k < c; ++k) exact += x.value(i * c + k) * w.value(k * n + j);
+            err += std::pow(y[1].value(i * n + j) - exact, 2);
+            ref += exact * exact;
+        }
+    return std::sqrt(err / ref);
+}
+
+}  // namespace
+
+// SmoothQuant through the kernels (docs/int8.md "SmoothQuant, measured"):
+// activations N(0, 1) with four outlier channels (x20, x50, x100, x200),
+// weights N(0, 0.05^2); W8A8 error plain, smoothed for alpha in [0, 1], and
+// with the inverted-scale mutant.
+TEST(Int8Kernels, SmoothQuantCutsW8A8ErrorOnOutlierChannels) {
+    const std::int64_t T = 64, C = 256, N = 128;
+    std::mt19937_64 g(5);
+    std::normal_distribution<double> d;
+    Tensor x(Format::fp32, {T, C}), w(Format::fp32, {C, N});
+    const std::int64_t outliers[] = {3, 77, 150, 201};
+    const double gains[] = {20, 50, 100, 200};
+    for (std::int64_t i = 0; i < T; ++i)
+        for (std::int64_t j = 0; j < C; ++j) x.set_value(i * C + j, d(g));
+    for (int o = 0; o < 4; ++o)
+        for (std::int64_t i = 0; i < T; ++i) x.set_value(i * C + outliers[o], x.value(i * C + outliers[o]) * gains[o]);
+    for (std::int64_t i = 0; i < C * N; ++i) w.set_value(i, 0.05 * d(g));
+    const double plain = w8a8_error(x, w, "", 0);
+    std::printf("W8A8 relative error, plain: %.4g\n", plain);
+    double at_half = 0;
+    for (double alpha : {0.0, 0.25, 0.5, 0.75, 0.85, 1.0}) {
+        const double e = w8a8_error(x, w, "cpu.simd.smooth_quant.fp32", alpha);
+        std::printf("  smoothed, alpha %.2f: %.4g\n", alpha, e);
+        if (alpha == 0.5) at_half = e;
+    }
+    const double inverted = w8a8_error(x, w, "mutant.smooth_quant.scale_inverted.fp32", 0.5);
+    std::printf("  inverted scale (mutant), alpha 0.50: %.4g\n", inverted);
+    EXPECT_LT(at_half, plain / 2);
+    EXPECT_GT(inverted, plain);
+}
+
+namespace {
+
+void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::string& what) {
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t o = 0; o < a.size(); ++o)
+        for (std::int64_t i = 0; i < a[o].numel(); ++i)
+            ASSERT_EQ(a[o].bits(i), b[o].bits(i)) << what << ": output " << o << ", element " << i;
+}
+
+}  // namespace
+
+// The simd dequantize and smooth_quant kernels compute the scalar kernels'
+// doubles and round them the same way (fp16/bf16 through round-to-odd floats):
+// bit for bit equal on the vector blocks and their tails, NaN channels included.
+TEST(Int8Kernels, DequantizeAndSmoothQuantSimdEqualScalar) {
+    if (!cpu::has_avx2()) GTEST_SKIP() << "no AVX2";
+    const Registry& reg = builtin_registry();
+    std::mt19937_64 g(33);
+    std::normal_distribution<double> d;
+    for (const char* out : {"fp32", "fp16"})
+        for (int axis : {0, 1, 2})
+            for (std::int64_t cols : {1, 7, 8, 9, 17, 40}) {
+                const std::int64_t rows = 3, groups = axis == 0 ? 1 : axis == 1 ? rows : cols;
+                Tensor q(Format::int8, {rows, cols}), s(Format::fp32, {groups});
+                for (std::int64_t i = 0; i < q.numel(); ++i) q.set_value(i, static_cast<int>(g() % 256) - 128);
+                for (std::int64_t i = 0; i < groups; ++i) s.set_value(i, std::ldexp(1 + d(g) * d(g), -30 + static_cast<int>(g() % 40)));
+                const Params p({{"axis", double(axis)}});
+                const std::string tail = std::string(".") + out;
+                expect_same_bits(run_kernel(*reg.find("cpu.simd.dequantize" + tail), p, {q.view(), s.view()}),
+                                 run_kernel(*reg.find("cpu.scalar.dequantize" + tail), p, {q.view(), s.view()}),
+                                 "dequantize" + tail + " axis " + std::to_string(axis));
+            }
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16})
+        for (std::int64_t c : {1, 7, 8, 9, 17})
+            for (std::int64_t n : {1, 8, 9, 23}) {
+                Tensor x(f, {5, c}), w(f, {c, n});
+                for (std::int64_t i = 0; i < x.numel(); ++i) x.set_value(i, d(g) * (i % c == 0 ? 40 : 1));
+                for (std::int64_t i = 0; i < w.numel(); ++i) w.set_value(i, 0.05 * d(g));
+                if (c > 8) x.set_value(8, NAN);  // a non-finite channel in the vector block
+                const Params p({{"alpha", 0.85}});
+                const std::string tail = std::string(".") + name(f);
+                expect_same_bits(run_kernel(*reg.find("cpu.simd.smooth_quant" + tail), p, {x.view(), w.view()}),
+                                 run_kernel(*reg.find("cpu.scalar.smooth_quant" + tail), p, {x.view(), w.view()}),
+                                 "smooth_quant" + tail + " C " + std::to_string(c) + " N " + std::to_string(n));
+            }
 }

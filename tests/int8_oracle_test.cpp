@@ -2,7 +2,8 @@
 // tie vectors (k + 1/2) s, saturation to [-127, 127], monotonicity, the
 // quantization error of a round trip, per-token isolation of an outlier, the
 // exact integer GEMM (all operands -128, K = 65536), dequantization by the
-// outer product of scales, and SmoothQuant's identity and its benefit on
+// outer product of scales, dequantize and smooth_quant through their registry
+// evaluators (specials, the zero-channel convention), and SmoothQuant's identity and its benefit on
 // activations with outlier channels.
 #include <gtest/gtest.h>
 
@@ -182,4 +183,72 @@ TEST(Int8Oracle, SmoothingReducesInt8ErrorOnOutlierChannels) {
     std::printf("W8A8 relative error (Frobenius) with two x50 outlier channels: plain %.4g, smoothed (alpha 0.5) %.4g\n",
                 plain, smoothed);
     EXPECT_LT(smoothed, plain / 2);
+}
+
+namespace {
+
+Tensor tensor_of(Format f, std::vector<std::int64_t> shape, const std::vector<double>& v) {
+    Tensor t(f, std::move(shape));
+    for (std::size_t i = 0; i < v.size(); ++i) t.set_value(static_cast<std::int64_t>(i), v[i]);
+    return t;
+}
+
+}  // namespace
+
+// dequantize's registry evaluator: q s per group by hand, IEEE specials (a
+// NaN scale poisons its group, code 0 included; 0 inf is NaN), a scale of
+// the wrong length named in the error.
+TEST(Int8Oracle, DequantizeByHandAndSpecialScales) {
+    oracle::PrecisionScope scope(128);
+    const Tensor q = tensor_of(Format::int8, {2, 3}, {-128, 0, 3, 127, -1, 0});
+    const Tensor per_token = tensor_of(Format::fp32, {2}, {0.5, NAN});
+    auto y = oracle::eval_dequantize(Params({{"axis", 1}}), {q.view(), per_token.view()}).values[0];
+    EXPECT_EQ(oracle::to_double(y[0]), -64);
+    EXPECT_EQ(oracle::to_double(y[2]), 1.5);
+    for (int i = 3; i < 6; ++i) EXPECT_TRUE(std::isnan(oracle::to_double(y[static_cast<std::size_t>(i)])));
+    const Tensor per_channel = tensor_of(Format::fp32, {3}, {INFINITY, INFINITY, 0x1p-149});
+    y = oracle::eval_dequantize(Params({{"axis", 2}}), {q.view(), per_channel.view()}).values[0];
+    EXPECT_EQ(oracle::to_double(y[0]), -INFINITY);
+    EXPECT_TRUE(std::isnan(oracle::to_double(y[1])));        // 0 * inf
+    EXPECT_EQ(oracle::to_double(y[2]), 3 * 0x1p-149);        // exact below FP32's subnormals
+    EXPECT_THROW(oracle::eval_dequantize(Params({{"axis", 1}}), {q.view(), per_channel.view()}), std::invalid_argument);
+}
+
+// smooth_quant's registry evaluator: s_j by hand for alpha 1 (max|x_j|) and
+// 0 (1 / max|w_j|), the zero-channel convention s = 1, a NaN channel, and
+// xs ws = x w to the working precision (the identity, in exact arithmetic).
+TEST(Int8Oracle, SmoothQuantEvaluatorConventionsAndIdentity) {
+    oracle::PrecisionScope scope(256);
+    // x [2, 3]: column maxima 4, 0, 2; w [3, 2]: row maxima 8, 1, 0.5.
+    const Tensor x = tensor_of(Format::fp32, {2, 3}, {4, 0, -2, -1, 0, 1});
+    const Tensor w = tensor_of(Format::fp32, {3, 2}, {8, -1, 1, 0.5, 0.25, -0.5});
+    auto s_of = [&](double alpha) { return oracle::eval_smooth_quant(Params({{"alpha", alpha}}), {x.view(), w.view()}).values[2]; };
+    const auto s1 = s_of(1), s0 = s_of(0);
+    EXPECT_EQ(oracle::to_double(s1[0]), 4);
+    EXPECT_EQ(oracle::to_double(s1[1]), 1);  // zero activation channel
+    EXPECT_EQ(oracle::to_double(s0[0]), 0.125);
+    EXPECT_EQ(oracle::to_double(s0[2]), 2);
+    const Tensor xn = tensor_of(Format::fp32, {2, 3}, {4, 0, -2, -1, NAN, 1});
+    const auto out = oracle::eval_smooth_quant(Params(), {xn.view(), w.view()});
+    EXPECT_TRUE(std::isnan(oracle::to_double(out.values[2][1])));
+    EXPECT_TRUE(std::isnan(oracle::to_double(out.values[0][1])));   // xs[0, 1] = 0 / NaN
+    EXPECT_TRUE(std::isnan(oracle::to_double(out.values[1][2])));   // ws[1, 0]
+    EXPECT_FALSE(std::isnan(oracle::to_double(out.values[1][0])));  // other channels unaffected
+    std::mt19937_64 g(6);
+    const std::int64_t T = 4, C = 9, N = 5;
+    const auto xr = normal(g, T * C), wr = normal(g, C * N);
+    const Tensor xt = tensor_of(Format::fp32, {T, C}, xr), wt = tensor_of(Format::fp32, {C, N}, wr);
+    for (double alpha : {0.0, 0.5, 0.85, 1.0}) {
+        const auto sm = oracle::eval_smooth_quant(Params({{"alpha", alpha}}), {xt.view(), wt.view()});
+        for (std::int64_t i = 0; i < T; ++i)
+            for (std::int64_t j = 0; j < N; ++j) {
+                Real p(0), q(0);
+                for (std::int64_t k = 0; k < C; ++k) {
+                    p += Real(xr[static_cast<std::size_t>(i * C + k)]) * Real(wr[static_cast<std::size_t>(k * N + j)]);
+                    q += sm.values[0][static_cast<std::size_t>(i * C + k)] * sm.values[1][static_cast<std::size_t>(k * N + j)];
+                }
+                EXPECT_LE(oracle::abs(p - q), pow(Real(2), -240) * (1 + oracle::abs(p))) << alpha;
+            }
+    }
+    EXPECT_THROW(oracle::eval_smooth_quant(Params({{"alpha", 1.5}}), {x.view(), w.view()}), std::invalid_argument);
 }

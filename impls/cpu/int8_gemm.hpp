@@ -10,7 +10,8 @@
 
 namespace conform {
 
-void register_cpu_int8(Registry& r);      // impls/cpu/int8_gemm.cpp
+void register_cpu_int8(Registry& r);        // impls/cpu/int8_gemm.cpp
+void register_cpu_int8_quant(Registry& r);  // impls/cpu/int8_quant.cpp: dequantize, smooth_quant
 void register_mutants_int8(Registry& r);  // impls/mutants/int8.cpp
 
 namespace cpu {
@@ -55,6 +56,14 @@ void int8_matmul_avx2_packed(const std::int8_t* a, const PackedInt8B& b, std::in
 // or the scalar loop (with any flaws), then y = acc * scale_a[i] * scale_b[j]
 // in double (no intermediate overflow), rounded once into y's format.
 void int8_gemm_call(const KernelCall& c, bool simd, const GemmFlaws& flaws = {});
+
+// The dequantize op (q, scale -> y = q scale, one rounding), scalar;
+// `wrong_axis` is the mutant's broadcast of the scale vector along the other axis.
+void dequantize_scalar(const KernelCall& c, bool wrong_axis = false);
+
+// The smooth_quant op (x, w -> xs, ws, s), scalar double arithmetic;
+// `inverted` is the mutant's s_j = max|w_j|^(1 - alpha) / max|x_j|^alpha.
+void smooth_quant_scalar(const KernelCall& c, bool inverted = false);
 
 }  // namespace cpu
 }  // namespace conform

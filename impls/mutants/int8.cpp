@@ -24,6 +24,14 @@ void add_gemm(Registry& r, const char* bug, const char* bug_class, const char* w
     r.add(std::move(k));
 }
 
+// A mutant with the kernel's own formats (in, out, and per output).
+void add_as(Registry& r, KernelInfo k, const KernelInfo& like) {
+    k.in = like.in;
+    k.out = like.out;
+    k.out_formats = like.out_formats;
+    r.add(std::move(k));
+}
+
 }  // namespace
 
 void register_mutants_int8(Registry& r) {
@@ -43,6 +51,16 @@ void register_mutants_int8(Registry& r) {
              {.maddubs = true});
     add_gemm(r, "scale_a_tensor", "14 reduction axis/granularity", "per-token scales of a read as one per-tensor scale",
              {.scale_a_tensor = true});
+    add_as(r,
+           mutant_info("dequantize", "scale_wrong_axis", Format::fp32, Format::fp64, "14 reduction axis/granularity",
+                       "the scale vector broadcast along the other axis (numpy's q * s for q * s[:, None])",
+                       [](const KernelCall& c) { cpu::dequantize_scalar(c, true); }),
+           *r.find("cpu.scalar.dequantize.fp32"));
+    add_as(r,
+           mutant_info("smooth_quant", "scale_inverted", Format::fp32, Format::fp64, "9 scale/offset convention",
+                       "smoothing scale inverted: s_j = max|w_j|^(1 - alpha) / max|x_j|^alpha",
+                       [](const KernelCall& c) { cpu::smooth_quant_scalar(c, true); }),
+           *r.find("cpu.scalar.smooth_quant.fp32"));
 }
 
 }  // namespace conform

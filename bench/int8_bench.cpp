@@ -1,0 +1,97 @@
+// Throughput of the INT8 GEMM (docs/int8.md "Benchmarks"): the AVX2 kernel
+// (vpmaddwd into INT32, b packed ahead of time as weights are) at
+// 4096 x 4096 x 4096 and at decode shapes M = 1, 2, 4, 8, 16 (K = N = 4096),
+// as OP/s (2 M N K per call) and as the ratio to an FP32 GEMM through Eigen on
+// the same shape in the same run: each shape runs `fp32_eigen/...` first and
+// `int8_avx2/...` reads its rate (counter vs_fp32_eigen).  One thread each.
+// Run: ./bench/int8_bench --benchmark_min_time=0.5
+#include <Eigen/Dense>
+
+#include <ctime>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.hpp"
+#include "impls/cpu/int8_gemm.hpp"
+#include "impls/cpu/isa.hpp"
+
+namespace {
+
+constexpr std::int64_t kK = 4096, kN = 4096;
+
+std::vector<std::int8_t> random_codes(std::int64_t count, unsigned seed) {
+    std::mt19937 g(seed);
+    std::vector<std::int8_t> v(static_cast<std::size_t>(count));
+    for (auto& c : v) c = static_cast<std::int8_t>(static_cast<int>(g() % 255) - 127);
+    return v;
+}
+
+const conform::cpu::PackedInt8B& packed_weights() {  // built once, as weights are
+    static const conform::cpu::PackedInt8B b = conform::cpu::pack_int8_b(random_codes(kK * kN, 2).data(), kK, kN);
+    return b;
+}
+
+const Eigen::MatrixXf& fp32_weights() {
+    static const Eigen::MatrixXf b = Eigen::MatrixXf::Random(kK, kN);
+    return b;
+}
+
+std::map<std::int64_t, double>& fp32_rate() {  // OP/s of the Eigen GEMM per M, this run
+    static std::map<std::int64_t, double> r;
+    return r;
+}
+
+double thread_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Runs `call` under the state's loop; returns the operations per second of
+// CPU time (as the OP/s counter reports them: on a loaded machine the wall
+// clock also counts the time other processes held the core).
+template <class F>
+double timed(benchmark::State& state, std::int64_t m, F&& call) {
+    const double t0 = thread_cpu_seconds();
+    for (auto _ : state) call();
+    const double s = thread_cpu_seconds() - t0;
+    const double ops = 2.0 * static_cast<double>(m) * kK * kN;
+    state.counters["OP/s"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+    return ops * static_cast<double>(state.iterations()) / s;
+}
+
+void fp32_eigen(benchmark::State& state) {
+    const std::int64_t m = state.range(0);
+    const Eigen::MatrixXf a = Eigen::MatrixXf::Random(m, kK);
+    Eigen::MatrixXf c(m, kN);
+    fp32_rate()[m] = timed(state, m, [&] {
+        c.noalias() = a * fp32_weights();
+        benchmark::DoNotOptimize(c.data());
+    });
+}
+
+void int8_avx2(benchmark::State& state) {
+    if (!conform::cpu::has_avx2()) return state.SkipWithError("no AVX2");
+    const std::int64_t m = state.range(0);
+    const auto a = random_codes(m * kK, 3);
+    std::vector<std::int32_t> acc(static_cast<std::size_t>(m * kN));
+    const double rate = timed(state, m, [&] {
+        conform::cpu::int8_matmul_avx2_packed(a.data(), packed_weights(), acc.data(), m);
+        benchmark::DoNotOptimize(acc.data());
+    });
+    if (fp32_rate().count(m)) state.counters["vs_fp32_eigen"] = rate / fp32_rate()[m];
+}
+
+const int registered = [] {
+    for (std::int64_t m : {1, 2, 4, 8, 16, 4096}) {
+        const std::string shape = "/M=" + std::to_string(m) + "/K=4096/N=4096";
+        auto* f = benchmark::RegisterBenchmark(("fp32_eigen" + shape).c_str(), fp32_eigen)->Arg(m)->Unit(benchmark::kMillisecond);
+        auto* i = benchmark::RegisterBenchmark(("int8_avx2" + shape).c_str(), int8_avx2)->Arg(m)->Unit(benchmark::kMillisecond);
+        if (m > 16) f->Iterations(1), i->Iterations(1);  // seconds per call
+    }
+    return 0;
+}();
+
+}  // namespace
