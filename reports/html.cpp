@@ -289,6 +289,13 @@ std::string exhaustive(const RunReport& r) {
     return "<h2>Exhaustive sweeps</h2>\n" + html_table(detail::exhaustive_table(r.exhaustive), classes);
 }
 
+std::string not_provided(const RunReport& r) {
+    if (r.not_provided.empty()) return "";
+    return "<h2>Not provided</h2>\n<p>Asked of a backend that cannot run them on this machine: not checked, so "
+           "neither a pass nor a failure.</p>\n" +
+           html_table(detail::not_provided_table(r.not_provided), std::vector<std::string>(r.not_provided.size(), "muted"));
+}
+
 std::string mutation(const RunReport& r) {
     if (r.mutants.empty()) return "";
     std::vector<std::string> classes;
@@ -329,7 +336,7 @@ std::string to_html(const RunReport& r) {
     auto groups = detail::group_kernels(r);
     body += contents(groups);
     for (std::size_t i = 0; i < groups.size(); ++i) body += kernel_section(groups[i], i, r);
-    body += attention(r) + exhaustive(r) + mutation(r);
+    body += not_provided(r) + attention(r) + exhaustive(r) + mutation(r);
     return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                        "<title>conform report: {}</title>\n<style>{}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
                        r.passed() ? "PASSED" : "FAILED", kStyle, body);

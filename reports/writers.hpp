@@ -42,6 +42,7 @@ struct Summary {
     int baselines = 0;         // role "baseline" entries (never gated)
     int mutants_killed = 0, mutants_total = 0;
     int exhaustive_passed = 0, exhaustive_total = 0;
+    int not_provided = 0;      // (op, format) pairs a backend cannot run here
     bool passed = false;       // RunReport::passed()
     bool complete = true;
 };
@@ -73,6 +74,7 @@ std::vector<std::string> kernel_columns();
 std::vector<std::string> kernel_cells(const KernelReport&);
 Table exhaustive_table(const std::vector<ExhaustiveResult>&);
 Table mutant_table(const std::vector<MutantResult>&);
+Table not_provided_table(const std::vector<NotProvided>&);
 Table metadata_table(const RunReport&);
 std::string kill_rate(const RunReport&);  // "kill rate: K/N"
 

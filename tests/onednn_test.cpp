@@ -1,0 +1,171 @@
+// oneDNN as a validated third-party library (docs/onednn.md): every provided
+// oneDNN kernel gets the full property suite and must show exactly the
+// verdict recorded here -- all properties pass, or precisely the listed ones
+// fail (a finding about oneDNN 2.6.3, documented with its evidence); every
+// wanted (op, format) is either a kernel or "not provided" with a reason,
+// and the report never turns "not provided" into a pass.
+// Built only with oneDNN (CONFORM_WITH_ONEDNN).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "impls/onednn/onednn.hpp"
+#include "properties/suite.hpp"
+#include "reports/writers.hpp"
+
+namespace conform {
+namespace {
+
+const BackendRegistry& dnnl() { return onednn_registry(); }
+
+// The verdict of each kernel oneDNN provides on an AVX2 machine: the
+// properties that must fail (empty: every property passes).  Measured with
+// the seed and case count below; docs/onednn.md explains each finding.
+struct Expected {
+    std::string kernel;
+    std::set<std::string> failing;
+};
+
+const std::vector<Expected>& expected() {
+    static const std::vector<Expected> e = {
+        {"onednn.softmax.fp32", {}},
+        {"onednn.layer_norm.fp32", {}},
+        {"onednn.silu.fp32", {}},
+        {"onednn.gelu_erf.fp32", {}},
+        {"onednn.gelu_tanh.fp32", {}},
+        {"onednn.sigmoid.fp32", {}},
+        {"onednn.softplus.fp32", {}},
+        {"onednn.int8_gemm.fp32", {}},
+    };
+    return e;
+}
+
+props::RunConfig config() {
+    props::RunConfig cfg;
+    cfg.seed = 1;
+    cfg.cases = 20;  // the loaded 2-core CI machine: a few seconds per kernel
+    return cfg;
+}
+
+class OnednnKernel : public ::testing::TestWithParam<Expected> {};
+
+TEST_P(OnednnKernel, HasItsRecordedVerdict) {
+    const Expected& e = GetParam();
+    const KernelInfo* k = dnnl().kernels.find(e.kernel);
+    if (!k) GTEST_SKIP() << e.kernel << " is not provided on this machine";
+    const report::KernelReport r = props::run_suite(*k, config());
+    ASSERT_FALSE(r.properties.empty());
+    std::set<std::string> failed;
+    for (const auto& p : r.properties)
+        if (!p.passed) failed.insert(p.name);
+    for (const auto& p : r.properties)
+        EXPECT_EQ(failed.count(p.name) > 0, e.failing.count(p.name) > 0)
+            << e.kernel << " / " << p.name << (p.passed ? ": passed, recorded as failing" : ": " + p.message);
+    EXPECT_EQ(r.passed, e.failing.empty());
+}
+
+std::string param_name(const ::testing::TestParamInfo<Expected>& info) {
+    std::string s = info.param.kernel;
+    for (char& c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Onednn, OnednnKernel, ::testing::ValuesIn(expected()), param_name);
+
+// Every wanted entry ends up exactly once: a kernel, or not provided with a reason.
+TEST(Onednn, EveryWantedEntryIsAKernelOrNotProvided) {
+    for (const auto& w : onednn::wanted()) {
+        const std::string n = onednn::kernel_name(w.op, w.format);
+        int found = dnnl().kernels.find(n) ? 1 : 0;
+        for (const auto& np : dnnl().not_provided)
+            if (np.kernel == n) {
+                ++found;
+                EXPECT_FALSE(np.reason.empty()) << n;
+            }
+        EXPECT_EQ(found, 1) << n;
+    }
+}
+
+// What oneDNN 2.6 lacks everywhere, and what this conform lacks to check.
+TEST(Onednn, RmsNormAndBf16MatmulAreNotProvided) {
+    for (const char* n : {"onednn.rms_norm.fp32", "onednn.rms_norm.fp16", "onednn.rms_norm.bf16", "onednn.matmul.bf16"}) {
+        EXPECT_EQ(dnnl().kernels.find(n), nullptr) << n;
+        bool listed = false;
+        for (const auto& np : dnnl().not_provided) listed = listed || np.kernel == n;
+        EXPECT_TRUE(listed) << n;
+    }
+}
+
+// The 16-bit formats on a CPU without AVX-512: creating the primitive fails,
+// and the entry says so instead of passing.
+TEST(Onednn, SixteenBitFormatsFollowTheIsa) {
+    const bool avx512 = dnnl().library.find("avx512") != std::string::npos;
+    if (avx512) GTEST_SKIP() << dnnl().library << ": bf16 may be provided here";
+    for (const auto& np : dnnl().not_provided) {
+        if (np.op != "softmax" && np.op != "layer_norm" && np.op != "silu") continue;
+        EXPECT_NE(np.reason.find("no implementation"), std::string::npos) << np.kernel << ": " << np.reason;
+    }
+    EXPECT_EQ(dnnl().kernels.find("onednn.softmax.bf16"), nullptr);
+    EXPECT_EQ(dnnl().kernels.find("onednn.softmax.fp16"), nullptr);
+}
+
+// The fact behind the declared convention masked_row = nan: oneDNN's softmax
+// of an all -inf row is NaN (and an ordinary row beside it is untouched).
+TEST(Onednn, SoftmaxOfAnAllMinusInfRowIsNan) {
+    const KernelInfo* k = dnnl().kernels.find("onednn.softmax.fp32");
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->conventions.at("masked_row"), "nan");
+    Tensor x(Format::fp32, {2, 8});
+    for (std::int64_t j = 0; j < 8; ++j) {
+        x.set_value(j, -INFINITY);
+        x.set_value(8 + j, j == 3 ? 0.0 : -INFINITY);
+    }
+    const auto y = run_kernel(*k, Params(), {x.view()});
+    for (std::int64_t j = 0; j < 8; ++j) {
+        EXPECT_TRUE(std::isnan(y[0].value(j))) << j;
+        EXPECT_EQ(y[0].value(8 + j), j == 3 ? 1.0 : 0.0) << j;
+    }
+}
+
+// The masked_rows property bites: the same kernel without its declaration
+// (held to the oracle's 0 for an empty row) fails it.
+TEST(Onednn, UndeclaredNanRowsFailMaskedRows) {
+    KernelInfo k = *dnnl().kernels.find("onednn.softmax.fp32");
+    k.conventions.clear();
+    k.name = "onednn.softmax.fp32.undeclared";
+    int checked = 0;
+    for (const props::PropertyDef* p : props::properties_for(*find_op("softmax"))) {
+        if (p->name != "masked_rows") continue;
+        EXPECT_FALSE(props::run_property(*p, k, config(), nullptr).passed);
+        ++checked;
+    }
+    EXPECT_EQ(checked, 1);
+}
+
+// "Not provided" reaches the report as such: listed with its reason in the
+// Markdown, skipped (never passed) in JUnit, kept through JSON, and it does
+// not change the run's verdict.
+TEST(Onednn, NotProvidedIsReportedNeverPassed) {
+    report::RunReport r;
+    r.not_provided.push_back({"onednn.rms_norm.fp32", "rms_norm", "fp32", "onednn", "no RMS normalization"});
+    EXPECT_TRUE(r.passed());
+    const std::string md = report::to_markdown(r), junit = report::to_junit(r);
+    EXPECT_NE(md.find("## Not provided"), std::string::npos);
+    EXPECT_NE(md.find("| onednn.rms_norm.fp32 | rms_norm | fp32 | onednn | not provided | no RMS normalization |"),
+              std::string::npos)
+        << md;
+    EXPECT_NE(junit.find("skipped=\"1\""), std::string::npos) << junit;
+    EXPECT_NE(junit.find("<skipped message=\"not provided: no RMS normalization\""), std::string::npos) << junit;
+    EXPECT_NE(report::detail::summary_line(r).find("not provided (not checked): 1"), std::string::npos);
+    const report::RunReport back = report::from_json(report::to_json(r));
+    ASSERT_EQ(back.not_provided.size(), 1u);
+    EXPECT_EQ(back.not_provided[0].reason, "no RMS normalization");
+}
+
+}  // namespace
+}  // namespace conform
