@@ -109,6 +109,56 @@ TEST(Onednn, RowOpsAreWithinBudgetOnOrdinaryRows) {
     EXPECT_LT(s2.max_util(), 1.0);
 }
 
+// Each finding of docs/onednn.md on one hand-made input, so the table's
+// explanations are checked, not only the verdicts.
+std::vector<Tensor> run(const std::string& kernel, const std::vector<Tensor>& in, const Params& p = Params()) {
+    std::vector<TensorView> v;
+    for (const auto& t : in) v.push_back(t.view());
+    return run_kernel(*dnnl().kernels.find(kernel), p, v);
+}
+
+Tensor row(Format f, std::vector<double> values, std::vector<std::int64_t> shape = {}) {
+    Tensor t(f, shape.empty() ? std::vector<std::int64_t>{1, static_cast<std::int64_t>(values.size())} : shape);
+    for (std::size_t i = 0; i < values.size(); ++i) t.set_value(static_cast<std::int64_t>(i), values[i]);
+    return t;
+}
+
+TEST(OnednnFindings, SoftmaxFlushesSubnormalOutputsAndDropsNan) {
+    // e^-100 / (1 + e^-100) = 0x1.c8464f7616468p-145 (FP32 subnormal): 0 here.
+    EXPECT_EQ(run("onednn.softmax.fp32", {row(Format::fp32, {0, -100})})[0].value(1), 0.0);
+    // A NaN logit: the oracle's row is NaN; oneDNN keeps the other weights finite.
+    const Tensor y = run("onednn.softmax.fp32", {row(Format::fp32, {NAN, 1, 2, 3})})[0];
+    EXPECT_TRUE(std::isnan(y.value(0)));
+    EXPECT_FALSE(std::isnan(y.value(3)));
+}
+
+TEST(OnednnFindings, LayerNormVarianceOverflowsAtTwoToThe64) {
+    const Tensor x = row(Format::fp32, {0x1p70, -0x1p70, 0x1p69, 0}), w = row(Format::fp32, {1, 1, 1, 1}, {4}),
+                 b = row(Format::fp32, {0, 0, 0, 0}, {4});
+    // mean 2^67, variance 35 * 2^134: y = (7, -9, 3, -1) / sqrt(35).  The FP32
+    // sum of squares overflows, 1 / sqrt(inf) = 0, and every y is the bias.
+    const Tensor y = run("onednn.layer_norm.fp32", {x, w, b}, Params::defaults(*find_op("layer_norm")))[0];
+    for (std::int64_t j = 0; j < 4; ++j) EXPECT_EQ(y.value(j), 0.0) << j;
+}
+
+TEST(OnednnFindings, SoftplusLosesItsSignInTheLeftTail) {
+    // log(1 + e^x) > 0 for every x; computed as log(1 + e^x) in FP32 it is
+    // not even positive at x = -17.7 (probe: -2^-19).
+    const double y = run("onednn.softplus.fp32", {row(Format::fp32, {-0x1.1ad3e4p+4})})[0].value(0);
+    EXPECT_LE(y, 0.0);
+}
+
+TEST(OnednnFindings, Int8GemmSaturatesPairSums) {
+    // a = b = 127, K = 512: every vpmaddubsw pair (127 + 128) 127 * 2 saturates
+    // to 32767; after the -128 compensation each product counts 127.5, not 16129.
+    const std::int64_t k = 512;
+    Tensor a(Format::int8, {1, k}), b(Format::int8, {k, 1});
+    for (std::int64_t i = 0; i < k; ++i) a.set_value(i, 127), b.set_value(i, 127);
+    const auto out = run("onednn.int8_gemm.fp32", {a, b, row(Format::fp32, {1}, {1}), row(Format::fp32, {1}, {1})});
+    EXPECT_EQ(out[0].value(0), 127.5 * k);
+    EXPECT_EQ(out[1].value(0), 127.5 * k);
+}
+
 // Every wanted entry ends up exactly once: a kernel, or not provided with a reason.
 TEST(Onednn, EveryWantedEntryIsAKernelOrNotProvided) {
     for (const auto& w : onednn::wanted()) {
