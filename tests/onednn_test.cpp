@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <set>
@@ -157,6 +158,27 @@ TEST(OnednnFindings, Int8GemmSaturatesPairSums) {
     const auto out = run("onednn.int8_gemm.fp32", {a, b, row(Format::fp32, {1}, {1}), row(Format::fp32, {1}, {1})});
     EXPECT_EQ(out[0].value(0), 127.5 * k);
     EXPECT_EQ(out[1].value(0), 127.5 * k);
+}
+
+// docs/onednn.md's ULP table: each eltwise kernel on an even grid of 2^12
+// inputs over [-r, r] against the correctly rounded oracle.  Every range
+// already breaks the 1 ulp budget; the printed maxima are the table.
+TEST(OnednnFindings, EltwiseUlpErrorByRange) {
+    const double ranges[] = {1, 4, 16};
+    for (const char* op : {"silu", "gelu_erf", "gelu_tanh", "sigmoid", "softplus"}) {
+        const KernelInfo& k = *dnnl().kernels.find(std::string("onednn.") + op + ".fp32");
+        std::string line = std::string(op) + ": max ulp";
+        for (double r : ranges) {
+            Tensor x(Format::fp32, {1, 1 << 12});
+            for (std::int64_t i = 0; i < x.numel(); ++i) x.set_value(i, r * (2.0 * i / (x.numel() - 1) - 1));
+            props::Stats st;
+            props::check_case(k, Params(), {x.view()}, &st);
+            line += " [-" + std::to_string(static_cast<int>(r)) + ", " + std::to_string(static_cast<int>(r)) +
+                    "]: " + std::to_string(st.max_ulp());
+            EXPECT_GT(st.max_ulp(), 1u) << op << " on [-" << r << ", " << r << "]";
+        }
+        std::cout << line << "\n";
+    }
 }
 
 // Every wanted entry ends up exactly once: a kernel, or not provided with a reason.
