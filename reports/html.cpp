@@ -273,9 +273,9 @@ std::string kernel_section(const detail::KernelGroup& g, std::size_t index, cons
 // ---- page ------------------------------------------------------------------
 
 std::string header(const RunReport& r) {
-    bool ok = r.passed();
-    std::string s = fmt::format("<h1>Conformance report: <span class=\"{}\">{}</span></h1>\n", ok ? "pass" : "fail",
-                                ok ? "PASSED" : "FAILED");
+    const std::string verdict = detail::headline(r);
+    std::string s = fmt::format("<h1>Conformance report: <span class=\"{}\">{}</span></h1>\n",
+                                verdict == "PASSED" ? "pass" : verdict == "FAILED" ? "fail" : "muted", verdict);
     if (!r.complete) s += "<p class=\"banner\">Run INTERRUPTED: this is a partial report.</p>\n";
     Table meta = detail::metadata_table(r);
     s += html_table(meta, std::vector<std::string>(meta.size() - 1));
@@ -339,7 +339,7 @@ std::string to_html(const RunReport& r) {
     body += not_provided(r) + attention(r) + exhaustive(r) + mutation(r);
     return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                        "<title>conform report: {}</title>\n<style>{}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
-                       r.passed() ? "PASSED" : "FAILED", kStyle, body);
+                       detail::headline(r), kStyle, body);
 }
 
 }  // namespace conform::report

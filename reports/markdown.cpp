@@ -75,7 +75,7 @@ std::string md_table(const Table& t) {
 }
 
 std::string header(const RunReport& r) {
-    std::string s = fmt::format("# Conformance report: {}\n\n", r.passed() ? "PASSED" : "FAILED");
+    std::string s = fmt::format("# Conformance report: {}\n\n", detail::headline(r));
     if (!r.complete) s += "**Run INTERRUPTED: this is a partial report.**\n\n";
     s += md_table(detail::metadata_table(r));
     return s + fmt::format("**Summary:** {}\n\n", md_text(detail::summary_line(r)));

@@ -65,6 +65,9 @@ std::string pass_fail(bool passed);  // "PASS" / "FAIL"
 std::string formats(const KernelReport&);  // "bf16 -> bf16 (acc fp32)"
 std::string number(double v);              // "0.25", "inf", "nan", "-"
 std::string run_status(const RunReport&);  // "complete" / "INTERRUPTED (partial)"
+// "PASSED" / "FAILED", or "NOT PROVIDED" when nothing was checked because
+// the backend provides none of the selection: never a pass.
+std::string headline(const RunReport&);
 std::string summary_line(const RunReport&);
 
 // Tables shared by Markdown and HTML: header row plus one row of plain text

@@ -52,6 +52,12 @@ std::string run_status(const RunReport& r) {
     return r.complete ? "complete" : "INTERRUPTED (partial report)";
 }
 
+std::string headline(const RunReport& r) {
+    if (!r.passed()) return "FAILED";
+    const bool nothing_checked = r.kernels.empty() && r.exhaustive.empty() && r.mutants.empty();
+    return nothing_checked && !r.not_provided.empty() ? "NOT PROVIDED" : "PASSED";
+}
+
 std::string kill_rate(const RunReport& r) {
     Summary s = summarize(r);
     return fmt::format("kill rate: {}/{}", s.mutants_killed, s.mutants_total);
@@ -62,7 +68,7 @@ std::string summary_line(const RunReport& r) {
     return fmt::format(
         "{}: {} of {} kernels failed; baselines (not gated): {}; mutants killed {}/{}; "
         "exhaustive sweeps passed {}/{}; run {}",
-        s.passed ? "PASSED" : "FAILED", s.kernels_failed, s.kernels_checked, s.baselines,
+        headline(r), s.kernels_failed, s.kernels_checked, s.baselines,
         s.mutants_killed, s.mutants_total, s.exhaustive_passed, s.exhaustive_total, run_status(r)) +
            (s.not_provided ? fmt::format("; not provided (not checked): {}", s.not_provided) : "");
 }

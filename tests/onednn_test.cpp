@@ -108,6 +108,8 @@ TEST(Onednn, RowOpsAreWithinBudgetOnOrdinaryRows) {
     EXPECT_EQ(s1.elements() + s2.elements(), 2 * x.numel());
     EXPECT_LT(s1.max_util(), 1.0);
     EXPECT_LT(s2.max_util(), 1.0);
+    std::cout << "max utilization on N(0, 1) rows [16, 1024]: softmax " << s1.max_util() << ", layer_norm "
+              << s2.max_util() << "\n";
 }
 
 // Each finding of docs/onednn.md on one hand-made input, so the table's
@@ -147,6 +149,11 @@ TEST(OnednnFindings, SoftplusLosesItsSignInTheLeftTail) {
     // not even positive at x = -17.7 (probe: -2^-19).
     const double y = run("onednn.softplus.fp32", {row(Format::fp32, {-0x1.1ad3e4p+4})})[0].value(0);
     EXPECT_LE(y, 0.0);
+}
+
+TEST(OnednnFindings, SigmoidFlushesAtTheBottomOfTheNormalRange) {
+    // sigmoid(-87.0) = 0x1.642e06p-126 (rounded), a normal FP32 number: 0 here.
+    EXPECT_EQ(run("onednn.sigmoid.fp32", {row(Format::fp32, {-0x1.5c067p+6})})[0].value(0), 0.0);
 }
 
 TEST(OnednnFindings, Int8GemmSaturatesPairSums) {
@@ -251,14 +258,16 @@ TEST(Onednn, UndeclaredNanRowsFailMaskedRows) {
     EXPECT_EQ(checked, 1);
 }
 
-// "Not provided" reaches the report as such: listed with its reason in the
-// Markdown, skipped (never passed) in JUnit, kept through JSON, and it does
-// not change the run's verdict.
+// "Not provided" reaches the report as such: the headline of a run that
+// checked nothing, listed with its reason in the Markdown, skipped (never
+// passed) in JUnit, kept through JSON; it does not fail the run.
 TEST(Onednn, NotProvidedIsReportedNeverPassed) {
     report::RunReport r;
     r.not_provided.push_back({"onednn.rms_norm.fp32", "rms_norm", "fp32", "onednn", "no RMS normalization"});
     EXPECT_TRUE(r.passed());
     const std::string md = report::to_markdown(r), junit = report::to_junit(r);
+    EXPECT_EQ(md.rfind("# Conformance report: NOT PROVIDED\n", 0), 0u) << md;  // nothing checked: not "PASSED"
+    EXPECT_EQ(report::detail::summary_line(r).rfind("NOT PROVIDED:", 0), 0u);
     EXPECT_NE(md.find("## Not provided"), std::string::npos);
     EXPECT_NE(md.find("| onednn.rms_norm.fp32 | rms_norm | fp32 | onednn | not provided | no RMS normalization |"),
               std::string::npos)
