@@ -23,7 +23,7 @@ table{border-collapse:collapse;margin:.5em 0 1em}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}
 tr.fail td{background:#fde2e2}
-tr.muted td{color:#777}
+tr.muted td,h1 .muted{color:#777}
 .pass{color:#17692e;font-weight:bold}
 .fail{color:#b00020;font-weight:bold}
 .banner{background:#b00020;color:#fff;padding:.4em .8em;font-weight:bold}
