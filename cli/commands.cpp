@@ -36,6 +36,7 @@ void run_unary_sweeps(const std::vector<const KernelInfo*>& ks, report::RunRepor
 
 int cmd_list(bool json, const Selection& s) {
     const auto ks = select(s);
+    const auto missing = select_not_provided(s);
     if (json) {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto* k : ks)
@@ -43,6 +44,9 @@ int cmd_list(bool json, const Selection& s) {
                            {"in", name(k->in)}, {"out", name(k->out)}, {"acc", name(k->acc)},
                            {"role", name(k->role)}, {"mutant", k->role == Role::mutant},
                            {"bug_class", k->bug_class}, {"description", k->description}});
+        for (const auto& n : missing)
+            arr.push_back({{"name", n.kernel}, {"op", n.op}, {"backend", n.backend}, {"in", n.format},
+                           {"out", n.format}, {"role", "not provided"}, {"mutant", false}, {"description", n.reason}});
         std::cout << arr.dump(2) << "\n";
         return 0;
     }
@@ -52,6 +56,9 @@ int cmd_list(bool json, const Selection& s) {
         std::cout << fmt::format("{:<14} {:<44} {:<8} {:<6} {:<6} {:<6} {}{}\n", k->op, k->name, k->backend,
                                  name(k->in), name(k->out), name(k->acc), name(k->role),
                                  k->role == Role::mutant ? " (" + k->bug_class + ")" : "");
+    for (const auto& n : missing)
+        std::cout << fmt::format("{:<14} {:<44} {:<8} {:<6} {:<6} {:<6} not provided: {}\n", n.op, n.kernel,
+                                 n.backend, n.format, n.format, "-", n.reason);
     return 0;
 }
 
@@ -109,6 +116,8 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
     s.roles = {Role::kernel};
     if (baselines) s.roles.push_back(Role::baseline);
     if (!s.kernels.empty()) s.roles.push_back(Role::mutant);  // a mutant named explicitly is run like any kernel
+    if (s.backend != "cpu" && (mutants || exhaustive))
+        throw UsageError("--mutants and --exhaustive cover the built-in kernels, not --backend " + s.backend);
     const auto ks = select(s);
     install_interrupt_handler();
     report::RunReport rep = new_report(seed, cases, s);
@@ -125,6 +134,8 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
         rep.finished = now_iso8601();
         write_if(out, rep);  // partial results survive an interruption
     }
+    for (const auto& n : rep.not_provided)
+        std::cerr << fmt::format("      {:<40} not provided: {}\n", n.kernel, n.reason);
     if (exhaustive) run_unary_sweeps(ks, rep, out);
     if (mutants && !interrupted()) {
         Selection m = s0;

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "impls/cpu/isa.hpp"
+#include "impls/onednn/onednn.hpp"
 
 namespace conform::cli {
 namespace {
@@ -21,6 +22,27 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
     return s;
 }
 
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& x) {
+    return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
+}
+
+const Registry& registry_of(const Selection& s) {
+    if (s.backend == "cpu") return builtin_registry();
+    if (s.backend == "onednn") return onednn_registry().kernels;
+    throw UsageError("unknown backend '" + s.backend + "' (known: cpu, onednn)");
+}
+
+bool not_provided_name(const Selection& s, const std::string& kernel) {
+    if (s.backend != "onednn") return false;
+    for (const auto& n : onednn_registry().not_provided)
+        if (n.kernel == kernel) return true;
+    return false;
+}
+
+}  // namespace
+
 std::vector<const KernelInfo*> select(const Selection& s) {
     for (const auto& op : s.ops)
         if (!find_op(op)) throw UsageError("unknown op '" + op + "' (known: " + join(op_names()) + ")");
@@ -29,19 +51,25 @@ std::vector<const KernelInfo*> select(const Selection& s) {
         if (!f || (*f != Format::fp32 && *f != Format::fp16 && *f != Format::bf16))
             throw UsageError("unknown dtype '" + d + "' (known: fp32, fp16, bf16)");
     }
-    const Registry& reg = builtin_registry();
+    const Registry& reg = registry_of(s);
     for (const auto& k : s.kernels)
-        if (!reg.find(k)) throw UsageError("unknown kernel '" + k + "' (see 'conform list')");
-    auto has = [](const std::vector<std::string>& v, const std::string& x) {
-        return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
-    };
+        if (!reg.find(k) && !not_provided_name(s, k)) throw UsageError("unknown kernel '" + k + "' (see 'conform list')");
     std::vector<const KernelInfo*> out;
     for (const auto& k : reg.all()) {
         const bool role_ok = s.roles.empty() || std::find(s.roles.begin(), s.roles.end(), k.role) != s.roles.end();
         if (role_ok && has(s.ops, k.op) && has(s.dtypes, name(k.in)) && has(s.kernels, k.name)) out.push_back(&k);
     }
-    if (out.empty())
+    if (out.empty() && select_not_provided(s).empty())
         throw UsageError("no kernel matches the selection (--op " + join(s.ops) + " --dtype " + join(s.dtypes) + ")");
+    return out;
+}
+
+std::vector<report::NotProvided> select_not_provided(const Selection& s) {
+    std::vector<report::NotProvided> out;
+    if (s.backend != "onednn") return out;
+    for (const auto& n : onednn_registry().not_provided)
+        if (has(s.ops, n.op) && has(s.dtypes, n.format) && has(s.kernels, n.kernel))
+            out.push_back({n.kernel, n.op, n.format, "onednn", n.reason});
     return out;
 }
 
@@ -73,6 +101,11 @@ report::RunReport new_report(std::uint64_t seed, int cases, const Selection& s) 
     if (!s.ops.empty()) r.selection["op"] = join(s.ops);
     if (!s.dtypes.empty()) r.selection["dtype"] = join(s.dtypes);
     if (!s.kernels.empty()) r.selection["kernel"] = join(s.kernels);
+    if (s.backend != "cpu") {
+        r.selection["backend"] = s.backend;
+        r.machine += "; " + onednn_registry().library;
+        r.not_provided = select_not_provided(s);
+    }
     return r;
 }
 

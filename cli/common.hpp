@@ -18,11 +18,16 @@ struct UsageError : std::runtime_error {
 struct Selection {
     std::vector<std::string> ops, dtypes, kernels;
     std::vector<Role> roles;
+    std::string backend = "cpu";  // "cpu": the built-in registry; "onednn": onednn_registry()
 };
 
-// Validates names (unknown op / dtype / kernel is a UsageError listing the
-// known ones) and returns the matching kernels; an empty result is a UsageError.
+// Validates names (unknown op / dtype / kernel / backend is a UsageError
+// listing the known ones) and returns the matching kernels; an empty result is
+// a UsageError unless the backend has matching not-provided entries.
 std::vector<const KernelInfo*> select(const Selection& s);
+// The backend's (op, format) pairs that match the selection and cannot run
+// here (none for the built-in backend).
+std::vector<report::NotProvided> select_not_provided(const Selection& s);
 
 std::string now_iso8601();
 std::string machine_description();

@@ -17,6 +17,14 @@ void add_selection(CLI::App* cmd, Selection& s, bool kernels = true) {
     if (kernels) cmd->add_option("--kernel", s.kernels, "exact kernel name to include (repeatable)");
 }
 
+// oneDNN is a separate registry (docs/onednn.md): the built-in gate never depends on it.
+void add_backend(CLI::App* cmd, Selection& s) {
+    cmd->add_option("--backend", s.backend,
+                    "cpu: the built-in kernels; onednn: oneDNN's primitives (what this machine's oneDNN cannot "
+                    "run is reported as not provided)")
+        ->capture_default_str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -32,6 +40,7 @@ int main(int argc, char** argv) {
     auto* list = app.add_subcommand("list", "list registered kernels (op, name, backend, formats, role)");
     list->add_flag("--json", json, "print JSON instead of a table");
     add_selection(list, sel);
+    add_backend(list, sel);
 
     bool markdown = false;
     auto* ops = app.add_subcommand("ops", "list the ops: input and output names, parameters, conventions, formula "
@@ -48,6 +57,7 @@ int main(int argc, char** argv) {
 
     auto* run = app.add_subcommand("run", "run the property suite on kernels and write the report");
     add_selection(run, sel);
+    add_backend(run, sel);
     run->add_option("--seed", seed, "RapidCheck seed (a number); every run is reproducible from it")->capture_default_str();
     run->add_option("--cases", cases, "generated cases per property")->capture_default_str()->check(CLI::PositiveNumber);
     run->add_option("--out", out, "report directory (report.json, report.md, junit.xml, report.html)")->capture_default_str();

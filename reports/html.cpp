@@ -23,7 +23,7 @@ table{border-collapse:collapse;margin:.5em 0 1em}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}
 tr.fail td{background:#fde2e2}
-tr.muted td{color:#777}
+tr.muted td,h1 .muted{color:#777}
 .pass{color:#17692e;font-weight:bold}
 .fail{color:#b00020;font-weight:bold}
 .banner{background:#b00020;color:#fff;padding:.4em .8em;font-weight:bold}
@@ -273,9 +273,9 @@ std::string kernel_section(const detail::KernelGroup& g, std::size_t index, cons
 // ---- page ------------------------------------------------------------------
 
 std::string header(const RunReport& r) {
-    bool ok = r.passed();
-    std::string s = fmt::format("<h1>Conformance report: <span class=\"{}\">{}</span></h1>\n", ok ? "pass" : "fail",
-                                ok ? "PASSED" : "FAILED");
+    const std::string verdict = detail::headline(r);
+    std::string s = fmt::format("<h1>Conformance report: <span class=\"{}\">{}</span></h1>\n",
+                                verdict == "PASSED" ? "pass" : verdict == "FAILED" ? "fail" : "muted", verdict);
     if (!r.complete) s += "<p class=\"banner\">Run INTERRUPTED: this is a partial report.</p>\n";
     Table meta = detail::metadata_table(r);
     s += html_table(meta, std::vector<std::string>(meta.size() - 1));
@@ -287,6 +287,13 @@ std::string exhaustive(const RunReport& r) {
     std::vector<std::string> classes;
     for (const auto& e : r.exhaustive) classes.push_back(verdict_class(!e.passed, false));
     return "<h2>Exhaustive sweeps</h2>\n" + html_table(detail::exhaustive_table(r.exhaustive), classes);
+}
+
+std::string not_provided(const RunReport& r) {
+    if (r.not_provided.empty()) return "";
+    return "<h2>Not provided</h2>\n<p>Asked of a backend that cannot run them on this machine: not checked, so "
+           "neither a pass nor a failure.</p>\n" +
+           html_table(detail::not_provided_table(r.not_provided), std::vector<std::string>(r.not_provided.size(), "muted"));
 }
 
 std::string mutation(const RunReport& r) {
@@ -329,10 +336,10 @@ std::string to_html(const RunReport& r) {
     auto groups = detail::group_kernels(r);
     body += contents(groups);
     for (std::size_t i = 0; i < groups.size(); ++i) body += kernel_section(groups[i], i, r);
-    body += attention(r) + exhaustive(r) + mutation(r);
+    body += not_provided(r) + attention(r) + exhaustive(r) + mutation(r);
     return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                        "<title>conform report: {}</title>\n<style>{}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
-                       r.passed() ? "PASSED" : "FAILED", kStyle, body);
+                       detail::headline(r), kStyle, body);
 }
 
 }  // namespace conform::report

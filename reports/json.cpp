@@ -73,6 +73,10 @@ json mutant_json(const MutantResult& m) {
             {"description", m.description}, {"killed", m.killed}, {"killed_by", m.killed_by}};
 }
 
+json not_provided_json(const NotProvided& n) {
+    return {{"kernel", n.kernel}, {"op", n.op}, {"format", n.format}, {"backend", n.backend}, {"reason", n.reason}};
+}
+
 json summary_json(const Summary& s) {
     return {{"kernels_checked", s.kernels_checked},
             {"kernels_failed", s.kernels_failed},
@@ -81,6 +85,7 @@ json summary_json(const Summary& s) {
             {"mutants_total", s.mutants_total},
             {"exhaustive_passed", s.exhaustive_passed},
             {"exhaustive_total", s.exhaustive_total},
+            {"not_provided", s.not_provided},
             {"passed", s.passed},
             {"complete", s.complete}};
 }
@@ -112,6 +117,7 @@ void read_value(const json& v, const std::string& path, CurvePoint& out);
 void read_value(const json& v, const std::string& path, Curve& out);
 void read_value(const json& v, const std::string& path, ExhaustiveResult& out);
 void read_value(const json& v, const std::string& path, MutantResult& out);
+void read_value(const json& v, const std::string& path, NotProvided& out);
 
 template <class T>
 void read_value(const json& v, const std::string& path, std::vector<T>& out) {
@@ -244,6 +250,11 @@ void read_value(const json& v, const std::string& path, MutantResult& m) {
     o("description", m.description), o("killed", m.killed), o("killed_by", m.killed_by);
 }
 
+void read_value(const json& v, const std::string& path, NotProvided& n) {
+    Obj o(v, path);
+    o("kernel", n.kernel), o("op", n.op), o("format", n.format), o("backend", n.backend), o("reason", n.reason);
+}
+
 }  // namespace
 
 nlohmann::json to_json(const RunReport& r) {
@@ -259,7 +270,8 @@ nlohmann::json to_json(const RunReport& r) {
             {"summary", summary_json(summarize(r))},
             {"kernels", array_of(r.kernels, kernel_json)},
             {"exhaustive", array_of(r.exhaustive, exhaustive_json)},
-            {"mutants", array_of(r.mutants, mutant_json)}};
+            {"mutants", array_of(r.mutants, mutant_json)},
+            {"not_provided", array_of(r.not_provided, not_provided_json)}};
 }
 
 RunReport from_json(const nlohmann::json& j) {
@@ -273,6 +285,7 @@ RunReport from_json(const nlohmann::json& j) {
     o("seed", r.seed), o("cases", r.cases), o("machine", r.machine);
     o("selection", r.selection), o("complete", r.complete);
     o("kernels", r.kernels), o("exhaustive", r.exhaustive), o("mutants", r.mutants);
+    o.optional("not_provided", r.not_provided);
     return r;
 }
 

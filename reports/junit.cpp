@@ -84,6 +84,10 @@ void add_exhaustive(Suites& suites, const ExhaustiveResult& e) {
     suites[e.op].push_back(testcase(e.op, fmt::format("{}.exhaustive.{}", e.kernel, e.format), e.seconds, o));
 }
 
+void add_not_provided(Suites& suites, const NotProvided& n) {
+    suites[n.op].push_back(testcase(n.op, n.kernel + ".provided", 0, {"skipped", "", "not provided: " + n.reason, ""}));
+}
+
 struct Totals {
     std::size_t tests = 0, failures = 0, skipped = 0;
     double seconds = 0;
@@ -106,6 +110,7 @@ std::string to_junit(const RunReport& r) {
     for (const auto& k : r.kernels) add_kernel(suites, k);
     for (const auto& e : r.exhaustive) add_exhaustive(suites, e);
     for (const auto& m : r.mutants) add_mutant(suites, m);
+    for (const auto& n : r.not_provided) add_not_provided(suites, n);
     if (!r.complete)
         suites["conform"].push_back(
             testcase("conform", "run.complete", 0, {"failure", "run", "run interrupted: partial report", ""}));

@@ -75,7 +75,7 @@ std::string md_table(const Table& t) {
 }
 
 std::string header(const RunReport& r) {
-    std::string s = fmt::format("# Conformance report: {}\n\n", r.passed() ? "PASSED" : "FAILED");
+    std::string s = fmt::format("# Conformance report: {}\n\n", detail::headline(r));
     if (!r.complete) s += "**Run INTERRUPTED: this is a partial report.**\n\n";
     s += md_table(detail::metadata_table(r));
     return s + fmt::format("**Summary:** {}\n\n", md_text(detail::summary_line(r)));
@@ -145,6 +145,12 @@ std::string exhaustive(const RunReport& r) {
     return "## Exhaustive sweeps\n\n" + md_table(detail::exhaustive_table(r.exhaustive));
 }
 
+std::string not_provided(const RunReport& r) {
+    if (r.not_provided.empty()) return "";
+    return "## Not provided\n\nAsked of a backend that cannot run them on this machine: not checked, so "
+           "neither a pass nor a failure.\n\n" + md_table(detail::not_provided_table(r.not_provided));
+}
+
 std::string mutation(const RunReport& r) {
     if (r.mutants.empty()) return "";
     return fmt::format("## Mutation testing\n\n{}\n\n{}", detail::kill_rate(r),
@@ -154,7 +160,7 @@ std::string mutation(const RunReport& r) {
 }  // namespace
 
 std::string to_markdown(const RunReport& r) {
-    return header(r) + kernel_tables(r) + failures(r) + attention(r) + exhaustive(r) + mutation(r);
+    return header(r) + kernel_tables(r) + failures(r) + not_provided(r) + attention(r) + exhaustive(r) + mutation(r);
 }
 
 }  // namespace conform::report

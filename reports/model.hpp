@@ -80,6 +80,13 @@ struct ExhaustiveResult {
     double seconds = 0;
 };
 
+// An (op, format) a backend was asked for and cannot run on this machine
+// (docs/onednn.md): reported as "not provided" with the reason, which is
+// neither a pass nor a failure of the run.
+struct NotProvided {
+    std::string kernel, op, format, backend, reason;
+};
+
 struct MutantResult {
     std::string kernel, op, bug_class, description;
     bool killed = false;
@@ -98,6 +105,7 @@ struct RunReport {
     std::vector<KernelReport> kernels;
     std::vector<ExhaustiveResult> exhaustive;
     std::vector<MutantResult> mutants;
+    std::vector<NotProvided> not_provided;  // JSON field added after the schema's first release (optional)
 
     int failed_kernels() const;  // role kernel that failed (baselines never count)
     bool passed() const;         // every gated kernel passed, every mutant killed

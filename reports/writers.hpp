@@ -42,6 +42,7 @@ struct Summary {
     int baselines = 0;         // role "baseline" entries (never gated)
     int mutants_killed = 0, mutants_total = 0;
     int exhaustive_passed = 0, exhaustive_total = 0;
+    int not_provided = 0;      // (op, format) pairs a backend cannot run here
     bool passed = false;       // RunReport::passed()
     bool complete = true;
 };
@@ -64,6 +65,9 @@ std::string pass_fail(bool passed);  // "PASS" / "FAIL"
 std::string formats(const KernelReport&);  // "bf16 -> bf16 (acc fp32)"
 std::string number(double v);              // "0.25", "inf", "nan", "-"
 std::string run_status(const RunReport&);  // "complete" / "INTERRUPTED (partial)"
+// "PASSED" / "FAILED", or "NOT PROVIDED" when nothing was checked because
+// the backend provides none of the selection: never a pass.
+std::string headline(const RunReport&);
 std::string summary_line(const RunReport&);
 
 // Tables shared by Markdown and HTML: header row plus one row of plain text
@@ -73,6 +77,7 @@ std::vector<std::string> kernel_columns();
 std::vector<std::string> kernel_cells(const KernelReport&);
 Table exhaustive_table(const std::vector<ExhaustiveResult>&);
 Table mutant_table(const std::vector<MutantResult>&);
+Table not_provided_table(const std::vector<NotProvided>&);
 Table metadata_table(const RunReport&);
 std::string kill_rate(const RunReport&);  // "kill rate: K/N"
 

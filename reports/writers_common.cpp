@@ -21,6 +21,7 @@ Summary summarize(const RunReport& r) {
     s.mutants_total = static_cast<int>(r.mutants.size());
     for (const auto& e : r.exhaustive) s.exhaustive_passed += e.passed;
     s.exhaustive_total = static_cast<int>(r.exhaustive.size());
+    s.not_provided = static_cast<int>(r.not_provided.size());
     s.passed = r.passed();
     s.complete = r.complete;
     return s;
@@ -51,6 +52,12 @@ std::string run_status(const RunReport& r) {
     return r.complete ? "complete" : "INTERRUPTED (partial report)";
 }
 
+std::string headline(const RunReport& r) {
+    if (!r.passed()) return "FAILED";
+    const bool nothing_checked = r.kernels.empty() && r.exhaustive.empty() && r.mutants.empty();
+    return nothing_checked && !r.not_provided.empty() ? "NOT PROVIDED" : "PASSED";
+}
+
 std::string kill_rate(const RunReport& r) {
     Summary s = summarize(r);
     return fmt::format("kill rate: {}/{}", s.mutants_killed, s.mutants_total);
@@ -61,8 +68,9 @@ std::string summary_line(const RunReport& r) {
     return fmt::format(
         "{}: {} of {} kernels failed; baselines (not gated): {}; mutants killed {}/{}; "
         "exhaustive sweeps passed {}/{}; run {}",
-        s.passed ? "PASSED" : "FAILED", s.kernels_failed, s.kernels_checked, s.baselines,
-        s.mutants_killed, s.mutants_total, s.exhaustive_passed, s.exhaustive_total, run_status(r));
+        headline(r), s.kernels_failed, s.kernels_checked, s.baselines,
+        s.mutants_killed, s.mutants_total, s.exhaustive_passed, s.exhaustive_total, run_status(r)) +
+           (s.not_provided ? fmt::format("; not provided (not checked): {}", s.not_provided) : "");
 }
 
 std::vector<std::string> kernel_columns() {
@@ -92,6 +100,12 @@ Table mutant_table(const std::vector<MutantResult>& ms) {
     for (const auto& m : ms)
         t.push_back({m.kernel, m.op, m.bug_class, m.description, m.killed ? "killed" : "SURVIVED",
                      m.killed_by});
+    return t;
+}
+
+Table not_provided_table(const std::vector<NotProvided>& xs) {
+    Table t{{"kernel", "op", "format", "backend", "verdict", "reason"}};
+    for (const auto& n : xs) t.push_back({n.kernel, n.op, n.format, n.backend, "not provided", n.reason});
     return t;
 }
 

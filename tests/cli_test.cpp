@@ -57,6 +57,26 @@ TEST(Cli, BadInputExitsTwoWithAClearMessage) {
     EXPECT_NE(out.find("exhaustive"), std::string::npos);
 }
 
+// --backend onednn: with or without oneDNN built in, RMSNorm is not provided
+// (oneDNN 2.6 has none), and a run of only that says so instead of passing.
+TEST(Cli, OnednnBackendReportsNotProvided) {
+    std::string out;
+    EXPECT_EQ(run("run --backend nope", &out), 2);
+    EXPECT_NE(out.find("unknown backend 'nope'"), std::string::npos) << out;
+    EXPECT_EQ(run("run --backend onednn --mutants", &out), 2);
+    EXPECT_EQ(run("list --backend onednn", &out), 0);
+    EXPECT_NE(out.find("onednn.rms_norm.fp32"), std::string::npos) << out;
+    EXPECT_NE(out.find("not provided: oneDNN"), std::string::npos) << out;
+    const fs::path dir = fresh_dir("conform_cli_onednn");
+    EXPECT_EQ(run("run --backend onednn --op rms_norm --out " + dir.string(), &out), 0) << out;
+    EXPECT_NE(out.find("NOT PROVIDED: 0 of 0 kernels failed"), std::string::npos) << out;
+    std::ifstream md(dir / "report.md");
+    const std::string text(std::istreambuf_iterator<char>(md), {});
+    EXPECT_EQ(text.rfind("# Conformance report: NOT PROVIDED", 0), 0u) << text;
+    EXPECT_NE(text.find("| onednn.rms_norm.bf16 | rms_norm | bf16 | onednn | not provided |"), std::string::npos);
+    fs::remove_all(dir);
+}
+
 TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
     std::string out;
     ASSERT_EQ(run("list --json", &out), 0);
