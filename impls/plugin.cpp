@@ -16,6 +16,11 @@
 #include "conform/plugin.h"
 #include "oracle/conventions.hpp"
 
+// docs/plugins.md states these layouts; a change is an ABI version bump.
+static_assert(sizeof(void*) != 8 || (sizeof(conform_tensor) == 80 && sizeof(conform_kernel) == 64 &&
+                                     sizeof(conform_plugin) == 16),
+              "plug-in ABI layout changed: bump CONFORM_PLUGIN_ABI_VERSION and docs/plugins.md");
+
 namespace conform::plugin {
 
 class Handle {
