@@ -168,7 +168,10 @@ bool pump(int fd, pid_t pid, double timeout_s, ChildStream& stream) {
     }
 }
 
-std::string signal_text(int sig) { return fmt::format("killed by signal {} ({})", sig, strsignal(sig)); }
+std::string signal_text(int sig) {
+    const char* abbrev = sigabbrev_np(sig);
+    return fmt::format("killed by SIG{} ({})", abbrev ? abbrev : std::to_string(sig), strsignal(sig));
+}
 
 // The report of a child that did not finish: what it completed, plus the
 // property in flight failed with the reason and the case that reproduces it.
@@ -180,7 +183,7 @@ void add_abort(Isolated& r, const KernelInfo& k, const ChildStream& s) {
     o.name = r.property.empty() ? "isolation" : r.property;
     o.message = r.status + ": " + r.message;
     o.reproduce = r.reproduce;
-    o.counterexample = "(the case the reproduce string replays; the child process ended before shrinking)";
+    o.counterexample = "(the case the reproduce string replays; the child process ended before it could be shown)";
     r.report.properties.push_back(o);
 }
 
@@ -329,6 +332,7 @@ int cmd_check_plugin(const CheckPluginOptions& o) {
     cfg.seed = o.seed;
     cfg.cases = o.cases;
     cfg.reproduce = o.reproduce;
+    cfg.shrink = o.shrink;
     std::vector<Isolated> runs;
     write_reports(o.out, o.library, rep, runs);
     for (std::size_t i = 0; i < ks.size() && !interrupted(); ++i) {

@@ -54,6 +54,7 @@ struct CheckPluginOptions {
     int cases = 100;
     std::string out;        // check-plugin.md / check-plugin.json; empty: none
     std::string reproduce;  // a reproduction string from an earlier failure
+    bool shrink = true;     // --no-shrink: report failures unshrunk (a kill check needs no smaller case)
 };
 // Exit status: 0 every kernel passes, 1 some kernel failed (including a
 // crash, a hang or a write outside its outputs), 2 bad input (the library

@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
     check_plugin->add_option("--seed", plug.seed, "RapidCheck seed")->capture_default_str();
     check_plugin->add_option("--out", plug.out, "write check-plugin.md and check-plugin.json into this directory");
     check_plugin->add_option("--reproduce", plug.reproduce, "reproduction string printed with a failure");
+    bool no_shrink = false;
+    check_plugin->add_flag("--no-shrink", no_shrink, "report failing cases as generated, without shrinking them");
 
     auto* golden = app.add_subcommand("golden", "check or regenerate golden vectors and error profiles");
     golden->add_flag("--regenerate", regenerate, "rewrite the golden vectors from the oracle");
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
         if (*run) return cmd_run(sel, seed, cases, out, !no_baselines, reproduce, with_mutants, with_exhaustive);
         if (*mutate) return cmd_mutate(sel, seed, cases, mutate_out->count() ? out : "");
         if (*exh) return cmd_exhaustive(sel, exh_out->count() ? out : "", threads);
+        plug.shrink = !no_shrink;
         if (*check_plugin) return cmd_check_plugin(plug);
         if (*golden) return cmd_golden(regenerate, profiles, golden_dir);
     } catch (const UsageError& e) {

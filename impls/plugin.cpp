@@ -430,8 +430,10 @@ bool describe_fault(const void* addr, char* buf, std::size_t size) {
         const char* kind = r.input ? "input '" : "output '";
         if (a >= r.data_lo && a < r.data_hi) {
             o.put("write to read-only ");
-        } else if (a >= r.data_hi) {
-            o.put("access "), o.put(a - r.data_hi + 1), o.put(" bytes past the end of ");
+        } else if (a == r.data_hi) {
+            o.put("access just past the end of ");
+        } else if (a > r.data_hi) {
+            o.put("access "), o.put(a - r.data_hi), o.put(" bytes past the end of ");
         } else {
             o.put("access "), o.put(r.data_lo - a), o.put(" bytes before the start of ");
         }

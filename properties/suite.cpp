@@ -191,6 +191,7 @@ report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, 
     tp.seed = cfg.seed ^ fnv1a(id);
     tp.maxSuccess = std::max(1, cfg.cases / p.case_divisor);
     tp.maxSize = 100;
+    tp.disableShrinking = !cfg.shrink;
     std::unordered_map<std::string, rc::detail::Reproduce> repro;
     if (!cfg.reproduce.empty()) {
         auto parsed = rc::detail::configFromString(cfg.reproduce);

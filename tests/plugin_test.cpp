@@ -232,7 +232,7 @@ TEST(CheckPlugin, BadLibrariesExitTwoNamingTheFileAndField) {
 // Every registered mutant, exported through the C ABI, is killed by the suite.
 TEST(CheckPlugin, EveryMutantIsKilledThroughThePluginPath) {
     const fs::path d = fresh_dir("conform_plugin_mutants");
-    const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_MUTANTS + " --cases 40 --out " + d.string());
+    const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_MUTANTS + " --cases 40 --no-shrink --out " + d.string());
     EXPECT_EQ(r.status, 1) << r.output;
     const auto m = results(read_json(d / "check-plugin.json"));
     std::size_t mutants = 0;

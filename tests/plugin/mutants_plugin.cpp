@@ -48,7 +48,8 @@ int call_mutant(std::size_t i, const char* params_json, const conform_tensor* in
                 int n_out) {
     try {
         conform::Params params;
-        for (const auto& [key, value] : nlohmann::json::parse(params_json).items()) params.set(key, value.get<double>());
+        const nlohmann::json j = nlohmann::json::parse(params_json);  // named: items() refers to it
+        for (const auto& [key, value] : j.items()) params.set(key, value.get<double>());
         std::vector<conform::TensorView> ins, outs;
         for (int k = 0; k < n_in; ++k) ins.push_back(view_of(in[k]));
         for (int k = 0; k < n_out; ++k) outs.push_back(view_of(out[k]));
