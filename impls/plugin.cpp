@@ -192,7 +192,8 @@ private:
         }
         for (std::size_t b = 0; b < span_bytes_; ++b)
             if (!element[b] && data_[b] != before_[b])
-                return describe("wrote into the padding between elements (byte " + std::to_string(b) + ") of");
+                return describe("wrote into the padding between elements (at element offset " +
+                                std::to_string(static_cast<std::int64_t>(b / esize_) + lo_) + ") of");
         return "";
     }
     std::string describe(const std::string& what) const { return what + " output '" + name_ + "'"; }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +17,7 @@
 
 #include "impls/plugin.hpp"
 #include "impls/registry.hpp"
+#include "properties/suite.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -124,6 +126,30 @@ TEST(PluginLoader, AWriteJustPastAnOutputOrANonZeroStatusThrowsNamingTheKernel) 
     }
 }
 
+// Outputs whose rows are strided apart: the bytes between rows are the
+// suite's, a kernel writing them fails, and a correct kernel leaves them be.
+TEST(PluginLoader, WritesIntoThePaddingOfAStridedOutputAreCaught) {
+    const auto lib = conform::plugin::load(PLUGIN_MISBEHAVING);
+    conform::Tensor x(conform::Format::fp32, {3, 10}), y(conform::Format::fp32, {3, 12});
+    for (std::int64_t i = 0; i < 30; ++i) x.set_value(i, 0.25 * static_cast<double>(i) - 3);
+    for (std::int64_t i = 0; i < 36; ++i) y.set_value(i, 42);
+    conform::TensorView out = y.view();
+    out.shape = {3, 10};
+    out.strides = {12, 1};  // two padding elements after each row
+    const conform::Params params;
+    kernel_named(lib, "misbehaving.good").fn(conform::KernelCall{params, {x.view()}, {out}});
+    EXPECT_EQ(y.value(10), 42);
+    EXPECT_EQ(y.value(35), 42);
+    EXPECT_NE(y.value(12), 42);  // row 1, element 0: written
+    try {
+        kernel_named(lib, "misbehaving.padding").fn(conform::KernelCall{params, {x.view()}, {out}});
+        ADD_FAILURE() << "no violation reported";
+    } catch (const conform::plugin::PluginViolation& e) {
+        EXPECT_NE(std::string(e.what()).find("padding between elements (at element offset 10) of output 'y'"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(y.value(10), 42);  // nothing copied back from a violating call
+}
+
 TEST(PluginLoader, BadTablesNameTheFileAndTheField) {
     auto message = [](const std::string& path) {
         try {
@@ -138,6 +164,36 @@ TEST(PluginLoader, BadTablesNameTheFileAndTheField) {
     EXPECT_NE(op.find("kernels[1] \"broken.kernel\": op: unknown op 'no_such_op'"), std::string::npos) << op;
     EXPECT_NE(dtype.find("kernels[1] \"broken.kernel\": in_dtype: unknown dtype 42"), std::string::npos) << dtype;
     EXPECT_NE(fn.find("kernels[1] \"broken.kernel\": fn: NULL"), std::string::npos) << fn;
+}
+
+// ---- case announcements (what check-plugin reports for a crash) ------------------
+
+// The case announced before a kernel call is the one a failure in that call
+// reproduces: RapidCheck's own reproduction string of the failing case.
+TEST(CaseAnnouncement, TheAnnouncedCaseIsTheOneThatFails) {
+    const conform::KernelInfo* silu = conform::builtin_registry().find("cpu.scalar.silu.fp32");
+    ASSERT_NE(silu, nullptr);
+    conform::KernelInfo k = *silu;
+    std::string current, at_failure;
+    k.fn = [&](const conform::KernelCall& c) {
+        if (c.in[0].numel() > 8) {
+            // RapidCheck evaluates the failing case again to show it: keep the first call's.
+            if (at_failure.empty()) at_failure = current;
+            throw std::runtime_error("fails above 8 elements");
+        }
+        silu->fn(c);
+    };
+    conform::props::RunConfig cfg;
+    cfg.cases = 50;
+    cfg.shrink = false;  // the failure is then reported as generated
+    cfg.on_case = [&](const std::string&, const std::string& reproduce) { current = reproduce; };
+    const auto& defs = conform::props::property_defs();
+    const auto p = std::find_if(defs.begin(), defs.end(), [](const auto& d) { return d.name == "within_budget"; });
+    ASSERT_NE(p, defs.end());
+    const auto out = conform::props::run_property(*p, k, cfg, nullptr);
+    ASSERT_FALSE(out.passed);
+    EXPECT_GT(out.cases, 1);  // not the first case: the announcement tracked the search
+    EXPECT_EQ(at_failure, out.reproduce);
 }
 
 // ---- conform check-plugin ---------------------------------------------------------
@@ -166,7 +222,7 @@ TEST(CheckPlugin, CrashHangOverflowInputWriteAndErrorAreEachThatKernelsFailure) 
     const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_MISBEHAVING + " --cases 30 --timeout 4 --out " + d.string());
     EXPECT_EQ(r.status, 1) << r.output;
     const auto m = results(read_json(d / "check-plugin.json"));
-    ASSERT_EQ(m.size(), 6u);
+    ASSERT_EQ(m.size(), 7u);
     const std::map<std::string, std::pair<std::string, std::string>> expected{
         {"misbehaving.segfault", {"crashed", "SIGSEGV"}},
         {"misbehaving.hang", {"timed out", "killed"}},

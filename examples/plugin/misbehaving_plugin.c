@@ -49,6 +49,15 @@ static int overflow(const char* p, const conform_tensor* in, int n_in, conform_t
     return rc;
 }
 
+/* Writes the element after each row's last one before computing the rows:
+ * harmless in a dense output (the next row overwrites it), a write into the
+ * padding of one whose rows are strided apart. */
+static int padding(const char* p, const conform_tensor* in, int n_in, conform_tensor* out, int n_out) {
+    for (int64_t r = 0; r + 1 < rows(&out[0]) && numel(&out[0]) > kQuiet; ++r)
+        ((float*)out[0].data)[row_offset(&out[0], r) + cols(&out[0])] = 0.0f;
+    return good(p, in, n_in, out, n_out);
+}
+
 /* Scribbles on its input (inputs are read-only: this faults). */
 static int writes_input(const char* p, const conform_tensor* in, int n_in, conform_tensor* out, int n_out) {
     if (numel(&in[0]) > kQuiet) ((float*)in[0].data)[0] = 0.0f;
@@ -65,6 +74,7 @@ static const conform_kernel kernels[] = {
     SILU("misbehaving.segfault", segfault), SILU("misbehaving.hang", hang),
     SILU("misbehaving.overflow", overflow), SILU("misbehaving.writes_input", writes_input),
     SILU("misbehaving.error", error),       SILU("misbehaving.good", good),
+    SILU("misbehaving.padding", padding),
 };
 
 static const conform_plugin table = {CONFORM_PLUGIN_ABI_VERSION, sizeof kernels / sizeof kernels[0], kernels};
