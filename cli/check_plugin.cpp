@@ -111,6 +111,7 @@ struct Isolated {
     std::string status = "completed";  // completed | crashed | timed out | error
     std::string message;                // why the child did not complete
     std::string property, reproduce;    // the case in flight when it ended
+    std::string description;            // the descriptor's, for the reports
 };
 
 class ChildStream {
@@ -199,6 +200,7 @@ Isolated run_isolated(const KernelInfo& k, const props::RunConfig& cfg, double t
     }
     close(fds[1]);
     Isolated r;
+    r.description = k.description;
     ChildStream stream(r);
     const bool killed = pump(fds[0], pid, timeout_s, stream);
     close(fds[0]);
@@ -250,7 +252,7 @@ json to_json(const std::string& lib, const report::RunReport& rep, const std::ve
     json j = report::to_json(rep);
     json iso = json::array();
     for (const auto& r : runs)
-        iso.push_back({{"kernel", r.report.kernel}, {"status", r.status}, {"message", r.message},
+        iso.push_back({{"kernel", r.report.kernel}, {"description", r.description}, {"status", r.status}, {"message", r.message},
                        {"property", r.property}, {"reproduce", r.status == "completed" ? "" : r.reproduce}});
     return {{"schema", "conform.check-plugin/1"}, {"library", lib}, {"isolation", iso}, {"report", j}};
 }
@@ -270,7 +272,7 @@ std::string kernel_row(const Isolated& r) {
 }
 
 std::string failures_md(const std::string& lib, const Isolated& r) {
-    std::string s = fmt::format("\n### `{}`\n\n", r.report.kernel);
+    std::string s = fmt::format("\n### `{}`\n\n{}", r.report.kernel, r.description.empty() ? "" : cell(r.description) + "\n\n");
     for (const auto& p : r.report.properties) {
         if (p.passed) continue;
         s += fmt::format("- **{}**: {}\n", p.name, cell(p.message));

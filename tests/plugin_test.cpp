@@ -211,6 +211,7 @@ TEST(CheckPlugin, TheExamplePluginPasses) {
         EXPECT_TRUE(k.report.at("passed").get<bool>()) << name << ": " << first_failure(k.report).dump();
         EXPECT_GE(k.report.at("properties").size(), 2u) << name;
         EXPECT_EQ(k.report.at("backend"), "plugin");
+        EXPECT_FALSE(k.isolation.at("description").get<std::string>().empty()) << name;
     }
     EXPECT_TRUE(fs::exists(d / "check-plugin.md"));
 }
@@ -219,7 +220,7 @@ TEST(CheckPlugin, TheExamplePluginPasses) {
 // string; the kernels after it still run, and the good one passes.
 TEST(CheckPlugin, CrashHangOverflowInputWriteAndErrorAreEachThatKernelsFailure) {
     const fs::path d = fresh_dir("conform_plugin_misbehaving");
-    const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_MISBEHAVING + " --cases 30 --timeout 4 --out " + d.string());
+    const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_MISBEHAVING + " --cases 30 --timeout 5 --out " + d.string());
     EXPECT_EQ(r.status, 1) << r.output;
     const auto m = results(read_json(d / "check-plugin.json"));
     ASSERT_EQ(m.size(), 7u);

@@ -88,7 +88,7 @@ typedef struct conform_kernel {
     const int32_t* out_dtypes;     /* optional per-output dtypes (attention's lse in F32, int8_gemm's acc in I32); NULL: all out_dtype */
     const char* conventions_json;  /* optional (NULL or ""): declared conventions as a JSON object of strings,
                                       e.g. {"masked_row":"nan"} (docs/ops.md lists each op's conventions) */
-    const char* description;       /* optional (NULL): one line shown in reports */
+    const char* description;       /* optional (NULL): one line, shown in check-plugin's reports */
     conform_kernel_fn fn;          /* the kernel; must not be NULL */
 } conform_kernel;
 
