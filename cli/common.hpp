@@ -51,6 +51,20 @@ int cmd_run(const Selection& s, std::uint64_t seed, int cases, const std::string
             const std::string& reproduce, bool mutants, bool exhaustive);
 int cmd_mutate(const Selection& s, std::uint64_t seed, int cases, const std::string& out);
 int cmd_exhaustive(const Selection& s, const std::string& out, int threads);
+struct CheckPluginOptions {
+    std::string library;
+    Selection selection;  // --op and --kernel (names the library exports)
+    double timeout_s = 300;  // per kernel: the child is killed after this
+    std::uint64_t seed = 1;
+    int cases = 100;
+    std::string out;        // check-plugin.md / check-plugin.json; empty: none
+    std::string reproduce;  // a reproduction string from an earlier failure
+    bool shrink = true;     // --no-shrink: report failures unshrunk (a kill check needs no smaller case)
+};
+// Exit status: 0 every kernel passes, 1 some kernel failed (including a
+// crash, a hang or a write outside its outputs), 2 bad input (the library
+// cannot be loaded or its table is invalid), 130 interrupted.
+int cmd_check_plugin(const CheckPluginOptions& o);
 int cmd_golden(bool regenerate, bool profiles, const std::string& dir, const Selection& sel);
 
 }  // namespace conform::cli

@@ -77,6 +77,22 @@ int main(int argc, char** argv) {
     exh->add_option("--threads", threads, "worker threads (default: all cores)");
     auto* exh_out = exh->add_option("--out", out, "also write a report directory");
 
+    CheckPluginOptions plug;
+    auto* check_plugin = app.add_subcommand("check-plugin", "run the property suite against every kernel a plug-in "
+                                                            "library exports, each in a child process with a time "
+                                                            "limit (docs/plugins.md)");
+    check_plugin->add_option("library", plug.library, "the plug-in shared library (LIB.so)")->required();
+    check_plugin->add_option("--op", plug.selection.ops, "op to include (repeatable; default: all)");
+    check_plugin->add_option("--kernel", plug.selection.kernels, "exported kernel name to include (repeatable)");
+    check_plugin->add_option("--timeout", plug.timeout_s, "seconds each kernel's suite may take before it is killed")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    check_plugin->add_option("--cases", plug.cases, "generated cases per property")->capture_default_str()->check(CLI::PositiveNumber);
+    check_plugin->add_option("--seed", plug.seed, "RapidCheck seed")->capture_default_str();
+    check_plugin->add_option("--out", plug.out, "write check-plugin.md and check-plugin.json into this directory");
+    check_plugin->add_option("--reproduce", plug.reproduce, "reproduction string printed with a failure");
+    bool no_shrink = false;
+    check_plugin->add_flag("--no-shrink", no_shrink, "report failing cases as generated, without shrinking them");
+
     auto* golden = app.add_subcommand("golden", "check or regenerate golden vectors and error profiles");
     golden->add_flag("--regenerate", regenerate, "rewrite the golden vectors from the oracle");
     golden->add_flag("--record-profiles", profiles, "re-record every kernel's error profile");
@@ -96,6 +112,8 @@ int main(int argc, char** argv) {
         if (*run) return cmd_run(sel, seed, cases, out, !no_baselines, reproduce, with_mutants, with_exhaustive);
         if (*mutate) return cmd_mutate(sel, seed, cases, mutate_out->count() ? out : "");
         if (*exh) return cmd_exhaustive(sel, exh_out->count() ? out : "", threads);
+        plug.shrink = !no_shrink;
+        if (*check_plugin) return cmd_check_plugin(plug);
         if (*golden) return cmd_golden(regenerate, profiles, golden_dir, sel);
     } catch (const UsageError& e) {
         std::cerr << "conform: " << e.what() << "\n";

@@ -29,16 +29,35 @@ std::string reproduce_string(const std::string& id, std::uint64_t seed, const rc
 // recent discards) so that the (Random, size) of every case is known, and
 // keeps those of the case that set the property's worst ULP error and worst
 // bound utilization.  Replaying such a pair runs exactly that one case.
+//
+// With an `announce` callback it also names the case about to run: the next
+// generated one, or while shrinking the next candidate (RapidCheck's
+// shrinkTestCase tries the shrinks of the current best in order and restarts
+// from the first shrink of each accepted one, appending its index to the path).
 class WorstCaseListener : public rc::detail::TestListener {
 public:
-    WorstCaseListener(const rc::detail::TestParams& tp, const Stats& stats)
-        : tp_(tp), stats_(stats), random_(tp.seed) {}
+    using Announce = std::function<void(const rc::detail::Reproduce&)>;
+    WorstCaseListener(const rc::detail::TestParams& tp, const Stats& stats, Announce announce = {})
+        : tp_(tp), stats_(stats), random_(tp.seed), announce_(std::move(announce)) {}
+
+    // The case RapidCheck generates next (before any has run, the first).
+    void announce_next() const {
+        if (!announce_) return;
+        rc::Random next = random_;
+        announce_({next.split(), size_for(successes_) + discards_ / 10, {}});
+    }
 
     void onTestCaseFinished(const rc::detail::CaseDescription& d) override {
         const rc::Random random = random_.split();
         const int size = size_for(successes_) + discards_ / 10;
+        if (d.result.type == rc::detail::CaseResult::Type::Failure) {
+            failing_ = {random, size, {}};
+            announce_shrink();
+            return;
+        }
         if (d.result.type == rc::detail::CaseResult::Type::Discard) {
             ++discards_;
+            announce_next();
             return;
         }
         ++successes_;
@@ -51,8 +70,17 @@ public:
             util_ = stats_.max_util(), have_util_ = true;
             util_case_ = {random, size, {}};
         }
+        announce_next();
     }
-    void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+    void onShrinkTried(const rc::detail::CaseDescription&, bool accepted) override {
+        if (accepted) {
+            failing_.shrinkPath.push_back(shrink_index_);
+            shrink_index_ = 0;
+        } else {
+            ++shrink_index_;
+        }
+        announce_shrink();
+    }
     void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
 
     // The case behind the reported worst: utilization when the property
@@ -70,9 +98,19 @@ private:
         return rest == 1 ? 0 : ((i % sizes) * tp_.maxSize) / (rest - 1);
     }
 
+    void announce_shrink() const {
+        if (!announce_) return;
+        rc::detail::Reproduce next = failing_;
+        next.shrinkPath.push_back(shrink_index_);
+        announce_(next);
+    }
+
     const rc::detail::TestParams& tp_;
     const Stats& stats_;
     rc::Random random_;
+    Announce announce_;
+    rc::detail::Reproduce failing_;  // the failing case being shrunk, with the accepted path
+    std::size_t shrink_index_ = 0;
     int successes_ = 0, discards_ = 0;
     std::uint64_t ulp_ = 0;
     double util_ = 0;
@@ -154,6 +192,7 @@ report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, 
     tp.seed = cfg.seed ^ fnv1a(id);
     tp.maxSuccess = std::max(1, cfg.cases / p.case_divisor);
     tp.maxSize = 100;
+    tp.disableShrinking = !cfg.shrink;
     std::unordered_map<std::string, rc::detail::Reproduce> repro;
     if (!cfg.reproduce.empty()) {
         auto parsed = rc::detail::configFromString(cfg.reproduce);
@@ -162,7 +201,12 @@ report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, 
     }
     rc::detail::TestMetadata md{id, p.doc};
     Stats local;  // this property's elements only, for its worst case
-    WorstCaseListener listener(tp, local);
+    WorstCaseListener::Announce announce;
+    if (cfg.on_case)
+        announce = [&](const rc::detail::Reproduce& r) { cfg.on_case(p.name, reproduce_string(id, tp.seed, r)); };
+    WorstCaseListener listener(tp, local, announce);
+    if (repro.count(id) && announce) announce(repro.at(id));
+    else listener.announce_next();
     auto result = rc::detail::checkTestable(p.make(k, cfg, &local), md, tp, listener, repro);
 
     report::PropertyOutcome out;

@@ -18,6 +18,12 @@ struct RunConfig {
     int cases = 100;          // successful cases per property
     std::string reproduce;    // a reproduction string from an earlier failure
     int max_n = 4096;         // largest row length generated
+    bool shrink = true;       // false: a failure is reported as generated (enough to kill a mutant, and faster)
+    // Called before every generated, replayed or shrunk case runs, with the
+    // property id and the string that replays exactly that case.  check-plugin
+    // streams it to its parent so that a case that crashes or hangs the
+    // process can still be named and replayed.
+    std::function<void(const std::string& property, const std::string& reproduce)> on_case;
 };
 
 // A testable: one generated case per call; fails with RC_FAIL / RC_ASSERT.

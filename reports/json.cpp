@@ -289,6 +289,21 @@ RunReport from_json(const nlohmann::json& j) {
     return r;
 }
 
+nlohmann::json to_json(const KernelReport& k) { return kernel_json(k); }
+nlohmann::json to_json(const PropertyOutcome& p) { return property_json(p); }
+
+KernelReport kernel_from_json(const nlohmann::json& j, const std::string& path) {
+    KernelReport k;
+    read_value(j, path, k);
+    return k;
+}
+
+PropertyOutcome property_from_json(const nlohmann::json& j, const std::string& path) {
+    PropertyOutcome p;
+    read_value(j, path, p);
+    return p;
+}
+
 std::string to_json_text(const RunReport& r) {
     return to_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -22,6 +22,13 @@ nlohmann::json to_json(const RunReport&);
 // integer") or an unsupported schema id.  The "summary" object is derived
 // data and is not read back.
 RunReport from_json(const nlohmann::json&);
+// One kernel or one property of the report, as they appear inside it, and
+// their inverses (errors name `path` and the field): check-plugin streams
+// them from the child process that runs a plug-in kernel.
+nlohmann::json to_json(const KernelReport&);
+nlohmann::json to_json(const PropertyOutcome&);
+KernelReport kernel_from_json(const nlohmann::json&, const std::string& path);
+PropertyOutcome property_from_json(const nlohmann::json&, const std::string& path);
 // to_json(r) pretty-printed (2 spaces, trailing newline); invalid UTF-8 in
 // strings is replaced by U+FFFD instead of throwing.
 std::string to_json_text(const RunReport&);

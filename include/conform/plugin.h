@@ -1,0 +1,115 @@
+/*
+ * conform plug-in ABI, version 1 (docs/plugins.md).
+ *
+ * A shared library exports compiled kernels to conform through this header:
+ * it defines one function, conform_plugin_v1(), that returns a table of
+ * kernel descriptors.  `conform check-plugin LIB.so` loads the library with
+ * dlopen, validates the table and runs the full property suite against every
+ * kernel, each in a child process with a time limit.
+ *
+ * Plain C (C99 and C++), no conform headers or libraries needed: the library
+ * depends on nothing but this file.  All integers have fixed widths so the
+ * layout is the same for every compiler on a platform.
+ */
+#ifndef CONFORM_PLUGIN_H
+#define CONFORM_PLUGIN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI version this header describes.  A plug-in returns it in
+ * conform_plugin.abi_version; conform refuses a table of another version
+ * (layouts may differ) with exit status 2. */
+#define CONFORM_PLUGIN_ABI_VERSION 1
+
+/* The name of the entry symbol, for dlsym. */
+#define CONFORM_PLUGIN_ENTRY "conform_plugin_v1"
+
+/* Highest tensor rank passed to a kernel. */
+#define CONFORM_MAX_RANK 4
+
+/* Element types.  Values start at 1 so that a zero-initialized field is
+ * reported as unset rather than read as a type.  Storage is native
+ * little-endian: F16 and BF16 as 16-bit patterns, I8/I32 as two's complement. */
+typedef enum conform_dtype {
+    CONFORM_F64 = 1,
+    CONFORM_F32 = 2,
+    CONFORM_F16 = 3,
+    CONFORM_BF16 = 4,
+    CONFORM_I8 = 5,
+    CONFORM_I32 = 6 /* only as an output dtype (int8_gemm's exact accumulator "acc") */
+} conform_dtype;
+
+/* A strided view of a tensor owned by conform.
+ *
+ * Element (i0, i1, ...) lives at data + sum_k(i_k * strides[k]) elements.
+ * The last dimension of row-wise ops is contiguous (strides[rank-1] == 1);
+ * other strides may exceed the dense ones (padded rows): read and write only
+ * the elements the view names.  Views are valid for the duration of one call
+ * only; the kernel must not keep the pointers. */
+typedef struct conform_tensor {
+    int32_t dtype;                      /* a conform_dtype */
+    int32_t rank;                       /* 0 .. CONFORM_MAX_RANK */
+    int64_t shape[CONFORM_MAX_RANK];    /* entries past rank are 0 */
+    int64_t strides[CONFORM_MAX_RANK];  /* in elements, not bytes; entries past rank are 0 */
+    void* data;                         /* inputs: read-only (writes are detected and fail the kernel) */
+} conform_tensor;
+
+/* A kernel call.
+ *
+ * params_json: a JSON object holding every parameter of the op by the
+ *   formula's symbol, as numbers, defaults filled in, e.g. {"eps":1e-06,
+ *   "zero_centered":0} for rms_norm (docs/ops.md lists each op's parameters).
+ *   NUL-terminated, owned by conform, valid during the call.
+ * in, n_in: the op's inputs in docs/ops.md order.  An optional input the
+ *   case does not use (attention's mask, the delta rule's initial_state) is
+ *   left out: n_in is then one less.
+ * out, n_out: the op's outputs in order, allocated by conform with the shapes
+ *   the op defines and the dtypes the descriptor declares.  The kernel writes
+ *   every element of every output and nothing else.
+ * Returns 0 on success; any other value is reported as the kernel's failure
+ * (for example unsupported shapes).  The function may be called from any
+ * thread but never concurrently on the same outputs. */
+typedef int (*conform_kernel_fn)(const char* params_json, const conform_tensor* in, int n_in, conform_tensor* out,
+                                 int n_out);
+
+/* One exported kernel.  Every string is NUL-terminated UTF-8 with static
+ * storage duration (it must stay valid while the library is loaded). */
+typedef struct conform_kernel {
+    const char* op;        /* registry op name, e.g. "rms_norm" (conform ops) */
+    const char* name;      /* unique within the library, e.g. "mylib.rms_norm.fp32" */
+    int32_t in_dtype;      /* storage dtype of the floating inputs */
+    int32_t out_dtype;     /* storage dtype of the outputs (unless out_dtypes says otherwise) */
+    int32_t acc_dtype;     /* accumulation precision the error budget assumes: F32 or F64 (I32 is not accepted) */
+    int32_t n_out_dtypes;  /* 0, or the op's number of outputs when out_dtypes is given */
+    const int32_t* out_dtypes;     /* optional per-output dtypes (attention's lse in F32, int8_gemm's acc in I32); NULL: all out_dtype */
+    const char* conventions_json;  /* optional (NULL or ""): declared conventions as a JSON object of strings,
+                                      e.g. {"masked_row":"nan"} (docs/ops.md lists each op's conventions) */
+    const char* description;       /* optional (NULL): one line, shown in check-plugin's reports */
+    conform_kernel_fn fn;          /* the kernel; must not be NULL */
+} conform_kernel;
+
+/* The table a plug-in exports.  It and everything it points to must stay
+ * valid, unchanged, while the library is loaded; conform never frees it. */
+typedef struct conform_plugin {
+    uint32_t abi_version;            /* CONFORM_PLUGIN_ABI_VERSION */
+    int32_t n_kernels;               /* number of entries in kernels (>= 1) */
+    const conform_kernel* kernels;   /* n_kernels descriptors */
+} conform_plugin;
+
+/* The entry point every plug-in defines (with default visibility). */
+#if defined(_WIN32)
+#define CONFORM_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define CONFORM_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_v1(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONFORM_PLUGIN_H */
