@@ -159,9 +159,13 @@ std::vector<std::vector<double>> attention_bound_split(const Params& p, const st
 //   |lse_hat - lse| <= A = t tau + e log1p(t) + u |lse|   (d log1p / dt <= 1; the add)
 //   w_x = e^(lse_x - lse): argument off by A + u(|lse_x - lse| + A), then exp:
 //   rho_x = (1 + expm1(A + u(|lse_x - lse| + A)))(1 + e) - 1
-//   |o_hat - o| <= sum_x |w_x o_x| ((1 + rho_x)(1 + u)^2 - 1) + 3 eta
+//   |o_hat - o| <= sum_x [|w_x o_x| ((1 + rho_x)(1 + u)^2 - 1) + s_x |o_x| (1 + u)^2] + 3 eta
 //                  (+ half ulp_out when the output format is narrower than FP32)
-// (two products and the sum rounded; eta for subnormal products).  The lse
+// (two products and the sum rounded; eta for subnormal products).  "Within
+// 2 ulps" is a relative 4u only for a normal result: an exp below FP32's
+// normal range is off by up to 2 subnormal ulps, 2 eta absolute, so a weight
+// that may be subnormal adds s_x = 2 eta times |o_x| (a huge o_x times a
+// weight of e^-100 is where it shows), and t adds 2 eta to A.  The lse
 // bound is A (inflated by (1 + 4u) for the second-order terms).  Rows with an
 // empty or special state get bound 0: the kernel must be exact there.
 std::vector<std::vector<double>> lse_merge_bound(const Params&, const std::vector<TensorView>& in,
@@ -177,15 +181,19 @@ std::vector<std::vector<double>> lse_merge_bound(const Params&, const std::vecto
         const double lse = exact.at(1)[static_cast<std::size_t>(r)];
         const double d = std::fmin(a, b) - std::fmax(a, b), t = std::exp(d);
         const double tau = (1 + std::expm1(std::fabs(d) * u)) * (1 + e) - 1;
-        const double A = (t * tau + e * std::log1p(t) + u * std::fabs(lse)) * (1 + 4 * u);
+        const double tiny = std::ldexp(1.0, info(acc).emin);  // smallest normal of the arithmetic
+        const auto subnormal_error = [&](double w, double rho) { return w * (1 + rho) < tiny ? 2 * eta(acc) : 0.0; };
+        const double A = (t * tau + subnormal_error(t, tau) + e * std::log1p(t) + u * std::fabs(lse)) * (1 + 4 * u);
         bl[static_cast<std::size_t>(r)] = A;
         const double rho_a = (1 + std::expm1(A + u * (std::fabs(a - lse) + A))) * (1 + e) - 1;
         const double rho_b = (1 + std::expm1(A + u * (std::fabs(b - lse) + A))) * (1 + e) - 1;
         const double wa = std::exp(a - lse), wb = std::exp(b - lse);
+        const double sa = subnormal_error(wa, rho_a), sb = subnormal_error(wb, rho_b);
         for (std::int64_t k = 0; k < dv; ++k) {
             const std::int64_t i = r * dv + k;
             const double ta = std::fabs(wa * oa.value(i)), tb = std::fabs(wb * ob.value(i));
-            const double pre = ta * ((1 + rho_a) * (1 + u) * (1 + u) - 1) + tb * ((1 + rho_b) * (1 + u) * (1 + u) - 1);
+            const double pre = ta * ((1 + rho_a) * (1 + u) * (1 + u) - 1) + tb * ((1 + rho_b) * (1 + u) * (1 + u) - 1) +
+                               (sa * std::fabs(oa.value(i)) + sb * std::fabs(ob.value(i))) * (1 + u) * (1 + u);
             const double y = exact.at(0)[static_cast<std::size_t>(i)];
             // The sum's rounding is already in (1 + u)^2; a narrower output format rounds once more.
             const bool narrower = info(out.at(0)).precision < info(acc).precision;

@@ -13,6 +13,7 @@
 #include "kernel_suite.hpp"
 #include "oracle/bound.hpp"
 #include "oracle/eval.hpp"
+#include "properties/verdict.hpp"
 
 using namespace conform;
 using conform::testing::KernelSuite;
@@ -69,6 +70,24 @@ CONFORM_AVX2 double max_exp_error_ulps() {
         }
     }
     return worst;
+}
+
+// A huge o_a under a weight e^(lse_a - lse) below FP32's normal range: expf
+// returns the weight to within 2 subnormal ulps only (absolute), which the
+// bound must carry as 2 eta |o_a| (docs/softmax.md "lse_merge kernel"; the
+// case a 30-case run found, 336 times the bound that assumed a relative error).
+TEST(LseMergeKernels, SubnormalWeightTimesHugeStateStaysWithinBound) {
+    for (const char* name : {"cpu.scalar.lse_merge.bf16", "cpu.scalar.lse_merge.fp32"}) {
+        const KernelInfo& k = *builtin_registry().find(name);
+        for (double d : {-88.0, -95.0, -103.0, -103.3, -104.0}) {
+            const Tensor oa = row_of(k.in, {std::ldexp(1.0, 83), -std::ldexp(1.5, 90), 1.0});
+            const Tensor ob = row_of(k.in, {std::ldexp(1.0, -77), 3.0, -2.0});
+            Tensor la(Format::fp32, {1}), lb(Format::fp32, {1});
+            la.set_value(0, d), lb.set_value(0, 0.0);
+            const props::CaseResult r = props::check_case(k, Params(), {oa.view(), la.view(), ob.view(), lb.view()});
+            EXPECT_TRUE(r.pass) << name << " lse_a - lse_b = " << d << ": " << r.message;
+        }
+    }
 }
 
 TEST(SoftmaxKernels, VectorExpIsWithinTwoUlps) {
