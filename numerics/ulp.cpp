@@ -34,8 +34,12 @@ std::int64_t ordinal(Format f, std::uint64_t bits) {
 }
 
 std::uint64_t ulp_distance(Format f, std::uint64_t a, std::uint64_t b) {
-    std::int64_t x = ordinal(f, a), y = ordinal(f, b);
-    return x > y ? static_cast<std::uint64_t>(x - y) : static_cast<std::uint64_t>(y - x);
+    const std::int64_t x = ordinal(f, a), y = ordinal(f, b);
+    // |x|, |y| < 2^63, so the distance fits in 64 unsigned bits but not in a
+    // signed difference (fp64 across zero overflowed: UBSan found it); the
+    // unsigned subtraction is exact.
+    const auto ux = static_cast<std::uint64_t>(x), uy = static_cast<std::uint64_t>(y);
+    return x > y ? ux - uy : uy - ux;
 }
 
 UlpCompare compare_bits(Format f, std::uint64_t ref, std::uint64_t got) {

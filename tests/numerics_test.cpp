@@ -225,3 +225,14 @@ TEST(Round, DoubleDoubleRoundingAgreesWithMpfrOrDefers) {
     }
     EXPECT_GT(decided, 590000);  // it decides nearly always
 }
+
+// FP64 values of opposite sign far from zero: the distance needs all 64
+// unsigned bits (a signed difference overflowed; UBSan found it in int8_gemm's
+// fp64 accumulator comparisons).
+TEST(Ulp, Fp64DistanceAcrossZeroDoesNotOverflow) {
+    const std::uint64_t big = encode(Format::fp64, 1e300), neg = encode(Format::fp64, -1e300);
+    const std::uint64_t half = big & 0x7FFFFFFFFFFFFFFFull;
+    EXPECT_EQ(ulp_distance(Format::fp64, big, neg), 2 * half);
+    EXPECT_EQ(ulp_distance(Format::fp64, neg, big), 2 * half);
+    EXPECT_GT(2 * half, std::uint64_t{1} << 63);  // past the signed range
+}
