@@ -82,11 +82,12 @@ void unit_rows(Tensor& t, std::int64_t dk, std::mt19937_64& rng) {
     }
 }
 
-// NaN at `count` random elements of random inputs: the oracle's NaN pattern
-// is causal and by column (docs/gdn.md); a kernel must reproduce it.
-void inject_nans(std::vector<Tensor>& in, int count, std::mt19937_64& rng) {
+// NaN at `count` random elements of random inputs among the first
+// `eligible`: the oracle's NaN pattern is causal and by column (docs/gdn.md);
+// a kernel must reproduce it.
+void inject_nans(std::vector<Tensor>& in, std::size_t eligible, int count, std::mt19937_64& rng) {
     for (int s = 0; s < count; ++s) {
-        Tensor& t = in[rng() % in.size()];
+        Tensor& t = in[rng() % eligible];
         if (t.numel()) t.set_value(static_cast<std::int64_t>(rng() % t.numel()), NAN);
     }
 }
@@ -162,10 +163,7 @@ Case build_delta_case(const CaseSpec& s) {
     }
     if (d.size() > 7 && d[7] > 1) pack_sequences(c, d[7], d[4] != 0, s, rng);
     // Not into cu_seqlens: a NaN there is a malformed call, not a value.
-    std::vector<Tensor> values(std::make_move_iterator(c.inputs.begin()),
-                               std::make_move_iterator(c.inputs.begin() + std::min<std::size_t>(c.inputs.size(), 6)));
-    inject_nans(values, s.specials, rng);
-    std::move(values.begin(), values.end(), c.inputs.begin());
+    inject_nans(c.inputs, std::min<std::size_t>(c.inputs.size(), kDeltaCuSeqlens), s.specials, rng);
     return c;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "impls/cpu/gdn.hpp"
+#include "numerics/delta_varlen.hpp"
 
 namespace conform {
 namespace {
@@ -57,8 +58,8 @@ Problem read(const KernelCall& c, bool per_channel, Bug bug) {
     Problem p{q.shape[0], q.shape[1], q.shape[2], c.in.at(2).shape[2], per_channel ? q.shape[2] : 1,
               values(q), values(c.in.at(1)), values(c.in.at(2)), values(c.in.at(3)), values(c.in.at(4)), {}};
     p.s0.assign(static_cast<std::size_t>(p.heads * p.dk * p.dv), 0.0);
-    if (c.in.size() > 5 && c.in[5].numel() > 0 && bug != Bug::initial_state_dropped) {
-        const std::vector<double> s = values(c.in[5]);
+    if (delta_input_given(c.in, kDeltaInitialState) && bug != Bug::initial_state_dropped) {
+        const std::vector<double> s = values(c.in[kDeltaInitialState]);
         for (std::int64_t h = 0; h < p.heads; ++h)
             for (std::int64_t i = 0; i < p.dk; ++i)
                 for (std::int64_t m = 0; m < p.dv; ++m)
