@@ -1,0 +1,90 @@
+// The implementation contract of a decoder block stack (docs/diverge.md):
+// everything a porter must match for two implementations of the same model to
+// agree -- norm type, eps and placement, projection shapes and biases, head
+// layout, positional transform, attention kind, MLP activation and gate order,
+// residual scaling, accumulation format and residual kind.  Serialized as the
+// `conform.contract` JSON of a model dump (model/1).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "numerics/format.hpp"
+
+namespace conform::model {
+
+enum class AttentionKind { softmax, gated, gdn, kda };
+enum class MlpKind { swiglu, situ_glu, gelu };  // gelu: h = gelu(up), no gate
+enum class NormKind { rms_norm, layer_norm };
+enum class Placement { pre, post };
+enum class ResidualKind { plain, mhc };
+
+const char* name(AttentionKind k);
+const char* name(MlpKind k);
+const char* name(NormKind k);
+const char* name(Placement p);
+const char* name(ResidualKind r);
+
+// Conventions a contract declares and a dump may silently violate.  Keys and
+// values (first value = default):
+//   rope_pairing    half | interleaved      pair (j, j + r/2) or (2j, 2j + 1)
+//   eps_placement   inside | outside        sqrt(mean x^2 + eps) or sqrt(mean x^2) + eps
+//   gate_order      gate_up | up_gate       which half of the fused gate_up projection is the gate
+//   gelu            erf | tanh              GELU variant of the gelu MLP (and GeGLU)
+//   norm_cast       after_weight | before_weight
+//                                           norm output rounded once after the weight, or
+//                                           x / rms rounded to the model format first (Llama)
+//   causal          bottom_right | top_left causal mask alignment when Lq != Lk (a KV cache)
+using Conventions = std::map<std::string, std::string>;
+const std::map<std::string, std::vector<std::string>>& convention_values();
+Conventions default_conventions();
+
+struct ModelContract {
+    // Stack.
+    std::int64_t layers = 4;
+    std::string pattern = "dense";  // dense: every layer softmax attention; hybrid: 3 linear (gdn/kda) : 1 attention
+    AttentionKind linear_kind = AttentionKind::gdn;  // the linear layers of a hybrid stack
+    AttentionKind attention_kind = AttentionKind::softmax;  // the full-attention layers: softmax | gated
+    // Shapes.
+    std::int64_t width = 64;  // C: hidden size
+    std::int64_t heads = 4, kv_heads = 2, head_dim = 16;
+    std::int64_t linear_heads = 4, linear_head_dim = 16;  // gdn/kda: d_k = d_v = linear_head_dim
+    std::int64_t ffn = 128;                                // F: MLP hidden size
+    std::int64_t tokens = 16;                              // T: model input length
+    std::int64_t cache_tokens = 0;  // P > 0: attention layers see P cached keys first (Lk = P + T)
+    bool qkv_bias = false, o_bias = false;
+    // Norms.
+    NormKind norm = NormKind::rms_norm;
+    double eps = 1e-6;
+    bool zero_centered = false;  // RMSNorm weight stored as w, applied as 1 + w
+    Placement placement = Placement::pre;
+    bool qk_norm = false;  // RMSNorm over head_dim of q and k before RoPE
+    // Positions.
+    double rope_base = 10000;
+    std::int64_t rotary_dim = 0;  // 0: the whole head_dim
+    // MLP.
+    MlpKind mlp = MlpKind::swiglu;
+    double situ_beta1 = 4, situ_beta2 = 25;
+    // Formats: weights, activations and every point of the model are stored in
+    // `dtype`; kernels accumulate in FP32.
+    Format dtype = Format::fp32;
+    // Residual.
+    double residual_scale = 1;  // x + s * branch
+    Format residual_format = Format::fp32;  // the residual stream's accumulation/storage format
+    ResidualKind residual = ResidualKind::plain;
+    std::int64_t hc_streams = 4;  // mHC: n parallel residual streams
+    // Declared conventions (defaults filled in).
+    Conventions conventions = default_conventions();
+
+    AttentionKind layer_kind(std::int64_t layer) const;  // hybrid: layer % 4 == 3 is full attention
+};
+
+// std::invalid_argument naming the field ("contract.heads: must divide ...").
+void validate(const ModelContract& c);
+ModelContract contract_from_json(const nlohmann::json& j);  // unknown keys are errors
+nlohmann::json to_json(const ModelContract& c);
+
+}  // namespace conform::model

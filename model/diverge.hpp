@@ -1,0 +1,60 @@
+// Divergence by first failing layer (docs/diverge.md).
+//
+// For every point of a candidate's model dump:
+//  - propagated error: candidate vs the oracle run from the model input;
+//  - local error: candidate vs the oracle step applied to the candidate's own
+//    inputs of that step (points and weights from the dump);
+// each as max ULP (in the candidate's format), max relative error, cosine,
+// SQNR (dB) and utilization of the step's local budget.  The first failing
+// point is the first (in graph order) whose local error exceeds its budget;
+// later points that exceed the budget only through their inputs are marked
+// "propagated".  At a failing point the alternative conventions of its step
+// are tried and the one whose reference fits the budget is named.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/contract.hpp"
+#include "model/graph.hpp"
+#include "model/run.hpp"
+
+namespace conform::model {
+
+struct ErrorMetrics {
+    double max_ulp = 0;      // in the candidate's format
+    double max_rel = 0;      // max |c - r| / max(|r|, tiny)
+    double cosine = 1;       // <c, r> / (|c| |r|)
+    double sqnr_db = 0;      // 10 log10(|r|^2 / |c - r|^2); +inf when equal
+    double utilization = 0;  // max |c - r| / (budget + oracle bound) per element
+    std::int64_t worst = -1; // flat index of the worst element (utilization)
+    bool class_mismatch = false;  // NaN/Inf where the reference has none (or the reverse)
+};
+
+enum class PointStatus { pass, fail_local, fail_propagated, not_checkable };
+const char* name(PointStatus s);
+
+struct PointReport {
+    std::string point;
+    std::int64_t layer = -1;
+    std::string sublayer;
+    StepKind kind = StepKind::matmul;
+    bool required = false;
+    ErrorMetrics local, propagated;
+    PointStatus status = PointStatus::pass;
+    std::string missing;                       // not_checkable: which inputs the dump lacks
+    std::vector<std::string> conventions_tried;  // "rope_pairing=interleaved: util 0.3"
+    std::optional<std::string> convention_match;  // "rope_pairing=interleaved"
+};
+
+struct DivergeReport {
+    ModelContract contract;
+    std::string candidate, reference;  // dump sources ("oracle" when none)
+    std::vector<PointReport> points;   // graph order
+    std::optional<std::size_t> first_failing;  // index into points
+    double oracle_bound_ratio = 0;     // max over points of FP64-tier bound / budget
+    std::string mpfr_cross_check;      // summary of the sampled MPFR comparison
+};
+
+}  // namespace conform::model

@@ -1,0 +1,66 @@
+// The block stack as a list of steps (docs/diverge.md): each step computes one
+// named point from earlier points, weights and caches with one operation whose
+// local error budget is derived on its own (oracle/bound.hpp and the matmul
+// bound of docs/diverge.md).  The oracle tier, the kernel executor, the
+// divergence analysis and model dumps all walk this one list.
+//
+// Point names: "input" (the model input [T, C]), then per layer l
+// "layers.<l>.<name>".  Every point is stored as [T, features] (mHC streams:
+// [n, T, C]).  The points the issue names for every layer are `required`:
+//   input (block input), attn_norm, attn_out, mid, mlp_norm, mlp_out, output
+// (post-norm: the norms are mid and output themselves).  Finer points (q, k,
+// v, q_rope, attn, gate_up, h, ...) make every step checkable on its own.
+// Weights are named "layers.<l>.<name>.weight" / ".bias"; caches
+// "layers.<l>.cache.k" / ".cache.v" / ".cache.state".
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/contract.hpp"
+
+namespace conform::model {
+
+enum class StepKind {
+    norm,        // rms_norm / layer_norm over C: in {x}, weights {w[, b]}
+    head_norm,   // rms_norm over head_dim of each head (QK-norm): in {x}, {w}; `heads`
+    l2_head,     // l2_norm over the head dim of each head (gdn/kda q, k): in {x}; `heads`
+    matmul,      // y = x W^T (+ b): in {x}, weights {W [out, in][, b [out]]}
+    rope,        // RoPE of [T, heads * head_dim]; positions start at cache_tokens
+    attention,   // causal softmax attention, GQA: in {q, k, v}[ + cache k, v]; out [T, Hq * D]
+    sigmoid,     // elementwise
+    log_decay,   // g = -softplus(x): the delta rule's log-decay
+    mul,         // elementwise a * b
+    glu,         // in {gate_up [T, 2F]}: swiglu / situ_glu of the halves (gate_order)
+    gelu,        // in {up [T, F]}: gelu (erf | tanh)
+    gdn,         // in {q, k, v, g [T, H], beta [T, H]}[ + cache state]
+    kda,         // in {q, k, v, g [T, H * d_k], beta [T, H]}[ + cache state]
+    add,         // residual: a + residual_scale * b, stored in residual_format
+    hc_mix,      // mHC: branch input sum_i a_i X_i, a = sigmoid(alpha): in {X [n, T, C]}, {alpha [n]}
+    hc_update,   // mHC: X' = B X + c (x) f, c = 2 sigmoid(gamma): in {X, f, B}, {gamma [n]}
+    sinkhorn,    // mHC: B = sinkhorn(logits [n, n])
+};
+const char* name(StepKind k);
+
+struct Step {
+    std::string point;                 // the point it computes, e.g. "layers.3.q"
+    std::int64_t layer = -1;           // -1: model level
+    std::string sublayer;              // "attn" or "mlp" (the half of the block it belongs to)
+    StepKind kind = StepKind::matmul;
+    std::vector<std::string> inputs;   // point or cache names, in the kind's order
+    std::vector<std::string> weights;  // weight names, in the kind's order
+    std::int64_t heads = 0;            // head_norm, l2_head, rope: heads of the layout
+    bool required = false;             // one of the points every dump must hold
+};
+
+// Every step of the stack, in execution order (a step's inputs come before it).
+std::vector<Step> build_graph(const ModelContract& c);
+
+struct WeightSpec {
+    std::string name;
+    std::vector<std::int64_t> shape;
+};
+std::vector<WeightSpec> weight_specs(const ModelContract& c);  // weights and caches, in name order
+std::vector<std::int64_t> point_shape(const ModelContract& c, const Step& s);
+
+}  // namespace conform::model
