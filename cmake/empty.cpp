@@ -1,0 +1,1 @@
+// Keeps conform_model a valid library while model/ is being filled in.
