@@ -1,9 +1,12 @@
 // Shared parts of the conform subcommands: kernel selection from --op /
 // --dtype / --kernel, input errors (exit status 2), progress lines.
 #pragma once
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "impls/registry.hpp"
 #include "reports/model.hpp"
@@ -66,5 +69,14 @@ struct CheckPluginOptions {
 // cannot be loaded or its table is invalid), 130 interrupted.
 int cmd_check_plugin(const CheckPluginOptions& o);
 int cmd_golden(bool regenerate, bool profiles, const std::string& dir, const Selection& sel);
+
+// Subcommands that own their options (docs/diverge.md): each adds itself to
+// `app` and returns the action to run when it was the one parsed.
+struct Subcommand {
+    CLI::App* cmd;
+    std::function<int()> action;
+};
+Subcommand add_synth(CLI::App& app);    // cli/synth.cpp
+Subcommand add_diverge(CLI::App& app);  // cli/diverge.cpp
 
 }  // namespace conform::cli
