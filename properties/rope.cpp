@@ -277,7 +277,7 @@ report::Curve rope_invariance_curve(const KernelInfo& k, std::uint64_t seed) {
     const Case kc = build_case(structured_spec("rope", k.in, {1, 1, 64}, p, Family::normal, 0, ~seed, 0));
     oracle::PrecisionScope scope(256);
     const auto [s0, b0] = score(rotate_at(k, qc.inputs[0], p, 5), rotate_at(k, kc.inputs[0], p, 0));
-    report::Curve c{"rope_invariance", "position x", "|S(x+5, x) - S(5, 0)| / budget", {}, true};
+    report::Curve c{"rope_invariance", "position x", "|S(x+5, x) - S(5, 0)| / budget", {}, true, ""};
     for (int e = 0; e <= 20; ++e) {
         const double x = std::ldexp(1.0, e);
         const auto [s, b] = score(rotate_at(k, qc.inputs[0], p, x + 5), rotate_at(k, kc.inputs[0], p, x));

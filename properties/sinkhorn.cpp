@@ -6,6 +6,7 @@
 #include "oracle/sinkhorn_bound.hpp"
 #include "oracle/structured.hpp"
 #include "properties/common.hpp"
+#include "properties/sinkhorn.hpp"
 
 namespace conform::props {
 namespace {
@@ -96,7 +97,8 @@ struct Judged {
     std::vector<double> exact, bound;
     std::int64_t n = 0, count = 0;
 
-    explicit Judged(const KernelInfo& k) : c(build_case(*gen_sinkhorn_spec(k.in, GenOptions{}))) {
+    explicit Judged(const KernelInfo& k) : Judged(k, build_case(*gen_sinkhorn_spec(k.in, GenOptions{}))) {}
+    Judged(const KernelInfo& k, Case given) : c(std::move(given)) {
         out = run_kernel(k, c.params, c.views());
         const std::vector<Format> fmt{output_format(k, 0)};
         exact = oracle::evaluate_structured("sinkhorn", c.params, c.views(), fmt).exact.at(0);
@@ -206,7 +208,48 @@ Testable batch_independence(const KernelInfo& k) {
     };
 }
 
+// Free HC layers near the identity (what HC learns from an identity start).
+std::vector<oracle::Mat<oracle::Real>> free_hc(std::int64_t n, std::int64_t depth, std::mt19937_64& g) {
+    std::normal_distribution<double> N;
+    std::vector<oracle::Mat<oracle::Real>> bs;
+    for (std::int64_t l = 0; l < depth; ++l) {
+        auto b = oracle::identity<oracle::Real>(n);
+        for (auto& v : b.a) v += oracle::Real(0.1 * N(g));
+        bs.push_back(std::move(b));
+    }
+    return bs;
+}
+
 }  // namespace
+
+report::Curve depth_amplification_curve(const KernelInfo& k, std::uint64_t seed) {
+    constexpr std::int64_t kN = 4, kDepth = 1000;
+    const Case logits = build_case(structured_spec("sinkhorn", k.in, {kDepth, kN}, Params({{"iters", 20.0}}),
+                                                   Family::normal, 0, seed, 0));
+    const Judged r(k, logits);
+    const double column_bound = oracle::sinkhorn_column_sum_bound(kN, k.acc, output_format(k, 0));
+    std::mt19937_64 g(seed ^ 0x9e3779b97f4a7c15ULL);
+    const auto hc = free_hc(kN, kDepth, g);
+    oracle::PrecisionScope scope(128);
+    report::Curve c{"depth_amplification", "depth L", "||B_L ... B_1||_2", {}, true, "free HC (I + 0.1 N(0, 1))"};
+    auto p = oracle::identity<oracle::Real>(kN), p_hc = p;
+    oracle::Real budget(1);
+    const std::vector<std::int64_t> depths{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
+    auto next = depths.begin();
+    for (std::int64_t l = 0; l < kDepth; ++l) {
+        p = oracle::matmul(r.kernel_matrix(l), p);
+        p_hc = oracle::matmul(hc[static_cast<std::size_t>(l)], p_hc);
+        // Unjudged matrices (non-finite bound) make the budget infinite: NaN
+        // or overflow in the product still fails below.
+        budget *= oracle::sqrt(oracle::Real(1 + r.row_slack(l)) * oracle::Real(1 + column_bound));
+        if (l + 1 != *next) continue;
+        const double err = oracle::to_double(oracle::spectral_norm(p).hi), b = oracle::to_double(budget);
+        c.points.push_back({static_cast<double>(l + 1), err, b, oracle::to_double(oracle::spectral_norm(p_hc).value)});
+        c.passed = c.passed && err <= b;  // NaN fails
+        if (++next == depths.end()) break;
+    }
+    return c;
+}
 
 void add_sinkhorn_properties(std::vector<PropertyDef>& v) {
     auto is_sinkhorn = [](const OpSpec& op) { return op.name == "sinkhorn"; };

@@ -2,6 +2,7 @@
 
 #include "properties/common.hpp"
 #include "properties/rope.hpp"
+#include "properties/sinkhorn.hpp"
 
 #include <chrono>
 #include <rapidcheck.h>
@@ -136,6 +137,7 @@ std::string show_example(const rc::detail::Example& ex) {
 // Measured curves of a kernel (the RoPE invariance error over position).
 std::vector<report::Curve> curves_for(const KernelInfo& k, const RunConfig& cfg) {
     if (k.op == "rope") return {rope_invariance_curve(k, cfg.seed)};
+    if (k.op == "sinkhorn") return {depth_amplification_curve(k, cfg.seed)};
     return {};
 }
 

@@ -304,6 +304,17 @@ std::string mutation(const RunReport& r) {
                        html_table(detail::mutant_table(r.mutants), classes));
 }
 
+std::string amplification(const RunReport& r) {
+    const auto t = detail::amplification_table(r);
+    if (t.empty()) return "";
+    std::vector<std::string> classes;
+    for (std::size_t i = 1; i < t.size(); ++i) classes.push_back(verdict_class(t[i].back() == "FAIL", t[i].back() != "PASS" && t[i].back() != "FAIL"));
+    return "<section id=\"amplification\">\n<h2>mHC residual path over depth</h2>\n<p>‖B<sub>L</sub>⋯B<sub>1</sub>‖₂ "
+           "of each sinkhorn kernel's own matrices (n = 4, logits N(0, 1)) against the product of their derived "
+           "per-layer bounds √((1 + row slack)(1 + column bound)) (docs/sinkhorn.md); the last row is unconstrained "
+           "HC (B = I + 0.1 N(0, 1)) for comparison.</p>\n" + html_table(t, classes) + "</section>\n";
+}
+
 std::string attention(const RunReport& r) {
     const auto ks = detail::attention_kernels(r);
     if (ks.empty()) return "";
@@ -336,7 +347,7 @@ std::string to_html(const RunReport& r) {
     auto groups = detail::group_kernels(r);
     body += contents(groups);
     for (std::size_t i = 0; i < groups.size(); ++i) body += kernel_section(groups[i], i, r);
-    body += not_provided(r) + attention(r) + exhaustive(r) + mutation(r);
+    body += not_provided(r) + attention(r) + amplification(r) + exhaustive(r) + mutation(r);
     return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                        "<title>conform report: {}</title>\n<style>{}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
                        detail::headline(r), kStyle, body);

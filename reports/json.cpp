@@ -42,8 +42,14 @@ json property_json(const PropertyOutcome& p) {
 
 json curve_json(const Curve& c) {
     json pts = json::array();
-    for (const auto& p : c.points) pts.push_back({{"x", real(p.x)}, {"error", real(p.error)}, {"budget", real(p.budget)}});
-    return {{"name", c.name}, {"x_label", c.x_label}, {"y_label", c.y_label}, {"passed", c.passed}, {"points", pts}};
+    for (const auto& p : c.points) {
+        json pt{{"x", real(p.x)}, {"error", real(p.error)}, {"budget", real(p.budget)}};
+        if (!c.peer_label.empty()) pt["peer"] = real(p.peer);
+        pts.push_back(pt);
+    }
+    json out{{"name", c.name}, {"x_label", c.x_label}, {"y_label", c.y_label}, {"passed", c.passed}, {"points", pts}};
+    if (!c.peer_label.empty()) out["peer_label"] = c.peer_label;  // added after the schema's first release (optional)
+    return out;
 }
 
 json kernel_json(const KernelReport& k) {
@@ -218,13 +224,13 @@ void read_value(const json& v, const std::string& path, PropertyOutcome& p) {
 
 void read_value(const json& v, const std::string& path, CurvePoint& p) {
     Obj o(v, path);
-    o("x", p.x), o("error", p.error), o("budget", p.budget);
+    o("x", p.x), o("error", p.error), o("budget", p.budget), o.optional("peer", p.peer);
 }
 
 void read_value(const json& v, const std::string& path, Curve& c) {
     Obj o(v, path);
     o("name", c.name), o("x_label", c.x_label), o("y_label", c.y_label), o("passed", c.passed);
-    o("points", c.points);
+    o("points", c.points), o.optional("peer_label", c.peer_label);
 }
 
 void read_value(const json& v, const std::string& path, KernelReport& k) {

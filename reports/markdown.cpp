@@ -140,6 +140,16 @@ std::string attention(const RunReport& r) {
            md_table(detail::worst_case_table(ks));
 }
 
+std::string amplification(const RunReport& r) {
+    const auto t = detail::amplification_table(r);
+    if (t.empty()) return "";
+    return "## mHC residual path over depth\n\n" +
+           md_text("||B_L ... B_1||_2 of each sinkhorn kernel's own matrices (n = 4, logits N(0, 1)) against the "
+                   "product of their derived per-layer bounds sqrt((1 + row slack)(1 + column bound)) "
+                   "(docs/sinkhorn.md); the last row is unconstrained HC (B = I + 0.1 N(0, 1)) for comparison.") +
+           "\n\n" + md_table(t);
+}
+
 std::string exhaustive(const RunReport& r) {
     if (r.exhaustive.empty()) return "";
     return "## Exhaustive sweeps\n\n" + md_table(detail::exhaustive_table(r.exhaustive));
@@ -160,7 +170,7 @@ std::string mutation(const RunReport& r) {
 }  // namespace
 
 std::string to_markdown(const RunReport& r) {
-    return header(r) + kernel_tables(r) + failures(r) + not_provided(r) + attention(r) + exhaustive(r) + mutation(r);
+    return header(r) + kernel_tables(r) + failures(r) + not_provided(r) + attention(r) + amplification(r) + exhaustive(r) + mutation(r);
 }
 
 }  // namespace conform::report

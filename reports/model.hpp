@@ -3,6 +3,7 @@
 // Markdown, JUnit XML and a self-contained HTML page.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct PropertyOutcome {
 // position: at each x the error, its derived budget, and error / budget.
 struct CurvePoint {
     double x = 0, error = 0, budget = 0;
+    // A comparison series at the same x, not judged (depth_amplification: the
+    // unconstrained HC product); NaN when the curve has none.
+    double peer = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct Curve {
@@ -41,6 +45,7 @@ struct Curve {
     std::string x_label, y_label;
     std::vector<CurvePoint> points;
     bool passed = true;    // every point within its budget
+    std::string peer_label;  // what CurvePoint::peer measures; empty: no peer series
 };
 
 // Error statistics of one kernel over every element the suite compared.

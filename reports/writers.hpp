@@ -101,6 +101,12 @@ std::string reproduce_command(const KernelReport&, const std::string& reproduce)
 // The curves named `name`: one row per x, one utilization column per kernel.
 Table curve_table(const std::vector<const KernelReport*>&, const std::string& name);
 
+// The depth_amplification curves (mHC, docs/sinkhorn.md): one row per
+// sinkhorn kernel (never mutants) with ||B_L...B_1||_2 of its own matrices at
+// each depth and the budget at the deepest, then one row of the peer series
+// (unconstrained HC); empty when no kernel has the curve.
+Table amplification_table(const RunReport&);
+
 // Kernels grouped by "family / op", sorted by group then input order.
 struct KernelGroup {
     std::string title;

@@ -185,6 +185,32 @@ Table curve_table(const std::vector<const KernelReport*>& ks, const std::string&
     return t;
 }
 
+Table amplification_table(const RunReport& r) {
+    Table t;
+    const Curve* peer = nullptr;
+    for (const auto& k : r.kernels)
+        for (const auto& c : k.curves) {
+            if (c.name != "depth_amplification" || k.role == "mutant" || c.points.empty()) continue;
+            if (t.empty()) {
+                t.push_back({"kernel"});
+                for (const auto& p : c.points) t[0].push_back(fmt::format("L = {:.0f}", p.x));
+                t[0].insert(t[0].end(), {"budget at L max", "verdict"});
+            }
+            std::vector<std::string> row{k.kernel};
+            for (const auto& p : c.points) row.push_back(fmt::format("{:.6g}", p.error));
+            row.insert(row.end(), {fmt::format("{:.6g}", c.points.back().budget), pass_fail(c.passed)});
+            t.push_back(row);
+            if (!c.peer_label.empty()) peer = &c;
+        }
+    if (peer) {
+        std::vector<std::string> row{peer->peer_label};
+        for (const auto& p : peer->points) row.push_back(fmt::format("{:.6g}", p.peer));
+        row.insert(row.end(), {"-", "not judged"});
+        t.push_back(row);
+    }
+    return t;
+}
+
 std::vector<KernelGroup> group_kernels(const RunReport& r) {
     std::map<std::string, std::vector<const KernelReport*>> by;
     for (const auto& k : r.kernels) {

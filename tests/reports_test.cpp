@@ -60,7 +60,7 @@ KernelReport rope_kernel() {
     p.worst_value = 0.908;
     p.worst_case = "element 3: got 0x1p-2, want 0x1.0000002p-2";
     p.worst_reproduce = "reproduce=BAyY seed=7";
-    Curve c{"rope_invariance", "position x", "error / budget", {{1, 1e-3, 1}, {1024, 0.5, 1}, {1048576, 3, 2}}, false};
+    Curve c{"rope_invariance", "position x", "error / budget", {{1, 1e-3, 1}, {1024, 0.5, 1}, {1048576, 3, 2}}, false, ""};
     k.curves = {c};
     k.properties = {p, prop("rope_invariance_curve", false)};
     return k;
@@ -341,6 +341,38 @@ TEST(ReportsMarkdown, AttentionSectionHasStatsCurveAndWorstCases) {
                        "want 0x1.0000002p-2 | conform run --kernel cpu.simd.rope.fp32 --reproduce 'reproduce=BAyY "
                        "seed=7' |"),
               std::string::npos);
+}
+
+// sample() plus a sinkhorn kernel with its depth_amplification curve (and
+// the unconstrained-HC peer series) and a sinkhorn mutant with one too.
+RunReport with_amplification() {
+    RunReport r = sample();
+    KernelReport k = kernel("cpu.simd.sinkhorn.fp32", "sinkhorn", "sinkhorn", "kernel", true);
+    k.curves = {Curve{"depth_amplification", "depth L", "||B_L ... B_1||_2",
+                      {{1, 0.75, 1.0001, 1.2}, {1000, 1.0000001, 1.1, 2.5e7}}, true, "free HC"}};
+    KernelReport m = k;
+    m.kernel = "mutant.sinkhorn.rows_only.fp32", m.role = "mutant";
+    r.kernels.push_back(k);
+    r.kernels.push_back(m);
+    return r;
+}
+
+TEST(ReportsMarkdown, AmplificationSectionShowsKernelsBudgetAndFreeHc) {
+    EXPECT_EQ(to_markdown(sample()).find("## mHC residual path"), std::string::npos);
+    const std::string md = to_markdown(with_amplification());
+    const std::string amp = slice(md, "## mHC residual path over depth", "## Exhaustive");
+    ASSERT_FALSE(amp.empty());
+    EXPECT_NE(amp.find("| kernel | L = 1 | L = 1000 | budget at L max | verdict |"), std::string::npos);
+    EXPECT_NE(amp.find("| cpu.simd.sinkhorn.fp32 | 0.75 | 1 | 1.1 | PASS |"), std::string::npos);
+    EXPECT_NE(amp.find("| free HC | 1.2 | 2.5e+07 | - | not judged |"), std::string::npos);
+    EXPECT_EQ(amp.find("mutant.sinkhorn"), std::string::npos);  // mutants are not in it
+    const std::string html = to_html(with_amplification());
+    EXPECT_NE(slice(html, "<section id=\"amplification\">", "</section>").find("2.5e+07"), std::string::npos);
+    EXPECT_EQ(xml_problem(slice(html, "<section id=\"amplification\">", "</section>") + "</section>"), "");
+    const RunReport back = from_json(to_json(with_amplification()));
+    EXPECT_EQ(back.kernels[3].curves[0].peer_label, "free HC");
+    EXPECT_EQ(back.kernels[3].curves[0].points[1].peer, 2.5e7);
+    EXPECT_EQ(to_json(back), to_json(with_amplification()));
 }
 
 TEST(ReportsMarkdown, TableCellsAreEscaped) {

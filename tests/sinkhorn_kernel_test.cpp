@@ -13,6 +13,7 @@
 #include "oracle/sinkhorn_bound.hpp"
 #include "oracle/structured.hpp"
 #include "properties/generators.hpp"
+#include "properties/sinkhorn.hpp"
 #include "test_tensors.hpp"
 
 using namespace conform;
@@ -104,4 +105,25 @@ TEST(SinkhornKernels, Throughput) {
         }
         std::printf("%-28s %8.2f M matrices/s (n = 4, 20 iterations)\n", k->name.c_str(), batch * reps / s / 1e6);
     }
+}
+
+// mHC's identity path through 1000 layers of each kernel's own matrices stays
+// within the product of the per-layer derived bounds, while free HC layers
+// amplify exponentially; a row-stochastic-only mutant's product converges to
+// 1 pi^T with ||.||_2 = sqrt(n) ||pi||_2 > 1 and leaves the budget.
+TEST(SinkhornKernels, DepthProductStaysWithinItsBudgetUnlikeFreeHc) {
+    for (const KernelInfo* k : gated_kernels()) {
+        const report::Curve c = props::depth_amplification_curve(*k, 5);
+        ASSERT_EQ(c.points.size(), 10u) << k->name;
+        EXPECT_TRUE(c.passed) << k->name;
+        EXPECT_EQ(c.points.back().x, 1000);
+        EXPECT_GT(c.points.back().peer, 1e3) << k->name;
+        std::printf("%s: ||B_1000...B_1||_2 = %.9g (budget %.9g), free HC %.3g\n", k->name.c_str(),
+                    c.points.back().error, c.points.back().budget, c.points.back().peer);
+    }
+    const KernelInfo* rows_only = builtin_registry().find("mutant.sinkhorn.rows_only.fp32");
+    ASSERT_NE(rows_only, nullptr);
+    const report::Curve bad = props::depth_amplification_curve(*rows_only, 5);
+    EXPECT_FALSE(bad.passed);
+    EXPECT_GT(bad.points.back().error, 1.001);
 }
