@@ -10,6 +10,7 @@
 #include "cli/common.hpp"
 #include "io/case_file.hpp"
 #include "oracle/conventions.hpp"
+#include "properties/fixed.hpp"
 #include "properties/verdict.hpp"
 #include "reports/atomic_file.hpp"
 
@@ -26,6 +27,9 @@ struct CaseVerdict {
     double max_util = 0;
     std::string worst;
     std::string matches;  // the alternative convention the data matches, when it fails
+    // The op's fixed-data properties (properties/fixed.hpp): name and "" when
+    // it holds, else the violation.
+    std::vector<std::pair<std::string, std::string>> properties;
 };
 
 // Thrown for a case that is well-formed as a file but wrong for its op.
@@ -220,6 +224,26 @@ std::string matching_alternative(const Judged& base) {
     return "";
 }
 
+// ---- fixed-data properties ---------------------------------------------------
+
+// Each of the op's fixed-data properties on the stored outputs; a violation
+// fails the case even when every element is within budget.
+void run_fixed_properties(const Judged& j, CaseVerdict& v) {
+    props::Case c;
+    c.op = j.op, c.params = j.params;
+    for (const TensorView& t : j.in) {
+        Tensor copy(t.format, {t.shape.begin(), t.shape.begin() + t.rank});
+        for (std::int64_t i = 0; i < t.numel(); ++i) copy.set_bits(i, t.bits(i));
+        c.inputs.push_back(std::move(copy));
+    }
+    for (const props::FixedProperty* p : props::fixed_properties_for(*j.op)) {
+        v.properties.emplace_back(p->name, p->check(j.kernel, c));
+        if (v.properties.back().second.empty() || v.status == "FAIL") continue;
+        v.status = "FAIL";
+        v.message = "property " + p->name + " (" + p->doc + "): " + v.properties.back().second;
+    }
+}
+
 // ---- one case -----------------------------------------------------------------
 
 CaseVerdict judge_case(const std::filesystem::path& path) {
@@ -250,6 +274,7 @@ CaseVerdict judge_case(const std::filesystem::path& path) {
         v.max_util = stats.max_util();
         v.worst = v.has_util ? stats.worst_util_case() : stats.worst_ulp_case();
         if (!r.pass) v.matches = matching_alternative(j);
+        run_fixed_properties(j, v);
     } catch (const io::FormatError& e) {
         v.status = "ERROR", v.message = e.what();
     } catch (const CaseError& e) {
@@ -260,13 +285,26 @@ CaseVerdict judge_case(const std::filesystem::path& path) {
 
 // ---- output -------------------------------------------------------------------
 
+nlohmann::json properties_json(const CaseVerdict& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& [name, violation] : v.properties)
+        a.push_back({{"name", name}, {"passed", violation.empty()}, {"message", violation}});
+    return a;
+}
+
+std::string properties_cell(const CaseVerdict& v) {
+    std::vector<std::string> cells;
+    for (const auto& [name, violation] : v.properties) cells.push_back(name + (violation.empty() ? " PASS" : " FAIL"));
+    return cells.empty() ? "-" : fmt::format("{}", fmt::join(cells, ", "));
+}
+
 nlohmann::json to_json(const std::vector<CaseVerdict>& vs) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& v : vs)
         a.push_back({{"path", v.path}, {"op", v.op}, {"impl", v.impl}, {"status", v.status}, {"message", v.message},
                      {"elements", v.elements}, {"max_ulp", v.max_ulp}, {"has_bound", v.has_util},
                      {"max_util", std::isfinite(v.max_util) ? nlohmann::json(v.max_util) : nlohmann::json("inf")},
-                     {"worst", v.worst}, {"matches_alternative", v.matches}});
+                     {"worst", v.worst}, {"matches_alternative", v.matches}, {"properties", properties_json(v)}});
     return {{"schema", "conform.validate/1"}, {"cases", a}};
 }
 
@@ -278,11 +316,11 @@ std::string cell(std::string s) {
 
 std::string to_markdown(const std::vector<CaseVerdict>& vs) {
     std::string s = "# conform validate\n\n| case | op | impl | verdict | max ULP | max util | worst element | "
-                    "matches | message |\n|---|---|---|---|---|---|---|---|---|\n";
+                    "matches | properties | message |\n|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& v : vs)
-        s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", cell(v.path), v.op, cell(v.impl), v.status,
-                         v.max_ulp, v.has_util ? fmt::format("{:.3g}", v.max_util) : "-", cell(v.worst),
-                         cell(v.matches), cell(v.message));
+        s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", cell(v.path), v.op, cell(v.impl),
+                         v.status, v.max_ulp, v.has_util ? fmt::format("{:.3g}", v.max_util) : "-", cell(v.worst),
+                         cell(v.matches), properties_cell(v), cell(v.message));
     return s;
 }
 

@@ -1,8 +1,10 @@
 // Generators and properties of the int8 family (docs/int8.md, "Properties").
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "properties/common.hpp"
+#include "properties/fixed.hpp"
 
 namespace conform::props {
 namespace {
@@ -147,15 +149,8 @@ Testable monotone(const KernelInfo& k) {
     return [&k] {
         CaseSpec spec = *gen_quantize_spec(k.in, GenOptions{});
         spec.params.set("axis", 0);
-        const Case c = build_case(spec);
-        std::vector<std::pair<double, std::int64_t>> order;
-        for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) order.emplace_back(c.inputs[0].value(i), i);
-        std::sort(order.begin(), order.end());
-        const auto out = run_kernel(k, c.params, c.views());
-        for (std::size_t i = 1; i < order.size(); ++i)
-            if (out[0].value(order[i].second) < out[0].value(order[i - 1].second))
-                RC_FAIL("x = " + hexfloat(order[i - 1].first) + " < " + hexfloat(order[i].first) + " but codes " +
-                        std::to_string(out[0].value(order[i - 1].second)) + " > " + std::to_string(out[0].value(order[i].second)));
+        const std::string f = quantize_monotone_check(k, build_case(spec));
+        if (!f.empty()) RC_FAIL(f);
     };
 }
 
@@ -182,6 +177,40 @@ Testable extreme_operands(const KernelInfo& k) {
 }
 
 }  // namespace
+
+// The scale group of element (r, j) of an x [rows, cols] under `axis`.
+std::int64_t quantize_group(std::int64_t r, std::int64_t j, int axis) { return axis == 1 ? r : axis == 2 ? j : 0; }
+
+std::string quantize_monotone_check(const KernelInfo& k, const Case& c) {
+    const Tensor& x = c.inputs[0];
+    const std::int64_t cols = x.shape().back();
+    const int axis = static_cast<int>(c.params.get("axis", 0));
+    std::vector<std::tuple<std::int64_t, double, std::int64_t>> order;  // (group, x, flat index)
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+        if (!std::isnan(x.value(i))) order.emplace_back(quantize_group(i / cols, i % cols, axis), x.value(i), i);
+    std::sort(order.begin(), order.end());
+    const auto out = run_kernel(k, c.params, c.views());
+    for (std::size_t i = 1; i < order.size(); ++i) {
+        const auto& [g0, x0, i0] = order[i - 1];
+        const auto& [g1, x1, i1] = order[i];
+        if (g0 == g1 && out[0].value(i1) < out[0].value(i0))
+            return "x = " + hexfloat(x0) + " < " + hexfloat(x1) + " (scale group " + std::to_string(g0) +
+                   ") but codes " + std::to_string(out[0].value(i0)) + " > " + std::to_string(out[0].value(i1));
+    }
+    return "";
+}
+
+std::string quantize_range_check(const KernelInfo& k, const Case& c) {
+    const auto out = run_kernel(k, c.params, c.views());
+    for (std::int64_t i = 0; i < out[0].numel(); ++i) {
+        const double q = out[0].value(i);
+        if (!(q >= -127 && q <= 127 && q == std::nearbyint(q)))
+            return "element " + std::to_string(i) + ": code " + hexfloat(q) + " outside the integers of [-127, 127]";
+    }
+    for (std::int64_t g = 0; g < out[1].numel(); ++g)
+        if (out[1].value(g) < 0) return "scale " + std::to_string(g) + " = " + hexfloat(out[1].value(g)) + " is negative";
+    return "";
+}
 
 void add_int8_properties(std::vector<PropertyDef>& v) {
     auto quantize = [](const OpSpec& op) { return op.name == "quantize"; };

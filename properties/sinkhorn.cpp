@@ -6,6 +6,7 @@
 #include "oracle/sinkhorn_bound.hpp"
 #include "oracle/structured.hpp"
 #include "properties/common.hpp"
+#include "properties/fixed.hpp"
 #include "properties/sinkhorn.hpp"
 
 namespace conform::props {
@@ -97,7 +98,6 @@ struct Judged {
     std::vector<double> exact, bound;
     std::int64_t n = 0, count = 0;
 
-    explicit Judged(const KernelInfo& k) : Judged(k, build_case(*gen_sinkhorn_spec(k.in, GenOptions{}))) {}
     Judged(const KernelInfo& k, Case given) : c(std::move(given)) {
         out = run_kernel(k, c.params, c.views());
         const std::vector<Format> fmt{output_format(k, 0)};
@@ -139,51 +139,24 @@ struct Judged {
     }
 };
 
-// `check(r, m, column_bound)` on every matrix of one generated case that the
-// bound speaks about, at 128 bits.
+// `check(r, m, column_bound)` on every matrix of case c that the bound speaks
+// about, at 128 bits; the first violation, or "".
 template <class Check>
-void each_judged_matrix(const KernelInfo& k, Check&& check) {
-    const Judged r(k);
+std::string each_judged_matrix(const KernelInfo& k, const Case& c, Check&& check) {
+    const Judged r(k, c);
     const double column_bound = oracle::sinkhorn_column_sum_bound(r.n, k.acc, output_format(k, 0));
     oracle::PrecisionScope scope(128);
     for (std::int64_t m = 0; m < r.count; ++m)
-        if (r.judged(m)) check(r, m, column_bound);
+        if (r.judged(m))
+            if (std::string f = check(r, m, column_bound); !f.empty()) return f;
+    return "";
 }
 
-// After the final (column) normalization every column of the kernel's B sums
-// to 1 within the rounding of that one step; a column the oracle says is 0
-// (structural zeros) is 0.
-Testable column_marginals(const KernelInfo& k) {
-    return [&k] {
-        each_judged_matrix(k, [](const Judged& r, std::int64_t m, double tol) {
-            const auto sums = oracle::col_sums(r.kernel_matrix(m));
-            for (std::int64_t j = 0; j < r.n; ++j) {
-                const double s = oracle::to_double(sums[static_cast<std::size_t>(j)]);
-                const double want = r.exact_zero_column(m, j) ? 0.0 : 1.0, allowed = want == 0 ? 0.0 : tol;
-                if (!(std::fabs(s - want) <= allowed))
-                    RC_FAIL("matrix " + std::to_string(m) + " column " + std::to_string(j) + " sums to " + hexfloat(s) +
-                            ", want " + hexfloat(want) + " within " + hexfloat(allowed));
-            }
-        });
-    };
-}
-
-// ||B||_2 of the kernel's output (Jacobi on BᵀB at 128 bits, enclosed) is at
-// most sqrt(max row sum * max column sum) (any nonnegative matrix), and so at
-// most sqrt((1 + row slack)(1 + column bound)): the projection never
-// amplifies beyond its derived rounding.
-Testable spectral_norm_bound(const KernelInfo& k) {
-    return [&k] {
-        each_judged_matrix(k, [](const Judged& r, std::int64_t m, double col) {
-            const auto b = r.kernel_matrix(m);
-            const auto s = oracle::spectral_norm(b);
-            const oracle::Real limit = oracle::sqrt(oracle::Real(1 + r.row_slack(m)) * oracle::Real(1 + col));
-            if (s.lo > oracle::schur_bound(b))
-                RC_FAIL("matrix " + std::to_string(m) + ": the oracle's ||B||_2 exceeds the Schur bound (oracle bug)");
-            if (s.lo > limit)
-                RC_FAIL("matrix " + std::to_string(m) + ": ||B||_2 >= " + hexfloat(oracle::to_double(s.lo)) +
-                        " exceeds sqrt((1 + row slack)(1 + column bound)) = " + hexfloat(oracle::to_double(limit)));
-        });
+// A Testable running `check` on one generated case.
+Testable on_generated_case(const KernelInfo& k, std::string (*check)(const KernelInfo&, const Case&)) {
+    return [&k, check] {
+        const std::string f = check(k, build_case(*gen_sinkhorn_spec(k.in, GenOptions{})));
+        if (!f.empty()) RC_FAIL(f);
     };
 }
 
@@ -251,13 +224,48 @@ report::Curve depth_amplification_curve(const KernelInfo& k, std::uint64_t seed)
     return c;
 }
 
+// After the final (column) normalization every column of the kernel's B sums
+// to 1 within the rounding of that one step; a column the oracle says is 0
+// (structural zeros) is 0.
+std::string column_marginals_check(const KernelInfo& k, const Case& c) {
+    return each_judged_matrix(k, c, [](const Judged& r, std::int64_t m, double tol) -> std::string {
+        const auto sums = oracle::col_sums(r.kernel_matrix(m));
+        for (std::int64_t j = 0; j < r.n; ++j) {
+            const double s = oracle::to_double(sums[static_cast<std::size_t>(j)]);
+            const double want = r.exact_zero_column(m, j) ? 0.0 : 1.0, allowed = want == 0 ? 0.0 : tol;
+            if (!(std::fabs(s - want) <= allowed))
+                return "matrix " + std::to_string(m) + " column " + std::to_string(j) + " sums to " + hexfloat(s) +
+                       ", want " + hexfloat(want) + " within " + hexfloat(allowed);
+        }
+        return "";
+    });
+}
+
+// ||B||_2 of the kernel's output (Jacobi on BᵀB at 128 bits, enclosed) is at
+// most sqrt(max row sum * max column sum) (any nonnegative matrix), and so at
+// most sqrt((1 + row slack)(1 + column bound)): the projection never
+// amplifies beyond its derived rounding.
+std::string spectral_norm_check(const KernelInfo& k, const Case& c) {
+    return each_judged_matrix(k, c, [](const Judged& r, std::int64_t m, double col) -> std::string {
+        const auto b = r.kernel_matrix(m);
+        const auto s = oracle::spectral_norm(b);
+        const oracle::Real limit = oracle::sqrt(oracle::Real(1 + r.row_slack(m)) * oracle::Real(1 + col));
+        if (s.lo > oracle::schur_bound(b))
+            return "matrix " + std::to_string(m) + ": the oracle's ||B||_2 exceeds the Schur bound (oracle bug)";
+        if (s.lo > limit)
+            return "matrix " + std::to_string(m) + ": ||B||_2 >= " + hexfloat(oracle::to_double(s.lo)) +
+                   " exceeds sqrt((1 + row slack)(1 + column bound)) = " + hexfloat(oracle::to_double(limit));
+        return "";
+    });
+}
+
 void add_sinkhorn_properties(std::vector<PropertyDef>& v) {
     auto is_sinkhorn = [](const OpSpec& op) { return op.name == "sinkhorn"; };
     v.push_back({"column_marginals",
                  "after the final column normalization every column sums to 1 within that step's rounding",
-                 is_sinkhorn, [](const KernelInfo& k, const RunConfig&, Stats*) { return column_marginals(k); }, 2});
+                 is_sinkhorn, [](const KernelInfo& k, const RunConfig&, Stats*) { return on_generated_case(k, column_marginals_check); }, 2});
     v.push_back({"spectral_norm", "||B||_2 <= sqrt((1 + row slack)(1 + column bound)) from the derived bounds",
-                 is_sinkhorn, [](const KernelInfo& k, const RunConfig&, Stats*) { return spectral_norm_bound(k); }, 4});
+                 is_sinkhorn, [](const KernelInfo& k, const RunConfig&, Stats*) { return on_generated_case(k, spectral_norm_check); }, 4});
     v.push_back({"batch_independence", "a matrix's B is bit-identical wherever it sits in the batch", is_sinkhorn,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return batch_independence(k); }, 2});
 }

@@ -266,6 +266,44 @@ TEST(CliValidate, PassingFailingAndAlternativeConventions) {
     EXPECT_NE(text.find("3 cases: 1 pass, 2 fail, 0 not judged"), std::string::npos) << text;
 }
 
+// The op's fixed-data properties run on the stored outputs: a SiTU-GLU output
+// one ulp above beta1*beta2 is within the 1-ulp budget of the correctly
+// rounded 100 but breaks |h| <= beta1*beta2; correct quantize and sinkhorn
+// outputs satisfy theirs.
+TEST(CliValidate, FixedDataPropertiesJudgeStoredOutputs) {
+    const fs::path dir = fresh_dir("conform_cli_validate_props"), out = dir / "out";
+    fs::create_directories(dir);
+    Tensor g(Format::fp32, {2}), u(Format::fp32, {2});
+    g.set_value(0, 40), u.set_value(0, 250), g.set_value(1, 1), u.set_value(1, 1);  // h(40, 250) = 99.9999992
+    io::Case situ = computed_case("cpu.simd.situ_glu.fp32", {{"beta1", 4}, {"beta2", 25}}, {g, u});
+    ASSERT_EQ(situ.outputs["h"].value(0), 100.0);
+    situ.outputs["h"].set_bits(0, encode(Format::fp32, std::nextafter(100.0f, 200.0f)));
+    io::write_case_safetensors(situ, dir / "a_situ.safetensors");
+    io::write_case_safetensors(computed_case("cpu.simd.quantize.fp32", {{"axis", 1}}, {wave(Format::fp32, {4, 8}, 3)}),
+                               dir / "b_quant.safetensors");
+    io::write_case_safetensors(computed_case("cpu.simd.sinkhorn.fp32", {{"iters", 20}}, {wave(Format::fp32, {3, 4, 4}, 2)}),
+                               dir / "c_sinkhorn.safetensors");
+
+    std::string text;
+    EXPECT_EQ(run("validate " + dir.string() + " --out " + out.string(), &text), 1) << text;
+    const auto j = validate_json(out)["cases"];
+    ASSERT_EQ(j.size(), 3u) << text;
+    EXPECT_EQ(j[0]["status"], "FAIL") << j[0];
+    EXPECT_LE(j[0]["max_ulp"].get<int>(), 1) << j[0];  // every element within its budget
+    EXPECT_EQ(j[0]["properties"], nlohmann::json::parse(R"([{"name": "situ_bound", "passed": false, "message":
+        "|situ_glu(0x1.4p+5, 0x1.f4p+7)| = 0x1.900002p+6 exceeds beta1*beta2 = 0x1.9p+6"}])"));
+    EXPECT_NE(j[0]["message"].get<std::string>().find("property situ_bound"), std::string::npos);
+    EXPECT_EQ(j[1]["status"], "PASS") << j[1];
+    EXPECT_EQ(j[1]["properties"].size(), 2u);
+    EXPECT_EQ(j[2]["status"], "PASS") << j[2];
+    EXPECT_EQ(j[2]["properties"][0]["name"], "column_marginals");
+    EXPECT_TRUE(j[2]["properties"][1]["passed"].get<bool>()) << j[2];
+    std::ifstream md(out / "validate.md");
+    const std::string table((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    EXPECT_NE(table.find("| situ_bound FAIL |"), std::string::npos) << table;
+    EXPECT_NE(table.find("| monotone PASS, saturation PASS |"), std::string::npos) << table;
+}
+
 TEST(CliValidate, DeclaredConventionIsHonouredAndAlternativeNamed) {
     const fs::path dir = fresh_dir("conform_cli_validate_conv");
     fs::create_directories(dir);
