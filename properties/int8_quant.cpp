@@ -24,7 +24,9 @@ std::int64_t groups_of(int axis, std::int64_t rows, std::int64_t cols) { return 
 
 // The codes of a dequantize case: uniform over all 256 (normal), the
 // extremes -128, -127, 127 (saturated), small powers of two and +-3 (around_cap:
-// with the 12- and 24-bit scales, exact midpoints of fp16 and fp32), 0 (constant).
+// with the 9-, 12- and 24-bit scales, exact midpoints of bf16, fp16 and fp32),
+// 0 (constant).
+constexpr int kScaleBits[] = {9, 12, 24};
 double draw_code(Family fam, std::mt19937_64& rng) {
     static const double extremes[] = {-128, -127, 127};
     static const double ties[] = {1, -1, 2, -2, 3, -3, 4, -8, 16, -64};
@@ -66,7 +68,7 @@ Case build_dequantize_case(const CaseSpec& spec) {
     for (std::int64_t i = 0; i < q.numel(); ++i) q.set_value(i, draw_code(spec.families.at(0), rng));
     Tensor s(is_float(spec.format) ? spec.format : Format::fp32, {groups_of(axis, rows, cols)});
     for (std::int64_t g = 0; g < s.numel(); ++g)
-        s.set_value(g, scale_value(spec.scale_exp + static_cast<int>(rng() % 5) - 2, rng() % 2 ? 12 : 24, rng));
+        s.set_value(g, scale_value(spec.scale_exp + static_cast<int>(rng() % 5) - 2, kScaleBits[rng() % 3], rng));
     inject_specials(s, spec.specials, rng);
     c.inputs.push_back(std::move(q));
     c.inputs.push_back(std::move(s));

@@ -160,7 +160,7 @@ TEST(Int8Kernels, DequantizeAndSmoothQuantSimdEqualScalar) {
     const Registry& reg = builtin_registry();
     std::mt19937_64 g(33);
     std::normal_distribution<double> d;
-    for (const char* out : {"fp32", "fp16"})
+    for (const char* out : {"fp32", "fp16", "bf16"})
         for (int axis : {0, 1, 2})
             for (std::int64_t cols : {1, 7, 8, 9, 17, 40}) {
                 const std::int64_t rows = 3, groups = axis == 0 ? 1 : axis == 1 ? rows : cols;
@@ -186,4 +186,23 @@ TEST(Int8Kernels, DequantizeAndSmoothQuantSimdEqualScalar) {
                                  run_kernel(*reg.find("cpu.scalar.smooth_quant" + tail), p, {x.view(), w.view()}),
                                  "smooth_quant" + tail + " C " + std::to_string(c) + " N " + std::to_string(n));
             }
+}
+
+// bf16 output: q * s at an exact bf16 midpoint rounds to even (one rounding
+// from the exact double product, never double rounding through a float).
+TEST(Int8Kernels, DequantizeBf16TiesToEven) {
+    const double lo_tie = 1 + 0x1p-8, hi_tie = 1 + 3 * 0x1p-8, above = 1 + 0x1p-8 + 0x1p-20;
+    Tensor q(Format::int8, {1, 9}), s(Format::fp32, {9});
+    for (std::int64_t j = 0; j < 9; ++j) {
+        q.set_value(j, j % 2 ? -1 : 1);
+        s.set_value(j, j < 3 ? lo_tie : j < 6 ? hi_tie : above);
+    }
+    const Params p({{"axis", 2.0}});
+    for (const char* k : {"cpu.simd.dequantize.bf16", "cpu.scalar.dequantize.bf16"}) {
+        const auto y = run_kernel(*builtin_registry().find(k), p, {q.view(), s.view()});
+        for (std::int64_t j = 0; j < 9; ++j) {
+            const double want = (j % 2 ? -1 : 1) * (j < 3 ? 1.0 : j < 6 ? 1 + 0x1p-6 : 1 + 0x1p-7);
+            EXPECT_EQ(y[0].value(j), want) << k << " element " << j;
+        }
+    }
 }

@@ -296,6 +296,7 @@ namespace conform {
 void register_cpu_int8_quant(Registry& r) {
     cpu::add_dequantize<Format::fp32>(r);
     cpu::add_dequantize<Format::fp16>(r);
+    cpu::add_dequantize<Format::bf16>(r);
     cpu::add_smooth_quant<Format::fp32>(r);
     cpu::add_smooth_quant<Format::fp16>(r);
     cpu::add_smooth_quant<Format::bf16>(r);
