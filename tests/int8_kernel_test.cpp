@@ -1,13 +1,9 @@
 // INT8 GEMM kernels beyond the property suite: the AVX2 product equals the
-// scalar one bit for bit on ragged shapes (tails of the 4 x 16 blocks, odd K),
-// and throughput (b packed ahead of time, as weights are) at decode shapes and
-// M = 1024 beside an FP32 GEMM through Eigen (docs/int8.md "Measured"; reported, not gated: the machine is shared);
+// scalar one bit for bit on ragged shapes (tails of the 4 x 16 blocks, odd K);
 // SmoothQuant through the kernels (smooth_quant, quantize, int8_gemm) cutting the W8A8 error on outlier channels;
 // the simd dequantize and smooth_quant kernels equal the scalar ones bit for bit.
 #include <gtest/gtest.h>
 
-#include <Eigen/Dense>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -28,20 +24,6 @@ std::vector<std::int8_t> codes(std::mt19937_64& g, std::int64_t n) {
     return v;
 }
 
-template <class F>
-double seconds_per_call(F&& f) {
-    f();  // warm up
-    const auto t0 = std::chrono::steady_clock::now();
-    int reps = 0;
-    double s = 0;
-    while (s < 0.5 || reps < 2) {
-        f();
-        ++reps;
-        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    return s / reps;
-}
-
 }  // namespace
 
 TEST(Int8Kernels, Avx2EqualsScalarOnRaggedShapes) {
@@ -56,26 +38,6 @@ TEST(Int8Kernels, Avx2EqualsScalarOnRaggedShapes) {
                 cpu::int8_matmul_scalar(a.data(), b.data(), y.data(), m, k, n);
                 EXPECT_EQ(x, y) << m << "x" << k << "x" << n;
             }
-}
-
-TEST(Int8Kernels, Throughput) {
-    if (!cpu::has_avx2()) GTEST_SKIP() << "no AVX2";
-    std::mt19937_64 g(32);
-    const std::int64_t K = 4096, N = 4096;
-    const auto b = codes(g, K * N);
-    const Eigen::MatrixXf fb = Eigen::MatrixXf::Random(K, N);
-    const cpu::PackedInt8B packed = cpu::pack_int8_b(b.data(), K, N);  // weights: packed once, ahead of time
-    for (std::int64_t m : {1, 4, 16, 1024}) {
-        const auto a = codes(g, m * K);
-        std::vector<std::int32_t> acc(static_cast<std::size_t>(m * N));
-        const double t8 = seconds_per_call([&] { cpu::int8_matmul_avx2_packed(a.data(), packed, acc.data(), m); });
-        const Eigen::MatrixXf fa = Eigen::MatrixXf::Random(m, K);
-        Eigen::MatrixXf fc(m, N);
-        const double t32 = seconds_per_call([&] { fc.noalias() = fa * fb; });
-        const double ops = 2.0 * static_cast<double>(m) * K * N;
-        std::printf("M=%-5lld K=N=4096: int8 AVX2 %7.2f GOP/s, fp32 Eigen %7.2f GFLOP/s, ratio %.2f\n",
-                    static_cast<long long>(m), ops / t8 / 1e9, ops / t32 / 1e9, t32 / t8);
-    }
 }
 
 namespace {

@@ -1,10 +1,9 @@
 // Sinkhorn kernels beyond the property suite: the special-value table on
 // fixed matrices, how often generated matrices fall outside the FP32
-// exp-domain's bounded domain, and throughput of the batched n = 4 case
-// (docs/sinkhorn.md "Kernels", "Measured").
+// exp-domain's bounded domain, and mHC's 1000-layer product of each kernel's
+// matrices against its budget (docs/sinkhorn.md; throughput is bench/sinkhorn_bench).
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -82,29 +81,6 @@ TEST(SinkhornKernels, UnboundedDomainIsRare) {
     }
     std::printf("generated matrices with an unbounded (lost-line) FP32 iteration: %d of %d\n", unbounded, matrices);
     EXPECT_LT(unbounded * 10, matrices);
-}
-
-// Matrices per second for a batch of 65536 4x4 matrices, 20 iterations
-// (reported, not gated: the machine is shared).
-TEST(SinkhornKernels, Throughput) {
-    std::mt19937_64 g(22);
-    std::normal_distribution<double> N;
-    const std::int64_t batch = 65536;
-    std::vector<double> v(static_cast<std::size_t>(batch * 16));
-    for (double& x : v) x = N(g);
-    for (const KernelInfo* k : gated_kernels()) {
-        const Tensor l = conform::testing::tensor({batch, 4, 4}, v, k->in);
-        run_kernel(*k, Params(), {l.view()});  // warm up
-        const auto t0 = std::chrono::steady_clock::now();
-        int reps = 0;
-        double s = 0;
-        while (s < 0.3) {
-            run_kernel(*k, Params(), {l.view()});
-            ++reps;
-            s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        }
-        std::printf("%-28s %8.2f M matrices/s (n = 4, 20 iterations)\n", k->name.c_str(), batch * reps / s / 1e6);
-    }
 }
 
 // mHC's identity path through 1000 layers of each kernel's own matrices stays
