@@ -128,6 +128,22 @@ std::vector<std::byte> serialize_model_dump(const ModelDump& d) { return seriali
 
 void write_model_dump(const ModelDump& d, const fs::path& file) { write_file_atomic(file, serialize_model_dump(d)); }
 
+bool is_model_dump_header(std::span<const std::byte> head) {
+    if (head.size() < 8) return false;
+    const std::uint64_t length = read_le(head, 0, 8);
+    if (length > kMaxSafetensorsHeader || length > head.size() - 8) return false;
+    try {
+        const nlohmann::json header = parse_json(as_text(head.subspan(8, length)), "", "");
+        if (!header.is_object()) return false;
+        const auto meta = header.find("__metadata__");
+        if (meta == header.end() || !meta->is_object()) return false;
+        const auto format = meta->find("conform.format");
+        return format != meta->end() && format->is_string() && *format == kModelFormat;
+    } catch (const FormatError&) {
+        return false;
+    }
+}
+
 bool is_model_dump(const fs::path& file) {
     std::error_code ec;
     if (!fs::is_regular_file(file, ec)) return false;
@@ -138,18 +154,9 @@ bool is_model_dump(const fs::path& file) {
     if (!in.read(reinterpret_cast<char*>(head.data()), 8)) return false;
     const std::uint64_t length = read_le(head, 0, 8);
     if (length > kMaxSafetensorsHeader || length > size - 8) return false;
-    std::string text(length, '\0');
-    if (!in.read(text.data(), static_cast<std::streamsize>(length))) return false;
-    try {
-        const nlohmann::json header = parse_json(text, file.string(), "header");
-        if (!header.is_object()) return false;
-        const auto meta = header.find("__metadata__");
-        if (meta == header.end() || !meta->is_object()) return false;
-        const auto format = meta->find("conform.format");
-        return format != meta->end() && format->is_string() && *format == kModelFormat;
-    } catch (const FormatError&) {
-        return false;
-    }
+    head.resize(8 + length);
+    if (!in.read(reinterpret_cast<char*>(head.data() + 8), static_cast<std::streamsize>(length))) return false;
+    return is_model_dump_header(head);
 }
 
 }  // namespace conform::io
