@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <optional>
 #include <stdexcept>
 
 #include "io/bytes.hpp"
@@ -20,9 +19,10 @@ bool name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
 }
 
-// Why `name` is not a usable tensor (or point) name, or "" when it is.
+// Why `name` is not a usable stored tensor name, or "" when it is.
 std::string name_problem(const std::string& name) {
     if (name.empty()) return "empty name";
+    if (name == kActivationPrefix) return "point name after \"act.\" is empty";
     if (name.size() > kMaxTensorNameBytes) return "name longer than " + std::to_string(kMaxTensorNameBytes) + " bytes";
     for (char c : name)
         if (!name_char(c)) return "name has a character outside [A-Za-z0-9_.-]";
@@ -38,14 +38,10 @@ struct Placed {
     std::string key;  // activations: the point name, without "act."
 };
 
-// The role of a stored name, or the reason it is refused.
-Placed place(const std::string& name, std::string& problem) {
-    problem = name_problem(name);
+Placed place(const std::string& name) {
     if (name == kModelInputName) return {Role::input, name};
     if (!name.starts_with(kActivationPrefix)) return {Role::weight, name};
-    std::string point = name.substr(std::strlen(kActivationPrefix));
-    if (point.empty()) problem = "point name after \"act.\" is empty";
-    return {Role::activation, std::move(point)};
+    return {Role::activation, name.substr(std::strlen(kActivationPrefix))};
 }
 
 void check_format(const std::map<std::string, std::string>& meta, const std::string& source) {
@@ -66,9 +62,7 @@ nlohmann::json read_contract(const std::map<std::string, std::string>& meta, con
 [[noreturn]] void not_writable(const std::string& why) { throw std::invalid_argument("model dump not writable: " + why); }
 
 void add_writable(SafetensorsFile& file, const std::string& name, const StoredTensor& t) {
-    std::string problem;
-    place(name, problem);
-    if (!problem.empty()) not_writable("tensor " + quote(name) + ": " + problem);
+    if (const std::string problem = name_problem(name); !problem.empty()) not_writable("tensor " + quote(name) + ": " + problem);
     t.check_bytes("model dump not writable: tensor " + quote(name));
     file.tensors[name] = t;
 }
@@ -89,9 +83,9 @@ ModelDump model_dump_from_safetensors(SafetensorsFile file, const std::string& s
     if (const std::string* impl = metadata_value(meta, "conform.impl")) d.impl = *impl;
     bool has_input = false;
     for (auto& [name, t] : file.tensors) {
-        std::string problem;
-        Placed p = place(name, problem);
-        if (!problem.empty()) throw FormatError(source, tensor_field(name), problem);
+        if (const std::string problem = name_problem(name); !problem.empty())
+            throw FormatError(source, tensor_field(name), problem);
+        Placed p = place(name);
         if (p.role == Role::input) d.input = std::move(t), has_input = true;
         else (p.role == Role::activation ? d.activations : d.weights)[std::move(p.key)] = std::move(t);
     }
