@@ -1,28 +1,22 @@
-// Regression test of the case-file fuzzer's corpus: every file under
+// Regression test of the dump-file fuzzer's corpus: every file under
 // tests/fuzz/corpus/ (seeds, inputs the fuzzer kept, reproducers of past
-// findings) goes through every reader (case files and model dumps), which
-// must either parse it (and write back what it read) or throw FormatError.  Runs with the ordinary g++ build;
-// the libFuzzer target itself is opt-in (CONFORM_BUILD_FUZZ, docs/dumps.md).
+// findings, hand-made broken model dumps) goes through every reader (case
+// files and model dumps), which must either parse it (and write back what it
+// read) or throw FormatError.  Runs with the ordinary g++ build; the libFuzzer
+// target itself is opt-in (CONFORM_BUILD_FUZZ, docs/dumps.md).
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "tests/fuzz/case_readers.hpp"
+#include "tests/io_testing.hpp"
 
 namespace fs = std::filesystem;
+using conform::io_testing::read_bytes;
 
 namespace {
 
 const fs::path kCorpus = fs::path(CONFORM_SOURCE_DIR) / "tests" / "fuzz" / "corpus";
-
-std::vector<std::byte> read_bytes(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto* p = reinterpret_cast<const std::byte*>(text.data());
-    return {p, p + text.size()};
-}
 
 }  // namespace
 
@@ -44,7 +38,9 @@ TEST(FuzzCorpus, EveryFileParsesOrIsAFormatError) {
                 EXPECT_TRUE(parsed) << name << " is a seed: it must parse";
             }
             // Hand-made broken model dumps: each must reach its refusal.
-            if (name.starts_with("broken-model-")) EXPECT_FALSE(accepted.model_dump) << name << " must be refused";
+            if (name.starts_with("broken-model-")) {
+                EXPECT_FALSE(accepted.model_dump) << name << " must be refused";
+            }
             model_files += name.starts_with("seed-model-") || name.starts_with("broken-model-");
         } catch (const std::exception& e) {
             ADD_FAILURE() << name << ": " << e.what();
