@@ -147,7 +147,6 @@ std::pair<Tensor, Tensor> halves(const TensorView& x) {
 
 void attention_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
     const std::int64_t G = c.kv_heads, P = c.cache_tokens;
-    call.op = "attention";
     call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
     for (std::size_t i : {1u, 2u}) {  // k, v: cached keys first, then the new ones
         const TensorView x = get(s.inputs[i]);
@@ -161,7 +160,6 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
 
 void delta_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get) {
     const std::int64_t T = c.tokens, H = c.linear_heads, d = c.linear_head_dim;
-    call.op = s.kind == StepKind::kda ? "kda" : "gdn";
     for (std::size_t i = 0; i < 3; ++i) call.in.push_back(reshaped(get(s.inputs[i]), {T, H, d}));
     if (s.kind == StepKind::kda) call.in.push_back(reshaped(get(s.inputs[3]), {T, H, d}));
     else call.in.push_back(copy_tensor(get(s.inputs[3])));
@@ -173,13 +171,11 @@ void delta_call(OpCall& call, const ModelContract& c, const Step& s, const ViewL
 void norm_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
     const TensorView x = get(s.inputs[0]);
     if (s.kind == StepKind::l2_head) {
-        call.op = "l2_norm";
         call.params = Params({{"eps", kL2Eps}});
         call.in.push_back(reshaped(x, {x.numel() / (x.shape[1] / s.heads), x.shape[1] / s.heads}));
         return;
     }
     const bool rms = s.kind == StepKind::head_norm || c.norm == NormKind::rms_norm;
-    call.op = rms ? "rms_norm" : "layer_norm";
     call.params = rms ? Params({{"eps", c.eps}, {"zero_centered", c.zero_centered ? 1.0 : 0.0}}) : Params({{"eps", c.eps}});
     if (s.kind == StepKind::head_norm) call.in.push_back(reshaped(x, {x.numel() / (x.shape[1] / s.heads), x.shape[1] / s.heads}));
     else call.in.push_back(copy_tensor(x));
@@ -187,15 +183,37 @@ void norm_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLo
     call.unexpressed = norm_unexpressed(conv);
 }
 
+}  // namespace
+
+std::string step_op(const ModelContract& c, const Step& s, const Conventions& conv) {
+    switch (s.kind) {
+        case StepKind::norm: return c.norm == NormKind::rms_norm ? "rms_norm" : "layer_norm";
+        case StepKind::head_norm: return "rms_norm";
+        case StepKind::l2_head: return "l2_norm";
+        case StepKind::rope: return "rope";
+        case StepKind::attention: return "attention";
+        case StepKind::sigmoid: return "sigmoid";
+        case StepKind::log_decay: return "softplus";
+        case StepKind::glu: return c.mlp == MlpKind::situ_glu ? "situ_glu" : "swiglu";
+        case StepKind::gelu: return convention(conv, "gelu") == "tanh" ? "gelu_tanh" : "gelu_erf";
+        case StepKind::gdn: return "gdn";
+        case StepKind::kda: return "kda";
+        case StepKind::sinkhorn: return "sinkhorn";
+        default: return "";
+    }
+}
+
+namespace {
+
 OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
     OpCall call;
+    call.op = step_op(c, s, conv);
     switch (s.kind) {
         case StepKind::norm:
         case StepKind::head_norm:
         case StepKind::l2_head: norm_call(call, c, s, get, conv); break;
         case StepKind::rope: {
             const bool interleaved = convention(conv, "rope_pairing") == "interleaved";
-            call.op = "rope";
             call.params = Params({{"pairing", interleaved ? 0.0 : 1.0},
                                   {"base", c.rope_base},
                                   {"ntk_scale", 1},
@@ -208,27 +226,23 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
         case StepKind::attention: attention_call(call, c, s, get, conv); break;
         case StepKind::sigmoid:
         case StepKind::log_decay:
-            call.op = s.kind == StepKind::sigmoid ? "sigmoid" : "softplus";
             call.negate = s.kind == StepKind::log_decay;
             call.in.push_back(copy_tensor(get(s.inputs[0])));
             break;
         case StepKind::glu: {
             auto [first, second] = halves(get(s.inputs[0]));
             const bool gate_first = convention(conv, "gate_order") == "gate_up";
-            call.op = c.mlp == MlpKind::situ_glu ? "situ_glu" : "swiglu";
             if (c.mlp == MlpKind::situ_glu) call.params = Params({{"beta1", c.situ_beta1}, {"beta2", c.situ_beta2}});
             call.in.push_back(gate_first ? std::move(first) : std::move(second));
             call.in.push_back(gate_first ? std::move(second) : std::move(first));
             break;
         }
         case StepKind::gelu:
-            call.op = convention(conv, "gelu") == "tanh" ? "gelu_tanh" : "gelu_erf";
             call.in.push_back(copy_tensor(get(s.inputs[0])));
             break;
         case StepKind::gdn:
         case StepKind::kda: delta_call(call, c, s, get); break;
         case StepKind::sinkhorn:
-            call.op = "sinkhorn";
             call.params = Params({{"iters", kSinkhornIters}});
             call.in.push_back(copy_tensor(get(s.weights[0])));
             break;

@@ -54,6 +54,10 @@ struct OpCall {
     std::vector<std::string> unexpressed;
 };
 
+// The registry op of step s under conventions conv ("" for matmul, mul, add,
+// hc_mix, hc_update).
+std::string step_op(const ModelContract& c, const Step& s, const Conventions& conv);
+
 // Tensors of the step's inputs and weights by name (points, weights, caches).
 using TensorLookup = std::function<const Tensor&(const std::string&)>;
 
