@@ -28,6 +28,18 @@ E parse_kind(const std::string& opt, const std::string& v, std::initializer_list
     throw UsageError(opt + ": unknown value '" + v + "'");
 }
 
+// Shapes that follow from --width alone (each explicit option still wins):
+// heads of 64 dims (16 below width 256), a quarter as many KV heads, linear
+// layers with the same heads, an MLP of 3 C.
+void derive_shapes(model::ModelContract& c, std::int64_t width) {
+    c.head_dim = width >= 256 ? 64 : std::min<std::int64_t>(16, width);
+    c.heads = std::max<std::int64_t>(1, width / c.head_dim);
+    c.kv_heads = std::max<std::int64_t>(1, c.heads / 4);
+    while (c.heads % c.kv_heads) --c.kv_heads;
+    c.linear_heads = c.heads, c.linear_head_dim = c.head_dim;
+    c.ffn = 3 * width;
+}
+
 // The contract: --contract FILE first, then the command-line fields over it.
 model::ModelContract make_contract(const SynthOptions& o, CLI::App* cmd) {
     model::ModelContract c;
@@ -48,9 +60,11 @@ model::ModelContract make_contract(const SynthOptions& o, CLI::App* cmd) {
         if (!f) throw UsageError("--dtype: unknown format '" + o.dtype + "'");
         c.dtype = *f;
     }
+    if (o.width > 0) derive_shapes(c, o.width);
     for (auto [v, field] : {std::pair{o.width, &c.width}, {o.heads, &c.heads}, {o.kv_heads, &c.kv_heads},
                             {o.head_dim, &c.head_dim}, {o.ffn, &c.ffn}, {o.tokens, &c.tokens}})
         if (v > 0) *field = v;
+    if (o.heads > 0 || o.head_dim > 0) c.linear_heads = c.heads, c.linear_head_dim = c.head_dim;
     if (o.cache_tokens >= 0) c.cache_tokens = o.cache_tokens;
     using model::AttentionKind;
     if (!o.attention.empty()) c.attention_kind = parse_kind("--attention", o.attention, {AttentionKind::softmax, AttentionKind::gated});
@@ -129,7 +143,7 @@ Subcommand add_synth(CLI::App& app) {
     cmd->add_option("--pattern", o->pattern, "dense (every layer attention) | hybrid (3 linear : 1 attention)")
         ->capture_default_str();
     cmd->add_option("--dtype", o->dtype, "fp32 | bf16 | fp16: weights, activations and kernels")->capture_default_str();
-    cmd->add_option("--width", o->width, "hidden size C");
+    cmd->add_option("--width", o->width, "hidden size C (alone it also sets heads of 64 dims, KV heads = heads / 4, ffn = 3 C)");
     cmd->add_option("--heads", o->heads, "query heads");
     cmd->add_option("--kv-heads", o->kv_heads, "KV heads (divides --heads)");
     cmd->add_option("--head-dim", o->head_dim, "head dim D");

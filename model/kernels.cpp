@@ -4,6 +4,7 @@
 #include <Eigen/Dense>
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "impls/registry.hpp"
@@ -15,10 +16,24 @@ namespace {
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// The values of t as floats (exact: every model format is at most fp32).
+// Dense tensors are widened straight from their bit patterns (the GEMM
+// inputs are millions of elements).
 std::vector<float> floats(const TensorView& t) {
     std::vector<float> v(static_cast<std::size_t>(t.numel()));
-    for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(t.value(i));
-    return v;  // exact: every input format is at most fp32
+    const bool dense = t.rank == 0 || TensorView::contiguous(t.data, t.format, shape_of(t)).strides == t.strides;
+    if (dense && t.format == Format::bf16) {
+        const auto* p = static_cast<const std::uint16_t*>(t.data);
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = bf16_to_float(p[i]);
+    } else if (dense && t.format == Format::fp16) {
+        const auto* p = static_cast<const std::uint16_t*>(t.data);
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = fp16_to_float(p[i]);
+    } else if (dense && t.format == Format::fp32) {
+        std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+    } else {
+        for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(t.value(i));
+    }
+    return v;
 }
 
 // The values of `v` (FP32 results) rounded once into format f.
