@@ -1,6 +1,7 @@
 // conform synth: a model dump of the synthetic model (docs/model.md).
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -111,7 +112,17 @@ int run_synth(const SynthOptions& o, CLI::App* cmd) {
     const auto t0 = std::chrono::steady_clock::now();
     progress("synth: " + std::to_string(c.layers) + " layers (" + c.pattern + "), width " + std::to_string(c.width) +
              ", " + std::to_string(c.tokens) + " tokens, " + name(c.dtype));
+    auto seconds = [t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    auto at = [&](const std::string& what) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " (%.1f s, cpu %.1f s)", seconds(), static_cast<double>(std::clock()) / CLOCKS_PER_SEC);
+        progress("synth: " + what + buf);
+    };
     const model::Synthetic syn = model::synthetic_model(c, o.seed);
+    at("weights drawn");
+    opt.progress = [&](std::int64_t l) {
+        if (c.layers >= 8 && (l + 1) % 8 == 0) at("layer " + std::to_string(l + 1) + " / " + std::to_string(c.layers));
+    };
     model::NamedTensors points;
     try {
         points = model::run_kernels(c, syn.weights, syn.input, opt);
@@ -125,11 +136,9 @@ int run_synth(const SynthOptions& o, CLI::App* cmd) {
     for (const auto& [n, t] : syn.weights) d.weights[n] = io::StoredTensor::from_tensor(t);
     for (const auto& [n, t] : points)
         if (n != "input") d.activations[n] = io::StoredTensor::from_tensor(t);
+    at("kernels run");
     io::write_model_dump(d, o.out);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char took[32];
-    std::snprintf(took, sizeof took, "%.1f s", secs);
-    progress("synth: wrote " + o.out + " (" + std::to_string(d.activations.size()) + " points, " + took + ")");
+    at("wrote " + o.out + ", " + std::to_string(d.activations.size()) + " points");
     return 0;
 }
 

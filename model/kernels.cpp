@@ -237,7 +237,11 @@ NamedTensors run_kernels(const ModelContract& c, const NamedTensors& weights, co
         if (w == weights.end()) throw std::invalid_argument("run_kernels: no point or weight named '" + n + "'");
         return w->second;
     };
-    for (const Step& s : graph) points[s.point] = ex.step(s, get);
+    for (std::size_t i = 0; i < graph.size(); ++i) {
+        points[graph[i].point] = ex.step(graph[i], get);
+        const bool layer_done = i + 1 == graph.size() || graph[i + 1].layer != graph[i].layer;
+        if (layer_done && opt.progress) opt.progress(graph[i].layer);
+    }
     return points;
 }
 
