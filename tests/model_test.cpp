@@ -202,6 +202,7 @@ TEST(ModelOracle, Fp64TierAgreesWithMpfr) {
         if (c.pattern == "hybrid") c.residual = ResidualKind::mhc, c.linear_kind = AttentionKind::kda;
         const Model m = make(c);
         const CrossCheck x = cross_check_mpfr(c, m.weights, run_oracle(c, m.weights, m.input), 3, 11);
+        std::printf("%s: %s\n", c.pattern.c_str(), x.summary().c_str());
         EXPECT_LT(x.max(), 1e-13) << x.summary();
         EXPECT_GT(x.elements, 100);
         EXPECT_GE(x.max_rel.size(), c.pattern == "hybrid" ? 13u : 7u) << x.summary();
@@ -229,7 +230,7 @@ TEST(ModelSynthetic, DeterministicAndBounded) {
         EXPECT_EQ(t.format(), Format::bf16);
     }
     EXPECT_FALSE(same_bits(a.input, d.input));
-    EXPECT_EQ(a.input.bits(0), 0xbf12);  // pins the generator (platform-independent draws)
+    EXPECT_EQ(a.input.bits(0), 0x3fa9);  // pins the generator (platform-independent draws)
     const Model m = make(c, 3);
     const Named p = run_oracle(c, m.weights, m.input);
     for (std::int64_t l : {0, 15, 31}) {
@@ -250,9 +251,16 @@ TEST(ModelSynthetic, DeterministicAndBounded) {
 // about 5 u (layer + 1)).
 TEST(ModelKernels, CloseToTheOracleInEveryFormat) {
     for (Format f : {Format::fp32, Format::bf16, Format::fp16})
-        for (const std::string pattern : {"dense", "hybrid"}) {
-            ModelContract c = small(pattern, f);
+        for (const std::string pattern : {"dense", "hybrid", "dense variant", "hybrid variant"}) {
+            ModelContract c = small(pattern.substr(0, pattern.find(' ')), f);
             c.cache_tokens = 2;
+            if (pattern == "dense variant") {  // gated attention, QK-norm, biases, post layer norm, GELU MLP
+                c.attention_kind = AttentionKind::gated, c.qk_norm = true, c.qkv_bias = c.o_bias = true;
+                c.placement = Placement::post, c.norm = NormKind::layer_norm, c.mlp = MlpKind::gelu;
+            } else if (pattern == "hybrid variant") {  // kda, mHC, SiTU-GLU, zero-centred norms, partial RoPE
+                c.linear_kind = AttentionKind::kda, c.residual = ResidualKind::mhc, c.mlp = MlpKind::situ_glu;
+                c.zero_centered = true, c.rotary_dim = 4;
+            }
             const Model m = make(c);
             const Named ref = run_oracle(c, m.weights, m.input);
             const NamedTensors got = run_kernels(c, m.syn.weights, m.syn.input);
