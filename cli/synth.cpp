@@ -167,13 +167,19 @@ Subcommand add_synth(CLI::App& app) {
     cmd->add_option("--residual", o->residual, "plain | mhc");
     cmd->add_flag("--qk-norm", o->qk_norm, "RMSNorm over head_dim of q and k before RoPE");
     cmd->add_option("--contract", o->contract_file, "contract JSON (the fields above override it)");
-    cmd->add_option("--mutant", o->mutant, "registry name of a mutant kernel (conform list --kernel ...) to substitute");
+    cmd->add_option("--mutant", o->mutant, "registry name of a mutant kernel of --dtype (see conform list) to substitute at --at");
     cmd->add_option("--at", o->at, "the layer the mutant is substituted at");
     cmd->add_option("--convention", o->conventions,
                     "KEY=VALUE the candidate really follows (repeatable; the dump still declares the contract's): "
                     "rope_pairing=interleaved, eps_placement=outside, gate_order=up_gate, gelu=tanh, "
                     "norm_cast=before_weight, causal=top_left");
     cmd->add_option("--out", o->out, "the model dump to write (safetensors)")->required();
+    cmd->footer(
+        "Shapes not given take the contract defaults (width 64, 4 heads of 16, 2 KV heads, ffn 128, 16 tokens).\n"
+        "Examples:\n"
+        "  conform synth --layers 32 --pattern hybrid --dtype bf16 --width 1024 --tokens 128 --out h.safetensors\n"
+        "  conform synth --layers 8 --dtype bf16 --mutant mutant.rms_norm.cast_before_weight.bf16 --at 5 --out m.safetensors\n"
+        "  conform synth --layers 4 --cache-tokens 8 --convention causal=top_left --out c.safetensors");
     return {cmd, [o, cmd]() { return run_synth(*o, cmd); }};
 }
 
