@@ -166,6 +166,31 @@ TEST(ModelGraph, ShapesAndOrdering) {
     EXPECT_EQ(mid->kind, StepKind::hc_update);
 }
 
+// Any valid contract: a well-formed graph, and the fused form equal to the
+// plain one bit for bit.
+RC_GTEST_PROP(ModelGraph, AnyContractWellFormedAndFusedEqualsPlain, ()) {
+    ModelContract c = small(*rc::gen::element<std::string>("dense", "hybrid"));
+    c.layers = *rc::gen::inRange<std::int64_t>(1, 6);
+    c.linear_kind = *rc::gen::element(AttentionKind::gdn, AttentionKind::kda);
+    c.attention_kind = *rc::gen::element(AttentionKind::softmax, AttentionKind::gated);
+    c.mlp = *rc::gen::element(MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu);
+    c.norm = *rc::gen::element(NormKind::rms_norm, NormKind::layer_norm);
+    c.residual = *rc::gen::element(ResidualKind::plain, ResidualKind::mhc);
+    c.placement = c.residual == ResidualKind::mhc ? Placement::pre : *rc::gen::element(Placement::pre, Placement::post);
+    c.cache_tokens = *rc::gen::inRange<std::int64_t>(0, 4);
+    c.qk_norm = *rc::gen::arbitrary<bool>();
+    c.qkv_bias = *rc::gen::arbitrary<bool>();
+    c.zero_centered = *rc::gen::arbitrary<bool>();
+    if (c.residual == ResidualKind::plain) c.residual_scale = *rc::gen::element(1.0, 0.5, 1.0 / 3);
+    check_graph(c);
+    const Model m = make(c, *rc::gen::arbitrary<std::uint32_t>());
+    const Named plain = run_oracle(c, m.weights, m.input), fused = run_oracle_fused(c, m.weights, m.input);
+    RC_ASSERT(plain.size() == fused.size());
+    for (const auto& [n, v] : plain)
+        for (std::size_t i = 0; i < v.v.size(); ++i)
+            RC_ASSERT(std::bit_cast<std::uint64_t>(v.v[i]) == std::bit_cast<std::uint64_t>(fused.at(n).v[i]));
+}
+
 TEST(ModelGraph, PreNormPointOrder) {
     std::vector<std::string> names;
     for (const Step& s : build_graph(small()))
