@@ -17,7 +17,8 @@ struct SynthOptions {
     std::string pattern = "dense", dtype = "bf16", contract_file, out, mutant;
     std::int64_t width = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, tokens = 0, cache_tokens = -1, at = -1;
     std::uint64_t seed = 1;
-    std::string attention, linear, mlp, placement, residual;
+    std::string attention, linear, mlp, placement, residual, norm;
+    double eps = -1;
     bool qk_norm = false;
     std::vector<std::string> conventions;
 };
@@ -76,6 +77,8 @@ model::ModelContract make_contract(const SynthOptions& o, CLI::App* cmd) {
     if (!o.residual.empty())
         c.residual = parse_kind("--residual", o.residual, {model::ResidualKind::plain, model::ResidualKind::mhc});
     if (o.qk_norm) c.qk_norm = true;
+    if (!o.norm.empty()) c.norm = parse_kind("--norm", o.norm, {model::NormKind::rms_norm, model::NormKind::layer_norm});
+    if (o.eps >= 0) c.eps = o.eps;
     try {
         model::validate(c);
     } catch (const std::invalid_argument& e) {
@@ -166,6 +169,8 @@ Subcommand add_synth(CLI::App& app) {
     cmd->add_option("--placement", o->placement, "pre | post norm");
     cmd->add_option("--residual", o->residual, "plain | mhc");
     cmd->add_flag("--qk-norm", o->qk_norm, "RMSNorm over head_dim of q and k before RoPE");
+    cmd->add_option("--norm", o->norm, "rms_norm | layer_norm");
+    cmd->add_option("--eps", o->eps, "norm epsilon (a large one, e.g. 0.1, makes eps_placement visible)");
     cmd->add_option("--contract", o->contract_file, "contract JSON (the fields above override it)");
     cmd->add_option("--mutant", o->mutant, "registry name of a mutant kernel of --dtype (see conform list) to substitute at --at");
     cmd->add_option("--at", o->at, "the layer the mutant is substituted at");
