@@ -65,7 +65,8 @@ Tensor to_tensor(const Values& v, Format f) {
 
 namespace {
 
-// Element i of a dense tensor as raw bits of its format (a copy never rounds).
+// A dense tensor of x's format whose element i is x's element src_of(i),
+// copied as bits (a layout change never rounds).
 template <class Index>
 Tensor permuted(const TensorView& x, std::vector<std::int64_t> shape, Index src_of) {
     Tensor t(x.format, std::move(shape));
