@@ -1,1 +1,0 @@
-// Keeps conform_model a valid library while model/ is being filled in.
