@@ -1,13 +1,13 @@
 #include "io/case_file.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 
 #include "io/bytes.hpp"
+#include "io/files.hpp"
 #include "io/json_text.hpp"
+#include "io/metadata.hpp"
 #include "io/npy.hpp"
 
 namespace conform::io {
@@ -44,18 +44,11 @@ void check_op(const std::string& op, const std::string& source, const std::strin
     if (op.empty()) throw FormatError(source, field, "empty op name");
 }
 
-json object_value(json j, const std::string& source, const std::string& field) {
-    if (!j.is_object()) throw FormatError(source, field, "is " + json_kind(j) + ", not a JSON object");
-    return j;
-}
-
 // A file name that stays inside the case directory: no separators, no "..".
 bool plain_file_name(const std::string& name) {
     return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
            name.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
 }
-
-std::string metadata_field(const char* key) { return "__metadata__ " + quote(key); }
 
 const std::string& string_member(const json& object, const char* key, const std::string& source) {
     const auto it = object.find(key);
@@ -89,43 +82,6 @@ ManifestEntry parse_manifest_entry(const std::string& name, const json& entry, c
                               "dtype " + quote(dtype->get<std::string>()) + " is not one of f64, f32, f16, bf16, i8, i32");
     }
     return e;
-}
-
-std::vector<std::byte> read_file(const fs::path& path, std::uint64_t limit) {
-    const std::string source = path.string();
-    std::error_code ec;
-    const auto status = fs::status(path, ec);
-    if (!fs::exists(status)) throw FormatError(source, "", "no such file");
-    if (!fs::is_regular_file(status)) throw FormatError(source, "", "not a regular file");
-    const std::uint64_t size = fs::file_size(path, ec);
-    if (ec) throw FormatError(source, "", "cannot read: " + ec.message());
-    if (size > limit)
-        throw FormatError(source, "", std::to_string(size) + " bytes is above the " + std::to_string(limit) + "-byte limit");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw FormatError(source, "", std::string("cannot open: ") + std::strerror(errno));
-    std::vector<std::byte> bytes(size);
-    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
-    if (static_cast<std::uint64_t>(in.gcount()) != size)
-        throw FormatError(source, "", "read " + std::to_string(in.gcount()) + " of " + std::to_string(size) + " bytes");
-    return bytes;
-}
-
-// Written beside the target and renamed over it, so a reader (or find_cases)
-// never sees a half-written file.
-void write_file(const fs::path& path, std::span<const std::byte> bytes) {
-    fs::path tmp = path;
-    tmp += ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-        out.close();
-        if (!out) {
-            std::error_code ignored;
-            fs::remove(tmp, ignored);
-            throw std::runtime_error("cannot write " + path.string());
-        }
-    }
-    fs::rename(tmp, path);
 }
 
 // Every tensor under the name it is stored as (outputs as "out.<name>"),
@@ -184,13 +140,8 @@ bool Case::operator==(const Case& o) const {
 // --- safetensors form ------------------------------------------------------
 
 Case case_from_safetensors(SafetensorsFile file, const std::string& source) {
-    if (!file.metadata)
-        throw FormatError(source, "__metadata__", "missing: a conform case names conform.format, conform.op and conform.params there");
-    const auto& meta = *file.metadata;
-    const auto find = [&](const char* key) -> const std::string* {
-        const auto it = meta.find(key);
-        return it == meta.end() ? nullptr : &it->second;
-    };
+    const auto& meta = require_metadata(file, source, "a conform case names conform.format, conform.op and conform.params there");
+    const auto find = [&](const char* key) { return metadata_value(meta, key); };
     Case c;
     c.source = source;
     const std::string* format = find("conform.format");
@@ -201,12 +152,10 @@ Case case_from_safetensors(SafetensorsFile file, const std::string& source) {
     check_op(*op, source, metadata_field("conform.op"));
     c.op = *op;
     if (const std::string* params = find("conform.params"))
-        c.params = object_value(parse_json(*params, source, metadata_field("conform.params")), source,
-                                metadata_field("conform.params"));
+        c.params = metadata_object(*params, source, "conform.params");
     if (const std::string* impl = find("conform.impl")) c.impl = *impl;
     if (const std::string* conventions = find("conform.conventions"))
-        c.conventions = object_value(parse_json(*conventions, source, metadata_field("conform.conventions")), source,
-                                     metadata_field("conform.conventions"));
+        c.conventions = metadata_object(*conventions, source, "conform.conventions");
     for (auto& [name, t] : file.tensors) add_tensor(c, name, std::move(t), source);
     return c;
 }
@@ -216,7 +165,7 @@ Case parse_case_safetensors(std::span<const std::byte> bytes, const std::string&
 }
 
 Case read_case_safetensors(const fs::path& file) {
-    return parse_case_safetensors(read_file(file, kMaxCaseFileBytes), file.string());
+    return parse_case_safetensors(read_file_bytes(file, kMaxCaseFileBytes), file.string());
 }
 
 SafetensorsFile case_to_safetensors(const Case& c) {
@@ -233,7 +182,7 @@ SafetensorsFile case_to_safetensors(const Case& c) {
 
 std::vector<std::byte> serialize_case_safetensors(const Case& c) { return serialize_safetensors(case_to_safetensors(c)); }
 
-void write_case_safetensors(const Case& c, const fs::path& file) { write_file(file, serialize_case_safetensors(c)); }
+void write_case_safetensors(const Case& c, const fs::path& file) { write_file_atomic(file, serialize_case_safetensors(c)); }
 
 // --- npy directory form ----------------------------------------------------
 
@@ -262,12 +211,12 @@ Case read_case_npy_dir(const fs::path& dir) {
     std::error_code ec;
     if (!fs::exists(manifest_path, ec))
         throw FormatError(dir.string(), kManifestName, "missing: a case directory holds case.json and its .npy files");
-    CaseManifest m = parse_case_manifest(read_file(manifest_path, kMaxManifestBytes), manifest_path.string());
+    CaseManifest m = parse_case_manifest(read_file_bytes(manifest_path, kMaxManifestBytes), manifest_path.string());
     Case c = std::move(m.header);
     c.source = dir.string();
     for (const ManifestEntry& e : m.tensors) {
         const fs::path file = dir / e.file;
-        add_tensor(c, e.name, parse_npy(read_file(file, kMaxCaseFileBytes), file.string(), e.dtype),
+        add_tensor(c, e.name, parse_npy(read_file_bytes(file, kMaxCaseFileBytes), file.string(), e.dtype),
                    manifest_path.string());
     }
     return c;
@@ -288,8 +237,8 @@ std::string case_manifest_text(const Case& c) {
 void write_case_npy_dir(const Case& c, const fs::path& dir) {
     const std::string manifest = case_manifest_text(c);  // validates every name before anything is written
     fs::create_directories(dir);
-    for (const auto& [name, t] : stored_names(c)) write_file(dir / (name + ".npy"), serialize_npy(*t));
-    write_file(dir / kManifestName, std::as_bytes(std::span(manifest)));
+    for (const auto& [name, t] : stored_names(c)) write_file_atomic(dir / (name + ".npy"), serialize_npy(*t));
+    write_file_atomic(dir / kManifestName, manifest);
 }
 
 // --- finding cases -----------------------------------------------------------

@@ -10,6 +10,8 @@
 // Read as untrusted input, like case files: every error is a FormatError
 // naming the file and the field.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <span>
@@ -18,12 +20,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/safetensors.hpp"
 #include "io/stored_tensor.hpp"
 
 namespace conform::io {
 
 constexpr const char* kModelFormat = "model/1";
 constexpr const char* kActivationPrefix = "act.";
+constexpr const char* kModelInputName = "input";
+// Larger files are refused before reading them into memory (the reader holds
+// the file and its tensors at once: about twice this in memory).
+constexpr std::uint64_t kMaxModelDumpBytes = std::uint64_t{8} << 30;
+// Tensor names (and point names after "act."): 1 to 256 of [A-Za-z0-9_.-],
+// no empty dot-separated part ("layers..q", ".x", "x.").
+constexpr std::size_t kMaxTensorNameBytes = 256;
 
 struct ModelDump {
     nlohmann::json contract = nlohmann::json::object();
@@ -38,10 +48,17 @@ struct ModelDump {
 
 ModelDump read_model_dump(const std::filesystem::path& file);
 ModelDump parse_model_dump(std::span<const std::byte> bytes, const std::string& source);
+ModelDump model_dump_from_safetensors(SafetensorsFile file, const std::string& source);
+
+// std::invalid_argument for a dump that could not be read back: contract not
+// an object, a tensor name the reader refuses (or a weight named "input" or
+// "act.*"), tensor bytes that disagree with dtype x shape.
+SafetensorsFile model_dump_to_safetensors(const ModelDump& d);
 std::vector<std::byte> serialize_model_dump(const ModelDump& d);
-void write_model_dump(const ModelDump& d, const std::filesystem::path& file);  // atomic
+void write_model_dump(const ModelDump& d, const std::filesystem::path& file);  // atomic (io/files.hpp)
 
 // True when the file's metadata says model/1 (so `validate` can route or refuse it).
+// Reads the header only; false for anything unreadable, never throws.
 bool is_model_dump(const std::filesystem::path& file);
 
 }  // namespace conform::io

@@ -12,6 +12,17 @@
 // v, q_rope, attn, gate_up, h, ...) make every step checkable on its own.
 // Weights are named "layers.<l>.<name>.weight" / ".bias"; caches
 // "layers.<l>.cache.k" / ".cache.v" / ".cache.state".
+//
+// The block input of layer l is the point "layers.<l-1>.output" ("input" for
+// layer 0): there is no separate copy.  Per layer, in graph order (docs/model.md
+// has the full list): pre-norm  attn_norm, q, k, v[, q_norm, k_norm], q_rope,
+// k_rope, attn[, gate, gate_sig, attn_gated], attn_out, mid, mlp_norm,
+// gate_up | up, h, mlp_out, output;  gdn/kda layers  q, k, v, q_l2, k_l2,
+// g_logit, g, b_logit, beta, attn;  post-norm  attn_add (the sum) then mid =
+// norm(attn_add), mlp_add then output = norm(mlp_add) (no attn_norm/mlp_norm
+// points);  mHC  attn_mix (hc_mix of the streams) before attn_norm, attn_hc_b
+// (sinkhorn) before mid = hc_update, the same for mlp, and in the last layer
+// streams = hc_update and output = the stream mean (hc_mix without weights).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -36,9 +47,11 @@ enum class StepKind {
     gdn,         // in {q, k, v, g [T, H], beta [T, H]}[ + cache state]
     kda,         // in {q, k, v, g [T, H * d_k], beta [T, H]}[ + cache state]
     add,         // residual: a + residual_scale * b, stored in residual_format
-    hc_mix,      // mHC: branch input sum_i a_i X_i, a = sigmoid(alpha): in {X [n, T, C]}, {alpha [n]}
+    hc_mix,      // mHC: branch input sum_i a_i X_i, a = sigmoid(alpha): in {X [n, T, C]}, {alpha [n]};
+                 //      no weight: a_i = 1/n (the stream mean, the model's output)
     hc_update,   // mHC: X' = B X + c (x) f, c = 2 sigmoid(gamma): in {X, f, B}, {gamma [n]}
-    sinkhorn,    // mHC: B = sinkhorn(logits [n, n])
+    sinkhorn,    // mHC: B = sinkhorn(logits [n, n]): in {}, weights {logits}
+    // mHC: an X of shape [T, C] (the model input) is n copies of itself.
 };
 const char* name(StepKind k);
 
@@ -51,6 +64,9 @@ struct Step {
     std::vector<std::string> weights;  // weight names, in the kind's order
     std::int64_t heads = 0;            // head_norm, l2_head, rope: heads of the layout
     bool required = false;             // one of the points every dump must hold
+    std::vector<std::int64_t> shape;   // the point's shape ([T, features]; mHC streams [n, T, C]; B [n, n])
+    Format format = Format::fp32;      // its storage format: residual_format for add / hc_update
+                                       // (and the final stream mean), c.dtype otherwise
 };
 
 // Every step of the stack, in execution order (a step's inputs come before it).
@@ -61,6 +77,9 @@ struct WeightSpec {
     std::vector<std::int64_t> shape;
 };
 std::vector<WeightSpec> weight_specs(const ModelContract& c);  // weights and caches, in name order
-std::vector<std::int64_t> point_shape(const ModelContract& c, const Step& s);
+std::vector<std::int64_t> point_shape(const ModelContract& c, const Step& s);  // s.shape
+Format point_format(const ModelContract& c, const Step& s);                     // s.format
+// The block input of layer l: "input" or "layers.<l-1>.output".
+std::string block_input(std::int64_t layer);
 
 }  // namespace conform::model

@@ -1,14 +1,10 @@
-// Atomic file replacement: readers see either the old file or the complete
-// new one, never a truncated mix, even if the process dies mid-write.
+// Atomic file replacement, from io (io/files.hpp), where the dump-file writers
+// need it too: readers see either the old file or the complete new one.
 #pragma once
-#include <filesystem>
-#include <string>
+#include "io/files.hpp"
 
 namespace conform::report {
 
-// Writes data to a temporary file in path's directory, fsyncs it, renames it
-// over path and fsyncs the directory.  On failure the temporary file is
-// removed, path is left as it was, and std::runtime_error names path.
-void write_file_atomic(const std::filesystem::path& path, const std::string& data);
+using io::write_file_atomic;
 
 }  // namespace conform::report

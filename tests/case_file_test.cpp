@@ -3,45 +3,25 @@
 // malformed input (each asserting the message names the file and the field),
 // the case.json manifest, find_cases, and the Python writer read back here.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 
 #include "io/case_file.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
+#include "tests/io_testing.hpp"
 
 namespace fs = std::filesystem;
 using namespace conform;
 using namespace conform::io;
+using namespace conform::io_testing;
 using nlohmann::json;
 
 namespace {
-
-std::vector<std::byte> bytes_of(std::string_view text) {
-    const auto* p = reinterpret_cast<const std::byte*>(text.data());
-    return {p, p + text.size()};
-}
-
-std::string text_of(std::span<const std::byte> bytes) {
-    return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
-
-std::string le64(std::uint64_t v) {
-    std::string s(8, '\0');
-    for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(v >> (8 * i));
-    return s;
-}
-
-// A safetensors file from header text and a data block of `data_bytes` zeros.
-std::vector<std::byte> safetensors_file(const std::string& header, std::size_t data_bytes = 0) {
-    return bytes_of(le64(header.size()) + header + std::string(data_bytes, '\0'));
-}
 
 // An .npy file from a header dict text (padded like numpy) and raw data.
 std::vector<std::byte> npy_file(const std::string& dict, std::string_view data, int major = 1) {
@@ -49,12 +29,6 @@ std::vector<std::byte> npy_file(const std::string& dict, std::string_view data, 
     std::string len = major == 1 ? std::string{char(header.size() & 0xFF), char(header.size() >> 8)}
                                  : le64(header.size()).substr(0, 4);
     return bytes_of(std::string("\x93NUMPY") + char(major) + '\0' + len + header + std::string(data));
-}
-
-StoredTensor tensor(DType d, std::vector<std::int64_t> shape, const std::vector<std::uint64_t>& bits) {
-    StoredTensor t = StoredTensor::zeros(d, std::move(shape));
-    for (std::size_t i = 0; i < bits.size(); ++i) t.set_bits(static_cast<std::int64_t>(i), bits[i]);
-    return t;
 }
 
 // One tensor of every dtype, including a 0-d and an empty one, with awkward values.
@@ -80,22 +54,6 @@ Case sample_case() {
     c.outputs = {{"y", tensor(DType::bf16, {2, 2}, {0x3F80, 0x4000, 0x8000, 0x0001})},
                  {"state", tensor(DType::f32, {}, {0x40490FDB})}};
     return c;
-}
-
-// Runs `parse`, which must throw FormatError from `source` whose message
-// names `field` and contains `detail`.
-void expect_error(const std::function<void()>& parse, const std::string& source, const std::string& field,
-                  const std::string& detail) {
-    try {
-        parse();
-        ADD_FAILURE() << "no FormatError; expected one about " << field << ": " << detail;
-    } catch (const FormatError& e) {
-        const std::string what = e.what();
-        EXPECT_EQ(e.source(), source) << what;
-        EXPECT_EQ(what.rfind(source + ": ", 0), 0u) << what;
-        EXPECT_NE(what.find(field), std::string::npos) << "field " << field << " not in: " << what;
-        EXPECT_NE(what.find(detail), std::string::npos) << "detail " << detail << " not in: " << what;
-    }
 }
 
 void expect_safetensors_error(const std::vector<std::byte>& file, const std::string& field, const std::string& detail) {
@@ -124,36 +82,6 @@ void expect_npy_error(const std::vector<std::byte>& file, const std::string& fie
 
 void expect_manifest_error(const std::string& text, const std::string& field, const std::string& detail) {
     expect_error([&] { parse_case_manifest(bytes_of(text), "case.json"); }, "case.json", field, detail);
-}
-
-// A fresh directory under the system temporary directory, removed afterwards.
-class TempDir {
-public:
-    TempDir() {
-        static int counter = 0;
-        path_ = fs::temp_directory_path() /
-                ("conform_case_file_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-        fs::remove_all(path_);
-        fs::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path_, ignored);
-    }
-    const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
-};
-
-void write_text(const fs::path& path, std::string_view text) {
-    std::ofstream(path, std::ios::binary) << text;
-}
-
-std::vector<std::byte> read_bytes(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return bytes_of(text);
 }
 
 }  // namespace
@@ -587,7 +515,7 @@ TEST(CaseManifestMalformed, Fields) {
 }
 
 TEST(CaseNpyDir, RoundTripAndLayout) {
-    TempDir tmp;
+    TempDir tmp("conform_case_file_test");
     const fs::path dir = tmp.path() / "rms";
     const Case c = sample_case();
     write_case_npy_dir(c, dir);
@@ -605,7 +533,7 @@ TEST(CaseNpyDir, RoundTripAndLayout) {
 }
 
 TEST(CaseNpyDir, ErrorsNameTheFileInTheDirectory) {
-    TempDir tmp;
+    TempDir tmp("conform_case_file_test");
     const fs::path dir = tmp.path();
     const std::string manifest = (dir / "case.json").string();
     expect_error([&] { read_case(dir); }, dir.string(), "case.json", "missing: a case directory holds case.json");
@@ -625,7 +553,7 @@ TEST(CaseNpyDir, ErrorsNameTheFileInTheDirectory) {
 // --- files, paths, find_cases ---------------------------------------------------------
 
 TEST(CaseFiles, WriteReadAndFind) {
-    TempDir tmp;
+    TempDir tmp("conform_case_file_test");
     const fs::path root = tmp.path();
     const Case c = sample_case();
     fs::create_directories(root / "a" / "deeper");
@@ -652,21 +580,6 @@ TEST(CaseFiles, WriteReadAndFind) {
 // --- the Python writer -------------------------------------------------------------------
 
 namespace {
-
-// A Python 3 with NumPy: $CONFORM_PYTHON, else python3 on PATH, else Debian's.
-std::string find_python_with_numpy() {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("CONFORM_PYTHON")) candidates.push_back(env);
-    candidates.insert(candidates.end(), {"python3", "/usr/bin/python3"});
-    for (const auto& py : candidates)
-        if (std::system((py + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return py;
-    return "";
-}
-
-const std::string& python_with_numpy() {
-    static const std::string python = find_python_with_numpy();
-    return python;
-}
 
 const std::string kWriterScript = R"PY(
 import sys
@@ -703,7 +616,7 @@ TEST(PythonWriter, SelfTest) {
 TEST(PythonWriter, CasesReadBackInBothForms) {
     const std::string py = python_with_numpy();
     if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: apt-get install python3-numpy)";
-    TempDir tmp;
+    TempDir tmp("conform_case_file_test");
     write_text(tmp.path() / "write.py", kWriterScript);
     const std::string cmd = py + " " + (tmp.path() / "write.py").string() + " " + CONFORM_SOURCE_DIR "/python " +
                             tmp.path().string();

@@ -1,0 +1,274 @@
+#include "model/contract.hpp"
+
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+
+namespace conform::model {
+
+const char* name(AttentionKind k) {
+    switch (k) {
+        case AttentionKind::softmax: return "softmax";
+        case AttentionKind::gated: return "gated";
+        case AttentionKind::gdn: return "gdn";
+        case AttentionKind::kda: return "kda";
+    }
+    return "?";
+}
+const char* name(MlpKind k) {
+    switch (k) {
+        case MlpKind::swiglu: return "swiglu";
+        case MlpKind::situ_glu: return "situ_glu";
+        case MlpKind::gelu: return "gelu";
+    }
+    return "?";
+}
+const char* name(NormKind k) { return k == NormKind::rms_norm ? "rms_norm" : "layer_norm"; }
+const char* name(Placement p) { return p == Placement::pre ? "pre" : "post"; }
+const char* name(ResidualKind r) { return r == ResidualKind::plain ? "plain" : "mhc"; }
+
+const std::map<std::string, std::vector<std::string>>& convention_values() {
+    static const std::map<std::string, std::vector<std::string>> v{
+        {"rope_pairing", {"half", "interleaved"}},       {"eps_placement", {"inside", "outside"}},
+        {"gate_order", {"gate_up", "up_gate"}},          {"gelu", {"erf", "tanh"}},
+        {"norm_cast", {"after_weight", "before_weight"}}, {"causal", {"bottom_right", "top_left"}},
+    };
+    return v;
+}
+
+Conventions default_conventions() {
+    Conventions c;
+    for (const auto& [k, vals] : convention_values()) c[k] = vals.front();
+    return c;
+}
+
+AttentionKind ModelContract::layer_kind(std::int64_t layer) const {
+    if (pattern == "hybrid" && layer % 4 != 3) return linear_kind;
+    return attention_kind;
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& field, const std::string& why) {
+    throw std::invalid_argument("contract." + field + ": " + why);
+}
+
+void require_positive(const std::string& field, std::int64_t v) {
+    if (v < 1) fail(field, "must be >= 1 (is " + std::to_string(v) + ")");
+}
+
+void require_finite(const std::string& field, double v, bool positive) {
+    if (!std::isfinite(v) || (positive && !(v > 0)) || v < 0)
+        fail(field, std::string("must be a finite ") + (positive ? "positive" : "nonnegative") + " number");
+}
+
+void require_model_format(const std::string& field, Format f) {
+    if (f != Format::fp32 && f != Format::bf16 && f != Format::fp16) fail(field, "must be fp32, bf16 or fp16");
+}
+
+void check_conventions(const Conventions& conv) {
+    for (const auto& [k, v] : conv) {
+        auto it = convention_values().find(k);
+        if (it == convention_values().end()) fail("conventions." + k, "unknown convention");
+        bool known = false;
+        std::string list;
+        for (const auto& a : it->second) known |= a == v, list += (list.empty() ? "" : " | ") + a;
+        if (!known) fail("conventions." + k, "'" + v + "' is not one of " + list);
+    }
+}
+
+}  // namespace
+
+void validate(const ModelContract& c) {
+    require_positive("layers", c.layers);
+    if (c.pattern != "dense" && c.pattern != "hybrid") fail("pattern", "must be dense or hybrid");
+    if (c.linear_kind != AttentionKind::gdn && c.linear_kind != AttentionKind::kda) fail("linear_kind", "must be gdn or kda");
+    if (c.attention_kind != AttentionKind::softmax && c.attention_kind != AttentionKind::gated)
+        fail("attention_kind", "must be softmax or gated");
+    for (const auto& [f, v] : {std::pair<const char*, std::int64_t>{"width", c.width}, {"heads", c.heads},
+                               {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim}, {"linear_heads", c.linear_heads},
+                               {"linear_head_dim", c.linear_head_dim}, {"ffn", c.ffn}, {"tokens", c.tokens}})
+        require_positive(f, v);
+    if (c.heads % c.kv_heads) fail("kv_heads", "must divide heads (" + std::to_string(c.heads) + ")");
+    if (c.cache_tokens < 0) fail("cache_tokens", "must be >= 0");
+    require_finite("eps", c.eps, false);
+    require_finite("rope_base", c.rope_base, true);
+    if (c.rope_base <= 1) fail("rope_base", "must be > 1");
+    const std::int64_t r = c.rotary_dim ? c.rotary_dim : c.head_dim;
+    if (r % 2 || r < 2 || r > c.head_dim)
+        fail(c.rotary_dim ? "rotary_dim" : "head_dim", "the rotary dimension must be even, in [2, head_dim]");
+    require_finite("situ_beta1", c.situ_beta1, true);
+    require_finite("situ_beta2", c.situ_beta2, true);
+    require_model_format("dtype", c.dtype);
+    require_model_format("residual_format", c.residual_format);
+    if (!std::isfinite(c.residual_scale)) fail("residual_scale", "must be finite");
+    if (c.residual == ResidualKind::mhc) {
+        require_positive("hc_streams", c.hc_streams);
+        if (c.placement != Placement::pre) fail("residual", "mhc needs placement pre");
+        if (c.residual_scale != 1) fail("residual_scale", "must be 1 with mhc (c = 2 sigmoid(gamma) scales the branch)");
+    }
+    check_conventions(c.conventions);
+}
+
+// ---- JSON ----------------------------------------------------------------
+
+namespace {
+
+template <class E>
+E parse_enum(const std::string& field, const std::string& s, std::initializer_list<E> all) {
+    std::string list;
+    for (E e : all) {
+        if (s == name(e)) return e;
+        list += (list.empty() ? "" : " | ") + std::string(name(e));
+    }
+    fail(field, "'" + s + "' is not one of " + list);
+}
+
+Format parse_model_format(const std::string& field, const std::string& s) {
+    auto f = parse_format(s);
+    if (!f) fail(field, "unknown format '" + s + "'");
+    return *f;
+}
+
+const nlohmann::json& typed(const std::string& field, const nlohmann::json& v, nlohmann::json::value_t t) {
+    using vt = nlohmann::json::value_t;
+    const bool ok = v.type() == t || (t == vt::number_float && v.is_number()) ||
+                    (t == vt::number_integer && (v.is_number_unsigned() || v.is_number_integer()));
+    if (!ok) {
+        const char* want = t == vt::string ? "a string" : t == vt::boolean ? "a boolean" : t == vt::object ? "an object"
+                           : t == vt::number_integer                        ? "an integer" : "a number";
+        fail(field, std::string("expected ") + want + ", got " + v.type_name());
+    }
+    return v;
+}
+
+// One JSON key: how to read it into the contract.
+using Reader = std::function<void(ModelContract&, const std::string&, const nlohmann::json&)>;
+
+template <class T>
+Reader int_field(T ModelContract::*m) {
+    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+        c.*m = typed(f, v, nlohmann::json::value_t::number_integer).get<std::int64_t>();
+    };
+}
+Reader num_field(double ModelContract::*m) {
+    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+        c.*m = typed(f, v, nlohmann::json::value_t::number_float).get<double>();
+    };
+}
+Reader bool_field(bool ModelContract::*m) {
+    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+        c.*m = typed(f, v, nlohmann::json::value_t::boolean).get<bool>();
+    };
+}
+std::string str(const std::string& f, const nlohmann::json& v) {
+    return typed(f, v, nlohmann::json::value_t::string).get<std::string>();
+}
+Reader attention_field(AttentionKind ModelContract::*m) {
+    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+        c.*m = parse_enum(f, str(f, v), {AttentionKind::softmax, AttentionKind::gated, AttentionKind::gdn, AttentionKind::kda});
+    };
+}
+Reader format_field(Format ModelContract::*m) {
+    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+        c.*m = parse_model_format(f, str(f, v));
+    };
+}
+
+const std::map<std::string, Reader>& readers() {
+    static const std::map<std::string, Reader> r{
+        {"layers", int_field(&ModelContract::layers)},
+        {"pattern", [](ModelContract& c, const std::string& f, const nlohmann::json& v) { c.pattern = str(f, v); }},
+        {"linear_kind", attention_field(&ModelContract::linear_kind)},
+        {"attention_kind", attention_field(&ModelContract::attention_kind)},
+        {"width", int_field(&ModelContract::width)},
+        {"heads", int_field(&ModelContract::heads)},
+        {"kv_heads", int_field(&ModelContract::kv_heads)},
+        {"head_dim", int_field(&ModelContract::head_dim)},
+        {"linear_heads", int_field(&ModelContract::linear_heads)},
+        {"linear_head_dim", int_field(&ModelContract::linear_head_dim)},
+        {"ffn", int_field(&ModelContract::ffn)},
+        {"tokens", int_field(&ModelContract::tokens)},
+        {"cache_tokens", int_field(&ModelContract::cache_tokens)},
+        {"qkv_bias", bool_field(&ModelContract::qkv_bias)},
+        {"o_bias", bool_field(&ModelContract::o_bias)},
+        {"norm", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+             c.norm = parse_enum(f, str(f, v), {NormKind::rms_norm, NormKind::layer_norm});
+         }},
+        {"eps", num_field(&ModelContract::eps)},
+        {"zero_centered", bool_field(&ModelContract::zero_centered)},
+        {"placement", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+             c.placement = parse_enum(f, str(f, v), {Placement::pre, Placement::post});
+         }},
+        {"qk_norm", bool_field(&ModelContract::qk_norm)},
+        {"rope_base", num_field(&ModelContract::rope_base)},
+        {"rotary_dim", int_field(&ModelContract::rotary_dim)},
+        {"mlp", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+             c.mlp = parse_enum(f, str(f, v), {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu});
+         }},
+        {"situ_beta1", num_field(&ModelContract::situ_beta1)},
+        {"situ_beta2", num_field(&ModelContract::situ_beta2)},
+        {"dtype", format_field(&ModelContract::dtype)},
+        {"residual_scale", num_field(&ModelContract::residual_scale)},
+        {"residual_format", format_field(&ModelContract::residual_format)},
+        {"residual", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+             c.residual = parse_enum(f, str(f, v), {ResidualKind::plain, ResidualKind::mhc});
+         }},
+        {"hc_streams", int_field(&ModelContract::hc_streams)},
+        {"conventions", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+             for (const auto& [k, val] : typed(f, v, nlohmann::json::value_t::object).items())
+                 c.conventions[k] = str(f + "." + k, val);
+         }},
+    };
+    return r;
+}
+
+}  // namespace
+
+ModelContract contract_from_json(const nlohmann::json& j) {
+    if (!j.is_object()) throw std::invalid_argument("contract: expected a JSON object");
+    ModelContract c;
+    for (const auto& [k, v] : j.items()) {
+        auto it = readers().find(k);
+        if (it == readers().end()) fail(k, "unknown key");
+        it->second(c, k, v);
+    }
+    validate(c);
+    return c;
+}
+
+nlohmann::json to_json(const ModelContract& c) {
+    return {{"layers", c.layers},
+            {"pattern", c.pattern},
+            {"linear_kind", name(c.linear_kind)},
+            {"attention_kind", name(c.attention_kind)},
+            {"width", c.width},
+            {"heads", c.heads},
+            {"kv_heads", c.kv_heads},
+            {"head_dim", c.head_dim},
+            {"linear_heads", c.linear_heads},
+            {"linear_head_dim", c.linear_head_dim},
+            {"ffn", c.ffn},
+            {"tokens", c.tokens},
+            {"cache_tokens", c.cache_tokens},
+            {"qkv_bias", c.qkv_bias},
+            {"o_bias", c.o_bias},
+            {"norm", name(c.norm)},
+            {"eps", c.eps},
+            {"zero_centered", c.zero_centered},
+            {"placement", name(c.placement)},
+            {"qk_norm", c.qk_norm},
+            {"rope_base", c.rope_base},
+            {"rotary_dim", c.rotary_dim},
+            {"mlp", name(c.mlp)},
+            {"situ_beta1", c.situ_beta1},
+            {"situ_beta2", c.situ_beta2},
+            {"dtype", name(c.dtype)},
+            {"residual_scale", c.residual_scale},
+            {"residual_format", name(c.residual_format)},
+            {"residual", name(c.residual)},
+            {"hc_streams", c.hc_streams},
+            {"conventions", c.conventions}};
+}
+
+}  // namespace conform::model

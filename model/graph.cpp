@@ -1,0 +1,225 @@
+#include "model/graph.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace conform::model {
+
+const char* name(StepKind k) {
+    switch (k) {
+        case StepKind::norm: return "norm";
+        case StepKind::head_norm: return "head_norm";
+        case StepKind::l2_head: return "l2_head";
+        case StepKind::matmul: return "matmul";
+        case StepKind::rope: return "rope";
+        case StepKind::attention: return "attention";
+        case StepKind::sigmoid: return "sigmoid";
+        case StepKind::log_decay: return "log_decay";
+        case StepKind::mul: return "mul";
+        case StepKind::glu: return "glu";
+        case StepKind::gelu: return "gelu";
+        case StepKind::gdn: return "gdn";
+        case StepKind::kda: return "kda";
+        case StepKind::add: return "add";
+        case StepKind::hc_mix: return "hc_mix";
+        case StepKind::hc_update: return "hc_update";
+        case StepKind::sinkhorn: return "sinkhorn";
+    }
+    return "?";
+}
+
+std::string block_input(std::int64_t layer) {
+    return layer == 0 ? "input" : "layers." + std::to_string(layer - 1) + ".output";
+}
+
+namespace {
+
+using Shape = std::vector<std::int64_t>;
+
+// Builds the step list of one contract, and the weights (with shapes) the
+// steps read.  Each add_* appends steps of one layer in execution order.
+class Builder {
+public:
+    explicit Builder(const ModelContract& c) : c_(c), T_(c.tokens), C_(c.width) {}
+
+    void build() {
+        for (std::int64_t l = 0; l < c_.layers; ++l) layer(l);
+    }
+    std::vector<Step> steps;
+    std::map<std::string, Shape> weights;
+
+private:
+    const ModelContract& c_;
+    std::int64_t T_, C_;
+    std::int64_t layer_ = 0;
+    std::string sub_;
+
+    std::string p(const std::string& n) const { return "layers." + std::to_string(layer_) + "." + n; }
+
+    // Appends a step; returns its point name.
+    std::string step(const std::string& point, StepKind kind, std::vector<std::string> in,
+                     std::vector<std::pair<std::string, Shape>> w, Shape shape, bool required = false,
+                     std::int64_t heads = 0, bool residual = false) {
+        Step s;
+        s.point = p(point);
+        s.layer = layer_;
+        s.sublayer = sub_;
+        s.kind = kind;
+        s.inputs = std::move(in);
+        for (auto& [n, sh] : w) {
+            s.weights.push_back(p(n));
+            weights[p(n)] = sh;
+        }
+        s.heads = heads;
+        s.required = required;
+        s.shape = std::move(shape);
+        s.format = residual ? c_.residual_format : c_.dtype;
+        steps.push_back(std::move(s));
+        return steps.back().point;
+    }
+
+    std::string matmul(const std::string& point, const std::string& x, const std::string& w, std::int64_t out,
+                       std::int64_t in, bool bias, bool required = false) {
+        std::vector<std::pair<std::string, Shape>> ws{{w + ".weight", {out, in}}};
+        if (bias) ws.push_back({w + ".bias", {out}});
+        return step(point, StepKind::matmul, {x}, ws, {T_, out}, required);
+    }
+
+    std::string norm(const std::string& point, const std::string& x, const std::string& w, bool required) {
+        std::vector<std::pair<std::string, Shape>> ws{{w + ".weight", {C_}}};
+        if (c_.norm == NormKind::layer_norm) ws.push_back({w + ".bias", {C_}});
+        return step(point, StepKind::norm, {x}, ws, {T_, C_}, required);
+    }
+
+    bool mhc() const { return c_.residual == ResidualKind::mhc; }
+    Shape streams() const { return {c_.hc_streams, T_, C_}; }
+
+    // The residual update of one sub-layer: plain add (pre or post norm) or
+    // mHC; returns the point that the next sub-layer reads.
+    std::string residual(const std::string& x, const std::string& f, const std::string& point, bool last) {
+        const std::string norm_w = sub_ + "_norm";
+        if (mhc()) {
+            const std::int64_t n = c_.hc_streams;
+            const std::string b = step(sub_ + "_hc_b", StepKind::sinkhorn, {}, {{sub_ + "_hc.logits", {n, n}}}, {n, n});
+            if (!last) return step(point, StepKind::hc_update, {x, f, b}, {{sub_ + "_hc.gamma", {n}}}, streams(), true,
+                                   0, true);
+            const std::string s = step("streams", StepKind::hc_update, {x, f, b}, {{sub_ + "_hc.gamma", {n}}}, streams(),
+                                       false, 0, true);
+            return step(point, StepKind::hc_mix, {s}, {}, {T_, C_}, true, 0, true);
+        }
+        if (c_.placement == Placement::pre) return step(point, StepKind::add, {x, f}, {}, {T_, C_}, true, 0, true);
+        const std::string sum = step(sub_ + "_add", StepKind::add, {x, f}, {}, {T_, C_}, false, 0, true);
+        return norm(point, sum, norm_w, true);
+    }
+
+    // The sub-layer's input: the norm (pre), the block input itself (post),
+    // the norm of the stream mix (mHC).
+    std::string branch_input(const std::string& x) {
+        if (c_.placement == Placement::post) return x;
+        std::string in = x;
+        if (mhc()) in = step(sub_ + "_mix", StepKind::hc_mix, {x}, {{sub_ + "_hc.alpha", {c_.hc_streams}}}, {T_, C_});
+        return norm(sub_ + "_norm", in, sub_ + "_norm", true);
+    }
+
+    void layer(std::int64_t l) {
+        layer_ = l;
+        const bool last = l + 1 == c_.layers;
+        sub_ = "attn";
+        const std::string x = block_input(l);
+        const std::string a = branch_input(x);
+        const AttentionKind kind = c_.layer_kind(l);
+        const std::string o = (kind == AttentionKind::gdn || kind == AttentionKind::kda) ? linear_attention(a, kind)
+                                                                                          : softmax_attention(a, kind);
+        const std::string mid = residual(x, o, "mid", false);
+        sub_ = "mlp";
+        const std::string m = branch_input(mid);
+        residual(mid, mlp(m), "output", last);
+    }
+
+    // q, k, v projections with the contract's qkv bias.
+    void qkv(const std::string& x, std::int64_t hq, std::int64_t hkv, std::int64_t dk, std::int64_t dv) {
+        matmul("q", x, "q", hq * dk, C_, c_.qkv_bias);
+        matmul("k", x, "k", hkv * dk, C_, c_.qkv_bias);
+        matmul("v", x, "v", hkv * dv, C_, c_.qkv_bias);
+    }
+
+    std::string softmax_attention(const std::string& x, AttentionKind kind) {
+        const std::int64_t H = c_.heads, G = c_.kv_heads, D = c_.head_dim, P = c_.cache_tokens;
+        qkv(x, H, G, D, D);
+        std::string q = p("q"), k = p("k");
+        if (c_.qk_norm) {
+            q = step("q_norm", StepKind::head_norm, {q}, {{"q_norm.weight", {D}}}, {T_, H * D}, false, H);
+            k = step("k_norm", StepKind::head_norm, {k}, {{"k_norm.weight", {D}}}, {T_, G * D}, false, G);
+        }
+        q = step("q_rope", StepKind::rope, {q}, {}, {T_, H * D}, false, H);
+        k = step("k_rope", StepKind::rope, {k}, {}, {T_, G * D}, false, G);
+        std::vector<std::string> in{q, k, p("v")};
+        if (P > 0) {
+            in.push_back(p("cache.k"));
+            in.push_back(p("cache.v"));
+            weights[p("cache.k")] = weights[p("cache.v")] = {P, G * D};
+        }
+        std::string attn = step("attn", StepKind::attention, in, {}, {T_, H * D}, false, H);
+        if (kind == AttentionKind::gated) {
+            const std::string g = matmul("gate", x, "gate", H * D, C_, false);
+            const std::string s = step("gate_sig", StepKind::sigmoid, {g}, {}, {T_, H * D});
+            attn = step("attn_gated", StepKind::mul, {attn, s}, {}, {T_, H * D});
+        }
+        return matmul("attn_out", attn, "o", C_, H * D, c_.o_bias, true);
+    }
+
+    std::string linear_attention(const std::string& x, AttentionKind kind) {
+        const std::int64_t H = c_.linear_heads, d = c_.linear_head_dim;
+        const std::int64_t gw = kind == AttentionKind::kda ? H * d : H;  // decay per head or per key channel
+        qkv(x, H, H, d, d);
+        const std::string q = step("q_l2", StepKind::l2_head, {p("q")}, {}, {T_, H * d}, false, H);
+        const std::string k = step("k_l2", StepKind::l2_head, {p("k")}, {}, {T_, H * d}, false, H);
+        matmul("g_logit", x, "g", gw, C_, false);
+        const std::string g = step("g", StepKind::log_decay, {p("g_logit")}, {}, {T_, gw});
+        matmul("b_logit", x, "b", H, C_, false);
+        const std::string beta = step("beta", StepKind::sigmoid, {p("b_logit")}, {}, {T_, H});
+        std::vector<std::string> in{q, k, p("v"), g, beta};
+        if (c_.cache_tokens > 0) {
+            in.push_back(p("cache.state"));
+            weights[p("cache.state")] = {H, d, d};
+        }
+        const StepKind sk = kind == AttentionKind::kda ? StepKind::kda : StepKind::gdn;
+        const std::string attn = step("attn", sk, in, {}, {T_, H * d}, false, H);
+        return matmul("attn_out", attn, "o", C_, H * d, c_.o_bias, true);
+    }
+
+    std::string mlp(const std::string& x) {
+        const std::int64_t F = c_.ffn;
+        std::string h;
+        if (c_.mlp == MlpKind::gelu) {
+            const std::string up = matmul("up", x, "up", F, C_, false);
+            h = step("h", StepKind::gelu, {up}, {}, {T_, F});
+        } else {
+            const std::string gu = matmul("gate_up", x, "gate_up", 2 * F, C_, false);
+            h = step("h", StepKind::glu, {gu}, {}, {T_, F});
+        }
+        return matmul("mlp_out", h, "down", C_, F, false, true);
+    }
+};
+
+Builder built(const ModelContract& c) {
+    validate(c);
+    Builder b(c);
+    b.build();
+    return b;
+}
+
+}  // namespace
+
+std::vector<Step> build_graph(const ModelContract& c) { return built(c).steps; }
+
+std::vector<WeightSpec> weight_specs(const ModelContract& c) {
+    std::vector<WeightSpec> out;
+    for (auto& [n, s] : built(c).weights) out.push_back({n, s});
+    return out;
+}
+
+std::vector<std::int64_t> point_shape(const ModelContract&, const Step& s) { return s.shape; }
+Format point_format(const ModelContract&, const Step& s) { return s.format; }
+
+}  // namespace conform::model

@@ -1,0 +1,244 @@
+// The candidate executor (docs/model.md, "Kernel executor"): every step of
+// the graph run by the built-in kernels of the contract's dtype, optionally
+// with a mutant at one layer or with conventions other than the contract's.
+#include <Eigen/Dense>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "impls/registry.hpp"
+#include "model/layout.hpp"
+#include "model/run.hpp"
+
+namespace conform::model {
+namespace {
+
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// The values of t as floats (exact: every model format is at most fp32).
+// Dense tensors are widened straight from their bit patterns (the GEMM
+// inputs are millions of elements).
+std::vector<float> floats(const TensorView& t) {
+    std::vector<float> v(static_cast<std::size_t>(t.numel()));
+    const bool dense = t.rank == 0 || TensorView::contiguous(t.data, t.format, shape_of(t)).strides == t.strides;
+    if (dense && t.format == Format::bf16) {
+        const auto* p = static_cast<const std::uint16_t*>(t.data);
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = bf16_to_float(p[i]);
+    } else if (dense && t.format == Format::fp16) {
+        const auto* p = static_cast<const std::uint16_t*>(t.data);
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = fp16_to_float(p[i]);
+    } else if (dense && t.format == Format::fp32) {
+        std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+    } else {
+        for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(t.value(i));
+    }
+    return v;
+}
+
+// The values of `v` (FP32 results) rounded once into format f.
+Tensor stored(const std::vector<float>& v, std::vector<std::int64_t> shape, Format f) {
+    Tensor t(f, std::move(shape));
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, static_cast<double>(v[static_cast<std::size_t>(i)]));
+    return t;
+}
+
+// A tensor in format f: exact when f is wider, correctly rounded otherwise.
+Tensor converted(const TensorView& t, Format f) {
+    if (t.format == f) return copy_tensor(t);
+    Tensor out(f, shape_of(t));
+    for (std::int64_t i = 0; i < t.numel(); ++i) out.set_value(i, t.value(i));
+    return out;
+}
+
+// y = x W^T (+ b): inputs widened to float (exact), Eigen's float GEMM
+// (FP32 accumulation), bias added in FP32, one rounding to `out`.
+Tensor matmul(const TensorView& x, const TensorView& w, const TensorView* b, Format out) {
+    const std::int64_t T = x.shape[0], in = x.shape[1], n = w.shape[0];
+    const std::vector<float> xf = floats(x), wf = floats(w);
+    std::vector<float> y(static_cast<std::size_t>(T * n));
+    Eigen::Map<RowMatF> Y(y.data(), T, n);
+    Y.noalias() = Eigen::Map<const RowMatF>(xf.data(), T, in) * Eigen::Map<const RowMatF>(wf.data(), n, in).transpose();
+    if (b) {
+        const std::vector<float> bf = floats(*b);
+        for (std::int64_t t = 0; t < T; ++t)
+            for (std::int64_t o = 0; o < n; ++o) Y(t, o) += bf[static_cast<std::size_t>(o)];
+    }
+    return stored(y, {T, n}, out);
+}
+
+float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// Stream i of X in FP32 ([T, C] stands for n copies of itself).
+const float* stream(const std::vector<float>& x, const TensorView& t, std::int64_t i) {
+    return t.rank == 3 ? &x[static_cast<std::size_t>(i * t.shape[1] * t.shape[2])] : x.data();
+}
+
+// add, mul, hc_mix, hc_update: FP32 arithmetic, one rounding to the point's format.
+Tensor residual_step(const ModelContract& c, const Step& s, const TensorLookup& get) {
+    std::vector<float> a = floats(get(s.inputs.at(0)).view());
+    if (s.kind == StepKind::add || s.kind == StepKind::mul) {
+        const std::vector<float> b = floats(get(s.inputs[1]).view());
+        const float scale = static_cast<float>(c.residual_scale);
+        for (std::size_t i = 0; i < a.size(); ++i) a[i] = s.kind == StepKind::mul ? a[i] * b[i] : a[i] + scale * b[i];
+        return stored(a, s.shape, s.format);
+    }
+    const TensorView x = get(s.inputs[0]).view();
+    const std::int64_t n = c.hc_streams, m = c.tokens * c.width;
+    std::vector<float> y(static_cast<std::size_t>(s.kind == StepKind::hc_mix ? m : n * m), 0.0f);
+    if (s.kind == StepKind::hc_mix) {
+        const std::vector<float> alpha = s.weights.empty() ? std::vector<float>{} : floats(get(s.weights[0]).view());
+        for (std::int64_t i = 0; i < n; ++i) {
+            const float ai = alpha.empty() ? 1.0f : sigmoidf(alpha[static_cast<std::size_t>(i)]);
+            const float* xi = stream(a, x, i);
+            for (std::int64_t e = 0; e < m; ++e) y[static_cast<std::size_t>(e)] += ai * xi[e];
+        }
+        if (alpha.empty())
+            for (float& e : y) e /= static_cast<float>(n);
+        return stored(y, s.shape, s.format);
+    }
+    const std::vector<float> f = floats(get(s.inputs[1]).view()), b = floats(get(s.inputs[2]).view()),
+                             gamma = floats(get(s.weights[0]).view());
+    for (std::int64_t i = 0; i < n; ++i) {
+        float* yi = &y[static_cast<std::size_t>(i * m)];
+        for (std::int64_t j = 0; j < n; ++j) {
+            const float bij = b[static_cast<std::size_t>(i * n + j)];
+            const float* xj = stream(a, x, j);
+            for (std::int64_t e = 0; e < m; ++e) yi[e] += bij * xj[e];
+        }
+        const float ci = 2.0f * sigmoidf(gamma[static_cast<std::size_t>(i)]);
+        for (std::int64_t e = 0; e < m; ++e) yi[e] += ci * f[static_cast<std::size_t>(e)];
+    }
+    return stored(y, s.shape, s.format);
+}
+
+// A norm the registry has no kernel for (eps outside the square root, or
+// x / rms rounded to the model format before the weight): FP32 sums and
+// scale, one rounding of the result (two with the early cast).
+Tensor norm_variant(const ModelContract& c, const OpCall& call, bool eps_outside, bool cast_before, Format out) {
+    const TensorView x = call.in[0].view();
+    const std::int64_t n = x.shape[x.rank - 1], rows = x.numel() / n;
+    const std::vector<float> xf = floats(x), w = floats(call.in[1].view());
+    const std::vector<float> b = call.in.size() > 2 ? floats(call.in[2].view()) : std::vector<float>{};
+    const bool rms = call.op == "rms_norm", zc = call.params.get("zero_centered", 0) != 0;
+    const float eps = static_cast<float>(call.params.at("eps"));
+    std::vector<float> y(xf.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const float* xr = &xf[static_cast<std::size_t>(r * n)];
+        float mu = 0, s = 0;
+        if (!rms) {
+            for (std::int64_t i = 0; i < n; ++i) mu += xr[i];
+            mu /= static_cast<float>(n);
+        }
+        for (std::int64_t i = 0; i < n; ++i) s += (xr[i] - mu) * (xr[i] - mu);
+        const float d = eps_outside ? std::sqrt(s / static_cast<float>(n)) + eps : std::sqrt(s / static_cast<float>(n) + eps);
+        for (std::int64_t i = 0; i < n; ++i) {
+            float v = (xr[i] - mu) / d;
+            if (cast_before) v = static_cast<float>(decode(c.dtype, encode(c.dtype, v)));
+            float yi = (rms && zc ? 1.0f + w[static_cast<std::size_t>(i)] : w[static_cast<std::size_t>(i)]) * v;
+            if (!rms) yi += b[static_cast<std::size_t>(i)];
+            y[static_cast<std::size_t>(r * n + i)] = yi;
+        }
+    }
+    return stored(y, shape_of(x), out);
+}
+
+// The kernel of `op` taking format f (simd when there is one), or nullptr.
+const KernelInfo* kernel_for(const std::string& op, Format f) {
+    const KernelInfo* best = nullptr;
+    for (const KernelInfo* k : builtin_registry().select(op, Role::kernel))
+        if (k->in == f && (!best || k->variant == "simd")) best = k;
+    return best;
+}
+
+// fp32 when the two formats differ (neither holds the other in general).
+Format wider(Format a, Format b) { return a == b ? a : Format::fp32; }
+
+struct Executor {
+    const ModelContract& c;
+    Conventions conv;
+    const KernelInfo* mutant = nullptr;
+    std::int64_t at = -1;
+
+    Tensor registry_step(const Step& s, const TensorLookup& get) const {
+        const OpCall call = op_call(c, s, get, conv);
+        Format f = wider(call.in[0].format(), c.dtype);
+        const bool eps_out = conv.at("eps_placement") == "outside", cast = conv.at("norm_cast") == "before_weight";
+        const bool own_norm = (s.kind == StepKind::norm || s.kind == StepKind::head_norm) && (eps_out || cast);
+        const bool mutated = mutant && s.layer == at && mutant->op == call.op;
+        if (own_norm && !mutated) {
+            Tensor y = norm_variant(c, call, eps_out, cast, s.format);
+            return point_from_op(call, s, y.view());
+        }
+        // A mutant runs in the model's dtype (its inputs rounded to it when
+        // the step reads a wider residual).
+        const KernelInfo* k = mutated ? mutant : kernel_for(call.op, f);
+        if (!k) k = kernel_for(call.op, f = Format::fp32);  // gdn/kda have no fp16 kernel: exact widening to fp32
+        if (!k) throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op);
+        if (k->in != f && k != mutant) throw std::logic_error("run_kernels: kernel format mismatch for " + call.op);
+        std::vector<Tensor> in;
+        std::vector<TensorView> views;
+        for (const Tensor& t : call.in) in.push_back(converted(t.view(), k->in));
+        for (const Tensor& t : in) views.push_back(t.view());
+        const std::vector<Tensor> out = run_kernel(*k, call.params, views);
+        Tensor y = point_from_op(call, s, out.at(0).view());
+        return y.format() == s.format ? y : converted(y.view(), s.format);
+    }
+
+    Tensor step(const Step& s, const TensorLookup& get) const {
+        switch (s.kind) {
+            case StepKind::matmul: {
+                const Tensor* b = s.weights.size() > 1 ? &get(s.weights[1]) : nullptr;
+                TensorView bv = b ? b->view() : TensorView{};
+                return matmul(get(s.inputs[0]).view(), get(s.weights[0]).view(), b ? &bv : nullptr, s.format);
+            }
+            case StepKind::add:
+            case StepKind::mul:
+            case StepKind::hc_mix:
+            case StepKind::hc_update: return residual_step(c, s, get);
+            default: return registry_step(s, get);
+        }
+    }
+};
+
+// The mutant kernel and a check that layer `at` has a step of its op.
+const KernelInfo* find_mutant(const ModelContract& c, const std::vector<Step>& graph, const CandidateOptions& opt,
+                              const Conventions& conv) {
+    if (opt.mutant.empty()) return nullptr;
+    const KernelInfo* k = builtin_registry().find(opt.mutant);
+    if (!k || k->role != Role::mutant)
+        throw std::invalid_argument("run_kernels: '" + opt.mutant + "' is not a registered mutant (see conform list)");
+    if (k->in != c.dtype)
+        throw std::invalid_argument("run_kernels: " + opt.mutant + " takes " + name(k->in) + ", the model's dtype is " +
+                                    name(c.dtype));
+    if (opt.at < 0 || opt.at >= c.layers)
+        throw std::invalid_argument("run_kernels: --at " + std::to_string(opt.at) + " is outside layers [0, " +
+                                    std::to_string(c.layers) + ")");
+    for (const Step& s : graph)
+        if (s.layer == opt.at && step_op(c, s, conv) == k->op) return k;
+    throw std::invalid_argument("run_kernels: layer " + std::to_string(opt.at) + " has no " + k->op + " step for " +
+                                opt.mutant);
+}
+
+}  // namespace
+
+NamedTensors run_kernels(const ModelContract& c, const NamedTensors& weights, const Tensor& input,
+                         const CandidateOptions& opt) {
+    ModelContract real = c;  // what the candidate really does
+    for (const auto& [k, v] : opt.conventions) real.conventions[k] = v;
+    validate(real);
+    const std::vector<Step> graph = build_graph(c);
+    Executor ex{c, real.conventions, find_mutant(c, graph, opt, real.conventions), opt.at};
+    NamedTensors points{{"input", input}};
+    const TensorLookup get = [&](const std::string& n) -> const Tensor& {
+        auto it = points.find(n);
+        if (it != points.end()) return it->second;
+        auto w = weights.find(n);
+        if (w == weights.end()) throw std::invalid_argument("run_kernels: no point or weight named '" + n + "'");
+        return w->second;
+    };
+    for (const Step& s : graph) points[s.point] = ex.step(s, get);
+    return points;
+}
+
+}  // namespace conform::model

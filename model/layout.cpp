@@ -1,0 +1,289 @@
+#include "model/layout.hpp"
+
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <stdexcept>
+
+namespace conform::model {
+
+// ---- Values and tensors ------------------------------------------------------
+
+Values values_of(const TensorView& t) {
+    Values v;
+    v.shape = shape_of(t);
+    v.v.resize(static_cast<std::size_t>(t.numel()));
+    for (std::int64_t i = 0; i < t.numel(); ++i) v.v[static_cast<std::size_t>(i)] = t.value(i);
+    return v;
+}
+
+std::vector<std::int64_t> shape_of(const TensorView& t) { return {t.shape.begin(), t.shape.begin() + t.rank}; }
+
+Tensor to_tensor(const Values& v) {
+    Tensor t(Format::fp64, v.shape);
+    std::memcpy(t.data(), v.v.data(), v.v.size() * sizeof(double));
+    return t;
+}
+
+Tensor to_tensor(const Values& v, Format f) {
+    Tensor t(f, v.shape);
+    for (std::int64_t i = 0; i < v.numel(); ++i) t.set_value(i, v.v[static_cast<std::size_t>(i)]);
+    return t;
+}
+
+namespace {
+
+// Element i of a dense tensor as raw bits of its format (a copy never rounds).
+template <class Index>
+Tensor permuted(const TensorView& x, std::vector<std::int64_t> shape, Index src_of) {
+    Tensor t(x.format, std::move(shape));
+    const TensorView out = t.view();
+    for (std::int64_t i = 0; i < t.numel(); ++i) out.set_bits(i, x.bits(src_of(i)));
+    return t;
+}
+
+void require_rank(const char* what, const std::vector<std::int64_t>& shape, std::size_t rank) {
+    if (shape.size() != rank)
+        throw std::invalid_argument(std::string(what) + ": expected rank " + std::to_string(rank) + ", got " +
+                                    shape_string(shape));
+}
+
+}  // namespace
+
+Tensor copy_tensor(const TensorView& t) {
+    return permuted(t, shape_of(t), [](std::int64_t i) { return i; });
+}
+
+Tensor heads_major(const TensorView& x, std::int64_t heads) {
+    require_rank("heads_major", shape_of(x), 2);
+    const std::int64_t T = x.shape[0], D = x.shape[1] / heads;
+    if (D * heads != x.shape[1]) throw std::invalid_argument("heads_major: features not divisible by heads");
+    return permuted(x, {heads, T, D}, [=](std::int64_t i) {
+        const std::int64_t h = i / (T * D), t = i / D % T, d = i % D;
+        return t * heads * D + h * D + d;
+    });
+}
+
+Tensor tokens_major(const TensorView& x) {
+    require_rank("tokens_major", shape_of(x), 3);
+    const std::int64_t H = x.shape[0], T = x.shape[1], D = x.shape[2];
+    return permuted(x, {T, H * D}, [=](std::int64_t i) {
+        const std::int64_t t = i / (H * D), h = i / D % H, d = i % D;
+        return (h * T + t) * D + d;
+    });
+}
+
+Tensor concat_first(const TensorView& a, const TensorView& b) {
+    std::vector<std::int64_t> shape = shape_of(a);
+    if (shape.empty() || shape_of(b).size() != shape.size() || a.numel() / a.shape[0] != b.numel() / b.shape[0] ||
+        a.format != b.format)
+        throw std::invalid_argument("concat_first: tensors of different row shapes or formats");
+    shape[0] += b.shape[0];
+    const std::int64_t na = a.numel();
+    Tensor t(a.format, shape);
+    const TensorView out = t.view();
+    for (std::int64_t i = 0; i < t.numel(); ++i) out.set_bits(i, i < na ? a.bits(i) : b.bits(i - na));
+    return t;
+}
+
+Tensor reshaped(const TensorView& x, const std::vector<std::int64_t>& shape) {
+    return permuted(x, shape, [](std::int64_t i) { return i; });
+}
+
+// The Values forms go through fp64 tensors: a double holds every value exactly.
+Values heads_major(const Values& x, std::int64_t heads) { return values_of(heads_major(to_tensor(x).view(), heads).view()); }
+Values tokens_major(const Values& x) { return values_of(tokens_major(to_tensor(x).view()).view()); }
+Values concat_first(const Values& a, const Values& b) {
+    return values_of(concat_first(to_tensor(a).view(), to_tensor(b).view()).view());
+}
+Values reshaped(Values x, std::vector<std::int64_t> shape) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    if (n != x.numel()) throw std::invalid_argument("reshaped: " + shape_string(shape) + " does not hold " + shape_string(x.shape));
+    x.shape = std::move(shape);
+    return x;
+}
+
+// ---- op calls ---------------------------------------------------------------------
+
+namespace {
+
+constexpr double kL2Eps = 1e-6;  // the delta rule's q/k L2 norm (FLA's l2norm)
+constexpr int kSinkhornIters = 20;
+
+using ViewLookup = std::function<TensorView(const std::string&)>;
+
+const std::string& convention(const Conventions& conv, const std::string& key) {
+    static const Conventions defaults = default_conventions();
+    auto it = conv.find(key);
+    return it != conv.end() ? it->second : defaults.at(key);
+}
+
+// Conventions of the norm steps that no registry parameter carries.
+std::vector<std::string> norm_unexpressed(const Conventions& conv) {
+    std::vector<std::string> u;
+    for (const char* k : {"eps_placement", "norm_cast"})
+        if (convention(conv, k) != default_conventions().at(k)) u.push_back(std::string(k) + "=" + convention(conv, k));
+    return u;
+}
+
+// The additive top-left causal mask [Lq, Lk]: query i sees keys j <= i.
+Tensor top_left_mask(Format f, std::int64_t lq, std::int64_t lk) {
+    Tensor m(f, {lq, lk});
+    for (std::int64_t i = 0; i < lq; ++i)
+        for (std::int64_t j = 0; j < lk; ++j)
+            m.set_value(i * lk + j, j <= i ? 0.0 : -std::numeric_limits<double>::infinity());
+    return m;
+}
+
+// Halves [T, 2F] -> (first, second) as dense [T, F] tensors.
+std::pair<Tensor, Tensor> halves(const TensorView& x) {
+    const std::int64_t T = x.shape[0], F = x.shape[1] / 2;
+    auto half = [&](std::int64_t off) {
+        return permuted(x, {T, F}, [=](std::int64_t i) { return i / F * 2 * F + off + i % F; });
+    };
+    return {half(0), half(F)};
+}
+
+void attention_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
+    const std::int64_t G = c.kv_heads, P = c.cache_tokens;
+    call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
+    for (std::size_t i : {1u, 2u}) {  // k, v: cached keys first, then the new ones
+        const TensorView x = get(s.inputs[i]);
+        call.in.push_back(heads_major(P > 0 ? concat_first(get(s.inputs[i + 2]), x).view() : x, G));
+    }
+    const bool top_left = convention(conv, "causal") == "top_left" && P > 0;
+    call.params = Params({{"scale", 0}, {"causal", top_left ? 0.0 : 1.0}, {"window", 0}, {"softcap", 0}});
+    if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, P + c.tokens));
+    call.out_heads = s.heads;
+}
+
+void delta_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get) {
+    const std::int64_t T = c.tokens, H = c.linear_heads, d = c.linear_head_dim;
+    for (std::size_t i = 0; i < 3; ++i) call.in.push_back(reshaped(get(s.inputs[i]), {T, H, d}));
+    if (s.kind == StepKind::kda) call.in.push_back(reshaped(get(s.inputs[3]), {T, H, d}));
+    else call.in.push_back(copy_tensor(get(s.inputs[3])));
+    call.in.push_back(copy_tensor(get(s.inputs[4])));
+    if (s.inputs.size() > 5) call.in.push_back(copy_tensor(get(s.inputs[5])));
+    call.params = Params({{"l2norm", 0}, {"l2_eps", kL2Eps}, {"scale", 0}, {"chunk", 64}});
+}
+
+void norm_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
+    const TensorView x = get(s.inputs[0]);
+    if (s.kind == StepKind::l2_head) {
+        call.params = Params({{"eps", kL2Eps}});
+        call.in.push_back(reshaped(x, {x.numel() / (x.shape[1] / s.heads), x.shape[1] / s.heads}));
+        return;
+    }
+    const bool rms = s.kind == StepKind::head_norm || c.norm == NormKind::rms_norm;
+    call.params = rms ? Params({{"eps", c.eps}, {"zero_centered", c.zero_centered ? 1.0 : 0.0}}) : Params({{"eps", c.eps}});
+    if (s.kind == StepKind::head_norm) call.in.push_back(reshaped(x, {x.numel() / (x.shape[1] / s.heads), x.shape[1] / s.heads}));
+    else call.in.push_back(copy_tensor(x));
+    for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
+    call.unexpressed = norm_unexpressed(conv);
+}
+
+}  // namespace
+
+std::string step_op(const ModelContract& c, const Step& s, const Conventions& conv) {
+    switch (s.kind) {
+        case StepKind::norm: return c.norm == NormKind::rms_norm ? "rms_norm" : "layer_norm";
+        case StepKind::head_norm: return "rms_norm";
+        case StepKind::l2_head: return "l2_norm";
+        case StepKind::rope: return "rope";
+        case StepKind::attention: return "attention";
+        case StepKind::sigmoid: return "sigmoid";
+        case StepKind::log_decay: return "softplus";
+        case StepKind::glu: return c.mlp == MlpKind::situ_glu ? "situ_glu" : "swiglu";
+        case StepKind::gelu: return convention(conv, "gelu") == "tanh" ? "gelu_tanh" : "gelu_erf";
+        case StepKind::gdn: return "gdn";
+        case StepKind::kda: return "kda";
+        case StepKind::sinkhorn: return "sinkhorn";
+        default: return "";
+    }
+}
+
+namespace {
+
+OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
+    OpCall call;
+    call.op = step_op(c, s, conv);
+    switch (s.kind) {
+        case StepKind::norm:
+        case StepKind::head_norm:
+        case StepKind::l2_head: norm_call(call, c, s, get, conv); break;
+        case StepKind::rope: {
+            const bool interleaved = convention(conv, "rope_pairing") == "interleaved";
+            call.params = Params({{"pairing", interleaved ? 0.0 : 1.0},
+                                  {"base", c.rope_base},
+                                  {"ntk_scale", 1},
+                                  {"rotary_dim", static_cast<double>(c.rotary_dim)},
+                                  {"offset", static_cast<double>(c.cache_tokens)}});
+            call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
+            call.out_heads = s.heads;
+            break;
+        }
+        case StepKind::attention: attention_call(call, c, s, get, conv); break;
+        case StepKind::sigmoid:
+        case StepKind::log_decay:
+            call.negate = s.kind == StepKind::log_decay;
+            call.in.push_back(copy_tensor(get(s.inputs[0])));
+            break;
+        case StepKind::glu: {
+            auto [first, second] = halves(get(s.inputs[0]));
+            const bool gate_first = convention(conv, "gate_order") == "gate_up";
+            if (c.mlp == MlpKind::situ_glu) call.params = Params({{"beta1", c.situ_beta1}, {"beta2", c.situ_beta2}});
+            call.in.push_back(gate_first ? std::move(first) : std::move(second));
+            call.in.push_back(gate_first ? std::move(second) : std::move(first));
+            break;
+        }
+        case StepKind::gelu:
+            call.in.push_back(copy_tensor(get(s.inputs[0])));
+            break;
+        case StepKind::gdn:
+        case StepKind::kda: delta_call(call, c, s, get); break;
+        case StepKind::sinkhorn:
+            call.params = Params({{"iters", kSinkhornIters}});
+            call.in.push_back(copy_tensor(get(s.weights[0])));
+            break;
+        case StepKind::matmul:
+        case StepKind::mul:
+        case StepKind::add:
+        case StepKind::hc_mix:
+        case StepKind::hc_update: break;  // computed by the model code (no registry op)
+    }
+    return call;
+}
+
+}  // namespace
+
+OpCall op_call(const ModelContract& c, const Step& s, const TensorLookup& get, const Conventions& conv) {
+    return make_call(c, s, [&](const std::string& n) { return get(n).view(); }, conv);
+}
+
+OpCall op_call(const ModelContract& c, const Step& s, const Lookup& get, const Conventions& conv) {
+    std::deque<Tensor> held;  // fp64 copies alive for the duration of the call
+    return make_call(
+        c, s,
+        [&](const std::string& n) {
+            held.push_back(to_tensor(get(n)));
+            return held.back().view();
+        },
+        conv);
+}
+
+Tensor point_from_op(const OpCall& call, const Step& s, const TensorView& out0) {
+    Tensor t = call.out_heads > 0 ? tokens_major(out0) : reshaped(out0, s.shape);
+    if (call.negate) {
+        const TensorView v = t.view();
+        const int sign_bit = info(t.format()).bytes * 8 - 1;
+        for (std::int64_t i = 0; i < v.numel(); ++i) v.set_bits(i, v.bits(i) ^ (std::uint64_t{1} << sign_bit));
+    }
+    return t;
+}
+
+Values point_from_op(const OpCall& call, const Step& s, const Values& out0) {
+    return values_of(point_from_op(call, s, to_tensor(out0).view()).view());
+}
+
+}  // namespace conform::model

@@ -1,0 +1,215 @@
+#include "model/mpfr_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "model/layout.hpp"
+#include "oracle/attention.hpp"
+#include "oracle/eval.hpp"
+#include "oracle/structured.hpp"
+
+namespace conform::model {
+
+double CrossCheck::max() const {
+    double m = 0;
+    for (const auto& [k, v] : max_rel) m = std::max(m, v);
+    return m;
+}
+
+std::string CrossCheck::summary() const {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "max %.2g over %lld elements (", max(), static_cast<long long>(elements));
+    std::string s = buf;
+    bool first = true;
+    for (const auto& [k, v] : max_rel) {
+        std::snprintf(buf, sizeof buf, "%s%s %.2g", first ? "" : ", ", k.c_str(), v);
+        s += buf;
+        first = false;
+    }
+    return s + ")";
+}
+
+namespace {
+
+using oracle::Real;
+using oracle::from_double;
+
+// MPFR values of some elements of a point, by flat index.
+using Sample = std::vector<std::pair<std::int64_t, Real>>;
+
+struct Checker {
+    const ModelContract& c;
+    const Lookup& get;
+    std::mt19937_64 rng;
+    int n;
+
+    std::int64_t pick(std::int64_t bound) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(bound)); }
+    Real at(const std::string& name, std::int64_t i) { return from_double(get(name).v[static_cast<std::size_t>(i)]); }
+
+    Sample matmul(const Step& s) {
+        const Values &x = get(s.inputs[0]), &w = get(s.weights[0]);
+        const std::int64_t in = x.shape[1], out = w.shape[0];
+        Sample r;
+        for (int k = 0; k < n; ++k) {
+            const std::int64_t t = pick(x.shape[0]), o = pick(out);
+            Real acc = s.weights.size() > 1 ? at(s.weights[1], o) : Real(0);
+            for (std::int64_t i = 0; i < in; ++i) acc += at(s.inputs[0], t * in + i) * at(s.weights[0], o * in + i);
+            r.push_back({t * out + o, acc});
+        }
+        return r;
+    }
+
+    // Stream i of X at element e ([T, C] inputs stand for n copies).
+    Real stream(const std::string& x, std::int64_t i, std::int64_t e) {
+        return at(x, get(x).shape.size() == 3 ? i * c.tokens * c.width + e : e);
+    }
+
+    Sample elementwise(const Step& s) {
+        const std::int64_t m = c.tokens * c.width, streams = c.hc_streams;
+        Sample r;
+        for (int k = 0; k < n; ++k) {
+            if (s.kind == StepKind::add || s.kind == StepKind::mul) {
+                const std::int64_t e = pick(get(s.point).numel());
+                const Real a = at(s.inputs[0], e), b = at(s.inputs[1], e);
+                r.push_back({e, s.kind == StepKind::mul ? Real(a * b) : Real(a + from_double(c.residual_scale) * b)});
+            } else if (s.kind == StepKind::hc_mix) {
+                const std::int64_t e = pick(m);
+                Real acc(0);
+                for (std::int64_t i = 0; i < streams; ++i)
+                    acc += (s.weights.empty() ? Real(1) : oracle::sigmoid(at(s.weights[0], i))) * stream(s.inputs[0], i, e);
+                r.push_back({e, s.weights.empty() ? Real(acc / streams) : acc});
+            } else {  // hc_update
+                const std::int64_t i = pick(streams), e = pick(m);
+                Real acc = 2 * oracle::sigmoid(at(s.weights[0], i)) * at(s.inputs[1], e);
+                for (std::int64_t j = 0; j < streams; ++j) acc += at(s.inputs[2], i * streams + j) * stream(s.inputs[0], j, e);
+                r.push_back({i * m + e, acc});
+            }
+        }
+        return r;
+    }
+
+    // Row, unary and gated registry ops: op-layout indices equal point indices.
+    Sample rows(const OpCall& call) {
+        const OpSpec& op = *find_op(call.op);
+        const TensorView x = call.in[0].view();
+        const std::int64_t cols = x.shape[x.rank - 1];
+        Sample r;
+        for (int k = 0; k < n; ++k) {
+            std::vector<std::vector<Real>> in;
+            if (op.kind == OpKind::row) {
+                const std::int64_t row = pick(x.numel() / cols);
+                for (std::size_t t = 0; t < call.in.size(); ++t) {
+                    const TensorView v = call.in[t].view();
+                    std::vector<Real> vals;
+                    for (std::int64_t i = 0; i < cols; ++i) vals.push_back(from_double(v.value(t == 0 ? row * cols + i : i)));
+                    in.push_back(std::move(vals));
+                }
+                const std::vector<Real> y = oracle::eval_row(op, call.params, in);
+                for (std::int64_t i = 0; i < cols; ++i) r.push_back({row * cols + i, y[static_cast<std::size_t>(i)]});
+            } else {
+                const std::int64_t e = pick(x.numel());
+                for (const Tensor& t : call.in) in.push_back({from_double(t.value(e))});
+                const Real y = oracle::eval_row(op, call.params, in)[0];
+                r.push_back({e, call.negate ? Real(-y) : y});
+            }
+        }
+        return r;
+    }
+
+    // Head h of a [T, H, ...] tensor as [T, 1, ...].
+    static Tensor head_of(const TensorView& t, std::int64_t h) {
+        std::vector<std::int64_t> shape = shape_of(t);
+        const std::int64_t H = shape[1], inner = t.numel() / (shape[0] * H);
+        shape[1] = 1;
+        Tensor out(t.format, shape);
+        for (std::int64_t i = 0; i < out.numel(); ++i)
+            out.set_bits(i, t.bits((i / inner) * H * inner + h * inner + i % inner));
+        return out;
+    }
+
+    // One head of a structured op; point index of output element (h, l, d).
+    Sample structured(const OpCall& call) {
+        const oracle::StructuredEval eval = oracle::find_structured(call.op);
+        std::vector<Tensor> held;
+        std::int64_t h = 0, H = 1;
+        if (call.op == "rope" || call.op == "attention") {
+            H = call.in[0].shape()[0], h = pick(H);
+            held.push_back(copy_tensor(call.in[0].view().slice_first(h, h + 1)));
+            if (call.op == "attention") {
+                const std::int64_t g = oracle::kv_head_of(h, H, call.in[1].shape()[0]);
+                for (int i : {1, 2}) held.push_back(copy_tensor(call.in[i].view().slice_first(g, g + 1)));
+                if (call.in.size() > 3) held.push_back(copy_tensor(call.in[3].view()));
+            }
+        } else if (call.op == "gdn" || call.op == "kda") {
+            H = call.in[0].shape()[1], h = pick(H);
+            for (std::size_t i = 0; i < 5; ++i) held.push_back(head_of(call.in[i].view(), h));
+            if (call.in.size() > 5) held.push_back(copy_tensor(call.in[5].view().slice_first(h, h + 1)));
+        } else {
+            for (const Tensor& t : call.in) held.push_back(copy_tensor(t.view()));
+        }
+        std::vector<TensorView> views;
+        for (const Tensor& t : held) views.push_back(t.view());
+        const oracle::OpOutputs out = eval(call.params, views);
+        const auto& shape = out.shapes[0];
+        Sample r;
+        for (std::size_t i = 0; i < out.values[0].size(); ++i) {
+            const auto e = static_cast<std::int64_t>(i);
+            std::int64_t point = e;
+            if (call.out_heads) {  // [1, L, D] of head h -> [L, H * D]
+                const std::int64_t L = shape[1], D = shape[2], l = e / D % L, d = e % D;
+                point = l * H * D + h * D + d;
+            } else if (call.op == "gdn" || call.op == "kda") {  // [T, 1, dv] -> [T, H * dv]
+                const std::int64_t dv = shape[2], t = e / dv, d = e % dv;
+                point = t * H * dv + h * dv + d;
+            }
+            r.push_back({point, out.values[0][i]});
+        }
+        return r;
+    }
+
+    Sample step(const Step& s) {
+        switch (s.kind) {
+            case StepKind::matmul: return matmul(s);
+            case StepKind::add:
+            case StepKind::mul:
+            case StepKind::hc_mix:
+            case StepKind::hc_update: return elementwise(s);
+            default: break;
+        }
+        const OpCall call = op_call(c, s, get, c.conventions);
+        if (!call.unexpressed.empty()) return {};  // a convention variant: no MPFR form
+        return find_op(call.op)->kind == OpKind::structured ? structured(call) : rows(call);
+    }
+};
+
+}  // namespace
+
+CrossCheck cross_check_mpfr(const ModelContract& c, const Named& weights, const Named& points, int n_samples,
+                            std::uint64_t seed) {
+    const Lookup get = [&](const std::string& n) -> const Values& {
+        auto it = points.find(n);
+        return it != points.end() ? it->second : weights.at(n);
+    };
+    oracle::PrecisionScope scope(oracle::kDefaultBits);
+    Checker ck{c, get, std::mt19937_64(seed), n_samples};
+    CrossCheck out;
+    for (const Step& s : build_graph(c)) {
+        const Sample sm = ck.step(s);
+        if (sm.empty()) continue;
+        const Values& fp = points.at(s.point);
+        Real worst(0), scale(0);
+        for (const auto& [i, ref] : sm) {
+            worst = std::max(worst, Real(oracle::abs(from_double(fp.v[static_cast<std::size_t>(i)]) - ref)));
+            scale = std::max(scale, Real(oracle::abs(ref)));
+        }
+        const double rel = scale > 0 ? oracle::to_double(worst / scale) : oracle::to_double(worst);
+        double& m = out.max_rel[name(s.kind)];
+        m = std::max(m, rel);
+        out.elements += static_cast<std::int64_t>(sm.size());
+    }
+    return out;
+}
+
+}  // namespace conform::model

@@ -1,0 +1,84 @@
+// The synthetic model (docs/model.md, "Synthetic model"): deterministic
+// weights, caches and input from a seed.  Each tensor draws from its own
+// generator, seeded from (seed, name), so adding a weight never changes the
+// others; the normal variates are our own (sum of four uniforms, scaled to
+// unit variance: exact arithmetic and one correctly rounded sqrt, the same
+// on every platform -- std::normal_distribution is implementation-defined).
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "model/run.hpp"
+
+namespace conform::model {
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64 finalizer
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+std::uint64_t stream_seed(std::uint64_t seed, const std::string& name) {
+    std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a of the name
+    for (unsigned char ch : name) h = (h ^ ch) * 0x100000001b3ULL;
+    return mix(seed ^ mix(h));
+}
+
+// Approximately N(0, 1): Irwin-Hall with four terms, |z| <= 2 sqrt(3).
+class Normal {
+public:
+    explicit Normal(std::uint64_t seed) : gen_(seed) {}
+    double operator()() {
+        double s = 0;
+        for (int i = 0; i < 4; ++i) s += static_cast<double>(gen_() >> 11) * 0x1p-53;
+        return (s - 2) * std::sqrt(3.0);
+    }
+
+private:
+    std::mt19937_64 gen_;
+};
+
+bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// value = offset + scale * z for the tensor `name` (shape [out, in] for a
+// projection: scale 1/sqrt(in), output projections also 1/sqrt(2 layers) so
+// the residual stream's variance stays O(1) at any depth).
+struct Law {
+    double offset = 0, scale = 1;
+};
+
+Law law(const ModelContract& c, const std::string& name, const std::vector<std::int64_t>& shape) {
+    const bool norm = ends_with(name, "norm.weight");
+    if (norm) return {c.zero_centered && c.norm == NormKind::rms_norm ? 0.0 : 1.0, 0.1};
+    if (ends_with(name, ".bias")) return {0, 0.1};
+    if (ends_with(name, "_hc.alpha") || ends_with(name, "_hc.gamma")) return {0, 0.5};
+    if (ends_with(name, "_hc.logits")) return {0, 2};
+    if (ends_with(name, "cache.state")) return {0, 0.1};
+    if (name.find(".cache.") != std::string::npos) return {0, 1};
+    double s = 1 / std::sqrt(static_cast<double>(shape.at(1)));
+    if (ends_with(name, ".o.weight") || ends_with(name, ".down.weight")) s /= std::sqrt(2.0 * static_cast<double>(c.layers));
+    return {0, s};
+}
+
+Tensor draw(const ModelContract& c, std::uint64_t seed, const std::string& name, const std::vector<std::int64_t>& shape,
+            const Law& l) {
+    Tensor t(c.dtype, shape);
+    Normal z(stream_seed(seed, name));
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, l.offset + l.scale * z());
+    return t;
+}
+
+}  // namespace
+
+Synthetic synthetic_model(const ModelContract& c, std::uint64_t seed) {
+    Synthetic s;
+    for (const WeightSpec& w : weight_specs(c)) s.weights[w.name] = draw(c, seed, w.name, w.shape, law(c, w.name, w.shape));
+    s.input = draw(c, seed, "input", {c.tokens, c.width}, {0, 1});
+    return s;
+}
+
+}  // namespace conform::model

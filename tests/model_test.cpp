@@ -1,0 +1,354 @@
+// The model core (docs/model.md): contract, graph, FP64-tier oracle and its
+// fused form, MPFR cross-check, synthetic model and the kernel executor.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "model/graph.hpp"
+#include "model/layout.hpp"
+#include "model/mpfr_check.hpp"
+#include "model/run.hpp"
+
+using namespace conform;
+using namespace conform::model;
+
+namespace {
+
+ModelContract small(const std::string& pattern = "dense", Format f = Format::fp32) {
+    ModelContract c;
+    c.layers = 4;
+    c.pattern = pattern;
+    c.width = 32;
+    c.heads = 4, c.kv_heads = 2, c.head_dim = 8;
+    c.linear_heads = 2, c.linear_head_dim = 8;
+    c.ffn = 48;
+    c.tokens = 6;
+    c.dtype = f;
+    return c;
+}
+
+Named as_values(const NamedTensors& t) {
+    Named v;
+    for (const auto& [n, x] : t) v[n] = values_of(x.view());
+    return v;
+}
+
+struct Model {
+    ModelContract c;
+    Synthetic syn;
+    Named weights;
+    Values input;
+};
+Model make(const ModelContract& c, std::uint64_t seed = 7) {
+    Model m{c, synthetic_model(c, seed), {}, {}};
+    m.weights = as_values(m.syn.weights);
+    m.input = values_of(m.syn.input.view());
+    return m;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+    if (a.shape() != b.shape() || a.format() != b.format()) return false;
+    for (std::int64_t i = 0; i < a.numel(); ++i)
+        if (a.bits(i) != b.bits(i)) return false;
+    return true;
+}
+
+// |c - r|_2 / |r|_2 over one point.
+double rel_l2(const Values& c, const Values& r) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < r.v.size(); ++i) num += (c.v[i] - r.v[i]) * (c.v[i] - r.v[i]), den += r.v[i] * r.v[i];
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+
+std::string message_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+}  // namespace
+
+// ---- contract ---------------------------------------------------------------
+
+RC_GTEST_PROP(ModelContract, JsonRoundTrip, ()) {
+    ModelContract c = small();
+    c.layers = *rc::gen::inRange<std::int64_t>(1, 40);
+    c.pattern = *rc::gen::element<std::string>("dense", "hybrid");
+    c.linear_kind = *rc::gen::element(AttentionKind::gdn, AttentionKind::kda);
+    c.attention_kind = *rc::gen::element(AttentionKind::softmax, AttentionKind::gated);
+    c.mlp = *rc::gen::element(MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu);
+    c.norm = *rc::gen::element(NormKind::rms_norm, NormKind::layer_norm);
+    c.dtype = *rc::gen::element(Format::fp32, Format::bf16, Format::fp16);
+    c.eps = *rc::gen::element(1e-6, 1e-5, 0.1, 0.0);
+    c.cache_tokens = *rc::gen::inRange<std::int64_t>(0, 9);
+    c.qk_norm = *rc::gen::arbitrary<bool>();
+    c.residual_scale = *rc::gen::element(1.0, 0.5, 1.0 / 3);
+    for (auto& [k, vals] : convention_values()) c.conventions[k] = *rc::gen::elementOf(vals);
+    const nlohmann::json j = to_json(c);
+    RC_ASSERT(to_json(contract_from_json(nlohmann::json::parse(j.dump()))) == j);
+}
+
+TEST(ModelContract, ErrorsNameTheField) {
+    nlohmann::json j = to_json(small());
+    j["kv_heads"] = 3;
+    EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.kv_heads: must divide heads (4)");
+    j = to_json(small());
+    j["widht"] = 3;
+    EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.widht: unknown key");
+    j = to_json(small());
+    j["conventions"]["rope_pairing"] = "zigzag";
+    EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.conventions.rope_pairing"), std::string::npos);
+    j = to_json(small());
+    j["width"] = "wide";
+    EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.width: expected an integer"), std::string::npos);
+    j = to_json(small());
+    j["dtype"] = "int8";
+    EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.dtype"), std::string::npos);
+    ModelContract c = small();
+    c.residual = ResidualKind::mhc;
+    c.placement = Placement::post;
+    EXPECT_NE(message_of([&] { validate(c); }).find("contract.residual"), std::string::npos);
+}
+
+TEST(ModelContract, HybridPattern) {
+    ModelContract c = small("hybrid");
+    c.layers = 8;
+    for (std::int64_t l = 0; l < 8; ++l)
+        EXPECT_EQ(c.layer_kind(l), l % 4 == 3 ? AttentionKind::softmax : AttentionKind::gdn) << l;
+}
+
+// ---- graph ----------------------------------------------------------------------
+
+// Every step reads points computed before it, weights and caches of
+// weight_specs; shapes agree with the inputs; the required points are there.
+void check_graph(const ModelContract& c) {
+    std::map<std::string, std::vector<std::int64_t>> known{{"input", {c.tokens, c.width}}};
+    for (const WeightSpec& w : weight_specs(c)) known[w.name] = w.shape;
+    std::set<std::string> required;
+    for (const Step& s : build_graph(c)) {
+        for (const auto& in : s.inputs) EXPECT_TRUE(known.count(in)) << s.point << " reads " << in << " before it exists";
+        for (const auto& w : s.weights) EXPECT_TRUE(known.count(w)) << s.point << " reads unknown weight " << w;
+        EXPECT_FALSE(known.count(s.point)) << s.point << " computed twice";
+        known[s.point] = s.shape;
+        if (s.kind == StepKind::matmul) {
+            EXPECT_EQ(known[s.inputs[0]].back(), known[s.weights[0]][1]) << s.point;
+            EXPECT_EQ(s.shape.back(), known[s.weights[0]][0]) << s.point;
+        }
+        if (s.required) required.insert(s.point);
+    }
+    for (std::int64_t l = 0; l < c.layers; ++l)
+        for (const char* p : {"attn_out", "mid", "mlp_out", "output"})
+            EXPECT_TRUE(required.count("layers." + std::to_string(l) + "." + p)) << l << p;
+    const std::string last = "layers." + std::to_string(c.layers - 1) + ".output";
+    EXPECT_EQ(known[last], (std::vector<std::int64_t>{c.tokens, c.width}));
+}
+
+TEST(ModelGraph, ShapesAndOrdering) {
+    ModelContract c = small();
+    check_graph(c);
+    c.pattern = "hybrid", c.linear_kind = AttentionKind::kda, c.cache_tokens = 3, c.qk_norm = true;
+    check_graph(c);
+    c.placement = Placement::post, c.mlp = MlpKind::gelu, c.attention_kind = AttentionKind::gated;
+    check_graph(c);
+    c.placement = Placement::pre, c.residual = ResidualKind::mhc;
+    check_graph(c);
+    const auto g = build_graph(c);
+    const auto mid = std::find_if(g.begin(), g.end(), [](const Step& s) { return s.point == "layers.0.mid"; });
+    EXPECT_EQ(mid->shape, (std::vector<std::int64_t>{4, c.tokens, c.width}));
+    EXPECT_EQ(mid->kind, StepKind::hc_update);
+}
+
+TEST(ModelGraph, PreNormPointOrder) {
+    std::vector<std::string> names;
+    for (const Step& s : build_graph(small()))
+        if (s.layer == 0) names.push_back(s.point.substr(9));
+    EXPECT_EQ(names, (std::vector<std::string>{"attn_norm", "q", "k", "v", "q_rope", "k_rope", "attn", "attn_out", "mid",
+                                               "mlp_norm", "gate_up", "h", "mlp_out", "output"}));
+}
+
+// ---- FP64 tier ----------------------------------------------------------------
+
+TEST(ModelOracle, FusedEqualsPlainBitForBit) {
+    std::vector<ModelContract> cs{small(), small("hybrid")};
+    cs.back().linear_kind = AttentionKind::kda;
+    ModelContract c = small();
+    c.placement = Placement::post, c.norm = NormKind::layer_norm, c.residual_scale = 0.7;
+    cs.push_back(c);
+    c = small("hybrid");
+    c.residual = ResidualKind::mhc, c.zero_centered = true, c.cache_tokens = 2;
+    cs.push_back(c);
+    for (const ModelContract& mc : cs) {
+        const Model m = make(mc);
+        const Named plain = run_oracle(mc, m.weights, m.input), fused = run_oracle_fused(mc, m.weights, m.input);
+        ASSERT_EQ(plain.size(), fused.size());
+        for (const auto& [n, v] : plain) {
+            ASSERT_TRUE(fused.count(n)) << n;
+            EXPECT_EQ(v.shape, fused.at(n).shape) << n;
+            for (std::size_t i = 0; i < v.v.size(); ++i)
+                ASSERT_EQ(std::bit_cast<std::uint64_t>(v.v[i]), std::bit_cast<std::uint64_t>(fused.at(n).v[i]))
+                    << to_json(mc).dump() << " " << n << "[" << i << "]";
+        }
+    }
+}
+
+TEST(ModelOracle, Fp64TierAgreesWithMpfr) {
+    for (ModelContract c : {small(), small("hybrid")}) {
+        c.cache_tokens = 2, c.qk_norm = true, c.layers = 4;
+        if (c.pattern == "hybrid") c.residual = ResidualKind::mhc, c.linear_kind = AttentionKind::kda;
+        const Model m = make(c);
+        const CrossCheck x = cross_check_mpfr(c, m.weights, run_oracle(c, m.weights, m.input), 3, 11);
+        EXPECT_LT(x.max(), 1e-13) << x.summary();
+        EXPECT_GT(x.elements, 100);
+        EXPECT_GE(x.max_rel.size(), c.pattern == "hybrid" ? 13u : 7u) << x.summary();
+    }
+}
+
+// The cross-check sees a wrong FP64 value.
+TEST(ModelOracle, MpfrCrossCheckDetectsAWrongPoint) {
+    const ModelContract c = small();
+    const Model m = make(c);
+    Named p = run_oracle(c, m.weights, m.input);
+    for (double& v : p.at("layers.1.attn_norm").v) v *= 1 + 1e-9;
+    EXPECT_GT(cross_check_mpfr(c, m.weights, p, 3, 11).max_rel.at("norm"), 1e-10);
+}
+
+// ---- synthetic model --------------------------------------------------------------
+
+TEST(ModelSynthetic, DeterministicAndBounded) {
+    ModelContract c = small("dense", Format::bf16);
+    c.layers = 32;
+    const Synthetic a = synthetic_model(c, 3), b = synthetic_model(c, 3), d = synthetic_model(c, 4);
+    ASSERT_EQ(a.weights.size(), weight_specs(c).size());
+    for (const auto& [n, t] : a.weights) {
+        EXPECT_TRUE(same_bits(t, b.weights.at(n))) << n;
+        EXPECT_EQ(t.format(), Format::bf16);
+    }
+    EXPECT_FALSE(same_bits(a.input, d.input));
+    EXPECT_EQ(a.input.bits(0), 0x3f7f);  // pins the generator (platform-independent draws)
+    const Model m = make(c, 3);
+    const Named p = run_oracle(c, m.weights, m.input);
+    for (std::int64_t l : {0, 15, 31}) {
+        const Values& out = p.at("layers." + std::to_string(l) + ".output");
+        double ms = 0;
+        for (double v : out.v) ms += v * v;
+        ms /= static_cast<double>(out.numel());
+        EXPECT_GT(ms, 0.1) << l;
+        EXPECT_LT(ms, 10.0) << l;
+    }
+}
+
+// ---- kernels ----------------------------------------------------------------------------
+
+// A smoke check, not a budget (budgets belong to the divergence analysis):
+// every required point within 4 u (layer + 1) (normwise) of the oracle, u the
+// unit roundoff of the dtype.
+TEST(ModelKernels, CloseToTheOracleInEveryFormat) {
+    for (Format f : {Format::fp32, Format::bf16, Format::fp16})
+        for (const std::string pattern : {"dense", "hybrid"}) {
+            ModelContract c = small(pattern, f);
+            c.cache_tokens = 2;
+            const Model m = make(c);
+            const Named ref = run_oracle(c, m.weights, m.input);
+            const NamedTensors got = run_kernels(c, m.syn.weights, m.syn.input);
+            for (const Step& s : build_graph(c)) {
+                ASSERT_TRUE(got.count(s.point)) << s.point;
+                EXPECT_EQ(got.at(s.point).format(), s.format) << s.point;
+                if (!s.required) continue;
+                const double e = rel_l2(values_of(got.at(s.point).view()), ref.at(s.point));
+                EXPECT_LT(e, 4 * unit_roundoff(f) * static_cast<double>(s.layer + 1)) << name(f) << " " << pattern << " " << s.point;
+            }
+        }
+}
+
+TEST(ModelKernels, MutantChangesItsLayerOnly) {
+    const ModelContract c = small("dense", Format::fp32);
+    const Model m = make(c);
+    const NamedTensors base = run_kernels(c, m.syn.weights, m.syn.input);
+    CandidateOptions opt;
+    opt.mutant = "mutant.rms_norm.eps_outside.fp32";
+    opt.at = 2;
+    const NamedTensors mut = run_kernels(c, m.syn.weights, m.syn.input, opt);
+    for (const Step& s : build_graph(c)) {
+        if (s.layer < 2) {
+            EXPECT_TRUE(same_bits(base.at(s.point), mut.at(s.point))) << s.point;
+        }
+        if (s.point == "layers.2.attn_norm") {
+            EXPECT_FALSE(same_bits(base.at(s.point), mut.at(s.point)));
+        }
+    }
+    opt.mutant = "mutant.rms_norm.nope.fp32";
+    EXPECT_NE(message_of([&] { run_kernels(c, m.syn.weights, m.syn.input, opt); }).find("not a registered mutant"), std::string::npos);
+    opt.mutant = "mutant.gdn.varlen_shared_state.fp32";  // no gdn layer in a dense stack
+    EXPECT_NE(message_of([&] { run_kernels(c, m.syn.weights, m.syn.input, opt); }).find("has no gdn step"), std::string::npos);
+}
+
+// Each convention override changes the step it concerns (the first step of
+// that kind) and nothing before it, in both tiers.
+TEST(ModelKernels, EachConventionChangesItsStep) {
+    struct Case {
+        std::string key, value;
+        StepKind kind;
+        MlpKind mlp;
+    };
+    const std::vector<Case> cases{{"rope_pairing", "interleaved", StepKind::rope, MlpKind::swiglu},
+                                  {"eps_placement", "outside", StepKind::norm, MlpKind::swiglu},
+                                  {"gate_order", "up_gate", StepKind::glu, MlpKind::swiglu},
+                                  {"gelu", "tanh", StepKind::gelu, MlpKind::gelu},
+                                  {"norm_cast", "before_weight", StepKind::norm, MlpKind::swiglu},
+                                  {"causal", "top_left", StepKind::attention, MlpKind::swiglu}};
+    for (Format f : {Format::fp32, Format::bf16})
+        for (const Case& k : cases) {
+            ModelContract c = small("dense", f);
+            c.mlp = k.mlp, c.cache_tokens = 3, c.eps = 0.05;  // eps large enough for its placement to show in bf16
+            const Model m = make(c);
+            CandidateOptions opt;
+            opt.conventions[k.key] = k.value;
+            const NamedTensors base = run_kernels(c, m.syn.weights, m.syn.input);
+            const NamedTensors alt = run_kernels(c, m.syn.weights, m.syn.input, opt);
+            const Named ref = run_oracle(c, m.weights, m.input);
+            Conventions conv = c.conventions;
+            conv[k.key] = k.value;
+            const Lookup get = [&](const std::string& n) -> const Values& {
+                return ref.count(n) ? ref.at(n) : m.weights.at(n);
+            };
+            for (const Step& s : build_graph(c)) {
+                if (s.kind != k.kind) {
+                    EXPECT_TRUE(same_bits(base.at(s.point), alt.at(s.point))) << k.key << " " << s.point;
+                    continue;
+                }
+                EXPECT_FALSE(same_bits(base.at(s.point), alt.at(s.point))) << name(f) << " " << k.key << " " << s.point;
+                const Values a = eval_step(c, s, get, conv);
+                EXPECT_NE(a.v, ref.at(s.point).v) << k.key << " " << s.point;
+                break;
+            }
+        }
+}
+
+TEST(ModelLayout, HeadsMajorRoundTripsAndOpCallsMatchTheOracle) {
+    Values x{{3, 8}, {}};
+    for (int i = 0; i < 24; ++i) x.v.push_back(i);
+    const Values h = heads_major(x, 2);
+    EXPECT_EQ(h.shape, (std::vector<std::int64_t>{2, 3, 4}));
+    EXPECT_EQ(h.v[4], 8);  // head 0, token 1, channel 0 = x[1, 0]
+    EXPECT_EQ(tokens_major(h).v, x.v);
+    const ModelContract c = small();
+    const Model m = make(c);
+    const Named ref = run_oracle(c, m.weights, m.input);
+    const Lookup get = [&](const std::string& n) -> const Values& { return ref.count(n) ? ref.at(n) : m.weights.at(n); };
+    for (const Step& s : build_graph(c)) {
+        const OpCall call = op_call(c, s, get, c.conventions);
+        if (s.kind == StepKind::attention) {
+            EXPECT_EQ(call.op, "attention");
+            EXPECT_EQ(call.in[1].shape(), (std::vector<std::int64_t>{c.kv_heads, c.tokens, c.head_dim}));
+            EXPECT_EQ(call.params.at("causal"), 1);
+        }
+        if (s.kind == StepKind::matmul) {
+            EXPECT_EQ(call.op, "");
+        }
+    }
+}

@@ -1,0 +1,77 @@
+// conform synth as a user meets it: a model dump holding the declared
+// contract, the weights, the input and every point; bad input exits 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "io/model_dump.hpp"
+#include "model/graph.hpp"
+
+namespace fs = std::filesystem;
+using namespace conform;
+
+namespace {
+
+int run(const std::string& args, std::string* output = nullptr) {
+    static int calls = 0;
+    const std::string out = (fs::temp_directory_path() / ("conform_synth_out." + std::to_string(getpid()) + "." +
+                                                         std::to_string(calls++) + ".txt")).string();
+    const int rc = std::system((std::string(CONFORM_BINARY) + " synth " + args + " > " + out + " 2>&1").c_str());
+    if (output) {
+        std::ifstream in(out);
+        output->assign(std::istreambuf_iterator<char>(in), {});
+    }
+    fs::remove(out);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string temp(const std::string& name) {
+    return (fs::temp_directory_path() / (name + "." + std::to_string(getpid()) + ".safetensors")).string();
+}
+
+const std::string kSmall = "--width 32 --heads 4 --kv-heads 2 --head-dim 8 --ffn 48 --tokens 5 ";
+
+}  // namespace
+
+TEST(Synth, WritesEveryPointWithTheDeclaredContract) {
+    const std::string out = temp("synth_hybrid");
+    std::string log;
+    ASSERT_EQ(run("--layers 4 --pattern hybrid --dtype bf16 " + kSmall +
+                      "--mutant mutant.rms_norm.cast_before_weight.bf16 --at 1 --convention rope_pairing=interleaved --out " + out,
+                  &log),
+              0)
+        << log;
+    const io::ModelDump d = io::read_model_dump(out);
+    const model::ModelContract c = model::contract_from_json(d.contract);
+    EXPECT_EQ(c.layers, 4);
+    EXPECT_EQ(c.pattern, "hybrid");
+    EXPECT_EQ(c.dtype, Format::bf16);
+    EXPECT_EQ(c.conventions.at("rope_pairing"), "half");  // declared, not what the candidate did
+    EXPECT_NE(d.impl.find("mutant=mutant.rms_norm.cast_before_weight.bf16 at=1"), std::string::npos) << d.impl;
+    EXPECT_NE(d.impl.find("rope_pairing=interleaved"), std::string::npos) << d.impl;
+    for (const model::Step& s : model::build_graph(c)) {
+        ASSERT_TRUE(d.activations.count(s.point)) << s.point;
+        EXPECT_EQ(d.activations.at(s.point).shape, s.shape) << s.point;
+    }
+    for (const model::WeightSpec& w : model::weight_specs(c)) EXPECT_TRUE(d.weights.count(w.name)) << w.name;
+    EXPECT_EQ(d.input.shape, (std::vector<std::int64_t>{5, 32}));
+    fs::remove(out);
+}
+
+TEST(Synth, BadInputExitsTwo) {
+    const std::string out = temp("synth_bad");
+    std::string log;
+    EXPECT_EQ(run("--dtype int8 --out " + out, &log), 2);
+    EXPECT_NE(log.find("contract.dtype"), std::string::npos) << log;
+    EXPECT_EQ(run("--layers 2 --mutant mutant.rms_norm.nope.bf16 --at 0 --out " + out, &log), 2);
+    EXPECT_NE(log.find("not a registered mutant"), std::string::npos) << log;
+    EXPECT_EQ(run("--layers 2 --kv-heads 3 --out " + out, &log), 2);
+    EXPECT_NE(log.find("contract.kv_heads"), std::string::npos) << log;
+    EXPECT_EQ(run("--layers 2 --convention causal=sideways --out " + out, &log), 2);
+    EXPECT_NE(log.find("contract.conventions.causal"), std::string::npos) << log;
+    EXPECT_EQ(run("--layers 2", &log), 2);  // --out is required
+    EXPECT_FALSE(fs::exists(out));
+}
