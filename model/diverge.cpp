@@ -11,6 +11,7 @@
 
 #include "model/diverge_local.hpp"
 #include "model/metrics.hpp"
+#include "model/mpfr_check.hpp"
 
 namespace conform::model {
 
@@ -105,6 +106,10 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const Diverg
     DumpValues dump(c, graph, cand);
     say(opt, "diverge: FP64-tier oracle run from the model input (" + std::to_string(c.layers) + " layers)");
     Named oracle = run_oracle(c, dump.weights(), dump.input());
+    if (opt.mpfr_samples > 0) {
+        say(opt, "diverge: MPFR cross-check of the FP64 tier on sampled rows");
+        rep.mpfr_cross_check = cross_check_mpfr(c, dump.weights(), oracle, opt.mpfr_samples, 1).summary();
+    }
     Statuses st;
     std::int64_t shown = -2;
     for (std::size_t i = 0; i < graph.size(); ++i) {
@@ -157,6 +162,7 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const ModelR
     rep.candidate = cand.source;
     rep.reference = refr.source;
     DumpValues cd(c, graph, cand), rd(c, graph, refr);
+    rep.mpfr_cross_check = "not run (two dumps: no FP64-tier run from the model input)";
     Statuses st, rst;
     std::int64_t shown = -2;
     for (std::size_t i = 0; i < graph.size(); ++i) {

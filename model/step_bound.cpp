@@ -286,13 +286,22 @@ void weighted_sum(StepBound& b, std::size_t i, double a, double terms, double y,
 
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
 
-StepBound hc_mix_bound(const Step& s, const Lookup& get, const Values& ref, Format out) {
-    const Values &X = get(s.inputs.at(0)), &alpha = get(s.weights.at(0));
-    const std::size_t n = alpha.v.size(), m = ref.v.size();
+// Stream k of X at element i: X [n, T, C], or X [T, C] standing for n copies.
+double stream_at(const Values& X, std::size_t k, std::size_t m, std::size_t i) {
+    return X.shape.size() == 3 ? X.v[k * m + i] : X.v[i];
+}
+
+// Without a weight the mix is the stream mean: weights 1/n and the division
+// (one more rounding, inside the 4u of the weights).
+StepBound hc_mix_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref, Format out) {
+    const Values& X = get(s.inputs.at(0));
+    const Values* alpha = s.weights.empty() ? nullptr : &get(s.weights[0]);
+    const auto n = static_cast<std::size_t>(c.hc_streams), m = ref.v.size();
     StepBound b{std::vector<double>(m), std::vector<double>(m)};
     for (std::size_t i = 0; i < m; ++i) {
         double a = 0;
-        for (std::size_t k = 0; k < n; ++k) a += sigmoid(alpha.v[k]) * std::fabs(X.v[k * m + i]);
+        for (std::size_t k = 0; k < n; ++k)
+            a += (alpha ? sigmoid(alpha->v[k]) : 1.0 / static_cast<double>(n)) * std::fabs(stream_at(X, k, m, i));
         weighted_sum(b, i, a, static_cast<double>(n), ref.v[i], out);
     }
     return b;
@@ -306,7 +315,7 @@ StepBound hc_update_bound(const Step& s, const Lookup& get, const Values& ref, F
     for (std::size_t r = 0; r < n; ++r)
         for (std::size_t i = 0; i < m; ++i) {
             double a = 2 * sigmoid(gamma.v[r]) * std::fabs(f.v[i]);
-            for (std::size_t k = 0; k < n; ++k) a += std::fabs(B.v[r * n + k] * X.v[k * m + i]);
+            for (std::size_t k = 0; k < n; ++k) a += std::fabs(B.v[r * n + k] * stream_at(X, k, m, i));
             weighted_sum(b, r * m + i, a, static_cast<double>(n + 1), ref.v[r * m + i], out);
         }
     return b;
@@ -327,7 +336,7 @@ StepBound step_bound(const ModelContract& c, const Step& s, const Lookup& get, c
         case StepKind::glu: return glu_bound(s, get, ref, out);
         case StepKind::mul: return mul_bound(ref, out);
         case StepKind::add: return add_bound(c, s, get, ref, out);
-        case StepKind::hc_mix: return hc_mix_bound(s, get, ref, out);
+        case StepKind::hc_mix: return hc_mix_bound(c, s, get, ref, out);
         case StepKind::hc_update: return hc_update_bound(s, get, ref, out);
         case StepKind::rope:
         case StepKind::attention:

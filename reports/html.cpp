@@ -12,8 +12,6 @@
 namespace conform::report {
 namespace detail {
 
-static std::string h(std::string_view s) { return escape_markup(s, false); }
-
 constexpr const char* kStyle = R"(
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}
 table{border-collapse:collapse;margin:.5em 0 1em}
@@ -31,15 +29,15 @@ pre{background:#f6f6f6;padding:.4em;overflow-x:auto;white-space:pre-wrap}
 .charts{display:flex;flex-wrap:wrap;gap:1em}
 )";
 
-static std::string tr(const std::vector<std::string>& html_cells, std::string_view tag, std::string_view cls) {
+std::string tr(const std::vector<std::string>& html_cells, std::string_view tag, std::string_view cls) {
     std::string s = cls.empty() ? "<tr>" : fmt::format("<tr class=\"{}\">", cls);
     for (const auto& c : html_cells) s += fmt::format("<{0}>{1}</{0}>", tag, c);
     return s + "</tr>\n";
 }
 
-static std::vector<std::string> escaped(const std::vector<std::string>& cells) {
+std::vector<std::string> escaped(const std::vector<std::string>& cells) {
     std::vector<std::string> out;
-    for (const auto& c : cells) out.push_back(h(c));
+    for (const auto& c : cells) out.push_back(escape_markup(c, false));
     return out;
 }
 
@@ -54,15 +52,17 @@ std::string html_table(const Table& rows, const std::vector<std::string>& classe
 std::string html_page(std::string_view title, std::string_view body) {
     return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                        "<title>{}</title>\n<style>{}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
-                       h(title), kStyle, body);
+                       escape_markup(title, false), kStyle, body);
 }
 
 }  // namespace detail
 
 namespace {
 
+using detail::escaped;
 using detail::html_table;
 using detail::Table;
+using detail::tr;
 
 std::string h(std::string_view s) { return detail::escape_markup(s, false); }
 std::string attr(std::string_view s) { return detail::escape_markup(s, true); }

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <random>
 
+#include "cli_testing.hpp"
 #include "io/model_dump.hpp"
 #include "model/diverge.hpp"
 #include "model/diverge_report.hpp"
@@ -158,4 +159,187 @@ TEST(Metrics, SpecialValuesAreClassesFirst) {
     EXPECT_EQ(m.worst, 1);
     EXPECT_TRUE(exceeds(m));
     EXPECT_TRUE(exceeds(compare({1.5}, {1}, {0}, Format::fp32)));  // a zero allowance demands equality
+}
+
+// ---- whole synthetic models ---------------------------------------------------
+
+namespace {
+
+ModelContract small(const std::string& pattern, Format f) {
+    ModelContract c;
+    c.layers = 4;
+    c.pattern = pattern;
+    c.width = 32;
+    c.heads = 4, c.kv_heads = 2, c.head_dim = 8;
+    c.linear_heads = 2, c.linear_head_dim = 16;
+    c.ffn = 64;
+    c.tokens = 12;
+    c.dtype = f;
+    return c;
+}
+
+DivergeReport analyse(const ModelContract& c, const CandidateOptions& opt = {}, std::uint64_t seed = 5) {
+    const Synthetic m = synthetic_model(c, seed);
+    return diverge(c, m.weights, m.input, run_kernels(c, m.weights, m.input, opt));
+}
+
+std::string failing_point(const DivergeReport& r) { return r.first_failing ? r.points[*r.first_failing].point : "none"; }
+
+}  // namespace
+
+// The built-in kernels are sound: no point of any layer exceeds its local
+// budget, and the FP64 tier's own bound is negligible beside every budget.
+TEST(Diverge, BuiltinKernelsPassInEveryFormat) {
+    for (const char* pattern : {"dense", "hybrid"})
+        for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+            const ModelContract c = small(pattern, f);
+            const DivergeReport r = analyse(c);
+            EXPECT_FALSE(r.first_failing) << pattern << " " << name(f) << ": " << first_failing_text(r);
+            EXPECT_LE(r.oracle_bound_ratio, 1e-3) << pattern << " " << name(f);
+            EXPECT_EQ(r.points.size(), build_graph(c).size());
+            for (const PointReport& p : r.points) {
+                EXPECT_EQ(p.status, PointStatus::pass) << pattern << " " << name(f) << " " << p.point;
+                EXPECT_LE(p.local.utilization, 1.0) << p.point;
+            }
+        }
+}
+
+// A mutant substituted at one layer: that layer's point fails locally, the
+// points before it pass, and later layers fail only by propagation.
+TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
+    struct Case {
+        std::string pattern, mutant;
+        std::int64_t at;
+        StepKind kind;
+    };
+    const std::vector<Case> cases{{"dense", "mutant.rope.bf16_angles.bf16", 1, StepKind::rope},
+                                  {"hybrid", "mutant.rope.bf16_angles.bf16", 3, StepKind::rope},
+                                  {"dense", "mutant.rms_norm.zc_as_w.bf16", 2, StepKind::norm}};
+    for (const Case& k : cases) {
+        ModelContract c = small(k.pattern, Format::bf16);
+        c.layers = 6;
+        c.zero_centered = k.kind == StepKind::norm;
+        CandidateOptions opt;
+        opt.mutant = k.mutant, opt.at = k.at;
+        const DivergeReport r = analyse(c, opt);
+        ASSERT_TRUE(r.first_failing) << k.mutant;
+        const PointReport& f = r.points[*r.first_failing];
+        EXPECT_EQ(f.layer, k.at) << k.mutant;
+        EXPECT_EQ(f.kind, k.kind) << f.point;
+        bool propagated = false;
+        for (std::size_t i = 0; i < r.points.size(); ++i) {
+            const PointReport& p = r.points[i];
+            if (i < *r.first_failing) EXPECT_EQ(p.status, PointStatus::pass) << p.point;
+            if (p.layer > k.at) EXPECT_NE(p.status, PointStatus::fail_local) << k.mutant << " " << p.point;
+            propagated = propagated || (p.layer > k.at && p.status == PointStatus::fail_propagated);
+        }
+        EXPECT_TRUE(propagated) << k.mutant << ": no later layer carries the error";
+        EXPECT_EQ(to_json(r)["first_failing"]["layer"], k.at);
+        EXPECT_EQ(to_json(r)["first_failing"]["point"], f.point);
+    }
+}
+
+// A dump made under another convention than the contract declares fails at
+// the first step of that convention, and the analysis names the convention.
+TEST(Diverge, EachConventionIsIdentified) {
+    struct Case {
+        std::string key, value;
+        StepKind kind;
+        MlpKind mlp;
+        Format f;
+    };
+    const std::vector<Case> cases{{"rope_pairing", "interleaved", StepKind::rope, MlpKind::swiglu, Format::bf16},
+                                  {"eps_placement", "outside", StepKind::norm, MlpKind::swiglu, Format::fp32},
+                                  {"gate_order", "up_gate", StepKind::glu, MlpKind::swiglu, Format::bf16},
+                                  {"gelu", "tanh", StepKind::gelu, MlpKind::gelu, Format::fp32},
+                                  {"norm_cast", "before_weight", StepKind::norm, MlpKind::swiglu, Format::bf16},
+                                  {"causal", "top_left", StepKind::attention, MlpKind::swiglu, Format::bf16}};
+    for (const Case& k : cases) {
+        ModelContract c = small("dense", k.f);
+        c.mlp = k.mlp;
+        c.cache_tokens = k.key == "causal" ? 4 : 0;
+        c.eps = k.key == "eps_placement" ? 1e-2 : 1e-6;  // eps must matter beside mean x^2 ~ 1
+        CandidateOptions opt;
+        opt.conventions[k.key] = k.value;
+        const DivergeReport r = analyse(c, opt);
+        ASSERT_TRUE(r.first_failing) << k.key;
+        const PointReport& p = r.points[*r.first_failing];
+        EXPECT_EQ(p.kind, k.kind) << k.key << ": " << p.point;
+        EXPECT_EQ(p.layer, 0) << k.key;
+        EXPECT_EQ(p.convention_match.value_or("none"), k.key + "=" + k.value) << first_failing_text(r);
+        EXPECT_FALSE(p.conventions_tried.empty());
+    }
+}
+
+// ---- the command -------------------------------------------------------------
+
+namespace {
+
+int conform(const std::string& args, std::string* output = nullptr) { return cli_testing::run_conform(args, output); }
+
+std::string temp(const std::string& name) {
+    return (fs::temp_directory_path() / (name + "." + std::to_string(getpid()))).string();
+}
+
+const std::string kSynth = "synth --layers 4 --pattern hybrid --dtype bf16 --width 32 --heads 4 --kv-heads 2 "
+                           "--head-dim 8 --ffn 48 --tokens 8 ";
+
+nlohmann::json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST(DivergeCli, CleanDumpExitsZeroMutantExitsOneWithItsLayer) {
+    const std::string clean = temp("dv_clean") + ".safetensors", bad = temp("dv_mutant") + ".safetensors";
+    const std::string out = temp("dv_report");
+    std::string log;
+    ASSERT_EQ(conform(kSynth + "--out " + clean, &log), 0) << log;
+    ASSERT_EQ(conform(kSynth + "--mutant mutant.rope.bf16_angles.bf16 --at 3 --out " + bad, &log), 0) << log;
+    EXPECT_EQ(conform("diverge " + clean + " --out " + out, &log), 0) << log;
+    EXPECT_NE(log.find("first failing: none"), std::string::npos) << log;
+    const nlohmann::json j = read_json(fs::path(out) / "diverge.json");
+    EXPECT_EQ(j["schema"], kDivergeSchema);
+    EXPECT_TRUE(j["first_failing"].is_null());
+    EXPECT_TRUE(fs::exists(fs::path(out) / "diverge.md"));
+    EXPECT_NE(std::ifstream(fs::path(out) / "diverge.html").peek(), EOF);
+    EXPECT_EQ(conform("diverge " + bad + " --out " + out, &log), 1) << log;
+    const nlohmann::json m = read_json(fs::path(out) / "diverge.json");
+    EXPECT_EQ(m["first_failing"]["layer"], 3) << log;
+    EXPECT_NE(log.find("first failing: layer 3"), std::string::npos) << log;
+    // Two dumps: the mutant against the clean one fails at the same layer; the clean one against itself passes.
+    EXPECT_EQ(conform("diverge " + bad + " --reference " + clean + " --out " + out, &log), 1) << log;
+    EXPECT_EQ(read_json(fs::path(out) / "diverge.json")["first_failing"]["layer"], 3);
+    EXPECT_EQ(conform("diverge " + clean + " --reference " + clean + " --out " + out, &log), 0) << log;
+    for (const auto& f : {clean, bad}) fs::remove(f);
+    fs::remove_all(out);
+}
+
+TEST(DivergeCli, BadInputExitsTwoNamingTheFile) {
+    const std::string good = temp("dv_good") + ".safetensors", junk = temp("dv_junk") + ".safetensors";
+    const std::string shape = temp("dv_shape") + ".safetensors", contract = temp("dv_contract") + ".safetensors";
+    std::string log;
+    ASSERT_EQ(conform(kSynth + "--out " + good, &log), 0) << log;
+    std::ofstream(junk) << "not a safetensors file";
+    EXPECT_EQ(conform("diverge " + junk, &log), 2);
+    EXPECT_NE(log.find(junk), std::string::npos) << log;
+    EXPECT_EQ(conform("diverge /no/such/dump.safetensors", &log), 2);
+    EXPECT_NE(log.find("/no/such/dump.safetensors"), std::string::npos) << log;
+
+    io::ModelDump d = io::read_model_dump(good);
+    io::ModelDump wrong = d;
+    wrong.weights.at("layers.0.down.weight") = io::StoredTensor::zeros(io::DType::bf16, {3, 5});
+    io::write_model_dump(wrong, shape);
+    EXPECT_EQ(conform("diverge " + shape, &log), 2);
+    EXPECT_NE(log.find(shape), std::string::npos) << log;
+    EXPECT_NE(log.find("layers.0.down.weight"), std::string::npos) << log;
+
+    d.contract["heads"] = 3;  // does not divide into the KV heads
+    io::write_model_dump(d, contract);
+    EXPECT_EQ(conform("diverge " + contract, &log), 2);
+    EXPECT_NE(log.find(contract), std::string::npos) << log;
+    EXPECT_NE(log.find("heads"), std::string::npos) << log;
+    EXPECT_EQ(conform("diverge " + good + " --reference " + contract, &log), 2);
+    for (const auto& f : {good, junk, shape, contract}) fs::remove(f);
 }
