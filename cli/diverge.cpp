@@ -75,7 +75,8 @@ void print_summary(const model::DivergeReport& r, const std::string& out) {
               << "first failing: " << model::first_failing_text(r) << "\n";
     if (r.reference_first_failing)
         std::cout << "the reference itself fails locally at " << r.reference_points[*r.reference_first_failing].point << "\n";
-    std::cout << "FP64-tier bound / budget (max): " << report::detail::number(r.oracle_bound_ratio) << "\n";
+    std::cout << "FP64-tier bound / budget (max): " << report::detail::number(r.oracle_bound_ratio) << " at "
+              << r.oracle_bound_worst << "\n";
     if (!r.mpfr_cross_check.empty()) std::cout << "MPFR cross-check: " << r.mpfr_cross_check << "\n";
     std::cout << "report: " << out << "/diverge.{json,md,html}\n";
 }

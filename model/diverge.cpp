@@ -6,6 +6,10 @@
 #include "model/diverge.hpp"
 
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <set>
 #include <stdexcept>
 
@@ -95,6 +99,91 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+namespace {
+
+// The FP64 tier run from the model input on a second thread (then the MPFR
+// cross-check of it), while the first judges the steps locally: the local
+// checks are two thirds of the work and need only the dump, and the
+// propagated comparison of step i waits for the oracle's step i.  Points are
+// inserted under the lock and never erased while the thread runs, so a
+// reference to one stays valid.
+class OracleFeed {
+public:
+    OracleFeed(const ModelContract& c, const std::vector<Step>& graph, const DumpValues& dump, const DivergeOptions& opt)
+        : worker_([this, &c, &graph, &dump, &opt] { run(c, graph, dump, opt); }) {}
+    ~OracleFeed() { worker_.join(); }
+
+    // The oracle's value of a point (or the model input, a weight), once computed.
+    const Values& get(const std::string& name) {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return error_ || points_.count(name); });
+        if (error_) std::rethrow_exception(error_);
+        return points_.at(name);
+    }
+    // Waits for the end of the run: the MPFR summary (or its exception).
+    std::string finish() {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return finished_; });
+        if (error_) std::rethrow_exception(error_);
+        return mpfr_;
+    }
+
+private:
+    void run(const ModelContract& c, const std::vector<Step>& graph, const DumpValues& dump, const DivergeOptions& opt) {
+        try {
+            publish("input", dump.input());
+            const Lookup get = [&](const std::string& n) -> const Values& {
+                const auto w = dump.weights().find(n);
+                if (w != dump.weights().end()) return w->second;
+                std::lock_guard lock(m_);
+                return points_.at(n);
+            };
+            for (const Step& s : graph) publish(s.point, eval_step(c, s, get, c.conventions));
+            std::string summary;
+            if (opt.mpfr_samples > 0) summary = cross_check_mpfr(c, dump.weights(), points_, opt.mpfr_samples, 1).summary();
+            std::lock_guard lock(m_);
+            mpfr_ = summary, finished_ = true;
+        } catch (...) {
+            std::lock_guard lock(m_);
+            error_ = std::current_exception(), finished_ = true;
+        }
+        cv_.notify_all();
+    }
+    void publish(const std::string& name, Values v) {
+        {
+            std::lock_guard lock(m_);
+            points_.emplace(name, std::move(v));
+        }
+        cv_.notify_all();
+    }
+
+    std::mutex m_;
+    std::condition_variable cv_;
+    Named points_;
+    std::string mpfr_;
+    bool finished_ = false;
+    std::exception_ptr error_;
+    std::thread worker_;  // last: starts once everything above exists
+};
+
+// The allowance of the propagated comparison: the step's budget on the
+// dump's inputs, or on the oracle's own inputs when the dump lacks them (the
+// magnitudes a sound kernel fed exact inputs would see).
+std::vector<double> propagated_allowance(const ModelContract& c, const Step& s, DumpValues& dump, OracleFeed& feed,
+                                         const LocalResult& lr, bool checkable, const Values& ref) {
+    if (checkable) return lr.allowed;
+    const Lookup og = [&](const std::string& n) -> const Values& {
+        const auto w = dump.weights().find(n);
+        return w != dump.weights().end() ? w->second : feed.get(n);
+    };
+    const StepBound b = step_bound(c, s, og, ref, c.conventions, dump.point(s.point)->format());
+    std::vector<double> a(b.budget.size());
+    for (std::size_t k = 0; k < a.size(); ++k) a[k] = b.budget[k] + b.oracle[k];
+    return a;
+}
+
+}  // namespace
+
 DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const DivergeOptions& opt) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<Step> graph = build_graph(c);
@@ -104,12 +193,9 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const Diverg
     rep.candidate = cand.source;
     rep.reference = "oracle";
     DumpValues dump(c, graph, cand);
-    say(opt, "diverge: FP64-tier oracle run from the model input (" + std::to_string(c.layers) + " layers)");
-    Named oracle = run_oracle(c, dump.weights(), dump.input());
-    if (opt.mpfr_samples > 0) {
-        say(opt, "diverge: MPFR cross-check of the FP64 tier on sampled rows");
-        rep.mpfr_cross_check = cross_check_mpfr(c, dump.weights(), oracle, opt.mpfr_samples, 1).summary();
-    }
+    say(opt, "diverge: FP64-tier oracle run from the model input (" + std::to_string(c.layers) +
+                 " layers) beside the local checks; then the MPFR cross-check of it on sampled rows");
+    OracleFeed feed(c, graph, dump, opt);
     Statuses st;
     std::int64_t shown = -2;
     for (std::size_t i = 0; i < graph.size(); ++i) {
@@ -119,29 +205,17 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const Diverg
         const LocalResult lr = judge_local(c, s, dump);
         const bool checkable = fill_local(c, s, dump, lr, r);
         if (lr.present) {
-            const Values& ref = oracle.at(s.point);
-            // The step's budget on the dump's inputs (on the oracle's own
-            // inputs when the dump lacks them: the magnitudes a sound
-            // kernel fed exact inputs would see).
-            const std::vector<double> allowed = checkable ? lr.allowed : [&] {
-                const Lookup og = [&](const std::string& n) -> const Values& {
-                    if (n == "input") return dump.input();
-                    const auto w = dump.weights().find(n);
-                    return w != dump.weights().end() ? w->second : oracle.at(n);
-                };
-                const StepBound b = step_bound(c, s, og, ref, c.conventions, dump.point(s.point)->format());
-                std::vector<double> a(b.budget.size());
-                for (std::size_t k = 0; k < a.size(); ++k) a[k] = b.budget[k] + b.oracle[k];
-                return a;
-            }();
-            const Values& cv = dump.get(s.point);
-            r.propagated = compare(cv.v, ref.v, allowed, dump.point(s.point)->format());
+            const Values& ref = feed.get(s.point);
+            const Tensor& t = *dump.point(s.point);
+            r.propagated = compare(dump.get(s.point).v, ref.v, propagated_allowance(c, s, dump, feed, lr, checkable, ref),
+                                   t.format());
         }
-        rep.oracle_bound_ratio = std::max(rep.oracle_bound_ratio, lr.oracle_ratio);
+        if (lr.oracle_ratio > rep.oracle_bound_ratio) rep.oracle_bound_ratio = lr.oracle_ratio, rep.oracle_bound_worst = s.point;
         st.set(s, r, checkable);
         rep.points.push_back(std::move(r));
         dump.release_after(i);
     }
+    rep.mpfr_cross_check = feed.finish();
     rep.first_failing = first_local_failure(rep.points);
     rep.seconds = seconds_since(t0);
     return rep;
@@ -179,7 +253,8 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const ModelR
             for (std::size_t k = 0; k < allowed.size(); ++k) allowed[k] += rl.allowed[k];
             r.propagated = compare(cl.cand.v, rl.cand.v, allowed, cl.format);
         }
-        rep.oracle_bound_ratio = std::max({rep.oracle_bound_ratio, cl.oracle_ratio, rl.oracle_ratio});
+        if (std::max(cl.oracle_ratio, rl.oracle_ratio) > rep.oracle_bound_ratio)
+            rep.oracle_bound_ratio = std::max(cl.oracle_ratio, rl.oracle_ratio), rep.oracle_bound_worst = s.point;
         st.set(s, r, checkable);
         rst.set(s, rr, ref_checkable);
         rep.points.push_back(std::move(r));

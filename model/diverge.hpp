@@ -55,6 +55,7 @@ struct DivergeReport {
     std::vector<PointReport> points;   // graph order
     std::optional<std::size_t> first_failing;  // index into points
     double oracle_bound_ratio = 0;     // max over points of FP64-tier bound / budget
+    std::string oracle_bound_worst;    // the point where that maximum is
     std::string mpfr_cross_check;      // summary of the sampled MPFR comparison
     // Against a reference dump: the reference judged locally the same way
     // (its own inputs against the oracle); empty against the oracle.

@@ -82,6 +82,7 @@ nlohmann::json to_json(const DivergeReport& r) {
                         {"contract", to_json(r.contract)},
                         {"first_failing", failing_json(r.points, r.first_failing)},
                         {"oracle_bound_ratio", num(r.oracle_bound_ratio)},
+                        {"oracle_bound_worst", r.oracle_bound_worst},
                         {"mpfr_cross_check", r.mpfr_cross_check},
                         {"seconds", r.seconds},
                         {"points", points_json(r.points)}};
@@ -154,7 +155,7 @@ std::string to_markdown(const DivergeReport& r) {
     std::string s = fmt::format("# Divergence report: {}\n\n", diverge_headline(r));
     s += fmt::format("- first failing: **{}**\n", md_text(first_failing_text(r)));
     s += fmt::format("- candidate: {}; reference: {}\n", md_text(r.candidate), md_text(r.reference));
-    s += fmt::format("- FP64-tier bound / budget (max): {}\n", number(r.oracle_bound_ratio));
+    s += fmt::format("- FP64-tier bound / budget (max): {} at {}\n", number(r.oracle_bound_ratio), md_text(r.oracle_bound_worst));
     if (!r.mpfr_cross_check.empty()) s += fmt::format("- MPFR cross-check: {}\n", md_text(r.mpfr_cross_check));
     s += fmt::format("- analysis time: {:.1f} s\n\n", r.seconds);
     for (const LayerSummary& l : layer_summaries(r))

@@ -51,7 +51,10 @@ double ulp_window(Format f, double y, double e, int k) {
 double StepBound::ratio() const {
     double r = 0;
     for (std::size_t i = 0; i < budget.size(); ++i)
-        if (oracle[i] > 0) r = std::max(r, budget[i] > 0 ? oracle[i] / budget[i] : std::numeric_limits<double>::infinity());
+        if (oracle[i] > 0) {
+            const double b = std::max(budget[i], granule);
+            r = std::max(r, b > 0 ? oracle[i] / b : std::numeric_limits<double>::infinity());
+        }
     return r;
 }
 
@@ -266,7 +269,9 @@ StepBound add_bound(const ModelContract& c, const Step& s, const Lookup& get, co
         const double e1 = scale == 1 ? 0.0 : u * sb + eta(kAcc) / 2;
         const double pre = e1 + u * (std::fabs(ref.v[i]) + e1);
         b.budget[i] = pre + (rounds ? 0.5 * ulp_at(out, std::fabs(ref.v[i]) + pre) : 0.0);
-        b.oracle[i] = (scale == 1 ? 0.0 : kU64 * sb) + kU64 * (std::fabs(ref.v[i]) + sb) + kEta64;
+        // One double rounding of s b (none when s = 1), one of the sum: relative to the result.
+        const double o1 = scale == 1 ? 0.0 : kU64 * sb + kEta64;
+        b.oracle[i] = o1 + kU64 * (std::fabs(ref.v[i]) + o1) + kEta64;
     }
     return b;
 }
@@ -323,8 +328,18 @@ StepBound hc_update_bound(const Step& s, const Lookup& get, const Values& ref, F
 
 }  // namespace
 
+static StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
+                               const Conventions& conv, Format out);
+
 StepBound step_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
                      const Conventions& conv, Format out) {
+    StepBound b = step_bound_of(c, s, get, ref, conv, out);
+    b.granule = eta(out);
+    return b;
+}
+
+StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
+                        const Conventions& conv, Format out) {
     switch (s.kind) {
         case StepKind::norm:
         case StepKind::head_norm:

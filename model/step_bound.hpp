@@ -23,7 +23,13 @@ namespace conform::model {
 struct StepBound {
     std::vector<double> budget;  // the candidate's local budget, per element of the point
     std::vector<double> oracle;  // the FP64 tier's bound on ref, per element
-    double ratio() const;        // max over elements of oracle / budget (0 when empty)
+    // max over elements of oracle / max(budget, granule) (0 when empty).  The
+    // granule is the smallest subnormal of the point's format: a step that
+    // must be exact (budget 0, e.g. an add that needs no rounding) is judged
+    // by equality, which an oracle bound below the format's granularity
+    // cannot change.
+    double ratio() const;
+    double granule = 0;
 };
 
 // conv: the conventions the reference `ref` was computed under (the
