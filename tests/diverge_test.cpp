@@ -313,6 +313,15 @@ TEST(DivergeCli, CleanDumpExitsZeroMutantExitsOneWithItsLayer) {
     const nlohmann::json m = read_json(fs::path(out) / "diverge.json");
     EXPECT_EQ(m["first_failing"]["layer"], 3) << log;
     EXPECT_NE(log.find("first failing: layer 3"), std::string::npos) << log;
+    const auto text = [&](const char* f) {
+        std::ifstream in(fs::path(out) / f);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    EXPECT_NE(text("diverge.md").find("# Divergence report: FAILED at layer 3"), std::string::npos);
+    const std::string html = text("diverge.html");
+    EXPECT_NE(html.find("<svg"), std::string::npos);
+    EXPECT_NE(html.find("first failing: layer 3"), std::string::npos);  // the plot's marker
+    EXPECT_EQ(html.find("<script"), std::string::npos);
     // Two dumps: the mutant against the clean one fails at the same layer; the clean one against itself passes.
     EXPECT_EQ(run_cli("diverge " + bad + " --reference " + clean + " --out " + out, &log), 1) << log;
     EXPECT_EQ(read_json(fs::path(out) / "diverge.json")["first_failing"]["layer"], 3);
