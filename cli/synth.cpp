@@ -1,6 +1,7 @@
 // conform synth: a model dump of the synthetic model (docs/model.md).
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -16,7 +17,8 @@ struct SynthOptions {
     std::string pattern = "dense", dtype = "bf16", contract_file, out, mutant;
     std::int64_t width = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, tokens = 0, cache_tokens = -1, at = -1;
     std::uint64_t seed = 1;
-    std::string attention, linear, mlp, placement, residual;
+    std::string attention, linear, mlp, placement, residual, norm;
+    double eps = -1;
     bool qk_norm = false;
     std::vector<std::string> conventions;
 };
@@ -75,6 +77,8 @@ model::ModelContract make_contract(const SynthOptions& o, CLI::App* cmd) {
     if (!o.residual.empty())
         c.residual = parse_kind("--residual", o.residual, {model::ResidualKind::plain, model::ResidualKind::mhc});
     if (o.qk_norm) c.qk_norm = true;
+    if (!o.norm.empty()) c.norm = parse_kind("--norm", o.norm, {model::NormKind::rms_norm, model::NormKind::layer_norm});
+    if (o.eps >= 0) c.eps = o.eps;
     try {
         model::validate(c);
     } catch (const std::invalid_argument& e) {
@@ -111,7 +115,17 @@ int run_synth(const SynthOptions& o, CLI::App* cmd) {
     const auto t0 = std::chrono::steady_clock::now();
     progress("synth: " + std::to_string(c.layers) + " layers (" + c.pattern + "), width " + std::to_string(c.width) +
              ", " + std::to_string(c.tokens) + " tokens, " + name(c.dtype));
+    auto seconds = [t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    auto at = [&](const std::string& what) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " (%.1f s, cpu %.1f s)", seconds(), static_cast<double>(std::clock()) / CLOCKS_PER_SEC);
+        progress("synth: " + what + buf);
+    };
     const model::Synthetic syn = model::synthetic_model(c, o.seed);
+    at("weights drawn");
+    opt.progress = [&](std::int64_t l) {
+        if (c.layers >= 8 && (l + 1) % 8 == 0) at("layer " + std::to_string(l + 1) + " / " + std::to_string(c.layers));
+    };
     model::NamedTensors points;
     try {
         points = model::run_kernels(c, syn.weights, syn.input, opt);
@@ -125,11 +139,9 @@ int run_synth(const SynthOptions& o, CLI::App* cmd) {
     for (const auto& [n, t] : syn.weights) d.weights[n] = io::StoredTensor::from_tensor(t);
     for (const auto& [n, t] : points)
         if (n != "input") d.activations[n] = io::StoredTensor::from_tensor(t);
+    at("kernels run");
     io::write_model_dump(d, o.out);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char took[32];
-    std::snprintf(took, sizeof took, "%.1f s", secs);
-    progress("synth: wrote " + o.out + " (" + std::to_string(d.activations.size()) + " points, " + took + ")");
+    at("wrote " + o.out + ", " + std::to_string(d.activations.size()) + " points");
     return 0;
 }
 
@@ -157,14 +169,22 @@ Subcommand add_synth(CLI::App& app) {
     cmd->add_option("--placement", o->placement, "pre | post norm");
     cmd->add_option("--residual", o->residual, "plain | mhc");
     cmd->add_flag("--qk-norm", o->qk_norm, "RMSNorm over head_dim of q and k before RoPE");
+    cmd->add_option("--norm", o->norm, "rms_norm | layer_norm");
+    cmd->add_option("--eps", o->eps, "norm epsilon (a large one, e.g. 0.1, makes eps_placement visible)");
     cmd->add_option("--contract", o->contract_file, "contract JSON (the fields above override it)");
-    cmd->add_option("--mutant", o->mutant, "registry name of a mutant kernel (conform list --kernel ...) to substitute");
+    cmd->add_option("--mutant", o->mutant, "registry name of a mutant kernel of --dtype (see conform list) to substitute at --at");
     cmd->add_option("--at", o->at, "the layer the mutant is substituted at");
     cmd->add_option("--convention", o->conventions,
                     "KEY=VALUE the candidate really follows (repeatable; the dump still declares the contract's): "
                     "rope_pairing=interleaved, eps_placement=outside, gate_order=up_gate, gelu=tanh, "
                     "norm_cast=before_weight, causal=top_left");
     cmd->add_option("--out", o->out, "the model dump to write (safetensors)")->required();
+    cmd->footer(
+        "Shapes not given take the contract defaults (width 64, 4 heads of 16, 2 KV heads, ffn 128, 16 tokens).\n"
+        "Examples:\n"
+        "  conform synth --layers 32 --pattern hybrid --dtype bf16 --width 1024 --tokens 128 --out h.safetensors\n"
+        "  conform synth --layers 8 --dtype bf16 --mutant mutant.rms_norm.cast_before_weight.bf16 --at 5 --out m.safetensors\n"
+        "  conform synth --layers 4 --cache-tokens 8 --convention causal=top_left --out c.safetensors");
     return {cmd, [o, cmd]() { return run_synth(*o, cmd); }};
 }
 

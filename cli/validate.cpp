@@ -9,6 +9,7 @@
 
 #include "cli/common.hpp"
 #include "io/case_file.hpp"
+#include "io/model_dump.hpp"
 #include "oracle/conventions.hpp"
 #include "properties/verdict.hpp"
 #include "reports/atomic_file.hpp"
@@ -222,9 +223,19 @@ std::string matching_alternative(const Judged& base) {
 
 // ---- one case -----------------------------------------------------------------
 
+// A model dump is no case: named on the command line it is an error (exit 2),
+// found by a directory scan it is skipped with this note.
+std::string model_dump_note(const std::filesystem::path& path) {
+    return path.string() + " is a model dump (" + io::kModelFormat + "): use conform diverge";
+}
+
 CaseVerdict judge_case(const std::filesystem::path& path) {
     CaseVerdict v;
     v.path = path.string();
+    if (io::is_model_dump(path)) {
+        v.status = "ERROR", v.message = model_dump_note(path);
+        return v;
+    }
     try {
         const io::Case c = io::read_case(path);
         v.op = c.op, v.impl = c.impl;
@@ -286,18 +297,35 @@ std::string to_markdown(const std::vector<CaseVerdict>& vs) {
     return s;
 }
 
+// The cases under `ps`, without the model dumps a directory scan found (each noted).
+std::vector<std::filesystem::path> cases_under(const std::vector<std::filesystem::path>& ps) {
+    std::vector<std::filesystem::path> cases;
+    int dumps = 0;
+    for (const auto& path : io::find_cases(ps)) {
+        const bool named = std::find(ps.begin(), ps.end(), path) != ps.end();
+        if (!named && io::is_model_dump(path)) {
+            std::cout << "skipped: " << model_dump_note(path) << "\n";
+            ++dumps;
+        } else {
+            cases.push_back(path);
+        }
+    }
+    if (cases.empty())
+        throw UsageError(std::string("no case files (*.safetensors or directories with case.json) under the given paths") +
+                         (dumps ? " (only model dumps: use conform diverge)" : ""));
+    return cases;
+}
+
 }  // namespace
 
 int cmd_validate(const std::vector<std::string>& paths, const std::string& out) {
-    std::vector<std::filesystem::path> ps(paths.begin(), paths.end());
     std::vector<std::filesystem::path> cases;
     try {
-        cases = io::find_cases(ps);
+        cases = cases_under({paths.begin(), paths.end()});
     } catch (const io::FormatError& e) {
         std::cerr << "conform: " << e.what() << "\n";
         return 2;
     }
-    if (cases.empty()) throw UsageError("no case files (*.safetensors or directories with case.json) under the given paths");
     std::vector<CaseVerdict> vs;
     int errors = 0, failures = 0;
     for (std::size_t i = 0; i < cases.size(); ++i) {

@@ -36,8 +36,9 @@ void add_tensor(Case& c, const std::string& name, StoredTensor t, const std::str
 }
 
 void check_format(const std::string& value, const std::string& source, const std::string& field) {
-    if (value != kCaseFormat)
-        throw FormatError(source, field, quote(value) + " is not \"case/1\", the one case format this reader knows");
+    if (value == kCaseFormat) return;
+    const std::string hint = value == "model/1" ? " (a model dump: use conform diverge)" : "";
+    throw FormatError(source, field, quote(value) + " is not \"case/1\", the one case format this reader knows" + hint);
 }
 
 void check_op(const std::string& op, const std::string& source, const std::string& field) {

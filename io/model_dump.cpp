@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <optional>
 #include <stdexcept>
 
 #include "io/bytes.hpp"
@@ -20,9 +19,10 @@ bool name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
 }
 
-// Why `name` is not a usable tensor (or point) name, or "" when it is.
+// Why `name` is not a usable stored tensor name, or "" when it is.
 std::string name_problem(const std::string& name) {
     if (name.empty()) return "empty name";
+    if (name == kActivationPrefix) return "point name after \"act.\" is empty";
     if (name.size() > kMaxTensorNameBytes) return "name longer than " + std::to_string(kMaxTensorNameBytes) + " bytes";
     for (char c : name)
         if (!name_char(c)) return "name has a character outside [A-Za-z0-9_.-]";
@@ -38,14 +38,10 @@ struct Placed {
     std::string key;  // activations: the point name, without "act."
 };
 
-// The role of a stored name, or the reason it is refused.
-Placed place(const std::string& name, std::string& problem) {
-    problem = name_problem(name);
+Placed place(const std::string& name) {
     if (name == kModelInputName) return {Role::input, name};
     if (!name.starts_with(kActivationPrefix)) return {Role::weight, name};
-    std::string point = name.substr(std::strlen(kActivationPrefix));
-    if (point.empty()) problem = "point name after \"act.\" is empty";
-    return {Role::activation, std::move(point)};
+    return {Role::activation, name.substr(std::strlen(kActivationPrefix))};
 }
 
 void check_format(const std::map<std::string, std::string>& meta, const std::string& source) {
@@ -66,9 +62,7 @@ nlohmann::json read_contract(const std::map<std::string, std::string>& meta, con
 [[noreturn]] void not_writable(const std::string& why) { throw std::invalid_argument("model dump not writable: " + why); }
 
 void add_writable(SafetensorsFile& file, const std::string& name, const StoredTensor& t) {
-    std::string problem;
-    place(name, problem);
-    if (!problem.empty()) not_writable("tensor " + quote(name) + ": " + problem);
+    if (const std::string problem = name_problem(name); !problem.empty()) not_writable("tensor " + quote(name) + ": " + problem);
     t.check_bytes("model dump not writable: tensor " + quote(name));
     file.tensors[name] = t;
 }
@@ -89,9 +83,9 @@ ModelDump model_dump_from_safetensors(SafetensorsFile file, const std::string& s
     if (const std::string* impl = metadata_value(meta, "conform.impl")) d.impl = *impl;
     bool has_input = false;
     for (auto& [name, t] : file.tensors) {
-        std::string problem;
-        Placed p = place(name, problem);
-        if (!problem.empty()) throw FormatError(source, tensor_field(name), problem);
+        if (const std::string problem = name_problem(name); !problem.empty())
+            throw FormatError(source, tensor_field(name), problem);
+        Placed p = place(name);
         if (p.role == Role::input) d.input = std::move(t), has_input = true;
         else (p.role == Role::activation ? d.activations : d.weights)[std::move(p.key)] = std::move(t);
     }
@@ -128,6 +122,22 @@ std::vector<std::byte> serialize_model_dump(const ModelDump& d) { return seriali
 
 void write_model_dump(const ModelDump& d, const fs::path& file) { write_file_atomic(file, serialize_model_dump(d)); }
 
+bool is_model_dump_header(std::span<const std::byte> head) {
+    if (head.size() < 8) return false;
+    const std::uint64_t length = read_le(head, 0, 8);
+    if (length > kMaxSafetensorsHeader || length > head.size() - 8) return false;
+    try {
+        const nlohmann::json header = parse_json(as_text(head.subspan(8, length)), "", "");
+        if (!header.is_object()) return false;
+        const auto meta = header.find("__metadata__");
+        if (meta == header.end() || !meta->is_object()) return false;
+        const auto format = meta->find("conform.format");
+        return format != meta->end() && format->is_string() && *format == kModelFormat;
+    } catch (const FormatError&) {
+        return false;
+    }
+}
+
 bool is_model_dump(const fs::path& file) {
     std::error_code ec;
     if (!fs::is_regular_file(file, ec)) return false;
@@ -138,18 +148,9 @@ bool is_model_dump(const fs::path& file) {
     if (!in.read(reinterpret_cast<char*>(head.data()), 8)) return false;
     const std::uint64_t length = read_le(head, 0, 8);
     if (length > kMaxSafetensorsHeader || length > size - 8) return false;
-    std::string text(length, '\0');
-    if (!in.read(text.data(), static_cast<std::streamsize>(length))) return false;
-    try {
-        const nlohmann::json header = parse_json(text, file.string(), "header");
-        if (!header.is_object()) return false;
-        const auto meta = header.find("__metadata__");
-        if (meta == header.end() || !meta->is_object()) return false;
-        const auto format = meta->find("conform.format");
-        return format != meta->end() && format->is_string() && *format == kModelFormat;
-    } catch (const FormatError&) {
-        return false;
-    }
+    head.resize(8 + length);
+    if (!in.read(reinterpret_cast<char*>(head.data() + 8), static_cast<std::streamsize>(length))) return false;
+    return is_model_dump_header(head);
 }
 
 }  // namespace conform::io

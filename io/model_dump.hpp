@@ -60,5 +60,7 @@ void write_model_dump(const ModelDump& d, const std::filesystem::path& file);  /
 // True when the file's metadata says model/1 (so `validate` can route or refuse it).
 // Reads the header only; false for anything unreadable, never throws.
 bool is_model_dump(const std::filesystem::path& file);
+// The same on the first bytes of a file (its length field and header at least).
+bool is_model_dump_header(std::span<const std::byte> head);
 
 }  // namespace conform::io

@@ -4,10 +4,10 @@
 #include <Eigen/Dense>
 
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 
 #include "impls/registry.hpp"
+#include "model/fast_encode.hpp"
 #include "model/layout.hpp"
 #include "model/run.hpp"
 
@@ -17,29 +17,20 @@ namespace {
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // The values of t as floats (exact: every model format is at most fp32).
-// Dense tensors are widened straight from their bit patterns (the GEMM
-// inputs are millions of elements).
 std::vector<float> floats(const TensorView& t) {
-    std::vector<float> v(static_cast<std::size_t>(t.numel()));
-    const bool dense = t.rank == 0 || TensorView::contiguous(t.data, t.format, shape_of(t)).strides == t.strides;
-    if (dense && t.format == Format::bf16) {
-        const auto* p = static_cast<const std::uint16_t*>(t.data);
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] = bf16_to_float(p[i]);
-    } else if (dense && t.format == Format::fp16) {
-        const auto* p = static_cast<const std::uint16_t*>(t.data);
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] = fp16_to_float(p[i]);
-    } else if (dense && t.format == Format::fp32) {
-        std::memcpy(v.data(), t.data, v.size() * sizeof(float));
-    } else {
-        for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(t.value(i));
-    }
-    return v;
+    const Values v = values_of(t);
+    return {v.v.begin(), v.v.end()};
 }
 
 // The values of `v` (FP32 results) rounded once into format f.
 Tensor stored(const std::vector<float>& v, std::vector<std::int64_t> shape, Format f) {
     Tensor t(f, std::move(shape));
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, static_cast<double>(v[static_cast<std::size_t>(i)]));
+    const TensorView out = t.view();  // dense
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        const std::uint64_t bits = fast_encode(f, static_cast<double>(v[static_cast<std::size_t>(i)]));
+        if (info(f).bytes == 2) static_cast<std::uint16_t*>(out.data)[i] = static_cast<std::uint16_t>(bits);
+        else static_cast<std::uint32_t*>(out.data)[i] = static_cast<std::uint32_t>(bits);
+    }
     return t;
 }
 
@@ -237,7 +228,11 @@ NamedTensors run_kernels(const ModelContract& c, const NamedTensors& weights, co
         if (w == weights.end()) throw std::invalid_argument("run_kernels: no point or weight named '" + n + "'");
         return w->second;
     };
-    for (const Step& s : graph) points[s.point] = ex.step(s, get);
+    for (std::size_t i = 0; i < graph.size(); ++i) {
+        points[graph[i].point] = ex.step(graph[i], get);
+        const bool layer_done = i + 1 == graph.size() || graph[i + 1].layer != graph[i].layer;
+        if (layer_done && opt.progress) opt.progress(graph[i].layer);
+    }
     return points;
 }
 

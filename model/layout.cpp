@@ -9,11 +9,43 @@ namespace conform::model {
 
 // ---- Values and tensors ------------------------------------------------------
 
+namespace {
+
+// Every fp16 or bf16 value by bit pattern (decode() is exact but slow, and
+// model weights are hundreds of millions of elements).
+const std::vector<double>& table16(Format f) {
+    static const auto make = [](Format g) {
+        std::vector<double> t(65536);
+        for (std::uint32_t b = 0; b < 65536; ++b) t[b] = decode(g, b);
+        return t;
+    };
+    static const std::vector<double> fp16 = make(Format::fp16), bf16 = make(Format::bf16);
+    return f == Format::fp16 ? fp16 : bf16;
+}
+
+bool dense(const TensorView& t) {
+    return t.rank == 0 || TensorView::contiguous(t.data, t.format, shape_of(t)).strides == t.strides;
+}
+
+}  // namespace
+
 Values values_of(const TensorView& t) {
     Values v;
     v.shape = shape_of(t);
-    v.v.resize(static_cast<std::size_t>(t.numel()));
-    for (std::int64_t i = 0; i < t.numel(); ++i) v.v[static_cast<std::size_t>(i)] = t.value(i);
+    const auto n = static_cast<std::size_t>(t.numel());
+    v.v.resize(n);
+    if (dense(t) && (t.format == Format::fp16 || t.format == Format::bf16)) {
+        const std::vector<double>& table = table16(t.format);
+        const auto* p = static_cast<const std::uint16_t*>(t.data);
+        for (std::size_t i = 0; i < n; ++i) v.v[i] = table[p[i]];
+    } else if (dense(t) && t.format == Format::fp32) {
+        const auto* p = static_cast<const float*>(t.data);
+        for (std::size_t i = 0; i < n; ++i) v.v[i] = p[i];
+    } else if (dense(t) && t.format == Format::fp64) {
+        std::memcpy(v.v.data(), t.data, n * sizeof(double));
+    } else {
+        for (std::size_t i = 0; i < n; ++i) v.v[i] = t.value(static_cast<std::int64_t>(i));
+    }
     return v;
 }
 
@@ -33,7 +65,8 @@ Tensor to_tensor(const Values& v, Format f) {
 
 namespace {
 
-// Element i of a dense tensor as raw bits of its format (a copy never rounds).
+// A dense tensor of x's format whose element i is x's element src_of(i),
+// copied as bits (a layout change never rounds).
 template <class Index>
 Tensor permuted(const TensorView& x, std::vector<std::int64_t> shape, Index src_of) {
     Tensor t(x.format, std::move(shape));

@@ -348,7 +348,8 @@ Named run_oracle_fused(const ModelContract& c, const Named& weights, const Value
     Named points{{"input", input}};
     const Lookup get = lookup(points, weights);
     const Step* pending = nullptr;  // the deferred residual update
-    for (const Step& s : build_graph(c)) {
+    const std::vector<Step> graph = build_graph(c);
+    for (const Step& s : graph) {
         if (s.kind == StepKind::add || s.kind == StepKind::hc_update) {
             if (pending) points[pending->point] = eval_step(c, *pending, get, c.conventions);
             pending = &s;

@@ -55,6 +55,7 @@ struct CandidateOptions {
     std::string mutant;       // registry name of a mutant kernel to substitute ("" none)
     std::int64_t at = -1;     // the layer it is substituted at
     Conventions conventions;  // overrides of the contract's conventions (what the candidate really does)
+    std::function<void(std::int64_t layer)> progress;  // called after each layer (optional)
 };
 // The stack run by the built-in kernels in c.dtype: every point, by name.
 // std::invalid_argument when the mutant is unknown or its op has no step here.

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "model/fast_encode.hpp"
 #include "model/run.hpp"
 
 namespace conform::model {
@@ -26,18 +27,20 @@ std::uint64_t stream_seed(std::uint64_t seed, const std::string& name) {
     return mix(seed ^ mix(h));
 }
 
-// Approximately N(0, 1): Irwin-Hall with four terms, |z| <= 2 sqrt(3).
+// Approximately N(0, 1): Irwin-Hall with four 32-bit uniforms (the two
+// halves of two 64-bit draws; their integer sum is exact), |z| <= 2 sqrt(3).
 class Normal {
 public:
     explicit Normal(std::uint64_t seed) : gen_(seed) {}
     double operator()() {
-        double s = 0;
-        for (int i = 0; i < 4; ++i) s += static_cast<double>(gen_() >> 11) * 0x1p-53;
-        return (s - 2) * std::sqrt(3.0);
+        const std::uint64_t a = gen_(), b = gen_(), lo = 0xffffffffULL;
+        const double s = static_cast<double>((a >> 32) + (a & lo) + (b >> 32) + (b & lo));
+        return (s * 0x1p-32 - 2) * sqrt3_;
     }
 
 private:
     std::mt19937_64 gen_;
+    const double sqrt3_ = std::sqrt(3.0);
 };
 
 bool ends_with(const std::string& s, const std::string& tail) {
@@ -68,7 +71,12 @@ Tensor draw(const ModelContract& c, std::uint64_t seed, const std::string& name,
             const Law& l) {
     Tensor t(c.dtype, shape);
     Normal z(stream_seed(seed, name));
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, l.offset + l.scale * z());
+    const TensorView v = t.view();  // dense: element i at offset i
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        const std::uint64_t bits = fast_encode(c.dtype, l.offset + l.scale * z());
+        if (info(c.dtype).bytes == 2) static_cast<std::uint16_t*>(v.data)[i] = static_cast<std::uint16_t>(bits);
+        else static_cast<std::uint32_t*>(v.data)[i] = static_cast<std::uint32_t>(bits);
+    }
     return t;
 }
 

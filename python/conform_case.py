@@ -112,11 +112,21 @@ def _tensors(inputs, outputs):
 
 
 def _replace_file(path, data):
-    """Write next to path and rename over it, so no reader sees half a file."""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    """Write a temporary file next to path, fsync it and rename it over path, so
+    no reader sees half a file (even after a crash)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".tmp.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def _write_safetensors(path, metadata, tensors):
@@ -233,9 +243,14 @@ def _self_test():
     print("conform_case self-test: ok")
 
 
-if __name__ == "__main__":
+def command_line(doc, self_test):
+    """The scripts' command line: --self-test runs self_test, no argument or -h prints doc."""
     if sys.argv[1:] == ["--self-test"]:
-        _self_test()
+        self_test()
     else:
-        print(__doc__)
+        print(doc)
         sys.exit(0 if sys.argv[1:] in ([], ["-h"], ["--help"]) else 2)
+
+
+if __name__ == "__main__":
+    command_line(__doc__, _self_test)

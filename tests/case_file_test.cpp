@@ -318,6 +318,8 @@ TEST(CaseSafetensorsMalformed, Metadata) {
                       "missing: not a conform case");
     expect_case_error(case_with_metadata("conform.format", "case/2"), "__metadata__ \"conform.format\"",
                       "\"case/2\" is not \"case/1\"");
+    expect_case_error(case_with_metadata("conform.format", "model/1"), "__metadata__ \"conform.format\"",
+                      "(a model dump: use conform diverge)");
     expect_case_error(case_with_metadata("conform.op", nullptr), "__metadata__ \"conform.op\"", "missing");
     expect_case_error(case_with_metadata("conform.op", ""), "__metadata__ \"conform.op\"", "empty op name");
     expect_case_error(case_with_metadata("conform.params", "{eps: 1}"), "__metadata__ \"conform.params\"", "invalid JSON");

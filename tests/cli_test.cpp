@@ -14,6 +14,7 @@
 #include "cli_testing.hpp"
 #include "impls/registry.hpp"
 #include "io/case_file.hpp"
+#include "io/model_dump.hpp"
 
 namespace fs = std::filesystem;
 
@@ -336,4 +337,33 @@ TEST(CliValidate, BadCasesAreErrorsNamingFileAndField) {
     EXPECT_NE(text.find("truncated.safetensors"), std::string::npos) << text;
     EXPECT_NE(text.find("PASS " + (dir / "zz_good.safetensors").string()), std::string::npos) << text;
     EXPECT_EQ(run("validate " + (dir / "no_such").string(), &text), 2) << text;
+}
+
+// A model dump given to validate is not misreported as a broken case: named,
+// it is an error pointing at conform diverge; found in a directory, it is
+// skipped with the same note.
+TEST(CliValidate, ModelDumpsPointToDiverge) {
+    const fs::path dir = fresh_dir("conform_cli_validate_model");
+    fs::create_directories(dir / "only_dumps");
+    io::ModelDump d;
+    d.contract = {{"layers", 1}};
+    d.input = io::StoredTensor::from_tensor(wave(Format::fp32, {2, 4}, 1));
+    io::write_model_dump(d, dir / "model.safetensors");
+    io::write_model_dump(d, dir / "only_dumps" / "model.safetensors");
+    const Tensor x = wave(Format::fp32, {2, 8}, 1), w = wave(Format::fp32, {8}, 1);
+    io::write_case_safetensors(computed_case("cpu.simd.rms_norm.fp32", nlohmann::json::object(), {x, w}),
+                               dir / "rms.safetensors");
+    const std::string note = (dir / "model.safetensors").string() + " is a model dump (model/1): use conform diverge";
+
+    std::string text;
+    EXPECT_EQ(run("validate " + (dir / "model.safetensors").string(), &text), 2) << text;
+    EXPECT_NE(text.find("ERROR " + (dir / "model.safetensors").string() + " " + note), std::string::npos) << text;
+    EXPECT_EQ(text.find("conform.op"), std::string::npos) << "not reported as a case without an op: " << text;
+
+    EXPECT_EQ(run("validate " + dir.string(), &text), 0) << text;
+    EXPECT_NE(text.find("skipped: " + note), std::string::npos) << text;
+    EXPECT_NE(text.find("1 cases: 1 pass, 0 fail, 0 not judged"), std::string::npos) << text;
+
+    EXPECT_EQ(run("validate " + (dir / "only_dumps").string(), &text), 2) << text;
+    EXPECT_NE(text.find("only model dumps: use conform diverge"), std::string::npos) << text;
 }

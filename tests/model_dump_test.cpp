@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -306,4 +307,142 @@ TEST(IsModelDump, ReadsTheHeaderOnly) {
     }
     write_text(dir / "minimal", header(R"({"__metadata__": {"conform.format": "model/1"}})"));
     EXPECT_TRUE(is_model_dump(dir / "minimal"));
+}
+
+// --- the Python writer and recorder (python/conform_model.py) ---------------------------
+
+namespace {
+
+// Runs `script` (arguments: the python/ directory and `out`) with the Python
+// that has NumPy; false when there is none (the caller skips).
+bool run_python(const std::string& script, const fs::path& out) {
+    const std::string& py = python_with_numpy();
+    if (py.empty()) return false;
+    write_text(out / "script.py", script);
+    const std::string cmd = py + " " + (out / "script.py").string() + " " + CONFORM_SOURCE_DIR "/python " + out.string();
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return true;
+}
+
+const std::string kModelWriterScript = R"PY(
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import conform_case as cc
+import conform_model as cm
+out = sys.argv[2]
+
+# The recorder on a duck-typed module: register_forward_hook returning a
+# handle with remove(), hooks called as hook(module, args, output).
+class Handle:
+    def __init__(self, hooks, hook): self.hooks, self.hook = hooks, hook
+    def remove(self): self.hooks.remove(self.hook)
+class Module:
+    def __init__(self, fn): self.fn, self.hooks = fn, []
+    def register_forward_hook(self, hook):
+        self.hooks.append(hook)
+        return Handle(self.hooks, hook)
+    def __call__(self, *args):
+        y = self.fn(*args)
+        for h in list(self.hooks): h(self, args, y)
+        return y
+
+norm = Module(lambda x: cc.bf16(x * np.float32(0.5)).bits)   # bf16 bits out
+attn = Module(lambda x: (x + np.float32(1), None))          # a tuple, as HF attention returns
+def block_fn(x):
+    norm(x)
+    return attn(x)[0]
+block = Module(block_fn)
+x = np.array([[[1.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8], [-0.0, np.inf, np.nan]]], dtype=np.float32)
+points = {"input": (block, "input"), "layers.0.attn_norm": (norm, "output"),
+          "layers.0.attn_out": (attn, "output"), "layers.0.output": (block, "output")}
+with cm.ForwardRecorder(points) as rec:
+    block(x)
+assert not norm.hooks and not attn.hooks and not block.hooks
+rec.activations["layers.0.attn_norm"] = cc.bf16(rec.activations["layers.0.attn_norm"])  # uint16 bits
+weights = {"layers.0.attn_norm.weight": cc.bf16(np.array([1.0, 1.0 + 2**-8, 3.4028235e38], np.float32)),
+           "layers.0.q.weight": np.eye(3, dtype=np.float16),
+           "positions": np.array([0, 2**31 - 1], dtype=np.int32)}
+rec.write(out + "/recorded.safetensors", {"layers": 1, "width": 3, "eps": 1e-6, "conventions": {"rope_pairing": "half"}},
+          weights, impl="fake " + np.__version__)
+cm.write_model_dump(out + "/direct.safetensors", {}, {}, cc.bf16(x[0]), {"layers.0.output": x[0].astype(np.float64)})
+)PY";
+
+const std::string kTorchScript = R"PY(
+import sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import conform_model as cm
+out = sys.argv[2]
+torch.manual_seed(0)
+layer = torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Linear(8, 8)).to(torch.bfloat16)
+x = torch.randn(1, 4, 8).to(torch.bfloat16)
+points = {"input": (layer, "input"), "layers.0.attn_norm": (layer[0], "output"), "layers.0.output": (layer, "output")}
+with cm.ForwardRecorder(points) as rec:
+    y = layer(x)
+cm_weights = {"expected.output": y[0], "layers.0.q.weight": layer[1].weight}
+rec.write(out + "/torch.safetensors", {"layers": 1}, cm_weights, impl="torch " + torch.__version__)
+)PY";
+
+}  // namespace
+
+TEST(PythonModelWriter, SelfTest) {
+    const std::string& py = python_with_numpy();
+    if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: apt-get install python3-numpy)";
+    const std::string cmd = py + " " + CONFORM_SOURCE_DIR "/python/conform_model.py --self-test";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+TEST(PythonModelWriter, RecordedDumpReadsBack) {
+    TempDir tmp("conform_model_dump_test");
+    if (!run_python(kModelWriterScript, tmp.path())) GTEST_SKIP() << "no python3 with numpy";
+    const ModelDump d = read_model_dump(tmp.path() / "recorded.safetensors");
+    EXPECT_EQ(d.contract, (json{{"layers", 1}, {"width", 3}, {"eps", 1e-6}, {"conventions", {{"rope_pairing", "half"}}}}));
+    EXPECT_EQ(d.impl.rfind("fake ", 0), 0u) << d.impl;
+    std::vector<std::string> points;
+    for (const auto& [point, t] : d.activations) points.push_back(point);
+    EXPECT_EQ(points, (std::vector<std::string>{"layers.0.attn_norm", "layers.0.attn_out", "layers.0.output"}));
+
+    // The batch of 1 is squeezed: [T, C].
+    EXPECT_EQ(d.input.dtype, DType::f32);
+    EXPECT_EQ(d.input.shape, (std::vector<std::int64_t>{2, 3}));
+    EXPECT_EQ(d.input.value(1), 1.0 + std::ldexp(1.0, -8));
+    const StoredTensor& out = d.activations.at("layers.0.output");
+    EXPECT_EQ(out.value(0), 2.0);
+    EXPECT_EQ(out.value(4), INFINITY);
+    EXPECT_EQ(d.activations.at("layers.0.attn_out"), out);
+
+    // bf16 from float32, round to nearest even: x / 2 = 0.5, 0.5 + 2^-9 (a tie:
+    // to even 0.5), 0.5 + 3 * 2^-9 (a tie: up); -0, inf and NaN kept.
+    const std::vector<std::uint64_t> norm = {0x3F00, 0x3F00, 0x3F02, 0x8000, 0x7F80, 0x7FC0};
+    const StoredTensor& n = d.activations.at("layers.0.attn_norm");
+    ASSERT_EQ(n.dtype, DType::bf16);
+    ASSERT_EQ(n.shape, (std::vector<std::int64_t>{2, 3}));
+    for (std::size_t i = 0; i < norm.size(); ++i) EXPECT_EQ(n.bits(static_cast<std::int64_t>(i)), norm[i]) << i;
+    // The largest float rounds to infinity.
+    const StoredTensor& w = d.weights.at("layers.0.attn_norm.weight");
+    EXPECT_EQ(w.bits(1), 0x3F80u);
+    EXPECT_EQ(w.bits(2), 0x7F80u);
+    EXPECT_EQ(d.weights.at("layers.0.q.weight").dtype, DType::f16);
+    EXPECT_EQ(d.weights.at("positions").value(1), 2147483647.0);
+
+    const ModelDump direct = read_model_dump(tmp.path() / "direct.safetensors");
+    EXPECT_EQ(direct.input.dtype, DType::bf16);
+    EXPECT_EQ(direct.input.bits(2), 0x3F82u);
+    EXPECT_EQ(direct.activations.at("layers.0.output").dtype, DType::f64);
+    EXPECT_TRUE(direct.weights.empty());
+}
+
+TEST(PythonModelWriter, TorchModuleRecordsBitForBit) {
+    const std::string& py = python_with_numpy();
+    if (py.empty() || std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0)
+        GTEST_SKIP() << "no python3 with numpy and torch";
+    TempDir tmp("conform_model_dump_test");
+    ASSERT_TRUE(run_python(kTorchScript, tmp.path()));
+    const ModelDump d = read_model_dump(tmp.path() / "torch.safetensors");
+    EXPECT_EQ(d.input.dtype, DType::bf16);
+    EXPECT_EQ(d.input.shape, (std::vector<std::int64_t>{4, 8}));
+    EXPECT_EQ(d.activations.at("layers.0.attn_norm").shape, (std::vector<std::int64_t>{4, 8}));
+    EXPECT_EQ(d.activations.at("layers.0.output"), d.weights.at("expected.output"));
+    EXPECT_EQ(d.weights.at("layers.0.q.weight").dtype, DType::bf16);
 }

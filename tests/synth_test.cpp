@@ -75,3 +75,27 @@ TEST(Synth, BadInputExitsTwo) {
     EXPECT_EQ(run("--layers 2", &log), 2);  // --out is required
     EXPECT_FALSE(fs::exists(out));
 }
+
+TEST(Synth, ContractFileThenOptions) {
+    const std::string json = temp("synth_contract") + ".json", out = temp("synth_contract");
+    {
+        std::ofstream f(json);
+        f << R"({"layers": 3, "width": 32, "heads": 2, "kv_heads": 1, "head_dim": 16, "ffn": 40, "tokens": 4,
+                 "norm": "layer_norm", "mlp": "gelu", "dtype": "fp16"})";
+    }
+    std::string log;
+    ASSERT_EQ(run("--contract " + json + " --layers 2 --out " + out, &log), 0) << log;
+    const model::ModelContract c = model::contract_from_json(io::read_model_dump(out).contract);
+    EXPECT_EQ(c.layers, 2);  // the option wins
+    EXPECT_EQ(c.norm, model::NormKind::layer_norm);
+    EXPECT_EQ(c.mlp, model::MlpKind::gelu);
+    EXPECT_EQ(c.dtype, Format::fp16);  // from the file: --dtype not given
+    {
+        std::ofstream f(json);
+        f << R"({"layers": 3, "widht": 32})";
+    }
+    EXPECT_EQ(run("--contract " + json + " --out " + out, &log), 2);
+    EXPECT_NE(log.find("contract.widht: unknown key"), std::string::npos) << log;
+    fs::remove(json);
+    fs::remove(out);
+}

@@ -1,9 +1,11 @@
-// Every reader of untrusted case bytes, run on one input.  Shared by the
-// libFuzzer target (case_reader_fuzz.cpp) and the corpus regression test
-// (tests/fuzz_corpus_test.cpp), so both hold the readers to the same contract:
-// each parse either succeeds or throws conform::io::FormatError, and whatever
-// parses is written back and read again unchanged.  A broken contract throws
-// std::logic_error (under libFuzzer: an uncaught exception, i.e. a crash).
+// Every reader of untrusted dump bytes (case files and model dumps), run on
+// one input.  Shared by the libFuzzer target (case_reader_fuzz.cpp) and the
+// corpus regression test (tests/fuzz_corpus_test.cpp), so both hold the
+// readers to the same contract: each parse either succeeds or throws
+// conform::io::FormatError, whatever parses is written back and read again
+// unchanged, and is_model_dump_header agrees with the metadata the safetensors
+// reader finds.  A broken contract throws std::logic_error (under libFuzzer:
+// an uncaught exception, i.e. a crash).
 #pragma once
 #include <cstddef>
 #include <optional>
@@ -12,6 +14,8 @@
 #include <string>
 
 #include "io/case_file.hpp"
+#include "io/metadata.hpp"
+#include "io/model_dump.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 
@@ -21,6 +25,7 @@ namespace conform::fuzz {
 struct ReaderResults {
     bool safetensors = false;
     bool safetensors_case = false;
+    bool model_dump = false;
     bool npy = false;
     bool manifest = false;
 };
@@ -54,6 +59,15 @@ inline ReaderResults run_case_readers(std::span<const std::byte> bytes) {
             } catch (const std::invalid_argument&) {
             }
         }
+        if (auto d = parsed_or_nullopt([&] { return model_dump_from_safetensors(*file, "fuzz.safetensors"); })) {
+            r.model_dump = true;
+            require(parse_model_dump(serialize_model_dump(*d), "again.safetensors") == *d, "model dump round trip");
+        }
+        const std::string* format = file->metadata ? metadata_value(*file->metadata, "conform.format") : nullptr;
+        require(is_model_dump_header(bytes) == (format && *format == kModelFormat),
+                "is_model_dump_header agrees with the metadata");
+    } else {
+        is_model_dump_header(bytes);  // must not crash on what the reader refuses
     }
     for (const std::optional<DType> declared : {std::optional<DType>{}, std::optional<DType>{DType::bf16}}) {
         if (auto t = parsed_or_nullopt([&] { return parse_npy(bytes, "fuzz.npy", declared); })) {

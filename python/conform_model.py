@@ -1,0 +1,315 @@
+"""Write conform model dumps (model/1) from NumPy arrays or a PyTorch module.
+
+A model dump is one safetensors file holding the implementation contract of a
+decoder block stack (JSON), its weights, the model input and the activations
+at named points of every layer; `conform diverge DUMP` finds the first layer
+whose own computation is out of budget.  docs/dumps.md, "Model dumps
+(model/1)", describes the format.
+
+    import numpy as np
+    import conform_case as cc
+    import conform_model as cm
+
+    cm.write_model_dump("model.safetensors",
+                        contract={"layers": 2, "width": 64, "dtype": "bf16"},
+                        weights={"layers.0.q.weight": cc.bf16(wq), ...},
+                        input=cc.bf16(x),                      # [T, C]
+                        activations={"layers.0.attn_norm": cc.bf16(a), ...},
+                        impl="my-runtime 0.3")
+
+Element types are those of conform_case: float64, float32, float16, int8,
+int32 arrays as they are, bfloat16 through cc.bf16() (float32 values rounded
+to nearest even, or uint16 bit patterns).  PyTorch tensors may be passed
+directly: bf16 tensors are stored bit for bit, others through .numpy().
+
+Recording a PyTorch model with forward hooks (PyTorch is needed only here):
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(..., torch_dtype=torch.bfloat16)
+    points = llama_points(model.model)       # point name -> (submodule, "output" | "input")
+    with cm.ForwardRecorder(points) as rec:
+        model(input_ids)                     # a batch of one sequence
+    rec.write("llama.safetensors", contract, weights, impl="transformers " + transformers.__version__)
+
+where, for a Llama-style Hugging Face decoder (LlamaModel: embed_tokens,
+layers[i].input_layernorm, .self_attn.{q,k,v,o}_proj, .post_attention_layernorm,
+.mlp.{gate,up,down}_proj), the points of model/graph.hpp are
+
+    def llama_points(m):
+        points = {"input": (m.embed_tokens, "output")}     # the model input [T, C]
+        for l, layer in enumerate(m.layers):
+            p = "layers.%d." % l
+            attn, mlp = layer.self_attn, layer.mlp
+            points.update({
+                p + "attn_norm": (layer.input_layernorm, "output"),
+                p + "q": (attn.q_proj, "output"),
+                p + "k": (attn.k_proj, "output"),
+                p + "v": (attn.v_proj, "output"),
+                p + "attn": (attn.o_proj, "input"),          # attention before the output projection
+                p + "attn_out": (attn.o_proj, "output"),
+                p + "mid": (layer.post_attention_layernorm, "input"),   # x + attn_out
+                p + "mlp_norm": (layer.post_attention_layernorm, "output"),
+                p + "h": (mlp.down_proj, "input"),           # silu(gate) * up
+                p + "mlp_out": (mlp, "output"),
+                p + "output": (layer, "output"),             # the next block's input
+            })
+        return points
+
+and the weights under their contract names (gate and up fused, gate first):
+
+    for l, layer in enumerate(m.layers):
+        p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
+        weights[p + "attn_norm.weight"] = layer.input_layernorm.weight
+        for n in "qkvo":
+            weights[p + n + ".weight"] = getattr(a, n + "_proj").weight
+        weights[p + "mlp_norm.weight"] = layer.post_attention_layernorm.weight
+        weights[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
+        weights[p + "down.weight"] = f.down_proj.weight
+
+with contract conventions {"rope_pairing": "half", "norm_cast": "before_weight",
+"gate_order": "gate_up"} (HF's rotate_half and its RMSNorm, which rounds
+x / rms to the model dtype before the weight).
+
+`python3 conform_model.py --self-test` checks this module (NumPy only).
+"""
+
+import os
+import re
+import tempfile
+
+import numpy as np
+
+import conform_case as cc
+
+FORMAT = "model/1"
+INPUT = "input"
+ACTIVATION_PREFIX = "act."
+MAX_NAME_BYTES = 256
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def name_problem(name):
+    """Why `name` is refused as a tensor or point name (as the C++ reader says), or None."""
+    if not isinstance(name, str) or not name:
+        return "empty name"
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        return "name longer than %d bytes" % MAX_NAME_BYTES
+    if not _NAME.fullmatch(name):
+        return "name has a character outside [A-Za-z0-9_.-]"
+    if name.startswith(".") or name.endswith(".") or ".." in name:
+        return "name has an empty dot-separated part"
+    return None
+
+
+def _check_name(name, what):
+    problem = name_problem(name)
+    if problem:
+        raise ValueError("%s %r: %s" % (what, name, problem))
+
+
+def _is_torch(value):
+    return type(value).__module__.split(".")[0] == "torch"
+
+
+def as_array(value):
+    """A value as conform_case stores it: NumPy arrays and cc.bf16() as they are,
+    PyTorch tensors detached to the CPU (bf16 bit for bit)."""
+    if not _is_torch(value):
+        return value
+    t = value.detach().cpu().contiguous()
+    if str(t.dtype) == "torch.bfloat16":
+        import torch  # only reached with a torch tensor in hand
+        return cc.bf16(t.view(torch.int16).numpy().view(np.uint16))
+    return t.numpy()
+
+
+def _stored_tensors(weights, input, activations):
+    """Stored name -> prepared tensor (conform_case's form), names checked."""
+    tensors = {INPUT: cc._prepare(INPUT, as_array(input))}
+    for point, value in activations.items():
+        if point == "":
+            raise ValueError("activation %r: point name after 'act.' is empty" % point)
+        _check_name(point, "activation")
+        tensors[ACTIVATION_PREFIX + point] = cc._prepare(point, as_array(value))
+    for name, value in weights.items():
+        _check_name(name, "weight")
+        if name == INPUT or name.startswith(ACTIVATION_PREFIX):
+            raise ValueError("weight %r would read back as the input or an activation" % name)
+        tensors[name] = cc._prepare(name, as_array(value))
+    return tensors
+
+
+def write_model_dump(path, contract, weights, input, activations, impl=""):
+    """Write one model dump.
+
+    path: the .safetensors file (written beside itself and renamed over it).
+    contract: the block-stack contract, a dict (JSON-serializable; model/contract.hpp's keys).
+    weights: contract name -> array, e.g. "layers.0.q.weight".
+    input: the model input [T, C].
+    activations: point name -> array, e.g. "layers.0.attn_norm" (stored as act.<point>).
+    impl: who produced the activations.
+    """
+    if not isinstance(contract, dict):
+        raise TypeError("contract must be a dict, not %s" % type(contract).__name__)
+    tensors = _stored_tensors(weights, input, activations)
+    metadata = {"conform.format": FORMAT, "conform.impl": impl,
+                "conform.contract": cc._json_text(contract, separators=(",", ":"))}
+    cc._write_safetensors(os.fspath(path), metadata, tensors)
+
+
+class ForwardRecorder:
+    """Records activations at named points of a PyTorch module with forward hooks.
+
+    points: point name -> (submodule, "output" | "input"): the submodule's
+    output (the first element when it returns a tuple) or its first
+    positional input.  Use as a context manager around one forward pass; the
+    hooks are removed on exit.  With squeeze_batch (the default) every
+    recorded tensor must have a leading batch dimension of 1, which is
+    dropped: points are stored as [T, features].  Each point is recorded once;
+    a hook that fires twice (a module reused, a second forward pass) is an
+    error.  The point "input" is the model input.
+    """
+
+    def __init__(self, points, squeeze_batch=True):
+        self.points = dict(points)
+        self.squeeze_batch = squeeze_batch
+        self.activations = {}
+        self._handles = []
+        for name, spec in self.points.items():
+            _check_name(name, "point")
+            if not (isinstance(spec, tuple) and len(spec) == 2 and spec[1] in ("output", "input")):
+                raise ValueError("point %r: expected (submodule, 'output' | 'input'), got %r" % (name, spec))
+
+    def __enter__(self):
+        try:
+            for name, (module, where) in self.points.items():
+                self._handles.append(module.register_forward_hook(self._hook(name, where)))
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+    def remove(self):
+        while self._handles:
+            self._handles.pop().remove()
+
+    def _hook(self, name, where):
+        def hook(module, args, output):
+            if where == "input":
+                if not args:
+                    raise ValueError("point %r: the module got no positional input (called with keywords?)" % name)
+                value = args[0]
+            else:
+                value = output[0] if isinstance(output, (tuple, list)) else output
+            self._record(name, value)
+        return hook
+
+    def _record(self, name, value):
+        if name in self.activations:
+            raise ValueError("point %r recorded twice: record one forward pass of one sequence" % name)
+        if self.squeeze_batch:
+            shape = tuple(value.shape)
+            if not shape or shape[0] != 1:
+                raise ValueError("point %r: shape %s has no leading batch of 1 (squeeze_batch)" % (name, list(shape)))
+            value = value[0]
+        self.activations[name] = as_array(value)
+
+    def missing(self):
+        """Points whose hook has not fired."""
+        return sorted(set(self.points) - set(self.activations))
+
+    def write(self, path, contract, weights, impl=""):
+        """write_model_dump with the recorded points; "input" is the model input."""
+        if self.missing():
+            raise ValueError("points not recorded: %s" % ", ".join(self.missing()))
+        if INPUT not in self.activations:
+            raise ValueError("no point %r recorded: map it to the model input, e.g. (embed_tokens, 'output')" % INPUT)
+        acts = {k: v for k, v in self.activations.items() if k != INPUT}
+        write_model_dump(path, contract, weights, self.activations[INPUT], acts, impl)
+
+
+# --- self-test (NumPy only) ----------------------------------------------------------
+
+
+class _Handle:
+    def __init__(self, hooks, hook):
+        self.hooks, self.hook = hooks, hook
+
+    def remove(self):
+        self.hooks.remove(self.hook)
+
+
+class _FakeModule:
+    """Duck-typed stand-in for torch.nn.Module: register_forward_hook and a call."""
+
+    def __init__(self, fn):
+        self.fn, self.hooks = fn, []
+
+    def register_forward_hook(self, hook):
+        self.hooks.append(hook)
+        return _Handle(self.hooks, hook)
+
+    def __call__(self, *args):
+        out = self.fn(*args)
+        for hook in list(self.hooks):
+            hook(self, args, out)
+        return out
+
+
+def _expect_error(kind, fn, text):
+    try:
+        fn()
+    except kind as e:
+        assert text in str(e), "%r not in %r" % (text, str(e))
+        return
+    raise AssertionError("no %s about %r" % (kind.__name__, text))
+
+
+def _self_test():
+    assert name_problem("layers.0.q.weight") is None and name_problem("a-b_C") is None
+    for bad, why in (("", "empty"), ("a b", "character"), ("a..b", "empty dot"), (".a", "empty dot"),
+                     ("x" * 257, "longer"), ("caf\u00e9", "character")):
+        assert why in name_problem(bad), (bad, name_problem(bad))
+
+    norm = _FakeModule(lambda x: x * 2)
+    block = _FakeModule(lambda x: (norm(x) + 1, "extra"))
+    x = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    with ForwardRecorder({"input": (block, "input"), "layers.0.attn_norm": (norm, "output"),
+                          "layers.0.output": (block, "output")}) as rec:
+        block(x)
+    assert not norm.hooks and not block.hooks, "hooks removed on exit"
+    assert rec.missing() == []
+    assert np.array_equal(rec.activations["layers.0.output"], x[0] * 2 + 1)
+    assert rec.activations["input"].shape == (2, 3)
+
+    with ForwardRecorder({"p": (norm, "output")}) as twice:
+        _expect_error(ValueError, lambda: (norm(x), norm(x)), "recorded twice")
+    with ForwardRecorder({"p": (norm, "output")}):
+        _expect_error(ValueError, lambda: norm(np.zeros((2, 3), np.float32)), "no leading batch of 1")
+    _expect_error(ValueError, lambda: ForwardRecorder({"p": (norm, "inside")}), "expected (submodule")
+    _expect_error(ValueError, lambda: ForwardRecorder({"a b": (norm, "output")}), "character outside")
+    assert twice.missing() == [] and not norm.hooks
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.safetensors")
+        rec.write(path, {"layers": 1}, {"layers.0.attn_norm.weight": cc.bf16(np.ones(3, np.float32))}, impl="self")
+        header, raw = cc._read_safetensors(path)
+        meta = header["__metadata__"]
+        assert meta == {"conform.format": FORMAT, "conform.contract": '{"layers":1}', "conform.impl": "self"}, meta
+        assert sorted(raw) == ["act.layers.0.attn_norm", "act.layers.0.output", "input", "layers.0.attn_norm.weight"]
+        assert header["layers.0.attn_norm.weight"]["dtype"] == "BF16"
+        assert os.listdir(tmp) == ["m.safetensors"], "no temporary file left"
+        w = {}
+        for bad_w, bad_a, text in (({"input": x}, {}, "read back as the input"), ({"act.x": x}, {}, "read back as"),
+                                   ({"a/b": x}, {}, "character outside"), ({}, {"": x}, "after 'act.' is empty"),
+                                   ({}, {"x.": x}, "empty dot")):
+            _expect_error(ValueError, lambda: write_model_dump(path, {}, bad_w, x[0], bad_a), text)
+        _expect_error(TypeError, lambda: write_model_dump(path, [1], w, x[0], {}), "contract must be a dict")
+    print("conform_model self-test: ok")
+
+
+if __name__ == "__main__":
+    cc.command_line(__doc__, _self_test)
