@@ -11,36 +11,10 @@ namespace conform::model {
 
 // ---- DumpValues -----------------------------------------------------------------
 
-namespace {
-
-// A stored (dense, packed) tensor's values, exactly: the model formats widen
-// to float from their bit patterns (values_of reads element by element
-// through strides and decode: a third of the analysis time at width 1024).
-Values dense_values(const Tensor& t) {
-    const auto n = static_cast<std::size_t>(t.numel());
-    Values v{t.shape(), std::vector<double>(n)};
-    const auto* h = static_cast<const std::uint16_t*>(t.data());
-    switch (t.format()) {
-        case Format::fp32: {
-            const auto* f = static_cast<const float*>(t.data());
-            for (std::size_t i = 0; i < n; ++i) v.v[i] = f[i];
-            return v;
-        }
-        case Format::bf16:
-            for (std::size_t i = 0; i < n; ++i) v.v[i] = bf16_to_float(h[i]);
-            return v;
-        case Format::fp16:
-            for (std::size_t i = 0; i < n; ++i) v.v[i] = fp16_to_float(h[i]);
-            return v;
-        default: return values_of(t.view());
-    }
-}
-
-}  // namespace
 
 DumpValues::DumpValues(const ModelContract& c, const std::vector<Step>& graph, const ModelRun& run) : run_(run) {
-    for (const auto& [name, t] : run.weights) weights_.emplace(name, dense_values(t));
-    input_ = dense_values(run.input);
+    for (const auto& [name, t] : run.weights) weights_.emplace(name, values_of(t.view()));
+    input_ = values_of(run.input.view());
     for (std::size_t i = 0; i < graph.size(); ++i) {
         last_use_[graph[i].point] = i;
         for (const std::string& in : graph[i].inputs) last_use_[in] = i;
@@ -62,7 +36,7 @@ const Values& DumpValues::get(const std::string& name) {
     if (const auto p = points_.find(name); p != points_.end()) return p->second;
     const Tensor* t = point(name);
     if (!t) throw std::invalid_argument("no tensor named '" + name + "' in " + run_.source);
-    return points_.emplace(name, dense_values(*t)).first->second;
+    return points_.emplace(name, values_of(t->view())).first->second;
 }
 
 void DumpValues::release_after(std::size_t step) {

@@ -4,24 +4,13 @@
 #include <limits>
 #include <stdexcept>
 
+#include "model/fast_encode.hpp"
 #include "numerics/ulp.hpp"
 
 namespace conform::model {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// The bit pattern of a value already exact in f (a candidate's stored
-// value): the float conversion is exact, so no rounding logic is needed.
-std::uint64_t exact_bits(Format f, double v) {
-    const float x = static_cast<float>(v);
-    if (static_cast<double>(x) != v) return encode(f, v);  // not exact in f after all (NaN included)
-    const std::uint32_t b = float_bits(x);
-    if (f == Format::fp32) return b;
-    if (f == Format::bf16 && (b & 0xFFFF) == 0) return b >> 16;
-    if (f == Format::fp16 && fp16_to_float(fp16_from_float(x)) == x) return fp16_from_float(x);
-    return encode(f, v);
-}
 
 // Running sums of the finite pairs.
 struct Sums {
@@ -54,7 +43,7 @@ ErrorMetrics compare(const std::vector<double>& cand, const std::vector<double>&
     const double tiny = std::ldexp(1.0, info(f).emin);  // smallest normal: relative error floor
     for (std::size_t k = 0; k < ref.size(); ++k) {
         const auto i = static_cast<std::int64_t>(k);
-        const std::uint64_t rb = encode(f, ref[k]), cb = exact_bits(f, cand[k]);
+        const std::uint64_t rb = fast_encode(f, ref[k]), cb = fast_encode(f, cand[k]);
         const UlpCompare c = compare_bits(f, rb, cb);
         if ((std::isnan(ref[k]) && !inherited_nan) || !c.class_match) {
             mismatch(m, i);
