@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -202,6 +203,26 @@ TEST(Diverge, BuiltinKernelsPassInEveryFormat) {
                 EXPECT_EQ(p.status, PointStatus::pass) << pattern << " " << name(f) << " " << p.point;
                 EXPECT_LE(p.local.utilization, 1.0) << p.point;
             }
+        }
+}
+
+// The budgets of the other step kinds hold for the built-in kernels too:
+// kda, mHC streams (hc_mix, hc_update, sinkhorn), post-norm layer_norm,
+// gated attention with QK-norm, SiTU-GLU.
+TEST(Diverge, ContractVariantsPass) {
+    const std::vector<std::function<void(ModelContract&)>> variants{
+        [](ModelContract& c) { c.linear_kind = AttentionKind::kda; },
+        [](ModelContract& c) { c.residual = ResidualKind::mhc; },
+        [](ModelContract& c) { c.placement = Placement::post, c.norm = NormKind::layer_norm; },
+        [](ModelContract& c) { c.attention_kind = AttentionKind::gated, c.qk_norm = true; },
+        [](ModelContract& c) { c.mlp = MlpKind::situ_glu; }};
+    for (std::size_t v = 0; v < variants.size(); ++v)
+        for (Format f : {Format::fp32, Format::bf16}) {
+            ModelContract c = small("hybrid", f);
+            variants[v](c);
+            const DivergeReport r = analyse(c);
+            EXPECT_FALSE(r.first_failing) << "variant " << v << " " << name(f) << ": " << first_failing_text(r);
+            EXPECT_LE(r.oracle_bound_ratio, 1e-3) << "variant " << v << " " << name(f) << " at " << r.oracle_bound_worst;
         }
 }
 
