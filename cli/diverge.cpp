@@ -1,11 +1,109 @@
 // conform diverge: divergence report by first failing layer (docs/diverge.md).
+// Exit status: 0 no layer fails, 1 a layer fails locally, 2 bad input (an
+// unreadable or malformed dump, a contract error, a weight or point whose
+// shape the contract does not expect -- the message names the file and field).
+#include <iostream>
+#include <memory>
+
 #include "cli/common.hpp"
+#include "io/format_error.hpp"
+#include "io/model_dump.hpp"
+#include "model/diverge.hpp"
+#include "model/diverge_report.hpp"
+#include "reports/writers.hpp"
 
 namespace conform::cli {
+namespace {
+
+struct DivergeArgs {
+    std::string dump, reference, out = "diverge-report";
+};
+
+// Tensors of a dump by name; an I32 tensor has no numeric format for the model.
+model::NamedTensors tensors(const std::map<std::string, io::StoredTensor>& stored, const std::string& file,
+                            const std::string& prefix) {
+    model::NamedTensors out;
+    for (const auto& [name, t] : stored) {
+        try {
+            out.emplace(name, t.to_tensor());
+        } catch (const std::exception& e) {
+            throw UsageError(file + ": tensor \"" + prefix + name + "\": " + e.what());
+        }
+    }
+    return out;
+}
+
+struct Loaded {
+    model::ModelContract contract;
+    model::ModelRun run;
+};
+
+Loaded load(const std::string& file) {
+    progress("diverge: reading " + file);
+    const io::ModelDump d = io::read_model_dump(file);  // FormatError names file and field
+    Loaded l;
+    try {
+        l.contract = model::contract_from_json(d.contract);
+    } catch (const std::exception& e) {
+        throw UsageError(file + ": __metadata__ \"conform.contract\": " + e.what());
+    }
+    l.run.weights = tensors(d.weights, file, "");
+    l.run.points = tensors(d.activations, file, io::kActivationPrefix);
+    try {
+        l.run.input = d.input.to_tensor();
+    } catch (const std::exception& e) {
+        throw UsageError(file + ": tensor \"input\": " + e.what());
+    }
+    l.run.source = file + (d.impl.empty() ? "" : " (" + d.impl + ")");
+    return l;
+}
+
+// The analysis proper; its input errors (shapes, missing weights) name the dump.
+model::DivergeReport analyse(const Loaded& cand, const Loaded* ref, const DivergeArgs& a) {
+    model::DivergeOptions opt;
+    opt.progress = progress;
+    const std::string& file = ref ? a.dump + " / " + a.reference : a.dump;
+    try {
+        return ref ? model::diverge(cand.contract, cand.run, ref->run, opt) : model::diverge(cand.contract, cand.run, opt);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(file + ": " + e.what());
+    }
+}
+
+void print_summary(const model::DivergeReport& r, const std::string& out) {
+    std::cout << "diverge: " << r.candidate << " against " << r.reference << ": " << model::diverge_headline(r) << "\n"
+              << "first failing: " << model::first_failing_text(r) << "\n";
+    if (r.reference_first_failing)
+        std::cout << "the reference itself fails locally at " << r.reference_points[*r.reference_first_failing].point << "\n";
+    std::cout << "FP64-tier bound / budget (max): " << report::detail::number(r.oracle_bound_ratio) << " at "
+              << r.oracle_bound_worst << "\n";
+    if (!r.mpfr_cross_check.empty()) std::cout << "MPFR cross-check: " << r.mpfr_cross_check << "\n";
+    std::cout << "report: " << out << "/diverge.{json,md,html}\n";
+}
+
+int run(const DivergeArgs& a) {
+    const Loaded cand = load(a.dump);
+    std::unique_ptr<Loaded> ref;
+    if (!a.reference.empty()) {
+        ref = std::make_unique<Loaded>(load(a.reference));
+        if (model::to_json(ref->contract) != model::to_json(cand.contract))
+            throw UsageError(a.reference + ": __metadata__ \"conform.contract\": differs from the contract of " + a.dump);
+    }
+    const model::DivergeReport r = analyse(cand, ref.get(), a);
+    model::write_diverge_dir(a.out, r);
+    print_summary(r, a.out);
+    return r.first_failing ? 1 : 0;
+}
+
+}  // namespace
 
 Subcommand add_diverge(CLI::App& app) {
     auto* cmd = app.add_subcommand("diverge", "report where a model dump diverges from the oracle or another dump");
-    return {cmd, []() -> int { throw UsageError("diverge: not implemented yet"); }};
+    auto args = std::make_shared<DivergeArgs>();
+    cmd->add_option("dump", args->dump, "the candidate's model dump (safetensors, conform.format model/1)")->required();
+    cmd->add_option("--reference", args->reference, "compare against this dump instead of the oracle");
+    cmd->add_option("--out", args->out, "report directory (diverge.json, diverge.md, diverge.html)")->capture_default_str();
+    return {cmd, [args]() -> int { return run(*args); }};
 }
 
 }  // namespace conform::cli

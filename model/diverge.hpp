@@ -12,6 +12,7 @@
 // are tried and the one whose reference fits the budget is named.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,7 +55,38 @@ struct DivergeReport {
     std::vector<PointReport> points;   // graph order
     std::optional<std::size_t> first_failing;  // index into points
     double oracle_bound_ratio = 0;     // max over points of FP64-tier bound / budget
+    std::string oracle_bound_worst;    // the point where that maximum is
     std::string mpfr_cross_check;      // summary of the sampled MPFR comparison
+    // Against a reference dump: the reference judged locally the same way
+    // (its own inputs against the oracle); empty against the oracle.
+    std::vector<PointReport> reference_points;
+    std::optional<std::size_t> reference_first_failing;
+    double seconds = 0;  // wall time of the analysis
 };
+
+// One implementation's run of the model: what a dump holds.
+struct ModelRun {
+    NamedTensors weights;  // weights and caches by contract name
+    Tensor input;          // [T, C]
+    NamedTensors points;   // activations by point name
+    std::string source;    // the dump it came from (messages, the report)
+};
+
+struct DivergeOptions {
+    std::function<void(const std::string&)> progress;  // one line per stage (null: silent)
+    int mpfr_samples = 4;  // rows of the MPFR cross-check (0: skip it)
+};
+
+// The candidate against the oracle (FP64 tier) run from the candidate's own
+// model input and weights.  std::invalid_argument naming the field on a
+// contract error, a missing or mis-shaped weight, input or point.
+DivergeReport diverge(const ModelContract& c, const NamedTensors& weights, const Tensor& input,
+                      const NamedTensors& points, const DivergeOptions& opt = {});
+DivergeReport diverge(const ModelContract& c, const ModelRun& candidate, const DivergeOptions& opt = {});
+// The candidate against a reference dump of the same contract: propagated =
+// candidate vs the reference's point; local = each dump's step against the
+// oracle on that dump's own inputs (docs/diverge.md, "Two dumps").
+DivergeReport diverge(const ModelContract& c, const ModelRun& candidate, const ModelRun& reference,
+                      const DivergeOptions& opt = {});
 
 }  // namespace conform::model

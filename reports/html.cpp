@@ -10,12 +10,7 @@
 #include "reports/writers.hpp"
 
 namespace conform::report {
-namespace {
-
-using detail::Table;
-
-std::string h(std::string_view s) { return detail::escape_markup(s, false); }
-std::string attr(std::string_view s) { return detail::escape_markup(s, true); }
+namespace detail {
 
 constexpr const char* kStyle = R"(
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}
@@ -34,8 +29,6 @@ pre{background:#f6f6f6;padding:.4em;overflow-x:auto;white-space:pre-wrap}
 .charts{display:flex;flex-wrap:wrap;gap:1em}
 )";
 
-// ---- tables ----------------------------------------------------------------
-
 std::string tr(const std::vector<std::string>& html_cells, std::string_view tag, std::string_view cls) {
     std::string s = cls.empty() ? "<tr>" : fmt::format("<tr class=\"{}\">", cls);
     for (const auto& c : html_cells) s += fmt::format("<{0}>{1}</{0}>", tag, c);
@@ -44,7 +37,7 @@ std::string tr(const std::vector<std::string>& html_cells, std::string_view tag,
 
 std::vector<std::string> escaped(const std::vector<std::string>& cells) {
     std::vector<std::string> out;
-    for (const auto& c : cells) out.push_back(h(c));
+    for (const auto& c : cells) out.push_back(escape_markup(c, false));
     return out;
 }
 
@@ -55,6 +48,26 @@ std::string html_table(const Table& rows, const std::vector<std::string>& classe
     for (std::size_t i = 1; i < rows.size(); ++i) s += tr(escaped(rows[i]), "td", classes.at(i - 1));
     return s + "</table>\n";
 }
+
+std::string html_page(std::string_view title, std::string_view body) {
+    return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                       "<title>{}</title>\n<style>{}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
+                       escape_markup(title, false), kStyle, body);
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::escaped;
+using detail::html_table;
+using detail::Table;
+using detail::tr;
+
+std::string h(std::string_view s) { return detail::escape_markup(s, false); }
+std::string attr(std::string_view s) { return detail::escape_markup(s, true); }
+
+// ---- tables ----------------------------------------------------------------
 
 std::string verdict_class(bool failed, bool muted) { return failed ? "fail" : muted ? "muted" : ""; }
 
@@ -348,9 +361,7 @@ std::string to_html(const RunReport& r) {
     body += contents(groups);
     for (std::size_t i = 0; i < groups.size(); ++i) body += kernel_section(groups[i], i, r);
     body += not_provided(r) + attention(r) + amplification(r) + exhaustive(r) + mutation(r);
-    return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                       "<title>conform report: {}</title>\n<style>{}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
-                       detail::headline(r), kStyle, body);
+    return detail::html_page("conform report: " + detail::headline(r), body);
 }
 
 }  // namespace conform::report

@@ -7,15 +7,7 @@
 #include "reports/writers.hpp"
 
 namespace conform::report {
-namespace {
-
-using detail::Table;
-
-std::size_t longest_backtick_run(std::string_view s) {
-    std::size_t run = 0, longest = 0;
-    for (char c : s) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
-    return longest;
-}
+namespace detail {
 
 // Inline text: backslash-escape characters Markdown would interpret, keep
 // everything on one line (table cells cannot span lines).
@@ -28,6 +20,35 @@ std::string md_text(std::string_view raw) {
         out += c;
     }
     return out;
+}
+
+static std::string md_row(const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (const auto& c : cells) s += " " + md_text(c) + " |";
+    return s + "\n";
+}
+
+std::string md_table(const Table& t) {
+    if (t.empty()) return "";
+    std::string s = md_row(t[0]) + "|";
+    for (std::size_t i = 0; i < t[0].size(); ++i) s += "---|";
+    s += "\n";
+    for (std::size_t i = 1; i < t.size(); ++i) s += md_row(t[i]);
+    return s + "\n";
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::md_table;
+using detail::md_text;
+using detail::Table;
+
+std::size_t longest_backtick_run(std::string_view s) {
+    std::size_t run = 0, longest = 0;
+    for (char c : s) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
+    return longest;
 }
 
 // Multi-line text: each line escaped, hard line breaks between them.
@@ -57,21 +78,6 @@ std::string fenced(std::string_view raw, std::string_view lang) {
     std::string fence(std::max<std::size_t>(3, longest_backtick_run(body) + 1), '`');
     if (!body.empty() && body.back() != '\n') body += '\n';
     return fmt::format("{}{}\n{}{}\n", fence, lang, body, fence);
-}
-
-std::string md_row(const std::vector<std::string>& cells) {
-    std::string s = "|";
-    for (const auto& c : cells) s += " " + md_text(c) + " |";
-    return s + "\n";
-}
-
-std::string md_table(const Table& t) {
-    if (t.empty()) return "";
-    std::string s = md_row(t[0]) + "|";
-    for (std::size_t i = 0; i < t[0].size(); ++i) s += "---|";
-    s += "\n";
-    for (std::size_t i = 1; i < t.size(); ++i) s += md_row(t[i]);
-    return s + "\n";
 }
 
 std::string header(const RunReport& r) {

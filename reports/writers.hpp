@@ -122,5 +122,16 @@ std::string escape_markup(std::string_view, bool attribute = true);
 // Replace invalid UTF-8 sequences by U+FFFD.
 std::string valid_utf8(std::string_view);
 
+// Markdown: inline text escaped for a table cell or a paragraph; a table
+// (rows[0] is the header).
+std::string md_text(std::string_view raw);
+std::string md_table(const Table& t);
+// HTML: a table (rows[0] the header, classes[i] the class of data row i + 1)
+// and a self-contained page with the report stylesheet around `body`.
+std::string html_table(const Table& rows, const std::vector<std::string>& classes);
+std::string tr(const std::vector<std::string>& html_cells, std::string_view tag, std::string_view cls);  // one row
+std::vector<std::string> escaped(const std::vector<std::string>& cells);
+std::string html_page(std::string_view title, std::string_view body);
+
 }  // namespace detail
 }  // namespace conform::report

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli_testing.hpp"
 #include "impls/registry.hpp"
 #include "io/case_file.hpp"
 #include "io/model_dump.hpp"
@@ -19,19 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int run(const std::string& args, std::string* output = nullptr) {
-    // ctest runs the tests of this file in parallel processes: one file per process and call.
-    static int calls = 0;
-    const std::string out = (fs::temp_directory_path() / ("conform_cli_out." + std::to_string(getpid()) + "." +
-                                                         std::to_string(calls++) + ".txt")).string();
-    const int rc = std::system((std::string(CONFORM_BINARY) + " " + args + " > " + out + " 2>&1").c_str());
-    if (output) {
-        std::ifstream in(out);
-        output->assign(std::istreambuf_iterator<char>(in), {});
-    }
-    fs::remove(out);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+int run(const std::string& args, std::string* output = nullptr) { return conform::cli_testing::run_conform(args, output); }
 
 fs::path fresh_dir(const std::string& name) {
     const fs::path d = fs::temp_directory_path() / name;

@@ -1,0 +1,46 @@
+// Writers of the divergence report (docs/diverge.md, "Report formats"):
+// diverge.json (schema kDivergeSchema, top-level first_failing = {layer,
+// point} or null), diverge.md (a table per layer) and diverge.html (one
+// self-contained page with an SVG plot of local and propagated utilization
+// against depth).
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/diverge.hpp"
+
+namespace conform::model {
+
+constexpr const char* kDivergeSchema = "conform.diverge/1";
+
+nlohmann::json to_json(const DivergeReport& r);
+std::string to_markdown(const DivergeReport& r);
+std::string to_html(const DivergeReport& r);
+// Writes the three files into dir (created if missing), each replaced
+// atomically; std::runtime_error naming the path on failure.
+void write_diverge_dir(const std::filesystem::path& dir, const DivergeReport& r);
+
+// "layer 3, layers.3.mlp_out (mlp, matmul)" or "none"; the matching
+// convention appended when one was found.
+std::string first_failing_text(const DivergeReport& r);
+
+// "PASSED" or "FAILED at layer L".
+std::string diverge_headline(const DivergeReport& r);
+
+// The table of one layer's points: point, step, ULP, relative error,
+// cosine, SQNR, utilization (local / propagated when with_propagated), status.
+std::vector<std::vector<std::string>> layer_table(const std::vector<PointReport>& ps, std::int64_t layer,
+                                                  bool with_propagated);
+
+// Per layer: the largest local and propagated utilization of its points
+// (model-level points are left out) and whether a point failed locally.
+struct LayerSummary {
+    std::int64_t layer = 0;
+    double local = 0, propagated = 0;
+    bool fail_local = false, fail_propagated = false;
+};
+std::vector<LayerSummary> layer_summaries(const DivergeReport& r);
+
+}  // namespace conform::model

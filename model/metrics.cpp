@@ -1,0 +1,64 @@
+#include "model/metrics.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "model/fast_encode.hpp"
+#include "numerics/ulp.hpp"
+
+namespace conform::model {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Running sums of the finite pairs.
+struct Sums {
+    double cr = 0, cc = 0, rr = 0, ee = 0;
+};
+
+void finish(ErrorMetrics& m, const Sums& s) {
+    const double norm = std::sqrt(s.cc) * std::sqrt(s.rr);
+    // Two zero vectors are identical: cosine 1.  One zero vector against a
+    // nonzero one has no direction to compare: cosine 0.
+    m.cosine = norm > 0 ? s.cr / norm : (s.cc == 0 && s.rr == 0 ? 1.0 : 0.0);
+    m.sqnr_db = s.ee == 0 ? kInf : 10 * std::log10(s.rr / s.ee);
+}
+
+// A class mismatch at element i: the point fails whatever its numbers say.
+void mismatch(ErrorMetrics& m, std::int64_t i) {
+    if (!m.class_mismatch) m.worst = i;
+    m.class_mismatch = true;
+    m.utilization = kInf;
+}
+
+}  // namespace
+
+ErrorMetrics compare(const std::vector<double>& cand, const std::vector<double>& ref,
+                     const std::vector<double>& allowed, Format f, bool inherited_nan) {
+    if (cand.size() != ref.size() || allowed.size() != ref.size())
+        throw std::invalid_argument("compare: candidate, reference and budget sizes differ");
+    ErrorMetrics m;
+    Sums s;
+    const double tiny = std::ldexp(1.0, info(f).emin);  // smallest normal: relative error floor
+    for (std::size_t k = 0; k < ref.size(); ++k) {
+        const auto i = static_cast<std::int64_t>(k);
+        const std::uint64_t rb = fast_encode(f, ref[k]), cb = fast_encode(f, cand[k]);
+        const UlpCompare c = compare_bits(f, rb, cb);
+        if ((std::isnan(ref[k]) && !inherited_nan) || !c.class_match) {
+            mismatch(m, i);
+            continue;
+        }
+        if (c.ref_class != ValueClass::finite) continue;  // the same infinity on both sides
+        const double err = std::fabs(cand[k] - ref[k]);
+        m.max_ulp = std::max(m.max_ulp, static_cast<double>(c.ulps));
+        m.max_rel = std::max(m.max_rel, err / std::max(std::fabs(ref[k]), tiny));
+        const double util = err == 0 ? 0.0 : (allowed[k] > 0 ? err / allowed[k] : kInf);
+        if (!m.class_mismatch && (util > m.utilization || m.worst < 0)) m.utilization = util, m.worst = i;
+        s.cr += cand[k] * ref[k], s.cc += cand[k] * cand[k], s.rr += ref[k] * ref[k], s.ee += err * err;
+    }
+    finish(m, s);
+    return m;
+}
+
+}  // namespace conform::model

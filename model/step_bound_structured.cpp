@@ -1,0 +1,79 @@
+// The structured steps' budgets (docs/diverge.md, "Structured steps"): the
+// op's derived bound on exactly the views the op takes (model/layout.hpp
+// op_call), with the FP64 tier's output as the exact values.
+//
+// The FP64 tier's own bound: the op bounds are first-order forward analyses
+// whose every term is a gamma_k(u), an expm1 of a multiple of u, or a
+// multiple of the exp/log/tanh error (4u) -- all superlinear in u -- plus
+// subnormal terms.  At u = 2^-53 (glibc's exp, log, tanh, sin, cos within
+// 4 ulps of double) each term is at most 2^-29 = u64 / u32 times its FP32
+// value, so the FP64 tier's bound is 2^-29 times the FP32-arithmetic bound
+// with the output stored in FP32 (whose half-ulp term becomes the double's
+// own half ulp).  The cpu kernels' model for attention assumes the weakest
+// tiling (one rescale per key), which covers the oracle's two-pass softmax;
+// the delta rule's bound is evaluated with the oracle's own chunking.
+#include "model/step_bound_structured.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/layout.hpp"
+#include "oracle/bound.hpp"
+
+namespace conform::model {
+namespace {
+
+constexpr double kTierScale = 0x1p-29;  // u64 / u32
+
+// The op's exact outputs as the bound functions take them: output 0 in the
+// op's layout; the others (attention's lse, the delta rule's final state)
+// enter only their own outputs' bounds, which the point does not have, so
+// they are zeros of the right size.
+std::vector<std::vector<double>> exact_outputs(const OpCall& call, const Values& ref) {
+    const OpSpec* op = find_op(call.op);
+    if (!op) throw std::invalid_argument("structured bound: unknown op " + call.op);
+    std::vector<TensorView> views;
+    for (const Tensor& t : call.in) views.push_back(t.view());
+    std::vector<std::vector<double>> exact;
+    exact.push_back(call.out_heads > 0 ? heads_major(ref, call.out_heads).v : ref.v);
+    if (op->out_shapes) {
+        const auto shapes = op->out_shapes(views);
+        for (std::size_t o = 1; o < shapes.size(); ++o) {
+            std::int64_t n = 1;
+            for (std::int64_t d : shapes[o]) n *= d;
+            exact.emplace_back(static_cast<std::size_t>(n), 0.0);
+        }
+    }
+    return exact;
+}
+
+std::vector<double> to_point(const OpCall& call, const Values& ref, std::vector<double> op_layout) {
+    if (call.out_heads <= 0) return op_layout;
+    Values v = heads_major(ref, call.out_heads);  // shape [H, T, D]
+    v.v = std::move(op_layout);
+    return tokens_major(v).v;
+}
+
+}  // namespace
+
+StepBound structured_step_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
+                                const Conventions& conv, Format out) {
+    const OpCall call = op_call(c, s, get, conv);
+    const oracle::StructuredBoundFn fn = oracle::find_structured_bound(call.op);
+    if (!fn) throw std::invalid_argument("no derived bound for op " + call.op + " (step " + s.point + ")");
+    std::vector<TensorView> views;
+    for (const Tensor& t : call.in) views.push_back(t.view());
+    const auto exact = exact_outputs(call, ref);
+    const std::vector<Format> fp32(exact.size(), Format::fp32);
+    std::vector<double> budget = fn(call.params, views, exact, Format::fp32, fp32).at(0);
+    std::vector<double> orc = budget;
+    for (double& b : orc) b *= kTierScale;
+    // The FP32-output bound plus one rounding into `out`: covers a kernel of
+    // the model's format (one rounding into it) and an FP32 kernel whose
+    // result the executor converts (gdn/kda have no fp16 kernel).
+    if (info(out).precision < info(Format::fp32).precision)
+        for (std::size_t i = 0; i < budget.size(); ++i) budget[i] += 0.5 * ulp_at(out, std::fabs(exact[0][i]) + budget[i]);
+    return {to_point(call, ref, std::move(budget)), to_point(call, ref, std::move(orc))};
+}
+
+}  // namespace conform::model

@@ -1,0 +1,380 @@
+// The divergence analysis (docs/diverge.md): the matmul budget against hand
+// cases (tight within a known factor; a BF16 accumulation exceeds it), the
+// metrics, then whole synthetic models run by the built-in kernels: clean
+// stacks pass with a negligible FP64-tier bound, a mutant is found at its
+// layer and point, a dump made under another convention is named, and the
+// CLI refuses bad dumps with exit status 2 naming the file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <functional>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "cli_testing.hpp"
+#include "io/model_dump.hpp"
+#include "model/diverge.hpp"
+#include "model/diverge_report.hpp"
+#include "model/metrics.hpp"
+#include "model/step_bound.hpp"
+
+namespace fs = std::filesystem;
+using namespace conform;
+using namespace conform::model;
+
+namespace {
+
+Values values(std::vector<std::int64_t> shape, std::vector<double> v) { return Values{std::move(shape), std::move(v)}; }
+
+// y = x W^T with every sum accumulated left to right in `acc` (fp32 or a
+// narrower format: each partial sum rounded into it), stored into `out`.
+std::vector<double> sequential_matmul(const Values& x, const Values& w, Format acc, Format out) {
+    const std::int64_t K = x.shape.back(), T = x.numel() / K, N = w.shape[0];
+    std::vector<double> y(static_cast<std::size_t>(T * N));
+    for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t j = 0; j < N; ++j) {
+            float s = 0;
+            for (std::int64_t k = 0; k < K; ++k) {
+                s = static_cast<float>(s + static_cast<float>(x.v[t * K + k] * w.v[j * K + k]));
+                s = static_cast<float>(decode(acc, encode(acc, s)));
+            }
+            y[static_cast<std::size_t>(t * N + j)] = decode(out, encode(out, s));
+        }
+    return y;
+}
+
+std::vector<double> exact_matmul(const Values& x, const Values& w) {
+    const std::int64_t K = x.shape.back(), T = x.numel() / K, N = w.shape[0];
+    std::vector<double> y(static_cast<std::size_t>(T * N));
+    for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t j = 0; j < N; ++j) {
+            long double s = 0;  // the hand cases below are exact in long double
+            for (std::int64_t k = 0; k < K; ++k) s += static_cast<long double>(x.v[t * K + k]) * w.v[j * K + k];
+            y[static_cast<std::size_t>(t * N + j)] = static_cast<double>(s);
+        }
+    return y;
+}
+
+double max_utilization(const std::vector<double>& got, const std::vector<double>& exact, const std::vector<double>& bound) {
+    double m = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) m = std::max(m, std::fabs(got[i] - exact[i]) / bound[i]);
+    return m;
+}
+
+Values random_values(std::vector<std::int64_t> shape, Format f, std::uint64_t seed) {
+    std::mt19937_64 g(seed);
+    std::normal_distribution<double> n(0, 1);
+    Values v{shape, {}};
+    std::int64_t count = 1;
+    for (auto d : shape) count *= d;
+    for (std::int64_t i = 0; i < count; ++i) v.v.push_back(decode(f, encode(f, n(g))));
+    return v;
+}
+
+}  // namespace
+
+// 1 + 63 terms of 2^-24 (1 + 2^-23): each FP32 add lands just above a
+// midpoint and rounds up by almost u, so the error is 63 u (1 - 2^-23) against
+// the bound gamma_64(u) (1 + 63 2^-24 ...) ~ 64 u: utilization 63/64 within
+// 1e-3.  The bound is tight for this order, not an overestimate by K.
+TEST(MatmulBound, TightWithinAKnownFactorOnAnAdversarialSum) {
+    const std::int64_t K = 64;
+    Values x = values({1, K}, std::vector<double>(K, 1.0));
+    Values w = values({1, K}, std::vector<double>(K, std::ldexp(1 + std::ldexp(1, -23), -24)));
+    w.v[0] = 1;
+    const std::vector<double> got = sequential_matmul(x, w, Format::fp32, Format::fp32), exact = exact_matmul(x, w);
+    const std::vector<double> bound = matmul_budget(abs_products(x, w, nullptr), exact, {Format::fp32, Format::fp32, Format::fp32});
+    const double util = max_utilization(got, exact, bound);
+    EXPECT_LE(util, 1.0);
+    EXPECT_NEAR(util, 63.0 / 64.0, 2e-3);
+}
+
+// Random bf16 inputs, K = 512: an FP32-accumulating kernel stays inside the
+// bound (errors grow like sqrt(K), so far inside); the same sums accumulated
+// in BF16 (bug class 6) exceed it.
+TEST(MatmulBound, Bf16AccumulationExceedsWhatFp32AccumulationMeets) {
+    const Values x = random_values({4, 512}, Format::bf16, 1), w = random_values({16, 512}, Format::bf16, 2);
+    const std::vector<double> exact = exact_matmul(x, w);
+    const MatmulModel m{Format::bf16, Format::fp32, Format::bf16};
+    const std::vector<double> bound = matmul_budget(abs_products(x, w, nullptr), exact, m);
+    EXPECT_LE(max_utilization(sequential_matmul(x, w, Format::fp32, Format::bf16), exact, bound), 1.0);
+    EXPECT_GT(max_utilization(sequential_matmul(x, w, Format::bf16, Format::bf16), exact, bound), 1.0);
+}
+
+// The FP64 tier's own matmul bound is 2^-29 of the FP32 one (before the output rounding).
+TEST(MatmulBound, OracleBoundIsFarBelowTheBudget) {
+    const Values x = random_values({2, 64}, Format::fp32, 3), w = random_values({8, 64}, Format::fp32, 4);
+    const AbsProducts p = abs_products(x, w, nullptr);
+    const std::vector<double> exact = exact_matmul(x, w);
+    const std::vector<double> b = matmul_budget(p, exact, {Format::fp32, Format::fp32, Format::fp32});
+    const std::vector<double> o = matmul_oracle_bound(p);
+    for (std::size_t i = 0; i < b.size(); ++i) EXPECT_LT(o[i] / b[i], 1e-8);
+}
+
+TEST(UlpWindow, OneUlpAroundOneInBf16) {
+    // Up: 1 + 2^-7; down: 1 - 2^-8 (the binade below is finer).
+    EXPECT_EQ(ulp_window(Format::bf16, 1.0, 0, 1), std::ldexp(1, -7));
+    EXPECT_EQ(ulp_window(Format::bf16, 1.0, 0, 0), 0.0);
+    // Half-way between 1 and 1 + 2^-7: known exactly it rounds to 1 (even), one
+    // ulp each way; known only to within e it may round to either, and the
+    // window reaches one ulp above 1 + 2^-7.
+    EXPECT_EQ(ulp_window(Format::bf16, 1 + std::ldexp(1, -8), 0, 1), std::ldexp(1, -7));
+    EXPECT_EQ(ulp_window(Format::bf16, 1 + std::ldexp(1, -8), std::ldexp(1, -20), 1), 3 * std::ldexp(1, -8));
+    EXPECT_EQ(ulp_window(Format::bf16, -1.0, 0, 1), std::ldexp(1, -7));
+}
+
+TEST(Metrics, EqualVectors) {
+    const ErrorMetrics m = compare({1, -2, 0.5}, {1, -2, 0.5}, {0, 0, 0}, Format::fp32);
+    EXPECT_EQ(m.max_ulp, 0);
+    EXPECT_EQ(m.utilization, 0);
+    EXPECT_EQ(m.cosine, 1);
+    EXPECT_TRUE(std::isinf(m.sqnr_db));
+    EXPECT_FALSE(exceeds(m));
+}
+
+TEST(Metrics, UlpRelativeSqnrUtilizationAndWorst) {
+    const double up = 1 + std::ldexp(1, -7);  // one bf16 ulp above 1
+    const ErrorMetrics m = compare({1, up, 4}, {1, 1, 4.0 + 1.0 / 16}, {1, 0.005, 0.125}, Format::bf16);
+    EXPECT_EQ(m.max_ulp, 2);  // 4 + 1/16 rounds to 4 + 1/16 (bf16 spacing 1/32 at 4): two ulps from 4
+    EXPECT_DOUBLE_EQ(m.max_rel, (1.0 / 16) / (4.0 + 1.0 / 16));
+    EXPECT_DOUBLE_EQ(m.utilization, std::ldexp(1, -7) / 0.005);
+    EXPECT_EQ(m.worst, 1);
+    const double ee = std::ldexp(1, -14) + 1.0 / 256, rr = 1 + 1 + (4.0 + 1.0 / 16) * (4.0 + 1.0 / 16);
+    EXPECT_NEAR(m.sqnr_db, 10 * std::log10(rr / ee), 1e-9);
+    EXPECT_TRUE(exceeds(m));
+    EXPECT_LT(m.cosine, 1);
+}
+
+TEST(Metrics, SpecialValuesAreClassesFirst) {
+    const double inf = INFINITY, nan = NAN;
+    EXPECT_TRUE(compare({nan}, {1}, {1}, Format::fp32).class_mismatch);   // NaN the reference lacks
+    EXPECT_TRUE(compare({1}, {inf}, {1}, Format::fp32).class_mismatch);   // Inf the candidate lacks
+    EXPECT_TRUE(compare({nan}, {nan}, {1}, Format::fp32).class_mismatch); // a NaN reference never passes
+    EXPECT_FALSE(compare({inf}, {inf}, {0}, Format::fp32).class_mismatch);
+    EXPECT_TRUE(compare({-inf}, {inf}, {1}, Format::fp32).class_mismatch);
+    // A finite reference whose rounding overflows fp16 matches the Inf a correct kernel returns.
+    EXPECT_FALSE(compare({inf}, {70000}, {1}, Format::fp16).class_mismatch);
+    // NaN inherited from the step's inputs: both sides NaN is not a local failure.
+    EXPECT_FALSE(compare({nan}, {nan}, {1}, Format::fp32, true).class_mismatch);
+    const ErrorMetrics m = compare({1, nan}, {1, 1}, {1, 1}, Format::fp32);
+    EXPECT_EQ(m.worst, 1);
+    EXPECT_TRUE(exceeds(m));
+    EXPECT_TRUE(exceeds(compare({1.5}, {1}, {0}, Format::fp32)));  // a zero allowance demands equality
+}
+
+// ---- whole synthetic models ---------------------------------------------------
+
+namespace {
+
+ModelContract small(const std::string& pattern, Format f) {
+    ModelContract c;
+    c.layers = 4;
+    c.pattern = pattern;
+    c.width = 32;
+    c.heads = 4, c.kv_heads = 2, c.head_dim = 8;
+    c.linear_heads = 2, c.linear_head_dim = 16;
+    c.ffn = 64;
+    c.tokens = 12;
+    c.dtype = f;
+    return c;
+}
+
+DivergeReport analyse(const ModelContract& c, const CandidateOptions& opt = {}, std::uint64_t seed = 5) {
+    const Synthetic m = synthetic_model(c, seed);
+    return diverge(c, m.weights, m.input, run_kernels(c, m.weights, m.input, opt));
+}
+
+}  // namespace
+
+// The built-in kernels are sound: no point of any layer exceeds its local
+// budget, and the FP64 tier's own bound is negligible beside every budget.
+TEST(Diverge, BuiltinKernelsPassInEveryFormat) {
+    for (const char* pattern : {"dense", "hybrid"})
+        for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+            const ModelContract c = small(pattern, f);
+            const DivergeReport r = analyse(c);
+            EXPECT_FALSE(r.first_failing) << pattern << " " << name(f) << ": " << first_failing_text(r);
+            EXPECT_LE(r.oracle_bound_ratio, 1e-3) << pattern << " " << name(f);
+            EXPECT_EQ(r.points.size(), build_graph(c).size());
+            for (const PointReport& p : r.points) {
+                EXPECT_EQ(p.status, PointStatus::pass) << pattern << " " << name(f) << " " << p.point;
+                EXPECT_LE(p.local.utilization, 1.0) << p.point;
+            }
+        }
+}
+
+// The budgets of the other step kinds hold for the built-in kernels too:
+// kda, mHC streams (hc_mix, hc_update, sinkhorn), post-norm layer_norm,
+// gated attention with QK-norm, SiTU-GLU.
+TEST(Diverge, ContractVariantsPass) {
+    const std::vector<std::function<void(ModelContract&)>> variants{
+        [](ModelContract& c) { c.linear_kind = AttentionKind::kda; },
+        [](ModelContract& c) { c.residual = ResidualKind::mhc; },
+        [](ModelContract& c) { c.placement = Placement::post, c.norm = NormKind::layer_norm; },
+        [](ModelContract& c) { c.attention_kind = AttentionKind::gated, c.qk_norm = true; },
+        [](ModelContract& c) { c.mlp = MlpKind::situ_glu; }};
+    for (std::size_t v = 0; v < variants.size(); ++v)
+        for (Format f : {Format::fp32, Format::bf16}) {
+            ModelContract c = small("hybrid", f);
+            variants[v](c);
+            const DivergeReport r = analyse(c);
+            EXPECT_FALSE(r.first_failing) << "variant " << v << " " << name(f) << ": " << first_failing_text(r);
+            EXPECT_LE(r.oracle_bound_ratio, 1e-3) << "variant " << v << " " << name(f) << " at " << r.oracle_bound_worst;
+        }
+}
+
+// A mutant substituted at one layer: that layer's point fails locally, the
+// points before it pass, and later layers fail only by propagation.
+TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
+    struct Case {
+        std::string pattern, mutant;
+        std::int64_t at;
+        StepKind kind;
+    };
+    const std::vector<Case> cases{{"dense", "mutant.rope.bf16_angles.bf16", 1, StepKind::rope},
+                                  {"hybrid", "mutant.rope.bf16_angles.bf16", 3, StepKind::rope},
+                                  {"dense", "mutant.rms_norm.zc_as_w.bf16", 2, StepKind::norm}};
+    for (const Case& k : cases) {
+        ModelContract c = small(k.pattern, Format::bf16);
+        c.layers = 6;
+        c.zero_centered = k.kind == StepKind::norm;
+        CandidateOptions opt;
+        opt.mutant = k.mutant, opt.at = k.at;
+        const DivergeReport r = analyse(c, opt);
+        ASSERT_TRUE(r.first_failing) << k.mutant;
+        const PointReport& f = r.points[*r.first_failing];
+        EXPECT_EQ(f.layer, k.at) << k.mutant;
+        EXPECT_EQ(f.kind, k.kind) << f.point;
+        bool propagated = false;
+        for (std::size_t i = 0; i < r.points.size(); ++i) {
+            const PointReport& p = r.points[i];
+            if (i < *r.first_failing) {
+                EXPECT_EQ(p.status, PointStatus::pass) << p.point;
+            }
+            if (p.layer > k.at) {
+                EXPECT_NE(p.status, PointStatus::fail_local) << k.mutant << " " << p.point;
+            }
+            propagated = propagated || (p.layer > k.at && p.status == PointStatus::fail_propagated);
+        }
+        EXPECT_TRUE(propagated) << k.mutant << ": no later layer carries the error";
+        EXPECT_EQ(to_json(r)["first_failing"]["layer"], k.at);
+        EXPECT_EQ(to_json(r)["first_failing"]["point"], f.point);
+    }
+}
+
+// A dump made under another convention than the contract declares fails at
+// the first step of that convention, and the analysis names the convention.
+TEST(Diverge, EachConventionIsIdentified) {
+    struct Case {
+        std::string key, value;
+        StepKind kind;
+        MlpKind mlp;
+        Format f;
+    };
+    const std::vector<Case> cases{{"rope_pairing", "interleaved", StepKind::rope, MlpKind::swiglu, Format::bf16},
+                                  {"eps_placement", "outside", StepKind::norm, MlpKind::swiglu, Format::fp32},
+                                  {"gate_order", "up_gate", StepKind::glu, MlpKind::swiglu, Format::bf16},
+                                  {"gelu", "tanh", StepKind::gelu, MlpKind::gelu, Format::fp32},
+                                  {"norm_cast", "before_weight", StepKind::norm, MlpKind::swiglu, Format::bf16},
+                                  {"causal", "top_left", StepKind::attention, MlpKind::swiglu, Format::bf16}};
+    for (const Case& k : cases) {
+        ModelContract c = small("dense", k.f);
+        c.mlp = k.mlp;
+        c.cache_tokens = k.key == "causal" ? 4 : 0;
+        c.eps = k.key == "eps_placement" ? 1e-2 : 1e-6;  // eps must matter beside mean x^2 ~ 1
+        CandidateOptions opt;
+        opt.conventions[k.key] = k.value;
+        const DivergeReport r = analyse(c, opt);
+        ASSERT_TRUE(r.first_failing) << k.key;
+        const PointReport& p = r.points[*r.first_failing];
+        EXPECT_EQ(p.kind, k.kind) << k.key << ": " << p.point;
+        EXPECT_EQ(p.layer, 0) << k.key;
+        EXPECT_EQ(p.convention_match.value_or("none"), k.key + "=" + k.value) << first_failing_text(r);
+        EXPECT_FALSE(p.conventions_tried.empty());
+    }
+}
+
+// ---- the command -------------------------------------------------------------
+
+namespace {
+
+int run_cli(const std::string& args, std::string* output = nullptr) { return cli_testing::run_conform(args, output); }
+
+std::string temp(const std::string& name) {
+    return (fs::temp_directory_path() / (name + "." + std::to_string(getpid()))).string();
+}
+
+const std::string kSynth = "synth --layers 4 --pattern hybrid --dtype bf16 --width 32 --heads 4 --kv-heads 2 "
+                           "--head-dim 8 --ffn 48 --tokens 8 ";
+
+nlohmann::json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST(DivergeCli, CleanDumpExitsZeroMutantExitsOneWithItsLayer) {
+    const std::string clean = temp("dv_clean") + ".safetensors", bad = temp("dv_mutant") + ".safetensors";
+    const std::string out = temp("dv_report");
+    std::string log;
+    ASSERT_EQ(run_cli(kSynth + "--out " + clean, &log), 0) << log;
+    ASSERT_EQ(run_cli(kSynth + "--mutant mutant.rope.bf16_angles.bf16 --at 3 --out " + bad, &log), 0) << log;
+    EXPECT_EQ(run_cli("diverge " + clean + " --out " + out, &log), 0) << log;
+    EXPECT_NE(log.find("first failing: none"), std::string::npos) << log;
+    const nlohmann::json j = read_json(fs::path(out) / "diverge.json");
+    EXPECT_EQ(j["schema"], kDivergeSchema);
+    EXPECT_TRUE(j["first_failing"].is_null());
+    EXPECT_TRUE(fs::exists(fs::path(out) / "diverge.md"));
+    EXPECT_NE(std::ifstream(fs::path(out) / "diverge.html").peek(), EOF);
+    EXPECT_EQ(run_cli("diverge " + bad + " --out " + out, &log), 1) << log;
+    const nlohmann::json m = read_json(fs::path(out) / "diverge.json");
+    EXPECT_EQ(m["first_failing"]["layer"], 3) << log;
+    EXPECT_NE(log.find("first failing: layer 3"), std::string::npos) << log;
+    const auto text = [&](const char* f) {
+        std::ifstream in(fs::path(out) / f);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    EXPECT_NE(text("diverge.md").find("# Divergence report: FAILED at layer 3"), std::string::npos);
+    const std::string html = text("diverge.html");
+    EXPECT_NE(html.find("<svg"), std::string::npos);
+    EXPECT_NE(html.find("first failing: layer 3"), std::string::npos);  // the plot's marker
+    EXPECT_EQ(html.find("<script"), std::string::npos);
+    // Two dumps: the mutant against the clean one fails at the same layer; the clean one against itself passes.
+    EXPECT_EQ(run_cli("diverge " + bad + " --reference " + clean + " --out " + out, &log), 1) << log;
+    EXPECT_EQ(read_json(fs::path(out) / "diverge.json")["first_failing"]["layer"], 3);
+    EXPECT_EQ(run_cli("diverge " + clean + " --reference " + clean + " --out " + out, &log), 0) << log;
+    for (const auto& f : {clean, bad}) fs::remove(f);
+    fs::remove_all(out);
+}
+
+TEST(DivergeCli, BadInputExitsTwoNamingTheFile) {
+    const std::string good = temp("dv_good") + ".safetensors", junk = temp("dv_junk") + ".safetensors";
+    const std::string shape = temp("dv_shape") + ".safetensors", contract = temp("dv_contract") + ".safetensors";
+    std::string log;
+    ASSERT_EQ(run_cli(kSynth + "--out " + good, &log), 0) << log;
+    std::ofstream(junk) << "not a safetensors file";
+    EXPECT_EQ(run_cli("diverge " + junk, &log), 2);
+    EXPECT_NE(log.find(junk), std::string::npos) << log;
+    EXPECT_EQ(run_cli("diverge /no/such/dump.safetensors", &log), 2);
+    EXPECT_NE(log.find("/no/such/dump.safetensors"), std::string::npos) << log;
+
+    io::ModelDump d = io::read_model_dump(good);
+    io::ModelDump wrong = d;
+    wrong.weights.at("layers.0.down.weight") = io::StoredTensor::zeros(io::DType::bf16, {3, 5});
+    io::write_model_dump(wrong, shape);
+    EXPECT_EQ(run_cli("diverge " + shape, &log), 2);
+    EXPECT_NE(log.find(shape), std::string::npos) << log;
+    EXPECT_NE(log.find("layers.0.down.weight"), std::string::npos) << log;
+
+    d.contract["heads"] = 3;  // does not divide into the KV heads
+    io::write_model_dump(d, contract);
+    EXPECT_EQ(run_cli("diverge " + contract, &log), 2);
+    EXPECT_NE(log.find(contract), std::string::npos) << log;
+    EXPECT_NE(log.find("heads"), std::string::npos) << log;
+    EXPECT_EQ(run_cli("diverge " + good + " --reference " + contract, &log), 2);
+    for (const auto& f : {good, junk, shape, contract}) fs::remove(f);
+}
