@@ -1,11 +1,12 @@
 // conform synth as a user meets it: a model dump holding the declared
 // contract, the weights, the input and every point; bad input exits 2.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include "cli_testing.hpp"
 
 #include "io/model_dump.hpp"
 #include "model/graph.hpp"
@@ -16,16 +17,7 @@ using namespace conform;
 namespace {
 
 int run(const std::string& args, std::string* output = nullptr) {
-    static int calls = 0;
-    const std::string out = (fs::temp_directory_path() / ("conform_synth_out." + std::to_string(getpid()) + "." +
-                                                         std::to_string(calls++) + ".txt")).string();
-    const int rc = std::system((std::string(CONFORM_BINARY) + " synth " + args + " > " + out + " 2>&1").c_str());
-    if (output) {
-        std::ifstream in(out);
-        output->assign(std::istreambuf_iterator<char>(in), {});
-    }
-    fs::remove(out);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return cli_testing::run_conform("synth " + args, output);
 }
 
 std::string temp(const std::string& name) {
