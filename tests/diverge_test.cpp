@@ -233,14 +233,24 @@ TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
         std::string pattern, mutant;
         std::int64_t at;
         StepKind kind;
+        std::function<void(ModelContract&)> variant = [](ModelContract&) {};
     };
-    const std::vector<Case> cases{{"dense", "mutant.rope.bf16_angles.bf16", 1, StepKind::rope},
-                                  {"hybrid", "mutant.rope.bf16_angles.bf16", 3, StepKind::rope},
-                                  {"dense", "mutant.rms_norm.zc_as_w.bf16", 2, StepKind::norm}};
+    const std::vector<Case> cases{
+        {"dense", "mutant.rope.bf16_angles.bf16", 1, StepKind::rope},
+        {"hybrid", "mutant.rope.bf16_angles.bf16", 3, StepKind::rope},
+        {"dense", "mutant.rms_norm.zc_as_w.bf16", 2, StepKind::norm},
+        // The other stacks: a KDA hybrid, mHC residual streams, post-norm.
+        {"hybrid", "mutant.kda.beta_missing.bf16", 1, StepKind::kda,
+         [](ModelContract& c) { c.linear_kind = AttentionKind::kda; }},
+        {"dense", "mutant.rope.bf16_angles.bf16", 2, StepKind::rope,
+         [](ModelContract& c) { c.residual = ResidualKind::mhc; }},
+        {"dense", "mutant.rms_norm.zc_as_w.bf16", 1, StepKind::norm,
+         [](ModelContract& c) { c.placement = Placement::post; }}};
     for (const Case& k : cases) {
         ModelContract c = small(k.pattern, Format::bf16);
         c.layers = 6;
         c.zero_centered = k.kind == StepKind::norm;
+        k.variant(c);
         CandidateOptions opt;
         opt.mutant = k.mutant, opt.at = k.at;
         const DivergeReport r = analyse(c, opt);
