@@ -307,6 +307,38 @@ TEST(Diverge, EachConventionIsIdentified) {
     }
 }
 
+// The same inference on the other stacks: mHC residual streams, a KDA hybrid
+// (its first full-attention layer is layer 3) and post-norm (norms after the
+// residual adds).
+TEST(Diverge, ConventionsAreIdentifiedOnEveryStack) {
+    struct Case {
+        std::string what, key, value;
+        StepKind kind;
+        std::int64_t layer;
+        std::function<void(ModelContract&)> variant;
+    };
+    const std::vector<Case> cases{
+        {"mHC", "rope_pairing", "interleaved", StepKind::rope, 0,
+         [](ModelContract& c) { c.residual = ResidualKind::mhc; }},
+        {"mHC", "gate_order", "up_gate", StepKind::glu, 0, [](ModelContract& c) { c.residual = ResidualKind::mhc; }},
+        {"KDA hybrid", "rope_pairing", "interleaved", StepKind::rope, 3,
+         [](ModelContract& c) { c.pattern = "hybrid", c.linear_kind = AttentionKind::kda; }},
+        {"post-norm", "norm_cast", "before_weight", StepKind::norm, 0,
+         [](ModelContract& c) { c.placement = Placement::post; }}};
+    for (const Case& k : cases) {
+        ModelContract c = small("dense", Format::bf16);
+        k.variant(c);
+        CandidateOptions opt;
+        opt.conventions[k.key] = k.value;
+        const DivergeReport r = analyse(c, opt);
+        ASSERT_TRUE(r.first_failing) << k.what << " " << k.key;
+        const PointReport& p = r.points[*r.first_failing];
+        EXPECT_EQ(p.kind, k.kind) << k.what << " " << k.key << ": " << p.point;
+        EXPECT_EQ(p.layer, k.layer) << k.what << " " << k.key;
+        EXPECT_EQ(p.convention_match.value_or("none"), k.key + "=" + k.value) << k.what << ": " << first_failing_text(r);
+    }
+}
+
 // ---- the command -------------------------------------------------------------
 
 namespace {
