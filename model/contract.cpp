@@ -115,7 +115,7 @@ void validate(const ModelContract& c) {
 namespace {
 
 template <class E>
-E parse_enum(const std::string& field, const std::string& s, std::initializer_list<E> all) {
+E parse_enum(const std::string& field, const std::string& s, const std::vector<E>& all) {
     std::string list;
     for (E e : all) {
         if (s == name(e)) return e;
@@ -164,11 +164,15 @@ Reader bool_field(bool ModelContract::*m) {
 std::string str(const std::string& f, const nlohmann::json& v) {
     return typed(f, v, nlohmann::json::value_t::string).get<std::string>();
 }
-Reader attention_field(AttentionKind ModelContract::*m) {
-    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-        c.*m = parse_enum(f, str(f, v), {AttentionKind::softmax, AttentionKind::gated, AttentionKind::gdn, AttentionKind::kda});
+// An enum field: its name() of one of `all`.
+template <class E>
+Reader enum_field(E ModelContract::*m, std::vector<E> all) {
+    return [m, all = std::move(all)](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+        c.*m = parse_enum(f, str(f, v), all);
     };
 }
+const std::vector<AttentionKind> kAttentionKinds{AttentionKind::softmax, AttentionKind::gated, AttentionKind::gdn,
+                                                 AttentionKind::kda};
 Reader format_field(Format ModelContract::*m) {
     return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
         c.*m = parse_model_format(f, str(f, v));
@@ -179,8 +183,8 @@ const std::map<std::string, Reader>& readers() {
     static const std::map<std::string, Reader> r{
         {"layers", int_field(&ModelContract::layers)},
         {"pattern", [](ModelContract& c, const std::string& f, const nlohmann::json& v) { c.pattern = str(f, v); }},
-        {"linear_kind", attention_field(&ModelContract::linear_kind)},
-        {"attention_kind", attention_field(&ModelContract::attention_kind)},
+        {"linear_kind", enum_field(&ModelContract::linear_kind, kAttentionKinds)},
+        {"attention_kind", enum_field(&ModelContract::attention_kind, kAttentionKinds)},
         {"width", int_field(&ModelContract::width)},
         {"heads", int_field(&ModelContract::heads)},
         {"kv_heads", int_field(&ModelContract::kv_heads)},
@@ -192,28 +196,20 @@ const std::map<std::string, Reader>& readers() {
         {"cache_tokens", int_field(&ModelContract::cache_tokens)},
         {"qkv_bias", bool_field(&ModelContract::qkv_bias)},
         {"o_bias", bool_field(&ModelContract::o_bias)},
-        {"norm", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-             c.norm = parse_enum(f, str(f, v), {NormKind::rms_norm, NormKind::layer_norm});
-         }},
+        {"norm", enum_field(&ModelContract::norm, {NormKind::rms_norm, NormKind::layer_norm})},
         {"eps", num_field(&ModelContract::eps)},
         {"zero_centered", bool_field(&ModelContract::zero_centered)},
-        {"placement", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-             c.placement = parse_enum(f, str(f, v), {Placement::pre, Placement::post});
-         }},
+        {"placement", enum_field(&ModelContract::placement, {Placement::pre, Placement::post})},
         {"qk_norm", bool_field(&ModelContract::qk_norm)},
         {"rope_base", num_field(&ModelContract::rope_base)},
         {"rotary_dim", int_field(&ModelContract::rotary_dim)},
-        {"mlp", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-             c.mlp = parse_enum(f, str(f, v), {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu});
-         }},
+        {"mlp", enum_field(&ModelContract::mlp, {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu})},
         {"situ_beta1", num_field(&ModelContract::situ_beta1)},
         {"situ_beta2", num_field(&ModelContract::situ_beta2)},
         {"dtype", format_field(&ModelContract::dtype)},
         {"residual_scale", num_field(&ModelContract::residual_scale)},
         {"residual_format", format_field(&ModelContract::residual_format)},
-        {"residual", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-             c.residual = parse_enum(f, str(f, v), {ResidualKind::plain, ResidualKind::mhc});
-         }},
+        {"residual", enum_field(&ModelContract::residual, {ResidualKind::plain, ResidualKind::mhc})},
         {"hc_streams", int_field(&ModelContract::hc_streams)},
         {"conventions", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
              for (const auto& [k, val] : typed(f, v, nlohmann::json::value_t::object).items())
