@@ -9,6 +9,7 @@
 
 #include "cli/common.hpp"
 #include "io/case_file.hpp"
+#include "model/layout.hpp"
 #include "io/model_dump.hpp"
 #include "oracle/conventions.hpp"
 #include "properties/fixed.hpp"
@@ -232,11 +233,7 @@ std::string matching_alternative(const Judged& base) {
 void run_fixed_properties(const Judged& j, CaseVerdict& v) {
     props::Case c;
     c.op = j.op, c.params = j.params;
-    for (const TensorView& t : j.in) {
-        Tensor copy(t.format, {t.shape.begin(), t.shape.begin() + t.rank});
-        for (std::int64_t i = 0; i < t.numel(); ++i) copy.set_bits(i, t.bits(i));
-        c.inputs.push_back(std::move(copy));
-    }
+    for (const TensorView& t : j.in) c.inputs.push_back(model::copy_tensor(t));
     for (const props::FixedProperty* p : props::fixed_properties_for(*j.op)) {
         v.properties.emplace_back(p->name, p->check(j.kernel, c));
         if (v.properties.back().second.empty() || v.status == "FAIL") continue;
