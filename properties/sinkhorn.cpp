@@ -132,6 +132,11 @@ struct Judged {
         }
         return worst;
     }
+    // The limit on ||B||_2 of matrix m from the derived bounds (any nonnegative
+    // matrix: ||B||_2^2 <= max row sum * max column sum).
+    oracle::Real norm_limit(std::int64_t m, double column_bound) const {
+        return oracle::sqrt(oracle::Real(1 + row_slack(m)) * oracle::Real(1 + column_bound));
+    }
     bool exact_zero_column(std::int64_t m, std::int64_t j) const {
         for (std::int64_t i = 0; i < n; ++i)
             if (exact[static_cast<std::size_t>((m * n + i) * n + j)] != 0) return false;
@@ -214,7 +219,7 @@ report::Curve depth_amplification_curve(const KernelInfo& k, std::uint64_t seed)
         p_hc = oracle::matmul(hc[static_cast<std::size_t>(l)], p_hc);
         // Unjudged matrices (non-finite bound) make the budget infinite: NaN
         // or overflow in the product still fails below.
-        budget *= oracle::sqrt(oracle::Real(1 + r.row_slack(l)) * oracle::Real(1 + column_bound));
+        budget *= r.norm_limit(l, column_bound);
         if (l + 1 != *next) continue;
         const double err = oracle::to_double(oracle::spectral_norm(p).hi), b = oracle::to_double(budget);
         c.points.push_back({static_cast<double>(l + 1), err, b, oracle::to_double(oracle::spectral_norm(p_hc).value)});
@@ -249,7 +254,7 @@ std::string spectral_norm_check(const KernelInfo& k, const Case& c) {
     return each_judged_matrix(k, c, [](const Judged& r, std::int64_t m, double col) -> std::string {
         const auto b = r.kernel_matrix(m);
         const auto s = oracle::spectral_norm(b);
-        const oracle::Real limit = oracle::sqrt(oracle::Real(1 + r.row_slack(m)) * oracle::Real(1 + col));
+        const oracle::Real limit = r.norm_limit(m, col);
         if (s.lo > oracle::schur_bound(b))
             return "matrix " + std::to_string(m) + ": the oracle's ||B||_2 exceeds the Schur bound (oracle bug)";
         if (s.lo > limit)
