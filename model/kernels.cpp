@@ -7,7 +7,6 @@
 #include <stdexcept>
 
 #include "impls/registry.hpp"
-#include "model/fast_encode.hpp"
 #include "model/layout.hpp"
 #include "model/run.hpp"
 
@@ -27,7 +26,7 @@ Tensor stored(const std::vector<float>& v, std::vector<std::int64_t> shape, Form
     Tensor t(f, std::move(shape));
     const TensorView out = t.view();  // dense
     for (std::int64_t i = 0; i < t.numel(); ++i) {
-        const std::uint64_t bits = fast_encode(f, static_cast<double>(v[static_cast<std::size_t>(i)]));
+        const std::uint64_t bits = encode(f, static_cast<double>(v[static_cast<std::size_t>(i)]));
         if (info(f).bytes == 2) static_cast<std::uint16_t*>(out.data)[i] = static_cast<std::uint16_t>(bits);
         else static_cast<std::uint32_t*>(out.data)[i] = static_cast<std::uint32_t>(bits);
     }

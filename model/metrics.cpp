@@ -4,7 +4,6 @@
 #include <limits>
 #include <stdexcept>
 
-#include "model/fast_encode.hpp"
 #include "numerics/ulp.hpp"
 
 namespace conform::model {
@@ -43,7 +42,7 @@ ErrorMetrics compare(const std::vector<double>& cand, const std::vector<double>&
     const double tiny = std::ldexp(1.0, info(f).emin);  // smallest normal: relative error floor
     for (std::size_t k = 0; k < ref.size(); ++k) {
         const auto i = static_cast<std::int64_t>(k);
-        const std::uint64_t rb = fast_encode(f, ref[k]), cb = fast_encode(f, cand[k]);
+        const std::uint64_t rb = encode(f, ref[k]), cb = encode(f, cand[k]);
         const UlpCompare c = compare_bits(f, rb, cb);
         if ((std::isnan(ref[k]) && !inherited_nan) || !c.class_match) {
             mismatch(m, i);

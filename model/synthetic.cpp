@@ -8,7 +8,6 @@
 #include <random>
 #include <string>
 
-#include "model/fast_encode.hpp"
 #include "model/run.hpp"
 
 namespace conform::model {
@@ -73,7 +72,7 @@ Tensor draw(const ModelContract& c, std::uint64_t seed, const std::string& name,
     Normal z(stream_seed(seed, name));
     const TensorView v = t.view();  // dense: element i at offset i
     for (std::int64_t i = 0; i < t.numel(); ++i) {
-        const std::uint64_t bits = fast_encode(c.dtype, l.offset + l.scale * z());
+        const std::uint64_t bits = encode(c.dtype, l.offset + l.scale * z());
         if (info(c.dtype).bytes == 2) static_cast<std::uint16_t*>(v.data)[i] = static_cast<std::uint16_t>(bits);
         else static_cast<std::uint32_t*>(v.data)[i] = static_cast<std::uint32_t>(bits);
     }

@@ -8,7 +8,6 @@
 #include <random>
 #include <set>
 
-#include "model/fast_encode.hpp"
 #include "model/graph.hpp"
 #include "model/layout.hpp"
 #include "model/mpfr_check.hpp"
@@ -389,27 +388,5 @@ TEST(ModelLayout, HeadsMajorRoundTripsAndOpCallsMatchTheOracle) {
         if (s.kind == StepKind::matmul) {
             EXPECT_EQ(call.op, "");
         }
-    }
-}
-
-// The fast rounding used for synthetic weights and kernel outputs is encode()
-// bit for bit: random doubles around each format's range, and exact ties.
-TEST(ModelFastEncode, EqualsEncode) {
-    std::mt19937_64 rng(5);
-    for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
-        const FormatInfo& fi = info(f);
-        for (int k = 0; k < 200000; ++k) {
-            const int e = fi.emin - 30 + static_cast<int>(rng() % static_cast<std::uint64_t>(fi.emax - fi.emin + 34));
-            std::uint64_t mant = rng() & ((std::uint64_t{1} << 52) - 1);
-            if (k % 4 == 0) {  // an exact tie (or a value of f) between two neighbours
-                const int drop = 52 - (fi.precision - 1);
-                mant = (mant >> drop << drop) | (k % 8 == 0 ? std::uint64_t{1} << (drop - 1) : 0);
-            }
-            const std::uint64_t bits = (rng() & 1) << 63 | static_cast<std::uint64_t>(e + 1023) << 52 | mant;
-            const double v = std::bit_cast<double>(bits);
-            ASSERT_EQ(fast_encode(f, v), encode(f, v)) << name(f) << " " << hexfloat(v);
-        }
-        for (double v : std::initializer_list<double>{0.0, -0.0, INFINITY, -INFINITY, NAN, max_finite(f), 1e-300})
-            EXPECT_EQ(fast_encode(f, v), encode(f, v)) << name(f) << " " << v;
     }
 }

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <mpfr.h>
 
+#include <bit>
 #include <cmath>
+#include <random>
 #include <cstring>
 
 #include "numerics/format.hpp"
@@ -102,6 +104,27 @@ TEST(Format, DoubleEncodeMatchesMpfrAtEvery16BitMidpoint) {
                 M m(x);
                 ASSERT_EQ(encode(f, x), mpfr_reference(m.v, f)) << name(f) << " " << hexfloat(x);
             }
+        }
+    }
+}
+
+// encode()'s bit-level path for normal results against MPFR: random doubles
+// across each format's range and beyond, a quarter of them exact ties or
+// values of the format.
+TEST(Format, DoubleEncodeMatchesMpfrOnRandomDoubles) {
+    std::mt19937_64 rng(5);
+    for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+        const FormatInfo& fi = info(f);
+        for (int k = 0; k < 200000; ++k) {
+            const int e = fi.emin - 30 + static_cast<int>(rng() % static_cast<std::uint64_t>(fi.emax - fi.emin + 34));
+            std::uint64_t mant = rng() & ((std::uint64_t{1} << 52) - 1);
+            if (k % 4 == 0) {  // an exact tie (or a value of f) between two neighbours
+                const int drop = 52 - (fi.precision - 1);
+                mant = (mant >> drop << drop) | (k % 8 == 0 ? std::uint64_t{1} << (drop - 1) : 0);
+            }
+            const double v = std::bit_cast<double>((rng() & 1) << 63 | static_cast<std::uint64_t>(e + 1023) << 52 | mant);
+            M m(v);
+            ASSERT_EQ(encode(f, v), mpfr_reference(m.v, f)) << name(f) << " " << hexfloat(v);
         }
     }
 }
