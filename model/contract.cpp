@@ -142,47 +142,78 @@ const nlohmann::json& typed(const std::string& field, const nlohmann::json& v, n
     return v;
 }
 
-// One JSON key: how to read it into the contract.
+// One JSON key: how to read it into the contract and how to write it back
+// (one table for both directions, so a field cannot be read but not written).
 using Reader = std::function<void(ModelContract&, const std::string&, const nlohmann::json&)>;
+using Writer = std::function<nlohmann::json(const ModelContract&)>;
+struct Field {
+    Reader read;
+    Writer write;
+};
 
 template <class T>
-Reader int_field(T ModelContract::*m) {
-    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-        c.*m = typed(f, v, nlohmann::json::value_t::number_integer).get<std::int64_t>();
-    };
+Writer plain(T ModelContract::*m) {
+    return [m](const ModelContract& c) { return nlohmann::json(c.*m); };
 }
-Reader num_field(double ModelContract::*m) {
-    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-        c.*m = typed(f, v, nlohmann::json::value_t::number_float).get<double>();
-    };
+template <class T>
+Writer named(T ModelContract::*m) {
+    return [m](const ModelContract& c) { return nlohmann::json(name(c.*m)); };
 }
-Reader bool_field(bool ModelContract::*m) {
-    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-        c.*m = typed(f, v, nlohmann::json::value_t::boolean).get<bool>();
-    };
+
+template <class T>
+Field int_field(T ModelContract::*m) {
+    return {[m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+                c.*m = typed(f, v, nlohmann::json::value_t::number_integer).get<std::int64_t>();
+            },
+            plain(m)};
+}
+Field num_field(double ModelContract::*m) {
+    return {[m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+                c.*m = typed(f, v, nlohmann::json::value_t::number_float).get<double>();
+            },
+            plain(m)};
+}
+Field bool_field(bool ModelContract::*m) {
+    return {[m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+                c.*m = typed(f, v, nlohmann::json::value_t::boolean).get<bool>();
+            },
+            plain(m)};
 }
 std::string str(const std::string& f, const nlohmann::json& v) {
     return typed(f, v, nlohmann::json::value_t::string).get<std::string>();
 }
 // An enum field: its name() of one of `all`.
 template <class E>
-Reader enum_field(E ModelContract::*m, std::vector<E> all) {
-    return [m, all = std::move(all)](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-        c.*m = parse_enum(f, str(f, v), all);
-    };
+Field enum_field(E ModelContract::*m, std::vector<E> all) {
+    return {[m, all = std::move(all)](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+                c.*m = parse_enum(f, str(f, v), all);
+            },
+            named(m)};
 }
 const std::vector<AttentionKind> kAttentionKinds{AttentionKind::softmax, AttentionKind::gated, AttentionKind::gdn,
                                                  AttentionKind::kda};
-Reader format_field(Format ModelContract::*m) {
-    return [m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-        c.*m = parse_model_format(f, str(f, v));
-    };
+Field format_field(Format ModelContract::*m) {
+    return {[m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+                c.*m = parse_model_format(f, str(f, v));
+            },
+            named(m)};
+}
+Field pattern_field() {
+    return {[](ModelContract& c, const std::string& f, const nlohmann::json& v) { c.pattern = str(f, v); },
+            plain(&ModelContract::pattern)};
+}
+Field conventions_field() {
+    return {[](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+                for (const auto& [k, val] : typed(f, v, nlohmann::json::value_t::object).items())
+                    c.conventions[k] = str(f + "." + k, val);
+            },
+            plain(&ModelContract::conventions)};
 }
 
-const std::map<std::string, Reader>& readers() {
-    static const std::map<std::string, Reader> r{
+const std::map<std::string, Field>& fields() {
+    static const std::map<std::string, Field> r{
         {"layers", int_field(&ModelContract::layers)},
-        {"pattern", [](ModelContract& c, const std::string& f, const nlohmann::json& v) { c.pattern = str(f, v); }},
+        {"pattern", pattern_field()},
         {"linear_kind", enum_field(&ModelContract::linear_kind, kAttentionKinds)},
         {"attention_kind", enum_field(&ModelContract::attention_kind, kAttentionKinds)},
         {"width", int_field(&ModelContract::width)},
@@ -211,10 +242,7 @@ const std::map<std::string, Reader>& readers() {
         {"residual_format", format_field(&ModelContract::residual_format)},
         {"residual", enum_field(&ModelContract::residual, {ResidualKind::plain, ResidualKind::mhc})},
         {"hc_streams", int_field(&ModelContract::hc_streams)},
-        {"conventions", [](ModelContract& c, const std::string& f, const nlohmann::json& v) {
-             for (const auto& [k, val] : typed(f, v, nlohmann::json::value_t::object).items())
-                 c.conventions[k] = str(f + "." + k, val);
-         }},
+        {"conventions", conventions_field()},
     };
     return r;
 }
@@ -225,46 +253,18 @@ ModelContract contract_from_json(const nlohmann::json& j) {
     if (!j.is_object()) throw std::invalid_argument("contract: expected a JSON object");
     ModelContract c;
     for (const auto& [k, v] : j.items()) {
-        auto it = readers().find(k);
-        if (it == readers().end()) fail(k, "unknown key");
-        it->second(c, k, v);
+        auto it = fields().find(k);
+        if (it == fields().end()) fail(k, "unknown key");
+        it->second.read(c, k, v);
     }
     validate(c);
     return c;
 }
 
 nlohmann::json to_json(const ModelContract& c) {
-    return {{"layers", c.layers},
-            {"pattern", c.pattern},
-            {"linear_kind", name(c.linear_kind)},
-            {"attention_kind", name(c.attention_kind)},
-            {"width", c.width},
-            {"heads", c.heads},
-            {"kv_heads", c.kv_heads},
-            {"head_dim", c.head_dim},
-            {"linear_heads", c.linear_heads},
-            {"linear_head_dim", c.linear_head_dim},
-            {"ffn", c.ffn},
-            {"tokens", c.tokens},
-            {"cache_tokens", c.cache_tokens},
-            {"qkv_bias", c.qkv_bias},
-            {"o_bias", c.o_bias},
-            {"norm", name(c.norm)},
-            {"eps", c.eps},
-            {"zero_centered", c.zero_centered},
-            {"placement", name(c.placement)},
-            {"qk_norm", c.qk_norm},
-            {"rope_base", c.rope_base},
-            {"rotary_dim", c.rotary_dim},
-            {"mlp", name(c.mlp)},
-            {"situ_beta1", c.situ_beta1},
-            {"situ_beta2", c.situ_beta2},
-            {"dtype", name(c.dtype)},
-            {"residual_scale", c.residual_scale},
-            {"residual_format", name(c.residual_format)},
-            {"residual", name(c.residual)},
-            {"hc_streams", c.hc_streams},
-            {"conventions", c.conventions}};
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [key, field] : fields()) j[key] = field.write(c);
+    return j;
 }
 
 }  // namespace conform::model

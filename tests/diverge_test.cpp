@@ -234,6 +234,7 @@ TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
         std::int64_t at;
         StepKind kind;
         std::function<void(ModelContract&)> variant = [](ModelContract&) {};
+        Format f = Format::bf16;
     };
     const std::vector<Case> cases{
         {"dense", "mutant.rope.bf16_angles.bf16", 1, StepKind::rope},
@@ -245,9 +246,13 @@ TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
         {"dense", "mutant.rope.bf16_angles.bf16", 2, StepKind::rope,
          [](ModelContract& c) { c.residual = ResidualKind::mhc; }},
         {"dense", "mutant.rms_norm.zc_as_w.bf16", 1, StepKind::norm,
-         [](ModelContract& c) { c.placement = Placement::post; }}};
+         [](ModelContract& c) { c.placement = Placement::post; }},
+        // Gated attention: the output gate's sigmoid, rewritten as 1 - sigmoid(-x)
+        // in float, cancels on the negative gate logits of that layer only.
+        {"dense", "mutant.sigmoid.one_minus.fp32", 2, StepKind::sigmoid,
+         [](ModelContract& c) { c.attention_kind = AttentionKind::gated; }, Format::fp32}};
     for (const Case& k : cases) {
-        ModelContract c = small(k.pattern, Format::bf16);
+        ModelContract c = small(k.pattern, k.f);
         c.layers = 6;
         c.zero_centered = k.kind == StepKind::norm;
         k.variant(c);
@@ -324,7 +329,11 @@ TEST(Diverge, ConventionsAreIdentifiedOnEveryStack) {
         {"KDA hybrid", "rope_pairing", "interleaved", StepKind::rope, 3,
          [](ModelContract& c) { c.pattern = "hybrid", c.linear_kind = AttentionKind::kda; }},
         {"post-norm", "norm_cast", "before_weight", StepKind::norm, 0,
-         [](ModelContract& c) { c.placement = Placement::post; }}};
+         [](ModelContract& c) { c.placement = Placement::post; }},
+        {"gated attention", "rope_pairing", "interleaved", StepKind::rope, 0,
+         [](ModelContract& c) { c.attention_kind = AttentionKind::gated; }},
+        {"gated attention", "causal", "top_left", StepKind::attention, 0,
+         [](ModelContract& c) { c.attention_kind = AttentionKind::gated, c.cache_tokens = 4; }}};
     for (const Case& k : cases) {
         ModelContract c = small("dense", Format::bf16);
         k.variant(c);
