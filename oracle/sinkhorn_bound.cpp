@@ -53,13 +53,33 @@ struct Arith {
     double div_abs;     // a quotient rounded into the subnormal range: half a spacing
     double rel_floor;   // start entries below this are carried as absolute errors
     double trace_slack; // the FP64 trace's weights against the exact ones
+    double eps;         // the guard of the exact iteration (0: none)
+    double eps_ratio;   // the kernel's guard (eps rounded to acc) over eps
 };
 
-Arith arith_of(Format acc, std::int64_t n, int iters) {
+// The guard as the kernel adds it: eps rounded to the arithmetic's format.
+double eps_in(Format acc, double eps) { return acc == Format::fp32 ? static_cast<double>(static_cast<float>(eps)) : eps; }
+
+Arith arith_of(Format acc, std::int64_t n, int iters, double eps) {
     const double u = unit_roundoff(acc), tiny = ulp_at(acc, 0.0), steps = 2.0 * iters + 1;
     return {u, gamma(static_cast<double>(n - 1), u), -std::log1p(-u), -std::log1p(-2 * kExpUlps * u),
             2 * tiny, 0.5 * tiny, std::ldexp(1.0, info(acc).emin + 6),
-            4 * steps * steps * static_cast<double>(n) * 0x1p-53};
+            4 * steps * steps * static_cast<double>(n) * 0x1p-53, eps, eps > 0 ? eps_in(acc, eps) / eps : 1.0};
+}
+
+// The new log error of a line (docs/sinkhorn.md, "The eps guard"): the line
+// was off by old (an interval) and its computed sum by a factor in
+// [e^(dn - theta), e^(up + theta)] relative to e^old times the exact sum S.
+// Without a guard the old error cancels in the quotient; with one, lambda =
+// S / (S + eps) is the sum's share of the divisor and
+//     xi' = xi - log(lambda q + (1 - lambda) r) - log(1 + delta_add),
+// q = e^xi (1 + theta') M, r the guard's rounding: increasing in xi,
+// decreasing in q, so the ends come from the ends of each factor.
+Span line_error(const Span& old, double theta, double up, double dn, double lambda, const Arith& a) {
+    if (a.eps == 0) return {-theta - up, theta - dn};
+    const double hi = old.hi - std::log(lambda * std::exp(old.hi - theta + dn) + (1 - lambda) * a.eps_ratio) + a.div;
+    const double lo = old.lo - std::log(lambda * std::exp(old.lo + theta + up) + (1 - lambda) * a.eps_ratio) - a.div;
+    return {lo, hi};
 }
 
 // b^_ij = b_ij exp(xi_i + zeta_j + rho_ij) + delta_ij (see the file comment).
@@ -126,8 +146,9 @@ void normalize_step(ErrorState& s, const Mat<double>& c, SinkhornAxis axis, cons
             continue;
         }
         const double theta = -std::log1p(-a.gamma) - std::log1p(-share) + a.trace_slack;
-        next[static_cast<std::size_t>(line)] = {-theta - up, theta - dn};
-        const double s_lo = (1 - a.gamma) * (rel_lo - abs_sum);  // the computed sum, from below
+        next[static_cast<std::size_t>(line)] = line_error(own[static_cast<std::size_t>(line)], theta, up, dn, sum / (sum + a.eps), a);
+        double s_lo = (1 - a.gamma) * (rel_lo - abs_sum);  // the computed divisor, from below
+        if (a.eps > 0) s_lo = (s_lo + a.eps * a.eps_ratio) * (1 - a.u);
         for (std::int64_t k = 0; k < n; ++k) {
             if (s.zero[at(k)]) continue;
             s.A[at(k)] = s.A[at(k)] * (1 + a.u) / s_lo + a.div_abs;
@@ -167,26 +188,33 @@ std::vector<std::vector<double>> sinkhorn_bound(const Params& params, const std:
     const TensorView& l = in.at(0);
     const std::int64_t n = l.shape[l.rank - 1], nn = n * n, count = nn ? l.numel() / nn : 0;
     const int iters = sinkhorn_iters(params);
-    const Arith a = arith_of(acc, n, iters);
+    const double eps = sinkhorn_eps(params);
+    const Arith a = arith_of(acc, n, iters, eps);
     std::vector<double> bound(static_cast<std::size_t>(l.numel()), 0.0);
     for (std::int64_t k = 0; k < count; ++k) {
         Mat<double> logits(n, n);
         for (std::int64_t e = 0; e < nn; ++e) logits.a[static_cast<std::size_t>(e)] = l.value(k * nn + e);
         if (poisons_matrix(logits)) continue;  // NaN: judged as a class
         ErrorState s = start_state(logits, a);
-        sinkhorn<double>(logits, iters, [&](const Mat<double>& c, SinkhornAxis axis) {
-            if (!s.lost) normalize_step(s, c, axis, a);
-        });
+        sinkhorn<double>(
+            logits, iters,
+            [&](const Mat<double>& c, SinkhornAxis axis) {
+                if (!s.lost) normalize_step(s, c, axis, a);
+            },
+            eps);
         final_bounds(s, exact.at(0).data() + k * nn, out.at(0), a, acc, bound.data() + k * nn);
     }
     return {bound};
 }
 
-double sinkhorn_column_sum_bound(std::int64_t n, Format acc, Format out) {
+double sinkhorn_column_sum_bound(std::int64_t n, Format acc, Format out, bool guarded) {
     const double u = unit_roundoff(acc), g = gamma(static_cast<double>(n - 1), u);
     const bool narrower = info(out).precision < info(acc).precision;
     const double u_out = narrower ? unit_roundoff(out) : 0.0;
-    const double rel = std::fmax((1 + u) * (1 + u_out) / (1 - g) - 1, 1 - (1 - u) * (1 - u_out) / (1 + g));
+    // With a guard the divisor fl(s^ + eps) >= (1 - u) s^ (one more rounding);
+    // only the upper side is a bound then (the exact sums are below 1).
+    const double rel = guarded ? (1 + u) * (1 + u_out) / ((1 - g) * (1 - u)) - 1
+                               : std::fmax((1 + u) * (1 + u_out) / (1 - g) - 1, 1 - (1 - u) * (1 - u_out) / (1 + g));
     // Subnormal quotients (half a spacing each) and, for a narrower output,
     // subnormal outputs (half the output's spacing each).
     const double abs = static_cast<double>(n) * (0.5 * ulp_at(acc, 0.0) * (1 + u_out) + (narrower ? 0.5 * ulp_at(out, 0.0) : 0.0));

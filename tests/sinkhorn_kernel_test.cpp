@@ -13,6 +13,7 @@
 #include "oracle/structured.hpp"
 #include "properties/generators.hpp"
 #include "properties/sinkhorn.hpp"
+#include "properties/verdict.hpp"
 #include "test_tensors.hpp"
 
 using namespace conform;
@@ -102,4 +103,42 @@ TEST(SinkhornKernels, DepthProductStaysWithinItsBudgetUnlikeFreeHc) {
     const report::Curve bad = props::depth_amplification_curve(*rows_only, 5);
     EXPECT_FALSE(bad.passed);
     EXPECT_GT(bad.points.back().error, 1.001);
+}
+
+// The eps guard: eps = 0 gives the unguarded kernel bit for bit; eps = 0.5
+// changes the result, which stays within its derived bound (the verdict of
+// every property) and has column sums below 1 + the guarded column bound; the
+// kernel that ignores the guard (mutant eps_ignored) is out of bound.
+TEST(SinkhornKernels, EpsGuardIsHonoured) {
+    std::mt19937_64 g(8);
+    std::normal_distribution<double> N;
+    std::vector<double> v(9 * 16);
+    for (double& x : v) x = N(g);
+    for (const KernelInfo* k : gated_kernels()) {
+        const Tensor l = conform::testing::tensor({9, 4, 4}, v, k->in);
+        const auto plain = run_kernel(*k, Params(), {l.view()})[0];
+        const auto zero = run_kernel(*k, Params({{"eps", 0.0}}), {l.view()})[0];
+        const Params guarded({{"eps", 0.5}});
+        const auto b = run_kernel(*k, guarded, {l.view()})[0];
+        int differ = 0;
+        for (std::int64_t e = 0; e < plain.numel(); ++e) {
+            EXPECT_EQ(plain.bits(e), zero.bits(e)) << k->name;
+            differ += plain.bits(e) != b.bits(e);
+        }
+        EXPECT_GT(differ, 100) << k->name;
+        const double col = oracle::sinkhorn_column_sum_bound(4, k->acc, k->out, true);
+        for (std::int64_t m = 0; m < 9; ++m)
+            for (std::int64_t j = 0; j < 4; ++j) {
+                double s = 0;
+                for (std::int64_t i = 0; i < 4; ++i) s += b.value(m * 16 + i * 4 + j);
+                EXPECT_LE(s, 1 + col) << k->name;
+                EXPECT_LT(s, 0.99) << k->name << ": eps = 0.5 leaves visible mass out";
+            }
+        const auto r = props::check_case(*k, guarded, {l.view()});
+        EXPECT_TRUE(r.pass) << k->name << ": " << r.message;
+    }
+    const KernelInfo* ignored = builtin_registry().find("mutant.sinkhorn.eps_ignored.fp32");
+    ASSERT_NE(ignored, nullptr);
+    const Tensor l = conform::testing::tensor({9, 4, 4}, v, Format::fp32);
+    EXPECT_FALSE(props::check_case(*ignored, Params({{"eps", 0.5}}), {l.view()}).pass);
 }
