@@ -170,6 +170,36 @@ Testable identity_path_exact(const KernelInfo& k) {
     };
 }
 
+// mHC's own B (output b): after the last column normalization every column
+// of the kernel's projection sums to 1 within that step's rounding whatever
+// happened before (docs/sinkhorn.md, "Column sums"), stored once in b's
+// format; a column whose logits are all -inf sums to 0.  Poisoned tokens (a
+// NaN or +inf logit) are NaN, judged by special_values.
+Testable b_column_marginals(const KernelInfo& k) {
+    return [&k] {
+        const Case c = build_case(*gen_hc_residual_spec(k.op, k.in, GenOptions{}));
+        const auto out = run_kernel(k, c.params, c.views());
+        const Tensor &l = c.inputs[3], &b = out.at(2);
+        const std::int64_t n = l.shape()[1], nn = n * n;
+        const double tol = oracle::sinkhorn_column_sum_bound(n, k.acc, output_format(k, 2)) + static_cast<double>(n) * 0x1p-52;
+        for (std::int64_t t = 0; t < l.shape()[0]; ++t) {
+            bool poisoned = false;
+            for (std::int64_t e = 0; e < nn; ++e) poisoned = poisoned || std::isnan(l.value(t * nn + e)) || l.value(t * nn + e) == INFINITY;
+            if (poisoned) continue;
+            for (std::int64_t j = 0; j < n; ++j) {
+                double s = 0;
+                bool dead = true;
+                for (std::int64_t i = 0; i < n; ++i)
+                    s += b.value(t * nn + i * n + j), dead = dead && l.value(t * nn + i * n + j) == -INFINITY;
+                const double want = dead ? 0.0 : 1.0;
+                if (!(std::fabs(s - want) <= (dead ? 0.0 : tol)))
+                    RC_FAIL("token " + std::to_string(t) + " column " + std::to_string(j) + " of b sums to " + hexfloat(s) +
+                            ", want " + hexfloat(want) + " within " + hexfloat(dead ? 0.0 : tol));
+            }
+        }
+    };
+}
+
 }  // namespace
 
 void add_hc_residual_properties(std::vector<PropertyDef>& v) {
@@ -180,6 +210,8 @@ void add_hc_residual_properties(std::vector<PropertyDef>& v) {
     v.push_back({"streams_l1_nonexpansive",
                  "with f = 0, sum_i |x_next_i| <= (1 + column bound)(1 + gamma_n)(1 + u_out) sum_j |x_j| per channel",
                  is_mhc, [](const KernelInfo& k, const RunConfig&, Stats*) { return streams_l1_nonexpansive(k); }});
+    v.push_back({"b_column_marginals", "every column of the returned projection b sums to 1 within the last normalization's rounding",
+                 is_mhc, [](const KernelInfo& k, const RunConfig&, Stats*) { return b_column_marginals(k); }});
 }
 
 }  // namespace conform::props
