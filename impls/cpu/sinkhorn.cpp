@@ -25,6 +25,7 @@
 
 #include "impls/cpu/elementwise.hpp"
 #include "impls/cpu/simd_math.hpp"
+#include "numerics/sinkhorn_domain.hpp"
 
 namespace conform::cpu {
 namespace {
@@ -91,6 +92,55 @@ void normalize_line(float* m, std::int64_t n, std::int64_t first, std::int64_t s
     s += eps;
     if (s == 0) return;  // a zero line stays zero (never 0/0)
     for (std::int64_t k = 0; k < n; ++k) m[first + k * step] = m[first + k * step] / s + f.eps_after;
+}
+
+// ---- the wide domain: log-domain iteration (docs/sinkhorn.md, "The wide domain") ----
+
+// log sum_k e^(v_k) of n floats at stride `step`, max-shifted, sums left to
+// right; -inf when every entry is -inf.
+float log_sum_exp(const float* v, std::int64_t n, std::int64_t step) {
+    float m = -kInf;
+    for (std::int64_t k = 0; k < n; ++k) m = std::fmax(m, v[k * step]);
+    if (m == -kInf) return m;
+    float s = 0;
+    for (std::int64_t k = 0; k < n; ++k) s += std::exp(v[k * step] - m);
+    return m + std::log(s);
+}
+
+// The potential of a line: -LSE, or 0 for a line of structural zeros (its
+// entries stay 0, as "a zero line is left unchanged").
+float potential(float lse) { return lse == -kInf ? 0.0f : -lse; }
+
+// The same iterates as sinkhorn_matrix in potentials, on the row-shifted
+// logits L' = fl(L - row max): f_i = -LSE_j(L'_ij + g_j), g_j = -LSE_i(L'_ij +
+// f_i), B_ij = exp((L'_ij + f_i) + g_j).  Nothing underflows but the final
+// exp, so no line is lost however wide the matrix.  Unguarded (eps = 0) only.
+void sinkhorn_log_matrix(float* m, std::int64_t n, int iters) {
+    for (std::int64_t i = 0; i < n; ++i) {
+        float mx = -kInf;
+        for (std::int64_t j = 0; j < n; ++j) mx = std::fmax(mx, m[i * n + j]);
+        if (mx != -kInf)
+            for (std::int64_t j = 0; j < n; ++j)
+                m[i * n + j] = sinkhorn_below_range(m[i * n + j], mx) ? -kInf : m[i * n + j] - mx;
+    }
+    std::vector<float> f(static_cast<std::size_t>(n), 0.0f), g(f), v(f);
+    for (int t = 0; t < iters; ++t) {
+        for (std::int64_t i = 0; i < n; ++i) {
+            for (std::int64_t j = 0; j < n; ++j) v[static_cast<std::size_t>(j)] = m[i * n + j] + g[static_cast<std::size_t>(j)];
+            f[static_cast<std::size_t>(i)] = potential(log_sum_exp(v.data(), n, 1));
+        }
+        for (std::int64_t j = 0; j < n; ++j) {
+            for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = m[i * n + j] + f[static_cast<std::size_t>(i)];
+            g[static_cast<std::size_t>(j)] = potential(log_sum_exp(v.data(), n, 1));
+        }
+    }
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < n; ++j)
+            m[i * n + j] = std::exp((m[i * n + j] + f[static_cast<std::size_t>(i)]) + g[static_cast<std::size_t>(j)]);
+}
+
+bool wide(const float* m, std::int64_t n) {
+    return sinkhorn_wide(n, [&](std::int64_t i, std::int64_t j) { return static_cast<double>(m[i * n + j]); });
 }
 
 template <Format F>
@@ -198,6 +248,21 @@ CONFORM_AVX2 void simd_group(const KernelCall& c, const Batch& g, std::int64_t k
             store_lane<F>(matrix_out<F>(c, g, k0 + l), e, buf.lanes(e)[l]);
 }
 
+// The wide matrices of a batch again, by the log-domain path (rare: the lanes
+// stay in the exp domain, and these are recomputed one by one).
+template <Format F>
+void redo_wide(const KernelCall& c, const Batch& g) {
+    std::vector<float> m(static_cast<std::size_t>(g.n * g.n));
+    for (std::int64_t k = 0; k < g.count; ++k) {
+        const storage_t<F>* in = matrix_in<F>(c, g, k);
+        for (std::size_t e = 0; e < m.size(); ++e) m[e] = Storage<F>::load(in, static_cast<long>(e));
+        if (!wide(m.data(), g.n)) continue;
+        sinkhorn_log_matrix(m.data(), g.n, g.iters);
+        storage_t<F>* out = matrix_out<F>(c, g, k);
+        for (std::size_t e = 0; e < m.size(); ++e) Storage<F>::store(out, static_cast<long>(e), m[e]);
+    }
+}
+
 template <Format F>
 void simd_kernel(const KernelCall& c) {
     if (!has_avx2()) return scalar_kernel<F>(c);
@@ -207,6 +272,7 @@ void simd_kernel(const KernelCall& c) {
         if (g.n == 4) simd_group<F, 4>(c, g, k0, buf);
         else simd_group<F, 0>(c, g, k0, buf);
     }
+    if (g.eps == 0) redo_wide<F>(c, g);
 }
 
 // ---- naive baseline: every intermediate rounded to the storage format --------------
@@ -271,6 +337,7 @@ void sinkhorn_matrix(float* m, std::int64_t n, int iters, const SinkhornFlaws& f
         for (std::int64_t e = 0; e < n * n; ++e) m[e] = kNaN;
         return;
     }
+    if (eps == 0 && wide(m, n)) return sinkhorn_log_matrix(m, n, iters);
     for (std::int64_t i = 0; i < n; ++i) {
         float mx = -kInf;
         for (std::int64_t j = 0; j < n; ++j) mx = std::fmax(mx, m[i * n + j]);
