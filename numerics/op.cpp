@@ -159,7 +159,8 @@ std::vector<OpSpec> make_specs() {
                  hc_residual_shapes});
     s.push_back({"mhc_residual", "hc_residual", OpKind::structured, {"x", "f", "a_logits", "b_logits", "c_logits"},
                  {"h", "x_next", "b"},
-                 {{"iters", 20, "Sinkhorn-Knopp iterations of the projection, each a row then a column normalization"}},
+                 {{"iters", 20, "Sinkhorn-Knopp iterations of the projection, each a row then a column normalization"},
+                  {"eps", 0, "the projection's guard, as sinkhorn's: v / (sum + eps) (0: none)"}},
                  "mHC: hc_residual with b = sinkhorn(b_logits) (the doubly stochastic projection, as op sinkhorn), "
                  "also returned as b [T, n, n]",
                  mhc_residual_shapes});

@@ -47,6 +47,7 @@ Mat<Real> matrix(const std::vector<Real>& all, std::int64_t first, std::int64_t 
 OpOutputs eval_mix(const std::string& op, const Params& params, const std::vector<TensorView>& in, bool project) {
     const HcShape s = hc_shape(op, in);
     const int iters = project ? sinkhorn_iters(params) : 0;
+    const double eps = project ? sinkhorn_eps(params) : 0.0;
     const std::vector<Real> x = read_exact(in[0]), f = read_exact(in[1]), a = read_exact(in[2]), b = read_exact(in[3]),
                             c = read_exact(in[4]);
     OpOutputs out{{"h", "x_next"}, {{s.tokens, s.d}, {s.tokens, s.n, s.d}}, {{}, {}}};
@@ -57,7 +58,8 @@ OpOutputs eval_mix(const std::string& op, const Params& params, const std::vecto
     }
     for (std::int64_t t = 0; t < s.tokens; ++t) {
         const Mat<Real> xt = matrix(x, t * s.n * s.d, s.n, s.d);
-        const Mat<Real> bt = project ? sinkhorn(matrix(b, t * s.n * s.n, s.n, s.n), iters) : matrix(b, t * s.n * s.n, s.n, s.n);
+        const Mat<Real> bt =
+            project ? sinkhorn(matrix(b, t * s.n * s.n, s.n, s.n), iters, {}, eps) : matrix(b, t * s.n * s.n, s.n, s.n);
         const std::vector<Real> h = hc_pre_mix(xt, slice(a, t * s.n, s.n));
         const Mat<Real> next = hc_post_mix(xt, bt, slice(c, t * s.n, s.n), slice(f, t * s.d, s.d));
         out.values[0].insert(out.values[0].end(), h.begin(), h.end());

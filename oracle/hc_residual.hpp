@@ -61,8 +61,9 @@ template <class R> Mat<R> mhc_residual(const Mat<R>& x, const std::vector<R>& a_
 // Registry evaluators (docs/hc_residual.md), per token t:
 //   hc_residual:  x [T, n, d], f [T, d], a_logits [T, n], b [T, n, n], c_logits [T, n]
 //                 -> h [T, d], x_next [T, n, d]
-//   mhc_residual: the same with b_logits [T, n, n] in place of b and param
-//                 iters (20) -> h, x_next and b [T, n, n] (the projection used)
+//   mhc_residual: the same with b_logits [T, n, n] in place of b and params
+//                 iters (20) and eps (0, sinkhorn's guard) -> h, x_next and
+//                 b [T, n, n] (the projection used)
 OpOutputs eval_hc_residual(const Params& params, const std::vector<TensorView>& in);
 OpOutputs eval_mhc_residual(const Params& params, const std::vector<TensorView>& in);
 

@@ -201,3 +201,34 @@ TEST(HcResidualOracle, EvaluatorAndValidation) {
     EXPECT_THROW(oracle::eval_hc_residual(Params(), wrong.views()), std::invalid_argument);
     EXPECT_THROW(oracle::eval_mhc_residual(Params({{"iters", 0}}), in.views()), std::invalid_argument);
 }
+
+// mHC with the projection's eps guard (docs/sinkhorn.md, "The eps guard"):
+// eps = 0.5 changes x_next and b, every element stays within its derived
+// bound, and b's columns sum to S / (S + eps) < 1.
+TEST(HcResidualKernels, MhcHonoursTheEpsGuard) {
+    std::mt19937_64 g(9);
+    std::normal_distribution<double> N;
+    constexpr std::int64_t T = 9, n = 4, d = 9;
+    auto draw = [&](std::size_t count) {
+        std::vector<double> v(count);
+        for (double& e : v) e = N(g);
+        return v;
+    };
+    const auto x = draw(T * n * d), f = draw(T * d), a = draw(T * n), b = draw(T * n * n), c = draw(T * n);
+    for (const KernelInfo* k : gated("mhc_residual")) {
+        const Inputs in = inputs(k->in, T, n, d, x, f, a, b, c);
+        const Params guarded({{"eps", 0.5}});
+        const auto plain = run_kernel(*k, Params(), in.views()), with = run_kernel(*k, guarded, in.views());
+        int differ = 0;
+        for (std::int64_t e = 0; e < with[1].numel(); ++e) differ += plain[1].bits(e) != with[1].bits(e);
+        EXPECT_GT(differ, T * n * d / 2) << k->name;
+        for (std::int64_t t = 0; t < T; ++t)
+            for (std::int64_t j = 0; j < n; ++j) {
+                double s = 0;
+                for (std::int64_t i = 0; i < n; ++i) s += with[2].value((t * n + i) * n + j);
+                EXPECT_LT(s, 0.99) << k->name;
+            }
+        const auto r = props::check_case(*k, guarded, in.views());
+        EXPECT_TRUE(r.pass) << k->name << ": " << r.message;
+    }
+}

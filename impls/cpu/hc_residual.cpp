@@ -26,6 +26,7 @@ namespace {
 struct Geometry {
     std::int64_t tokens = 0, n = 0, d = 0;
     int iters = 20;
+    float eps = 0;  // the projection's guard, rounded to FP32 once
 };
 
 Geometry read_geometry(const KernelCall& c, bool project) {
@@ -48,6 +49,10 @@ Geometry read_geometry(const KernelCall& c, bool project) {
         if (!(iters >= 1) || iters != std::floor(iters) || iters > 1e6)
             throw std::invalid_argument("mhc_residual kernel: parameter 'iters' must be an integer in [1, 1e6]");
         g.iters = static_cast<int>(iters);
+        const double eps = c.params.get("eps", 0.0);
+        if (!(eps >= 0) || !std::isfinite(eps))
+            throw std::invalid_argument("mhc_residual kernel: parameter 'eps' must be finite and >= 0");
+        g.eps = static_cast<float>(eps);
     }
     return g;
 }
@@ -75,10 +80,11 @@ std::vector<float> mixing_matrices(const KernelCall& c, const Geometry& g, bool 
     const std::int64_t nn = g.n * g.n;
     if (project && !fl.unprojected) {
         if (fl.rows_only) {
-            for (std::int64_t t = 0; t < g.tokens; ++t) sinkhorn_matrix(b.data() + t * nn, g.n, g.iters, {.rows_only = true});
+            for (std::int64_t t = 0; t < g.tokens; ++t)
+                sinkhorn_matrix(b.data() + t * nn, g.n, g.iters, {.rows_only = true}, g.eps);
         } else {
             std::vector<float> out(b.size());
-            sinkhorn_batch(b.data(), out.data(), g.tokens, g.n, g.iters, simd);
+            sinkhorn_batch(b.data(), out.data(), g.tokens, g.n, g.iters, simd, g.eps);
             b = std::move(out);
         }
     }
