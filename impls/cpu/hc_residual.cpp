@@ -183,6 +183,30 @@ void run(const KernelCall& c, bool project, bool simd, const HcFlaws& fl = {}) {
     }
 }
 
+// ---- naive baseline: every intermediate rounded to the storage format ----------
+
+template <Format F>
+void naive(const KernelCall& c, bool project) {
+    const Geometry g = read_geometry(c, project);
+    auto fmt = [](double v) { return decode(F, encode(F, v)); };
+    auto sigma = [&](double l) { return fmt(1.0 / fmt(1.0 + fmt(std::exp(-l)))); };
+    if (project) sinkhorn_naive({c.params, {c.in[3]}, {c.out[2]}});  // B in the storage format
+    const TensorView &x = c.in[0], &f = c.in[1], &b = project ? c.out[2] : c.in[3];
+    const std::int64_t n = g.n, d = g.d;
+    for (std::int64_t t = 0; t < g.tokens; ++t)
+        for (std::int64_t e = 0; e < d; ++e) {
+            double h = 0;
+            for (std::int64_t i = 0; i < n; ++i) h = fmt(h + fmt(sigma(c.in[2].value(t * n + i)) * x.value((t * n + i) * d + e)));
+            c.out[0].set_bits(t * d + e, encode(F, h));
+            for (std::int64_t i = 0; i < n; ++i) {
+                double y = 0;
+                for (std::int64_t j = 0; j < n; ++j) y = fmt(y + fmt(b.value((t * n + i) * n + j) * x.value((t * n + j) * d + e)));
+                y = fmt(y + fmt(fmt(2 * sigma(c.in[4].value(t * n + i))) * f.value(t * d + e)));
+                c.out[1].set_bits((t * n + i) * d + e, encode(F, y));
+            }
+        }
+}
+
 template <Format F>
 void add_format(Registry& r) {
     for (const bool project : {false, true}) {
@@ -196,6 +220,10 @@ void add_format(Registry& r) {
                           std::string("portable scalar FP32: ") + (project ? "B by the scalar Sinkhorn; " : "") +
                               "sums of products left to right",
                           [project](const KernelCall& c) { run<F>(c, project, false); }));
+        r.add(kernel_info(op, "naive", F, F, Role::baseline,
+                          std::string("baseline: sigmoid, every product and partial sum") +
+                              (project ? " and the naive Sinkhorn's B" : "") + " rounded to the storage format",
+                          [project](const KernelCall& c) { naive<F>(c, project); }));
     }
 }
 

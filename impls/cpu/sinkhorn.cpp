@@ -361,6 +361,14 @@ void sinkhorn_batch(const float* logits, float* b, std::int64_t count, std::int6
     else scalar_kernel<Format::fp32>(call);
 }
 
+void sinkhorn_naive(const KernelCall& c) {
+    switch (c.in.at(0).format) {
+        case Format::fp16: return naive_kernel<Format::fp16>(c);
+        case Format::bf16: return naive_kernel<Format::bf16>(c);
+        default: return naive_kernel<Format::fp32>(c);
+    }
+}
+
 }  // namespace conform::cpu
 
 namespace conform {

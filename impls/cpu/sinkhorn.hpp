@@ -36,5 +36,9 @@ void sinkhorn_matrix(float* m, std::int64_t n, int iters, const SinkhornFlaws& f
 void sinkhorn_batch(const float* logits, float* b, std::int64_t count, std::int64_t n, int iters, bool simd,
                     float eps = 0);
 
+// The naive baseline's arithmetic on a sinkhorn call (logits -> b), every
+// intermediate rounded to the call's storage format (fp32, fp16 or bf16).
+void sinkhorn_naive(const KernelCall& c);
+
 }  // namespace cpu
 }  // namespace conform
