@@ -105,6 +105,7 @@ std::vector<Vector> make_vectors(const std::string& op_name, Format f) {
         }
         if (op_name == "lse_merge") s.dims = {4, 3};
         if (op_name == "sinkhorn") s.dims = {3, 4};  // three 4x4 matrices (n_hc = 4), 20 iterations
+        if (op_name == "hc_residual" || op_name == "mhc_residual") s.dims = {2, 4, 9};  // n_hc = 4, a SIMD tail
         if (op_name == "quantize") s.dims = {3, 5};   // per tensor (axis 0)
         if (op_name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
         if (op_name == "dequantize") s.dims = {3, 5};          // per tensor (axis 0), codes stored as floats

@@ -2,6 +2,7 @@
 
 #include "impls/cpu/attention.hpp"
 #include "impls/cpu/gdn.hpp"
+#include "impls/cpu/hc_residual.hpp"
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/rope.hpp"
 #include "impls/cpu/sinkhorn.hpp"
@@ -49,6 +50,7 @@ const Registry& builtin_registry() {
         register_cpu_attention(r);
         register_cpu_gdn(r);
         register_cpu_sinkhorn(r);
+        register_cpu_hc_residual(r);
         register_cpu_int8(r);
         register_cpu_int8_quant(r);
         register_mutants_norm(r);
@@ -59,6 +61,7 @@ const Registry& builtin_registry() {
         register_mutants_attention(r);
         register_mutants_gdn(r);
         register_mutants_sinkhorn(r);
+        register_mutants_hc_residual(r);
         register_mutants_int8(r);
         return r;
     }();

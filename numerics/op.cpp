@@ -65,6 +65,19 @@ std::vector<std::vector<std::int64_t>> smooth_quant_shapes(const std::vector<Ten
     return {{in[0].shape[0], in[0].shape[1]}, {in[1].shape[0], in[1].shape[1]}, {in[0].shape[1]}};
 }
 
+// h [T, d] and x_next [T, n, d] of hc_residual from x [T, n, d]; mhc_residual
+// adds b [T, n, n] (the projection it mixed with).
+std::vector<std::vector<std::int64_t>> hc_residual_shapes(const std::vector<TensorView>& in) {
+    if (in.empty() || in[0].rank != 3) throw std::invalid_argument("hc_residual: input x must be [T, n, d]");
+    const std::int64_t t = in[0].shape[0], n = in[0].shape[1], d = in[0].shape[2];
+    return {{t, d}, {t, n, d}};
+}
+std::vector<std::vector<std::int64_t>> mhc_residual_shapes(const std::vector<TensorView>& in) {
+    auto s = hc_residual_shapes(in);
+    s.push_back({in[0].shape[0], in[0].shape[1], in[0].shape[1]});
+    return s;
+}
+
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
@@ -131,10 +144,26 @@ std::vector<OpSpec> make_specs() {
                  "delta update), y_t = S_t^T q_t; state = S_T; cu_seqlens as gdn",
                  delta_rule_shapes});
     s.push_back({"sinkhorn", "sinkhorn", OpKind::structured, {"logits"}, {"b"},
-                 {{"iters", 20, "Sinkhorn-Knopp iterations, each a row then a column normalization"}},
+                 {{"iters", 20, "Sinkhorn-Knopp iterations, each a row then a column normalization"},
+                  {"eps", 0, "guard added to every line sum before dividing, v / (sum + eps) (0: none); relative to "
+                             "the row-shifted start exp(logits - row max)"}},
                  "logits [n, n] or [batch, n, n]: b = `iters` row/column normalizations of exp(logits) (mHC's "
                  "projection onto the doubly stochastic matrices); a NaN or +inf logit makes its matrix NaN, -inf "
                  "is a structural zero, a line summing to 0 is left unchanged"});
+    s.push_back({"hc_residual", "hc_residual", OpKind::structured, {"x", "f", "a_logits", "b", "c_logits"},
+                 {"h", "x_next"}, {},
+                 "Hyper-Connections mixings around a layer F, per token t: streams x [T, n, d], layer output f = "
+                 "F(h) [T, d], logits a_logits [T, n] and c_logits [T, n], free mixing matrix b [T, n, n]: h = "
+                 "sum_i sigmoid(a_i) x_i [T, d] (the layer input), x_next = b x + 2 sigmoid(c) f [T, n, d]; "
+                 "IEEE arithmetic for special values (0 * inf = NaN)",
+                 hc_residual_shapes});
+    s.push_back({"mhc_residual", "hc_residual", OpKind::structured, {"x", "f", "a_logits", "b_logits", "c_logits"},
+                 {"h", "x_next", "b"},
+                 {{"iters", 20, "Sinkhorn-Knopp iterations of the projection, each a row then a column normalization"},
+                  {"eps", 0, "the projection's guard, as sinkhorn's: v / (sum + eps) (0: none)"}},
+                 "mHC: hc_residual with b = sinkhorn(b_logits) (the doubly stochastic projection, as op sinkhorn), "
+                 "also returned as b [T, n, n]",
+                 mhc_residual_shapes});
     s.push_back({"quantize", "int8", OpKind::structured, x, {"q", "scale"},
                  {{"axis", 0, "scale groups: 0 per tensor, 1 per token (row), 2 per channel (column)"},
                   {"scale", 0, "> 0: a static FP32 scale for every group (calibration); 0: amax / 127 per group"}},

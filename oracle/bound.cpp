@@ -2,6 +2,7 @@
 
 #include "oracle/attention_bound.hpp"
 #include "oracle/gdn_bound.hpp"
+#include "oracle/hc_residual_bound.hpp"
 #include "oracle/int8.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn_bound.hpp"
@@ -208,6 +209,8 @@ std::vector<std::vector<double>> lse_merge_bound(const Params&, const std::vecto
 StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "lse_merge") return lse_merge_bound;
     if (op == "sinkhorn") return sinkhorn_bound;
+    if (op == "hc_residual") return hc_residual_bound;
+    if (op == "mhc_residual") return mhc_residual_bound;
     if (op == "quantize") return quantize_bound;
     if (op == "int8_gemm") return int8_gemm_bound;
     if (op == "dequantize") return dequantize_bound;

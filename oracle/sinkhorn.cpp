@@ -16,6 +16,13 @@ int sinkhorn_iters(const Params& params) {
     return static_cast<int>(v);
 }
 
+double sinkhorn_eps(const Params& params) {
+    const double v = params.get("eps", 0.0);
+    if (!(v >= 0) || !std::isfinite(v))
+        throw std::invalid_argument("sinkhorn: parameter 'eps' must be finite and >= 0, is " + std::to_string(v));
+    return v;
+}
+
 OpOutputs eval_sinkhorn(const Params& params, const std::vector<TensorView>& in) {
     const std::string op = "sinkhorn";
     if (in.size() != 1) throw std::invalid_argument(op + ": expects one input (logits), got " + std::to_string(in.size()));
@@ -26,6 +33,7 @@ OpOutputs eval_sinkhorn(const Params& params, const std::vector<TensorView>& in)
     const std::int64_t n = l.shape[l.rank - 1];
     require_dim(op, "logits", l, l.rank - 2, n, "square matrices");
     const int iters = sinkhorn_iters(params);
+    const double eps = sinkhorn_eps(params);
     const std::vector<Real> all = read_exact(l);
     const std::int64_t batch = n ? l.numel() / (n * n) : 0;
     OpOutputs out{{"b"}, {{l.shape.begin(), l.shape.begin() + l.rank}}, {{}}};
@@ -33,7 +41,7 @@ OpOutputs eval_sinkhorn(const Params& params, const std::vector<TensorView>& in)
     for (std::int64_t m = 0; m < batch; ++m) {
         Mat<Real> logits(n, n);
         std::copy(all.begin() + m * n * n, all.begin() + (m + 1) * n * n, logits.a.begin());
-        const Mat<Real> b = sinkhorn(logits, iters);
+        const Mat<Real> b = sinkhorn(logits, iters, {}, eps);
         out.values[0].insert(out.values[0].end(), b.a.begin(), b.a.end());
     }
     return out;

@@ -1,8 +1,9 @@
 // Oracle of the doubly-stochastic projection of mHC (docs/sinkhorn.md):
 // Sinkhorn–Knopp from the exp-domain start K = exp(L) and from a log-domain
 // formulation, marginals and their residual, the spectral norm (Jacobi on
-// BᵀB with an error enclosure), and the Hyper-Connections residual update
-// X_{l+1} = B_l X_l + C_l F(A_l X_l) with free (HC) or projected (mHC) B_l.
+// BᵀB with an error enclosure) and the amplification of a product over
+// depth.  The Hyper-Connections residual update that uses B is in
+// oracle/hc_residual.hpp.
 //
 // One iteration is a row normalization followed by a column normalization
 // (seed 001 §6.2: "row/column normalization", 20 iterations in DeepSeek-V4),
@@ -33,7 +34,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "oracle/activation.hpp"  // sigmoid
 #include "oracle/delta_rule.hpp"  // Mat<R>
 #include "oracle/real.hpp"
 #include "oracle/softmax.hpp"     // ln, neg_inf, quiet_nan
@@ -111,14 +111,15 @@ template <class R> Mat<R> sinkhorn_start(const Mat<R>& l) {
 // One half-step of the iteration: which lines it normalizes.
 enum class SinkhornAxis { rows, cols };
 
-// Divides every row (or column) by its sum; a line summing to 0 is left as it
-// is.  Returns the sums it divided by (the marginals before the step).
-template <class R> std::vector<R> normalize(Mat<R>& m, SinkhornAxis axis) {
+// Divides every row (or column) by its sum plus the guard eps >= 0 (the
+// `v / (sum + eps)` of some training code; 0: none); a line whose sum plus
+// eps is 0 is left as it is.  Returns the sums (the marginals before the step).
+template <class R> std::vector<R> normalize(Mat<R>& m, SinkhornAxis axis, double eps = 0) {
     const bool rows = axis == SinkhornAxis::rows;
     std::vector<R> s = rows ? row_sums(m) : col_sums(m);
     for (std::int64_t i = 0; i < m.rows; ++i)
         for (std::int64_t j = 0; j < m.cols; ++j) {
-            const R& d = s[static_cast<std::size_t>(rows ? i : j)];
+            const R d = s[static_cast<std::size_t>(rows ? i : j)] + R(eps);
             if (d != 0) m(i, j) /= d;
         }
     return s;
@@ -129,14 +130,18 @@ template <class R> std::vector<R> normalize(Mat<R>& m, SinkhornAxis axis) {
 // of every step from it).
 template <class R> using SinkhornObserver = std::function<void(const Mat<R>&, SinkhornAxis)>;
 
-// `iters` iterations (row then column normalization each) from exp(L).
-template <class R> Mat<R> sinkhorn(const Mat<R>& l, int iters, const SinkhornObserver<R>& observe = {}) {
+// `iters` iterations (row then column normalization each) from exp(L - row
+// max), each line divided by its sum plus eps.  With eps > 0 the row shift is
+// part of the definition (the guard is relative to the shifted start, whose
+// row maxima are 1): a positive factor of a row no longer cancels.
+template <class R>
+Mat<R> sinkhorn(const Mat<R>& l, int iters, const SinkhornObserver<R>& observe = {}, double eps = 0) {
     if (poisons_matrix(l)) return nan_matrix<R>(l.rows);
     Mat<R> m = sinkhorn_start(l);
     for (int t = 0; t < iters; ++t)
         for (SinkhornAxis axis : {SinkhornAxis::rows, SinkhornAxis::cols}) {
             if (observe) observe(m, axis);
-            normalize(m, axis);
+            normalize(m, axis, eps);
         }
     return m;
 }
@@ -277,41 +282,6 @@ template <class R> R schur_bound(const Mat<R>& b) {
     return sqrt(*std::max_element(r.begin(), r.end()) * *std::max_element(c.begin(), c.end()));
 }
 
-// ---- Hyper-Connections residual update (seed 000, 001 §6.2) -----------------
-
-// The layer F of one d-vector (attention or MLP); non-deduced, so that a
-// lambda binds to it.
-template <class R> using LayerFn = std::type_identity_t<std::function<std::vector<R>(const std::vector<R>&)>>;
-
-// One HC layer on the n_hc x d residual stream X:
-//     X_{l+1} = B X + C F(A X),  A = sigma(a_logits) (1 x n), C = 2 sigma(c_logits) (n x 1),
-// F a map of one d-vector (the layer: attention or MLP).  B is used as given.
-template <class R> Mat<R> hc_residual(const Mat<R>& x, const std::vector<R>& a_logits, const Mat<R>& b,
-                                      const std::vector<R>& c_logits,
-                                      const LayerFn<R>& layer) {
-    const std::int64_t n = x.rows, d = x.cols;
-    std::vector<R> h(static_cast<std::size_t>(d), R(0));  // A X: the layer input
-    for (std::int64_t i = 0; i < n; ++i) {
-        const R a = sigmoid(a_logits[static_cast<std::size_t>(i)]);
-        for (std::int64_t k = 0; k < d; ++k) h[static_cast<std::size_t>(k)] += a * x(i, k);
-    }
-    const std::vector<R> y = layer(h);
-    Mat<R> out = matmul(b, x);
-    for (std::int64_t i = 0; i < n; ++i) {
-        const R c = R(2) * sigmoid(c_logits[static_cast<std::size_t>(i)]);
-        for (std::int64_t k = 0; k < d; ++k) out(i, k) += c * y[static_cast<std::size_t>(k)];
-    }
-    return out;
-}
-
-// mHC: the same update with B = Sinkhorn(b_logits) (iters iterations).
-template <class R> Mat<R> mhc_residual(const Mat<R>& x, const std::vector<R>& a_logits, const Mat<R>& b_logits,
-                                       const std::vector<R>& c_logits,
-                                       const LayerFn<R>& layer,
-                                       int iters = 20) {
-    return hc_residual(x, a_logits, sinkhorn(b_logits, iters), c_logits, layer);
-}
-
 // The amplification of the residual path over depth: ||B_l ... B_1||_2 for
 // l = 1..L (the signal gain of the identity path through l layers), as
 // enclosures.
@@ -333,5 +303,7 @@ OpOutputs eval_sinkhorn(const Params& params, const std::vector<TensorView>& in)
 // The iteration count of a call: a positive integer (std::invalid_argument
 // naming the op otherwise).
 int sinkhorn_iters(const Params& params);
+// The guard eps of a call: finite and >= 0 (default 0).
+double sinkhorn_eps(const Params& params);
 
 }  // namespace conform::oracle

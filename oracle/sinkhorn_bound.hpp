@@ -26,7 +26,10 @@ std::vector<std::vector<double>> sinkhorn_bound(const Params& params, const std:
 // |sum_i b_ij - 1| after the final column normalization of a column of n
 // entries (whose sum was not 0), stored in `out`: the rounding of that one
 // step, (1 + u)(1 + u_out) / (1 - gamma_{n-1}) - 1, plus the absolute
-// subnormal roundings.  It holds whatever the earlier iterations did.
-double sinkhorn_column_sum_bound(std::int64_t n, Format acc, Format out);
+// subnormal roundings.  It holds whatever the earlier iterations did.  With
+// an eps guard (`guarded`) the columns sum to S / (S + eps) < 1 exactly, and
+// the bound is of sum_i b_ij - 1 from above only (one more rounding: the
+// addition of eps).
+double sinkhorn_column_sum_bound(std::int64_t n, Format acc, Format out, bool guarded = false);
 
 }  // namespace conform::oracle

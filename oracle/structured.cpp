@@ -8,6 +8,7 @@
 #include "oracle/attention.hpp"
 #include "oracle/eval.hpp"
 #include "oracle/gdn.hpp"
+#include "oracle/hc_residual.hpp"
 #include "oracle/kda.hpp"
 #include "oracle/int8.hpp"
 #include "oracle/mla.hpp"
@@ -38,6 +39,8 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"kda_recurrent", eval_kda_recurrent},
         {"kda_chunkwise", eval_kda_chunkwise},
         {"sinkhorn", eval_sinkhorn},
+        {"hc_residual", eval_hc_residual},
+        {"mhc_residual", eval_mhc_residual},
         {"quantize", eval_quantize},
         {"int8_gemm", eval_int8_gemm},
         {"dequantize", eval_dequantize},

@@ -152,6 +152,7 @@ Case build_case(const CaseSpec& spec) {
     if (spec.op == "gdn") return build_gdn_case(spec);
     if (spec.op == "kda") return build_kda_case(spec);
     if (spec.op == "sinkhorn") return build_sinkhorn_case(spec);
+    if (spec.op == "hc_residual" || spec.op == "mhc_residual") return build_hc_residual_case(spec);
     if (spec.op == "quantize") return build_quantize_case(spec);
     if (spec.op == "int8_gemm") return build_int8_gemm_case(spec);
     if (spec.op == "dequantize") return build_dequantize_case(spec);
@@ -217,6 +218,7 @@ rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
     if (op.name == "gdn") return gen_gdn_spec(fmt, opt);
     if (op.name == "kda") return gen_kda_spec(fmt, opt);
     if (op.name == "sinkhorn") return gen_sinkhorn_spec(fmt, opt);
+    if (op.family == "hc_residual") return gen_hc_residual_spec(op.name, fmt, opt);
     if (op.name == "quantize") return gen_quantize_spec(fmt, opt);
     if (op.name == "int8_gemm") return gen_int8_gemm_spec(fmt, opt);
     if (op.name == "dequantize") return gen_dequantize_spec(fmt, opt);

@@ -79,6 +79,8 @@ rc::Gen<CaseSpec> gen_kda_spec(Format fmt, GenOptions opt);
 Case build_kda_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_sinkhorn_spec(Format fmt, GenOptions opt);  // properties/sinkhorn.cpp
 Case build_sinkhorn_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_hc_residual_spec(const std::string& op, Format fmt, GenOptions opt);  // properties/hc_residual.cpp
+Case build_hc_residual_case(const CaseSpec& spec);  // hc_residual and mhc_residual
 rc::Gen<CaseSpec> gen_quantize_spec(Format fmt, GenOptions opt);  // properties/int8.cpp
 Case build_quantize_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_int8_gemm_spec(Format fmt, GenOptions opt);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "numerics/sinkhorn_domain.hpp"
 #include "oracle/sinkhorn.hpp"
 #include "oracle/sinkhorn_bound.hpp"
 #include "oracle/structured.hpp"
@@ -132,10 +133,32 @@ struct Judged {
         }
         return worst;
     }
+    // Matrix m runs in the log domain (wide, unguarded: docs/sinkhorn.md "The
+    // wide domain"): no last normalization rounds its columns, so its column
+    // sums are held to the exact ones (1) within the sum of the element bounds.
+    bool log_domain(std::int64_t m) const {
+        const TensorView l = c.inputs[0].view();
+        return oracle::sinkhorn_eps(c.params) == 0 &&
+               sinkhorn_wide(n, [&](std::int64_t i, std::int64_t j) { return l.value((m * n + i) * n + j); });
+    }
+    // sum_i bound_ij + n 2^-52: how far column j's sum may be from its exact 1.
+    double column_slack(std::int64_t m, std::int64_t j) const {
+        double b = static_cast<double>(n) * 0x1p-52;
+        for (std::int64_t i = 0; i < n; ++i) b += bound[static_cast<std::size_t>((m * n + i) * n + j)];
+        return b;
+    }
+    // The column factor of matrix m: the last normalization's bound, or the
+    // largest column slack of a log-domain matrix.
+    double column_limit(std::int64_t m, double column_bound) const {
+        if (!log_domain(m)) return column_bound;
+        double worst = 0;
+        for (std::int64_t j = 0; j < n; ++j) worst = std::max(worst, column_slack(m, j));
+        return worst;
+    }
     // The limit on ||B||_2 of matrix m from the derived bounds (any nonnegative
     // matrix: ||B||_2^2 <= max row sum * max column sum).
     oracle::Real norm_limit(std::int64_t m, double column_bound) const {
-        return oracle::sqrt(oracle::Real(1 + row_slack(m)) * oracle::Real(1 + column_bound));
+        return oracle::sqrt(oracle::Real(1 + row_slack(m)) * oracle::Real(1 + column_limit(m, column_bound)));
     }
     bool exact_zero_column(std::int64_t m, std::int64_t j) const {
         for (std::int64_t i = 0; i < n; ++i)
@@ -149,7 +172,8 @@ struct Judged {
 template <class Check>
 std::string each_judged_matrix(const KernelInfo& k, const Case& c, Check&& check) {
     const Judged r(k, c);
-    const double column_bound = oracle::sinkhorn_column_sum_bound(r.n, k.acc, output_format(k, 0));
+    const double column_bound =
+        oracle::sinkhorn_column_sum_bound(r.n, k.acc, output_format(k, 0), oracle::sinkhorn_eps(c.params) > 0);
     oracle::PrecisionScope scope(128);
     for (std::int64_t m = 0; m < r.count; ++m)
         if (r.judged(m))
@@ -231,13 +255,17 @@ report::Curve depth_amplification_curve(const KernelInfo& k, std::uint64_t seed)
 
 // After the final (column) normalization every column of the kernel's B sums
 // to 1 within the rounding of that one step; a column the oracle says is 0
-// (structural zeros) is 0.
+// (structural zeros) is 0.  With an eps guard the exact column sums are
+// S / (S + eps) < 1: the kernel's are at most 1 + the guarded bound.
 std::string column_marginals_check(const KernelInfo& k, const Case& c) {
-    return each_judged_matrix(k, c, [](const Judged& r, std::int64_t m, double tol) -> std::string {
+    const bool guarded = oracle::sinkhorn_eps(c.params) > 0;
+    return each_judged_matrix(k, c, [guarded](const Judged& r, std::int64_t m, double tol) -> std::string {
         const auto sums = oracle::col_sums(r.kernel_matrix(m));
         for (std::int64_t j = 0; j < r.n; ++j) {
             const double s = oracle::to_double(sums[static_cast<std::size_t>(j)]);
-            const double want = r.exact_zero_column(m, j) ? 0.0 : 1.0, allowed = want == 0 ? 0.0 : tol;
+            const double want = r.exact_zero_column(m, j) ? 0.0 : 1.0;
+            const double allowed = want == 0 ? 0.0 : (r.log_domain(m) ? r.column_slack(m, j) : tol);
+            if (guarded && want != 0 && s >= 0 && s <= 1 + tol) continue;
             if (!(std::fabs(s - want) <= allowed))
                 return "matrix " + std::to_string(m) + " column " + std::to_string(j) + " sums to " + hexfloat(s) +
                        ", want " + hexfloat(want) + " within " + hexfloat(allowed);
@@ -264,6 +292,24 @@ std::string spectral_norm_check(const KernelInfo& k, const Case& c) {
     });
 }
 
+// The eps guard (v / (sum + eps), docs/sinkhorn.md "The eps guard"): the
+// generated cases with eps in {1e-6, 1e-3, 0.1, 1} (the guard from negligible
+// to dominant: 0.1 and 1 are comparable to the line sums of the shifted start),
+// every element within its derived bound and the guarded column sums.  Its own
+// property so that the eps = 0 cases of within_budget (and their recorded
+// profiles) stay as they were.
+Testable eps_guard(const KernelInfo& k) {
+    return [&k] {
+        const double eps = *rc::gen::element(1e-6, 1e-3, 0.1, 1.0);
+        CaseSpec spec = *gen_sinkhorn_spec(k.in, GenOptions{});
+        spec.params.set("eps", eps);
+        const Case c = build_case(spec);
+        const CaseResult r = check_case(k, c.params, c.views(), nullptr);
+        if (!r.pass) RC_FAIL("eps = " + hexfloat(eps) + ": " + r.message);
+        if (const std::string f = column_marginals_check(k, c); !f.empty()) RC_FAIL("eps = " + hexfloat(eps) + ": " + f);
+    };
+}
+
 void add_sinkhorn_properties(std::vector<PropertyDef>& v) {
     auto is_sinkhorn = [](const OpSpec& op) { return op.name == "sinkhorn"; };
     v.push_back({"column_marginals",
@@ -273,6 +319,8 @@ void add_sinkhorn_properties(std::vector<PropertyDef>& v) {
                  is_sinkhorn, [](const KernelInfo& k, const RunConfig&, Stats*) { return on_generated_case(k, spectral_norm_check); }, 4});
     v.push_back({"batch_independence", "a matrix's B is bit-identical wherever it sits in the batch", is_sinkhorn,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return batch_independence(k); }, 2});
+    v.push_back({"eps_guard", "with v / (sum + eps), eps > 0: every element within its derived bound, column sums <= 1 + bound",
+                 is_sinkhorn, [](const KernelInfo& k, const RunConfig&, Stats*) { return eps_guard(k); }, 2});
 }
 
 }  // namespace conform::props

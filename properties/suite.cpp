@@ -173,6 +173,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_attention_properties(v);
         add_gdn_properties(v);
         add_sinkhorn_properties(v);
+        add_hc_residual_properties(v);
         add_int8_properties(v);
         add_int8_quant_properties(v);
         return v;

@@ -50,6 +50,7 @@ void add_rope_properties(std::vector<PropertyDef>& v);
 void add_attention_properties(std::vector<PropertyDef>& v);
 void add_gdn_properties(std::vector<PropertyDef>& v);
 void add_sinkhorn_properties(std::vector<PropertyDef>& v);
+void add_hc_residual_properties(std::vector<PropertyDef>& v);  // hc_residual, mhc_residual
 void add_int8_properties(std::vector<PropertyDef>& v);
 void add_int8_quant_properties(std::vector<PropertyDef>& v);  // properties/int8_quant.cpp
 

@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "oracle/hc_residual.hpp"
 #include "oracle/sinkhorn.hpp"
 #include "test_tensors.hpp"
 
@@ -79,6 +80,27 @@ TEST(SinkhornOracle, HandWorkedTwoByTwo) {
     EXPECT_TRUE(close(run.b(0, 0), p, 235) && close(run.b(1, 1), p, 235) && close(run.b(0, 1), 1 - p, 235));
     EXPECT_LE(run.residual, pow(Real(2), -240));
     EXPECT_GT(run.iters, 2);
+}
+
+// The eps guard, by hand: L = [0 0; -ln 3 0] (row maxima 0, so the shifted
+// start is K = [1 1; 1/3 1]), eps = 1.  Rows: sums 2 and 4/3, divided by 3 and
+// 7/3: [1/3 1/3; 1/7 3/7].  Columns: sums 10/21 and 16/21, divided by 31/21
+// and 37/21: [7/31 7/37; 3/31 9/37] -- columns sum to 10/31 and 16/37, not 1.
+// A constant added to a row changes nothing (the start subtracts the row
+// maximum, and the guard is relative to that start), eps = 0 is the unguarded
+// iteration exactly, and a small eps still changes the result.
+TEST(SinkhornOracle, EpsGuardByHand) {
+    oracle::PrecisionScope scope(256);
+    Mat<Real> l(2, 2);
+    l(1, 0) = -oracle::ln(Real(3));
+    const auto b = oracle::sinkhorn(l, 1, {}, 1.0);
+    const Real want[] = {Real(7) / 31, Real(7) / 37, Real(3) / 31, Real(9) / 37};
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(close(b.a[i], want[i], 250)) << i << ": " << oracle::to_double(b.a[i]);
+    Mat<Real> scaled = l;
+    scaled(0, 0) = scaled(0, 1) = Real(-1);  // exp(L) of row 0 is e^-1 (1 1); after the shift 1 1 again
+    EXPECT_TRUE(close(oracle::sinkhorn(scaled, 1, {}, 1.0).a[0], want[0], 250));
+    expect_close(oracle::sinkhorn(l, 3, {}, 0.0), oracle::sinkhorn(l, 3), 256, "eps = 0");
+    EXPECT_FALSE(close(oracle::sinkhorn(l, 3, {}, 1e-3).a[0], oracle::sinkhorn(l, 3).a[0], 40)) << "eps ignored";
 }
 
 TEST(SinkhornOracle, ExpAndLogDomainsAgree) {

@@ -25,6 +25,7 @@
 
 #include "impls/cpu/elementwise.hpp"
 #include "impls/cpu/simd_math.hpp"
+#include "numerics/sinkhorn_domain.hpp"
 
 namespace conform::cpu {
 namespace {
@@ -37,6 +38,7 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 struct Batch {
     std::int64_t count = 0, n = 0;
     int iters = 20;
+    float eps = 0;  // the guard, rounded to FP32 once
 };
 
 Batch read_batch(const KernelCall& c) {
@@ -55,6 +57,9 @@ Batch read_batch(const KernelCall& c) {
     if (!(iters >= 1) || iters != std::floor(iters) || iters > 1e6)
         throw std::invalid_argument("sinkhorn kernel: parameter 'iters' must be an integer in [1, 1e6]");
     g.iters = static_cast<int>(iters);
+    const double eps = c.params.get("eps", 0.0);
+    if (!(eps >= 0) || !std::isfinite(eps)) throw std::invalid_argument("sinkhorn kernel: parameter 'eps' must be finite and >= 0");
+    g.eps = static_cast<float>(eps);
     return g;
 }
 
@@ -80,12 +85,62 @@ bool poisoned(const float* m, std::int64_t nn) {
 
 // Divides one line by its sum: the row at `first` for step 1, the column at
 // `first` for step n.
-void normalize_line(float* m, std::int64_t n, std::int64_t first, std::int64_t step, const SinkhornFlaws& f) {
+void normalize_line(float* m, std::int64_t n, std::int64_t first, std::int64_t step, const SinkhornFlaws& f, float eps) {
     float s = m[first];
     for (std::int64_t k = 1; k < n; ++k) s += m[first + k * step];
     if (f.bf16_sums) s = round_to_bf16(s);
+    s += eps;
     if (s == 0) return;  // a zero line stays zero (never 0/0)
-    for (std::int64_t k = 0; k < n; ++k) m[first + k * step] = m[first + k * step] / s + f.eps;
+    for (std::int64_t k = 0; k < n; ++k) m[first + k * step] = m[first + k * step] / s + f.eps_after;
+}
+
+// ---- the wide domain: log-domain iteration (docs/sinkhorn.md, "The wide domain") ----
+
+// log sum_k e^(v_k) of n floats at stride `step`, max-shifted, sums left to
+// right; -inf when every entry is -inf.
+float log_sum_exp(const float* v, std::int64_t n, std::int64_t step) {
+    float m = -kInf;
+    for (std::int64_t k = 0; k < n; ++k) m = std::fmax(m, v[k * step]);
+    if (m == -kInf) return m;
+    float s = 0;
+    for (std::int64_t k = 0; k < n; ++k) s += std::exp(v[k * step] - m);
+    return m + std::log(s);
+}
+
+// The potential of a line: -LSE, or 0 for a line of structural zeros (its
+// entries stay 0, as "a zero line is left unchanged").
+float potential(float lse) { return lse == -kInf ? 0.0f : -lse; }
+
+// The same iterates as sinkhorn_matrix in potentials, on the row-shifted
+// logits L' = fl(L - row max): f_i = -LSE_j(L'_ij + g_j), g_j = -LSE_i(L'_ij +
+// f_i), B_ij = exp((L'_ij + f_i) + g_j).  Nothing underflows but the final
+// exp, so no line is lost however wide the matrix.  Unguarded (eps = 0) only.
+void sinkhorn_log_matrix(float* m, std::int64_t n, int iters) {
+    for (std::int64_t i = 0; i < n; ++i) {
+        float mx = -kInf;
+        for (std::int64_t j = 0; j < n; ++j) mx = std::fmax(mx, m[i * n + j]);
+        if (mx != -kInf)
+            for (std::int64_t j = 0; j < n; ++j)
+                m[i * n + j] = sinkhorn_below_range(m[i * n + j], mx) ? -kInf : m[i * n + j] - mx;
+    }
+    std::vector<float> f(static_cast<std::size_t>(n), 0.0f), g(f), v(f);
+    for (int t = 0; t < iters; ++t) {
+        for (std::int64_t i = 0; i < n; ++i) {
+            for (std::int64_t j = 0; j < n; ++j) v[static_cast<std::size_t>(j)] = m[i * n + j] + g[static_cast<std::size_t>(j)];
+            f[static_cast<std::size_t>(i)] = potential(log_sum_exp(v.data(), n, 1));
+        }
+        for (std::int64_t j = 0; j < n; ++j) {
+            for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = m[i * n + j] + f[static_cast<std::size_t>(i)];
+            g[static_cast<std::size_t>(j)] = potential(log_sum_exp(v.data(), n, 1));
+        }
+    }
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < n; ++j)
+            m[i * n + j] = std::exp((m[i * n + j] + f[static_cast<std::size_t>(i)]) + g[static_cast<std::size_t>(j)]);
+}
+
+bool wide(const float* m, std::int64_t n) {
+    return sinkhorn_wide(n, [&](std::int64_t i, std::int64_t j) { return static_cast<double>(m[i * n + j]); });
 }
 
 template <Format F>
@@ -95,7 +150,7 @@ void scalar_kernel(const KernelCall& c) {
     for (std::int64_t k = 0; k < g.count; ++k) {
         const storage_t<F>* in = matrix_in<F>(c, g, k);
         for (std::size_t e = 0; e < m.size(); ++e) m[e] = Storage<F>::load(in, static_cast<long>(e));
-        sinkhorn_matrix(m.data(), g.n, g.iters);
+        sinkhorn_matrix(m.data(), g.n, g.iters, {}, g.eps);
         storage_t<F>* out = matrix_out<F>(c, g, k);
         for (std::size_t e = 0; e < m.size(); ++e) Storage<F>::store(out, static_cast<long>(e), m[e]);
     }
@@ -125,10 +180,12 @@ private:
 };
 
 // The vector normalize_line: row at `first` (step 1) or column (step n) of
-// eight matrices; a zero sum becomes 1 so that 0 / 1 keeps a zero line.
-CONFORM_AVX2 inline void normalize8(__m256* m, std::int64_t n, std::int64_t first, std::int64_t step) {
+// eight matrices, divided by sum + eps; a zero divisor becomes 1 so that 0 / 1
+// keeps a zero line.
+CONFORM_AVX2 inline void normalize8(__m256* m, std::int64_t n, std::int64_t first, std::int64_t step, __m256 eps) {
     __m256 s = m[first];
     for (std::int64_t k = 1; k < n; ++k) s = _mm256_add_ps(s, m[first + k * step]);
+    s = _mm256_add_ps(s, eps);
     s = _mm256_blendv_ps(s, _mm256_set1_ps(1.0f), _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_EQ_OQ));
     for (std::int64_t k = 0; k < n; ++k) m[first + k * step] = _mm256_div_ps(m[first + k * step], s);
 }
@@ -136,7 +193,8 @@ CONFORM_AVX2 inline void normalize8(__m256* m, std::int64_t n, std::int64_t firs
 // m: n*n registers, entry (i, j) of the eight matrices in m[i n + j].  kN > 0
 // fixes n at compile time (the n = 4 path keeps the matrices in registers).
 template <int kN>
-CONFORM_AVX2 void sinkhorn8(__m256* m, std::int64_t n_rt, int iters) {
+CONFORM_AVX2 void sinkhorn8(__m256* m, std::int64_t n_rt, int iters, float eps_f) {
+    const __m256 eps = _mm256_set1_ps(eps_f);
     const std::int64_t n = kN > 0 ? kN : n_rt;
     const __m256 inf = _mm256_set1_ps(kInf), zero = _mm256_setzero_ps();
     __m256 poison = zero;
@@ -149,8 +207,8 @@ CONFORM_AVX2 void sinkhorn8(__m256* m, std::int64_t n_rt, int iters) {
         for (std::int64_t j = 0; j < n; ++j) m[i * n + j] = _mm256_andnot_ps(dead, vf::exp_neg(_mm256_sub_ps(m[i * n + j], mx)));
     }
     for (int t = 0; t < iters; ++t) {
-        for (std::int64_t i = 0; i < n; ++i) normalize8(m, n, i * n, 1);
-        for (std::int64_t j = 0; j < n; ++j) normalize8(m, n, j, n);
+        for (std::int64_t i = 0; i < n; ++i) normalize8(m, n, i * n, 1, eps);
+        for (std::int64_t j = 0; j < n; ++j) normalize8(m, n, j, n, eps);
     }
     const __m256 nan = _mm256_set1_ps(kNaN);
     for (std::int64_t e = 0; e < n * n; ++e) m[e] = _mm256_blendv_ps(m[e], nan, poison);
@@ -180,14 +238,29 @@ CONFORM_AVX2 void simd_group(const KernelCall& c, const Batch& g, std::int64_t k
     if constexpr (kN > 0) {
         __m256 m[kN * kN];  // a local array the compiler can keep in registers
         for (int e = 0; e < kN * kN; ++e) m[e] = buf.regs()[e];
-        sinkhorn8<kN>(m, kN, g.iters);
+        sinkhorn8<kN>(m, kN, g.iters, g.eps);
         for (int e = 0; e < kN * kN; ++e) buf.regs()[e] = m[e];
     } else {
-        sinkhorn8<0>(buf.regs(), g.n, g.iters);
+        sinkhorn8<0>(buf.regs(), g.n, g.iters, g.eps);
     }
     for (std::int64_t e = 0; e < nn; ++e)
         for (std::int64_t l = 0; l < lanes; ++l)
             store_lane<F>(matrix_out<F>(c, g, k0 + l), e, buf.lanes(e)[l]);
+}
+
+// The wide matrices of a batch again, by the log-domain path (rare: the lanes
+// stay in the exp domain, and these are recomputed one by one).
+template <Format F>
+void redo_wide(const KernelCall& c, const Batch& g) {
+    std::vector<float> m(static_cast<std::size_t>(g.n * g.n));
+    for (std::int64_t k = 0; k < g.count; ++k) {
+        const storage_t<F>* in = matrix_in<F>(c, g, k);
+        for (std::size_t e = 0; e < m.size(); ++e) m[e] = Storage<F>::load(in, static_cast<long>(e));
+        if (!wide(m.data(), g.n)) continue;
+        sinkhorn_log_matrix(m.data(), g.n, g.iters);
+        storage_t<F>* out = matrix_out<F>(c, g, k);
+        for (std::size_t e = 0; e < m.size(); ++e) Storage<F>::store(out, static_cast<long>(e), m[e]);
+    }
 }
 
 template <Format F>
@@ -199,6 +272,7 @@ void simd_kernel(const KernelCall& c) {
         if (g.n == 4) simd_group<F, 4>(c, g, k0, buf);
         else simd_group<F, 0>(c, g, k0, buf);
     }
+    if (g.eps == 0) redo_wide<F>(c, g);
 }
 
 // ---- naive baseline: every intermediate rounded to the storage format --------------
@@ -230,6 +304,7 @@ void naive_kernel(const KernelCall& c) {
                     const std::int64_t first = step == 1 ? line * n : line, stride = step == 1 ? 1 : n;
                     double s = 0;
                     for (std::int64_t q = 0; q < n; ++q) s = fmt(s + m[static_cast<std::size_t>(first + q * stride)]);
+                    s = fmt(s + fmt(g.eps));
                     if (s == 0) continue;
                     for (std::int64_t q = 0; q < n; ++q) {
                         double& v = m[static_cast<std::size_t>(first + q * stride)];
@@ -257,11 +332,12 @@ void add_format(Registry& r) {
 
 }  // namespace
 
-void sinkhorn_matrix(float* m, std::int64_t n, int iters, const SinkhornFlaws& f) {
+void sinkhorn_matrix(float* m, std::int64_t n, int iters, const SinkhornFlaws& f, float eps) {
     if (poisoned(m, n * n)) {
         for (std::int64_t e = 0; e < n * n; ++e) m[e] = kNaN;
         return;
     }
+    if (eps == 0 && wide(m, n)) return sinkhorn_log_matrix(m, n, iters);
     for (std::int64_t i = 0; i < n; ++i) {
         float mx = -kInf;
         for (std::int64_t j = 0; j < n; ++j) mx = std::fmax(mx, m[i * n + j]);
@@ -269,9 +345,27 @@ void sinkhorn_matrix(float* m, std::int64_t n, int iters, const SinkhornFlaws& f
             m[i * n + j] = mx == -kInf ? 0.0f : std::exp(f.no_max_shift ? m[i * n + j] : m[i * n + j] - mx);
     }
     for (int t = 0; t < iters - f.missing_iters; ++t) {
-        for (std::int64_t i = 0; i < n; ++i) normalize_line(m, n, i * n, 1, f);
+        for (std::int64_t i = 0; i < n; ++i) normalize_line(m, n, i * n, 1, f, eps);
         if (f.rows_only) continue;
-        for (std::int64_t j = 0; j < n; ++j) normalize_line(m, n, j, n, f);
+        for (std::int64_t j = 0; j < n; ++j) normalize_line(m, n, j, n, f, eps);
+    }
+}
+
+void sinkhorn_batch(const float* logits, float* b, std::int64_t count, std::int64_t n, int iters, bool simd,
+                    float eps) {
+    const Params params({{"iters", static_cast<double>(iters)}, {"eps", static_cast<double>(eps)}});
+    const std::vector<std::int64_t> shape{count, n, n};
+    const KernelCall call{params, {TensorView::contiguous(const_cast<float*>(logits), Format::fp32, shape)},
+                          {TensorView::contiguous(b, Format::fp32, shape)}};
+    if (simd) simd_kernel<Format::fp32>(call);
+    else scalar_kernel<Format::fp32>(call);
+}
+
+void sinkhorn_naive(const KernelCall& c) {
+    switch (c.in.at(0).format) {
+        case Format::fp16: return naive_kernel<Format::fp16>(c);
+        case Format::bf16: return naive_kernel<Format::bf16>(c);
+        default: return naive_kernel<Format::fp32>(c);
     }
 }
 

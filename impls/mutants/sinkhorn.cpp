@@ -37,7 +37,11 @@ void register_mutants_sinkhorn(Registry& r) {
     add(r, "bf16_sums", "6 low-precision accumulation/storage",
         "line sums rounded to bf16 before the division (8-bit significand)", {.bf16_sums = true});
     add(r, "eps_after_divide", "8 epsilon placement",
-        "b = v / sum + 1e-9 (a clamp-style guard added after the normalization)", {.eps = 1e-9f});
+        "b = v / sum + 1e-9 (a clamp-style guard added after the normalization)", {.eps_after = 1e-9f});
+    // run_flawed never reads the op's eps: with no flaw switched on it is the
+    // kernel that accepts the guard and ignores it.
+    add(r, "eps_ignored", "12 silently ignored parameter", "the eps guard accepted and ignored: v / sum for v / (sum + eps)",
+        {});
 }
 
 }  // namespace conform
