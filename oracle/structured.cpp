@@ -10,6 +10,7 @@
 #include "oracle/gdn.hpp"
 #include "oracle/kda.hpp"
 #include "oracle/int8.hpp"
+#include "oracle/int8_block.hpp"
 #include "oracle/mla.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn.hpp"
@@ -42,6 +43,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"int8_gemm", eval_int8_gemm},
         {"dequantize", eval_dequantize},
         {"smooth_quant", eval_smooth_quant},
+        {"int8_block", eval_int8_block},
     };
     return t;
 }
