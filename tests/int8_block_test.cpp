@@ -13,6 +13,7 @@
 
 #include "impls/registry.hpp"
 #include "oracle/int8_block.hpp"
+#include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
 using namespace conform;
@@ -190,4 +191,42 @@ TEST(Int8BlockOp, EndToEndErrorMatchesTheFlowOracle) {
     // The same quantization decisions up to the FP32 LayerNorm and softmax:
     // the same error to within a fraction of itself.
     EXPECT_LT(std::fabs(kernel - flow), 0.25 * flow);
+}
+
+// The propagated budget against the all-real block on generated blocks: never
+// exceeded, and how much of it the kernel uses (docs/int8.md, "The propagated
+// budget": the measured ratios).
+TEST(Int8BlockOp, PropagatedBudgetHoldsAndItsUtilizationIsReported) {
+    const KernelInfo& k = *builtin_registry().find("cpu.simd.int8_block.fp16");
+    std::vector<double> worst(std::size(kStages), 0.0);
+    int finite_cases = 0;
+    for (std::uint64_t seed = 0; seed < 12; ++seed) {
+        const std::int64_t t = seed % 2 ? 16 : 5, d = seed % 3 ? 32 : 16, heads = seed % 4 ? 2 : 1;
+        const auto spec = props::structured_spec("int8_block", Format::fp16, {t, d, heads, 64},
+                                                 Params({{"heads", double(heads)}, {"eps", 1e-5}}),
+                                                 seed % 3 ? props::Family::normal : props::Family::outlier, 0, seed, 0);
+        const props::Case c = props::build_case(spec);
+        const auto got = run_kernel(k, c.params, c.views());
+        std::vector<TensorView> staged = c.views();
+        for (const auto& g : got) staged.push_back(g.view());
+        const std::vector<Format> formats(got.size(), Format::fp16);
+        const auto local = oracle::evaluate_structured("int8_block", c.params, staged, formats);
+        const auto real = oracle::evaluate_structured("int8_block", c.params, c.views(), formats);
+        const auto e = oracle::int8_block_propagated(c.params, staged, local.exact, real.exact, k.acc, formats);
+        bool finite = true;
+        for (std::size_t o = 0; o < got.size(); ++o)
+            for (std::int64_t i = 0; i < got[o].numel(); ++i) {
+                const double err = std::fabs(got[o].value(i) - real.exact[o][static_cast<std::size_t>(i)]);
+                const double b = e[o][static_cast<std::size_t>(i)];
+                EXPECT_LE(err, b) << kStages[o] << "[" << i << "], seed " << seed;
+                finite = finite && std::isfinite(b);
+                if (err > 0) worst[o] = std::max(worst[o], err / b);
+            }
+        finite_cases += finite;
+    }
+    std::printf("propagated budget, max utilization per stage over 12 blocks (%d with a finite bound everywhere):\n ", finite_cases);
+    for (std::size_t o = 0; o < worst.size(); ++o) std::printf(" %s %.3g", kStages[o], worst[o]);
+    std::printf("\n");
+    EXPECT_GT(finite_cases, 6);
+    EXPECT_GT(worst[0], 0);
 }
