@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <tuple>
 
 #include "impls/registry.hpp"
 #include "oracle/int8_block.hpp"
@@ -116,13 +117,13 @@ std::vector<TensorView> views(const std::vector<Tensor>& ts) {
 const Params kBlockParams({{"heads", double(kHeads)}, {"eps", 1e-5}});
 
 // Max |kernel - exact stage of the kernel's own stage inputs| / local budget, per output.
-std::vector<double> stage_utilization(const KernelInfo& k, const std::vector<Tensor>& in) {
-    const auto got = run_kernel(k, kBlockParams, views(in));
+std::vector<double> stage_utilization(const KernelInfo& k, const std::vector<Tensor>& in, const Params& p = kBlockParams) {
+    const auto got = run_kernel(k, p, views(in));
     std::vector<TensorView> staged = views(in);
     for (const auto& t : got) staged.push_back(t.view());
     const std::vector<Format> formats(got.size(), Format::fp16);
-    const auto ref = oracle::evaluate_structured("int8_block", kBlockParams, staged, formats);
-    const auto bound = oracle::int8_block_bound(kBlockParams, staged, ref.exact, k.acc, formats);
+    const auto ref = oracle::evaluate_structured("int8_block", p, staged, formats);
+    const auto bound = oracle::int8_block_bound(p, staged, ref.exact, k.acc, formats);
     std::vector<double> util(got.size(), 0.0);
     for (std::size_t o = 0; o < got.size(); ++o)
         for (std::int64_t i = 0; i < got[o].numel(); ++i) {
@@ -154,19 +155,30 @@ TEST(Int8BlockOp, KernelStagesWithinTheirLocalBudgets) {
     }
 }
 
-// Each mutant fails, and on the stage its flaw is in (the verdict names it).
-TEST(Int8BlockOp, MutantsFailOnTheStageTheyBreak) {
-    const auto in = block_inputs(41);
-    const std::pair<const char*, const char*> cases[] = {{"mutant.int8_block.pv_per_tensor.fp16", "o["},
-                                                         {"mutant.int8_block.residual_int8.fp16", "u["},
-                                                         {"mutant.int8_block.unscaled_scores.fp16", "s["}};
-    for (const auto& [name, stage] : cases) {
+// Each mutant fails, and first on the stage its flaw is in: every stage
+// before it within its local budget, that one not.  A generated block of 48
+// tokens with diffuse attention (W_q scaled by 1/32: small scores): row 0 of
+// P is (1, 0, ...), so one scale per head is 1/127 while the later rows' own
+// maxima are near 1/(i + 1), and their probabilities lose their digits.
+TEST(Int8BlockOp, MutantsFailFirstOnTheStageTheyBreak) {
+    const auto spec = props::structured_spec("int8_block", Format::fp16, {48, 32, 2, 64},
+                                             Params({{"heads", 2.0}, {"eps", 1e-5}}), props::Family::outlier, 0, 7, 0);
+    props::Case c = props::build_case(spec);
+    for (std::int64_t i = 0; i < c.inputs[3].numel(); ++i) c.inputs[3].set_value(i, c.inputs[3].value(i) / 32);
+    const std::tuple<const char*, std::size_t, std::vector<std::size_t>> cases[] = {
+        {"mutant.int8_block.pv_per_tensor.fp16", 7, {1, 2, 3, 4, 5, 6}},
+        {"mutant.int8_block.residual_int8.fp16", 8, {1, 2, 3, 4, 5, 6, 7}},
+        {"mutant.int8_block.unscaled_scores.fp16", 5, {1, 2, 3, 4}}};
+    for (const auto& [name, stage, upstream] : cases) {
         const KernelInfo* k = builtin_registry().find(name);
         ASSERT_NE(k, nullptr) << name;
-        const auto r = props::check_case(*k, kBlockParams, views(in));
-        EXPECT_FALSE(r.pass) << name;
-        EXPECT_NE(r.message.find(stage), std::string::npos) << name << ": " << r.message;
+        EXPECT_FALSE(props::check_case(*k, c.params, c.views()).pass) << name;
+        const auto util = stage_utilization(*k, c.inputs, c.params);
+        std::printf("%s: %s at utilization %.3g\n", name, kStages[stage], util[stage]);
+        EXPECT_GT(util[stage], 1) << name << " " << kStages[stage];
+        for (std::size_t o : upstream) EXPECT_LE(util[o], 1) << name << " " << kStages[o];
     }
+    EXPECT_TRUE(props::check_case(*builtin_registry().find("cpu.simd.int8_block.fp16"), c.params, c.views()).pass);
 }
 
 // The kernel's block against the all-real block (measured: the local
@@ -198,8 +210,7 @@ TEST(Int8BlockOp, EndToEndErrorMatchesTheFlowOracle) {
 // budget": the measured ratios).
 TEST(Int8BlockOp, PropagatedBudgetHoldsAndItsUtilizationIsReported) {
     const KernelInfo& k = *builtin_registry().find("cpu.simd.int8_block.fp16");
-    std::vector<double> worst(std::size(kStages), 0.0);
-    int finite_cases = 0;
+    std::vector<double> worst(std::size(kStages), 0.0), finite(std::size(kStages), 0.0), count(std::size(kStages), 0.0);
     for (std::uint64_t seed = 0; seed < 12; ++seed) {
         const std::int64_t t = seed % 2 ? 16 : 5, d = seed % 3 ? 32 : 16, heads = seed % 4 ? 2 : 1;
         const auto spec = props::structured_spec("int8_block", Format::fp16, {t, d, heads, 64},
@@ -213,20 +224,22 @@ TEST(Int8BlockOp, PropagatedBudgetHoldsAndItsUtilizationIsReported) {
         const auto local = oracle::evaluate_structured("int8_block", c.params, staged, formats);
         const auto real = oracle::evaluate_structured("int8_block", c.params, c.views(), formats);
         const auto e = oracle::int8_block_propagated(c.params, staged, local.exact, real.exact, k.acc, formats);
-        bool finite = true;
         for (std::size_t o = 0; o < got.size(); ++o)
             for (std::int64_t i = 0; i < got[o].numel(); ++i) {
-                const double err = std::fabs(got[o].value(i) - real.exact[o][static_cast<std::size_t>(i)]);
-                const double b = e[o][static_cast<std::size_t>(i)];
+                const double want = real.exact[o][static_cast<std::size_t>(i)], b = e[o][static_cast<std::size_t>(i)];
+                if (!std::isfinite(want)) continue;  // masked scores: -inf, matched as a class
+                const double err = std::fabs(got[o].value(i) - want);
                 EXPECT_LE(err, b) << kStages[o] << "[" << i << "], seed " << seed;
-                finite = finite && std::isfinite(b);
-                if (err > 0) worst[o] = std::max(worst[o], err / b);
+                finite[o] += std::isfinite(b), count[o] += 1;
+                if (err > 0 && std::isfinite(b)) worst[o] = std::max(worst[o], err / b);
             }
-        finite_cases += finite;
     }
-    std::printf("propagated budget, max utilization per stage over 12 blocks (%d with a finite bound everywhere):\n ", finite_cases);
-    for (std::size_t o = 0; o < worst.size(); ++o) std::printf(" %s %.3g", kStages[o], worst[o]);
+    std::printf("propagated budget over 12 blocks, per stage: max utilization where finite (finite fraction):\n ");
+    for (std::size_t o = 0; o < worst.size(); ++o) std::printf(" %s %.3g (%.2f)", kStages[o], worst[o], finite[o] / count[o]);
     std::printf("\n");
-    EXPECT_GT(finite_cases, 6);
-    EXPECT_GT(worst[0], 0);
+    // Up to the attention the bound is finite everywhere and used.
+    for (std::size_t o : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u}) {
+        EXPECT_EQ(finite[o], count[o]) << kStages[o];
+        EXPECT_GT(worst[o], 0) << kStages[o];
+    }
 }
