@@ -19,9 +19,9 @@
 //     N_ij = sum_k ( s_x(i)/2 |W_kj| + |X_ik| s_w(j)/2 + s_x(i) s_w(j)/4 ) + 1/2 ulp_fp16(y_ij)
 // of X W (|X~ - X| <= s_x/2 and |W~ - W| <= s_w/2: dynamic amax scales never
 // saturate), times the GEMM's output scale (1/sqrt(d_h) for the scores).  The
-// end-to-end error against the all-real block is measured and reported (it
-// compounds through softmax and the norms, which a local budget does not
-// pretend to bound).
+// end-to-end error against the all-real block is measured and reported here;
+// the op's int8_block_propagated (below) bounds it soundly, but too loosely
+// past the attention to be a gate (docs/int8.md).
 #pragma once
 #include <cstdint>
 #include <string>
