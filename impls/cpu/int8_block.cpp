@@ -63,10 +63,13 @@ std::vector<double> int8_linear(const TensorView& x, const TensorView& w, double
     const auto* b = static_cast<const std::int8_t*>(qw.codes.data());
     if (simd && has_avx2()) int8_matmul_avx2(a, b, acc.data(), m, k, n);
     else int8_matmul_scalar(a, b, acc.data(), m, k, n);
+    // The group scales once (the quantize op stores them per element).
+    const auto* sx = static_cast<const float*>(qx.scales.data());
+    const auto* sw = static_cast<const float*>(qw.scales.data());
     std::vector<double> y(at(m * n));
     for (std::int64_t i = 0; i < m; ++i)
         for (std::int64_t j = 0; j < n; ++j)
-            y[at(i * n + j)] = static_cast<double>(acc[at(i * n + j)]) * qx.scales.value(i * k) * qw.scales.value(j) * c;
+            y[at(i * n + j)] = static_cast<double>(acc[at(i * n + j)]) * sx[i * k] * sw[j] * c;
     return y;
 }
 
