@@ -4,9 +4,12 @@
 // as OP/s (2 M N K per call) and as the ratio to an FP32 GEMM through Eigen on
 // the same shape in the same run: each shape runs `fp32_eigen/...` first and
 // `int8_avx2/...` reads its rate (counter vs_fp32_eigen).  One thread each.
+// And the whole int8_block kernel (docs/int8.md "int8_block as an op") at a
+// prefill shape, simd against scalar, as tokens per second.
 // Run: ./bench/int8_bench --benchmark_min_time=0.5
 #include <Eigen/Dense>
 
+#include <cmath>
 #include <ctime>
 #include <map>
 #include <random>
@@ -16,6 +19,7 @@
 #include "bench/bench_util.hpp"
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/isa.hpp"
+#include "impls/registry.hpp"
 
 namespace {
 
@@ -84,7 +88,40 @@ void int8_avx2(benchmark::State& state) {
     if (fp32_rate().count(m)) state.counters["vs_fp32_eigen"] = rate / fp32_rate()[m];
 }
 
+// One pre-norm block, T = 128 tokens, d = 256, 4 heads, FFN 1024, FP16
+// values from N(0, 1) (weights N(0, 1/fan_in), LN gains 1): every stage as
+// the registered kernel computes it, weights quantized per call.
+std::vector<conform::Tensor> block_inputs() {
+    using conform::Format;
+    constexpr std::int64_t t = 128, d = 256, ffn = 1024;
+    std::mt19937 g(3);
+    auto gaussian = [&g](std::vector<std::int64_t> shape, double mean, double sd) {
+        std::normal_distribution<double> n(mean, sd);
+        conform::Tensor x(Format::fp16, std::move(shape));
+        for (std::int64_t i = 0; i < x.numel(); ++i) x.set_value(i, n(g));
+        return x;
+    };
+    const double sd = 1 / std::sqrt(double(d)), sf = 1 / std::sqrt(double(ffn));
+    return {gaussian({t, d}, 0, 1),    gaussian({d}, 1, 0.1),    gaussian({d}, 0, 0.1),      gaussian({d, d}, 0, sd),
+            gaussian({d, d}, 0, sd),   gaussian({d, d}, 0, sd),  gaussian({d, d}, 0, sd),    gaussian({d}, 1, 0.1),
+            gaussian({d}, 0, 0.1),     gaussian({d, ffn}, 0, sd), gaussian({ffn, d}, 0, sf)};
+}
+
+void int8_block(benchmark::State& state, const char* kernel) {
+    static const std::vector<conform::Tensor> in = block_inputs();
+    std::vector<conform::TensorView> views;
+    for (const auto& x : in) views.push_back(x.view());
+    const conform::Params p({{"heads", 4.0}, {"eps", 1e-5}});
+    const conform::KernelInfo& k = *conform::builtin_registry().find(kernel);
+    for (auto _ : state) benchmark::DoNotOptimize(conform::run_kernel(k, p, views));
+    state.counters["tokens/s"] = benchmark::Counter(128.0 * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 const int registered = [] {
+    for (const char* k : {"cpu.simd.int8_block.fp16", "cpu.scalar.int8_block.fp16"})
+        benchmark::RegisterBenchmark((std::string("int8_block/T=128/d=256/heads=4/ffn=1024/") + k).c_str(),
+                                     [k](benchmark::State& st) { int8_block(st, k); })
+            ->Unit(benchmark::kMillisecond);
     for (std::int64_t m : {1, 2, 4, 8, 16, 4096}) {
         const std::string shape = "/M=" + std::to_string(m) + "/K=4096/N=4096";
         auto* f = benchmark::RegisterBenchmark(("fp32_eigen" + shape).c_str(), fp32_eigen)->Arg(m)->Unit(benchmark::kMillisecond);

@@ -99,10 +99,8 @@ std::vector<TensorView> read_inputs(const io::Case& c, const OpSpec& op, std::ve
 
 // The kernel whose outputs are the stored ones, checked against the shapes
 // the op gives these inputs.
-KernelInfo stored_kernel(const io::Case& c, const OpSpec& op, const std::vector<TensorView>& in) {
-    const auto shapes = op.out_shapes ? op.out_shapes(in)
-                                      : std::vector<std::vector<std::int64_t>>(
-                                            op.outputs.size(), {in[0].shape.begin(), in[0].shape.begin() + in[0].rank});
+KernelInfo stored_kernel(const io::Case& c, const OpSpec& op, const Params& p, const std::vector<TensorView>& in) {
+    const auto shapes = output_shapes(op, in, p);
     KernelInfo k;
     k.name = "dump:" + (c.impl.empty() ? std::string("unnamed") : c.impl);
     k.op = op.name;
@@ -266,7 +264,7 @@ CaseVerdict judge_case(const std::filesystem::path& path) {
         j.params = read_params(c, *j.op);
         j.owned.reserve(j.op->inputs.size());  // views into owned stay valid
         j.in = read_inputs(c, *j.op, j.owned);
-        j.kernel = stored_kernel(c, *j.op, j.in);
+        j.kernel = stored_kernel(c, *j.op, j.params, j.in);
         props::Stats stats;
         props::CaseResult r;
         try {

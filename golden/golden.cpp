@@ -110,6 +110,10 @@ std::vector<Vector> make_vectors(const std::string& op_name, Format f) {
         if (op_name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
         if (op_name == "dequantize") s.dims = {3, 5};          // per tensor (axis 0), codes stored as floats
         if (op_name == "smooth_quant") s.dims = {3, 4, 5};     // x [3, 4], w [4, 5], alpha 0.5
+        if (op_name == "int8_block") {  // T 3, d 8, 2 heads, ffn 8: the all-real block's out
+            s.dims = {3, 8, 2, 8};
+            s.params.set("heads", 2);
+        }
         if (op_name == "attention") {  // GQA 2:1, Lq < Lk (bottom-right causal), small dims
             s.dims = {2, 1, 3, 5, 4, 4, 1};  // with the additive mask (every op input present)
             s.params.set("causal", 1);

@@ -3,6 +3,7 @@
 #include "impls/cpu/attention.hpp"
 #include "impls/cpu/gdn.hpp"
 #include "impls/cpu/hc_residual.hpp"
+#include "impls/cpu/int8_block.hpp"
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/rope.hpp"
 #include "impls/cpu/sinkhorn.hpp"
@@ -53,6 +54,7 @@ const Registry& builtin_registry() {
         register_cpu_hc_residual(r);
         register_cpu_int8(r);
         register_cpu_int8_quant(r);
+        register_cpu_int8_block(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
@@ -89,9 +91,7 @@ Format output_format(const KernelInfo& k, std::size_t i) {
 
 std::vector<Tensor> run_kernel(const KernelInfo& k, const Params& params, const std::vector<TensorView>& in) {
     const OpSpec* op = find_op(k.op);
-    std::vector<std::vector<std::int64_t>> shapes;
-    if (op->out_shapes) shapes = op->out_shapes(in);
-    else shapes.assign(op->outputs.size(), {in.at(0).shape.begin(), in.at(0).shape.begin() + in.at(0).rank});
+    const std::vector<std::vector<std::int64_t>> shapes = output_shapes(*op, in, params);
     std::vector<Tensor> outs;
     for (std::size_t i = 0; i < op->outputs.size(); ++i) outs.emplace_back(output_format(k, i), shapes.at(i));
     KernelCall call{params, in, {}};

@@ -36,8 +36,8 @@ std::vector<std::vector<double>> exact_outputs(const OpCall& call, const Values&
     for (const Tensor& t : call.in) views.push_back(t.view());
     std::vector<std::vector<double>> exact;
     exact.push_back(call.out_heads > 0 ? heads_major(ref, call.out_heads).v : ref.v);
-    if (op->out_shapes) {
-        const auto shapes = op->out_shapes(views);
+    if (op->out_shapes || op->out_shapes_params) {
+        const auto shapes = output_shapes(*op, views, call.params);
         for (std::size_t o = 1; o < shapes.size(); ++o) {
             std::int64_t n = 1;
             for (std::int64_t d : shapes[o]) n *= d;

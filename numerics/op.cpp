@@ -78,6 +78,16 @@ std::vector<std::vector<std::int64_t>> mhc_residual_shapes(const std::vector<Ten
     return s;
 }
 
+// int8_block: out, x1, q, k, v, o, u, x2 [T, d]; s, p [heads, T, T]; a [T, ffn]
+// from h [T, d] and w1 [d, ffn] (input 9).
+std::vector<std::vector<std::int64_t>> int8_block_shapes(const std::vector<TensorView>& in, const Params& p) {
+    if (in.size() < 11 || in[0].rank != 2 || in[9].rank != 2)
+        throw std::invalid_argument("int8_block: expects h [T, d], ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, w1 [d, ffn], w2");
+    const std::int64_t t = in[0].shape[0], d = in[0].shape[1], heads = static_cast<std::int64_t>(p.get("heads", 1));
+    const std::vector<std::int64_t> td{t, d}, scores{heads, t, t};
+    return {td, td, td, td, td, scores, scores, td, td, td, {t, in[9].shape[1]}};
+}
+
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
@@ -188,6 +198,20 @@ std::vector<OpSpec> make_specs() {
                  "or weight maximum is 0 has s_j = 1; a NaN or infinity in column j of x or row j of w makes s_j "
                  "NaN; s is stored [C]",
                  smooth_quant_shapes});
+    OpSpec block{"int8_block", "int8", OpKind::structured,
+                 {"h", "ln1_g", "ln1_b", "wq", "wk", "wv", "wo", "ln2_g", "ln2_b", "w1", "w2"},
+                 {"out", "x1", "q", "k", "v", "s", "p", "o", "u", "x2", "a"},
+                 {{"heads", 1, "attention heads (d divisible by heads)"},
+                  {"eps", 1e-5, "LayerNorm epsilon, inside the square root"}},
+                 "seed 000's SmoothQuant precision flow of a pre-norm block, h [T, d]: x1 = LN1(h); q, k, v = x1 "
+                 "W_q, W_k, W_v; per head s = q k^T / sqrt(d/heads) (causal: -inf for j > i), p = softmax(s), o = p "
+                 "v; u = h + o W_o; x2 = LN2(u); a = ReLU(x2 W_1); out = u + a W_2.  Every product an INT8 GEMM "
+                 "(left operand per token, right per output channel, dynamic amax scales), every other stage FP16.  "
+                 "Staged: each output is judged against the exact stage applied to the candidate's own earlier "
+                 "outputs; with the inputs alone the oracle is the all-real block"};
+    block.out_shapes_params = int8_block_shapes;
+    block.staged = true;
+    s.push_back(std::move(block));
     return s;
 }
 
@@ -200,6 +224,12 @@ const std::vector<OpSpec>& op_specs() {
 
 bool optional_input(std::string_view input_name) {
     return input_name == "mask" || input_name == "initial_state" || input_name == "cu_seqlens";
+}
+
+std::vector<std::vector<std::int64_t>> output_shapes(const OpSpec& op, const std::vector<TensorView>& in, const Params& p) {
+    if (op.out_shapes_params) return op.out_shapes_params(in, p);
+    if (op.out_shapes) return op.out_shapes(in);
+    return std::vector<std::vector<std::int64_t>>(op.outputs.size(), {in.at(0).shape.begin(), in.at(0).shape.begin() + in.at(0).rank});
 }
 
 const OpSpec* find_op(std::string_view name) {

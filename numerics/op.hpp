@@ -18,6 +18,8 @@ namespace conform {
 // oracle/structured.hpp, outputs shaped by OpSpec::out_shapes.
 enum class OpKind { unary, gated, row, structured };
 
+class Params;
+
 struct ParamSpec {
     std::string name;
     double default_value;
@@ -35,7 +37,20 @@ struct OpSpec {
     // Output shapes from the input views (structured ops); null: every output
     // has the shape of the first input.
     std::vector<std::vector<std::int64_t>> (*out_shapes)(const std::vector<TensorView>& in) = nullptr;
+    // Output shapes that also depend on a parameter (int8_block's [heads, T, T]
+    // scores); takes precedence over out_shapes.
+    std::vector<std::vector<std::int64_t>> (*out_shapes_params)(const std::vector<TensorView>& in, const Params& p) = nullptr;
+    // Staged ops (int8_block): the oracle of each output is the exact stage
+    // applied to the candidate's own earlier outputs (the local error of the
+    // divergence analysis), so the verdict passes the candidate's outputs to
+    // the evaluator and the bound after the op's inputs.  Called with the
+    // inputs alone, the evaluator chains its own exact stages.
+    bool staged = false;
 };
+
+// The shapes of op's outputs for these inputs and parameters (out_shapes_params,
+// out_shapes, or every output shaped like the first input).
+std::vector<std::vector<std::int64_t>> output_shapes(const OpSpec& op, const std::vector<TensorView>& in, const Params& p);
 
 const std::vector<OpSpec>& op_specs();
 // Inputs an op call may leave out: attention's mask, the delta rule's

@@ -4,6 +4,7 @@
 #include "oracle/gdn_bound.hpp"
 #include "oracle/hc_residual_bound.hpp"
 #include "oracle/int8.hpp"
+#include "oracle/int8_block.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn_bound.hpp"
 
@@ -215,6 +216,7 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "int8_gemm") return int8_gemm_bound;
     if (op == "dequantize") return dequantize_bound;
     if (op == "smooth_quant") return smooth_quant_bound;
+    if (op == "int8_block") return int8_block_bound;
     if (op == "rope") return rope_bound;
     if (op == "attention") return attention_bound_split;
     if (op == "gdn") return gdn_bound;

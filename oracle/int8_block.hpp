@@ -19,13 +19,15 @@
 //     N_ij = sum_k ( s_x(i)/2 |W_kj| + |X_ik| s_w(j)/2 + s_x(i) s_w(j)/4 ) + 1/2 ulp_fp16(y_ij)
 // of X W (|X~ - X| <= s_x/2 and |W~ - W| <= s_w/2: dynamic amax scales never
 // saturate), times the GEMM's output scale (1/sqrt(d_h) for the scores).  The
-// end-to-end error against the all-real block is measured and reported (it
-// compounds through softmax and the norms, which a local budget does not
-// pretend to bound).
+// end-to-end error against the all-real block is measured and reported here;
+// the op's int8_block_propagated (below) bounds it soundly, but too loosely
+// past the attention to be a gate (docs/int8.md).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "oracle/structured.hpp"
 
 namespace conform::oracle {
 
@@ -61,5 +63,33 @@ FlowResult block_int8_flow(const std::vector<double>& h, std::int64_t t, const B
 // calibration activations `h` (LN outputs), LN's gamma and beta divided by s
 // and the weights' rows multiplied by s: the real block is unchanged.
 BlockWeights smooth_block(const BlockWeights& w, const std::vector<double>& h, std::int64_t t, double alpha);
+
+// The registry op int8_block (oracle/int8_block_eval.cpp): inputs h [T, d],
+// ln1_g, ln1_b [d], wq, wk, wv, wo [d, d], ln2_g, ln2_b [d], w1 [d, ffn],
+// w2 [ffn, d]; params heads, eps -> out, x1, q, k, v [T, d], s, p [heads, T,
+// T], o, u, x2 [T, d], a [T, ffn].  Staged (OpSpec::staged): the candidate's
+// 11 outputs may follow the inputs, and each output is then the exact stage
+// of the candidate's own stage inputs; without them, the all-real block.
+OpOutputs eval_int8_block(const Params& params, const std::vector<TensorView>& in);
+
+// The local budget of every stage (oracle/int8_block_bound.cpp, docs/int8.md):
+// the INT8 GEMM noise N_ij of the candidate's stage input and the real
+// weights, the LayerNorm and softmax row bounds, the residual's roundings.
+// Empty without the candidate's stages.
+std::vector<std::vector<double>> int8_block_bound(const Params& params, const std::vector<TensorView>& in,
+                                                  const std::vector<std::vector<double>>& exact, Format acc,
+                                                  const std::vector<Format>& out);
+
+// The propagated budget (docs/int8.md "The propagated budget"): per output,
+// a bound on |candidate - all-real block| from the local budgets above,
+// carried forward stage by stage (linear maps by |W|, the bilinear q k^T and
+// p v exactly, softmax and LayerNorm by the mean value theorem on the segment
+// between the candidate's and the real stage input).  `in`: inputs followed
+// by the candidate's stages; `local_exact`: the staged oracle's values;
+// `real`: the all-real block's (the oracle on the inputs alone).
+std::vector<std::vector<double>> int8_block_propagated(const Params& params, const std::vector<TensorView>& in,
+                                                       const std::vector<std::vector<double>>& local_exact,
+                                                       const std::vector<std::vector<double>>& real, Format acc,
+                                                       const std::vector<Format>& out);
 
 }  // namespace conform::oracle

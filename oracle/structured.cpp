@@ -11,6 +11,7 @@
 #include "oracle/hc_residual.hpp"
 #include "oracle/kda.hpp"
 #include "oracle/int8.hpp"
+#include "oracle/int8_block.hpp"
 #include "oracle/mla.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn.hpp"
@@ -45,6 +46,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"int8_gemm", eval_int8_gemm},
         {"dequantize", eval_dequantize},
         {"smooth_quant", eval_smooth_quant},
+        {"int8_block", eval_int8_block},
     };
     return t;
 }

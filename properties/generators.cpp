@@ -157,6 +157,7 @@ Case build_case(const CaseSpec& spec) {
     if (spec.op == "int8_gemm") return build_int8_gemm_case(spec);
     if (spec.op == "dequantize") return build_dequantize_case(spec);
     if (spec.op == "smooth_quant") return build_smooth_quant_case(spec);
+    if (spec.op == "int8_block") return build_int8_block_case(spec);
     Case c;
     c.op = find_op(spec.op);
     c.params = spec.params;
@@ -223,6 +224,7 @@ rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
     if (op.name == "int8_gemm") return gen_int8_gemm_spec(fmt, opt);
     if (op.name == "dequantize") return gen_dequantize_spec(fmt, opt);
     if (op.name == "smooth_quant") return gen_smooth_quant_spec(fmt, opt);
+    if (op.name == "int8_block") return gen_int8_block_spec(fmt, opt);
     const bool rows_op = op.kind == OpKind::row;
     std::vector<int> sizes = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65, 100, 128, 129, 256, 1000, 1024, 4096};
     sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](int s) { return s > opt.max_n; }), sizes.end());

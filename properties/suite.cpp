@@ -176,6 +176,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_hc_residual_properties(v);
         add_int8_properties(v);
         add_int8_quant_properties(v);
+        add_int8_block_properties(v);
         return v;
     }();
     return defs;

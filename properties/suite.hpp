@@ -53,6 +53,7 @@ void add_sinkhorn_properties(std::vector<PropertyDef>& v);
 void add_hc_residual_properties(std::vector<PropertyDef>& v);  // hc_residual, mhc_residual
 void add_int8_properties(std::vector<PropertyDef>& v);
 void add_int8_quant_properties(std::vector<PropertyDef>& v);  // properties/int8_quant.cpp
+void add_int8_block_properties(std::vector<PropertyDef>& v);  // properties/int8_block.cpp
 
 report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, const RunConfig& cfg, Stats* stats);
 

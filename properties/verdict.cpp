@@ -159,9 +159,14 @@ CaseResult check_structured(const KernelInfo& k, const OpSpec& op, const Params&
     res.outputs = run_kernel(k, p, in);
     std::vector<Format> formats;
     for (std::size_t o = 0; o < op.outputs.size(); ++o) formats.push_back(output_format(k, o));
-    oracle::StructuredResult ref = oracle::evaluate_structured(op.name, p, in, formats);
+    // A staged op's references are its exact stages applied to the kernel's
+    // own earlier outputs (OpSpec::staged): those follow the inputs.
+    std::vector<TensorView> oracle_in = in;
+    if (op.staged)
+        for (const Tensor& t : res.outputs) oracle_in.push_back(t.view());
+    oracle::StructuredResult ref = oracle::evaluate_structured(op.name, p, oracle_in, formats);
     const oracle::StructuredBoundFn bound_fn = oracle::find_structured_bound(op.name);
-    const std::vector<std::vector<double>> bounds = bound_fn ? bound_fn(p, in, ref.exact, k.acc, formats)
+    const std::vector<std::vector<double>> bounds = bound_fn ? bound_fn(p, oracle_in, ref.exact, k.acc, formats)
                                                              : std::vector<std::vector<double>>{};
     // A declared convention changes only special rows (NaN there, judged as
     // a class); the bounds above come from the oracle's own values.

@@ -37,6 +37,7 @@ Geometry read_geometry(const KernelCall& c, bool project) {
     const TensorView& x = c.in[0];
     if (x.rank != 3) throw std::invalid_argument(std::string(op) + ": x must be [T, n, d]");
     Geometry g{x.shape[0], x.shape[1], x.shape[2]};
+    if (g.n < 1) throw std::invalid_argument(std::string(op) + ": x needs at least one stream (n >= 1)");
     const std::int64_t want[5] = {g.tokens * g.n * g.d, g.tokens * g.d, g.tokens * g.n, g.tokens * g.n * g.n, g.tokens * g.n};
     for (std::size_t k = 0; k < 5; ++k)
         if (c.in[k].numel() != want[k]) throw std::invalid_argument(std::string(op) + ": input shapes do not match x");
@@ -144,7 +145,7 @@ void mix_scalar(const Token<F>& tk, const Coefs& k, std::int64_t n, std::int64_t
 template <Format F>
 CONFORM_AVX2 std::int64_t mix_simd(const Token<F>& tk, const Coefs& k, std::int64_t n, std::int64_t d) {
     constexpr std::int64_t kMaxStreams = 16;
-    if (n > kMaxStreams) return 0;
+    if (n < 1 || n > kMaxStreams) return 0;  // n >= 1 is checked on entry; this keeps xs[0] defined for the compiler
     std::int64_t e = 0;
     __m256 xs[kMaxStreams];
     for (; e + 8 <= d; e += 8) {

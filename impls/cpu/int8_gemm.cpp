@@ -106,7 +106,6 @@ CONFORM_AVX2 void codes_row_avx2(const float* x, const float* s, bool s_per_elem
     for (; j < n; ++j) q[j] = code(x[j], s_per_element ? s[j] : *s, {});
 }
 
-template <Format F>
 void quantize_simd(const KernelCall& c) {
     if (!has_avx2()) return quantize_scalar(c);
     const QuantCall q = read_quant(c);
@@ -176,7 +175,7 @@ void add_quantize(Registry& r) {
     KernelInfo simd = kernel_info("quantize", "simd", F, Format::fp64, Role::kernel,
                                   "AVX2: FP32 amax / 127 per group, codes RNE(x / s) from 4-lane double quotients "
                                   "(exact: no false ties), clamped to [-127, 127] (scalar path without AVX2)",
-                                  quantize_simd<F>);
+                                  quantize_simd);
     KernelInfo scalar = kernel_info("quantize", "scalar", F, Format::fp64, Role::kernel,
                                     "portable: FP32 amax / 127, nearbyint(double(x) / s) clamped to [-127, 127]",
                                     [](const KernelCall& c) { quantize_scalar(c); });
@@ -228,6 +227,11 @@ void quantize_scalar(const KernelCall& c, const QuantizeFlaws& f) {
         for (std::int64_t j = 0; j < q.cols; ++j)
             out[i * q.cols + j] = code(static_cast<float>(c.in[0].value(i * q.cols + j)),
                                        s[static_cast<std::size_t>(group_of(q.axis, i, j))], f);
+}
+
+void quantize_call(const KernelCall& c, bool simd) {
+    if (simd) quantize_simd(c);
+    else quantize_scalar(c);
 }
 
 void int8_matmul_scalar(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,

@@ -27,6 +27,8 @@ struct QuantizeFlaws {
 
 // The quantize op on one call (x [rows, cols] -> q, scale), scalar.
 void quantize_scalar(const KernelCall& c, const QuantizeFlaws& flaws = {});
+// The same by AVX2 (simd, when available; the scalar loop otherwise).
+void quantize_call(const KernelCall& c, bool simd);
 
 // And the GEMM's.
 struct GemmFlaws {

@@ -1,5 +1,6 @@
 // INT8 mutants (docs/int8.md "Mutants"): the scalar quantize and GEMM kernels
 // with one flaw each (cpu::QuantizeFlaws, cpu::GemmFlaws).
+#include "impls/cpu/int8_block.hpp"
 #include "impls/cpu/int8_gemm.hpp"
 
 namespace conform {
@@ -22,6 +23,11 @@ void add_gemm(Registry& r, const char* bug, const char* bug_class, const char* w
     k.out = Format::fp32;
     k.out_formats = {Format::fp64, Format::fp32};
     r.add(std::move(k));
+}
+
+void add_block(Registry& r, const char* bug, const char* bug_class, const char* what, cpu::BlockFlaws flaws) {
+    r.add(mutant_info("int8_block", bug, Format::fp16, Format::fp32, bug_class, what,
+                      [flaws](const KernelCall& c) { cpu::int8_block_call(c, true, flaws); }));
 }
 
 // A mutant with the kernel's own formats (in, out, and per output).
@@ -61,6 +67,14 @@ void register_mutants_int8(Registry& r) {
                        "smoothing scale inverted: s_j = max|w_j|^(1 - alpha) / max|x_j|^alpha",
                        [](const KernelCall& c) { cpu::smooth_quant_scalar(c, true); }),
            *r.find("cpu.scalar.smooth_quant.fp32"));
+    add_block(r, "pv_per_tensor", "14 reduction axis/granularity",
+              "the attention probabilities P quantized with one scale per head instead of per query token",
+              {.pv_per_tensor = true});
+    add_block(r, "residual_int8", "10 cast order",
+              "the residual stream h quantized to INT8 (per token) before the residual add, not kept in FP16",
+              {.residual_int8 = true});
+    add_block(r, "unscaled_scores", "9 scale/offset convention", "scores q k^T without the 1/sqrt(d_h)",
+              {.unscaled_scores = true});
 }
 
 }  // namespace conform

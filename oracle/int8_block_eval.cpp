@@ -1,0 +1,150 @@
+// The registry op int8_block (docs/int8.md "int8_block as an op"): its
+// staged oracle and the local budget of every stage.
+//
+// Inputs 0..10 are the block's (h, ln1_g, ln1_b, wq, wk, wv, wo, ln2_g,
+// ln2_b, w1, w2); a verdict appends the candidate's 11 outputs (OpSpec::staged)
+// and each output's reference is then the exact stage applied to the
+// candidate's own stage inputs.  With the inputs alone every stage takes the
+// oracle's own exact predecessors: the all-real block.
+#include <cmath>
+#include <stdexcept>
+
+#include "oracle/bound.hpp"
+#include "oracle/int8.hpp"
+#include "oracle/int8_block.hpp"
+#include "oracle/norm.hpp"
+#include "oracle/softmax.hpp"
+
+namespace conform::oracle {
+namespace {
+
+enum In { h_in, ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, w1, w2, n_inputs };
+enum Out { out_o, x1_o, q_o, k_o, v_o, s_o, p_o, o_o, u_o, x2_o, a_o, n_outputs };
+
+struct Dims {
+    std::int64_t t, d, heads, dh, ffn;
+};
+
+Dims block_dims(const Params& p, const std::vector<TensorView>& in) {
+    const std::string op = "int8_block";
+    if (in.size() != n_inputs && in.size() != std::size_t{n_inputs} + n_outputs)
+        throw std::invalid_argument(op + ": expects 11 inputs (h, ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, w1, w2)");
+    require_rank(op, "h", in[h_in], 2);
+    const std::int64_t t = in[h_in].shape[0], d = in[h_in].shape[1], heads = static_cast<std::int64_t>(p.get("heads", 1));
+    if (heads < 1 || d % heads != 0) throw std::invalid_argument(op + ": parameter 'heads' must divide d");
+    for (int i : {ln1_g, ln1_b, ln2_g, ln2_b}) {
+        require_rank(op, "ln", in[i], 1);
+        require_dim(op, "ln", in[i], 0, d, "d of h");
+    }
+    for (int i : {wq, wk, wv, wo}) {
+        require_rank(op, "w", in[i], 2);
+        require_dim(op, "w", in[i], 0, d, "d of h");
+        require_dim(op, "w", in[i], 1, d, "d of h");
+    }
+    require_rank(op, "w1", in[w1], 2);
+    require_dim(op, "w1", in[w1], 0, d, "d of h");
+    const std::int64_t ffn = in[w1].shape[1];
+    require_rank(op, "w2", in[w2], 2);
+    require_dim(op, "w2", in[w2], 0, ffn, "columns of w1");
+    require_dim(op, "w2", in[w2], 1, d, "d of h");
+    return {t, d, heads, d / heads, ffn};
+}
+
+using RVec = std::vector<Real>;
+
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+// Row-wise LayerNorm of x [rows, d] (oracle/norm.hpp per row).
+RVec layer_norm_rows(const RVec& x, std::int64_t rows, std::int64_t d, const RVec& g, const RVec& b, double eps) {
+    RVec y;
+    y.reserve(x.size());
+    for (std::int64_t i = 0; i < rows; ++i) {
+        const RVec row(x.begin() + i * d, x.begin() + (i + 1) * d);
+        for (Real& v : layer_norm(row, g, b, eps)) y.push_back(std::move(v));
+    }
+    return y;
+}
+
+// x [m, k] w [k, n], every term (a 0 times a NaN is NaN, as in the INT8 GEMM).
+RVec matmul(const RVec& x, const RVec& w, std::int64_t m, std::int64_t k, std::int64_t n) {
+    RVec y(at(m * n), Real(0));
+    for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t p = 0; p < k; ++p)
+            for (std::int64_t j = 0; j < n; ++j) y[at(i * n + j)] += x[at(i * k + p)] * w[at(p * n + j)];
+    return y;
+}
+
+// Per head: s = q_h k_h^T / sqrt(dh) for j <= i, -inf for j > i.
+RVec scores(const RVec& q, const RVec& k, const Dims& g) {
+    const Real c = Real(1) / sqrt(Real(static_cast<double>(g.dh)));
+    RVec s(at(g.heads * g.t * g.t), neg_inf<Real>());
+    for (std::int64_t hd = 0; hd < g.heads; ++hd)
+        for (std::int64_t i = 0; i < g.t; ++i)
+            for (std::int64_t j = 0; j <= i; ++j) {
+                Real acc(0);
+                for (std::int64_t e = 0; e < g.dh; ++e) acc += q[at(i * g.d + hd * g.dh + e)] * k[at(j * g.d + hd * g.dh + e)];
+                s[at((hd * g.t + i) * g.t + j)] = acc * c;
+            }
+    return s;
+}
+
+RVec softmax_rows(const RVec& s, std::int64_t rows, std::int64_t n) {
+    RVec p;
+    p.reserve(s.size());
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (Real& v : softmax_row(RVec(s.begin() + i * n, s.begin() + (i + 1) * n)).y) p.push_back(std::move(v));
+    return p;
+}
+
+// o [T, d]: head hd's columns are p_h [T, T] v_h [T, dh] (all T keys).
+RVec attend(const RVec& p, const RVec& v, const Dims& g) {
+    RVec o(at(g.t * g.d), Real(0));
+    for (std::int64_t hd = 0; hd < g.heads; ++hd)
+        for (std::int64_t i = 0; i < g.t; ++i)
+            for (std::int64_t j = 0; j < g.t; ++j)
+                for (std::int64_t e = 0; e < g.dh; ++e)
+                    o[at(i * g.d + hd * g.dh + e)] += p[at((hd * g.t + i) * g.t + j)] * v[at(j * g.d + hd * g.dh + e)];
+    return o;
+}
+
+RVec plus(RVec a, const RVec& b) {
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+    return a;
+}
+
+RVec relu(RVec a) {
+    for (Real& v : a)
+        if (!isnan(v) && !(v > 0)) v = 0;
+    return a;
+}
+
+}  // namespace
+
+OpOutputs eval_int8_block(const Params& p, const std::vector<TensorView>& in) {
+    const Dims g = block_dims(p, in);
+    const bool staged = in.size() == std::size_t{n_inputs} + n_outputs;
+    const double eps = p.get("eps", 1e-5);
+    OpOutputs r{{"out", "x1", "q", "k", "v", "s", "p", "o", "u", "x2", "a"}, {}, std::vector<RVec>(n_outputs)};
+    r.shapes = {{g.t, g.d}, {g.t, g.d}, {g.t, g.d}, {g.t, g.d}, {g.t, g.d}, {g.heads, g.t, g.t}, {g.heads, g.t, g.t},
+                {g.t, g.d}, {g.t, g.d}, {g.t, g.d}, {g.t, g.ffn}};
+    // A stage's input: the candidate's output when given, else the oracle's own.
+    auto from = [&](int o) { return staged ? read_exact(in[n_inputs + o]) : r.values[at(o)]; };
+    auto w = [&](int i) { return read_exact(in[i]); };
+    const RVec h = w(h_in);
+    r.values[x1_o] = layer_norm_rows(h, g.t, g.d, w(ln1_g), w(ln1_b), eps);
+    const RVec x1 = from(x1_o);
+    r.values[q_o] = matmul(x1, w(wq), g.t, g.d, g.d);
+    r.values[k_o] = matmul(x1, w(wk), g.t, g.d, g.d);
+    r.values[v_o] = matmul(x1, w(wv), g.t, g.d, g.d);
+    r.values[s_o] = scores(from(q_o), from(k_o), g);
+    r.values[p_o] = softmax_rows(from(s_o), g.heads * g.t, g.t);
+    r.values[o_o] = attend(from(p_o), from(v_o), g);
+    r.values[u_o] = plus(h, matmul(from(o_o), w(wo), g.t, g.d, g.d));
+    const RVec u = from(u_o);
+    r.values[x2_o] = layer_norm_rows(u, g.t, g.d, w(ln2_g), w(ln2_b), eps);
+    r.values[a_o] = relu(matmul(from(x2_o), w(w1), g.t, g.d, g.ffn));
+    r.values[out_o] = plus(u, matmul(from(a_o), w(w2), g.t, g.ffn, g.d));
+    return r;
+}
+
+}  // namespace conform::oracle
