@@ -30,6 +30,14 @@
 #include "reports/atomic_file.hpp"
 #include "reports/writers.hpp"
 
+// A sanitized conform (CONFORM_SANITIZE) may load a plug-in that was built
+// with sanitizers too: a report there ends the child through the sanitizer's
+// own exit (status 1), not a signal.  The death callback tells the parent.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define CONFORM_SANITIZER_RUNTIME 1
+#endif
+
 namespace conform::cli {
 namespace {
 
@@ -74,6 +82,13 @@ extern "C" void on_fatal_signal(int sig, siginfo_t* info, void*) {
     raise(sig);  // SA_RESETHAND: the default action ends the process with this signal
 }
 
+// The sanitizer's report is on stderr; the parent only needs to know that one
+// stopped the process (fixed text: this runs inside the sanitizer's Die()).
+[[maybe_unused]] void on_sanitizer_death() {
+    static const char line[] = "F sanitizer: a sanitizer stopped the kernel (its report is on stderr)\n";
+    write_all(g_pipe, line, sizeof line - 1);
+}
+
 void install_fatal_handlers() {
     static char alt_stack[64 * 1024];  // a stack overflow must still reach the handler
     stack_t ss{};
@@ -85,6 +100,9 @@ void install_fatal_handlers() {
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &sa, nullptr);
     signal(SIGINT, SIG_IGN);  // Ctrl-C is the parent's to handle: it kills the child
+#ifdef CONFORM_SANITIZER_RUNTIME
+    __sanitizer_set_death_callback(on_sanitizer_death);
+#endif
 }
 
 [[noreturn]] void child_main(const KernelInfo& k, props::RunConfig cfg, int fd) {
@@ -216,6 +234,9 @@ Isolated run_isolated(const KernelInfo& k, const props::RunConfig& cfg, double t
         r.message = signal_text(WTERMSIG(status)) + (stream.fault.find(':') != std::string::npos
                                                          ? " —" + stream.fault.substr(stream.fault.find(':') + 1)
                                                          : "");
+    } else if (stream.fault.rfind("sanitizer:", 0) == 0) {
+        r.status = "crashed";
+        r.message = fmt::format("exited with status {} —{}", WEXITSTATUS(status), stream.fault.substr(10));
     } else {
         r.status = "error";
         r.message = !stream.error.empty() ? stream.error : fmt::format("the child exited with status {}", WEXITSTATUS(status));

@@ -262,6 +262,24 @@ TEST(CheckPlugin, ACrashReproduces) {
     EXPECT_EQ(first_failure(k.report).at("name"), f.at("name"));
 }
 
+#ifdef PLUGIN_MISBEHAVING_SANITIZED
+// Sanitized builds only: a plug-in built with the sanitizers ends through the
+// sanitizer's exit (status 1) on its null store, not through SIGSEGV; the
+// death callback makes that the kernel's crash, not a bare "error".
+TEST(CheckPlugin, ASanitizerStoppingAPluginIsThatKernelsCrash) {
+    const fs::path d = fresh_dir("conform_plugin_sanitized");
+    const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_MISBEHAVING_SANITIZED +
+                              " --kernel misbehaving.segfault --cases 30 --out " + d.string());
+    ASSERT_EQ(r.status, 1) << r.output;
+    const auto k = results(read_json(d / "check-plugin.json")).at("misbehaving.segfault");
+    EXPECT_EQ(k.isolation.at("status"), "crashed");
+    const json f = first_failure(k.report);
+    ASSERT_FALSE(f.is_null());
+    EXPECT_NE(f.at("message").get<std::string>().find("sanitizer"), std::string::npos) << f.dump();
+    EXPECT_FALSE(f.at("reproduce").get<std::string>().empty());
+}
+#endif
+
 TEST(CheckPlugin, BadLibrariesExitTwoNamingTheFileAndField) {
     const fs::path d = fresh_dir("conform_plugin_bad");
     fs::create_directories(d);
