@@ -10,6 +10,7 @@
 // so that a crash, a hang or a write outside the outputs is reported as that
 // kernel's failure, in the property and case that were running, and the run
 // goes on with the next kernel.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -102,6 +103,13 @@ void install_fatal_handlers() {
     signal(SIGINT, SIG_IGN);  // Ctrl-C is the parent's to handle: it kills the child
 #ifdef CONFORM_SANITIZER_RUNTIME
     __sanitizer_set_death_callback(on_sanitizer_death);
+    // GCC links UBSan as a runtime of its own beside ASan, with its own copy of
+    // the callback list: register there too (a UBSan report ends through it).
+    if (void* ub = dlopen("libubsan.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+        using SetCallback = void (*)(void (*)());
+        if (auto set = reinterpret_cast<SetCallback>(dlsym(ub, "__sanitizer_set_death_callback"))) set(on_sanitizer_death);
+        dlclose(ub);  // NOLOAD only added a reference: the runtime stays loaded
+    }
 #endif
 }
 

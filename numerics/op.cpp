@@ -84,6 +84,8 @@ std::vector<std::vector<std::int64_t>> int8_block_shapes(const std::vector<Tenso
     if (in.size() < 11 || in[0].rank != 2 || in[9].rank != 2)
         throw std::invalid_argument("int8_block: expects h [T, d], ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, w1 [d, ffn], w2");
     const std::int64_t t = in[0].shape[0], d = in[0].shape[1], heads = static_cast<std::int64_t>(p.get("heads", 1));
+    if (d < 1 || heads < 1 || d % heads != 0 || in[9].shape[1] < 1)
+        throw std::invalid_argument("int8_block: needs d >= 1, heads >= 1 dividing d, and ffn >= 1 columns of w1");
     const std::vector<std::int64_t> td{t, d}, scores{heads, t, t};
     return {td, td, td, td, td, scores, scores, td, td, td, {t, in[9].shape[1]}};
 }

@@ -51,6 +51,11 @@ double stored(const Arith& a, Format out, double pre, double y) {
     return pre + (a.narrower_than(out) ? 0.5 * ulp_at(out, std::fabs(y) + pre) : 0.0);
 }
 
+// The bounds are summed in double, and the "exact" sigmoid they start from
+// comes from libm (not correctly rounded): relative slips of a few 2^-53,
+// covered by this factor (as int8_block_propagated does).
+constexpr double kSafety = 1 + 0x1p-40;
+
 // h[t, k] = sum_i a_i x[t, i, k]: n products.
 void bound_h(const Arith& a, const std::vector<TensorView>& in, const HcShape& s, const std::vector<double>& exact,
              Format out, std::vector<double>& bound) {
@@ -64,7 +69,7 @@ void bound_h(const Arith& a, const std::vector<TensorView>& in, const HcShape& s
                 computed += (c.value + c.err) * x, coef_err += c.err * x;
             }
             const auto e = static_cast<std::size_t>(t * s.d + k);
-            bound[e] = stored(a, out, g * computed + coef_err + static_cast<double>(s.n) * a.tiny, exact[e]);
+            bound[e] = stored(a, out, (g * computed + coef_err + static_cast<double>(s.n) * a.tiny) * kSafety, exact[e]);
         }
 }
 
@@ -88,7 +93,8 @@ void bound_x_next(const Arith& a, const std::vector<TensorView>& in, const HcSha
                     computed += (std::fabs(b_at(t, i, j)) + be) * x, coef_err += be * x;
                 }
                 const auto e = static_cast<std::size_t>((t * s.n + i) * s.d + k);
-                bound[e] = finite ? stored(a, out, g * computed + coef_err + static_cast<double>(s.n + 1) * a.tiny, exact[e])
+                bound[e] = finite ? stored(a, out, (g * computed + coef_err + static_cast<double>(s.n + 1) * a.tiny) * kSafety,
+                                           exact[e])
                                   : INFINITY;
             }
         }

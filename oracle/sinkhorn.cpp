@@ -20,6 +20,13 @@ double sinkhorn_eps(const Params& params) {
     const double v = params.get("eps", 0.0);
     if (!(v >= 0) || !std::isfinite(v))
         throw std::invalid_argument("sinkhorn: parameter 'eps' must be finite and >= 0, is " + std::to_string(v));
+    // The kernels guard with eps rounded to FP32: a value that rounds to 0 (or
+    // overflows) there would be guarded in the bound and unguarded in the
+    // kernel (which then takes the log domain on wide matrices).
+    const float f = static_cast<float>(v);
+    if (v > 0 && (f == 0 || !std::isfinite(f)))
+        throw std::invalid_argument("sinkhorn: parameter 'eps' must be 0 or representable in FP32 (>= 2^-149, <= FLT_MAX), is " +
+                                    std::to_string(v));
     return v;
 }
 

@@ -4,7 +4,11 @@
 // hidden states), LayerNorm gains with outlier channels (SmoothQuant's
 // case), weights N(0, 1/fan_in).  Special values go into h only.
 // Property end_to_end: every stage against the all-real block within the
-// propagated budget (oracle::int8_block_propagated).
+// propagated budget (oracle::int8_block_propagated) where that budget is
+// finite.  It is finite on x1 .. u; past LN2 the worst-case error can exceed
+// sigma(u) and 97-98 % of x2, a and out get +inf (docs/int8.md): there the
+// local, staged within_budget is the gate.  A non-finite kernel value
+// against a finite all-real one always fails.
 #include <cmath>
 
 #include "oracle/int8_block.hpp"
@@ -90,7 +94,9 @@ Testable end_to_end(const KernelInfo& k) {
         for (std::size_t o = 0; o < got.size(); ++o)
             for (std::int64_t i = 0; i < got[o].numel(); ++i) {
                 const double want = real.exact[o][static_cast<std::size_t>(i)], v = got[o].value(i);
-                if (!std::isfinite(want) || !std::isfinite(v)) continue;  // special values: within_budget's classes
+                if (!std::isfinite(want)) continue;  // special values: within_budget's classes
+                if (!std::isfinite(v))
+                    RC_FAIL(real.names[o] + "[" + std::to_string(i) + "] = " + hexfloat(v) + ", all-real block " + hexfloat(want));
                 const double bound = e[o][static_cast<std::size_t>(i)];
                 if (!(std::fabs(v - want) <= bound))
                     RC_FAIL(real.names[o] + "[" + std::to_string(i) + "] = " + hexfloat(v) + ", all-real block " + hexfloat(want) +
@@ -102,7 +108,9 @@ Testable end_to_end(const KernelInfo& k) {
 }  // namespace
 
 void add_int8_block_properties(std::vector<PropertyDef>& v) {
-    v.push_back({"end_to_end", "every stage against the all-real block within the propagated budget",
+    v.push_back({"end_to_end",
+                 "every stage against the all-real block within the propagated budget where it is finite (x1 to u; "
+                 "past LN2 it mostly is not, docs/int8.md)",
                  [](const OpSpec& op) { return op.name == "int8_block"; },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return end_to_end(k); }, 2});
 }

@@ -243,3 +243,18 @@ TEST(Int8BlockOp, PropagatedBudgetHoldsAndItsUtilizationIsReported) {
         EXPECT_GT(worst[o], 0) << kStages[o];
     }
 }
+
+// Shapes and parameters the op cannot have are errors before any tensor is
+// touched (no division by zero heads, no read of an empty scale tensor).
+TEST(Int8BlockOp, BadShapesAndHeadsAreErrorsNotCrashes) {
+    const auto in = block_inputs(3);
+    const KernelInfo& k = *builtin_registry().find("cpu.simd.int8_block.fp16");
+    for (double heads : {0.0, -1.0, double(kD + 1), 3.0})
+        EXPECT_THROW(run_kernel(k, Params({{"heads", heads}, {"eps", 1e-5}}), views(in)), std::invalid_argument) << heads;
+    auto no_ffn = block_inputs(3);
+    no_ffn[9] = fp16_tensor({}, {kD, 0}), no_ffn[10] = fp16_tensor({}, {0, kD});
+    EXPECT_THROW(run_kernel(k, kBlockParams, views(no_ffn)), std::invalid_argument);
+    auto short_wq = block_inputs(3);
+    short_wq[3] = fp16_tensor(std::vector<double>((kD - 1) * kD, 0.5), {kD - 1, kD});
+    EXPECT_THROW(run_kernel(k, kBlockParams, views(short_wq)), std::invalid_argument);
+}

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "impls/registry.hpp"
+#include "oracle/sinkhorn.hpp"
 #include "oracle/sinkhorn_bound.hpp"
 #include "oracle/structured.hpp"
 #include "properties/generators.hpp"
@@ -144,6 +145,23 @@ TEST(SinkhornKernels, EpsGuardIsHonoured) {
     ASSERT_NE(ignored, nullptr);
     const Tensor l = conform::testing::tensor({9, 4, 4}, v, Format::fp32);
     EXPECT_FALSE(props::check_case(*ignored, Params({{"eps", 0.5}}), {l.view()}).pass);
+}
+
+// An eps that FP32 cannot hold (rounds to 0 or overflows) is refused by the
+// kernels and by the oracle alike: the kernel guards in FP32, so such an eps
+// would be "guarded" in the bound and unguarded in the kernel.
+TEST(SinkhornKernels, EpsThatFp32CannotHoldIsAnError) {
+    const Tensor l = conform::testing::tensor({1, 4, 4}, std::vector<double>(16, 0.25), Format::fp32);
+    for (double eps : {1e-300, 1e300}) {
+        const Params p({{"eps", eps}});
+        for (const KernelInfo* k : gated_kernels()) {
+            const Tensor lk = conform::testing::tensor({1, 4, 4}, std::vector<double>(16, 0.25), k->in);
+            EXPECT_THROW(run_kernel(*k, p, {lk.view()}), std::invalid_argument) << k->name << " eps " << eps;
+        }
+        EXPECT_THROW(oracle::sinkhorn_eps(p), std::invalid_argument) << eps;
+    }
+    EXPECT_EQ(oracle::sinkhorn_eps(Params({{"eps", 0x1p-149}})), 0x1p-149);
+    EXPECT_NO_THROW(run_kernel(*builtin_registry().find("cpu.simd.sinkhorn.fp32"), Params({{"eps", 0x1p-149}}), {l.view()}));
 }
 
 // The wide domain (docs/sinkhorn.md, "The wide domain"): column 0 lies 200

@@ -54,6 +54,8 @@ Geometry read_geometry(const KernelCall& c, bool project) {
         if (!(eps >= 0) || !std::isfinite(eps))
             throw std::invalid_argument("mhc_residual kernel: parameter 'eps' must be finite and >= 0");
         g.eps = static_cast<float>(eps);
+        if (eps > 0 && (g.eps == 0 || !std::isfinite(g.eps)))  // as oracle::sinkhorn_eps
+            throw std::invalid_argument("mhc_residual kernel: parameter 'eps' must be 0 or representable in FP32");
     }
     return g;
 }

@@ -22,6 +22,7 @@
 
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/isa.hpp"
+#include "oracle/int8_block.hpp"
 
 namespace conform::cpu {
 namespace {
@@ -104,6 +105,7 @@ void store(const std::vector<double>& y, const TensorView& out) {
 }
 
 void check(const KernelCall& c) {
+    oracle::check_int8_block_inputs(c.params, c.in);
     for (const TensorView& v : c.in)
         if (v.format != Format::fp16) throw std::invalid_argument("int8_block kernel: inputs must be fp16");
     for (const TensorView& v : c.out)

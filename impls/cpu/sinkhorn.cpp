@@ -60,6 +60,8 @@ Batch read_batch(const KernelCall& c) {
     const double eps = c.params.get("eps", 0.0);
     if (!(eps >= 0) || !std::isfinite(eps)) throw std::invalid_argument("sinkhorn kernel: parameter 'eps' must be finite and >= 0");
     g.eps = static_cast<float>(eps);
+    if (eps > 0 && (g.eps == 0 || !std::isfinite(g.eps)))  // as oracle::sinkhorn_eps: guarded means guarded in FP32
+        throw std::invalid_argument("sinkhorn kernel: parameter 'eps' must be 0 or representable in FP32");
     return g;
 }
 
