@@ -46,16 +46,8 @@ Geometry read_geometry(const KernelCall& c, bool project) {
             for (int a = t.rank - 1, stride = 1; a >= 0; stride *= static_cast<int>(t.shape[a]), --a)
                 if (t.shape[a] > 1 && t.strides[a] != stride) throw std::invalid_argument(std::string(op) + ": tensors must be packed");
     if (project) {
-        const double iters = c.params.get("iters", 20.0);
-        if (!(iters >= 1) || iters != std::floor(iters) || iters > 1e6)
-            throw std::invalid_argument("mhc_residual kernel: parameter 'iters' must be an integer in [1, 1e6]");
-        g.iters = static_cast<int>(iters);
-        const double eps = c.params.get("eps", 0.0);
-        if (!(eps >= 0) || !std::isfinite(eps))
-            throw std::invalid_argument("mhc_residual kernel: parameter 'eps' must be finite and >= 0");
-        g.eps = static_cast<float>(eps);
-        if (eps > 0 && (g.eps == 0 || !std::isfinite(g.eps)))  // as oracle::sinkhorn_eps
-            throw std::invalid_argument("mhc_residual kernel: parameter 'eps' must be 0 or representable in FP32");
+        const SinkhornParams p = sinkhorn_params(c.params, "mhc_residual kernel");
+        g.iters = p.iters, g.eps = p.eps;
     }
     return g;
 }

@@ -53,15 +53,8 @@ Batch read_batch(const KernelCall& c) {
         for (int a = t->rank - 1, stride = 1; a >= 0; stride *= static_cast<int>(t->shape[a]), --a)
             if (t->shape[a] > 1 && t->strides[a] != stride) throw std::invalid_argument("sinkhorn kernel: tensors must be packed");
     g.count = g.n ? l.numel() / (g.n * g.n) : 0;
-    const double iters = c.params.get("iters", 20.0);
-    if (!(iters >= 1) || iters != std::floor(iters) || iters > 1e6)
-        throw std::invalid_argument("sinkhorn kernel: parameter 'iters' must be an integer in [1, 1e6]");
-    g.iters = static_cast<int>(iters);
-    const double eps = c.params.get("eps", 0.0);
-    if (!(eps >= 0) || !std::isfinite(eps)) throw std::invalid_argument("sinkhorn kernel: parameter 'eps' must be finite and >= 0");
-    g.eps = static_cast<float>(eps);
-    if (eps > 0 && (g.eps == 0 || !std::isfinite(g.eps)))  // as oracle::sinkhorn_eps: guarded means guarded in FP32
-        throw std::invalid_argument("sinkhorn kernel: parameter 'eps' must be 0 or representable in FP32");
+    const SinkhornParams p = sinkhorn_params(c.params, "sinkhorn kernel");
+    g.iters = p.iters, g.eps = p.eps;
     return g;
 }
 
@@ -361,6 +354,18 @@ void sinkhorn_batch(const float* logits, float* b, std::int64_t count, std::int6
                           {TensorView::contiguous(b, Format::fp32, shape)}};
     if (simd) simd_kernel<Format::fp32>(call);
     else scalar_kernel<Format::fp32>(call);
+}
+
+SinkhornParams sinkhorn_params(const Params& p, const std::string& who) {
+    const double iters = p.get("iters", 20.0);
+    if (!(iters >= 1) || iters != std::floor(iters) || iters > 1e6)
+        throw std::invalid_argument(who + ": parameter 'iters' must be an integer in [1, 1e6]");
+    const double eps = p.get("eps", 0.0);
+    if (!(eps >= 0) || !std::isfinite(eps)) throw std::invalid_argument(who + ": parameter 'eps' must be finite and >= 0");
+    const auto guard = static_cast<float>(eps);
+    if (eps > 0 && (guard == 0 || !std::isfinite(guard)))  // guarded in the bound means guarded in FP32
+        throw std::invalid_argument(who + ": parameter 'eps' must be 0 or representable in FP32");
+    return {static_cast<int>(iters), guard};
 }
 
 void sinkhorn_naive(const KernelCall& c) {

@@ -3,6 +3,7 @@
 // FP32 arithmetic, input and output in fp32, fp16 or bf16.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "impls/registry.hpp"
 
@@ -35,6 +36,16 @@ void sinkhorn_matrix(float* m, std::int64_t n, int iters, const SinkhornFlaws& f
 // (eight matrices per register; scalar without AVX2) or the scalar one's.
 void sinkhorn_batch(const float* logits, float* b, std::int64_t count, std::int64_t n, int iters, bool simd,
                     float eps = 0);
+
+// The projection's parameters as every kernel reads them (`who` names the
+// kernel in the errors): iters an integer in [1, 1e6]; eps finite, >= 0 and,
+// when > 0, representable in FP32, since the guard is applied in FP32
+// (oracle::sinkhorn_eps refuses the same values).
+struct SinkhornParams {
+    int iters = 20;
+    float eps = 0;
+};
+SinkhornParams sinkhorn_params(const Params& p, const std::string& who);
 
 // The naive baseline's arithmetic on a sinkhorn call (logits -> b), every
 // intermediate rounded to the call's storage format (fp32, fp16 or bf16).
