@@ -286,12 +286,6 @@ json to_json(const std::string& lib, const report::RunReport& rep, const std::ve
     return {{"schema", "conform.check-plugin/1"}, {"library", lib}, {"isolation", iso}, {"report", j}};
 }
 
-std::string cell(std::string s) {
-    for (char& c : s)
-        if (c == '|' || c == '\n') c = ' ';
-    return s;
-}
-
 std::string kernel_row(const Isolated& r) {
     const auto& k = r.report;
     const std::string worst = k.stats.has_bound ? "util " + report::detail::number(k.stats.max_util)
@@ -301,11 +295,11 @@ std::string kernel_row(const Isolated& r) {
 }
 
 std::string failures_md(const std::string& lib, const Isolated& r) {
-    std::string s = fmt::format("\n### `{}`\n\n{}", r.report.kernel, r.description.empty() ? "" : cell(r.description) + "\n\n");
+    std::string s = fmt::format("\n### `{}`\n\n{}", r.report.kernel, r.description.empty() ? "" : table_cell(r.description) + "\n\n");
     for (const auto& p : r.report.properties) {
         if (p.passed) continue;
-        s += fmt::format("- **{}**: {}\n", p.name, cell(p.message));
-        if (!p.counterexample.empty()) s += fmt::format("  - case: {}\n", cell(p.counterexample));
+        s += fmt::format("- **{}**: {}\n", p.name, table_cell(p.message));
+        if (!p.counterexample.empty()) s += fmt::format("  - case: {}\n", table_cell(p.counterexample));
         if (!p.reproduce.empty()) s += fmt::format("  - reproduce: `{}`\n", reproduce_command(lib, r.report.kernel, p.reproduce));
     }
     return s;

@@ -121,4 +121,10 @@ bool interrupted() { return g_interrupted; }
 
 void progress(const std::string& line) { std::cerr << line << std::endl; }
 
+std::string table_cell(std::string s) {
+    for (char& c : s)
+        if (c == '|' || c == '\n') c = ' ';
+    return s;
+}
+
 }  // namespace conform::cli

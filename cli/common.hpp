@@ -43,6 +43,8 @@ bool interrupted();
 
 void progress(const std::string& line);  // to stderr, one line
 std::string join(const std::vector<std::string>& v, const std::string& sep = ", ");
+// s made safe for one cell of a Markdown table: no column bar, no line break.
+std::string table_cell(std::string s);
 
 int cmd_list(bool json, const Selection& s);
 int cmd_ops(bool json, bool markdown);

@@ -314,19 +314,13 @@ nlohmann::json to_json(const std::vector<CaseVerdict>& vs) {
     return {{"schema", "conform.validate/1"}, {"cases", a}};
 }
 
-std::string cell(std::string s) {
-    for (char& ch : s)
-        if (ch == '|' || ch == '\n') ch = ' ';
-    return s;
-}
-
 std::string to_markdown(const std::vector<CaseVerdict>& vs) {
     std::string s = "# conform validate\n\n| case | op | impl | verdict | max ULP | max util | worst element | "
                     "matches | properties | message |\n|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& v : vs)
-        s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", cell(v.path), v.op, cell(v.impl),
-                         v.status, v.max_ulp, v.has_util ? fmt::format("{:.3g}", v.max_util) : "-", cell(v.worst),
-                         cell(v.matches), properties_cell(v), cell(v.message));
+        s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", table_cell(v.path), v.op, table_cell(v.impl),
+                         v.status, v.max_ulp, v.has_util ? fmt::format("{:.3g}", v.max_util) : "-", table_cell(v.worst),
+                         table_cell(v.matches), properties_cell(v), table_cell(v.message));
     return s;
 }
 

@@ -107,7 +107,7 @@ using report::detail::md_table;
 using report::detail::md_text;
 using report::detail::Table;
 
-std::string joined(const std::vector<std::string>& v) {
+std::string joined_by_semicolons(const std::vector<std::string>& v) {
     std::string s;
     for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
     return s;
@@ -140,7 +140,7 @@ std::string conventions_md(const std::vector<PointReport>& ps) {
     std::string s;
     for (const PointReport& p : ps) {
         if (p.conventions_tried.empty()) continue;
-        s += fmt::format("- {}: {}\n", md_text(p.point), md_text(joined(p.conventions_tried)));
+        s += fmt::format("- {}: {}\n", md_text(p.point), md_text(joined_by_semicolons(p.conventions_tried)));
     }
     return s.empty() ? "" : "## Conventions tried at failing points\n\n" + s + "\n";
 }

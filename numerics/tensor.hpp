@@ -71,4 +71,14 @@ private:
 
 std::string shape_string(const std::vector<std::int64_t>& shape);
 
+// A tensor index as a vector subscript (indices here are int64, as in the shapes).
+inline std::size_t ix(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+// Every element of t, decoded to double, in flat order.
+inline std::vector<double> decoded_values(const TensorView& t) {
+    std::vector<double> v(ix(t.numel()));
+    for (std::int64_t e = 0; e < t.numel(); ++e) v[ix(e)] = t.value(e);
+    return v;
+}
+
 }  // namespace conform

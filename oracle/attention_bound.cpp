@@ -13,7 +13,6 @@ namespace conform::oracle {
 namespace {
 
 constexpr double kU = 0x1p-24;     // FP32 unit roundoff (the accumulators)
-constexpr double kEta = 0x1p-149;  // smallest FP32 subnormal
 
 struct Shape {
     std::int64_t hq, hkv, lq, lk, d, dv;
@@ -47,12 +46,6 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
     return r;
 }
 
-std::vector<double> values(const TensorView& t) {
-    std::vector<double> v(static_cast<std::size_t>(t.numel()));
-    for (std::int64_t e = 0; e < t.numel(); ++e) v[e] = t.value(e);
-    return v;
-}
-
 double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
 
 // p * rho where p may have underflowed to 0 in double and rho overflowed to
@@ -68,8 +61,8 @@ double weighted(double p, double rho) {
 std::vector<double> attention_bound(const Params& p, const std::vector<TensorView>& in, const OpOutputs& exact,
                                     const FlashErrorModel& model) {
     const Shape sh{in[0].shape[0], in[1].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2], in[2].shape[2]};
-    const std::vector<double> q = values(in[0]), k = values(in[1]), v = values(in[2]);
-    const std::vector<double> mask = in.size() > 3 ? values(in[3]) : std::vector<double>{};
+    const std::vector<double> q = decoded_values(in[0]), k = decoded_values(in[1]), v = decoded_values(in[2]);
+    const std::vector<double> mask = in.size() > 3 ? decoded_values(in[3]) : std::vector<double>{};
     const double scale_param = p.get("scale", 0);
     const double scale = scale_param != 0 ? scale_param : 1 / std::sqrt(static_cast<double>(sh.d));
     const bool softcap = p.get("softcap", 0) > 0;

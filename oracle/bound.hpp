@@ -13,6 +13,9 @@
 
 namespace conform::oracle {
 
+// The smallest FP32 subnormal: the absolute error of an FP32 product that underflows.
+inline constexpr double kEta = 0x1p-149;
+
 // gamma_k = k u / (1 - k u), the classical accumulation constant.
 double gamma(double k, double u);
 

@@ -13,7 +13,6 @@
 namespace conform::oracle {
 namespace {
 
-std::size_t ix(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 // A value at the thread's working precision.  Boost keeps the precision of
 // the source on copies and of the wider operand in arithmetic, so a problem
@@ -66,30 +65,6 @@ DeltaResult<R> zero_result(const DeltaProblem<R>& p) {
     return {std::vector<R>(ix(p.tokens * p.heads * p.d_v), R(0)), std::vector<R>(ix(p.heads * p.d_k * p.d_v), R(0))};
 }
 
-template <class R>
-Mat<R> identity(std::int64_t n) {
-    Mat<R> m(n, n);
-    for (std::int64_t i = 0; i < n; ++i) m(i, i) = R(1);
-    return m;
-}
-
-template <class R>
-Mat<R> mul(const Mat<R>& a, const Mat<R>& b) {
-    Mat<R> c(a.rows, b.cols);
-    for (std::int64_t i = 0; i < a.rows; ++i)
-        for (std::int64_t k = 0; k < a.cols; ++k)
-            for (std::int64_t j = 0; j < b.cols; ++j) c(i, j) += a(i, k) * b(k, j);
-    return c;
-}
-
-template <class R>
-Mat<R> transpose(const Mat<R>& a) {
-    Mat<R> t(a.cols, a.rows);
-    for (std::int64_t i = 0; i < a.rows; ++i)
-        for (std::int64_t j = 0; j < a.cols; ++j) t(j, i) = a(i, j);
-    return t;
-}
-
 // lower b for a lower-triangular `lower` whose entries above the diagonal are
 // never read: row r of the result depends on rows <= r of b only, so a NaN
 // in a later token cannot reach an earlier output (0 * NaN would).
@@ -139,10 +114,10 @@ Mat<R> ut_chunk(const ChunkTerms<R>& ct, const std::vector<R>& beta, const Mat<R
     const Mat<R> t = ut_transform(ct.L, beta);
     const Mat<R> w = mul_lower(t, ct.k_start);
     Mat<R> v_tilde = mul_lower(t, v);  // U
-    subtract(v_tilde, mul(w, s));
-    Mat<R> o = mul(ct.q_start, s);
+    subtract(v_tilde, matmul(w, s));
+    Mat<R> o = matmul(ct.q_start, s);
     add(o, mul_lower(ct.A, v_tilde));
-    Mat<R> next = mul(transpose(ct.k_end), v_tilde);
+    Mat<R> next = matmul(transpose(ct.k_end), v_tilde);
     for (std::int64_t i = 0; i < s.rows; ++i)
         for (std::int64_t j = 0; j < s.cols; ++j) next(i, j) += ct.state_decay[ix(i)] * s(i, j);
     s = std::move(next);
@@ -215,9 +190,9 @@ SegmentLocal<R> run_segment(const DeltaProblem<R>& p, std::int64_t a, std::int64
     for (std::int64_t h = 0; h < p.heads; ++h) {
         Mat<R> m = identity<R>(p.d_k);
         for (std::int64_t t = a; t < b; ++t) {
-            m = mul(delta_transition(p, t, h), m);
+            m = matmul(delta_transition(p, t, h), m);
             Mat<R> q = head_rows(p.q, p.heads, p.d_k, h, t, 1);
-            put_head_rows(seg.transported_q, p.heads, h, t - a, mul(q, m));  // (M^T q)^T = q^T M
+            put_head_rows(seg.transported_q, p.heads, h, t - a, matmul(q, m));  // (M^T q)^T = q^T M
         }
         seg.transition.push_back(std::move(m));
     }
@@ -367,10 +342,10 @@ DeltaResult<R> delta_context_parallel(const DeltaProblem<R>& p, const std::vecto
         std::int64_t a = 0;
         for (const SegmentLocal<R>& seg : segs) {
             const std::int64_t len = seg.len;
-            Mat<R> y = mul(head_rows(seg.transported_q, p.heads, p.d_k, h, 0, len), s_in);
+            Mat<R> y = matmul(head_rows(seg.transported_q, p.heads, p.d_k, h, 0, len), s_in);
             add(y, head_rows(seg.local.y, p.heads, p.d_v, h, 0, len));
             put_head_rows(out.y, p.heads, h, a, y);
-            Mat<R> s = mul(seg.transition[ix(h)], s_in);
+            Mat<R> s = matmul(seg.transition[ix(h)], s_in);
             add(s, state_of(seg.local.state, h, p.d_k, p.d_v));
             s_in = std::move(s);
             a += len;
@@ -389,10 +364,10 @@ std::vector<R> delta_context_parallel_state(const DeltaProblem<R>& p, const std:
         // Walk the segments backwards, carrying M[n] ... M[j+1].
         Mat<R> later = identity<R>(p.d_k), total(p.d_k, p.d_v);
         for (std::size_t j = segs.size(); j-- > 0;) {
-            add(total, mul(later, state_of(segs[j].local.state, h, p.d_k, p.d_v)));
-            later = mul(later, segs[j].transition[ix(h)]);
+            add(total, matmul(later, state_of(segs[j].local.state, h, p.d_k, p.d_v)));
+            later = matmul(later, segs[j].transition[ix(h)]);
         }
-        add(total, mul(later, state_of(p.s0, h, p.d_k, p.d_v)));
+        add(total, matmul(later, state_of(p.s0, h, p.d_k, p.d_v)));
         put_state(out, h, total);
     }
     return out;

@@ -37,6 +37,27 @@ struct Mat {
     const R* row(std::int64_t i) const { return &a[static_cast<std::size_t>(i * cols)]; }
 };
 
+template <class R> Mat<R> identity(std::int64_t n) {
+    Mat<R> m(n, n);
+    for (std::int64_t i = 0; i < n; ++i) m(i, i) = R(1);
+    return m;
+}
+
+template <class R> Mat<R> matmul(const Mat<R>& a, const Mat<R>& b) {
+    Mat<R> c(a.rows, b.cols);
+    for (std::int64_t i = 0; i < a.rows; ++i)
+        for (std::int64_t k = 0; k < a.cols; ++k)
+            for (std::int64_t j = 0; j < b.cols; ++j) c(i, j) += a(i, k) * b(k, j);
+    return c;
+}
+
+template <class R> Mat<R> transpose(const Mat<R>& m) {
+    Mat<R> t(m.cols, m.rows);
+    for (std::int64_t i = 0; i < m.rows; ++i)
+        for (std::int64_t j = 0; j < m.cols; ++j) t(j, i) = m(i, j);
+    return t;
+}
+
 // sum_i a_i b_i, in index order.
 template <class R>
 R inner(const R* a, const R* b, std::int64_t n) {

@@ -15,32 +15,22 @@
 namespace conform::oracle {
 namespace {
 
-constexpr double kEta = 0x1p-149;  // smallest FP32 subnormal: the absolute error of an underflowing product
-
-std::size_t ix(std::int64_t i) { return static_cast<std::size_t>(i); }
-
 // Dense row-major [rows, cols] matrix of doubles.
-struct Mat {
+struct DMat {
     std::int64_t rows = 0, cols = 0;
     std::vector<double> a;
-    Mat(std::int64_t r, std::int64_t c) : rows(r), cols(c), a(ix(r * c), 0.0) {}
+    DMat(std::int64_t r, std::int64_t c) : rows(r), cols(c), a(ix(r * c), 0.0) {}
     double& operator()(std::int64_t i, std::int64_t j) { return a[ix(i * cols + j)]; }
     double operator()(std::int64_t i, std::int64_t j) const { return a[ix(i * cols + j)]; }
 };
 
 // The problem in double as the oracle reads it (q, k normalized and scaled
 // exactly), and the relative errors of the kernel's own q and k.
-struct Problem {
+struct GdnProblem {
     std::int64_t tokens = 0, heads = 0, dk = 0, dv = 0, gw = 1;
     std::vector<double> q, k, v, g, beta, s0;
     double eta_q = 0, eta_k = 0;
 };
-
-std::vector<double> values(const TensorView& t) {
-    std::vector<double> v(ix(t.numel()));
-    for (std::int64_t e = 0; e < t.numel(); ++e) v[ix(e)] = t.value(e);
-    return v;
-}
 
 void l2_normalize(std::vector<double>& x, std::int64_t dk, double eps) {
     for (std::size_t row = 0; row < x.size(); row += ix(dk)) {
@@ -55,14 +45,14 @@ void l2_normalize(std::vector<double>& x, std::int64_t dk, double eps) {
 // t = |x|^2 + eps computed to gamma_{d_k+2}, each element is off by
 // a + b + ab, a = eta_t / (2 (1 - eta_t)), b = gamma_3.  The readout scale,
 // rounded to fp32 and multiplied in, adds two roundings.
-Problem read_problem(const Params& p, const std::vector<TensorView>& in, const DeltaErrorModel& m) {
+GdnProblem read_problem(const Params& p, const std::vector<TensorView>& in, const DeltaErrorModel& m) {
     if (in.size() < 5 || in.size() > 7 || delta_packed(in))
         throw std::invalid_argument("gdn/kda bound: expects q, k, v, g, beta and an optional initial_state of one sequence");
-    Problem pr;
+    GdnProblem pr;
     pr.tokens = in[0].shape[0], pr.heads = in[0].shape[1], pr.dk = in[0].shape[2], pr.dv = in[2].shape[2];
     pr.gw = m.per_channel ? pr.dk : 1;
-    pr.q = values(in[0]), pr.k = values(in[1]), pr.v = values(in[2]), pr.g = values(in[3]), pr.beta = values(in[4]);
-    pr.s0 = delta_input_given(in, kDeltaInitialState) ? values(in[kDeltaInitialState])
+    pr.q = decoded_values(in[0]), pr.k = decoded_values(in[1]), pr.v = decoded_values(in[2]), pr.g = decoded_values(in[3]), pr.beta = decoded_values(in[4]);
+    pr.s0 = delta_input_given(in, kDeltaInitialState) ? decoded_values(in[kDeltaInitialState])
                                                        : std::vector<double>(ix(pr.heads * pr.dk * pr.dv), 0.0);
     const double u = m.u;
     if (p.get("l2norm", 0) != 0) {
@@ -88,11 +78,11 @@ Problem read_problem(const Params& p, const std::vector<TensorView>& in, const D
 // count such gates instead of adding them.
 struct ChunkData {
     std::int64_t c = 0, dk = 0, dv = 0;
-    Mat q, k, v;        // [c, d_k], [c, d_k], [c, d_v]
-    Mat G, SG, NI;      // [c + 1, d_k] from the chunk start: sum of the finite gates, of their |g|, count of -inf
+    DMat q, k, v;        // [c, d_k], [c, d_k], [c, d_v]
+    DMat G, SG, NI;      // [c + 1, d_k] from the chunk start: sum of the finite gates, of their |g|, count of -inf
     std::vector<double> beta, rho;  // [c]: beta, and the token's transition norm bound
 
-    ChunkData(const Problem& p, std::int64_t h, std::int64_t t0, std::int64_t n)
+    ChunkData(const GdnProblem& p, std::int64_t h, std::int64_t t0, std::int64_t n)
         : c(n), dk(p.dk), dv(p.dv), q(n, p.dk), k(n, p.dk), v(n, p.dv), G(n + 1, p.dk), SG(n + 1, p.dk),
           NI(n + 1, p.dk) {
         for (std::int64_t r = 0; r < c; ++r) {
@@ -132,9 +122,9 @@ double factor_error(const ChunkData& d, std::int64_t to, std::int64_t from, cons
 
 // X = (I + Diag(beta) L)^-1 by forward substitution, L strictly lower; rows
 // read only entries at or below their own index.
-Mat unit_lower_inverse(const Mat& l, const std::vector<double>& beta) {
+DMat unit_lower_inverse(const DMat& l, const std::vector<double>& beta) {
     const std::int64_t c = l.rows;
-    Mat x(c, c);
+    DMat x(c, c);
     for (std::int64_t r = 0; r < c; ++r) {
         x(r, r) = 1;
         for (std::int64_t j = 0; j < r; ++j) {
@@ -153,17 +143,17 @@ double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN
 // norms.  Writes the y bounds of the chunk's rows and, for the last chunk,
 // the state bounds; advances S and E.
 struct ChunkBound {
-    const Problem& p;
+    const GdnProblem& p;
     const DeltaErrorModel& m;
 
-    void run(const ChunkData& d, Mat& S, std::vector<double>& E, double* ybound, std::int64_t ypitch,
+    void run(const ChunkData& d, DMat& S, std::vector<double>& E, double* ybound, std::int64_t ypitch,
              double* sbound) const {
         const std::int64_t c = d.c, dk = d.dk, dv = d.dv;
         const double u = m.u;
         auto gam = [u](double n) { return gamma(n, u); };
         // Exact magnitudes and signed L, K_s, K_e, decay.
-        Mat aabs(c, c), labs(c, c), lsig(c, c), ta(c, c), tl(c, c), ea(c, c), el(c, c);
-        Mat ks(c, dk), ksig(c, dk), qs(c, dk), ke(c, dk), kesig(c, dk);
+        DMat aabs(c, c), labs(c, c), lsig(c, c), ta(c, c), tl(c, c), ea(c, c), el(c, c);
+        DMat ks(c, dk), ksig(c, dk), qs(c, dk), ke(c, dk), kesig(c, dk);
         std::vector<double> tqs(ix(c)), tks(ix(c)), tke(ix(c)), decay(ix(dk));
         for (std::int64_t r = 0; r < c; ++r) {
             for (std::int64_t i = 0; i <= r; ++i) {
@@ -192,8 +182,8 @@ struct ChunkBound {
         const double td = factor_error(d, c - 1, -1, m), ev = 2 * kEta;  // ev: underflow of one decayed entry
 
         // Exact R = V - K_s S and V~ = X Diag(beta) R; X and |X| Diag(|beta|).
-        const Mat x = unit_lower_inverse(lsig, d.beta);
-        Mat xb(c, c), vt(c, dv), r_exact(c, dv);
+        const DMat x = unit_lower_inverse(lsig, d.beta);
+        DMat xb(c, c), vt(c, dv), r_exact(c, dv);
         for (std::int64_t r = 0; r < c; ++r) {
             for (std::int64_t j = 0; j <= r; ++j) xb(r, j) = std::fabs(x(r, j)) * std::fabs(d.beta[ix(j)]);
             for (std::int64_t mm = 0; mm < dv; ++mm) {
@@ -210,21 +200,21 @@ struct ChunkBound {
             }
 
         // |S_hat| <= |S| + E (elementwise: |dS_cm| <= ||dS_:m||_2).
-        Mat sabs(dk, dv);
+        DMat sabs(dk, dv);
         std::vector<double> ssum(ix(dv), 0.0);
         for (std::int64_t ch = 0; ch < dk; ++ch)
             for (std::int64_t mm = 0; mm < dv; ++mm) {
                 sabs(ch, mm) = std::fabs(S(ch, mm)) + E[ix(mm)];
                 ssum[ix(mm)] += sabs(ch, mm);
             }
-        auto row_times_sabs = [&](const Mat& w, std::int64_t r, std::int64_t mm) {
+        auto row_times_sabs = [&](const DMat& w, std::int64_t r, std::int64_t mm) {
             double s = 0;
             for (std::int64_t ch = 0; ch < dk; ++ch) s += w(r, ch) * sabs(ch, mm);
             return s;
         };
 
         // R_hat = fl(V - K_s_hat S_hat): dR against the local exact V - K_s S_hat.
-        Mat dr(c, dv), rabs(c, dv), vt_abs(c, dv);
+        DMat dr(c, dv), rabs(c, dv), vt_abs(c, dv);
         const double gr = gam(dk + 1.0);
         for (std::int64_t r = 0; r < c; ++r) {
             for (std::int64_t mm = 0; mm < dv; ++mm) {
@@ -248,7 +238,7 @@ struct ChunkBound {
         // |Z_r| <= gamma_{r+2} |beta_r| (|R_hat_r| + |L_hat_r| |V~_hat|) + (|beta_r| r + 1) eta, so
         // dV~ <= |X|(|B| dR + Z + |B| |dL| |V~_hat|) = y0 + G (|V~_loc| + dV~),
         // G = |X| |B| ((gamma(1 + tau_L) + tau_L) |L| + eta_L): strictly lower.
-        Mat lerr(c, c), gm(c, c), dvt(c, dv);
+        DMat lerr(c, c), gm(c, c), dvt(c, dv);
         for (std::int64_t r = 0; r < c; ++r)
             for (std::int64_t i = 0; i < r; ++i)
                 lerr(r, i) = (gam(r + 2.0) * (1 + tl(r, i)) + tl(r, i)) * labs(r, i) + el(r, i) * (1 + gam(r + 2.0));
@@ -300,7 +290,7 @@ struct ChunkBound {
         double pchunk = 1;
         for (double rho : d.rho) pchunk *= rho;
         const double gs = gam(c + 1.0);
-        Mat ds(dk, dv);
+        DMat ds(dk, dv);
         for (std::int64_t ch = 0; ch < dk; ++ch)
             for (std::int64_t mm = 0; mm < dv; ++mm) {
                 double e = (gs * (1 + td) + td) * decay[ix(ch)] * sabs(ch, mm) + ev * sabs(ch, mm) * (1 + gs) +
@@ -319,7 +309,7 @@ struct ChunkBound {
             E[ix(mm)] = pchunk * E[ix(mm)] + std::sqrt(n2);
         }
         // The exact state moves on: S' = D S + K_e^T V~.
-        Mat next(dk, dv);
+        DMat next(dk, dv);
         for (std::int64_t ch = 0; ch < dk; ++ch)
             for (std::int64_t mm = 0; mm < dv; ++mm) {
                 double acc = decay[ix(ch)] * S(ch, mm);
@@ -355,7 +345,7 @@ std::int64_t scaled_form_max_chunk(Format f, double g_min) {
 
 DeltaBound delta_rule_bound(const Params& params, const std::vector<TensorView>& in, const std::vector<double>& exact_y,
                             const DeltaErrorModel& model) {
-    const Problem p = read_problem(params, in, model);
+    const GdnProblem p = read_problem(params, in, model);
     std::vector<std::int64_t> starts = model.chunk_starts;
     if (starts.empty()) starts = regular_chunk_starts(p.tokens, static_cast<std::int64_t>(params.get("chunk", 64)));
     starts.push_back(p.tokens);
@@ -364,7 +354,7 @@ DeltaBound delta_rule_bound(const Params& params, const std::vector<TensorView>&
     const ChunkBound chunk{p, model};
     std::vector<double> exact_state(b.state.size());  // |S_T| in double, for the state's output rounding
     for (std::int64_t h = 0; h < p.heads; ++h) {
-        Mat S(p.dk, p.dv);
+        DMat S(p.dk, p.dv);
         std::copy_n(p.s0.begin() + h * p.dk * p.dv, p.dk * p.dv, S.a.begin());
         std::vector<double> E(ix(p.dv), 0.0);
         for (std::size_t n = 0; n + 1 < starts.size(); ++n) {

@@ -23,31 +23,30 @@
 namespace conform::oracle {
 namespace {
 
-constexpr double kExpUlps = 2;  // e_exp = 4u: vf::exp_neg measures 1.22 ulp, glibc expf < 1 ulp (as sinkhorn)
 
 double sigmoid_of(double l) { return 1.0 / (1.0 + std::exp(-l)); }
 
 // The arithmetic's constants.
-struct Arith {
+struct HcArith {
     double u, tiny, e_sigma, sigma_abs;
     Format acc;
     bool narrower_than(Format out) const { return info(out).precision < info(acc).precision; }
 };
 
-Arith arith_of(Format acc) { return {unit_roundoff(acc), ulp_at(acc, 0.0), sigmoid_rel(acc), sigmoid_abs(acc), acc}; }
+HcArith arith_of(Format acc) { return {unit_roundoff(acc), ulp_at(acc, 0.0), sigmoid_rel(acc), sigmoid_abs(acc), acc}; }
 
 // A coefficient and the bound of its computed value: 2 sigma for C.
 struct Coef {
     double value, err;
 };
-Coef coef(const Arith& a, double logit, double scale) {
+Coef coef(const HcArith& a, double logit, double scale) {
     const double s = scale * sigmoid_of(logit);
     return {s, s * a.e_sigma + scale * a.sigma_abs};
 }
 
 // The bound of one output element: `pre` the error before the final store,
 // `mag` the largest value the computed sum can take, y the exact value.
-double stored(const Arith& a, Format out, double pre, double y) {
+double stored(const HcArith& a, Format out, double pre, double y) {
     return pre + (a.narrower_than(out) ? 0.5 * ulp_at(out, std::fabs(y) + pre) : 0.0);
 }
 
@@ -57,7 +56,7 @@ double stored(const Arith& a, Format out, double pre, double y) {
 constexpr double kSafety = 1 + 0x1p-40;
 
 // h[t, k] = sum_i a_i x[t, i, k]: n products.
-void bound_h(const Arith& a, const std::vector<TensorView>& in, const HcShape& s, const std::vector<double>& exact,
+void bound_h(const HcArith& a, const std::vector<TensorView>& in, const HcShape& s, const std::vector<double>& exact,
              Format out, std::vector<double>& bound) {
     const double g = gamma(static_cast<double>(s.n), a.u);
     for (std::int64_t t = 0; t < s.tokens; ++t)
@@ -77,7 +76,7 @@ void bound_h(const Arith& a, const std::vector<TensorView>& in, const HcShape& s
 // off by at most b_err (0 for HC, where B is an input).  A non-finite b_err
 // (mHC's unbounded domain) makes the element's bound +inf.
 template <class BAt, class BErr>
-void bound_x_next(const Arith& a, const std::vector<TensorView>& in, const HcShape& s, const std::vector<double>& exact,
+void bound_x_next(const HcArith& a, const std::vector<TensorView>& in, const HcShape& s, const std::vector<double>& exact,
                   Format out, const BAt& b_at, const BErr& b_err, std::vector<double>& bound) {
     const double g = gamma(static_cast<double>(s.n + 1), a.u);
     for (std::int64_t t = 0; t < s.tokens; ++t)
@@ -118,7 +117,7 @@ std::vector<std::vector<double>> hc_residual_bound(const Params&, const std::vec
                                                    const std::vector<std::vector<double>>& exact, Format acc,
                                                    const std::vector<Format>& out) {
     const HcShape s = hc_shape("hc_residual", in);
-    const Arith a = arith_of(acc);
+    const HcArith a = arith_of(acc);
     std::vector<double> h = zeros(s.tokens * s.d), next = zeros(s.tokens * s.n * s.d);
     bound_h(a, in, s, exact.at(0), out.at(0), h);
     auto b_at = [&](std::int64_t t, std::int64_t i, std::int64_t j) { return in[3].value((t * s.n + i) * s.n + j); };
@@ -131,7 +130,7 @@ std::vector<std::vector<double>> mhc_residual_bound(const Params& params, const 
                                                     const std::vector<std::vector<double>>& exact, Format acc,
                                                     const std::vector<Format>& out) {
     const HcShape s = hc_shape("mhc_residual", in);
-    const Arith a = arith_of(acc);
+    const HcArith a = arith_of(acc);
     auto fmt = [&](std::size_t o) { return out.size() > o ? out[o] : out[0]; };
     const std::vector<double>& b_exact = exact.at(2);
     // The kernel's FP32 B against the exact one (B is mixed before any storing).

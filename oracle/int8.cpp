@@ -141,12 +141,6 @@ Real smooth_scale(double ax, double aw, const Real& alpha) {
     return exp(alpha * ln(from_double(ax)) - (1 - alpha) * ln(from_double(aw)));
 }
 
-std::vector<double> values_of(const TensorView& t) {
-    std::vector<double> v(static_cast<std::size_t>(t.numel()));
-    for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = t.value(i);
-    return v;
-}
-
 // The codes of an int8 input (any format holding integers in [-128, 127]).
 std::vector<std::int8_t> int8_codes(const std::string& op, const TensorView& t, const char* name) {
     std::vector<std::int8_t> v(static_cast<std::size_t>(t.numel()));
@@ -172,14 +166,14 @@ std::vector<Real> smooth_scales(const std::vector<double>& x, std::int64_t t, st
 }
 
 std::vector<double> column_amax(const TensorView& x) {
-    const std::vector<double> v = values_of(x);
+    const std::vector<double> v = decoded_values(x);
     std::vector<double> a(static_cast<std::size_t>(x.cols()));
     for (std::int64_t j = 0; j < x.cols(); ++j) a[static_cast<std::size_t>(j)] = amax_strided(v.data() + j, x.rows(), x.cols());
     return a;
 }
 
 std::vector<double> row_amax(const TensorView& w) {
-    const std::vector<double> v = values_of(w);
+    const std::vector<double> v = decoded_values(w);
     std::vector<double> a(static_cast<std::size_t>(w.rows()));
     for (std::int64_t j = 0; j < w.rows(); ++j) a[static_cast<std::size_t>(j)] = amax_strided(v.data() + j * w.cols(), w.cols(), 1);
     return a;
@@ -251,7 +245,7 @@ OpOutputs eval_int8_gemm(const Params&, const std::vector<TensorView>& in) {
     if (in[2].shape[0] != 1) require_dim(op, "scale_a", in[2], 0, m, "M of a, or 1");
     if (in[3].shape[0] != 1) require_dim(op, "scale_b", in[3], 0, n, "N of b, or 1");
     const auto acc = int8_matmul(int8_codes(op, in[0], "a"), int8_codes(op, in[1], "b"), m, k, n);
-    OpOutputs out{{"acc", "y"}, {{m, n}, {m, n}}, {{}, int8_dequant_outer(acc, m, n, values_of(in[2]), values_of(in[3]))}};
+    OpOutputs out{{"acc", "y"}, {{m, n}, {m, n}}, {{}, int8_dequant_outer(acc, m, n, decoded_values(in[2]), decoded_values(in[3]))}};
     for (std::int64_t v : acc) out.values[0].push_back(Real(v));
     return out;
 }

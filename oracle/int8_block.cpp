@@ -9,6 +9,21 @@
 #include "oracle/int8.hpp"
 
 namespace conform::oracle {
+
+std::vector<double> column_range(const std::vector<double>& m, std::int64_t rows, std::int64_t cols, std::int64_t c0, std::int64_t c1) {
+    std::vector<double> out(static_cast<std::size_t>(rows * (c1 - c0)));
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = c0; j < c1; ++j) out[static_cast<std::size_t>(i * (c1 - c0) + j - c0)] = m[static_cast<std::size_t>(i * cols + j)];
+    return out;
+}
+
+std::vector<double> transposed(const std::vector<double>& m, std::int64_t rows, std::int64_t cols) {
+    std::vector<double> t(m.size());
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) t[static_cast<std::size_t>(j * rows + i)] = m[static_cast<std::size_t>(i * cols + j)];
+    return t;
+}
+
 namespace {
 
 using Vec = std::vector<double>;
@@ -16,20 +31,6 @@ using Vec = std::vector<double>;
 double fp16(double v) { return decode(Format::fp16, encode(Format::fp16, v)); }
 
 // Row-major [rows, cols] helpers.
-Vec columns(const Vec& m, std::int64_t rows, std::int64_t cols, std::int64_t c0, std::int64_t c1) {
-    Vec out(static_cast<std::size_t>(rows * (c1 - c0)));
-    for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = c0; j < c1; ++j) out[static_cast<std::size_t>(i * (c1 - c0) + j - c0)] = m[static_cast<std::size_t>(i * cols + j)];
-    return out;
-}
-
-Vec transpose(const Vec& m, std::int64_t rows, std::int64_t cols) {
-    Vec t(m.size());
-    for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < cols; ++j) t[static_cast<std::size_t>(j * rows + i)] = m[static_cast<std::size_t>(i * cols + j)];
-    return t;
-}
-
 Vec matmul(const Vec& x, const Vec& w, std::int64_t m, std::int64_t k, std::int64_t n) {
     Vec y(static_cast<std::size_t>(m * n), 0.0);
     for (std::int64_t i = 0; i < m; ++i)
@@ -38,7 +39,7 @@ Vec matmul(const Vec& x, const Vec& w, std::int64_t m, std::int64_t k, std::int6
     return y;
 }
 
-Vec layer_norm(const Vec& x, std::int64_t rows, std::int64_t d, const Vec& g, const Vec& b, double eps) {
+Vec layer_norm_rows(const Vec& x, std::int64_t rows, std::int64_t d, const Vec& g, const Vec& b, double eps) {
     Vec y(x.size());
     for (std::int64_t i = 0; i < rows; ++i) {
         double mean = 0, var = 0;
@@ -85,22 +86,22 @@ Vec rounded(Vec a) {
 template <class Product, class Round>
 Vec run_block(const Vec& h, std::int64_t t, const BlockWeights& w, Product&& product, Round&& round) {
     const std::int64_t d = w.d, dh = d / w.heads;
-    const Vec x = round(layer_norm(h, t, d, w.ln1_g, w.ln1_b, w.eps));
+    const Vec x = round(layer_norm_rows(h, t, d, w.ln1_g, w.ln1_b, w.eps));
     const Vec q = product("q", x, w.wq, t, d, d, 1.0), k = product("k", x, w.wk, t, d, d, 1.0),
               v = product("v", x, w.wv, t, d, d, 1.0);
     Vec o(static_cast<std::size_t>(t * d));
     for (std::int64_t hd = 0; hd < w.heads; ++hd) {
         const std::string tag = ".h" + std::to_string(hd);
-        const Vec qh = columns(q, t, d, hd * dh, (hd + 1) * dh), kh = columns(k, t, d, hd * dh, (hd + 1) * dh),
-                  vh = columns(v, t, d, hd * dh, (hd + 1) * dh);
-        const Vec s = product("scores" + tag, qh, transpose(kh, t, dh), t, dh, t, 1 / std::sqrt(static_cast<double>(dh)));
+        const Vec qh = column_range(q, t, d, hd * dh, (hd + 1) * dh), kh = column_range(k, t, d, hd * dh, (hd + 1) * dh),
+                  vh = column_range(v, t, d, hd * dh, (hd + 1) * dh);
+        const Vec s = product("scores" + tag, qh, transposed(kh, t, dh), t, dh, t, 1 / std::sqrt(static_cast<double>(dh)));
         const Vec p = round(causal_softmax(s, t));
         const Vec oh = product("pv" + tag, p, vh, t, t, dh, 1.0);
         for (std::int64_t i = 0; i < t; ++i)
             for (std::int64_t j = 0; j < dh; ++j) o[static_cast<std::size_t>(i * d + hd * dh + j)] = oh[static_cast<std::size_t>(i * dh + j)];
     }
     const Vec u = round(add(h, product("o", o, w.wo, t, d, d, 1.0)));
-    const Vec a = round(relu(product("fc1", round(layer_norm(u, t, d, w.ln2_g, w.ln2_b, w.eps)), w.w1, t, d, w.ffn, 1.0)));
+    const Vec a = round(relu(product("fc1", round(layer_norm_rows(u, t, d, w.ln2_g, w.ln2_b, w.eps)), w.w1, t, d, w.ffn, 1.0)));
     return round(add(u, product("fc2", a, w.w2, t, w.ffn, d, 1.0)));
 }
 
@@ -191,13 +192,13 @@ FlowResult block_int8_flow(const std::vector<double>& h, std::int64_t t, const B
 BlockWeights smooth_block(const BlockWeights& w, const std::vector<double>& h, std::int64_t t, double alpha) {
     require(w, h, t);
     BlockWeights s = w;
-    const Vec x1 = layer_norm(h, t, w.d, w.ln1_g, w.ln1_b, w.eps);
+    const Vec x1 = layer_norm_rows(h, t, w.d, w.ln1_g, w.ln1_b, w.eps);
     fold(s.ln1_g, s.ln1_b, {&s.wq, &s.wk, &s.wv}, w.d, smoothing(x1, t, w.d, {&w.wq, &w.wk, &w.wv}, w.d, alpha));
     // LN2's input u is the real block's (calibration on the unquantized
     // model): the block's output with an MLP that adds 0.
     BlockWeights no_mlp = w;
     std::fill(no_mlp.w2.begin(), no_mlp.w2.end(), 0.0);
-    const Vec x2 = layer_norm(block_real(h, t, no_mlp), t, w.d, w.ln2_g, w.ln2_b, w.eps);
+    const Vec x2 = layer_norm_rows(block_real(h, t, no_mlp), t, w.d, w.ln2_g, w.ln2_b, w.eps);
     fold(s.ln2_g, s.ln2_b, {&s.w1}, w.ffn, smoothing(x2, t, w.d, {&w.w1}, w.ffn, alpha));
     return s;
 }

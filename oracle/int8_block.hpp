@@ -41,6 +41,10 @@ struct BlockWeights {
 };
 
 // All-real block on the FP64 tier: h [T, d] -> out [T, d].
+// Columns [c0, c1) of the row-major m [rows, cols], and m transposed.
+std::vector<double> column_range(const std::vector<double>& m, std::int64_t rows, std::int64_t cols, std::int64_t c0, std::int64_t c1);
+std::vector<double> transposed(const std::vector<double>& m, std::int64_t rows, std::int64_t cols);
+
 std::vector<double> block_real(const std::vector<double>& h, std::int64_t t, const BlockWeights& w);
 
 // One INT8 GEMM of the flow against its local budget.

@@ -11,6 +11,7 @@
 
 #include "oracle/bound.hpp"
 #include "oracle/int8.hpp"
+#include "numerics/int8_block_slots.hpp"
 #include "oracle/int8_block.hpp"
 #include "oracle/norm.hpp"
 #include "oracle/softmax.hpp"
@@ -18,8 +19,7 @@
 namespace conform::oracle {
 namespace {
 
-enum In { h_in, ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, w1, w2, n_inputs };
-enum Out { out_o, x1_o, q_o, k_o, v_o, s_o, p_o, o_o, u_o, x2_o, a_o, n_outputs };
+using namespace int8_block_slots;
 
 struct Dims {
     std::int64_t t, d, heads, dh, ffn;
@@ -54,7 +54,6 @@ Dims block_dims(const Params& p, const std::vector<TensorView>& in) {
 
 using RVec = std::vector<Real>;
 
-std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 // Row-wise LayerNorm of x [rows, d] (oracle/norm.hpp per row).
 RVec layer_norm_rows(const RVec& x, std::int64_t rows, std::int64_t d, const RVec& g, const RVec& b, double eps) {
@@ -69,23 +68,23 @@ RVec layer_norm_rows(const RVec& x, std::int64_t rows, std::int64_t d, const RVe
 
 // x [m, k] w [k, n], every term (a 0 times a NaN is NaN, as in the INT8 GEMM).
 RVec matmul(const RVec& x, const RVec& w, std::int64_t m, std::int64_t k, std::int64_t n) {
-    RVec y(at(m * n), Real(0));
+    RVec y(ix(m * n), Real(0));
     for (std::int64_t i = 0; i < m; ++i)
         for (std::int64_t p = 0; p < k; ++p)
-            for (std::int64_t j = 0; j < n; ++j) y[at(i * n + j)] += x[at(i * k + p)] * w[at(p * n + j)];
+            for (std::int64_t j = 0; j < n; ++j) y[ix(i * n + j)] += x[ix(i * k + p)] * w[ix(p * n + j)];
     return y;
 }
 
 // Per head: s = q_h k_h^T / sqrt(dh) for j <= i, -inf for j > i.
 RVec scores(const RVec& q, const RVec& k, const Dims& g) {
     const Real c = Real(1) / sqrt(Real(static_cast<double>(g.dh)));
-    RVec s(at(g.heads * g.t * g.t), neg_inf<Real>());
+    RVec s(ix(g.heads * g.t * g.t), neg_inf<Real>());
     for (std::int64_t hd = 0; hd < g.heads; ++hd)
         for (std::int64_t i = 0; i < g.t; ++i)
             for (std::int64_t j = 0; j <= i; ++j) {
                 Real acc(0);
-                for (std::int64_t e = 0; e < g.dh; ++e) acc += q[at(i * g.d + hd * g.dh + e)] * k[at(j * g.d + hd * g.dh + e)];
-                s[at((hd * g.t + i) * g.t + j)] = acc * c;
+                for (std::int64_t e = 0; e < g.dh; ++e) acc += q[ix(i * g.d + hd * g.dh + e)] * k[ix(j * g.d + hd * g.dh + e)];
+                s[ix((hd * g.t + i) * g.t + j)] = acc * c;
             }
     return s;
 }
@@ -100,12 +99,12 @@ RVec softmax_rows(const RVec& s, std::int64_t rows, std::int64_t n) {
 
 // o [T, d]: head hd's columns are p_h [T, T] v_h [T, dh] (all T keys).
 RVec attend(const RVec& p, const RVec& v, const Dims& g) {
-    RVec o(at(g.t * g.d), Real(0));
+    RVec o(ix(g.t * g.d), Real(0));
     for (std::int64_t hd = 0; hd < g.heads; ++hd)
         for (std::int64_t i = 0; i < g.t; ++i)
             for (std::int64_t j = 0; j < g.t; ++j)
                 for (std::int64_t e = 0; e < g.dh; ++e)
-                    o[at(i * g.d + hd * g.dh + e)] += p[at((hd * g.t + i) * g.t + j)] * v[at(j * g.d + hd * g.dh + e)];
+                    o[ix(i * g.d + hd * g.dh + e)] += p[ix((hd * g.t + i) * g.t + j)] * v[ix(j * g.d + hd * g.dh + e)];
     return o;
 }
 
@@ -132,7 +131,7 @@ OpOutputs eval_int8_block(const Params& p, const std::vector<TensorView>& in) {
     r.shapes = {{g.t, g.d}, {g.t, g.d}, {g.t, g.d}, {g.t, g.d}, {g.t, g.d}, {g.heads, g.t, g.t}, {g.heads, g.t, g.t},
                 {g.t, g.d}, {g.t, g.d}, {g.t, g.d}, {g.t, g.ffn}};
     // A stage's input: the candidate's output when given, else the oracle's own.
-    auto from = [&](int o) { return staged ? read_exact(in[n_inputs + o]) : r.values[at(o)]; };
+    auto from = [&](int o) { return staged ? read_exact(in[n_inputs + o]) : r.values[ix(o)]; };
     auto w = [&](int i) { return read_exact(in[i]); };
     const RVec h = w(h_in);
     r.values[x1_o] = layer_norm_rows(h, g.t, g.d, w(ln1_g), w(ln1_b), eps);

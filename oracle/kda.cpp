@@ -10,7 +10,7 @@
 namespace conform::oracle {
 namespace {
 
-const std::string kRecurrent = "kda_recurrent", kChunkwise = "kda_chunkwise";
+const std::string kKdaRecurrent = "kda_recurrent", kKdaChunkwise = "kda_chunkwise";
 
 // Eq. 1.21: Diag(alpha_t) acts on the left of S, so key channel c (row c)
 // decays by alpha_{t,c}, before the delta update reads S^T k_t.
@@ -75,13 +75,13 @@ void check_gate_problem(const KdaGateProblem<R>& p) {
 
 template <class R>
 DeltaResult<R> kda_recurrent(const DeltaProblem<R>& p) {
-    check_delta_problem(kRecurrent, p, DecayShape::per_channel);
+    check_delta_problem(kKdaRecurrent, p, DecayShape::per_channel);
     return delta_recurrent(p, kda_decay_state<R>);
 }
 
 template <class R>
 DeltaResult<R> kda_chunkwise(const DeltaProblem<R>& p, std::int64_t chunk) {
-    check_delta_problem(kChunkwise, p, DecayShape::per_channel);
+    check_delta_problem(kKdaChunkwise, p, DecayShape::per_channel);
     return delta_chunkwise(p, chunk, kda_chunk_terms<R>);
 }
 
@@ -109,12 +109,12 @@ std::vector<R> kda_output_gate(const KdaGateProblem<R>& p) {
 }
 
 OpOutputs eval_kda_recurrent(const Params& params, const std::vector<TensorView>& in) {
-    return eval_delta(kRecurrent, params, in, DecayShape::per_channel, kda_recurrent<Real>);
+    return eval_delta(kKdaRecurrent, params, in, DecayShape::per_channel, kda_recurrent<Real>);
 }
 
 OpOutputs eval_kda_chunkwise(const Params& params, const std::vector<TensorView>& in) {
-    const std::int64_t chunk = read_chunk(kChunkwise, params);
-    return eval_delta(kChunkwise, params, in, DecayShape::per_channel,
+    const std::int64_t chunk = read_chunk(kKdaChunkwise, params);
+    return eval_delta(kKdaChunkwise, params, in, DecayShape::per_channel,
                       [chunk](const DeltaProblem<Real>& p) { return kda_chunkwise(p, chunk); });
 }
 

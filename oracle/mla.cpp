@@ -12,11 +12,11 @@ namespace {
 
 const std::string kOp = "mla";
 
-using Vec = std::vector<Real>;
+using RVec = std::vector<Real>;
 
 // y = M x for a row-major [rows, cols] block of m starting at `m0`.
-Vec matvec(const Vec& m, std::size_t m0, std::int64_t rows, std::int64_t cols, const Real* x) {
-    Vec y(static_cast<std::size_t>(rows), Real(0));
+RVec matvec(const RVec& m, std::size_t m0, std::int64_t rows, std::int64_t cols, const Real* x) {
+    RVec y(static_cast<std::size_t>(rows), Real(0));
     for (std::int64_t r = 0; r < rows; ++r) {
         Real acc(0);
         const Real* row = &m[m0 + static_cast<std::size_t>(r * cols)];
@@ -27,8 +27,8 @@ Vec matvec(const Vec& m, std::size_t m0, std::int64_t rows, std::int64_t cols, c
 }
 
 // y = M^T x for a row-major [rows, cols] block (y has `cols` entries).
-Vec matvec_t(const Vec& m, std::size_t m0, std::int64_t rows, std::int64_t cols, const Real* x) {
-    Vec y(static_cast<std::size_t>(cols), Real(0));
+RVec matvec_t(const RVec& m, std::size_t m0, std::int64_t rows, std::int64_t cols, const Real* x) {
+    RVec y(static_cast<std::size_t>(cols), Real(0));
     for (std::int64_t r = 0; r < rows; ++r) {
         const Real* row = &m[m0 + static_cast<std::size_t>(r * cols)];
         for (std::int64_t k = 0; k < cols; ++k) y[static_cast<std::size_t>(k)] += row[k] * x[r];
@@ -36,15 +36,15 @@ Vec matvec_t(const Vec& m, std::size_t m0, std::int64_t rows, std::int64_t cols,
     return y;
 }
 
-Vec concat(const Real* a, std::int64_t na, const Real* b, std::int64_t nb) {
-    Vec v(a, a + na);
+RVec concat(const Real* a, std::int64_t na, const Real* b, std::int64_t nb) {
+    RVec v(a, a + na);
     v.insert(v.end(), b, b + nb);
     return v;
 }
 
 Real position(std::int64_t m) { return from_double(static_cast<double>(m)); }
 
-Vec rope_at(Vec x, std::int64_t pos, const RopeConfig& rc) {
+RVec rope_at(RVec x, std::int64_t pos, const RopeConfig& rc) {
     if (x.empty()) return x;
     return rope_vector(x, position(pos), rc);
 }
@@ -61,7 +61,7 @@ double choice_param(const Params& p, const std::string& name, double fallback, d
 // All keys' latents [Lk, d_c] and rotated rope keys [Lk, d_r]: cache rows first.
 struct Keys {
     std::int64_t n = 0;
-    Vec c, kr;
+    RVec c, kr;
 };
 
 Keys all_keys(const MlaProblem& p, const MlaConfig& cfg) {
@@ -73,7 +73,7 @@ Keys all_keys(const MlaProblem& p, const MlaConfig& cfg) {
     } else {
         for (std::int64_t j = 0; j < p.cached; ++j) {
             const Real* raw = &p.kr_cache[static_cast<std::size_t>(j * p.d_r)];
-            const Vec r = rope_at(Vec(raw, raw + p.d_r), cfg.offset - p.cached + j, cfg.rope);
+            const RVec r = rope_at(RVec(raw, raw + p.d_r), cfg.offset - p.cached + j, cfg.rope);
             k.kr.insert(k.kr.end(), r.begin(), r.end());
         }
     }
@@ -89,9 +89,9 @@ MlaCacheEntries mla_cache_entries(const MlaProblem& p, const MlaConfig& cfg) {
     MlaCacheEntries e;
     for (std::int64_t t = 0; t < p.tokens; ++t) {
         const Real* ht = &p.h[static_cast<std::size_t>(t * p.d_model)];
-        const Vec c = matvec(p.w_dkv, 0, p.d_c, p.d_model, ht);
+        const RVec c = matvec(p.w_dkv, 0, p.d_c, p.d_model, ht);
         e.c_kv.insert(e.c_kv.end(), c.begin(), c.end());
-        const Vec kr = rope_at(matvec(p.w_kr, 0, p.d_r, p.d_model, ht), cfg.offset + t, cfg.rope);
+        const RVec kr = rope_at(matvec(p.w_kr, 0, p.d_r, p.d_model, ht), cfg.offset + t, cfg.rope);
         e.k_r.insert(e.k_r.end(), kr.begin(), kr.end());
     }
     return e;
@@ -107,26 +107,26 @@ OpOutputs mla_solve(const MlaProblem& p, const MlaConfig& cfg) {
         const std::size_t uk0 = static_cast<std::size_t>(i * p.d_nope * p.d_c);
         const std::size_t uv0 = static_cast<std::size_t>(i * p.d_v * p.d_c);
         // Explicit form: this head's content keys and values for every key.
-        Vec kc, v;
+        RVec kc, v;
         if (cfg.form == MlaForm::explicit_kv) {
             for (std::int64_t j = 0; j < lk; ++j) {
                 const Real* cj = &keys.c[static_cast<std::size_t>(j * p.d_c)];
-                const Vec a = matvec(p.w_uk, uk0, p.d_nope, p.d_c, cj);
-                const Vec b = matvec(p.w_uv, uv0, p.d_v, p.d_c, cj);
+                const RVec a = matvec(p.w_uk, uk0, p.d_nope, p.d_c, cj);
+                const RVec b = matvec(p.w_uv, uv0, p.d_v, p.d_c, cj);
                 kc.insert(kc.end(), a.begin(), a.end());
                 v.insert(v.end(), b.begin(), b.end());
             }
         }
         for (std::int64_t t = 0; t < L; ++t) {
             const Real* ht = &p.h[static_cast<std::size_t>(t * p.d_model)];
-            const Vec q = matvec(p.w_q, static_cast<std::size_t>(i * dq * p.d_model), dq, p.d_model, ht);
-            const Vec qr = rope_at(Vec(q.begin() + p.d_nope, q.end()), cfg.offset + t, cfg.rope);
+            const RVec q = matvec(p.w_q, static_cast<std::size_t>(i * dq * p.d_model), dq, p.d_model, ht);
+            const RVec qr = rope_at(RVec(q.begin() + p.d_nope, q.end()), cfg.offset + t, cfg.rope);
             // The query against which key rows are dotted: [q^C ; q^R] (explicit)
             // or [W_uk^T q^C ; q^R] (absorbed, against [c_j ; k^R_j]).
-            const Vec qrow = cfg.form == MlaForm::explicit_kv
+            const RVec qrow = cfg.form == MlaForm::explicit_kv
                                  ? concat(q.data(), p.d_nope, qr.data(), p.d_r)
                                  : [&] {
-                                       const Vec a = matvec_t(p.w_uk, uk0, p.d_nope, p.d_c, q.data());
+                                       const RVec a = matvec_t(p.w_uk, uk0, p.d_nope, p.d_c, q.data());
                                        return concat(a.data(), p.d_c, qr.data(), p.d_r);
                                    }();
             std::vector<Real> s(static_cast<std::size_t>(lk));
@@ -136,7 +136,7 @@ OpOutputs mla_solve(const MlaProblem& p, const MlaConfig& cfg) {
                     continue;
                 }
                 const Real* kr = p.d_r ? &keys.kr[static_cast<std::size_t>(j * p.d_r)] : nullptr;
-                const Vec krow = cfg.form == MlaForm::explicit_kv
+                const RVec krow = cfg.form == MlaForm::explicit_kv
                                      ? concat(&kc[static_cast<std::size_t>(j * p.d_nope)], p.d_nope, kr, p.d_r)
                                      : concat(&keys.c[static_cast<std::size_t>(j * p.d_c)], p.d_c, kr, p.d_r);
                 s[static_cast<std::size_t>(j)] =
@@ -149,7 +149,7 @@ OpOutputs mla_solve(const MlaProblem& p, const MlaConfig& cfg) {
             } else {
                 // Average the latents, then up-project once: o = W_uv (sum_j p_j c_j).
                 AttnState<Real> r = attend_direct(s, keys.c, p.d_c);
-                const Vec o = matvec(p.w_uv, uv0, p.d_v, p.d_c, r.o.data());
+                const RVec o = matvec(p.w_uv, uv0, p.d_v, p.d_c, r.o.data());
                 out.values[0].insert(out.values[0].end(), o.begin(), o.end());
                 out.values[1].push_back(std::move(r.lse));
             }

@@ -53,27 +53,6 @@ template <class R> Mat<R> nan_matrix(std::int64_t n) {
     return m;
 }
 
-template <class R> Mat<R> transpose(const Mat<R>& m) {
-    Mat<R> t(m.cols, m.rows);
-    for (std::int64_t i = 0; i < m.rows; ++i)
-        for (std::int64_t j = 0; j < m.cols; ++j) t(j, i) = m(i, j);
-    return t;
-}
-
-template <class R> Mat<R> matmul(const Mat<R>& a, const Mat<R>& b) {
-    Mat<R> c(a.rows, b.cols);
-    for (std::int64_t i = 0; i < a.rows; ++i)
-        for (std::int64_t k = 0; k < a.cols; ++k)
-            for (std::int64_t j = 0; j < b.cols; ++j) c(i, j) += a(i, k) * b(k, j);
-    return c;
-}
-
-template <class R> Mat<R> identity(std::int64_t n) {
-    Mat<R> m(n, n);
-    for (std::int64_t i = 0; i < n; ++i) m(i, i) = R(1);
-    return m;
-}
-
 // ---- marginals -------------------------------------------------------------
 
 template <class R> std::vector<R> row_sums(const Mat<R>& m) {

@@ -12,6 +12,10 @@
 
 namespace conform::oracle {
 
+// The kernels' exp, in ulps of the arithmetic: e_exp = 4u (vf::exp_neg measures
+// 1.22 ulp, glibc expf < 1 ulp). Sinkhorn's and mHC's bounds both use it.
+inline constexpr double kExpUlps = 2;
+
 // The StructuredBoundFn of op `sinkhorn` (find_structured_bound): one bound
 // per element of b, for a kernel computing exp(L - row max) (exp within 2
 // ulps), then `iters` times row sums and column sums of nonnegative terms in

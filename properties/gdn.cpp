@@ -306,7 +306,7 @@ Testable split_invariance(const KernelInfo& k) {
 
 // Causality: changing every input of the tokens from t on (to other
 // values, NaN included) leaves y of the tokens before t bit-identical.
-Testable causality(const KernelInfo& k) {
+Testable gdn_causality(const KernelInfo& k) {
     return [&k] {
         Case c = build_case(delta_spec(k, 130));
         const std::int64_t T = c.inputs[0].shape()[0];
@@ -400,7 +400,7 @@ void add_gdn_properties(std::vector<PropertyDef>& v) {
                  "within the bound of the sequence run alone",
                  is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return varlen_packing(k); }, 4});
     v.push_back({"causality", "changing the tokens from t on leaves y of the earlier tokens bit-identical",
-                 is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return causality(k); }, 4});
+                 is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return gdn_causality(k); }, 4});
     v.push_back({"finite_gates",
                  "saturated gates (g_min every token), alpha = 1 and runs of both, beta in {0, 1}, chunk 64: finite and "
                  "within the bound",

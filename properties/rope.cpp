@@ -95,7 +95,7 @@ Testable pass_through(const KernelInfo& k) {
 
 // base and ntk_scale are read: changing either changes the output whenever a
 // pair j >= 1 rotates at a position m >= 1 with a nonzero input.
-Testable parameter_sensitivity(const KernelInfo& k) {
+Testable rope_parameter_sensitivity(const KernelInfo& k) {
     return [&k] {
         Case c = rope_case(k, 2, 4);
         const TensorView x = c.inputs[0].view();
@@ -308,7 +308,7 @@ void add_rope_properties(std::vector<PropertyDef>& v) {
     v.push_back({"pass_through", "dims at or past rotary_dim are copied bit for bit", rope,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return pass_through(k); }, 2});
     v.push_back({"parameter_sensitivity", "changing base or ntk_scale changes the output", rope,
-                 [](const KernelInfo& k, const RunConfig&, Stats*) { return parameter_sensitivity(k); }, 4});
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return rope_parameter_sensitivity(k); }, 4});
 }
 
 }  // namespace conform::props

@@ -21,7 +21,7 @@ using Suites = std::map<std::string, std::vector<Case>>;
 
 double secs(double s) { return std::isfinite(s) && s > 0 ? s : 0; }
 
-std::string attr(std::string_view s) { return escape_markup(s, true); }
+std::string xml_attr(std::string_view s) { return escape_markup(s, true); }
 
 // outcome: "" (passed), or "failure"/"skipped" with a message and body text.
 struct Outcome {
@@ -29,16 +29,16 @@ struct Outcome {
 };
 
 Case testcase(std::string_view op, std::string_view name, double seconds, const Outcome& o) {
-    Case c{fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", attr(op), attr(name),
+    Case c{fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", xml_attr(op), xml_attr(name),
                        secs(seconds)),
            o.kind == "failure", o.kind == "skipped", secs(seconds)};
     if (o.kind.empty()) {
         c.xml += "/>\n";
         return c;
     }
-    std::string type = o.type.empty() ? "" : fmt::format(" type=\"{}\"", attr(o.type));
+    std::string type = o.type.empty() ? "" : fmt::format(" type=\"{}\"", xml_attr(o.type));
     std::string body = o.text.empty() ? "/>" : fmt::format(">{}</{}>", escape_markup(o.text, false), o.kind);
-    c.xml += fmt::format(">\n      <{} message=\"{}\"{}{}\n    </testcase>\n", o.kind, attr(o.message), type, body);
+    c.xml += fmt::format(">\n      <{} message=\"{}\"{}{}\n    </testcase>\n", o.kind, xml_attr(o.message), type, body);
     return c;
 }
 
@@ -124,7 +124,7 @@ std::string to_junit(const RunReport& r) {
             all.add(c);
             xml += c.xml;
         }
-        body += fmt::format("  <testsuite name=\"{}\" {}>\n{}  </testsuite>\n", attr(op), t.attrs(), xml);
+        body += fmt::format("  <testsuite name=\"{}\" {}>\n{}  </testsuite>\n", xml_attr(op), t.attrs(), xml);
     }
     return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"conform\" {}>\n{}</testsuites>\n",
                        all.attrs(), body);

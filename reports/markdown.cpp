@@ -80,7 +80,7 @@ std::string fenced(std::string_view raw, std::string_view lang) {
     return fmt::format("{}{}\n{}{}\n", fence, lang, body, fence);
 }
 
-std::string header(const RunReport& r) {
+std::string header_md(const RunReport& r) {
     std::string s = fmt::format("# Conformance report: {}\n\n", detail::headline(r));
     if (!r.complete) s += "**Run INTERRUPTED: this is a partial report.**\n\n";
     s += md_table(detail::metadata_table(r));
@@ -105,7 +105,7 @@ std::string failed_property(const PropertyOutcome& p) {
     return s;
 }
 
-std::string worst_cases(const ErrorStats& st) {
+std::string worst_cases_md(const ErrorStats& st) {
     std::string s;
     if (!st.worst_ulp_case.empty())
         s += fmt::format("- worst ULP case ({} ulp): {}\n", st.max_ulp, md_code(st.worst_ulp_case));
@@ -120,7 +120,7 @@ std::string failures(const RunReport& r) {
     for (const auto& k : r.kernels) {
         if (k.passed) continue;
         s += fmt::format("### {} ({}) — {}\n\n", md_text(k.kernel), md_text(k.op), detail::verdict(k));
-        s += worst_cases(k.stats);
+        s += worst_cases_md(k.stats);
         std::size_t before = s.size();
         for (const auto& p : k.properties)
             if (!p.passed) s += failed_property(p);
@@ -129,7 +129,7 @@ std::string failures(const RunReport& r) {
     return s.empty() ? s : "## Failures\n\n" + s;
 }
 
-std::string attention(const RunReport& r) {
+std::string attention_md(const RunReport& r) {
     const auto ks = detail::attention_kernels(r);
     if (ks.empty()) return "";
     std::string s = "## Attention\n\nError statistics of the softmax, RoPE and attention kernels (utilization = "
@@ -146,7 +146,7 @@ std::string attention(const RunReport& r) {
            md_table(detail::worst_case_table(ks));
 }
 
-std::string amplification(const RunReport& r) {
+std::string amplification_md(const RunReport& r) {
     const auto t = detail::amplification_table(r);
     if (t.empty()) return "";
     return "## mHC residual path over depth\n\n" +
@@ -156,18 +156,18 @@ std::string amplification(const RunReport& r) {
            "\n\n" + md_table(t);
 }
 
-std::string exhaustive(const RunReport& r) {
+std::string exhaustive_md(const RunReport& r) {
     if (r.exhaustive.empty()) return "";
     return "## Exhaustive sweeps\n\n" + md_table(detail::exhaustive_table(r.exhaustive));
 }
 
-std::string not_provided(const RunReport& r) {
+std::string not_provided_md(const RunReport& r) {
     if (r.not_provided.empty()) return "";
     return "## Not provided\n\nAsked of a backend that cannot run them on this machine: not checked, so "
            "neither a pass nor a failure.\n\n" + md_table(detail::not_provided_table(r.not_provided));
 }
 
-std::string mutation(const RunReport& r) {
+std::string mutation_md(const RunReport& r) {
     if (r.mutants.empty()) return "";
     return fmt::format("## Mutation testing\n\n{}\n\n{}", detail::kill_rate(r),
                        md_table(detail::mutant_table(r.mutants)));
@@ -176,7 +176,7 @@ std::string mutation(const RunReport& r) {
 }  // namespace
 
 std::string to_markdown(const RunReport& r) {
-    return header(r) + kernel_tables(r) + failures(r) + not_provided(r) + attention(r) + amplification(r) + exhaustive(r) + mutation(r);
+    return header_md(r) + kernel_tables(r) + failures(r) + not_provided_md(r) + attention_md(r) + amplification_md(r) + exhaustive_md(r) + mutation_md(r);
 }
 
 }  // namespace conform::report

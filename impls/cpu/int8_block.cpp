@@ -22,13 +22,13 @@
 
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/isa.hpp"
+#include "numerics/int8_block_slots.hpp"
 #include "oracle/int8_block.hpp"
 
 namespace conform::cpu {
 namespace {
 
-enum In { h_in, ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, w1, w2 };
-enum Out { out_o, x1_o, q_o, k_o, v_o, s_o, p_o, o_o, u_o, x2_o, a_o };
+using namespace int8_block_slots;
 
 std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
