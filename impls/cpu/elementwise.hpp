@@ -12,6 +12,7 @@
 #include <array>
 #include <cfloat>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -188,11 +189,35 @@ CONFORM_AVX2 inline __m256 apply8f(const Op& op, const __m256 (&x)[N]) {
     else return nan_policy<N>(op.vecf(x[0], x[1]), x);
 }
 
+// ---- AVX2 float-float path for fp32 outputs ------------------------------
+// Unary functors may offer vec32(x), an 8-lane float evaluation accurate to
+// < 2^-26 before its one final rounding (simd_math.hpp, namespace vff), for
+// blocks where fp32_ok(x) holds in every lane; fp32_ok is false for NaN, so
+// those blocks need no NaN policy.  Other blocks take the double path.
+template <class Op, int N>
+concept Fp32FloatVec = N == 1 && requires(const Op& op, __m256 x) {
+    op.vec32(x);  // an __m256
+    { op.fp32_ok(x) } -> std::same_as<bool>;
+};
+
+// apply8 out of line, for rare blocks: it reloads the inputs, so the hot loop
+// neither spills them nor gives up registers to the double path.
+template <Format F, int N, class Op>
+[[gnu::noinline]] CONFORM_AVX2 __m256 apply8_cold(const Op& op, const std::array<const elem_t<F>*, N>& in) {
+    __m256 x[N];
+    for (int k = 0; k < N; ++k) x[k] = vload<F>(in[k]);
+    return apply8<F, N>(op, x);
+}
+
 // The 8 results of one block, as floats ready for vstore.
 template <Format F, int N, class Op>
 CONFORM_AVX2 inline __m256 value8(const Op& op, const std::array<const elem_t<F>*, N>& in) {
     __m256 x[N];
     for (int k = 0; k < N; ++k) x[k] = vload<F>(in[k]);
+    if constexpr (F == Format::fp32 && Fp32FloatVec<Op, N>) {
+        if (op.fp32_ok(x[0])) return op.vec32(x[0]);
+        return apply8_cold<F, N>(op, in);
+    }
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
         if constexpr (N == 1) return apply8f<F, N>(op, x);
         else if (op.float_ok(x[0])) return apply8f<F, N>(op, x);
@@ -362,7 +387,7 @@ CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
         run_lut<F, N>(c, op);
     } else {
         const bool stream = streaming_output(c.out[0]);
-        each_block8<F, N>(c, [&](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX2 {
+        each_block8<F, N>(c, [&op, stream](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX2 {
             vstore_maybe_stream<F>(out, value8<F, N>(op, in), stream);
         });
         if (stream) _mm_sfence();
@@ -438,7 +463,10 @@ void register_op_format(Registry& r, const std::string& op) {
                       in_float ? "AVX2: tables over all 65536 inputs filled by 8-lane float polynomials (gated: "
                                  "gate/up factor tables, product in float, far gate tails in double), one rounding to "
                                  "the format (scalar path without AVX2)"
-                               : "AVX2: 4-lane double polynomials, one rounding to the format (scalar path without AVX2)",
+                      : F == Format::fp32 && Fp32FloatVec<Op, N>
+                          ? "AVX2: 8-lane float with float-float steps (relative error < 2^-27), blocks with |x| > 64 "
+                            "or NaN in 4-lane double; one rounding to fp32 (scalar path without AVX2)"
+                          : "AVX2: 4-lane double polynomials, one rounding to the format (scalar path without AVX2)",
                       simd_kernel<F, N, Op>()));
     r.add(kernel_info(op, "scalar", F, Format::fp64, Role::kernel,
                       "portable scalar: libm in double, one correctly rounded store", scalar_kernel<F, N, Op>()));

@@ -6,7 +6,8 @@
 // fp16 or bf16 within 1 ulp of the correctly rounded result (proof in
 // docs/activation.md §4).  The float functions keep ~2^-21 relative error
 // (see vf below): enough for 1 ulp in fp16/bf16, not in fp32, so fp32 stays
-// on the double path.
+// on the double path, except sigmoid and silu, which have an 8-lane
+// float-float form below 2^-27.2 (namespace vff).
 //
 // Every formula is written in a form without cancellation so the relative
 // accuracy holds in the tails as well (see the oracle/activation.hpp forms):
@@ -326,6 +327,83 @@ CONFORM_AVX2 inline __m256 gelu_erf(__m256 x) {
 
 }  // namespace vf
 
+// ---- 8-lane float-float path for fp32 sigmoid and silu ------------------
+// Plain float has ~2^-21 relative error, too much for 1 ulp of fp32 (< 2^-25
+// needed, docs/activation.md §4); doing only the steps that carry the error
+// in double-word (float-float) arithmetic keeps the total below 2^-27.2 at 8
+// lanes per instruction (proof in docs/activation.md §4, "float-float").
+// Valid for |x| <= 64 (every quantity stays a normal float or its underflow
+// is bounded); blocks with any other lane (larger |x|, infinities, NaN) take
+// the double path (vm), which also applies the NaN policy.
+namespace vff {
+
+using vf::set;
+
+inline constexpr float kMaxAbs = 64.0f;
+inline constexpr float kShifter = 0x1.8p23f;     // ulp 1: RN(S + v) - S = nearest integer to v
+inline constexpr float kLog2e = 0x1.715476p+0f;
+inline constexpr float kLn2Hi = 0x1.62e430p-1f;   // RN(ln 2): k*kLn2Hi is formed exactly inside an FMA
+inline constexpr float kLn2Lo = -0x1.05c610p-29f; // RN(ln 2 - kLn2Hi)
+// (e^r - 1 - r - r^2/2) / r^3 on [-h, h], h = 0.3466: degree 4, float
+// coefficients refitted one at a time after rounding (weighted minimax,
+// mpmath): 1 + r + r^2/2 + r^3 Q(r) is within 2^-33.2 of e^r relatively.
+inline constexpr float kExpQ[5] = {0x1.555554p-3f, 0x1.5554e8p-5f, 0x1.11130ep-7f, 0x1.6d4cbcp-10f,
+                                   0x1.9dfbaep-13f};
+
+// All lanes have |x| <= 64 (false for NaN).
+CONFORM_AVX2 inline bool in_range(__m256 x) {
+    const __m256 ok = _mm256_cmp_ps(_mm256_or_ps(x, set(-0.0f)), set(-kMaxAbs), _CMP_GE_OQ);
+    return _mm256_movemask_ps(ok) == 0xFF;
+}
+
+// sigmoid(x) as q0 + corr (|corr| < 2^-20 q0), relative error < 2^-27.2;
+// |x| <= 64.  t = e^-|x| in float-float, then (x >= 0 ? 1 : t) / (1 + t)
+// with one residual correction of the rounded quotient.
+struct Split {
+    __m256 q0, corr;
+};
+CONFORM_AVX2 inline Split sigmoid(__m256 x) {
+    const __m256 one = set(1.0f);
+    const __m256 na = _mm256_or_ps(x, set(-0.0f));  // -|x|
+    // -|x| = k ln2 + r: rh is exact (Sterbenz-type, §4), rl = -k ln2_lo.
+    const __m256 s = _mm256_fmadd_ps(na, set(kLog2e), set(kShifter));
+    const __m256 k = _mm256_sub_ps(s, set(kShifter));
+    const __m256 rh = _mm256_fnmadd_ps(k, set(kLn2Hi), na);
+    const __m256 rl = _mm256_mul_ps(k, set(-kLn2Lo));
+    // e^rh = (1 + rh) + rh^2/2 + rh^3 Q(rh): 1 + rh exactly as sh + lo0 (Fast2Sum).
+    const __m256 sh = _mm256_add_ps(one, rh);
+    const __m256 lo0 = _mm256_add_ps(_mm256_sub_ps(one, sh), rh);
+    // Q = c0 + r (c1 + c2 r + r^2 (c3 + c4 r)): 3 FMAs deep, and only the
+    // last rounding is not damped by a factor r.
+    const __m256 r2 = _mm256_mul_ps(rh, rh);
+    const __m256 r3 = _mm256_mul_ps(r2, rh);
+    const __m256 q12 = _mm256_fmadd_ps(set(kExpQ[2]), rh, set(kExpQ[1]));
+    const __m256 q34 = _mm256_fmadd_ps(set(kExpQ[4]), rh, set(kExpQ[3]));
+    const __m256 q = _mm256_fmadd_ps(_mm256_fmadd_ps(q34, r2, q12), rh, set(kExpQ[0]));
+    const __m256 w = _mm256_fmadd_ps(r3, q, lo0);
+    const __m256 tail = _mm256_fmadd_ps(_mm256_mul_ps(rh, set(0.5f)), rh, w);  // rh^2/2 exact inside
+    // e^r = eh + el: Fast2Sum of sh + tail, then e^rh * rl to first order.
+    const __m256 eh = _mm256_add_ps(sh, tail);
+    const __m256 el = _mm256_fmadd_ps(rl, eh, _mm256_add_ps(_mm256_sub_ps(sh, eh), tail));
+    // 2^k from the shifter's low bits (k in [-93, 0]); exact scaling.
+    const __m256i ki = _mm256_add_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(127));
+    const __m256 two_k = _mm256_castsi256_ps(_mm256_slli_epi32(ki, 23));
+    const __m256 th = _mm256_mul_ps(eh, two_k), tl = _mm256_mul_ps(el, two_k);
+    // d = 1 + t (Fast2Sum, t <= 1; dh = RN(1 + th) straight from eh, one
+    // step shorter); n = 1 for x >= 0, t for x < 0.
+    const __m256 dh = _mm256_fmadd_ps(eh, two_k, one);
+    const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(one, dh), th), tl);
+    const __m256 nh = _mm256_blendv_ps(one, th, x);  // sign bit of x selects t
+    const __m256 nl = _mm256_blendv_ps(_mm256_setzero_ps(), tl, x);
+    // q0 = RN(nh/dh); nh - q0 dh is exact; n/d - q0 = (rho + nl - q0 dl) / d.
+    const __m256 q0 = _mm256_div_ps(nh, dh);
+    const __m256 rho = _mm256_fnmadd_ps(q0, dh, nh);
+    const __m256 c = _mm256_fnmadd_ps(q0, dl, _mm256_add_ps(rho, nl));
+    return {q0, _mm256_mul_ps(c, _mm256_rcp_ps(dh))};  // rcp's 2^-11.4 error on a 2^-20 term
+}
+
+}  // namespace vff
+
 // ---- the activation functions, as scalar and vector functors ------------
 // Each functor is built from the call's Params (so a parameter can never be
 // silently dropped) and offers scalar(double) and vec(__m256d).
@@ -338,6 +416,11 @@ struct SigmoidFn {
         return _mm256_div_pd(vm::set(1.0), _mm256_add_pd(vm::set(1.0), vm::exp_neg<false>(x)));
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::sigmoid(x); }
+    CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x); }
+    CONFORM_AVX2 __m256 vec32(__m256 x) const {
+        const vff::Split q = vff::sigmoid(x);
+        return _mm256_add_ps(q.q0, q.corr);  // the one final rounding
+    }
 };
 
 struct SiluFn {
@@ -349,6 +432,14 @@ struct SiluFn {
         return _mm256_div_pd(vm::floor_neg_inf(x), d);
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::x_sigmoid(x, x); }
+    CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x); }
+    // x q0 + RN(x corr): x q0 exact inside the FMA, which rounds once.  The
+    // sign of x is or-ed in so that silu(-0) = -0 (x corr may be +0 there).
+    CONFORM_AVX2 __m256 vec32(__m256 x) const {
+        const vff::Split q = vff::sigmoid(x);
+        const __m256 y = _mm256_fmadd_ps(x, q.q0, _mm256_mul_ps(x, q.corr));
+        return _mm256_or_ps(y, _mm256_and_ps(x, vf::set(-0.0f)));
+    }
 };
 
 struct GeluErfFn {
