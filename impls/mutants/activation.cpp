@@ -52,6 +52,26 @@ struct SoftplusOverflow {
     static double scalar(double x) { return std::log1p(std::exp(static_cast<float>(x))); }
 };
 
+// sigmoid and silu evaluated in plain float for an fp32 output, the usual
+// 8-lane shortcut: e^-|x|, 1 + t and the quotient each rounded to float
+// (~2^-22 relative before the store, where 1 ulp needs < 2^-25).  The
+// float-float path of cpu.simd (simd_math.hpp, vff) exists to avoid this.
+float sigmoid_in_float(float x) {
+    const float t = std::exp(-std::fabs(x)), d = 1.0f + t;
+    return (x >= 0 ? 1.0f : t) / d;
+}
+struct SigmoidPlainFloat {
+    explicit SigmoidPlainFloat(const Params&) {}
+    static double scalar(double x) { return sigmoid_in_float(static_cast<float>(x)); }
+};
+struct SiluPlainFloat {
+    explicit SiluPlainFloat(const Params&) {}
+    static double scalar(double x) {
+        const float xf = static_cast<float>(x);
+        return xf * sigmoid_in_float(xf);
+    }
+};
+
 }  // namespace
 
 void register_mutants_activation(Registry& r) {
@@ -66,6 +86,12 @@ void register_mutants_activation(Registry& r) {
     register_mutant<Format::fp32, 1, SigmoidCancellation>(
         r, "sigmoid", "one_minus", "1 exp-range overflow",
         "overflow-avoiding rewrite 1 - sigmoid(-x) for x < 0, in float: cancels to 0 below x ~ -17", Format::fp32);
+    register_mutant<Format::fp32, 1, SigmoidPlainFloat>(
+        r, "sigmoid", "plain_float", "6 low-precision accumulation/storage",
+        "sigmoid of an fp32 input evaluated in plain float (e^-|x|, 1 + t, quotient each rounded)", Format::fp32);
+    register_mutant<Format::fp32, 1, SiluPlainFloat>(
+        r, "silu", "plain_float", "6 low-precision accumulation/storage",
+        "silu of an fp32 input evaluated in plain float (e^-|x|, 1 + t, quotient, product each rounded)", Format::fp32);
     register_mutant<Format::fp32, 1, SoftplusOverflow>(r, "softplus", "exp_overflow", "1 exp-range overflow",
                                                        "log1p(exp(x)) in float: +inf for x > 88.7 instead of x",
                                                        Format::fp32);
