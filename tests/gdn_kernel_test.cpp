@@ -50,13 +50,9 @@ oracle::DeltaResult<double> fp64_reference(const std::string& op, const Params& 
     const TensorView& q = in.at(0);
     p.tokens = q.shape[0], p.heads = q.shape[1], p.d_k = q.shape[2], p.d_v = in.at(2).shape[2];
     p.decay = op == "kda" ? oracle::DecayShape::per_channel : oracle::DecayShape::per_head;
-    auto values = [](const TensorView& t) {
-        std::vector<double> v(static_cast<std::size_t>(t.numel()));
-        for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = t.value(i);
-        return v;
-    };
-    p.q = values(q), p.k = values(in[1]), p.v = values(in[2]), p.g = values(in[3]), p.beta = values(in[4]);
-    if (in.size() > 5) p.s0 = values(in[5]);
+    p.q = decoded_values(q), p.k = decoded_values(in[1]), p.v = decoded_values(in[2]), p.g = decoded_values(in[3]),
+    p.beta = decoded_values(in[4]);
+    if (in.size() > 5) p.s0 = decoded_values(in[5]);
     oracle::QkOptions<double> o;
     o.l2norm = params.get("l2norm", 0) != 0;
     o.l2_eps = params.get("l2_eps", 1e-6);

@@ -30,7 +30,6 @@ namespace {
 
 using namespace int8_block_slots;
 
-std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 // Rows x columns copy of a view's [r0, r0 + rows) x [c0, c0 + cols) block
 // (transposed when asked), in the view's format: exact.
@@ -59,7 +58,7 @@ Quantized quantize(const TensorView& x, int axis, bool simd) {
 std::vector<double> int8_linear(const TensorView& x, const TensorView& w, double c, bool simd, bool x_per_tensor = false) {
     const std::int64_t m = x.shape[0], k = x.shape[1], n = w.shape[1];
     const Quantized qx = quantize(x, x_per_tensor ? 0 : 1, simd), qw = quantize(w, 2, simd);
-    std::vector<std::int32_t> acc(at(m * n));
+    std::vector<std::int32_t> acc(ix(m * n));
     const auto* a = static_cast<const std::int8_t*>(qx.codes.data());
     const auto* b = static_cast<const std::int8_t*>(qw.codes.data());
     if (simd && has_avx2()) int8_matmul_avx2(a, b, acc.data(), m, k, n);
@@ -67,10 +66,10 @@ std::vector<double> int8_linear(const TensorView& x, const TensorView& w, double
     // The group scales once (the quantize op stores them per element).
     const auto* sx = static_cast<const float*>(qx.scales.data());
     const auto* sw = static_cast<const float*>(qw.scales.data());
-    std::vector<double> y(at(m * n));
+    std::vector<double> y(ix(m * n));
     for (std::int64_t i = 0; i < m; ++i)
         for (std::int64_t j = 0; j < n; ++j)
-            y[at(i * n + j)] = static_cast<double>(acc[at(i * n + j)]) * sx[i * k] * sw[j] * c;
+            y[ix(i * n + j)] = static_cast<double>(acc[ix(i * n + j)]) * sx[i * k] * sw[j] * c;
     return y;
 }
 
@@ -95,13 +94,13 @@ void residual(const TensorView& r, const std::vector<double>& y, const TensorVie
     if (int8_residual) rq = quantize(r, 1, simd);
     for (std::int64_t i = 0; i < out.numel(); ++i) {
         const double rv = int8_residual ? rq.codes.value(i) * rq.scales.value(i) : r.value(i);
-        const float sum = static_cast<float>(rv) + static_cast<float>(fp16(y[at(i)]));
+        const float sum = static_cast<float>(rv) + static_cast<float>(fp16(y[ix(i)]));
         out.set_bits(i, encode(Format::fp16, sum));
     }
 }
 
 void store(const std::vector<double>& y, const TensorView& out) {
-    for (std::int64_t i = 0; i < out.numel(); ++i) out.set_bits(i, encode(out.format, y[at(i)]));
+    for (std::int64_t i = 0; i < out.numel(); ++i) out.set_bits(i, encode(out.format, y[ix(i)]));
 }
 
 void check(const KernelCall& c) {
@@ -122,7 +121,7 @@ void attention(const KernelCall& c, bool simd, const BlockFlaws& f) {
             int8_linear(block_of(q, 0, t, hd * dh, dh).view(), block_of(k, 0, t, hd * dh, dh, true).view(), scale, simd);
         for (std::int64_t i = 0; i < t; ++i)
             for (std::int64_t j = 0; j < t; ++j)
-                s.set_bits((hd * t + i) * t + j, encode(Format::fp16, j <= i ? sh[at(i * t + j)] : -INFINITY));
+                s.set_bits((hd * t + i) * t + j, encode(Format::fp16, j <= i ? sh[ix(i * t + j)] : -INFINITY));
     }
     const TensorView s_rows = TensorView::contiguous(s.data, s.format, {heads * t, t});
     const TensorView p_rows = TensorView::contiguous(p.data, p.format, {heads * t, t});
@@ -131,7 +130,7 @@ void attention(const KernelCall& c, bool simd, const BlockFlaws& f) {
         const std::vector<double> oh =
             int8_linear(block_of(p_rows, hd * t, t, 0, t).view(), block_of(v, 0, t, hd * dh, dh).view(), 1, simd, f.pv_per_tensor);
         for (std::int64_t i = 0; i < t; ++i)
-            for (std::int64_t e = 0; e < dh; ++e) o.set_bits(i * d + hd * dh + e, encode(Format::fp16, oh[at(i * dh + e)]));
+            for (std::int64_t e = 0; e < dh; ++e) o.set_bits(i * d + hd * dh + e, encode(Format::fp16, oh[ix(i * dh + e)]));
     }
 }
 

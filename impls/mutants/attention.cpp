@@ -35,19 +35,13 @@ struct Problem {
     std::vector<double> q, k, v, mask;
 };
 
-std::vector<double> values(const TensorView& t) {
-    std::vector<double> v(static_cast<std::size_t>(t.numel()));
-    for (std::int64_t e = 0; e < t.numel(); ++e) v[e] = t.value(e);
-    return v;
-}
-
 Problem read(const KernelCall& c) {
     const TensorView &q = c.in.at(0), &k = c.in.at(1), &v = c.in.at(2);
     Problem p{q.shape[0], k.shape[0], q.shape[1], k.shape[1], q.shape[2], v.shape[2], c.params.get("causal", 0) != 0,
               static_cast<std::int64_t>(c.params.get("window", 0)), c.params.get("scale", 0),
-              c.params.get("softcap", 0), values(q), values(k), values(v), {}};
+              c.params.get("softcap", 0), decoded_values(q), decoded_values(k), decoded_values(v), {}};
     if (p.scale == 0) p.scale = 1 / std::sqrt(static_cast<double>(p.d));
-    if (c.in.size() > 3) p.mask = values(c.in[3]);
+    if (c.in.size() > 3) p.mask = decoded_values(c.in[3]);
     return p;
 }
 

@@ -33,12 +33,6 @@ enum class Bug {
 
 bool chunkwise_bug(Bug b) { return b >= Bug::clamp_cumulative_decay; }
 
-std::vector<double> values(const TensorView& t) {
-    std::vector<double> v(static_cast<std::size_t>(t.numel()));
-    for (std::int64_t e = 0; e < t.numel(); ++e) v[e] = t.value(e);
-    return v;
-}
-
 struct Problem {
     std::int64_t tokens, heads, dk, dv, gw;
     std::vector<double> q, k, v, g, beta, s0;  // s0: [H, d_k, d_v] (zeros when absent)
@@ -56,10 +50,11 @@ void normalize(std::vector<double>& x, std::int64_t dk, double eps, Bug bug) {
 Problem read(const KernelCall& c, bool per_channel, Bug bug) {
     const TensorView& q = c.in.at(0);
     Problem p{q.shape[0], q.shape[1], q.shape[2], c.in.at(2).shape[2], per_channel ? q.shape[2] : 1,
-              values(q), values(c.in.at(1)), values(c.in.at(2)), values(c.in.at(3)), values(c.in.at(4)), {}};
+              decoded_values(q),        decoded_values(c.in.at(1)), decoded_values(c.in.at(2)),
+              decoded_values(c.in.at(3)), decoded_values(c.in.at(4)), {}};
     p.s0.assign(static_cast<std::size_t>(p.heads * p.dk * p.dv), 0.0);
     if (delta_input_given(c.in, kDeltaInitialState) && bug != Bug::initial_state_dropped) {
-        const std::vector<double> s = values(c.in[kDeltaInitialState]);
+        const std::vector<double> s = decoded_values(c.in[kDeltaInitialState]);
         for (std::int64_t h = 0; h < p.heads; ++h)
             for (std::int64_t i = 0; i < p.dk; ++i)
                 for (std::int64_t m = 0; m < p.dv; ++m)
