@@ -9,6 +9,7 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cfloat>
 #include <cmath>
@@ -230,8 +231,23 @@ CONFORM_AVX2 inline void block8(const Op& op, const std::array<const elem_t<F>*,
     vstore<F>(out, value8<F, N>(op, in));
 }
 
-// Every 8-element block of the call's rows, as block(inputs, output); a
-// row's tail runs through the same block on zero-padded copies (one code path).
+// The first n < 8 elements at `in` through block(inputs, output), on
+// zero-padded copies: a row's head or tail takes the same code path as its body.
+template <Format F, int N, class Block>
+CONFORM_AVX2 inline void partial_block8(const Block& block, const std::array<const elem_t<F>*, N>& in, elem_t<F>* out,
+                                        std::int64_t n) {
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(elem_t<F>);
+    elem_t<F> buf[N][8] = {}, res[8];
+    std::array<const elem_t<F>*, N> at;
+    for (int k = 0; k < N; ++k) {
+        std::memcpy(buf[k], in[k], bytes);
+        at[k] = buf[k];
+    }
+    block(at, res);
+    std::memcpy(out, res, bytes);
+}
+
+// Every 8-element block of the call's rows, as block(inputs, output).
 template <Format F, int N, class Block>
 CONFORM_AVX2 inline void each_block8(const KernelCall& c, const Block& block) {
     const TensorView& y = c.out[0];
@@ -245,16 +261,80 @@ CONFORM_AVX2 inline void each_block8(const KernelCall& c, const Block& block) {
             block(at, out + i);
         }
         if (body == cols) continue;
-        const std::size_t n = static_cast<std::size_t>(cols - body) * sizeof(elem_t<F>);
-        elem_t<F> buf[N][8] = {}, res[8];
-        std::array<const elem_t<F>*, N> at;
-        for (int k = 0; k < N; ++k) {
-            std::memcpy(buf[k], in[k] + body, n);
-            at[k] = buf[k];
-        }
-        block(at, res);
-        std::memcpy(out + body, res, n);
+        for (int k = 0; k < N; ++k) in[k] += body;
+        partial_block8<F, N>(block, in, out + body, cols - body);
     }
+}
+
+// Outputs much larger than the caches are written with streaming
+// (non-temporal) stores: a plain store first reads the line it overwrites, so
+// a memory-bound kernel would move 3 bytes per 2 that a copy moves.  Smaller
+// outputs stay in cache for whoever reads them next.
+constexpr std::int64_t kStreamBytes = std::int64_t{16} << 20;
+inline bool streaming_output(const TensorView& y) {
+    return y.rows() * y.cols() * info(y.format).bytes >= kStreamBytes;
+}
+
+// ---- fp32 float-float rows ------------------------------------------------
+// The unary fp32 kernels with vec32 run their rows here.  Chunks of 256
+// elements whose every lane passes fp32_ok (N(0,1) data: all of them) run a
+// loop with no branch or call in it, so the polynomial constants stay in
+// registers; other chunks go block by block through value8 (double path for
+// the blocks that need it).  Streaming outputs peel a head so that the body
+// is written with 32-byte aligned 256-bit streaming stores.
+inline constexpr std::int64_t kFfChunk = 256;
+
+template <class Op>
+CONFORM_AVX2 inline bool chunk_fp32_ok(const Op& op, const float* x, std::int64_t n) {
+    bool ok = true;
+    for (std::int64_t i = 0; i < n; i += 8) ok &= op.fp32_ok(_mm256_loadu_ps(x + i));
+    return ok;
+}
+
+template <bool kStream, class Op>
+CONFORM_AVX2 inline void ff32_span(const Op& op, const float* x, float* y, std::int64_t n) {
+    for (std::int64_t c = 0; c < n; c += kFfChunk) {
+        const std::int64_t m = std::min(kFfChunk, n - c);
+        const float* xc = x + c;
+        float* yc = y + c;
+        if (chunk_fp32_ok(op, xc, m)) {
+            for (std::int64_t i = 0; i < m; i += 8) {
+                const __m256 v = op.vec32(_mm256_loadu_ps(xc + i));
+                if constexpr (kStream) _mm256_stream_ps(yc + i, v);
+                else _mm256_storeu_ps(yc + i, v);
+            }
+        } else {
+            for (std::int64_t i = 0; i < m; i += 8) {
+                const __m256 v = value8<Format::fp32, 1>(op, {xc + i});
+                if constexpr (kStream) _mm256_stream_ps(yc + i, v);
+                else _mm256_storeu_ps(yc + i, v);
+            }
+        }
+    }
+}
+
+template <class Op>
+CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
+    const TensorView& y = c.out[0];
+    const std::int64_t rows = y.rows(), cols = y.cols();
+    const bool stream = streaming_output(y);
+    const auto block = [&op](const std::array<const float*, 1>& in, float* out) CONFORM_AVX2 {
+        _mm256_storeu_ps(out, value8<Format::fp32, 1>(op, in));
+    };
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const float* x = c.in[0].row<const float>(r);
+        float* out = y.row<float>(r);
+        // Elements before the first 32-byte boundary of the output (none unless streaming).
+        const auto addr = reinterpret_cast<std::uintptr_t>(out);
+        const std::int64_t head =
+            stream && addr % 4 == 0 ? std::min<std::int64_t>(cols, static_cast<std::int64_t>((32 - addr % 32) % 32 / 4)) : 0;
+        if (head > 0) partial_block8<Format::fp32, 1>(block, {x}, out, head);
+        const std::int64_t body = (cols - head) & ~std::int64_t{7};
+        if (stream && (addr + 4 * head) % 32 == 0) ff32_span<true>(op, x + head, out + head, body);
+        else ff32_span<false>(op, x + head, out + head, body);
+        if (head + body < cols) partial_block8<Format::fp32, 1>(block, {x + head + body}, out + head + body, cols - head - body);
+    }
+    if (stream) _mm_sfence();
 }
 
 // ---- 16-bit table kernels (lut.hpp) ---------------------------------------
@@ -298,15 +378,6 @@ concept TabulatedUp = requires { requires Op::kTabulateUp; };
 CONFORM_AVX2 inline __m256 gather8(const float* table, const std::uint16_t* bits) {
     return _mm256_setr_ps(table[bits[0]], table[bits[1]], table[bits[2]], table[bits[3]], table[bits[4]],
                           table[bits[5]], table[bits[6]], table[bits[7]]);
-}
-
-// Outputs much larger than the caches are written with streaming
-// (non-temporal) stores: a plain store first reads the line it overwrites, so
-// a memory-bound kernel would move 3 bytes per 2 that a copy moves.  Smaller
-// outputs stay in cache for whoever reads them next.
-constexpr std::int64_t kStreamBytes = std::int64_t{16} << 20;
-inline bool streaming_output(const TensorView& y) {
-    return y.rows() * y.cols() * info(y.format).bytes >= kStreamBytes;
 }
 
 // vstore, streaming where `stream` and the address allows it: 128-bit
@@ -385,6 +456,8 @@ template <Format F, int N, class Op>
 CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
         run_lut<F, N>(c, op);
+    } else if constexpr (F == Format::fp32 && Fp32FloatVec<Op, N>) {
+        run_ff32(c, op);
     } else {
         const bool stream = streaming_output(c.out[0]);
         each_block8<F, N>(c, [&op, stream](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX2 {
@@ -464,8 +537,9 @@ void register_op_format(Registry& r, const std::string& op) {
                                  "gate/up factor tables, product in float, far gate tails in double), one rounding to "
                                  "the format (scalar path without AVX2)"
                       : F == Format::fp32 && Fp32FloatVec<Op, N>
-                          ? "AVX2: 8-lane float with float-float steps (relative error < 2^-27), blocks with |x| > 64 "
-                            "or NaN in 4-lane double; one rounding to fp32 (scalar path without AVX2)"
+                          ? "AVX2: 8-lane float with float-float steps (relative error < 2^-26.7), blocks outside its range "
+                            "(|x| > 64; gelu_tanh 4.5) or with NaN in 4-lane double; one rounding to fp32 (scalar path "
+                            "without AVX2)"
                           : "AVX2: 4-lane double polynomials, one rounding to the format (scalar path without AVX2)",
                       simd_kernel<F, N, Op>()));
     r.add(kernel_info(op, "scalar", F, Format::fp64, Role::kernel,

@@ -6,8 +6,8 @@
 // fp16 or bf16 within 1 ulp of the correctly rounded result (proof in
 // docs/activation.md §4).  The float functions keep ~2^-21 relative error
 // (see vf below): enough for 1 ulp in fp16/bf16, not in fp32, so fp32 stays
-// on the double path, except sigmoid and silu, which have an 8-lane
-// float-float form below 2^-27.2 (namespace vff).
+// on the double path, except sigmoid, silu and gelu_tanh, which have an 8-lane
+// float-float form below 2^-26.7 (namespace vff).
 //
 // Every formula is written in a form without cancellation so the relative
 // accuracy holds in the tails as well (see the oracle/activation.hpp forms):
@@ -327,14 +327,15 @@ CONFORM_AVX2 inline __m256 gelu_erf(__m256 x) {
 
 }  // namespace vf
 
-// ---- 8-lane float-float path for fp32 sigmoid and silu ------------------
+// ---- 8-lane float-float path for fp32 sigmoid, silu and gelu_tanh --------
 // Plain float has ~2^-21 relative error, too much for 1 ulp of fp32 (< 2^-25
 // needed, docs/activation.md §4); doing only the steps that carry the error
-// in double-word (float-float) arithmetic keeps the total below 2^-27.2 at 8
-// lanes per instruction (proof in docs/activation.md §4, "float-float").
-// Valid for |x| <= 64 (every quantity stays a normal float or its underflow
-// is bounded); blocks with any other lane (larger |x|, infinities, NaN) take
-// the double path (vm), which also applies the NaN policy.
+// in double-word (float-float) arithmetic keeps the total below 2^-27.2
+// (sigmoid, silu) and 2^-26.7 (gelu_tanh) at 8 lanes per instruction (proof
+// in docs/activation.md §4, "float-float").  Valid for |x| <= 64 (gelu_tanh:
+// 4.5; every quantity stays a normal float or its underflow is bounded);
+// blocks with any other lane (larger |x|, infinities, NaN) take the double
+// path (vm), which also applies the NaN policy.
 namespace vff {
 
 using vf::set;
@@ -350,26 +351,38 @@ inline constexpr float kLn2Lo = -0x1.05c610p-29f; // RN(ln 2 - kLn2Hi)
 inline constexpr float kExpQ[5] = {0x1.555554p-3f, 0x1.5554e8p-5f, 0x1.11130ep-7f, 0x1.6d4cbcp-10f,
                                    0x1.9dfbaep-13f};
 
-// All lanes have |x| <= 64 (false for NaN).
-CONFORM_AVX2 inline bool in_range(__m256 x) {
-    const __m256 ok = _mm256_cmp_ps(_mm256_or_ps(x, set(-0.0f)), set(-kMaxAbs), _CMP_GE_OQ);
+// All lanes have |x| <= limit (false for NaN).
+CONFORM_AVX2 inline bool in_range(__m256 x, float limit = kMaxAbs) {
+    const __m256 ok = _mm256_cmp_ps(_mm256_or_ps(x, set(-0.0f)), set(-limit), _CMP_GE_OQ);
     return _mm256_movemask_ps(ok) == 0xFF;
 }
 
-// sigmoid(x) as q0 + corr (|corr| < 2^-20 q0), relative error < 2^-27.2;
-// |x| <= 64.  t = e^-|x| in float-float, then (x >= 0 ? 1 : t) / (1 + t)
-// with one residual correction of the rounded quotient.
+// A double-word (float-float) value hi + lo, |lo| <= ulp(hi)/2 unless stated.
+struct FF {
+    __m256 hi, lo;
+};
+
+// sigmoid(y) as q0 + corr, relative error < 2^-27.2 for a float y (kLow
+// false, |corr| < 2^-20.4 q0) and < 2^-26.78 for y = yh + yl (kLow true,
+// gelu_tanh's 2z: |yh| <= 13.7, |yl| < 2^-18.4, |corr| < 2^-17.1 q0);
+// |yh| <= 64.  t = e^-|y| in float-float, then
+// (y >= 0 ? 1 : t) / (1 + t) with one residual correction of the rounded
+// quotient.
 struct Split {
     __m256 q0, corr;
 };
-CONFORM_AVX2 inline Split sigmoid(__m256 x) {
+template <bool kLow>
+CONFORM_AVX2 inline Split sigmoid_ff(__m256 yh, __m256 yl) {
     const __m256 one = set(1.0f);
-    const __m256 na = _mm256_or_ps(x, set(-0.0f));  // -|x|
-    // -|x| = k ln2 + r: rh is exact (Sterbenz-type, §4), rl = -k ln2_lo.
+    const __m256 na = _mm256_or_ps(yh, set(-0.0f));  // -|yh|
+    // -|y| = k ln2 + r: rh is exact (Sterbenz-type, §4), rl = -k ln2_lo, plus
+    // the argument's low part with the sign of -|y| (-yl for yh >= 0).
     const __m256 s = _mm256_fmadd_ps(na, set(kLog2e), set(kShifter));
     const __m256 k = _mm256_sub_ps(s, set(kShifter));
     const __m256 rh = _mm256_fnmadd_ps(k, set(kLn2Hi), na);
-    const __m256 rl = _mm256_mul_ps(k, set(-kLn2Lo));
+    __m256 rl;
+    if constexpr (kLow) rl = _mm256_fmadd_ps(k, set(-kLn2Lo), _mm256_xor_ps(yl, _mm256_andnot_ps(yh, set(-0.0f))));
+    else rl = _mm256_mul_ps(k, set(-kLn2Lo));
     // e^rh = (1 + rh) + rh^2/2 + rh^3 Q(rh): 1 + rh exactly as sh + lo0 (Fast2Sum).
     const __m256 sh = _mm256_add_ps(one, rh);
     const __m256 lo0 = _mm256_add_ps(_mm256_sub_ps(one, sh), rh);
@@ -390,16 +403,44 @@ CONFORM_AVX2 inline Split sigmoid(__m256 x) {
     const __m256 two_k = _mm256_castsi256_ps(_mm256_slli_epi32(ki, 23));
     const __m256 th = _mm256_mul_ps(eh, two_k), tl = _mm256_mul_ps(el, two_k);
     // d = 1 + t (Fast2Sum, t <= 1; dh = RN(1 + th) straight from eh, one
-    // step shorter); n = 1 for x >= 0, t for x < 0.
+    // step shorter); n = 1 for y >= 0, t for y < 0.
     const __m256 dh = _mm256_fmadd_ps(eh, two_k, one);
     const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(one, dh), th), tl);
-    const __m256 nh = _mm256_blendv_ps(one, th, x);  // sign bit of x selects t
-    const __m256 nl = _mm256_blendv_ps(_mm256_setzero_ps(), tl, x);
+    const __m256 nh = _mm256_blendv_ps(one, th, yh);  // sign bit of y selects t
+    const __m256 nl = _mm256_blendv_ps(_mm256_setzero_ps(), tl, yh);
     // q0 = RN(nh/dh); nh - q0 dh is exact; n/d - q0 = (rho + nl - q0 dl) / d.
     const __m256 q0 = _mm256_div_ps(nh, dh);
     const __m256 rho = _mm256_fnmadd_ps(q0, dh, nh);
     const __m256 c = _mm256_fnmadd_ps(q0, dl, _mm256_add_ps(rho, nl));
-    return {q0, _mm256_mul_ps(c, _mm256_rcp_ps(dh))};  // rcp's 2^-11.4 error on a 2^-20 term
+    return {q0, _mm256_mul_ps(c, _mm256_rcp_ps(dh))};  // rcp's 2^-11.4 error on a < 2^-17.1 term
+}
+CONFORM_AVX2 inline Split sigmoid(__m256 x) { return sigmoid_ff<false>(x, _mm256_setzero_ps()); }
+CONFORM_AVX2 inline Split sigmoid(FF y) { return sigmoid_ff<true>(y.hi, y.lo); }
+
+// x * (q0 + corr) rounded once: x q0 + RN(x corr), x q0 exact inside the
+// FMA.  The sign of x is or-ed in so that x = -0 gives -0 (x corr may be +0).
+CONFORM_AVX2 inline __m256 times(__m256 x, Split q) {
+    const __m256 y = _mm256_fmadd_ps(x, q.q0, _mm256_mul_ps(x, q.corr));
+    return _mm256_or_ps(y, _mm256_and_ps(x, set(-0.0f)));
+}
+
+// 2z = x (A + B x^2) for gelu_tanh, A = 2 sqrt(2/pi), B = 0.044715 A, in
+// float-float: relative error < 2^-43 for |x| <= 4.5 (docs/activation.md
+// §4), where |2z| <= 13.7.  e^-|2z| turns the absolute error of 2z into its
+// relative error, which is why 2z cannot be a plain float (2^-24 |2z|).
+// yh = RN(x v), v = RN(A + B x^2); yl = the rest: x v - yh exactly (FMA),
+// plus x times the rounding error of v (exact by Sterbenz: v is in [A, 2A]
+// for |x| <= 4.5), A's and B's low parts and x^2's.
+inline constexpr float kGeluTanhMaxAbs = 4.5f;
+inline constexpr float kGeluA[2] = {0x1.988454p+0f, -0x1.857936p-25f};
+inline constexpr float kGeluB[2] = {0x1.2444f2p-4f, 0x1.49b16ap-29f};
+CONFORM_AVX2 inline FF gelu_tanh_arg(__m256 x) {
+    const __m256 p = _mm256_mul_ps(x, x), pl = _mm256_fmsub_ps(x, x, p);  // x^2 = p + pl
+    const __m256 v = _mm256_fmadd_ps(set(kGeluB[0]), p, set(kGeluA[0]));
+    const __m256 yh = _mm256_mul_ps(x, v);
+    const __m256 ev = _mm256_fmadd_ps(set(kGeluB[0]), p, _mm256_sub_ps(set(kGeluA[0]), v));  // A_h + B_h p - v
+    const __m256 lo = _mm256_fmadd_ps(set(kGeluB[0]), pl, _mm256_fmadd_ps(set(kGeluB[1]), p, _mm256_add_ps(ev, set(kGeluA[1]))));
+    return {yh, _mm256_fmadd_ps(x, lo, _mm256_fmsub_ps(x, v, yh))};
 }
 
 }  // namespace vff
@@ -433,13 +474,7 @@ struct SiluFn {
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::x_sigmoid(x, x); }
     CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x); }
-    // x q0 + RN(x corr): x q0 exact inside the FMA, which rounds once.  The
-    // sign of x is or-ed in so that silu(-0) = -0 (x corr may be +0 there).
-    CONFORM_AVX2 __m256 vec32(__m256 x) const {
-        const vff::Split q = vff::sigmoid(x);
-        const __m256 y = _mm256_fmadd_ps(x, q.q0, _mm256_mul_ps(x, q.corr));
-        return _mm256_or_ps(y, _mm256_and_ps(x, vf::set(-0.0f)));
-    }
+    CONFORM_AVX2 __m256 vec32(__m256 x) const { return vff::times(x, vff::sigmoid(x)); }
 };
 
 struct GeluErfFn {
@@ -473,6 +508,9 @@ struct GeluTanhFn {
         const __m256 z2 = _mm256_mul_ps(x, _mm256_fmadd_ps(vf::set(c2k), _mm256_mul_ps(x, x), vf::set(c2)));
         return vf::x_sigmoid(x, z2);
     }
+    // float-float: x sigmoid(2z) with 2z in float-float (|x| <= 4.5, |2z| <= 13.7).
+    CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x, vff::kGeluTanhMaxAbs); }
+    CONFORM_AVX2 __m256 vec32(__m256 x) const { return vff::times(x, vff::sigmoid(vff::gelu_tanh_arg(x))); }
 };
 
 struct SoftplusFn {
