@@ -191,15 +191,35 @@ CONFORM_AVX2 inline __m256 apply8f(const Op& op, const __m256 (&x)[N]) {
 }
 
 // ---- AVX2 float-float path for fp32 outputs ------------------------------
-// Unary functors may offer vec32(x), an 8-lane float evaluation accurate to
-// < 2^-26 before its one final rounding (simd_math.hpp, namespace vff), for
-// blocks where fp32_ok(x) holds in every lane; fp32_ok is false for NaN, so
-// those blocks need no NaN policy.  Other blocks take the double path.
+// Functors may offer vec32(x) (unary) or vec32(g, u) (gated), an 8-lane
+// float evaluation accurate to < 2^-26 before its one final rounding
+// (simd_math.hpp, namespace vff; gated.cpp), for blocks where fp32_ok holds
+// in every lane of x (the gate); fp32_ok is false for NaN.  Gated results
+// of magnitude >= FLT_MAX or NaN (an infinite, huge or NaN up) go to the
+// double path (which treats them as GluFn documents); other NaN inputs get
+// the NaN policy.  Other blocks take the double path.
 template <class Op, int N>
-concept Fp32FloatVec = N == 1 && requires(const Op& op, __m256 x) {
-    op.vec32(x);  // an __m256
-    { op.fp32_ok(x) } -> std::same_as<bool>;
-};
+concept Fp32FloatVec = (N == 1 && requires(const Op& op, __m256 x) {
+                           op.vec32(x);  // an __m256
+                           { op.fp32_ok(x) } -> std::same_as<bool>;
+                       }) || (N == 2 && requires(const Op& op, __m256 x) {
+                           op.vec32(x, x);
+                           { op.fp32_ok(x) } -> std::same_as<bool>;
+                       });
+
+// The float-float value of a block whose x[0] passed fp32_ok; `bad` collects
+// the lanes of a gated result that the double path must redo.
+template <int N, class Op>
+CONFORM_AVX2 inline __m256 ff32_value(const Op& op, const __m256 (&x)[N], __m256& bad) {
+    if constexpr (N == 1) {
+        return op.vec32(x[0]);
+    } else {
+        const __m256 y = op.vec32(x[0], x[1]);
+        const __m256 ay = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(ay, _mm256_set1_ps(FLT_MAX), _CMP_NLT_UQ));
+        return nan_policy<N>(y, x);
+    }
+}
 
 // apply8 out of line, for rare blocks: it reloads the inputs, so the hot loop
 // neither spills them nor gives up registers to the double path.
@@ -216,7 +236,11 @@ CONFORM_AVX2 inline __m256 value8(const Op& op, const std::array<const elem_t<F>
     __m256 x[N];
     for (int k = 0; k < N; ++k) x[k] = vload<F>(in[k]);
     if constexpr (F == Format::fp32 && Fp32FloatVec<Op, N>) {
-        if (op.fp32_ok(x[0])) return op.vec32(x[0]);
+        if (op.fp32_ok(x[0])) {
+            __m256 bad = _mm256_setzero_ps();
+            const __m256 y = ff32_value<N>(op, x, bad);
+            if (_mm256_movemask_ps(bad) == 0) return y;
+        }
         return apply8_cold<F, N>(op, in);
     }
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
@@ -275,13 +299,14 @@ inline bool streaming_output(const TensorView& y) {
     return y.rows() * y.cols() * info(y.format).bytes >= kStreamBytes;
 }
 
-// ---- fp32 float-float rows ------------------------------------------------
-// The unary fp32 kernels with vec32 run their rows here.  Chunks of 256
-// elements whose every lane passes fp32_ok (N(0,1) data: all of them) run a
-// loop with no branch or call in it, so the polynomial constants stay in
-// registers; other chunks go block by block through value8 (double path for
-// the blocks that need it).  Streaming outputs peel a head so that the body
-// is written with 32-byte aligned 256-bit streaming stores.
+// ---- fp32 float-float rows ----------------------------------------------
+// The fp32 kernels with vec32 run their rows here.  Chunks of 256 elements
+// whose every x (gate) passes fp32_ok (N(0,1) data: all of them) run a loop
+// with no branch or call in it, so the polynomial constants stay in
+// registers; a gated chunk with a lane for the double path is then redone,
+// and other chunks go block by block through value8.  Streaming outputs peel
+// a head so that the body is written with 32-byte aligned 256-bit streaming
+// stores.
 inline constexpr std::int64_t kFfChunk = 256;
 
 template <class Op>
@@ -291,48 +316,60 @@ CONFORM_AVX2 inline bool chunk_fp32_ok(const Op& op, const float* x, std::int64_
     return ok;
 }
 
-template <bool kStream, class Op>
-CONFORM_AVX2 inline void ff32_span(const Op& op, const float* x, float* y, std::int64_t n) {
+template <bool kStream>
+CONFORM_AVX2 inline void store8_fp32(float* p, __m256 v) {
+    if constexpr (kStream) _mm256_stream_ps(p, v);
+    else _mm256_storeu_ps(p, v);
+}
+
+// n elements (a multiple of 8) from in[k] to y.
+template <bool kStream, int N, class Op>
+CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, N>& in, float* y, std::int64_t n) {
     for (std::int64_t c = 0; c < n; c += kFfChunk) {
         const std::int64_t m = std::min(kFfChunk, n - c);
-        const float* xc = x + c;
-        float* yc = y + c;
-        if (chunk_fp32_ok(op, xc, m)) {
-            for (std::int64_t i = 0; i < m; i += 8) {
-                const __m256 v = op.vec32(_mm256_loadu_ps(xc + i));
-                if constexpr (kStream) _mm256_stream_ps(yc + i, v);
-                else _mm256_storeu_ps(yc + i, v);
+        bool ok = chunk_fp32_ok(op, in[0] + c, m);
+        if (ok) {
+            __m256 bad = _mm256_setzero_ps();
+            for (std::int64_t i = c; i < c + m; i += 8) {
+                __m256 x[N];
+                for (int k = 0; k < N; ++k) x[k] = _mm256_loadu_ps(in[k] + i);
+                store8_fp32<kStream>(y + i, ff32_value<N>(op, x, bad));
             }
-        } else {
-            for (std::int64_t i = 0; i < m; i += 8) {
-                const __m256 v = value8<Format::fp32, 1>(op, {xc + i});
-                if constexpr (kStream) _mm256_stream_ps(yc + i, v);
-                else _mm256_storeu_ps(yc + i, v);
-            }
+            ok = _mm256_movemask_ps(bad) == 0;
+        }
+        if (ok) continue;
+        for (std::int64_t i = c; i < c + m; i += 8) {
+            std::array<const float*, N> at;
+            for (int k = 0; k < N; ++k) at[k] = in[k] + i;
+            store8_fp32<kStream>(y + i, value8<Format::fp32, N>(op, at));
         }
     }
 }
 
-template <class Op>
+template <int N, class Op>
 CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
     const TensorView& y = c.out[0];
     const std::int64_t rows = y.rows(), cols = y.cols();
     const bool stream = streaming_output(y);
-    const auto block = [&op](const std::array<const float*, 1>& in, float* out) CONFORM_AVX2 {
-        _mm256_storeu_ps(out, value8<Format::fp32, 1>(op, in));
+    const auto block = [&op](const std::array<const float*, N>& in, float* out) CONFORM_AVX2 {
+        _mm256_storeu_ps(out, value8<Format::fp32, N>(op, in));
+    };
+    const auto offset = [](std::array<const float*, N> in, std::int64_t i) {
+        for (int k = 0; k < N; ++k) in[k] += i;
+        return in;
     };
     for (std::int64_t r = 0; r < rows; ++r) {
-        const float* x = c.in[0].row<const float>(r);
+        const auto in = input_rows<Format::fp32, N>(c, r);
         float* out = y.row<float>(r);
         // Elements before the first 32-byte boundary of the output (none unless streaming).
         const auto addr = reinterpret_cast<std::uintptr_t>(out);
         const std::int64_t head =
             stream && addr % 4 == 0 ? std::min<std::int64_t>(cols, static_cast<std::int64_t>((32 - addr % 32) % 32 / 4)) : 0;
-        if (head > 0) partial_block8<Format::fp32, 1>(block, {x}, out, head);
-        const std::int64_t body = (cols - head) & ~std::int64_t{7};
-        if (stream && (addr + 4 * head) % 32 == 0) ff32_span<true>(op, x + head, out + head, body);
-        else ff32_span<false>(op, x + head, out + head, body);
-        if (head + body < cols) partial_block8<Format::fp32, 1>(block, {x + head + body}, out + head + body, cols - head - body);
+        if (head > 0) partial_block8<Format::fp32, N>(block, in, out, head);
+        const std::int64_t body = (cols - head) & ~std::int64_t{7}, end = head + body;
+        if (stream && (addr + 4 * head) % 32 == 0) ff32_span<true, N>(op, offset(in, head), out + head, body);
+        else ff32_span<false, N>(op, offset(in, head), out + head, body);
+        if (end < cols) partial_block8<Format::fp32, N>(block, offset(in, end), out + end, cols - end);
     }
     if (stream) _mm_sfence();
 }
@@ -457,7 +494,7 @@ CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
         run_lut<F, N>(c, op);
     } else if constexpr (F == Format::fp32 && Fp32FloatVec<Op, N>) {
-        run_ff32(c, op);
+        run_ff32<N>(c, op);
     } else {
         const bool stream = streaming_output(c.out[0]);
         each_block8<F, N>(c, [&op, stream](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX2 {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <concepts>
 
 #include "impls/cpu/elementwise.hpp"
 #include "impls/cpu/simd_math.hpp"
@@ -21,6 +22,35 @@ using namespace cpu;
 // would not stay within the ulp of the product.
 CONFORM_AVX2 inline bool gate_in_float_range(__m256 g, float gmin) {
     return _mm256_movemask_ps(_mm256_cmp_ps(g, _mm256_set1_ps(gmin), _CMP_LT_OQ)) == 0;
+}
+
+// ---- fp32 float-float path (swiglu, swiglu_clamp; docs/gated.md §4) ----
+// silu(g) as a float-float hi + lo for |g| <= 64: hi = RN(g q0) plus its
+// exact error and RN(g corr), from vff::sigmoid's q0 + corr.
+CONFORM_AVX2 inline vff::FF silu_ff(__m256 g) {
+    const vff::Split q = vff::sigmoid(g);
+    const __m256 hi = _mm256_mul_ps(g, q.q0);
+    return {hi, _mm256_fmadd_ps(g, q.corr, _mm256_fmsub_ps(g, q.q0, hi))};
+}
+
+// Gates silu_ff is accurate for as a factor of any up: g = 0 or 2^-100 <=
+// |g| <= 64 (false for NaN).  Below 2^-100 the error terms of g q0 and
+// g corr fall under float's subnormal grid: an absolute 2^-150 that a large
+// up would turn into a relative 2^-149 / |g| (docs/gated.md §4).
+CONFORM_AVX2 inline bool silu_ff_gate_ok(__m256 g) {
+    const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), g);
+    const __m256 normal = _mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(vff::kMaxAbs), _CMP_LE_OQ),
+                                        _mm256_cmp_ps(a, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ));
+    const __m256 ok = _mm256_or_ps(normal, _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_EQ_OQ));
+    return _mm256_movemask_ps(ok) == 0xFF;
+}
+
+// (a.hi + a.lo) * u rounded once: u a.hi is exact inside the FMA, u a.lo is
+// rounded first.  The sign of the IEEE product g * u (that of act(g) * u) is
+// or-ed in, so that a zero result keeps it.
+CONFORM_AVX2 inline __m256 times_ff(vff::FF a, __m256 g, __m256 u) {
+    const __m256 y = _mm256_fmadd_ps(u, a.hi, _mm256_mul_ps(u, a.lo));
+    return _mm256_or_ps(y, _mm256_and_ps(_mm256_xor_ps(g, u), _mm256_set1_ps(-0.0f)));
 }
 
 // act(gate) * up; the IEEE product keeps the oracle's limits (silu(-inf) * u
@@ -52,6 +82,18 @@ struct GluFn {
         return a * u;
     }
     CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const { return _mm256_mul_pd(act.vec(g), u); }
+    // fp32 float-float path, swiglu only (gates: silu_ff_gate_ok); the
+    // driver sends results >= FLT_MAX in magnitude or NaN to vec above.
+    CONFORM_AVX2 bool fp32_ok(__m256 g) const
+        requires std::same_as<Act, SiluFn>
+    {
+        return silu_ff_gate_ok(g);
+    }
+    CONFORM_AVX2 __m256 vec32(__m256 g, __m256 u) const
+        requires std::same_as<Act, SiluFn>
+    {
+        return times_ff(silu_ff(g), g, u);
+    }
     // Float path (fp16/bf16): the same step below g; gates below Act::kFloatGateMin
     // (where act(g) leaves float's normal range) go to the double path.
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, Act::kFloatGateMin); }
@@ -100,9 +142,13 @@ struct SituGluFn {
 struct SwigluClampFn {
     double limit;
     float limit_f;
+    bool limit_is_float;  // a float > 0: the fp32 float-float path clamps exactly like vec
     SiluFn silu;
     explicit SwigluClampFn(const Params& p)
-        : limit(p.get("limit", 10)), limit_f(static_cast<float>(limit)), silu(p) {}
+        : limit(p.get("limit", 10)),
+          limit_f(static_cast<float>(limit)),
+          limit_is_float(limit_f == limit && limit > 0),
+          silu(p) {}
     double scalar(double g, double u) const {
         return silu.scalar(std::min(g, limit)) * std::clamp(u, -limit, limit);
     }
@@ -118,6 +164,15 @@ struct SwigluClampFn {
         return _mm256_min_ps(_mm256_max_ps(u, _mm256_sub_ps(_mm256_setzero_ps(), l)), l);
     }
     CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const { return _mm256_mul_ps(gate_f(g), up_f(u)); }
+    // fp32 float-float path: the capped gate within vff's range (a NaN gate
+    // passes as the cap, and the driver's NaN policy makes the result NaN).
+    CONFORM_AVX2 bool fp32_ok(__m256 g) const {
+        return limit_is_float && silu_ff_gate_ok(_mm256_min_ps(g, _mm256_set1_ps(limit_f)));
+    }
+    CONFORM_AVX2 __m256 vec32(__m256 g, __m256 u) const {
+        const __m256 gc = _mm256_min_ps(g, _mm256_set1_ps(limit_f));
+        return times_ff(silu_ff(gc), gc, up_f(u));
+    }
 };
 
 // Naive baselines: every intermediate rounded to the storage format.
