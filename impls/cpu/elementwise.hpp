@@ -330,7 +330,17 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
         bool ok = chunk_fp32_ok(op, in[0] + c, m);
         if (ok) {
             __m256 bad = _mm256_setzero_ps();
-            for (std::int64_t i = c; i < c + m; i += 8) {
+            std::int64_t i = c;
+            // Two independent blocks per step: each is a long dependency
+            // chain, and the out-of-order window overlaps two better.
+            for (; i + 16 <= c + m; i += 16) {
+                __m256 x0[N], x1[N];
+                for (int k = 0; k < N; ++k) x0[k] = _mm256_loadu_ps(in[k] + i), x1[k] = _mm256_loadu_ps(in[k] + i + 8);
+                const __m256 y0 = ff32_value<N>(op, x0, bad), y1 = ff32_value<N>(op, x1, bad);
+                store8_fp32<kStream>(y + i, y0);
+                store8_fp32<kStream>(y + i + 8, y1);
+            }
+            for (; i < c + m; i += 8) {
                 __m256 x[N];
                 for (int k = 0; k < N; ++k) x[k] = _mm256_loadu_ps(in[k] + i);
                 store8_fp32<kStream>(y + i, ff32_value<N>(op, x, bad));

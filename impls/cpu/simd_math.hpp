@@ -362,21 +362,23 @@ struct FF {
     __m256 hi, lo;
 };
 
-// sigmoid(y) as q0 + corr, relative error < 2^-27.2 for a float y (kLow
-// false, |corr| < 2^-20.4 q0) and < 2^-26.78 for y = yh + yl (kLow true,
-// gelu_tanh's 2z: |yh| <= 13.7, |yl| < 2^-18.4, |corr| < 2^-17.1 q0);
-// |yh| <= 64.  t = e^-|y| in float-float, then
-// (y >= 0 ? 1 : t) / (1 + t) with one residual correction of the rounded
-// quotient.
+// A value q0 + corr with |corr| much smaller than |q0|.
 struct Split {
     __m256 q0, corr;
 };
+
+// e^-|y| as t = th + tl = (eh + el) 2^k, for y = yh + yl (kLow) or a float
+// y (yl ignored); |yh| <= 64.  -|y| = k ln2 + r: rh is exact (Sterbenz-type,
+// docs/activation.md §4), rl = -k ln2_lo plus the argument's low part with
+// the sign of -|y| (-yl for yh >= 0); e^rh by a degree-4 polynomial after
+// 1 + rh + rh^2/2, e^rl to first order.
+struct ExpNeg {
+    __m256 eh, el, two_k, th, tl;
+};
 template <bool kLow>
-CONFORM_AVX2 inline Split sigmoid_ff(__m256 yh, __m256 yl) {
+CONFORM_AVX2 inline ExpNeg exp_neg_abs(__m256 yh, __m256 yl) {
     const __m256 one = set(1.0f);
     const __m256 na = _mm256_or_ps(yh, set(-0.0f));  // -|yh|
-    // -|y| = k ln2 + r: rh is exact (Sterbenz-type, §4), rl = -k ln2_lo, plus
-    // the argument's low part with the sign of -|y| (-yl for yh >= 0).
     const __m256 s = _mm256_fmadd_ps(na, set(kLog2e), set(kShifter));
     const __m256 k = _mm256_sub_ps(s, set(kShifter));
     const __m256 rh = _mm256_fnmadd_ps(k, set(kLn2Hi), na);
@@ -401,18 +403,36 @@ CONFORM_AVX2 inline Split sigmoid_ff(__m256 yh, __m256 yl) {
     // 2^k from the shifter's low bits (k in [-93, 0]); exact scaling.
     const __m256i ki = _mm256_add_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(127));
     const __m256 two_k = _mm256_castsi256_ps(_mm256_slli_epi32(ki, 23));
-    const __m256 th = _mm256_mul_ps(eh, two_k), tl = _mm256_mul_ps(el, two_k);
-    // d = 1 + t (Fast2Sum, t <= 1; dh = RN(1 + th) straight from eh, one
-    // step shorter); n = 1 for y >= 0, t for y < 0.
-    const __m256 dh = _mm256_fmadd_ps(eh, two_k, one);
-    const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(one, dh), th), tl);
-    const __m256 nh = _mm256_blendv_ps(one, th, yh);  // sign bit of y selects t
-    const __m256 nl = _mm256_blendv_ps(_mm256_setzero_ps(), tl, yh);
-    // q0 = RN(nh/dh); nh - q0 dh is exact; n/d - q0 = (rho + nl - q0 dl) / d.
+    return {eh, el, two_k, _mm256_mul_ps(eh, two_k), _mm256_mul_ps(el, two_k)};
+}
+
+// n/d for n = nh + nl, d = dh + dl (dh > 0) as q0 + corr: q0 = RN(nh/dh),
+// nh - q0 dh exact (FMA), n/d - q0 = (rho + nl - q0 dl) / d with the
+// division by d replaced by rcp(dh) (2^-11.4 relative, on a small term).
+CONFORM_AVX2 inline Split quotient(__m256 nh, __m256 nl, __m256 dh, __m256 dl) {
     const __m256 q0 = _mm256_div_ps(nh, dh);
     const __m256 rho = _mm256_fnmadd_ps(q0, dh, nh);
     const __m256 c = _mm256_fnmadd_ps(q0, dl, _mm256_add_ps(rho, nl));
-    return {q0, _mm256_mul_ps(c, _mm256_rcp_ps(dh))};  // rcp's 2^-11.4 error on a < 2^-17.1 term
+    return {q0, _mm256_mul_ps(c, _mm256_rcp_ps(dh))};
+}
+
+// sigmoid(y) as q0 + corr, relative error < 2^-27.2 for a float y (kLow
+// false, |corr| < 2^-20.4 q0) and < 2^-26.78 for y = yh + yl (kLow true,
+// gelu_tanh's 2z: |yh| <= 13.7, |yl| < 2^-18.4, |corr| < 2^-17.1 q0);
+// |yh| <= 64.  t = e^-|y| in float-float, then
+// (y >= 0 ? 1 : t) / (1 + t) with one residual correction of the rounded
+// quotient.
+template <bool kLow>
+CONFORM_AVX2 inline Split sigmoid_ff(__m256 yh, __m256 yl) {
+    const __m256 one = set(1.0f);
+    const ExpNeg t = exp_neg_abs<kLow>(yh, yl);
+    // d = 1 + t (Fast2Sum, t <= 1; dh = RN(1 + th) straight from eh, one
+    // step shorter); n = 1 for y >= 0, t for y < 0 (sign bit of yh).
+    const __m256 dh = _mm256_fmadd_ps(t.eh, t.two_k, one);
+    const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(one, dh), t.th), t.tl);
+    const __m256 nh = _mm256_blendv_ps(one, t.th, yh);
+    const __m256 nl = _mm256_blendv_ps(_mm256_setzero_ps(), t.tl, yh);
+    return quotient(nh, nl, dh, dl);  // corr < 2^-17.1 q0: rcp's error stays < 2^-28.5
 }
 CONFORM_AVX2 inline Split sigmoid(__m256 x) { return sigmoid_ff<false>(x, _mm256_setzero_ps()); }
 CONFORM_AVX2 inline Split sigmoid(FF y) { return sigmoid_ff<true>(y.hi, y.lo); }
