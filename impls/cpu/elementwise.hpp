@@ -25,6 +25,7 @@
 #include "impls/cpu/convert.hpp"
 #include "impls/cpu/isa.hpp"
 #include "impls/cpu/lut.hpp"
+#include "impls/cpu/streaming.hpp"
 #include "impls/registry.hpp"
 #include "numerics/format.hpp"
 
@@ -290,14 +291,6 @@ CONFORM_AVX2 inline void each_block8(const KernelCall& c, const Block& block) {
     }
 }
 
-// Outputs much larger than the caches are written with streaming
-// (non-temporal) stores: a plain store first reads the line it overwrites, so
-// a memory-bound kernel would move 3 bytes per 2 that a copy moves.  Smaller
-// outputs stay in cache for whoever reads them next.
-constexpr std::int64_t kStreamBytes = std::int64_t{16} << 20;
-inline bool streaming_output(const TensorView& y) {
-    return y.rows() * y.cols() * info(y.format).bytes >= kStreamBytes;
-}
 
 // ---- fp32 float-float rows ----------------------------------------------
 // The fp32 kernels with vec32 run their rows here.  Chunks of 256 elements
@@ -427,20 +420,11 @@ CONFORM_AVX2 inline __m256 gather8(const float* table, const std::uint16_t* bits
                           table[bits[5]], table[bits[6]], table[bits[7]]);
 }
 
-// vstore, streaming where `stream` and the address allows it: 128-bit
-// streaming stores need 16-byte aligned addresses (tensors are only 8- or
-// 16-byte aligned, so fp32 uses two of them rather than one 256-bit store;
-// the write-combining buffer merges them into whole lines either way).
+// vstore, streaming (streaming.hpp) where `stream` and the address allow it.
 template <Format F>
 CONFORM_AVX2 inline void vstore_maybe_stream(elem_t<F>* p, __m256 v, bool stream) {
-    if (!stream || reinterpret_cast<std::uintptr_t>(p) % 16 != 0) {
-        vstore<F>(p, v);
-    } else if constexpr (F == Format::fp32) {
-        _mm_stream_ps(p, _mm256_castps256_ps128(v));
-        _mm_stream_ps(p + 4, _mm256_extractf128_ps(v, 1));
-    } else {
-        _mm_stream_si128(reinterpret_cast<__m128i*>(p), narrow8(v, F));
-    }
+    if (stream && aligned16(p)) stream8_as<F>(p, v);
+    else vstore<F>(p, v);
 }
 
 // out[i] = T[x[i]], 16 per step: scalar table reads (2-3 loads per cycle;

@@ -9,6 +9,7 @@
 
 #include "impls/cpu/convert.hpp"
 #include "impls/cpu/isa.hpp"
+#include "impls/cpu/streaming.hpp"
 #include "impls/registry.hpp"
 
 namespace conform::cpu::norm_detail {
@@ -123,6 +124,11 @@ struct ScalarLanes {
     static void store(St<F>* p, R v) {
         for (int j = 0; j < 8; ++j) Storage<F>::store(p, j, v.v[j]);
     }
+    template <Format F>
+    static void store_stream(St<F>* p, R v) {
+        store<F>(p, v);
+    }
+    static void fence() {}
     static R add(R a, R b) { return map(a, b, [](float x, float y) { return x + y; }); }
     static R sub(R a, R b) { return map(a, b, [](float x, float y) { return x - y; }); }
     static R mul(R a, R b) { return map(a, b, [](float x, float y) { return x * y; }); }
@@ -142,6 +148,9 @@ struct Avx2Lanes {
     CONFORM_AVX2 static R load(const St<F>* p) { return load8_as<F>(p); }
     template <Format F>
     CONFORM_AVX2 static void store(St<F>* p, R v) { store8_as<F>(p, v); }
+    template <Format F>
+    CONFORM_AVX2 static void store_stream(St<F>* p, R v) { stream8_as<F>(p, v); }  // p 16-byte aligned
+    static void fence() { _mm_sfence(); }
     CONFORM_AVX2 static R add(R a, R b) { return _mm256_add_ps(a, b); }
     CONFORM_AVX2 static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
     CONFORM_AVX2 static R mul(R a, R b) { return _mm256_mul_ps(a, b); }

@@ -107,15 +107,18 @@ CONFORM_NORM_TARGET inline R affine(R x, R w, R b, R c, R inv) {
 }
 
 // y = affine((x - c) * inv) over the row; x in format In, y in Out; w, b fp32.
-template <Format In, Format Out, Affine A>
-CONFORM_NORM_TARGET void scale_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, float c,
-                                   float inv) {
+// kStream: the 8-blocks go out with streaming stores (y 16-byte aligned).
+template <Format In, Format Out, Affine A, bool kStream>
+CONFORM_NORM_TARGET void scale_row_as(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, float c,
+                                      float inv) {
     const R cv = V::set1(c), iv = V::set1(inv), z = V::zero();
     constexpr bool has_w = A != Affine::none, has_b = A == Affine::weight_bias;
     long i = 0;
     for (; i + 8 <= n; i += 8) {
         const R wv = has_w ? V::loadf(w + i) : z, bv = has_b ? V::loadf(b + i) : z;
-        V::template store<Out>(y + i, affine<A>(V::template load<In>(x + i), wv, bv, cv, iv));
+        const R v = affine<A>(V::template load<In>(x + i), wv, bv, cv, iv);
+        if constexpr (kStream) V::template store_stream<Out>(y + i, v);
+        else V::template store<Out>(y + i, v);
     }
     if (i == n) return;
     const long m = n - i;
@@ -124,24 +127,34 @@ CONFORM_NORM_TARGET void scale_row(const St<In>* x, const float* w, const float*
     store_tail<Out>(y + i, m, affine<A>(load_tail<In>(x + i, m, c), wv, bv, cv, iv));
 }
 
+// Streaming stores for outputs much larger than the caches (streaming.hpp):
+// same values, only how they are written differs.
+template <Format In, Format Out, Affine A>
+CONFORM_NORM_TARGET void scale_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, float c,
+                                   float inv, bool stream) {
+    if (stream && aligned16(y)) scale_row_as<In, Out, A, true>(x, w, b, y, n, c, inv);
+    else scale_row_as<In, Out, A, false>(x, w, b, y, n, c, inv);
+}
+
 // rms_norm (div = n) and l2_norm (div = 1, A = none).
 template <Format In, Format Out, Affine A>
-void rms_row(const St<In>* x, const float* w, St<Out>* y, long n, float div, double eps, bool rescue) {
+void rms_row(const St<In>* x, const float* w, St<Out>* y, long n, float div, double eps, bool rescue, bool stream) {
     const float s = row_sum<In, true, false>(x, n, 0.0f);
     const float d = s / div + static_cast<float>(eps);
     if (rescue && needs_rescue(d)) {
         thread_local std::vector<float> scaled;
         double eps_scaled;
         if (prescale_row<In>(x, n, eps, scaled, eps_scaled))
-            return rms_row<Format::fp32, Out, A>(scaled.data(), w, y, n, div, eps_scaled, false);
+            return rms_row<Format::fp32, Out, A>(scaled.data(), w, y, n, div, eps_scaled, false, stream);
     }
-    scale_row<In, Out, A>(x, w, nullptr, y, n, 0.0f, 1.0f / std::sqrt(d));
+    scale_row<In, Out, A>(x, w, nullptr, y, n, 0.0f, 1.0f / std::sqrt(d), stream);
 }
 
 // layer_norm, two passes.  The mean is taken of x - x[0] and shifted back,
 // so a constant row has mean exactly x[0] and variance exactly 0.
 template <Format In, Format Out>
-void layer_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, double eps, bool rescue) {
+void layer_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, double eps, bool rescue,
+               bool stream) {
     const float nf = static_cast<float>(n), k = Storage<In>::load(x, 0);
     const float mu = k + row_sum<In, false, true>(x, n, k) / nf;
     const float d = row_sum<In, true, true>(x, n, mu) / nf + static_cast<float>(eps);
@@ -149,9 +162,9 @@ void layer_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long
         thread_local std::vector<float> scaled;
         double eps_scaled;
         if (prescale_row<In>(x, n, eps, scaled, eps_scaled))
-            return layer_row<Format::fp32, Out>(scaled.data(), w, b, y, n, eps_scaled, false);
+            return layer_row<Format::fp32, Out>(scaled.data(), w, b, y, n, eps_scaled, false, stream);
     }
-    scale_row<In, Out, Affine::weight_bias>(x, w, b, y, n, mu, 1.0f / std::sqrt(d));
+    scale_row<In, Out, Affine::weight_bias>(x, w, b, y, n, mu, 1.0f / std::sqrt(d), stream);
 }
 
 // Whole-tensor entry: rows of x (leading dims folded), broadcast w and b.
@@ -162,14 +175,16 @@ void run(const KernelCall& call) {
     const float* w = widen<F>(a.w, a.n, a.zero_centered && Op == NormOp::rms, wbuf);
     const float* b = widen<F>(a.b, a.n, false, bbuf);
     const float n = static_cast<float>(a.n);
+    const bool stream = a.rows * a.n * static_cast<std::int64_t>(sizeof(St<F>)) >= kStreamBytes;
     for (std::int64_t r = 0; r < a.rows; ++r) {
         const St<F>* x = a.x.row<St<F>>(r);
         St<F>* y = a.y.row<St<F>>(r);
         if constexpr (Op == NormOp::layer)
-            layer_row<F, F>(x, w, b, y, a.n, a.eps, true);
+            layer_row<F, F>(x, w, b, y, a.n, a.eps, true, stream);
         else if constexpr (Op == NormOp::l2)
-            rms_row<F, F, Affine::none>(x, nullptr, y, a.n, 1.0f, a.eps, true);
+            rms_row<F, F, Affine::none>(x, nullptr, y, a.n, 1.0f, a.eps, true, stream);
         else
-            rms_row<F, F, Affine::weight>(x, w, y, a.n, n, a.eps, true);
+            rms_row<F, F, Affine::weight>(x, w, y, a.n, n, a.eps, true, stream);
     }
+    if (stream) V::fence();
 }

@@ -1,0 +1,101 @@
+// Outputs of >= 16 MiB are written with streaming stores (impls/cpu/
+// streaming.hpp): the values must not change, only how they are written.
+//   * norm kernels: cpu.simd on a 1024 x 8192 tensor (16 MiB in 16-bit, 32 MiB
+//     in fp32: streamed) is bit-identical to cpu.scalar, as docs/norm.md
+//     promises for every size;
+//   * elementwise kernels (activation, gated): cpu.simd on the whole tensor
+//     (streamed, with the fp32 path's aligned head peeled off) is
+//     bit-identical to the same kernel called row by row (32 KiB or less per
+//     call: plain stores).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "impls/registry.hpp"
+#include "impls/cpu/streaming.hpp"
+#include "numerics/format.hpp"
+#include "numerics/tensor.hpp"
+
+using namespace conform;
+
+namespace {
+
+constexpr std::int64_t kRows = 1024, kCols = 8192;
+
+// values in [-lo, hi) (deterministic): in range of every float-float path,
+// so the per-block path choice cannot depend on where the blocks start.
+Tensor uniform(Format f, std::int64_t rows, std::int64_t cols, unsigned seed, double lo = -4, double hi = 4) {
+    Tensor t(f, {rows, cols});
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<double> d(lo, hi);
+    for (std::int64_t i = 0; i < rows * cols; ++i) t.set_value(i, d(gen));
+    return t;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) { return std::memcmp(a.data(), b.data(), a.bytes()) == 0; }
+
+// A one-row view of row r of t.
+TensorView row_view(const Tensor& t, std::int64_t r) {
+    TensorView v = t.view();
+    v.data = static_cast<char*>(v.data) + r * kCols * static_cast<std::int64_t>(info(t.format()).bytes);
+    v.shape[0] = 1;
+    return v;
+}
+
+Tensor run_kernel(const std::string& name, const std::vector<const Tensor*>& in, const Params& p) {
+    const KernelInfo& k = *builtin_registry().find(name);
+    Tensor out(k.out, {kRows, kCols});
+    KernelCall call{p, {}, {out.view()}};
+    for (const Tensor* t : in) call.in.push_back(t->view());
+    k.fn(call);
+    return out;
+}
+
+TEST(Streaming, LargeOutputsAreStreamed) {
+    for (Format f : {Format::fp32, Format::bf16, Format::fp16})
+        EXPECT_TRUE(cpu::streaming_output(Tensor(f, {kRows, kCols}).view())) << name(f);
+    EXPECT_FALSE(cpu::streaming_output(Tensor(Format::fp32, {1, kCols}).view()));
+}
+
+TEST(Streaming, NormSimdBitIdenticalToScalar) {
+    for (const std::string op : {"rms_norm", "layer_norm", "l2_norm"})
+        for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+            const KernelInfo& k = *builtin_registry().find("cpu.simd." + op + "." + name(f));
+            const OpSpec& spec = *find_op(op);
+            std::vector<Tensor> in;
+            in.push_back(uniform(f, kRows, kCols, 1));
+            for (std::size_t i = 1; i < spec.inputs.size(); ++i) in.push_back(uniform(f, 1, kCols, 1 + i));
+            std::vector<const Tensor*> ptr;
+            for (const Tensor& t : in) ptr.push_back(&t);
+            const Params p = Params::defaults(spec);
+            const Tensor simd = run_kernel(k.name, ptr, p), scalar = run_kernel("cpu.scalar." + op + "." + name(f), ptr, p);
+            EXPECT_TRUE(same_bits(simd, scalar)) << k.name;
+        }
+}
+
+TEST(Streaming, ElementwiseWholeTensorEqualsRowByRow) {
+    for (const std::string op : {"sigmoid", "silu", "gelu_tanh", "softcap", "swiglu", "swiglu_clamp"})
+        for (Format f : {Format::fp32, Format::bf16}) {
+            const std::string kernel = "cpu.simd." + op + "." + name(f);
+            const KernelInfo& k = *builtin_registry().find(kernel);
+            const OpSpec& spec = *find_op(op);
+            const Params p = Params::defaults(spec);
+            std::vector<Tensor> in;
+            for (std::size_t i = 0; i < spec.inputs.size(); ++i) in.push_back(uniform(f, kRows, kCols, 7 + i));
+            std::vector<const Tensor*> ptr;
+            for (const Tensor& t : in) ptr.push_back(&t);
+            const Tensor whole = run_kernel(kernel, ptr, p);
+            Tensor rows(k.out, {kRows, kCols});
+            for (std::int64_t r = 0; r < kRows; ++r) {
+                KernelCall call{p, {}, {row_view(rows, r)}};
+                for (const Tensor& t : in) call.in.push_back(row_view(t, r));
+                k.fn(call);
+            }
+            EXPECT_TRUE(same_bits(whole, rows)) << kernel;
+        }
+}
+
+}  // namespace
