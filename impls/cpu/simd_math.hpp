@@ -6,8 +6,8 @@
 // fp16 or bf16 within 1 ulp of the correctly rounded result (proof in
 // docs/activation.md §4).  The float functions keep ~2^-21 relative error
 // (see vf below): enough for 1 ulp in fp16/bf16, not in fp32, so fp32 stays
-// on the double path, except sigmoid, silu and gelu_tanh, which have an 8-lane
-// float-float form below 2^-26.7 (namespace vff).
+// on the double path, except sigmoid, silu, gelu_tanh and softcap, which have
+// an 8-lane float-float form below 2^-26.7 (namespace vff).
 //
 // Every formula is written in a form without cancellation so the relative
 // accuracy holds in the tails as well (see the oracle/activation.hpp forms):
@@ -327,15 +327,16 @@ CONFORM_AVX2 inline __m256 gelu_erf(__m256 x) {
 
 }  // namespace vf
 
-// ---- 8-lane float-float path for fp32 sigmoid, silu and gelu_tanh --------
+// ---- 8-lane float-float path for fp32 sigmoid, silu, gelu_tanh, softcap ---
 // Plain float has ~2^-21 relative error, too much for 1 ulp of fp32 (< 2^-25
 // needed, docs/activation.md §4); doing only the steps that carry the error
 // in double-word (float-float) arithmetic keeps the total below 2^-27.2
-// (sigmoid, silu) and 2^-26.7 (gelu_tanh) at 8 lanes per instruction (proof
-// in docs/activation.md §4, "float-float").  Valid for |x| <= 64 (gelu_tanh:
-// 4.5; every quantity stays a normal float or its underflow is bounded);
-// blocks with any other lane (larger |x|, infinities, NaN) take the double
-// path (vm), which also applies the NaN policy.
+// (sigmoid, silu), 2^-26.7 (gelu_tanh) and 2^-26.8 (softcap) at 8 lanes per
+// instruction (proof in docs/activation.md §4, "float-float").  Valid for
+// |x| <= 64 (gelu_tanh: 4.5; softcap: |x/beta| <= 32; every quantity stays a
+// normal float or its underflow is bounded); blocks with any other lane
+// (larger |x|, infinities, NaN) take the double path (vm), which also applies
+// the NaN policy.
 namespace vff {
 
 using vf::set;
@@ -463,6 +464,58 @@ CONFORM_AVX2 inline FF gelu_tanh_arg(__m256 x) {
     return {yh, _mm256_fmadd_ps(x, lo, _mm256_fmsub_ps(x, v, yh))};
 }
 
+// softcap(x) = beta tanh(x / beta) for beta in [2^-60, 2^60] and
+// |x / beta| <= 32, relative error < 2^-26.8 before its one final rounding
+// (docs/activation.md §4).  beta = bh + bl and ib = RN(1/beta) are floats
+// (SoftcapFn).  tanh is odd: a = |x| / beta, the sign of x is or-ed in at
+// the end.  w = a in float-float: wh = RN(|x| ib), wl = (|x| - wh beta) ib
+// from two FMAs.  a < 0.35: beta tanh(a) = |x| (1 + g), g = tanh(a)/a - 1
+// = z P(z), z = w^2 -- no exponential, no cancellation; else
+// beta (1 - t)/(1 + t), t = e^-2a from the float-float core, 1 - t and 1 + t
+// by Fast2Sum, the quotient with a residual correction as in sigmoid_ff.
+inline constexpr float kSoftcapMaxW = 32.0f;   // |x/beta| beyond: the double path
+inline constexpr float kSoftcapSmall = 0.35f;  // wh below: the polynomial branch
+// P(z) = (tanh(sqrt z)/sqrt z - 1)/z on [0, 0.35^2]: degree 4, float
+// coefficients refitted one at a time after rounding (mpmath, minimax of the
+// absolute error of z P relative to 1 + z P): |z (P^ - P)| / (1 + zP) < 2^-34.3.
+inline constexpr float kTanhP[5] = {-0x1.555556p-2f, 0x1.11116cp-3f, -0x1.ba36b6p-5f, 0x1.673f92p-6f,
+                                    -0x1.12810ep-7f};
+
+// The value a b + c before the final rounding: the caller's one FMA rounds it.
+struct Fma3 {
+    __m256 a, b, c;
+};
+// beta tanh(ax / beta) for ax = |x| >= 0 as a b + c (ax/beta <= 32).
+CONFORM_AVX2 inline Fma3 softcap_abs(__m256 ax, float bh, float bl, float ib) {
+    // w = ax / beta = wh + wl: ax - wh bh and the next step are each rounded
+    // once (they are < 2^-22.4 ax); the quotient by RN(1/beta) is a relative
+    // 2^-23 on a term < 2^-22.9 wh.
+    const __m256 wh = _mm256_mul_ps(ax, set(ib));
+    const __m256 rem = _mm256_fnmadd_ps(wh, set(bl), _mm256_fnmadd_ps(wh, set(bh), ax));
+    const __m256 wl = _mm256_mul_ps(rem, set(ib));
+    // Small a: z = w^2 rounded once (2 wh wl carried), m = RN(z P(z)), value
+    // ax + ax m.
+    const __m256 z = _mm256_fmadd_ps(wh, wh, _mm256_mul_ps(_mm256_add_ps(wh, wh), wl));
+    __m256 p = _mm256_fmadd_ps(set(kTanhP[4]), z, set(kTanhP[3]));
+    p = _mm256_fmadd_ps(p, z, set(kTanhP[2]));
+    p = _mm256_fmadd_ps(p, z, set(kTanhP[1]));
+    p = _mm256_fmadd_ps(p, z, set(kTanhP[0]));
+    const __m256 m = _mm256_mul_ps(z, p);
+    const __m256 small = _mm256_cmp_ps(wh, set(kSoftcapSmall), _CMP_LT_OQ);
+    if (_mm256_movemask_ps(small) == 0xFF) return {ax, m, ax};
+    // Large a: t = e^-2a = th + tl, n = 1 - t, d = 1 + t (Fast2Sum each).
+    const __m256 one = set(1.0f);
+    const auto [eh, el, two_k, th, tl] = exp_neg_abs<true>(_mm256_add_ps(wh, wh), _mm256_add_ps(wl, wl));
+    const __m256 nh = _mm256_fnmadd_ps(eh, two_k, one);  // RN(1 - th)
+    const __m256 nl = _mm256_sub_ps(_mm256_sub_ps(_mm256_sub_ps(one, nh), th), tl);
+    const __m256 dh = _mm256_fmadd_ps(eh, two_k, one);  // RN(1 + th)
+    const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(one, dh), th), tl);
+    const auto [q0, corr] = quotient(nh, nl, dh, dl);
+    // beta (q0 + corr) = bh q0 + (bh corr + bl q0), bl corr dropped.
+    const __m256 lo = _mm256_fmadd_ps(set(bh), corr, _mm256_mul_ps(set(bl), q0));
+    return {_mm256_blendv_ps(set(bh), ax, small), _mm256_blendv_ps(q0, m, small), _mm256_blendv_ps(lo, ax, small)};
+}
+
 }  // namespace vff
 
 // ---- the activation functions, as scalar and vector functors ------------
@@ -558,6 +611,23 @@ struct SoftcapFn {
         return _mm256_mul_pd(vm::set(beta), vm::tanh(_mm256_mul_pd(x, vm::set(inv_beta))));
     }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::softcap(x, beta_f, inv_beta_f); }
+    // float-float (fp32): blocks with every |x * RN(1/beta)| <= 32, for beta in
+    // [2^-60, 2^60] with RN(beta_f + beta_lo_f) = beta_f (else ff_limit < 0
+    // sends every block to the double path; the last condition, false only
+    // for a beta within 2^-48 of a float midpoint, keeps |y| <= RN(beta)).
+    CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(_mm256_mul_ps(x, vf::set(inv_beta_f)), ff_limit); }
+    CONFORM_AVX2 __m256 vec32(__m256 x) const {
+        const __m256 sign = _mm256_and_ps(x, vf::set(-0.0f));
+        const vff::Fma3 v = vff::softcap_abs(_mm256_xor_ps(x, sign), beta_f, beta_lo_f, inv_beta_f);
+        return _mm256_or_ps(_mm256_fmadd_ps(v.a, v.b, v.c), sign);  // the one final rounding
+    }
+    // beta - beta_f rounded to float (b - beta_f is exact in double), and the
+    // float-float path's limit on |x / beta|.
+    float beta_lo_f = static_cast<float>(beta - static_cast<double>(beta_f));
+    float ff_limit = beta >= 0x1p-60 && beta <= 0x1p60 &&
+                             static_cast<float>(static_cast<double>(beta_f) + static_cast<double>(beta_lo_f)) == beta_f
+                         ? vff::kSoftcapMaxW
+                         : -1.0f;
 };
 
 }  // namespace conform::cpu

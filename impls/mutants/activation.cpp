@@ -86,6 +86,21 @@ struct GeluTanhPlainFloatArg {
     }
 };
 
+// softcap in plain float for an fp32 output, the usual 8-lane shortcut:
+// a = x RN(1/beta), tanhf(a) and beta t each rounded to float (~2^-22
+// relative before the store, where 1 ulp needs < 2^-25).  The float-float
+// path of cpu.simd (vff::softcap_abs: a = x/beta in float-float, tanh with a
+// residual-corrected quotient) exists to avoid this.
+struct SoftcapPlainFloat {
+    float beta, inv_beta;
+    explicit SoftcapPlainFloat(const Params& p)
+        : beta(static_cast<float>(p.get("beta", 30))), inv_beta(static_cast<float>(1.0 / p.get("beta", 30))) {}
+    double scalar(double x) const {
+        const float a = static_cast<float>(x) * inv_beta;
+        return beta * std::tanh(a);
+    }
+};
+
 }  // namespace
 
 void register_mutants_activation(Registry& r) {
@@ -109,6 +124,10 @@ void register_mutants_activation(Registry& r) {
     register_mutant<Format::fp32, 1, GeluTanhPlainFloatArg>(
         r, "gelu_tanh", "plain_float_arg", "6 low-precision accumulation/storage",
         "gelu_tanh of an fp32 input with its exponent 2z = x (A + B x^2) rounded to float (the rest exact)");
+    register_mutant<Format::fp32, 1, SoftcapPlainFloat>(
+        r, "softcap", "plain_float", "6 low-precision accumulation/storage",
+        "softcap of an fp32 input evaluated in plain float (x * RN(1/beta), tanhf, times beta, each rounded)",
+        Format::fp32);
     register_mutant<Format::fp32, 1, SoftplusOverflow>(r, "softplus", "exp_overflow", "1 exp-range overflow",
                                                        "log1p(exp(x)) in float: +inf for x > 88.7 instead of x",
                                                        Format::fp32);
