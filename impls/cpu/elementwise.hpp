@@ -309,6 +309,11 @@ CONFORM_AVX2 inline bool chunk_fp32_ok(const Op& op, const float* x, std::int64_
     return ok;
 }
 
+// Functors whose vec32 branches per block (softcap's polynomial-only blocks):
+// two blocks per step measured slower there.
+template <class Op>
+concept OneBlockFf = requires { requires Op::kFfOneBlock; };
+
 template <bool kStream>
 CONFORM_AVX2 inline void store8_fp32(float* p, __m256 v) {
     if constexpr (kStream) _mm256_stream_ps(p, v);
@@ -325,8 +330,9 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
             __m256 bad = _mm256_setzero_ps();
             std::int64_t i = c;
             // Two independent blocks per step: each is a long dependency
-            // chain, and the out-of-order window overlaps two better.
-            for (; i + 16 <= c + m; i += 16) {
+            // chain, and the out-of-order window overlaps two better (not for
+            // functors that branch per block: OneBlockFf).
+            if constexpr (!OneBlockFf<Op>) for (; i + 16 <= c + m; i += 16) {
                 __m256 x0[N], x1[N];
                 for (int k = 0; k < N; ++k) x0[k] = _mm256_loadu_ps(in[k] + i), x1[k] = _mm256_loadu_ps(in[k] + i + 8);
                 const __m256 y0 = ff32_value<N>(op, x0, bad), y1 = ff32_value<N>(op, x1, bad);

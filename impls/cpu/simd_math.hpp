@@ -601,6 +601,7 @@ struct SoftplusFn {
 
 // beta tanh(x / beta); also the SiTU-GLU caps.
 struct SoftcapFn {
+    static constexpr bool kFfOneBlock = true;  // vec32 branches per block (run_ff32: one block per step)
     double beta, inv_beta;  // x * inv_beta: relative error 2^-53 in x/beta, which tanh does not magnify
     float beta_f, inv_beta_f;  // the float path's beta and 1/beta (relative error 2^-24 each)
     explicit SoftcapFn(const Params& p) : SoftcapFn(p.get("beta", 30)) {}
