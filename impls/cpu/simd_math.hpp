@@ -476,15 +476,18 @@ CONFORM_AVX2 inline FF gelu_tanh_arg(__m256 x) {
 // P(u) = (atanh(sqrt u)/sqrt u - 1)/u on [0, 1/25]: degree 3, float
 // coefficients refitted one at a time after rounding, minimax of u (g - P):
 // 2s + 2s^3 P(s^2) is within 2^-35.16 of 2 atanh(s) relatively (mpmath).
+inline constexpr float kSoftplusBig = 0.69f;
 inline constexpr float kAtanhP[4] = {0x1.555554p-2f, 0x1.999c0cp-3f, 0x1.23e042p-3f, 0x1.ee9fe6p-4f};
 CONFORM_AVX2 inline FF softplus_ff(__m256 x) {
     const ExpNeg t = exp_neg_abs<false>(x, x);
     const __m256 one = set(1.0f), two = set(2.0f);
-    const __m256 big = _mm256_cmp_ps(t.th, set(0.5f), _CMP_GE_OQ);  // t >= 1/2: |x| <= ln 2
+    // |x| <= 0.69 (t > 0.5015, from x: off the exponential's chain) or not.
+    const __m256 big = _mm256_cmp_ps(_mm256_or_ps(x, set(-0.0f)), set(-kSoftplusBig), _CMP_GE_OQ);
     const __m256 b1 = _mm256_and_ps(big, one);
-    const __m256 nh = _mm256_sub_ps(t.th, b1);  // exact
+    // nh = th - b1 (exact) and dh = RN(c + th) straight from eh 2^k = th.
+    const __m256 nh = _mm256_fmsub_ps(t.eh, t.two_k, b1);
     const __m256 c = _mm256_add_ps(b1, two);
-    const __m256 dh = _mm256_add_ps(c, t.th);
+    const __m256 dh = _mm256_fmadd_ps(t.eh, t.two_k, c);
     const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(c, dh), t.th), t.tl);
     const Split s = quotient(nh, t.tl, dh, dl);
     const __m256 u = _mm256_mul_ps(s.q0, s.q0);
