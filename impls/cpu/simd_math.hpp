@@ -464,16 +464,16 @@ CONFORM_AVX2 inline FF gelu_tanh_arg(__m256 x) {
 }
 
 // softplus(x) = max(x, 0) + log1p(t), t = e^-|x| = th + tl, as hi + lo
-// (relative error < 2^-26.6 before the caller's one rounding RN(hi + lo);
-// docs/activation.md §4), |x| <= 64.  log1p(t) = 2 atanh(s) with
-// s = t/(t + 2) for t < 1/2 and ln 2 + 2 atanh(s), s = (t - 1)/(t + 3) for
-// t >= 1/2 (th - 1 exact by Sterbenz): s in [-1/7, 1/5].  s = q0 + corr by
-// quotient (n = th - [1] + tl, d = [2|3] + t by Fast2Sum), then
-// 2 atanh(s) = 2 q0 + 2 q0^3 P(q0^2) + corr 2/(1 - q0^2), the tail
-// 2 q0^3 P < 1.35 % of it and so in plain float, 2/(1 - u) as 2 + 2u + 2u^2.
-// The high parts max(x, 0) + [ln2_hi] + 2 q0 by two Fast2Sums (each with
-// the larger exponent first, or a zero).
-// P(u) = (atanh(sqrt u)/sqrt u - 1)/u on [0, 1/25]: degree 3, float
+// (relative error < 2^-26.8 before the caller's one rounding RN(hi + lo);
+// docs/activation.md §4), |x| <= 64.  log1p(t) = 2 atanh(s), s = t/(t + 2),
+// for |x| > 0.69, and ln 2 + 2 atanh(s), s = (t - 1)/(t + 3), for
+// |x| <= 0.69 (t > 0.5015: th - 1 exact by Sterbenz): s in [-0.1424, 0.2006].
+// s = q0 + corr by quotient (n = th - [1] + tl exactly, d = [2|3] + t by
+// Fast2Sum), then 2 atanh(s) = 2 q0 + 2 q0^3 P(q0^2) + corr 2/(1 - q0^2):
+// the tail 2 q0^3 P is < 1.36 % of it and so in plain float, 2/(1 - u) is
+// 2 + 2u + 2u^2.  The high parts max(x, 0) + [ln2_hi] + 2 q0 by two
+// Fast2Sums (each with the larger exponent first, or a zero).
+// P(u) = (atanh(sqrt u)/sqrt u - 1)/u on [0, 0.0403]: degree 3, float
 // coefficients refitted one at a time after rounding, minimax of u (g - P):
 // 2s + 2s^3 P(s^2) is within 2^-35.16 of 2 atanh(s) relatively (mpmath).
 inline constexpr float kSoftplusBig = 0.69f;
