@@ -516,6 +516,51 @@ CONFORM_AVX2 inline Fma3 softcap_abs(__m256 ax, float bh, float bl, float ib) {
     return {_mm256_blendv_ps(set(bh), ax, small), _mm256_blendv_ps(q0, m, small), _mm256_blendv_ps(lo, ax, small)};
 }
 
+// softplus(x) = max(x, 0) + log1p(t), t = e^-|x| = th + tl, as hi + lo
+// (relative error < 2^-26.8 before the caller's one rounding RN(hi + lo);
+// docs/activation.md §4), |x| <= 64.  log1p(t) = 2 atanh(s), s = t/(t + 2),
+// for |x| > 0.69, and ln 2 + 2 atanh(s), s = (t - 1)/(t + 3), for
+// |x| <= 0.69 (t > 0.5015: th - 1 exact by Sterbenz): s in [-0.1424, 0.2006].
+// s = q0 + corr by quotient (n = th - [1] + tl exactly, d = [2|3] + t by
+// Fast2Sum), then 2 atanh(s) = 2 q0 + 2 q0^3 P(q0^2) + corr 2/(1 - q0^2):
+// the tail 2 q0^3 P is < 1.36 % of it and so in plain float, 2/(1 - u) is
+// 2 + 2u + 2u^2.  The high parts max(x, 0) + [ln2_hi] + 2 q0 by two
+// Fast2Sums (each with the larger exponent first, or a zero).
+// P(u) = (atanh(sqrt u)/sqrt u - 1)/u on [0, 0.0403]: degree 3, float
+// coefficients refitted one at a time after rounding, minimax of u (g - P):
+// 2s + 2s^3 P(s^2) is within 2^-35.16 of 2 atanh(s) relatively (mpmath).
+inline constexpr float kSoftplusBig = 0.69f;
+inline constexpr float kAtanhP[4] = {0x1.555554p-2f, 0x1.999c0cp-3f, 0x1.23e042p-3f, 0x1.ee9fe6p-4f};
+CONFORM_AVX2 inline FF softplus_ff(__m256 x) {
+    const ExpNeg t = exp_neg_abs<false>(x, x);
+    const __m256 one = set(1.0f), two = set(2.0f);
+    // |x| <= 0.69 (t > 0.5015, from x: off the exponential's chain) or not.
+    const __m256 big = _mm256_cmp_ps(_mm256_or_ps(x, set(-0.0f)), set(-kSoftplusBig), _CMP_GE_OQ);
+    const __m256 b1 = _mm256_and_ps(big, one);
+    // nh = th - b1 (exact) and dh = RN(c + th) straight from eh 2^k = th.
+    const __m256 nh = _mm256_fmsub_ps(t.eh, t.two_k, b1);
+    const __m256 c = _mm256_add_ps(b1, two);
+    const __m256 dh = _mm256_fmadd_ps(t.eh, t.two_k, c);
+    const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(c, dh), t.th), t.tl);
+    const Split s = quotient(nh, t.tl, dh, dl);
+    const __m256 u = _mm256_mul_ps(s.q0, s.q0);
+    __m256 p = _mm256_fmadd_ps(set(kAtanhP[3]), u, set(kAtanhP[2]));
+    p = _mm256_fmadd_ps(p, u, set(kAtanhP[1]));
+    p = _mm256_fmadd_ps(p, u, set(kAtanhP[0]));
+    const __m256 q2 = _mm256_add_ps(s.q0, s.q0);
+    const __m256 xp = _mm256_max_ps(x, _mm256_setzero_ps());
+    const __m256 ah = _mm256_and_ps(big, set(kLn2Hi));
+    const __m256 v = _mm256_add_ps(ah, xp);  // xp < 1 where ah != 0
+    const __m256 ve = _mm256_sub_ps(xp, _mm256_sub_ps(v, ah));
+    const __m256 w = _mm256_add_ps(v, q2);  // v = 0 or v >= 1/2 > |q2|
+    const __m256 we = _mm256_add_ps(_mm256_sub_ps(v, w), q2);
+    // Low parts: the small ones first, then the tail 2 q0 u P with one rounding.
+    const __m256 k = _mm256_fmadd_ps(_mm256_fmadd_ps(u, two, two), u, two);  // 2 + 2u + 2u^2 ~ 2/(1 - u)
+    const __m256 small = _mm256_add_ps(_mm256_add_ps(we, ve), _mm256_and_ps(big, set(kLn2Lo)));
+    const __m256 lo = _mm256_fmadd_ps(_mm256_mul_ps(q2, u), p, _mm256_fmadd_ps(s.corr, k, small));
+    return {w, lo};
+}
+
 }  // namespace vff
 
 // ---- the activation functions, as scalar and vector functors ------------
@@ -596,6 +641,12 @@ struct SoftplusFn {
     CONFORM_AVX2 __m256 vecf(__m256 x) const {
         const __m256 t = vf::exp_neg(_mm256_or_ps(x, vf::set(-0.0f)));
         return _mm256_add_ps(_mm256_max_ps(x, _mm256_setzero_ps()), vf::log1p_unit(t));
+    }
+    // float-float: |x| <= 64 (beyond: x + a tiny t, or e^x, on the double path).
+    CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x); }
+    CONFORM_AVX2 __m256 vec32(__m256 x) const {
+        const vff::FF y = vff::softplus_ff(x);
+        return _mm256_add_ps(y.hi, y.lo);  // the one final rounding
     }
 };
 
