@@ -6,8 +6,8 @@
 // fp16 or bf16 within 1 ulp of the correctly rounded result (proof in
 // docs/activation.md §4).  The float functions keep ~2^-21 relative error
 // (see vf below): enough for 1 ulp in fp16/bf16, not in fp32, so fp32 stays
-// on the double path, except sigmoid, silu, gelu_tanh and softcap, which have
-// an 8-lane float-float form below 2^-26.7 (namespace vff).
+// on the double path, except sigmoid, silu, gelu_tanh, softcap and softplus,
+// which have an 8-lane float-float form below 2^-26.7 (namespace vff).
 //
 // Every formula is written in a form without cancellation so the relative
 // accuracy holds in the tails as well (see the oracle/activation.hpp forms):
@@ -327,11 +327,12 @@ CONFORM_AVX2 inline __m256 gelu_erf(__m256 x) {
 
 }  // namespace vf
 
-// ---- 8-lane float-float path for fp32 sigmoid, silu, gelu_tanh, softcap ---
+// ---- 8-lane float-float path for fp32 sigmoid, silu, gelu_tanh, softcap,
+// softplus (and swiglu, swiglu_clamp in gated.cpp) -------------------------
 // Plain float has ~2^-21 relative error, too much for 1 ulp of fp32 (< 2^-25
 // needed, docs/activation.md §4); doing only the steps that carry the error
 // in double-word (float-float) arithmetic keeps the total below 2^-27.2
-// (sigmoid, silu), 2^-26.7 (gelu_tanh) and 2^-26.8 (softcap) at 8 lanes per
+// (sigmoid, silu), 2^-26.7 (gelu_tanh) and 2^-26.8 (softcap, softplus) at 8 lanes per
 // instruction (proof in docs/activation.md §4, "float-float").  Valid for
 // |x| <= 64 (gelu_tanh: 4.5; softcap: |x/beta| <= 32; every quantity stays a
 // normal float or its underflow is bounded); blocks with any other lane
