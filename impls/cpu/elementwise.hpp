@@ -574,9 +574,9 @@ void register_op_format(Registry& r, const std::string& op) {
                                  "gate/up factor tables, product in float, far gate tails in double), one rounding to "
                                  "the format (scalar path without AVX2)"
                       : F == Format::fp32 && Fp32FloatVec<Op, N>
-                          ? "AVX2: 8-lane float with float-float steps (relative error < 2^-26.7), blocks outside its range "
-                            "(|x| > 64; gelu_tanh 4.5) or with NaN in 4-lane double; one rounding to fp32 (scalar path "
-                            "without AVX2)"
+                          ? "AVX2: 8-lane float with float-float steps (relative error < 2^-26.7), blocks outside the "
+                            "proven range (docs/activation.md, docs/gated.md §4) or with NaN in 4-lane double; one "
+                            "rounding to fp32 (scalar path without AVX2)"
                           : "AVX2: 4-lane double polynomials, one rounding to the format (scalar path without AVX2)",
                       simd_kernel<F, N, Op>()));
     r.add(kernel_info(op, "scalar", F, Format::fp64, Role::kernel,

@@ -175,7 +175,7 @@ void run(const KernelCall& call) {
     const float* w = widen<F>(a.w, a.n, a.zero_centered && Op == NormOp::rms, wbuf);
     const float* b = widen<F>(a.b, a.n, false, bbuf);
     const float n = static_cast<float>(a.n);
-    const bool stream = a.rows * a.n * static_cast<std::int64_t>(sizeof(St<F>)) >= kStreamBytes;
+    const bool stream = streaming_output(a.y);
     for (std::int64_t r = 0; r < a.rows; ++r) {
         const St<F>* x = a.x.row<St<F>>(r);
         St<F>* y = a.y.row<St<F>>(r);

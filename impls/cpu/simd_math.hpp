@@ -418,6 +418,13 @@ CONFORM_AVX2 inline Split quotient(__m256 nh, __m256 nl, __m256 dh, __m256 dl) {
     return {q0, _mm256_mul_ps(c, _mm256_rcp_ps(dh))};
 }
 
+// c + t as dh + dl for 0 <= t <= c (Fast2Sum; dh = RN(c + th) straight
+// from eh 2^k, one step shorter), dl = RN((c - dh) + th + tl).
+CONFORM_AVX2 inline FF plus_t(__m256 c, const ExpNeg& t) {
+    const __m256 dh = _mm256_fmadd_ps(t.eh, t.two_k, c);
+    return {dh, _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(c, dh), t.th), t.tl)};
+}
+
 // sigmoid(y) as q0 + corr, relative error < 2^-27.2 for a float y (kLow
 // false, |corr| < 2^-20.4 q0) and < 2^-26.78 for y = yh + yl (kLow true,
 // gelu_tanh's 2z: |yh| <= 13.7, |yl| < 2^-18.4, |corr| < 2^-17.1 q0);
@@ -428,13 +435,11 @@ template <bool kLow>
 CONFORM_AVX2 inline Split sigmoid_ff(__m256 yh, __m256 yl) {
     const __m256 one = set(1.0f);
     const ExpNeg t = exp_neg_abs<kLow>(yh, yl);
-    // d = 1 + t (Fast2Sum, t <= 1; dh = RN(1 + th) straight from eh, one
-    // step shorter); n = 1 for y >= 0, t for y < 0 (sign bit of yh).
-    const __m256 dh = _mm256_fmadd_ps(t.eh, t.two_k, one);
-    const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(one, dh), t.th), t.tl);
+    // d = 1 + t; n = 1 for y >= 0, t for y < 0 (sign bit of yh).
+    const FF d = plus_t(one, t);
     const __m256 nh = _mm256_blendv_ps(one, t.th, yh);
     const __m256 nl = _mm256_blendv_ps(_mm256_setzero_ps(), t.tl, yh);
-    return quotient(nh, nl, dh, dl);  // corr < 2^-17.1 q0: rcp's error stays < 2^-28.5
+    return quotient(nh, nl, d.hi, d.lo);  // corr < 2^-17.1 q0: rcp's error stays < 2^-28.5
 }
 CONFORM_AVX2 inline Split sigmoid(__m256 x) { return sigmoid_ff<false>(x, _mm256_setzero_ps()); }
 CONFORM_AVX2 inline Split sigmoid(FF y) { return sigmoid_ff<true>(y.hi, y.lo); }
@@ -506,12 +511,11 @@ CONFORM_AVX2 inline Fma3 softcap_abs(__m256 ax, float bh, float bl, float ib) {
     if (_mm256_movemask_ps(small) == 0xFF) return {ax, m, ax};
     // Large a: t = e^-2a = th + tl, n = 1 - t, d = 1 + t (Fast2Sum each).
     const __m256 one = set(1.0f);
-    const auto [eh, el, two_k, th, tl] = exp_neg_abs<true>(_mm256_add_ps(wh, wh), _mm256_add_ps(wl, wl));
-    const __m256 nh = _mm256_fnmadd_ps(eh, two_k, one);  // RN(1 - th)
-    const __m256 nl = _mm256_sub_ps(_mm256_sub_ps(_mm256_sub_ps(one, nh), th), tl);
-    const __m256 dh = _mm256_fmadd_ps(eh, two_k, one);  // RN(1 + th)
-    const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(one, dh), th), tl);
-    const auto [q0, corr] = quotient(nh, nl, dh, dl);
+    const ExpNeg t = exp_neg_abs<true>(_mm256_add_ps(wh, wh), _mm256_add_ps(wl, wl));
+    const __m256 nh = _mm256_fnmadd_ps(t.eh, t.two_k, one);  // RN(1 - th)
+    const __m256 nl = _mm256_sub_ps(_mm256_sub_ps(_mm256_sub_ps(one, nh), t.th), t.tl);
+    const FF d = plus_t(one, t);
+    const auto [q0, corr] = quotient(nh, nl, d.hi, d.lo);
     // beta (q0 + corr) = bh q0 + (bh corr + bl q0), bl corr dropped.
     const __m256 lo = _mm256_fmadd_ps(set(bh), corr, _mm256_mul_ps(set(bl), q0));
     return {_mm256_blendv_ps(set(bh), ax, small), _mm256_blendv_ps(q0, m, small), _mm256_blendv_ps(lo, ax, small)};
@@ -540,10 +544,8 @@ CONFORM_AVX2 inline FF softplus_ff(__m256 x) {
     const __m256 b1 = _mm256_and_ps(big, one);
     // nh = th - b1 (exact) and dh = RN(c + th) straight from eh 2^k = th.
     const __m256 nh = _mm256_fmsub_ps(t.eh, t.two_k, b1);
-    const __m256 c = _mm256_add_ps(b1, two);
-    const __m256 dh = _mm256_fmadd_ps(t.eh, t.two_k, c);
-    const __m256 dl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(c, dh), t.th), t.tl);
-    const Split s = quotient(nh, t.tl, dh, dl);
+    const FF d = plus_t(_mm256_add_ps(b1, two), t);
+    const Split s = quotient(nh, t.tl, d.hi, d.lo);
     const __m256 u = _mm256_mul_ps(s.q0, s.q0);
     __m256 p = _mm256_fmadd_ps(set(kAtanhP[3]), u, set(kAtanhP[2]));
     p = _mm256_fmadd_ps(p, u, set(kAtanhP[1]));
