@@ -125,6 +125,12 @@ CONFORM_AVX2 inline __m128 narrow_pd(__m256d v) {
 template <class Op>
 concept ScalarAtExtremes = requires { requires Op::kScalarAtExtremes; };
 
+// Lanes of y that are NaN, infinite or >= FLT_MAX in magnitude (all ones).
+CONFORM_AVX2 inline __m256 extreme_lanes(__m256 y) {
+    const __m256 ay = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
+    return _mm256_cmp_ps(ay, _mm256_set1_ps(FLT_MAX), _CMP_NLT_UQ);
+}
+
 // The 8 lanes by the scalar path (NaN policy included), rounded as apply8 does.
 template <Format F, int N, class Op>
 CONFORM_AVX2 __m256 scalar8(const Op& op, const __m256 (&x)[N]) {
@@ -151,8 +157,7 @@ CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
     }
     __m256 y = _mm256_set_m128(narrow_pd<F>(hi), narrow_pd<F>(lo));
     if constexpr (ScalarAtExtremes<Op>) {
-        const __m256 ay = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
-        if (_mm256_movemask_ps(_mm256_cmp_ps(ay, _mm256_set1_ps(FLT_MAX), _CMP_NLT_UQ)) != 0) return scalar8<F, N>(op, x);
+        if (_mm256_movemask_ps(extreme_lanes(y)) != 0) return scalar8<F, N>(op, x);
     }
     // NaN in -> NaN out: x0 + x1 is NaN wherever an input is (the mask excludes inf - inf).
     const __m256 b = N == 1 ? x[0] : x[N - 1];
@@ -216,8 +221,7 @@ CONFORM_AVX2 inline __m256 ff32_value(const Op& op, const __m256 (&x)[N], __m256
         return op.vec32(x[0]);
     } else {
         const __m256 y = op.vec32(x[0], x[1]);
-        const __m256 ay = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
-        bad = _mm256_or_ps(bad, _mm256_cmp_ps(ay, _mm256_set1_ps(FLT_MAX), _CMP_NLT_UQ));
+        bad = _mm256_or_ps(bad, extreme_lanes(y));
         return nan_policy<N>(y, x);
     }
 }
