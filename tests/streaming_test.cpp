@@ -25,7 +25,7 @@ namespace {
 
 constexpr std::int64_t kRows = 1024, kCols = 8192;
 
-// values in [-lo, hi) (deterministic): in range of every float-float path,
+// values in [lo, hi) (deterministic): in range of every float-float path,
 // so the per-block path choice cannot depend on where the blocks start.
 Tensor uniform(Format f, std::int64_t rows, std::int64_t cols, unsigned seed, double lo = -4, double hi = 4) {
     Tensor t(f, {rows, cols});
