@@ -2,9 +2,16 @@
 // the reference every memory-bound kernel is compared against, and inputs.
 #pragma once
 #include <benchmark/benchmark.h>
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <map>
 #include <random>
 #include <string>
@@ -27,6 +34,94 @@ inline void copy_bandwidth(benchmark::State& state) {
         benchmark::ClobberMemory();
     }
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(bytes));
+}
+
+// A page-aligned buffer of `bytes` (rounded up to a page), filled with `fill`.
+using Buffer = std::unique_ptr<char, decltype(&std::free)>;
+inline Buffer page_buffer(std::size_t bytes, int fill) {
+    const std::size_t padded = (bytes + 4095) / 4096 * 4096;
+    Buffer b(static_cast<char*>(std::aligned_alloc(4096, padded)), &std::free);
+    std::memset(b.get(), fill, padded);
+    return b;
+}
+
+inline double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The same copy as a loop of 16-byte loads and streaming (non-temporal)
+// stores, 64 bytes per step, on page-aligned buffers.  glibc's memcpy uses
+// streaming stores only above its x86_non_temporal_threshold, 3/4 of the L3
+// size the CPU reports; the development VM reports a 256 MiB L3, so every
+// benchmark size here gets plain stores, and a plain store first reads the
+// line it overwrites: 3 bytes of traffic per 2 copied.  Measured out of
+// cache there: memcpy 8.5-11 GB/s, this loop 12.6-17 GB/s.  Kernels are held
+// to the faster of the two copies (bench/ratio_table.py); in cache memcpy is
+// the faster one.
+[[gnu::noinline]] inline void stream_copy(const char* src, char* dst, std::size_t bytes) {
+    std::size_t i = 0;
+    for (; i + 64 <= bytes; i += 64) {
+        const auto* s = reinterpret_cast<const __m128i*>(src + i);
+        auto* d = reinterpret_cast<__m128i*>(dst + i);
+        const __m128i a = _mm_load_si128(s), b = _mm_load_si128(s + 1), c = _mm_load_si128(s + 2),
+                      e = _mm_load_si128(s + 3);
+        _mm_stream_si128(d, a);
+        _mm_stream_si128(d + 1, b);
+        _mm_stream_si128(d + 2, c);
+        _mm_stream_si128(d + 3, e);
+    }
+    _mm_sfence();
+    std::memcpy(dst + i, src + i, bytes - i);
+}
+
+inline void copy_stream_bandwidth(benchmark::State& state) {
+    const std::size_t bytes = static_cast<std::size_t>(state.range(0));
+    const Buffer a = page_buffer(bytes, 1), b = page_buffer(bytes, 0);
+    for (auto _ : state) {
+        stream_copy(a.get(), b.get(), bytes);
+        benchmark::DoNotOptimize(b.get());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(bytes));
+}
+
+// Both copy references for `bytes`: "<prefix>" (memcpy) and "<prefix>" with
+// "copy" replaced by "copy_stream".
+inline void register_copies(const std::string& name, std::int64_t bytes) {
+    benchmark::RegisterBenchmark(name.c_str(), copy_bandwidth)->Arg(bytes);
+    benchmark::RegisterBenchmark(("copy_stream" + name.substr(4)).c_str(), copy_stream_bandwidth)->Arg(bytes);
+}
+
+// A kernel call moving `bytes` (read + written) against the streaming copy of
+// the same bytes, timed alternately in every iteration (manual time = the
+// kernel's).  The counter `share` is the median of the per-iteration ratios
+// copy time / kernel time: pairing the two cancels the slow swings of a
+// shared machine (+-20 % between runs on the development VM), which a copy
+// measured in another benchmark seconds apart does not.
+inline void paired_share(benchmark::State& state, std::int64_t bytes, const std::function<void()>& kernel) {
+    const std::size_t half = static_cast<std::size_t>(bytes / 2);  // the copy reads half, writes half
+    const Buffer a = page_buffer(half, 1), b = page_buffer(half, 0);
+    using Clock = std::chrono::steady_clock;
+    const auto seconds = [](const auto& f) {
+        const auto t0 = Clock::now();
+        f();
+        return std::chrono::duration<double>(Clock::now() - t0).count();
+    };
+    std::vector<double> ratio, tk_all, tc_all;
+    for (auto _ : state) {
+        const double tc = seconds([&] { stream_copy(a.get(), b.get(), half); });
+        const double tk = seconds(kernel);
+        state.SetIterationTime(tk);
+        ratio.push_back(tc / tk);
+        tk_all.push_back(tk);
+        tc_all.push_back(tc);
+    }
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+    state.counters["share"] = median(ratio);
+    state.counters["kernel_GBps"] = static_cast<double>(bytes) / median(tk_all) / 1e9;
+    state.counters["copy_GBps"] = static_cast<double>(bytes) / median(tc_all) / 1e9;
 }
 
 // A [rows, cols] tensor of N(0, 1) values (deterministic seed).
@@ -61,22 +156,44 @@ inline const Tensor& input(Format f, Shape s, unsigned seed) {
     return it->second;
 }
 
-// One registered kernel on its op's inputs (x, or gate and up), output preallocated.
+// One registered kernel's call on its op's inputs (x, or gate and up), the
+// output preallocated, and the bytes it moves (inputs read + output written).
+// Not movable: `call` refers to `params`.
+struct Prepared {
+    const KernelInfo* k;
+    Params params;
+    Tensor out;
+    KernelCall call;
+    std::int64_t bytes;
+
+    Prepared(const std::string& kernel, Shape s)
+        : k(builtin_registry().find(kernel)),
+          params(Params::defaults(*find_op(k->op))),
+          out(k->out, {s.rows, s.cols}),
+          call{params, {}, {out.view()}},
+          bytes(0) {
+        const OpSpec& op = *find_op(k->op);
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) call.in.push_back(input(k->in, s, 1 + i).view());
+        bytes = s.rows * s.cols * info(k->in).bytes * static_cast<std::int64_t>(op.inputs.size() + 1);
+    }
+    Prepared(const Prepared&) = delete;
+    Prepared& operator=(const Prepared&) = delete;
+};
+
 inline void run_registered(benchmark::State& state, const std::string& kernel, Shape s) {
-    const KernelInfo& k = *builtin_registry().find(kernel);
-    const OpSpec& op = *find_op(k.op);
-    const Params params = Params::defaults(op);
-    Tensor out(k.out, {s.rows, s.cols});
-    KernelCall call{params, {}, {out.view()}};
-    for (std::size_t i = 0; i < op.inputs.size(); ++i) call.in.push_back(input(k.in, s, 1 + i).view());
+    const Prepared p(kernel, s);
     for (auto _ : state) {
-        k.fn(call);
-        benchmark::DoNotOptimize(out.data());
+        p.k->fn(p.call);
+        benchmark::DoNotOptimize(p.out.data());
         benchmark::ClobberMemory();
     }
-    const std::int64_t bytes =
-        s.rows * s.cols * info(k.in).bytes * static_cast<std::int64_t>(op.inputs.size() + 1);
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * p.bytes);
+}
+
+// share/<kernel>/<dims>: the kernel paired with the streaming copy (paired_share).
+inline void run_share(benchmark::State& state, const std::string& kernel, Shape s) {
+    const Prepared p(kernel, s);
+    paired_share(state, p.bytes, [&p] { p.k->fn(p.call); });
 }
 
 inline void register_family(const std::vector<std::string>& ops, const std::string& naive_op) {
@@ -85,12 +202,16 @@ inline void register_family(const std::vector<std::string>& ops, const std::stri
         for (Format f : kFormats) {
             const std::string tail = std::string(".") + name(f);
             const std::int64_t bytes = s.rows * s.cols * info(f).bytes;
-            benchmark::RegisterBenchmark(("copy/" + dims + tail).c_str(), copy_bandwidth)->Arg(bytes);
+            register_copies("copy/" + dims + tail, bytes);
+            const bool out_of_cache = s.rows * s.cols > (1 << 18);
             for (const auto& op : ops) {
                 std::string kn = "cpu.simd." + op + tail;
                 benchmark::RegisterBenchmark((kn + "/" + dims).c_str(), run_registered, kn, s);
+                if (out_of_cache)
+                    benchmark::RegisterBenchmark(("share/" + kn + "/" + dims).c_str(), run_share, kn, s)
+                        ->UseManualTime();
             }
-            if (s.rows * s.cols > (1 << 18)) continue;  // naive: ~1 us/element, cache-resident shapes only
+            if (out_of_cache) continue;  // naive: ~1 us/element, cache-resident shapes only
             std::string kn = "cpu.naive." + naive_op + tail;
             benchmark::RegisterBenchmark((kn + "/" + dims).c_str(), run_registered, kn, s);
         }

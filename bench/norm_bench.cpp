@@ -17,32 +17,54 @@ struct Shape {
 };
 const Shape kShapes[] = {{64, 4096}, {32, 8192}, {1024, 8192}};
 
-// Runs the registered kernel `name` on a [rows, n] N(0,1) input.
+// The registered kernel `name` on a [rows, n] N(0,1) input with [n] weight
+// and bias, the output preallocated, and the bytes it moves.  Not movable:
+// `call` refers to `params`.
+struct NormCall {
+    const KernelInfo* k;
+    Params params;
+    std::vector<Tensor> in;
+    Tensor y;
+    KernelCall call;
+    std::int64_t bytes = 0;
+
+    NormCall(const KernelInfo* kernel, Shape s)
+        : k(kernel), params(Params::defaults(*find_op(k->op))), y(k->out, {s.rows, s.n}), call{params, {}, {y.view()}} {
+        const OpSpec& op = *find_op(k->op);
+        in.push_back(normal_tensor(k->in, s.rows, s.n));
+        for (std::size_t i = 1; i < op.inputs.size(); ++i) {  // weight, bias: [n]
+            const Tensor row = normal_tensor(k->in, 1, s.n, 2 + i);
+            in.emplace_back(k->in, std::vector<std::int64_t>{s.n});
+            for (std::int64_t j = 0; j < s.n; ++j) in.back().set_bits(j, row.bits(j));
+        }
+        for (const Tensor& t : in) {
+            call.in.push_back(t.view());
+            bytes += t.numel() * info(t.format()).bytes;
+        }
+        bytes += y.numel() * info(y.format()).bytes;
+    }
+    NormCall(const NormCall&) = delete;
+    NormCall& operator=(const NormCall&) = delete;
+};
+
 void run_norm(benchmark::State& state, const std::string& name, Shape s) {
     const KernelInfo* k = builtin_registry().find(name);
     if (!k) return state.SkipWithError(("no kernel " + name).c_str());
-    const OpSpec& op = *find_op(k->op);
-    std::vector<Tensor> in{normal_tensor(k->in, s.rows, s.n)};
-    for (std::size_t i = 1; i < op.inputs.size(); ++i) {  // weight, bias: [n]
-        const Tensor row = normal_tensor(k->in, 1, s.n, 2 + i);
-        in.emplace_back(k->in, std::vector<std::int64_t>{s.n});
-        for (std::int64_t j = 0; j < s.n; ++j) in.back().set_bits(j, row.bits(j));
-    }
-    Tensor y(k->out, {s.rows, s.n});
-    const Params params = Params::defaults(op);
-    KernelCall call{params, {}, {y.view()}};
-    std::int64_t bytes = 0;
-    for (const Tensor& t : in) {
-        call.in.push_back(t.view());
-        bytes += t.numel() * info(t.format()).bytes;
-    }
-    bytes += y.numel() * info(y.format()).bytes;
+    const NormCall c(k, s);
     for (auto _ : state) {
-        k->fn(call);
-        benchmark::DoNotOptimize(y.data());
+        k->fn(c.call);
+        benchmark::DoNotOptimize(c.y.data());
         benchmark::ClobberMemory();
     }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * c.bytes);
+}
+
+// share/<kernel>/<shape>: paired with the streaming copy (bench_util.hpp).
+void run_norm_share(benchmark::State& state, const std::string& name, Shape s) {
+    const KernelInfo* k = builtin_registry().find(name);
+    if (!k) return state.SkipWithError(("no kernel " + name).c_str());
+    const NormCall c(k, s);
+    paired_share(state, c.bytes, [&c, k] { k->fn(c.call); });
 }
 
 std::string shape_name(Shape s) { return std::to_string(s.rows) + "x" + std::to_string(s.n); }
@@ -54,11 +76,15 @@ const bool registered = [] {
         for (int b : {2, 4}) sizes.push_back(s.rows * s.n * b);
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-    for (std::int64_t b : sizes) benchmark::RegisterBenchmark("copy", copy_bandwidth)->Arg(b);
+    for (std::int64_t b : sizes) register_copies("copy", b);
 
     auto add = [](const std::string& kernel, Shape s) {
         benchmark::RegisterBenchmark((kernel + "/" + shape_name(s)).c_str(),
                                      [kernel, s](benchmark::State& st) { run_norm(st, kernel, s); });
+        if (s.rows * s.n > (1 << 18))  // beyond the caches
+            benchmark::RegisterBenchmark(("share/" + kernel + "/" + shape_name(s)).c_str(),
+                                         [kernel, s](benchmark::State& st) { run_norm_share(st, kernel, s); })
+                ->UseManualTime();
     };
     for (const char* op : {"rms_norm", "layer_norm", "l2_norm"})
         for (const char* f : {"fp32", "bf16", "fp16"})

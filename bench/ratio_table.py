@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Turn Google Benchmark JSON from the elementwise and norm benchmarks into a
 Markdown table: each kernel's median throughput and its share of the copy
-bandwidth measured in the same run for the same bytes.
+bandwidth measured in the same run for the same bytes, where the copy
+bandwidth is the faster of the two copy references: memcpy (`copy/...`) and
+a streaming-store copy loop (`copy_stream/...`, bench_util.hpp).  Out of
+cache the streaming loop is the faster one on the development machine
+(glibc's memcpy there pays a read of every line it writes).
 
   build/bench/activation_bench --benchmark_repetitions=3 \
       --benchmark_format=json --benchmark_out=act.json ...
@@ -9,9 +13,15 @@ bandwidth measured in the same run for the same bytes.
 
 Copy references: `copy/<rows>x<cols>.<fmt>/<bytes>` (activation_bench,
 gated_bench) or `copy/<bytes>` with bytes = rows * cols * element size
-(norm_bench).  Throughput is Google Benchmark's bytes_per_second (bytes read
+(norm_bench), each with its `copy_stream/...` twin.  Throughput is Google Benchmark's bytes_per_second (bytes read
 + written, per CPU second), GB = 10^9 bytes; the median of the repetitions
 when there are several.
+
+`share/<kernel>/<shape>` entries (the out-of-cache shapes) time the kernel
+and the streaming copy alternately in every iteration; their counters (the
+median over the iterations of copy time / kernel time, and each one's
+median GB/s) go into a second table.  On a shared machine whose bandwidth
+swings between runs, that paired share is the figure to read.
 """
 import json
 import re
@@ -20,16 +30,44 @@ import sys
 SIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
-def medians(path):
+def records(path):
+    """name -> benchmark record: the median aggregate where there are
+    repetitions, else the single run."""
     with open(path) as f:
         runs = json.load(f)["benchmarks"]
     out, plain = {}, {}
     for r in runs:
         if r.get("aggregate_name") == "median":
-            out[r["run_name"]] = r["bytes_per_second"]
+            out[r["run_name"]] = r
         elif r.get("run_type", "iteration") == "iteration":
-            plain[r["name"]] = r["bytes_per_second"]
+            plain[r["name"]] = r
     return out or plain
+
+
+def medians(path):
+    return {n: r["bytes_per_second"] for n, r in records(path).items()}
+
+
+def paired(paths):
+    """Rows of the paired share table from the share/... records."""
+    rows = []
+    for path in paths:
+        for name, r in records(path).items():
+            k = re.match(r"share/cpu\.simd\.(\w+)\.(fp32|bf16|fp16)/(\d+)x(\d+)(/manual_time)?$", name)
+            if k and "share" in r:
+                shape = f"{k.group(3)}×{k.group(4)}"
+                rows.append((f"{k.group(1)}.{k.group(2)}", shape, r["kernel_GBps"], r["copy_GBps"], r["share"]))
+    return rows
+
+
+def copy_ref(m, prefix, r, c, fmt):
+    """The copy reference of this shape and format in the run, or None."""
+    v = next((v for n, v in m.items() if n.startswith(f"{prefix}/{r}x{c}.{fmt}/")), None)
+    return v if v is not None else m.get(f"{prefix}/{r * c * SIZE[fmt]}")
+
+
+def gb(v):
+    return f"{v / 1e9:.2f}" if v else "–"
 
 
 def main(paths):
@@ -41,15 +79,21 @@ def main(paths):
             if not k:
                 continue
             op, fmt, r, c = k.group(1), k.group(2), int(k.group(3)), int(k.group(4))
-            copy = next((v for n, v in m.items() if n.startswith(f"copy/{r}x{c}.{fmt}/")), None)
-            if copy is None:
-                copy = m.get(f"copy/{r * c * SIZE[fmt]}")
-            share = f"{100 * bps / copy:.0f} %" if copy else "–"
-            rows.append((op, fmt, f"{r}×{c}", bps / 1e9, copy / 1e9 if copy else None, share))
-    print("| kernel | shape | GB/s | copy GB/s | share of copy |")
-    print("|---|---|---|---|---|")
-    for op, fmt, shape, g, c, share in rows:
-        print(f"| {op}.{fmt} | {shape} | {g:.2f} | {c:.2f} | {share} |" if c else f"| {op}.{fmt} | {shape} | {g:.2f} | – | – |")
+            copies = [copy_ref(m, prefix, r, c, fmt) for prefix in ("copy", "copy_stream")]
+            best = max((v for v in copies if v), default=None)
+            share = f"{100 * bps / best:.0f} %" if best else "–"
+            rows.append((op, fmt, f"{r}×{c}", bps / 1e9, *(gb(v) for v in copies), share))
+    print("| kernel | shape | GB/s | memcpy GB/s | streaming copy GB/s | share of the faster copy |")
+    print("|---|---|---|---|---|---|")
+    for op, fmt, shape, g, c, cs, share in rows:
+        print(f"| {op}.{fmt} | {shape} | {g:.2f} | {c} | {cs} | {share} |")
+    pairs = paired(paths)
+    if pairs:
+        print()
+        print("| kernel | shape | GB/s | streaming copy GB/s (same iterations) | paired share |")
+        print("|---|---|---|---|---|")
+        for kernel, shape, g, c, share in pairs:
+            print(f"| {kernel} | {shape} | {g:.2f} | {c:.2f} | {100 * share:.0f} % |")
 
 
 if __name__ == "__main__":
