@@ -110,11 +110,12 @@ CONFORM_NORM_TARGET inline R affine(R x, R w, R b, R c, R inv) {
 // kStream: the 8-blocks go out with streaming stores (y 16-byte aligned).
 template <Format In, Format Out, Affine A, bool kStream>
 CONFORM_NORM_TARGET void scale_row_as(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, float c,
-                                      float inv) {
+                                      float inv, const St<In>* next) {
     const R cv = V::set1(c), iv = V::set1(inv), z = V::zero();
     constexpr bool has_w = A != Affine::none, has_b = A == Affine::weight_bias;
     long i = 0;
     for (; i + 8 <= n; i += 8) {
+        if (next) __builtin_prefetch(next + i);
         const R wv = has_w ? V::loadf(w + i) : z, bv = has_b ? V::loadf(b + i) : z;
         const R v = affine<A>(V::template load<In>(x + i), wv, bv, cv, iv);
         if constexpr (kStream) V::template store_stream<Out>(y + i, v);
@@ -131,30 +132,31 @@ CONFORM_NORM_TARGET void scale_row_as(const St<In>* x, const float* w, const flo
 // same values, only how they are written differs.
 template <Format In, Format Out, Affine A>
 CONFORM_NORM_TARGET void scale_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, float c,
-                                   float inv, bool stream) {
-    if (stream && aligned16(y)) scale_row_as<In, Out, A, true>(x, w, b, y, n, c, inv);
-    else scale_row_as<In, Out, A, false>(x, w, b, y, n, c, inv);
+                                   float inv, bool stream, const St<In>* next) {
+    if (stream && aligned16(y)) scale_row_as<In, Out, A, true>(x, w, b, y, n, c, inv, next);
+    else scale_row_as<In, Out, A, false>(x, w, b, y, n, c, inv, next);
 }
 
 // rms_norm (div = n) and l2_norm (div = 1, A = none).
 template <Format In, Format Out, Affine A>
-void rms_row(const St<In>* x, const float* w, St<Out>* y, long n, float div, double eps, bool rescue, bool stream) {
+void rms_row(const St<In>* x, const float* w, St<Out>* y, long n, float div, double eps, bool rescue, bool stream,
+             const St<In>* next) {
     const float s = row_sum<In, true, false>(x, n, 0.0f);
     const float d = s / div + static_cast<float>(eps);
     if (rescue && needs_rescue(d)) {
         thread_local std::vector<float> scaled;
         double eps_scaled;
         if (prescale_row<In>(x, n, eps, scaled, eps_scaled))
-            return rms_row<Format::fp32, Out, A>(scaled.data(), w, y, n, div, eps_scaled, false, stream);
+            return rms_row<Format::fp32, Out, A>(scaled.data(), w, y, n, div, eps_scaled, false, stream, nullptr);
     }
-    scale_row<In, Out, A>(x, w, nullptr, y, n, 0.0f, 1.0f / std::sqrt(d), stream);
+    scale_row<In, Out, A>(x, w, nullptr, y, n, 0.0f, 1.0f / std::sqrt(d), stream, next);
 }
 
 // layer_norm, two passes.  The mean is taken of x - x[0] and shifted back,
 // so a constant row has mean exactly x[0] and variance exactly 0.
 template <Format In, Format Out>
 void layer_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, double eps, bool rescue,
-               bool stream) {
+               bool stream, const St<In>* next) {
     const float nf = static_cast<float>(n), k = Storage<In>::load(x, 0);
     const float mu = k + row_sum<In, false, true>(x, n, k) / nf;
     const float d = row_sum<In, true, true>(x, n, mu) / nf + static_cast<float>(eps);
@@ -162,9 +164,9 @@ void layer_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long
         thread_local std::vector<float> scaled;
         double eps_scaled;
         if (prescale_row<In>(x, n, eps, scaled, eps_scaled))
-            return layer_row<Format::fp32, Out>(scaled.data(), w, b, y, n, eps_scaled, false, stream);
+            return layer_row<Format::fp32, Out>(scaled.data(), w, b, y, n, eps_scaled, false, stream, nullptr);
     }
-    scale_row<In, Out, Affine::weight_bias>(x, w, b, y, n, mu, 1.0f / std::sqrt(d), stream);
+    scale_row<In, Out, Affine::weight_bias>(x, w, b, y, n, mu, 1.0f / std::sqrt(d), stream, next);
 }
 
 // Whole-tensor entry: rows of x (leading dims folded), broadcast w and b.
@@ -179,12 +181,13 @@ void run(const KernelCall& call) {
     for (std::int64_t r = 0; r < a.rows; ++r) {
         const St<F>* x = a.x.row<St<F>>(r);
         St<F>* y = a.y.row<St<F>>(r);
+        const St<F>* next = stream && r + 1 < a.rows ? a.x.row<St<F>>(r + 1) : nullptr;
         if constexpr (Op == NormOp::layer)
-            layer_row<F, F>(x, w, b, y, a.n, a.eps, true, stream);
+            layer_row<F, F>(x, w, b, y, a.n, a.eps, true, stream, next);
         else if constexpr (Op == NormOp::l2)
-            rms_row<F, F, Affine::none>(x, nullptr, y, a.n, 1.0f, a.eps, true, stream);
+            rms_row<F, F, Affine::none>(x, nullptr, y, a.n, 1.0f, a.eps, true, stream, next);
         else
-            rms_row<F, F, Affine::weight>(x, w, y, a.n, n, a.eps, true, stream);
+            rms_row<F, F, Affine::weight>(x, w, y, a.n, n, a.eps, true, stream, next);
     }
     if (stream) V::fence();
 }
