@@ -83,13 +83,15 @@ def main(paths):
             best = max((v for v in copies if v), default=None)
             share = f"{100 * bps / best:.0f} %" if best else "–"
             rows.append((op, fmt, f"{r}×{c}", bps / 1e9, *(gb(v) for v in copies), share))
-    print("| kernel | shape | GB/s | memcpy GB/s | streaming copy GB/s | share of the faster copy |")
-    print("|---|---|---|---|---|---|")
-    for op, fmt, shape, g, c, cs, share in rows:
-        print(f"| {op}.{fmt} | {shape} | {g:.2f} | {c} | {cs} | {share} |")
+    if rows:
+        print("| kernel | shape | GB/s | memcpy GB/s | streaming copy GB/s | share of the faster copy |")
+        print("|---|---|---|---|---|---|")
+        for op, fmt, shape, g, c, cs, share in rows:
+            print(f"| {op}.{fmt} | {shape} | {g:.2f} | {c} | {cs} | {share} |")
     pairs = paired(paths)
     if pairs:
-        print()
+        if rows:
+            print()
         print("| kernel | shape | GB/s | streaming copy GB/s (same iterations) | paired share |")
         print("|---|---|---|---|---|")
         for kernel, shape, g, c, share in pairs:
