@@ -3,7 +3,10 @@
 to the faster of its two copy references (memcpy, streaming copy), the norm
 benchmarks' `copy/<bytes>` naming is matched by size, repetitions are read
 through their median aggregate, and the paired `share/...` counters make the
-second table.  Run by CTest; exits non-zero on the first wrong line."""
+second table.  With benchmark programs as arguments (CTest passes
+activation_bench, gated_bench and norm_bench when they are built), it also
+checks that every kernel and share/ name they register gets its row and a
+copy reference.  Run by CTest; exits non-zero on the first wrong line."""
 import json
 import os
 import subprocess
@@ -36,6 +39,32 @@ def expect(out, line):
         sys.exit(f"missing line:\n{line}\nin output:\n{out}")
 
 
+def check_names(binaries):
+    """Every cpu.simd.<op>.<fmt>/<r>x<c> name a program registers gets a row
+    with a share (so a copy reference of its size exists), and every share/
+    name a row in the paired table."""
+    for binary in binaries:
+        names = subprocess.run([binary, "--benchmark_list_tests"], check=True, capture_output=True,
+                               text=True).stdout.split()
+        records = [it(n, 1e9, share=0.5, kernel_GBps=1.0, copy_GBps=2.0) for n in names]
+        out = run(records).splitlines()
+        kernels = [n for n in names if n.startswith("cpu.simd.")]
+        shares = [n for n in names if n.startswith("share/")]
+        if not kernels or not shares:
+            sys.exit(f"{binary}: no cpu.simd or share/ benchmarks listed")
+        for n in kernels:
+            op_fmt, shape = n[len("cpu.simd."):].split("/")
+            row = f"| {op_fmt} | {shape.replace('x', '×')} | 1.00 |"
+            hits = [line for line in out if line.startswith(row)]
+            if not hits or not any(line.endswith(" % |") and "| – |" not in line[-8:] for line in hits):
+                sys.exit(f"{binary}: {n} has no row with a copy reference")
+        for n in shares:
+            op_fmt, shape = n[len("share/cpu.simd."):].split("/")[:2]
+            if f"| {op_fmt} | {shape.replace('x', '×')} | 1.00 | 2.00 | 50 % |" not in out:
+                sys.exit(f"{binary}: {n} missing from the paired table")
+        print(f"{os.path.basename(binary)}: {len(kernels)} kernel and {len(shares)} share names parsed")
+
+
 def main():
     # Elementwise naming; the streaming copy is the faster reference here.
     out = run([it("copy/4096x4096.fp32/67108864", 10e9), it("copy_stream/4096x4096.fp32/67108864", 15e9),
@@ -55,6 +84,7 @@ def main():
     expect(out, "| silu.bf16 | 2048×8192 | 6.00 | 8.00 | 12.00 | 50 % |")
     expect(out, "| silu.bf16 | 2048×8192 | 5.80 | 12.00 | 48 % |")
     print("ratio_table: all expected lines present")
+    check_names(sys.argv[1:])
 
 
 if __name__ == "__main__":
