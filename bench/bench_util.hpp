@@ -93,11 +93,11 @@ inline void copy_stream_bandwidth(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(bytes));
 }
 
-// Both copy references for `bytes`: "<prefix>" (memcpy) and "<prefix>" with
-// "copy" replaced by "copy_stream".
-inline void register_copies(const std::string& name, std::int64_t bytes) {
-    benchmark::RegisterBenchmark(name.c_str(), copy_bandwidth)->Arg(bytes);
-    benchmark::RegisterBenchmark(("copy_stream" + name.substr(4)).c_str(), copy_stream_bandwidth)->Arg(bytes);
+// Both copy references for `bytes`: "copy<suffix>" (memcpy) and
+// "copy_stream<suffix>".
+inline void register_copies(const std::string& suffix, std::int64_t bytes) {
+    benchmark::RegisterBenchmark(("copy" + suffix).c_str(), copy_bandwidth)->Arg(bytes);
+    benchmark::RegisterBenchmark(("copy_stream" + suffix).c_str(), copy_stream_bandwidth)->Arg(bytes);
 }
 
 // A kernel call moving `bytes` (read + written) against the streaming copy of
@@ -134,6 +134,38 @@ inline void paired_share(benchmark::State& state, std::int64_t bytes, const std:
     state.counters["copy_GBps"] = static_cast<double>(bytes) / median(tc_all) / 1e9;
 }
 
+// A registered kernel's call on `in`, the output ([out_shape], preallocated)
+// and the bytes it moves (inputs read + output written).  Not movable:
+// `call` refers to `params`.
+struct Prepared {
+    const KernelInfo* k;
+    Params params;
+    Tensor out;
+    KernelCall call;
+    std::int64_t bytes = 0;
+
+    Prepared(const KernelInfo* kernel, const std::vector<TensorView>& in, std::vector<std::int64_t> out_shape)
+        : k(kernel), params(Params::defaults(*find_op(k->op))), out(k->out, std::move(out_shape)),
+          call{params, in, {out.view()}} {
+        for (const TensorView& v : in) bytes += v.numel() * info(v.format).bytes;
+        bytes += out.numel() * info(out.format()).bytes;
+    }
+    Prepared(const Prepared&) = delete;
+    Prepared& operator=(const Prepared&) = delete;
+};
+
+// The prepared call timed alone (bytes/s), or, for share/... benchmarks,
+// paired with the streaming copy (paired_share).
+inline void measure(benchmark::State& state, const Prepared& p, bool paired) {
+    if (paired) return paired_share(state, p.bytes, [&p] { p.k->fn(p.call); });
+    for (auto _ : state) {
+        p.k->fn(p.call);
+        benchmark::DoNotOptimize(p.out.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * p.bytes);
+}
+
 // A [rows, cols] tensor of N(0, 1) values (deterministic seed).
 inline Tensor normal_tensor(Format f, std::int64_t rows, std::int64_t cols, unsigned seed = 1) {
     Tensor t(f, {rows, cols});
@@ -166,44 +198,14 @@ inline const Tensor& input(Format f, Shape s, unsigned seed) {
     return it->second;
 }
 
-// One registered kernel's call on its op's inputs (x, or gate and up), the
-// output preallocated, and the bytes it moves (inputs read + output written).
-// Not movable: `call` refers to `params`.
-struct Prepared {
-    const KernelInfo* k;
-    Params params;
-    Tensor out;
-    KernelCall call;
-    std::int64_t bytes;
-
-    Prepared(const std::string& kernel, Shape s)
-        : k(builtin_registry().find(kernel)),
-          params(Params::defaults(*find_op(k->op))),
-          out(k->out, {s.rows, s.cols}),
-          call{params, {}, {out.view()}},
-          bytes(0) {
-        const OpSpec& op = *find_op(k->op);
-        for (std::size_t i = 0; i < op.inputs.size(); ++i) call.in.push_back(input(k->in, s, 1 + i).view());
-        bytes = s.rows * s.cols * info(k->in).bytes * static_cast<std::int64_t>(op.inputs.size() + 1);
-    }
-    Prepared(const Prepared&) = delete;
-    Prepared& operator=(const Prepared&) = delete;
-};
-
-inline void run_registered(benchmark::State& state, const std::string& kernel, Shape s) {
-    const Prepared p(kernel, s);
-    for (auto _ : state) {
-        p.k->fn(p.call);
-        benchmark::DoNotOptimize(p.out.data());
-        benchmark::ClobberMemory();
-    }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * p.bytes);
-}
-
-// share/<kernel>/<dims>: the kernel paired with the streaming copy (paired_share).
-inline void run_share(benchmark::State& state, const std::string& kernel, Shape s) {
-    const Prepared p(kernel, s);
-    paired_share(state, p.bytes, [&p] { p.k->fn(p.call); });
+// One registered kernel on its op's inputs (x, or gate and up); `paired`:
+// the share/... form.
+inline void run_registered(benchmark::State& state, const std::string& kernel, Shape s, bool paired) {
+    const KernelInfo* k = builtin_registry().find(kernel);
+    std::vector<TensorView> in;
+    for (std::size_t i = 0; i < find_op(k->op)->inputs.size(); ++i) in.push_back(input(k->in, s, 1 + i).view());
+    const Prepared p(k, in, {s.rows, s.cols});
+    measure(state, p, paired);
 }
 
 inline void register_family(const std::vector<std::string>& ops, const std::string& naive_op) {
@@ -212,18 +214,18 @@ inline void register_family(const std::vector<std::string>& ops, const std::stri
         for (Format f : kFormats) {
             const std::string tail = std::string(".") + name(f);
             const std::int64_t bytes = s.rows * s.cols * info(f).bytes;
-            register_copies("copy/" + dims + tail, bytes);
+            register_copies("/" + dims + tail, bytes);
             const bool out_of_cache = s.rows * s.cols > kOutOfCacheElements;
             for (const auto& op : ops) {
                 std::string kn = "cpu.simd." + op + tail;
-                benchmark::RegisterBenchmark((kn + "/" + dims).c_str(), run_registered, kn, s);
+                benchmark::RegisterBenchmark((kn + "/" + dims).c_str(), run_registered, kn, s, false);
                 if (out_of_cache)
-                    benchmark::RegisterBenchmark(("share/" + kn + "/" + dims).c_str(), run_share, kn, s)
+                    benchmark::RegisterBenchmark(("share/" + kn + "/" + dims).c_str(), run_registered, kn, s, true)
                         ->UseManualTime();
             }
             if (out_of_cache) continue;  // naive: ~1 us/element, cache-resident shapes only
             std::string kn = "cpu.naive." + naive_op + tail;
-            benchmark::RegisterBenchmark((kn + "/" + dims).c_str(), run_registered, kn, s);
+            benchmark::RegisterBenchmark((kn + "/" + dims).c_str(), run_registered, kn, s, false);
         }
     }
 }

@@ -19,54 +19,26 @@ struct Shape {
 // on a Zen 3 CCD's 32 MiB) and 4096x8192 (64 MiB and more: out of every cache).
 const Shape kShapes[] = {{64, 4096}, {32, 8192}, {1024, 8192}, {4096, 8192}};
 
-// The registered kernel `name` on a [rows, n] N(0,1) input with [n] weight
-// and bias, the output preallocated, and the bytes it moves.  Not movable:
-// `call` refers to `params`.
-struct NormCall {
-    const KernelInfo* k;
-    Params params;
-    std::vector<Tensor> in;
-    Tensor y;
-    KernelCall call;
-    std::int64_t bytes = 0;
-
-    NormCall(const KernelInfo* kernel, Shape s)
-        : k(kernel), params(Params::defaults(*find_op(k->op))), y(k->out, {s.rows, s.n}), call{params, {}, {y.view()}} {
-        const OpSpec& op = *find_op(k->op);
-        in.push_back(normal_tensor(k->in, s.rows, s.n));
-        for (std::size_t i = 1; i < op.inputs.size(); ++i) {  // weight, bias: [n]
-            const Tensor row = normal_tensor(k->in, 1, s.n, 2 + i);
-            in.emplace_back(k->in, std::vector<std::int64_t>{s.n});
-            for (std::int64_t j = 0; j < s.n; ++j) in.back().set_bits(j, row.bits(j));
-        }
-        for (const Tensor& t : in) {
-            call.in.push_back(t.view());
-            bytes += t.numel() * info(t.format()).bytes;
-        }
-        bytes += y.numel() * info(y.format()).bytes;
+// A [rows, n] N(0,1) input, then [n] weight and bias where the op has them.
+std::vector<Tensor> norm_inputs(const KernelInfo& k, Shape s) {
+    std::vector<Tensor> in{normal_tensor(k.in, s.rows, s.n)};
+    for (std::size_t i = 1; i < find_op(k.op)->inputs.size(); ++i) {
+        const Tensor row = normal_tensor(k.in, 1, s.n, 2 + i);
+        in.emplace_back(k.in, std::vector<std::int64_t>{s.n});
+        for (std::int64_t j = 0; j < s.n; ++j) in.back().set_bits(j, row.bits(j));
     }
-    NormCall(const NormCall&) = delete;
-    NormCall& operator=(const NormCall&) = delete;
-};
-
-void run_norm(benchmark::State& state, const std::string& name, Shape s) {
-    const KernelInfo* k = builtin_registry().find(name);
-    if (!k) return state.SkipWithError(("no kernel " + name).c_str());
-    const NormCall c(k, s);
-    for (auto _ : state) {
-        k->fn(c.call);
-        benchmark::DoNotOptimize(c.y.data());
-        benchmark::ClobberMemory();
-    }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * c.bytes);
+    return in;
 }
 
-// share/<kernel>/<shape>: paired with the streaming copy (bench_util.hpp).
-void run_norm_share(benchmark::State& state, const std::string& name, Shape s) {
+// The registered kernel `name` on norm_inputs; `paired`: the share/... form.
+void run_norm(benchmark::State& state, const std::string& name, Shape s, bool paired) {
     const KernelInfo* k = builtin_registry().find(name);
     if (!k) return state.SkipWithError(("no kernel " + name).c_str());
-    const NormCall c(k, s);
-    paired_share(state, c.bytes, [&c, k] { k->fn(c.call); });
+    const std::vector<Tensor> in = norm_inputs(*k, s);
+    std::vector<TensorView> views;
+    for (const Tensor& t : in) views.push_back(t.view());
+    const Prepared p(k, views, {s.rows, s.n});
+    measure(state, p, paired);
 }
 
 std::string shape_name(Shape s) { return std::to_string(s.rows) + "x" + std::to_string(s.n); }
@@ -78,14 +50,14 @@ const bool registered = [] {
         for (int b : {2, 4}) sizes.push_back(s.rows * s.n * b);
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-    for (std::int64_t b : sizes) register_copies("copy", b);
+    for (std::int64_t b : sizes) register_copies("", b);
 
     auto add = [](const std::string& kernel, Shape s) {
         benchmark::RegisterBenchmark((kernel + "/" + shape_name(s)).c_str(),
-                                     [kernel, s](benchmark::State& st) { run_norm(st, kernel, s); });
+                                     [kernel, s](benchmark::State& st) { run_norm(st, kernel, s, false); });
         if (s.rows * s.n > kOutOfCacheElements)
             benchmark::RegisterBenchmark(("share/" + kernel + "/" + shape_name(s)).c_str(),
-                                         [kernel, s](benchmark::State& st) { run_norm_share(st, kernel, s); })
+                                         [kernel, s](benchmark::State& st) { run_norm(st, kernel, s, true); })
                 ->UseManualTime();
     };
     for (const char* op : {"rms_norm", "layer_norm", "l2_norm"})

@@ -28,6 +28,7 @@ import re
 import sys
 
 SIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
+KERNEL = r"cpu\.simd\.(\w+)\.(fp32|bf16|fp16)/(\d+)x(\d+)"  # op, format, rows, cols
 
 
 def records(path):
@@ -44,19 +45,14 @@ def records(path):
     return out or plain
 
 
-def medians(path):
-    return {n: r["bytes_per_second"] for n, r in records(path).items()}
-
-
-def paired(paths):
+def paired(recs):
     """Rows of the paired share table from the share/... records."""
     rows = []
-    for path in paths:
-        for name, r in records(path).items():
-            k = re.match(r"share/cpu\.simd\.(\w+)\.(fp32|bf16|fp16)/(\d+)x(\d+)(/manual_time)?$", name)
-            if k and "share" in r:
-                shape = f"{k.group(3)}×{k.group(4)}"
-                rows.append((f"{k.group(1)}.{k.group(2)}", shape, r["kernel_GBps"], r["copy_GBps"], r["share"]))
+    for name, r in recs.items():
+        k = re.match(rf"share/{KERNEL}(/manual_time)?$", name)
+        if k and "share" in r:
+            shape = f"{k.group(3)}×{k.group(4)}"
+            rows.append((f"{k.group(1)}.{k.group(2)}", shape, r["kernel_GBps"], r["copy_GBps"], r["share"]))
     return rows
 
 
@@ -71,11 +67,13 @@ def gb(v):
 
 
 def main(paths):
-    rows = []
+    rows, pairs = [], []
     for path in paths:
-        m = medians(path)
+        recs = records(path)
+        pairs += paired(recs)
+        m = {n: r["bytes_per_second"] for n, r in recs.items()}
         for name, bps in m.items():
-            k = re.match(r"cpu\.simd\.(\w+)\.(fp32|bf16|fp16)/(\d+)x(\d+)$", name)
+            k = re.match(rf"{KERNEL}$", name)
             if not k:
                 continue
             op, fmt, r, c = k.group(1), k.group(2), int(k.group(3)), int(k.group(4))
@@ -88,7 +86,6 @@ def main(paths):
         print("|---|---|---|---|---|---|")
         for op, fmt, shape, g, c, cs, share in rows:
             print(f"| {op}.{fmt} | {shape} | {g:.2f} | {c} | {cs} | {share} |")
-    pairs = paired(paths)
     if pairs:
         if rows:
             print()

@@ -56,7 +56,7 @@ const bool registered = [] {
     const std::string dims = std::to_string(kH) + "x" + std::to_string(kL) + "x" + std::to_string(kD);
     for (const char* f : {"fp32", "bf16"}) {
         const std::int64_t bytes = kH * kL * kD * (std::string(f) == "fp32" ? 4 : 2);
-        register_copies(std::string("copy/") + dims + "." + f, bytes);
+        register_copies("/" + dims + "." + f, bytes);
         for (int pairing : {0, 1}) {
             const std::string kn = std::string("cpu.simd.rope.") + f;
             benchmark::RegisterBenchmark((kn + "/" + dims + (pairing ? "/half_split" : "/interleaved")).c_str(),
