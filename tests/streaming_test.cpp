@@ -45,11 +45,11 @@ TensorView row_view(const Tensor& t, std::int64_t r) {
     return v;
 }
 
-Tensor run_kernel(const std::string& name, const std::vector<const Tensor*>& in, const Params& p) {
+Tensor run_kernel(const std::string& name, const std::vector<Tensor>& in, const Params& p) {
     const KernelInfo& k = *builtin_registry().find(name);
     Tensor out(k.out, {kRows, kCols});
     KernelCall call{p, {}, {out.view()}};
-    for (const Tensor* t : in) call.in.push_back(t->view());
+    for (const Tensor& t : in) call.in.push_back(t.view());
     k.fn(call);
     return out;
 }
@@ -68,10 +68,8 @@ TEST(Streaming, NormSimdBitIdenticalToScalar) {
             std::vector<Tensor> in;
             in.push_back(uniform(f, kRows, kCols, 1));
             for (std::size_t i = 1; i < spec.inputs.size(); ++i) in.push_back(uniform(f, 1, kCols, 1 + i));
-            std::vector<const Tensor*> ptr;
-            for (const Tensor& t : in) ptr.push_back(&t);
             const Params p = Params::defaults(spec);
-            const Tensor simd = run_kernel(k.name, ptr, p), scalar = run_kernel("cpu.scalar." + op + "." + name(f), ptr, p);
+            const Tensor simd = run_kernel(k.name, in, p), scalar = run_kernel("cpu.scalar." + op + "." + name(f), in, p);
             EXPECT_TRUE(same_bits(simd, scalar)) << k.name;
         }
 }
@@ -85,9 +83,7 @@ TEST(Streaming, ElementwiseWholeTensorEqualsRowByRow) {
             const Params p = Params::defaults(spec);
             std::vector<Tensor> in;
             for (std::size_t i = 0; i < spec.inputs.size(); ++i) in.push_back(uniform(f, kRows, kCols, 7 + i));
-            std::vector<const Tensor*> ptr;
-            for (const Tensor& t : in) ptr.push_back(&t);
-            const Tensor whole = run_kernel(kernel, ptr, p);
+            const Tensor whole = run_kernel(kernel, in, p);
             Tensor rows(k.out, {kRows, kCols});
             for (std::int64_t r = 0; r < kRows; ++r) {
                 KernelCall call{p, {}, {row_view(rows, r)}};
