@@ -400,7 +400,9 @@ struct LutTag {};
 template <Format F, class Op>
 CONFORM_AVX2 std::vector<std::uint16_t> build_unary_table(const Params& p) {
     const Op op(p);
-    std::vector<std::uint16_t> x(65536), y(65536);
+    // One entry past the 65536: lookup16_avx512 reads 32 bits at entry x, and
+    // x = 0xffff must not read past the table (the extra half is discarded).
+    std::vector<std::uint16_t> x(65536), y(65537, 0);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint16_t>(i);
     for (std::size_t i = 0; i < x.size(); i += 8) block8<F, 1>(op, {x.data() + i}, y.data() + i);
     return y;
@@ -456,6 +458,43 @@ CONFORM_AVX2 inline void lookup16(const std::uint16_t* T, const std::uint16_t* x
     for (; i < n; ++i) out[i] = T[x[i]];
 }
 
+// The same with AVX-512: 16 table reads per vpgatherdd, 32 elements (one
+// 64-byte line of x) per step.  Each lane reads the 32 bits at entry x[i]
+// (the table has one entry of padding) and vpmovdw keeps the low 16, entry
+// x[i] itself.  On Intel cores the 16-bit stores into `buf` above cost a
+// failed store-to-load forwarding per 16 elements; gathers avoid it.  One
+// prefetch per line of x, kLookupPrefetch elements ahead: without it the
+// gathers and the memory stream took about the sum of their times out of
+// cache, not the larger (docs/activation.md §9; past the end it is harmless,
+// a prefetch never faults).
+inline constexpr std::int64_t kLookupPrefetch = 2048;  // 4 KiB ahead: 60-76 % of the streaming copy, none: 47-49 %
+template <bool kStream>
+CONFORM_AVX512 void lookup16_avx512(const std::uint16_t* T, const std::uint16_t* x, std::uint16_t* out,
+                                    std::int64_t n) {
+    std::int64_t i = 0;
+    if constexpr (kStream)
+        for (; i < n && reinterpret_cast<std::uintptr_t>(out + i) % 32 != 0; ++i) out[i] = T[x[i]];
+    const auto half = [T](const std::uint16_t* at) CONFORM_AVX512 {
+        const __m512i idx = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+        // Merge form over a zeroed register: no dependence on an earlier gather's destination.
+        return _mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xffff, idx, T, 2));
+    };
+    for (; i + 32 <= n; i += 32) {
+        _mm_prefetch(reinterpret_cast<const char*>(x + i + kLookupPrefetch), _MM_HINT_T0);
+        const __m256i lo = half(x + i), hi = half(x + i + 16);
+        auto* o = reinterpret_cast<__m256i*>(out + i);
+        if constexpr (kStream) _mm256_stream_si256(o, lo), _mm256_stream_si256(o + 1, hi);
+        else _mm256_storeu_si256(o, lo), _mm256_storeu_si256(o + 1, hi);
+    }
+    for (; i < n; ++i) out[i] = T[x[i]];
+}
+
+template <bool kStream>
+CONFORM_AVX2 void lookup16_best(const std::uint16_t* T, const std::uint16_t* x, std::uint16_t* out, std::int64_t n) {
+    if (has_avx512()) lookup16_avx512<kStream>(T, x, out, n);
+    else lookup16<kStream>(T, x, out, n);
+}
+
 template <Format F, int N, class Op>
 CONFORM_AVX2 void run_lut(const KernelCall& c, const Op& op) {
     if constexpr (N == 1) {
@@ -465,8 +504,8 @@ CONFORM_AVX2 void run_lut(const KernelCall& c, const Op& op) {
         const bool stream = streaming_output(y);
         for (std::int64_t r = 0; r < rows; ++r) {
             const std::uint16_t* x = c.in[0].row<const std::uint16_t>(r);
-            if (stream) lookup16<true>(t->data(), x, y.row<std::uint16_t>(r), cols);
-            else lookup16<false>(t->data(), x, y.row<std::uint16_t>(r), cols);
+            if (stream) lookup16_best<true>(t->data(), x, y.row<std::uint16_t>(r), cols);
+            else lookup16_best<false>(t->data(), x, y.row<std::uint16_t>(r), cols);
         }
         if (stream) _mm_sfence();
     } else {
@@ -477,6 +516,8 @@ CONFORM_AVX2 void run_lut(const KernelCall& c, const Op& op) {
         const float* G = gt->data();
         const bool stream = streaming_output(c.out[0]);
         each_block8<F, N>(c, [&](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX2 {
+            _mm_prefetch(reinterpret_cast<const char*>(in[0] + kLookupPrefetch), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(in[1] + kLookupPrefetch), _MM_HINT_T0);
             const __m256 x[2] = {vload<F>(in[0]), vload<F>(in[1])};
             __m256 y;
             if (op.float_ok(x[0])) {

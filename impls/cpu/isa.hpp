@@ -1,11 +1,28 @@
-// Run-time choice between the AVX2 path and the portable scalar path.
-// CONFORM_ISA=scalar in the environment forces the scalar path (tests use the
+// Run-time choice between the AVX-512, AVX2 and portable scalar paths.
+// CONFORM_ISA in the environment caps the choice: "avx2" keeps the AVX2 paths
+// on an AVX-512 machine, "scalar" forces the scalar path (tests use the
 // separately registered scalar kernels instead; the variable is for users).
+// Only some kernels have an AVX-512 path (the 16-bit activation tables, whose
+// 16-lane gathers replace scalar table reads; the bf16 norms, whose rounding
+// to bf16 is one instruction); the rest use AVX2 there.
 #pragma once
 
 namespace conform::cpu {
 
 bool has_avx2();          // AVX2 + FMA + F16C, and not disabled by CONFORM_ISA
-const char* isa_name();   // "avx2" or "scalar"
+bool has_avx512();        // has_avx2() + AVX-512 F/BW/VL/DQ, not capped by CONFORM_ISA or Avx2Only
+bool has_avx512_bf16();   // has_avx512() + AVX512_BF16 (vcvtneps2bf16)
+const char* isa_name();   // "avx512", "avx2" or "scalar"
+
+// While one is alive, has_avx512() answers false, so a test can run the AVX2
+// path of a kernel beside its AVX-512 path on the same machine.  Not for
+// concurrent use with kernels on other threads.
+class Avx2Only {
+public:
+    Avx2Only();
+    ~Avx2Only();
+    Avx2Only(const Avx2Only&) = delete;
+    Avx2Only& operator=(const Avx2Only&) = delete;
+};
 
 }  // namespace conform::cpu

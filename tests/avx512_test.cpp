@@ -1,0 +1,142 @@
+// The AVX-512 paths (impls/cpu/isa.hpp: only where has_avx512()) must give
+// the same bits as the AVX2 paths they replace, which the proofs, sweeps and
+// golden profiles were established on.  Each test runs a kernel twice on one
+// machine, once with cpu::Avx2Only alive, and compares the outputs bit for
+// bit.  Skipped on CPUs without AVX-512 (the AVX2 paths are then the only
+// ones, and every other test covers them).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "impls/cpu/convert.hpp"
+#include "impls/cpu/isa.hpp"
+#include "impls/cpu/streaming.hpp"
+#include "impls/registry.hpp"
+#include "numerics/format.hpp"
+#include "numerics/tensor.hpp"
+
+using namespace conform;
+
+namespace {
+
+const char* const kUnary[] = {"sigmoid", "silu", "gelu_erf", "gelu_tanh", "softplus", "softcap"};
+
+// A [1, n] view of t starting `skip` elements in: misaligned heads and odd tails.
+TensorView slice(const Tensor& t, std::int64_t skip, std::int64_t n) {
+    auto* data = static_cast<char*>(const_cast<void*>(t.data())) + skip * static_cast<std::int64_t>(info(t.format()).bytes);
+    return TensorView::contiguous(data, t.format(), {1, n});
+}
+
+// Every 16-bit pattern, repeated to fill `numel` elements.
+Tensor all_patterns(Format f, std::vector<std::int64_t> shape) {
+    Tensor t(f, std::move(shape));
+    auto* p = static_cast<std::uint16_t*>(t.data());
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<std::uint16_t>(i * 40503u);  // odd: a permutation
+    return t;
+}
+
+// The kernel's output on `x` (viewed as `xv`), into a fresh tensor shaped like xv.
+std::vector<std::uint8_t> run(const KernelInfo& k, const TensorView& xv) {
+    Tensor out(k.out, {xv.rows(), xv.cols()});
+    const Params p = Params::defaults(*find_op(k.op));
+    k.fn(KernelCall{p, {xv}, {out.view()}});
+    const auto* b = static_cast<const std::uint8_t*>(out.data());
+    return {b, b + out.bytes()};
+}
+
+void expect_paths_agree(const KernelInfo& k, const TensorView& xv, const std::string& what) {
+    const std::vector<std::uint8_t> wide = run(k, xv);
+    std::vector<std::uint8_t> narrow;
+    {
+        cpu::Avx2Only avx2;
+        ASSERT_FALSE(cpu::has_avx512());
+        narrow = run(k, xv);
+    }
+    ASSERT_TRUE(cpu::has_avx512());
+    EXPECT_TRUE(wide == narrow) << k.name << " " << what << ": the AVX-512 output differs from the AVX2 output";
+}
+
+TEST(Avx512, Avx2OnlyCapsTheChoice) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
+    EXPECT_STREQ(cpu::isa_name(), "avx512");
+    {
+        cpu::Avx2Only avx2;
+        EXPECT_FALSE(cpu::has_avx512());
+        EXPECT_STREQ(cpu::isa_name(), "avx2");
+    }
+    EXPECT_TRUE(cpu::has_avx512());
+}
+
+// vcvtneps2bf16 with its subnormal fallback against the AVX2 rounding, on
+// every one of the 2^32 float bit patterns (8 consecutive patterns per
+// vector, so every block with a subnormal lane is in there too).
+CONFORM_AVX512_BF16 std::uint64_t bf16_rounding_mismatches() {
+    std::uint64_t bad = 0;
+    const __m256i step = _mm256_set1_epi32(8);
+    __m256i bits = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (std::uint64_t i = 0; i < (std::uint64_t{1} << 32); i += 8) {
+        const __m256 v = _mm256_castsi256_ps(bits);
+        const __m128i a = cpu::narrow8_bf16(v), b = cpu::narrow8(v, Format::bf16);
+        bad += _mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) != 0xffff;
+        bits = _mm256_add_epi32(bits, step);
+    }
+    return bad;
+}
+
+TEST(Avx512, Bf16RoundingMatchesAvx2OnEveryFloat) {
+    if (!cpu::has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU (or CONFORM_ISA caps it)";
+    EXPECT_EQ(bf16_rounding_mismatches(), 0u) << "8-float blocks where vcvtneps2bf16 + fallback differs from narrow8";
+}
+
+// The bf16 norms (bf16 stores by narrow8_bf16) against their AVX2 path.
+TEST(Avx512, Bf16NormsMatchAvx2) {
+    if (!cpu::has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU (or CONFORM_ISA caps it)";
+    for (const char* op : {"rms_norm", "layer_norm", "l2_norm"}) {
+        const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".bf16");
+        const OpSpec& spec = *find_op(op);
+        // Rows of 1000 elements (a tail of 8-blocks): patterns from every exponent,
+        // NaN and Inf included (rows with them go through the rescue path).
+        std::vector<Tensor> in{all_patterns(Format::bf16, {66, 1000})};
+        for (std::size_t i = 1; i < spec.inputs.size(); ++i) in.push_back(all_patterns(Format::bf16, {1000}));
+        const Params p = Params::defaults(spec);
+        const auto run_norm = [&] {
+            Tensor out(Format::bf16, {66, 1000});
+            KernelCall call{p, {}, {out.view()}};
+            for (const Tensor& t : in) call.in.push_back(t.view());
+            k.fn(call);
+            const auto* b = static_cast<const std::uint8_t*>(out.data());
+            return std::vector<std::uint8_t>(b, b + out.bytes());
+        };
+        const auto wide = run_norm();
+        cpu::Avx2Only avx2;
+        EXPECT_TRUE(wide == run_norm()) << k.name;
+    }
+}
+
+// Every input pattern, at every alignment of a 64-byte line, with tails of
+// every length below one 32-element step.
+TEST(Avx512, ActivationTablesMatchAvx2OnEveryInput) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
+    for (Format f : {Format::bf16, Format::fp16}) {
+        const Tensor x = all_patterns(f, {1, 65536 + 64});
+        for (const char* op : kUnary) {
+            const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + "." + name(f));
+            for (std::int64_t skip : {0, 1, 17, 31})
+                expect_paths_agree(k, slice(x, skip, 65536 + 33 - skip), "skip " + std::to_string(skip));
+        }
+    }
+}
+
+// Outputs of >= 16 MiB take the streaming-store branch.
+TEST(Avx512, StreamedActivationTablesMatchAvx2) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
+    const Tensor x = all_patterns(Format::bf16, {1024, 8192});
+    ASSERT_TRUE(cpu::streaming_output(x.view()));
+    for (const char* op : {"silu", "softcap"})
+        expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".bf16"), x.view(), "1024x8192");
+}
+
+}  // namespace
