@@ -30,30 +30,30 @@ TensorView slice(const Tensor& t, std::int64_t skip, std::int64_t n) {
     return TensorView::contiguous(data, t.format(), {1, n});
 }
 
-// Every 16-bit pattern, repeated to fill `numel` elements.
-Tensor all_patterns(Format f, std::vector<std::int64_t> shape) {
+// Every 16-bit pattern, repeated to fill the tensor; `mul` odd (a permutation).
+Tensor all_patterns(Format f, std::vector<std::int64_t> shape, unsigned mul = 40503) {
     Tensor t(f, std::move(shape));
     auto* p = static_cast<std::uint16_t*>(t.data());
-    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<std::uint16_t>(i * 40503u);  // odd: a permutation
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<std::uint16_t>(i * mul);
     return t;
 }
 
-// The kernel's output on `x` (viewed as `xv`), into a fresh tensor shaped like xv.
-std::vector<std::uint8_t> run(const KernelInfo& k, const TensorView& xv) {
-    Tensor out(k.out, {xv.rows(), xv.cols()});
+// The kernel's output bytes on `in`, into a fresh tensor shaped like in[0].
+std::vector<std::uint8_t> run(const KernelInfo& k, const std::vector<TensorView>& in) {
+    Tensor out(k.out, {in[0].rows(), in[0].cols()});
     const Params p = Params::defaults(*find_op(k.op));
-    k.fn(KernelCall{p, {xv}, {out.view()}});
+    k.fn(KernelCall{p, in, {out.view()}});
     const auto* b = static_cast<const std::uint8_t*>(out.data());
     return {b, b + out.bytes()};
 }
 
-void expect_paths_agree(const KernelInfo& k, const TensorView& xv, const std::string& what) {
-    const std::vector<std::uint8_t> wide = run(k, xv);
+void expect_paths_agree(const KernelInfo& k, const std::vector<TensorView>& in, const std::string& what) {
+    const std::vector<std::uint8_t> wide = run(k, in);
     std::vector<std::uint8_t> narrow;
     {
         cpu::Avx2Only avx2;
         ASSERT_FALSE(cpu::has_avx512());
-        narrow = run(k, xv);
+        narrow = run(k, in);
     }
     ASSERT_TRUE(cpu::has_avx512());
     EXPECT_TRUE(wide == narrow) << k.name << " " << what << ": the AVX-512 output differs from the AVX2 output";
@@ -125,7 +125,7 @@ TEST(Avx512, ActivationTablesMatchAvx2OnEveryInput) {
         for (const char* op : kUnary) {
             const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + "." + name(f));
             for (std::int64_t skip : {0, 1, 17, 31})
-                expect_paths_agree(k, slice(x, skip, 65536 + 33 - skip), "skip " + std::to_string(skip));
+                expect_paths_agree(k, {slice(x, skip, 65536 + 33 - skip)}, "skip " + std::to_string(skip));
         }
     }
 }
@@ -136,7 +136,23 @@ TEST(Avx512, StreamedActivationTablesMatchAvx2) {
     const Tensor x = all_patterns(Format::bf16, {1024, 8192});
     ASSERT_TRUE(cpu::streaming_output(x.view()));
     for (const char* op : {"silu", "softcap"})
-        expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".bf16"), x.view(), "1024x8192");
+        expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".bf16"), {x.view()}, "1024x8192");
+}
+
+// The bf16 gated table kernels (bf16 rounded by narrow8_bf16): every gate
+// pattern against two orders of up patterns, misaligned starts, odd tails,
+// and the streamed size.
+TEST(Avx512, Bf16GatedTablesMatchAvx2) {
+    if (!cpu::has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU (or CONFORM_ISA caps it)";
+    const Tensor g = all_patterns(Format::bf16, {1, 65536 + 64}), u = all_patterns(Format::bf16, {1, 65536 + 64}, 12345);
+    const Tensor gs = all_patterns(Format::bf16, {1024, 8192}), us = all_patterns(Format::bf16, {1024, 8192}, 3);
+    for (const char* op : {"swiglu", "geglu", "situ_glu", "swiglu_clamp"}) {
+        const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".bf16");
+        for (std::int64_t skip : {0, 3})
+            expect_paths_agree(k, {slice(g, skip, 65536 + 5), slice(u, skip, 65536 + 5)}, "skip " + std::to_string(skip));
+        expect_paths_agree(k, {slice(u, 0, 65536), slice(g, 0, 65536)}, "gate and up exchanged");
+        expect_paths_agree(k, {gs.view(), us.view()}, "1024x8192");
+    }
 }
 
 }  // namespace
