@@ -6,6 +6,7 @@
 // ones, and every other test covers them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -137,6 +138,51 @@ TEST(Avx512, StreamedActivationTablesMatchAvx2) {
     ASSERT_TRUE(cpu::streaming_output(x.view()));
     for (const char* op : {"silu", "softcap"})
         expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".bf16"), {x.view()}, "1024x8192");
+}
+
+// The FP32 float-float kernels with a 16-lane form (sigmoid, silu) on every
+// float with 2^-30 <= |x| <= 64 (the 16-lane path's domain is |x| <= 64,
+// vff::kMaxAbs; chunks with any other lane take the AVX2 code itself) and
+// every 61st float elsewhere, in rows of 2^22 (16 MiB: the streaming
+// branch); and on rows starting at every offset of a 64-byte line (the head
+// peeled before the aligned body, tails of every length, a chunk with an
+// out-of-range lane).  Below 2^-30 the polynomial's powers underflow, and
+// each such block costs microcode assists on Intel cores: all of them would
+// take this test from ~5 s to ~50 s.
+TEST(Avx512, Fp32SigmoidSiluMatchAvx2) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
+    constexpr std::int64_t kRow = std::int64_t{1} << 22;
+    constexpr std::uint32_t kMin = 0x30800000, kMax = 0x42800000;  // 2^-30, 64
+    Tensor x(Format::fp32, {1, kRow}), wide(Format::fp32, {1, kRow}), narrow(Format::fp32, {1, kRow});
+    auto* bits = static_cast<std::uint32_t*>(x.data());
+    for (const char* op : {"sigmoid", "silu"}) {
+        const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
+        const Params p = Params::defaults(*find_op(op));
+        std::int64_t differing_rows = 0, rows = 0;
+        for (std::uint32_t sign : {0u, 0x80000000u}) {
+            std::uint64_t next = 0;  // magnitude bits: every one in [kMin, kMax], every 61st elsewhere
+            while (next < 0x80000000u) {
+                for (std::int64_t i = 0; i < kRow; ++i) {
+                    bits[i] = sign | static_cast<std::uint32_t>(std::min<std::uint64_t>(next, 0x7fffffff));
+                    next = next < kMin ? std::min<std::uint64_t>(next + 61, kMin) : next + (next < kMax ? 1 : 61);
+                }
+                k.fn(KernelCall{p, {x.view()}, {wide.view()}});
+                {
+                    cpu::Avx2Only avx2;
+                    k.fn(KernelCall{p, {x.view()}, {narrow.view()}});
+                }
+                differing_rows += std::memcmp(wide.data(), narrow.data(), wide.bytes()) != 0;
+                ++rows;
+            }
+        }
+        EXPECT_EQ(differing_rows, 0) << k.name << ": rows of 2^22 floats (of " << rows
+                                     << ") where AVX-512 and AVX2 differ";
+        Tensor small(Format::fp32, {1, 4096 + 64});
+        // In fp32_ok16's range except every 997th element (its chunk takes ff32_span).
+        for (std::int64_t i = 0; i < small.numel(); ++i) small.set_value(i, i % 997 == 5 ? 100.0 : (i % 301 - 150) * 0.37);
+        for (std::int64_t skip = 0; skip < 16; ++skip)
+            expect_paths_agree(k, {slice(small, skip, 4096 + 31 - skip)}, "skip " + std::to_string(skip));
+    }
 }
 
 // The bf16 gated table kernels (bf16 rounded by narrow8_bf16): every gate

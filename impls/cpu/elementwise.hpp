@@ -25,6 +25,7 @@
 #include "impls/cpu/convert.hpp"
 #include "impls/cpu/isa.hpp"
 #include "impls/cpu/lut.hpp"
+#include "impls/cpu/simd_lanes.hpp"
 #include "impls/cpu/streaming.hpp"
 #include "impls/registry.hpp"
 #include "numerics/format.hpp"
@@ -305,6 +306,10 @@ CONFORM_AVX2 inline void each_block8(const KernelCall& c, const Block& block) {
 // a head so that the body is written with 32-byte aligned 256-bit streaming
 // stores.
 inline constexpr std::int64_t kFfChunk = 256;
+// Inputs are prefetched this many floats (8 KiB) ahead, one prefetch per
+// line: out of cache on the Intel machine the loop otherwise took about the
+// sum of its arithmetic and memory times (docs/activation.md §9).
+inline constexpr std::int64_t kFfPrefetch = 2048;
 
 template <class Op>
 CONFORM_AVX2 inline bool chunk_fp32_ok(const Op& op, const float* x, std::int64_t n) {
@@ -337,6 +342,8 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
             // chain, and the out-of-order window overlaps two better (not for
             // functors that branch per block: OneBlockFf).
             if constexpr (!OneBlockFf<Op>) for (; i + 16 <= c + m; i += 16) {
+                for (int k = 0; k < N; ++k)
+                    _mm_prefetch(reinterpret_cast<const char*>(in[k] + i + kFfPrefetch), _MM_HINT_T0);
                 __m256 x0[N], x1[N];
                 for (int k = 0; k < N; ++k) x0[k] = _mm256_loadu_ps(in[k] + i), x1[k] = _mm256_loadu_ps(in[k] + i + 8);
                 const __m256 y0 = ff32_value<N>(op, x0, bad), y1 = ff32_value<N>(op, x1, bad);
@@ -344,6 +351,10 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
                 store8_fp32<kStream>(y + i + 8, y1);
             }
             for (; i < c + m; i += 8) {
+                if constexpr (OneBlockFf<Op>)
+                    if (i % 16 == 0)
+                        for (int k = 0; k < N; ++k)
+                            _mm_prefetch(reinterpret_cast<const char*>(in[k] + i + kFfPrefetch), _MM_HINT_T0);
                 __m256 x[N];
                 for (int k = 0; k < N; ++k) x[k] = _mm256_loadu_ps(in[k] + i);
                 store8_fp32<kStream>(y + i, ff32_value<N>(op, x, bad));
@@ -359,6 +370,54 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
     }
 }
 
+// Unary functors with a 16-lane form of vec32 (AVX-512, simd_lanes.hpp: the
+// same bits as vec32 in every lane).
+template <class Op, int N>
+concept Fp32FloatVec16 = N == 1 && requires(const Op& op, __m512 x) {
+    op.vec32_16(x);
+    { op.fp32_ok16(x) } -> std::same_as<bool>;
+};
+
+// ff32_span 16 lanes at a time (y 64-byte aligned when kStream).  Chunks
+// with a lane outside fp32_ok16, and the last 8 elements of a span that is
+// not a multiple of 16, go to ff32_span, which gives them the same values.
+template <bool kStream, class Op>
+CONFORM_AVX512 void ff32_span16(const Op& op, const float* x, float* y, std::int64_t n) {
+    const auto put = [y](std::int64_t i, __m512 v) CONFORM_AVX512 {
+        if constexpr (kStream) _mm512_stream_ps(y + i, v);
+        else _mm512_storeu_ps(y + i, v);
+    };
+    for (std::int64_t c = 0; c < n; c += kFfChunk) {
+        const std::int64_t m = std::min(kFfChunk, n - c), end = c + (m & ~std::int64_t{15});
+        bool ok = true;
+        for (std::int64_t i = c; i < end; i += 16) ok &= op.fp32_ok16(_mm512_loadu_ps(x + i));
+        if (!ok) {
+            ff32_span<kStream, 1>(op, {x + c}, y + c, m);
+            continue;
+        }
+        std::int64_t i = c;
+        for (; i + 32 <= end; i += 32) {  // two independent chains per step, as in ff32_span
+            _mm_prefetch(reinterpret_cast<const char*>(x + i + kFfPrefetch), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(x + i + 16 + kFfPrefetch), _MM_HINT_T0);
+            const __m512 y0 = op.vec32_16(_mm512_loadu_ps(x + i)), y1 = op.vec32_16(_mm512_loadu_ps(x + i + 16));
+            put(i, y0);
+            put(i + 16, y1);
+        }
+        if (i < end) put(i, op.vec32_16(_mm512_loadu_ps(x + i)));
+        if (end < c + m) ff32_span<kStream, 1>(op, {x + end}, y + end, c + m - end);
+    }
+}
+
+// One row's body (n a multiple of 8), 16 lanes at a time where the functor
+// and the CPU allow it.
+template <bool kStream, int N, class Op>
+CONFORM_AVX2 inline void ff32_body(const Op& op, const std::array<const float*, N>& in, float* y, std::int64_t n,
+                                   bool wide) {
+    if constexpr (Fp32FloatVec16<Op, N>)
+        if (wide) return ff32_span16<kStream>(op, in[0], y, n);
+    ff32_span<kStream, N>(op, in, y, n);
+}
+
 template <int N, class Op>
 CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
     const TensorView& y = c.out[0];
@@ -371,17 +430,22 @@ CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
         for (int k = 0; k < N; ++k) in[k] += i;
         return in;
     };
+    const bool wide = Fp32FloatVec16<Op, N> && has_avx512();
+    const std::uintptr_t align = wide ? 64 : 32;  // bytes of one streaming store
     for (std::int64_t r = 0; r < rows; ++r) {
         const auto in = input_rows<Format::fp32, N>(c, r);
         float* out = y.row<float>(r);
-        // Elements before the first 32-byte boundary of the output (none unless streaming).
+        // Elements before the first aligned boundary of the output (none unless streaming).
         const auto addr = reinterpret_cast<std::uintptr_t>(out);
         const std::int64_t head =
-            stream && addr % 4 == 0 ? std::min<std::int64_t>(cols, static_cast<std::int64_t>((32 - addr % 32) % 32 / 4)) : 0;
-        if (head > 0) partial_block8<Format::fp32, N>(block, in, out, head);
+            stream && addr % 4 == 0
+                ? std::min<std::int64_t>(cols, static_cast<std::int64_t>((align - addr % align) % align / 4))
+                : 0;
+        for (std::int64_t h = 0; h < head; h += 8)  // head < 16: at most two partial blocks
+            partial_block8<Format::fp32, N>(block, offset(in, h), out + h, std::min<std::int64_t>(8, head - h));
         const std::int64_t body = (cols - head) & ~std::int64_t{7}, end = head + body;
-        if (stream && (addr + 4 * head) % 32 == 0) ff32_span<true, N>(op, offset(in, head), out + head, body);
-        else ff32_span<false, N>(op, offset(in, head), out + head, body);
+        if (stream && (addr + 4 * head) % align == 0) ff32_body<true, N>(op, offset(in, head), out + head, body, wide);
+        else ff32_body<false, N>(op, offset(in, head), out + head, body, wide);
         if (end < cols) partial_block8<Format::fp32, N>(block, offset(in, end), out + end, cols - end);
     }
     if (stream) _mm_sfence();

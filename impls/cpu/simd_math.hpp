@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "impls/cpu/convert.hpp"  // CONFORM_AVX2
+#include "impls/cpu/simd_lanes.hpp"
 #include "numerics/op.hpp"
 
 namespace conform::cpu {
@@ -353,77 +354,96 @@ inline constexpr float kLn2Lo = -0x1.05c610p-29f; // RN(ln 2 - kLn2Hi)
 inline constexpr float kExpQ[5] = {0x1.555554p-3f, 0x1.5554e8p-5f, 0x1.11130ep-7f, 0x1.6d4cbcp-10f,
                                    0x1.9dfbaep-13f};
 
+// The float-float core below is written once over the lane type L
+// (simd_lanes.hpp: F8 for AVX2, F16 for AVX-512, the same bits per lane);
+// the AVX2 names the rest of this file and gated.cpp use follow it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#pragma GCC diagnostic ignored "-Wignored-attributes"  // __m256's may_alias, as a template argument
+
 // All lanes have |x| <= limit (false for NaN).
-CONFORM_AVX2 inline bool in_range(__m256 x, float limit = kMaxAbs) {
-    const __m256 ok = _mm256_cmp_ps(_mm256_or_ps(x, set(-0.0f)), set(-limit), _CMP_GE_OQ);
-    return _mm256_movemask_ps(ok) == 0xFF;
-}
+CONFORM_AVX2 inline bool in_range(__m256 x, float limit = kMaxAbs) { return F8::all_abs_le(x, limit); }
 
 // A double-word (float-float) value hi + lo, |lo| <= ulp(hi)/2 unless stated.
-struct FF {
-    __m256 hi, lo;
+template <class R>
+struct FFT {
+    R hi, lo;
 };
+using FF = FFT<__m256>;
 
 // A value q0 + corr with |corr| much smaller than |q0|.
-struct Split {
-    __m256 q0, corr;
+template <class R>
+struct SplitT {
+    R q0, corr;
 };
+using Split = SplitT<__m256>;
 
 // e^-|y| as t = th + tl = (eh + el) 2^k, for y = yh + yl (kLow) or a float
 // y (yl ignored); |yh| <= 64.  -|y| = k ln2 + r: rh is exact (Sterbenz-type,
 // docs/activation.md §4), rl = -k ln2_lo plus the argument's low part with
 // the sign of -|y| (-yl for yh >= 0); e^rh by a degree-4 polynomial after
 // 1 + rh + rh^2/2, e^rl to first order.
-struct ExpNeg {
-    __m256 eh, el, two_k, th, tl;
+template <class R>
+struct ExpNegT {
+    R eh, el, two_k, th, tl;
 };
-template <bool kLow>
-CONFORM_AVX2 inline ExpNeg exp_neg_abs(__m256 yh, __m256 yl) {
-    const __m256 one = set(1.0f);
-    const __m256 na = _mm256_or_ps(yh, set(-0.0f));  // -|yh|
-    const __m256 s = _mm256_fmadd_ps(na, set(kLog2e), set(kShifter));
-    const __m256 k = _mm256_sub_ps(s, set(kShifter));
-    const __m256 rh = _mm256_fnmadd_ps(k, set(kLn2Hi), na);
-    __m256 rl;
-    if constexpr (kLow) rl = _mm256_fmadd_ps(k, set(-kLn2Lo), _mm256_xor_ps(yl, _mm256_andnot_ps(yh, set(-0.0f))));
-    else rl = _mm256_mul_ps(k, set(-kLn2Lo));
+using ExpNeg = ExpNegT<__m256>;
+template <class L, bool kLow, class R = typename L::R>
+CONFORM_LANES ExpNegT<R> exp_neg_abs_l(R yh, R yl) {
+    const R one = L::set(1.0f);
+    const R na = L::or_(yh, L::set(-0.0f));  // -|yh|
+    const R s = L::fmadd(na, L::set(kLog2e), L::set(kShifter));
+    const R k = L::sub(s, L::set(kShifter));
+    const R rh = L::fnmadd(k, L::set(kLn2Hi), na);
+    R rl;
+    if constexpr (kLow) rl = L::fmadd(k, L::set(-kLn2Lo), L::xor_(yl, L::andnot(yh, L::set(-0.0f))));
+    else rl = L::mul(k, L::set(-kLn2Lo));
     // e^rh = (1 + rh) + rh^2/2 + rh^3 Q(rh): 1 + rh exactly as sh + lo0 (Fast2Sum).
-    const __m256 sh = _mm256_add_ps(one, rh);
-    const __m256 lo0 = _mm256_add_ps(_mm256_sub_ps(one, sh), rh);
+    const R sh = L::add(one, rh);
+    const R lo0 = L::add(L::sub(one, sh), rh);
     // Q = c0 + r (c1 + c2 r + r^2 (c3 + c4 r)): 3 FMAs deep, and only the
     // last rounding is not damped by a factor r.
-    const __m256 r2 = _mm256_mul_ps(rh, rh);
-    const __m256 r3 = _mm256_mul_ps(r2, rh);
-    const __m256 q12 = _mm256_fmadd_ps(set(kExpQ[2]), rh, set(kExpQ[1]));
-    const __m256 q34 = _mm256_fmadd_ps(set(kExpQ[4]), rh, set(kExpQ[3]));
-    const __m256 q = _mm256_fmadd_ps(_mm256_fmadd_ps(q34, r2, q12), rh, set(kExpQ[0]));
-    const __m256 w = _mm256_fmadd_ps(r3, q, lo0);
-    const __m256 tail = _mm256_fmadd_ps(_mm256_mul_ps(rh, set(0.5f)), rh, w);  // rh^2/2 exact inside
+    const R r2 = L::mul(rh, rh);
+    const R r3 = L::mul(r2, rh);
+    const R q12 = L::fmadd(L::set(kExpQ[2]), rh, L::set(kExpQ[1]));
+    const R q34 = L::fmadd(L::set(kExpQ[4]), rh, L::set(kExpQ[3]));
+    const R q = L::fmadd(L::fmadd(q34, r2, q12), rh, L::set(kExpQ[0]));
+    const R w = L::fmadd(r3, q, lo0);
+    const R tail = L::fmadd(L::mul(rh, L::set(0.5f)), rh, w);  // rh^2/2 exact inside
     // e^r = eh + el: Fast2Sum of sh + tail, then e^rh * rl to first order.
-    const __m256 eh = _mm256_add_ps(sh, tail);
-    const __m256 el = _mm256_fmadd_ps(rl, eh, _mm256_add_ps(_mm256_sub_ps(sh, eh), tail));
+    const R eh = L::add(sh, tail);
+    const R el = L::fmadd(rl, eh, L::add(L::sub(sh, eh), tail));
     // 2^k from the shifter's low bits (k in [-93, 0]); exact scaling.
-    const __m256i ki = _mm256_add_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(127));
-    const __m256 two_k = _mm256_castsi256_ps(_mm256_slli_epi32(ki, 23));
-    return {eh, el, two_k, _mm256_mul_ps(eh, two_k), _mm256_mul_ps(el, two_k)};
+    const R two_k = L::pow2_shifted(s);
+    return {eh, el, two_k, L::mul(eh, two_k), L::mul(el, two_k)};
+}
+template <bool kLow>
+CONFORM_AVX2 inline ExpNeg exp_neg_abs(__m256 yh, __m256 yl) {
+    return exp_neg_abs_l<F8, kLow>(yh, yl);
 }
 
 // n/d for n = nh + nl, d = dh + dl (dh > 0) as q0 + corr: q0 = RN(nh/dh),
 // nh - q0 dh exact (FMA), n/d - q0 = (rho + nl - q0 dl) / d with the
 // division by d replaced by rcp(dh) (2^-11.4 relative, on a small term).
+template <class L, class R = typename L::R>
+CONFORM_LANES SplitT<R> quotient_l(R nh, R nl, R dh, R dl) {
+    const R q0 = L::div(nh, dh);
+    const R rho = L::fnmadd(q0, dh, nh);
+    const R c = L::fnmadd(q0, dl, L::add(rho, nl));
+    return {q0, L::mul(c, L::rcp(dh))};
+}
 CONFORM_AVX2 inline Split quotient(__m256 nh, __m256 nl, __m256 dh, __m256 dl) {
-    const __m256 q0 = _mm256_div_ps(nh, dh);
-    const __m256 rho = _mm256_fnmadd_ps(q0, dh, nh);
-    const __m256 c = _mm256_fnmadd_ps(q0, dl, _mm256_add_ps(rho, nl));
-    return {q0, _mm256_mul_ps(c, _mm256_rcp_ps(dh))};
+    return quotient_l<F8>(nh, nl, dh, dl);
 }
 
 // c + t as dh + dl for 0 <= t <= c (Fast2Sum; dh = RN(c + th) straight
 // from eh 2^k, one step shorter), dl = RN((c - dh) + th + tl).
-CONFORM_AVX2 inline FF plus_t(__m256 c, const ExpNeg& t) {
-    const __m256 dh = _mm256_fmadd_ps(t.eh, t.two_k, c);
-    return {dh, _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(c, dh), t.th), t.tl)};
+template <class L, class R = typename L::R>
+CONFORM_LANES FFT<R> plus_t_l(R c, const ExpNegT<R>& t) {
+    const R dh = L::fmadd(t.eh, t.two_k, c);
+    return {dh, L::add(L::add(L::sub(c, dh), t.th), t.tl)};
 }
+CONFORM_AVX2 inline FF plus_t(__m256 c, const ExpNeg& t) { return plus_t_l<F8>(c, t); }
 
 // sigmoid(y) as q0 + corr, relative error < 2^-27.2 for a float y (kLow
 // false, |corr| < 2^-20.4 q0) and < 2^-26.78 for y = yh + yl (kLow true,
@@ -431,25 +451,29 @@ CONFORM_AVX2 inline FF plus_t(__m256 c, const ExpNeg& t) {
 // |yh| <= 64.  t = e^-|y| in float-float, then
 // (y >= 0 ? 1 : t) / (1 + t) with one residual correction of the rounded
 // quotient.
-template <bool kLow>
-CONFORM_AVX2 inline Split sigmoid_ff(__m256 yh, __m256 yl) {
-    const __m256 one = set(1.0f);
-    const ExpNeg t = exp_neg_abs<kLow>(yh, yl);
+template <class L, bool kLow, class R = typename L::R>
+CONFORM_LANES SplitT<R> sigmoid_l(R yh, R yl) {
+    const R one = L::set(1.0f);
+    const ExpNegT<R> t = exp_neg_abs_l<L, kLow>(yh, yl);
     // d = 1 + t; n = 1 for y >= 0, t for y < 0 (sign bit of yh).
-    const FF d = plus_t(one, t);
-    const __m256 nh = _mm256_blendv_ps(one, t.th, yh);
-    const __m256 nl = _mm256_blendv_ps(_mm256_setzero_ps(), t.tl, yh);
-    return quotient(nh, nl, d.hi, d.lo);  // corr < 2^-17.1 q0: rcp's error stays < 2^-28.5
+    const FFT<R> d = plus_t_l<L>(one, t);
+    const R nh = L::blend_sign(one, t.th, yh);
+    const R nl = L::blend_sign(L::zero(), t.tl, yh);
+    return quotient_l<L>(nh, nl, d.hi, d.lo);  // corr < 2^-17.1 q0: rcp's error stays < 2^-28.5
 }
-CONFORM_AVX2 inline Split sigmoid(__m256 x) { return sigmoid_ff<false>(x, _mm256_setzero_ps()); }
-CONFORM_AVX2 inline Split sigmoid(FF y) { return sigmoid_ff<true>(y.hi, y.lo); }
+CONFORM_AVX2 inline Split sigmoid(__m256 x) { return sigmoid_l<F8, false>(x, _mm256_setzero_ps()); }
+CONFORM_AVX2 inline Split sigmoid(FF y) { return sigmoid_l<F8, true>(y.hi, y.lo); }
 
 // x * (q0 + corr) rounded once: x q0 + RN(x corr), x q0 exact inside the
 // FMA.  The sign of x is or-ed in so that x = -0 gives -0 (x corr may be +0).
-CONFORM_AVX2 inline __m256 times(__m256 x, Split q) {
-    const __m256 y = _mm256_fmadd_ps(x, q.q0, _mm256_mul_ps(x, q.corr));
-    return _mm256_or_ps(y, _mm256_and_ps(x, set(-0.0f)));
+template <class L, class R = typename L::R>
+CONFORM_LANES R times_l(R x, SplitT<R> q) {
+    const R y = L::fmadd(x, q.q0, L::mul(x, q.corr));
+    return L::or_(y, L::and_(x, L::set(-0.0f)));
 }
+CONFORM_AVX2 inline __m256 times(__m256 x, Split q) { return times_l<F8>(x, q); }
+
+#pragma GCC diagnostic pop
 
 // 2z = x (A + B x^2) for gelu_tanh, A = 2 sqrt(2/pi), B = 0.044715 A, in
 // float-float: relative error < 2^-43 for |x| <= 4.5 (docs/activation.md
@@ -583,6 +607,12 @@ struct SigmoidFn {
         const vff::Split q = vff::sigmoid(x);
         return _mm256_add_ps(q.q0, q.corr);  // the one final rounding
     }
+    // The same 16 lanes at a time (AVX-512; same bits, simd_lanes.hpp).
+    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return F16::all_abs_le(x, vff::kMaxAbs); }
+    CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
+        const auto q = vff::sigmoid_l<F16, false>(x, _mm512_setzero_ps());
+        return _mm512_add_ps(q.q0, q.corr);
+    }
 };
 
 struct SiluFn {
@@ -596,6 +626,10 @@ struct SiluFn {
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::x_sigmoid(x, x); }
     CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x); }
     CONFORM_AVX2 __m256 vec32(__m256 x) const { return vff::times(x, vff::sigmoid(x)); }
+    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return F16::all_abs_le(x, vff::kMaxAbs); }
+    CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
+        return vff::times_l<F16>(x, vff::sigmoid_l<F16, false>(x, _mm512_setzero_ps()));
+    }
 };
 
 struct GeluErfFn {

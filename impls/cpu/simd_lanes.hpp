@@ -1,0 +1,81 @@
+// Float lane types for code written once over the vector width: F8 (AVX2,
+// 8 lanes of __m256) and F16 (AVX-512, 16 lanes of __m512).  Each operation
+// is one instruction of the same IEEE operation at either width, so a
+// function template over L computes the same bits in every lane whichever L
+// it runs on; the one exception, the reciprocal estimate (rcpps is not
+// specified to the bit), is made identical by F16 running rcpps on its two
+// halves.
+//
+// Such templates carry no target attribute: they are [[gnu::always_inline]]
+// (CONFORM_LANES), so they are compiled inside their caller, which has the
+// target attribute of its L (CONFORM_AVX2 or CONFORM_AVX512).  GCC warns
+// (-Wpsabi) that a vector return "changes the ABI" of such a template; it is
+// never called out of line, so the warning is silenced for them.
+#pragma once
+#include <immintrin.h>
+
+#include "impls/cpu/convert.hpp"  // CONFORM_AVX2, CONFORM_AVX512
+
+#define CONFORM_LANES [[gnu::always_inline]] inline
+
+namespace conform::cpu {
+
+// The operations that are the same-named intrinsic at either width (MM is
+// _mm256 or _mm512); andnot(a, b) = ~a & b.
+#define CONFORM_SAME_NAMED_OPS(TARGET, MM)                                          \
+    TARGET static R set(float v) { return MM##_set1_ps(v); }                          \
+    TARGET static R zero() { return MM##_setzero_ps(); }                              \
+    TARGET static R add(R a, R b) { return MM##_add_ps(a, b); }                       \
+    TARGET static R sub(R a, R b) { return MM##_sub_ps(a, b); }                       \
+    TARGET static R mul(R a, R b) { return MM##_mul_ps(a, b); }                       \
+    TARGET static R div(R a, R b) { return MM##_div_ps(a, b); }                       \
+    TARGET static R fmadd(R a, R b, R c) { return MM##_fmadd_ps(a, b, c); }           \
+    TARGET static R fnmadd(R a, R b, R c) { return MM##_fnmadd_ps(a, b, c); }         \
+    TARGET static R or_(R a, R b) { return MM##_or_ps(a, b); }                        \
+    TARGET static R and_(R a, R b) { return MM##_and_ps(a, b); }                      \
+    TARGET static R xor_(R a, R b) { return MM##_xor_ps(a, b); }                      \
+    TARGET static R andnot(R a, R b) { return MM##_andnot_ps(a, b); }
+
+struct F8 {
+    using R = __m256;
+    static constexpr int kWidth = 8;
+    CONFORM_SAME_NAMED_OPS(CONFORM_AVX2, _mm256)
+    // Lanes of `sel` with the sign bit set take b, the others a.
+    CONFORM_AVX2 static R blend_sign(R a, R b, R sel) { return _mm256_blendv_ps(a, b, sel); }
+    CONFORM_AVX2 static R rcp(R a) { return _mm256_rcp_ps(a); }
+    // 2^k from s = shifter + k (k in the low bits of s's encoding, |k| < 127).
+    CONFORM_AVX2 static R pow2_shifted(R s) {
+        const __m256i k = _mm256_add_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(127));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(k, 23));
+    }
+    // Every lane has |x| <= limit (false for NaN).
+    CONFORM_AVX2 static bool all_abs_le(R x, float limit) {
+        const R ok = _mm256_cmp_ps(_mm256_or_ps(x, set(-0.0f)), set(-limit), _CMP_GE_OQ);
+        return _mm256_movemask_ps(ok) == 0xFF;
+    }
+};
+
+struct F16 {
+    using R = __m512;
+    static constexpr int kWidth = 16;
+    CONFORM_SAME_NAMED_OPS(CONFORM_AVX512, _mm512)
+    CONFORM_AVX512 static R blend_sign(R a, R b, R sel) {
+        return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(sel)), a, b);
+    }
+    // rcpps on each half: the very bits F8::rcp gives (vrcp14ps differs).
+    CONFORM_AVX512 static R rcp(R a) {
+        const __m256 lo = _mm256_rcp_ps(_mm512_castps512_ps256(a)), hi = _mm256_rcp_ps(_mm512_extractf32x8_ps(a, 1));
+        return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    }
+    CONFORM_AVX512 static R pow2_shifted(R s) {
+        const __m512i k = _mm512_add_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(127));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(k, 23));
+    }
+    CONFORM_AVX512 static bool all_abs_le(R x, float limit) {
+        return _mm512_cmp_ps_mask(_mm512_or_ps(x, set(-0.0f)), set(-limit), _CMP_GE_OQ) == 0xFFFF;
+    }
+};
+
+#undef CONFORM_SAME_NAMED_OPS
+
+}  // namespace conform::cpu
