@@ -140,7 +140,8 @@ TEST(Avx512, StreamedActivationTablesMatchAvx2) {
         expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".bf16"), {x.view()}, "1024x8192");
 }
 
-// The FP32 float-float kernels with a 16-lane form (sigmoid, silu) on every
+// The FP32 float-float kernels with a 16-lane form (sigmoid, silu,
+// gelu_tanh, softplus; gelu_tanh's domain ends at |x| = 4.5) on every
 // float with 2^-30 <= |x| <= 64 (the 16-lane path's domain is |x| <= 64,
 // vff::kMaxAbs; chunks with any other lane take the AVX2 code itself) and
 // every 61st float elsewhere, in rows of 2^22 (16 MiB: the streaming
@@ -149,13 +150,13 @@ TEST(Avx512, StreamedActivationTablesMatchAvx2) {
 // out-of-range lane).  Below 2^-30 the polynomial's powers underflow, and
 // each such block costs microcode assists on Intel cores: all of them would
 // take this test from ~5 s to ~50 s.
-TEST(Avx512, Fp32SigmoidSiluMatchAvx2) {
+TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
     if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
     constexpr std::int64_t kRow = std::int64_t{1} << 22;
     constexpr std::uint32_t kMin = 0x30800000, kMax = 0x42800000;  // 2^-30, 64
     Tensor x(Format::fp32, {1, kRow}), wide(Format::fp32, {1, kRow}), narrow(Format::fp32, {1, kRow});
     auto* bits = static_cast<std::uint32_t*>(x.data());
-    for (const char* op : {"sigmoid", "silu"}) {
+    for (const char* op : {"sigmoid", "silu", "gelu_tanh", "softplus"}) {
         const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
         const Params p = Params::defaults(*find_op(op));
         std::int64_t differing_rows = 0, rows = 0;
@@ -179,7 +180,7 @@ TEST(Avx512, Fp32SigmoidSiluMatchAvx2) {
                                      << ") where AVX-512 and AVX2 differ";
         Tensor small(Format::fp32, {1, 4096 + 64});
         // In fp32_ok16's range except every 997th element (its chunk takes ff32_span).
-        for (std::int64_t i = 0; i < small.numel(); ++i) small.set_value(i, i % 997 == 5 ? 100.0 : (i % 301 - 150) * 0.37);
+        for (std::int64_t i = 0; i < small.numel(); ++i) small.set_value(i, i % 997 == 5 ? 100.0 : (i % 301 - 150) * 0.029);
         for (std::int64_t skip = 0; skip < 16; ++skip)
             expect_paths_agree(k, {slice(small, skip, 4096 + 31 - skip)}, "skip " + std::to_string(skip));
     }

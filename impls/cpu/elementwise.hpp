@@ -343,7 +343,7 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
             // functors that branch per block: OneBlockFf).
             if constexpr (!OneBlockFf<Op>) for (; i + 16 <= c + m; i += 16) {
                 for (int k = 0; k < N; ++k)
-                    _mm_prefetch(reinterpret_cast<const char*>(in[k] + i + kFfPrefetch), _MM_HINT_T0);
+                    prefetch_ahead(in[k] + i, kFfPrefetch);
                 __m256 x0[N], x1[N];
                 for (int k = 0; k < N; ++k) x0[k] = _mm256_loadu_ps(in[k] + i), x1[k] = _mm256_loadu_ps(in[k] + i + 8);
                 const __m256 y0 = ff32_value<N>(op, x0, bad), y1 = ff32_value<N>(op, x1, bad);
@@ -354,7 +354,7 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
                 if constexpr (OneBlockFf<Op>)
                     if (i % 16 == 0)
                         for (int k = 0; k < N; ++k)
-                            _mm_prefetch(reinterpret_cast<const char*>(in[k] + i + kFfPrefetch), _MM_HINT_T0);
+                            prefetch_ahead(in[k] + i, kFfPrefetch);
                 __m256 x[N];
                 for (int k = 0; k < N; ++k) x[k] = _mm256_loadu_ps(in[k] + i);
                 store8_fp32<kStream>(y + i, ff32_value<N>(op, x, bad));
@@ -397,8 +397,8 @@ CONFORM_AVX512 void ff32_span16(const Op& op, const float* x, float* y, std::int
         }
         std::int64_t i = c;
         for (; i + 32 <= end; i += 32) {  // two independent chains per step, as in ff32_span
-            _mm_prefetch(reinterpret_cast<const char*>(x + i + kFfPrefetch), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(x + i + 16 + kFfPrefetch), _MM_HINT_T0);
+            prefetch_ahead(x + i, kFfPrefetch);
+            prefetch_ahead(x + i + 16, kFfPrefetch);
             const __m512 y0 = op.vec32_16(_mm512_loadu_ps(x + i)), y1 = op.vec32_16(_mm512_loadu_ps(x + i + 16));
             put(i, y0);
             put(i + 16, y1);
@@ -539,12 +539,15 @@ CONFORM_AVX512 void lookup16_avx512(const std::uint16_t* T, const std::uint16_t*
     if constexpr (kStream)
         for (; i < n && reinterpret_cast<std::uintptr_t>(out + i) % 32 != 0; ++i) out[i] = T[x[i]];
     const auto half = [T](const std::uint16_t* at) CONFORM_AVX512 {
-        const __m512i idx = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
-        // Merge form over a zeroed register: no dependence on an earlier gather's destination.
-        return _mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xffff, idx, T, 2));
+        // Zero-masked forms with all-ones masks: the plain intrinsics' undefined
+        // operands draw false GCC 12 warnings; the gather merges into a zeroed
+        // register, so it does not wait on an earlier gather's destination.
+        const __m256i at16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+        const __m512i idx = _mm512_maskz_cvtepu16_epi32(0xFFFF, at16);
+        return _mm512_maskz_cvtepi32_epi16(0xFFFF, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, idx, T, 2));
     };
     for (; i + 32 <= n; i += 32) {
-        _mm_prefetch(reinterpret_cast<const char*>(x + i + kLookupPrefetch), _MM_HINT_T0);
+        prefetch_ahead(x + i, kLookupPrefetch);
         const __m256i lo = half(x + i), hi = half(x + i + 16);
         auto* o = reinterpret_cast<__m256i*>(out + i);
         if constexpr (kStream) _mm256_stream_si256(o, lo), _mm256_stream_si256(o + 1, hi);
@@ -569,8 +572,8 @@ CONFORM_AVX2 inline void gated_lut_rows(const KernelCall& c, const Op& op, const
         // The inputs kLookupPrefetch elements ahead, as lookup16_avx512 does:
         // on the Intel machine 52-57 % of the streaming copy for bf16, 62-69 %
         // for fp16, against 33-41 % and ~60 % without (docs/gated.md §9).
-        _mm_prefetch(reinterpret_cast<const char*>(in[0] + kLookupPrefetch), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(in[1] + kLookupPrefetch), _MM_HINT_T0);
+        prefetch_ahead(in[0], kLookupPrefetch);
+        prefetch_ahead(in[1], kLookupPrefetch);
         const __m256 x[2] = {vload<F>(in[0]), vload<F>(in[1])};
         __m256 y;
         if (op.float_ok(x[0])) {

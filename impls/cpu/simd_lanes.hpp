@@ -10,7 +10,10 @@
 // (CONFORM_LANES), so they are compiled inside their caller, which has the
 // target attribute of its L (CONFORM_AVX2 or CONFORM_AVX512).  GCC warns
 // (-Wpsabi) that a vector return "changes the ABI" of such a template; it is
-// never called out of line, so the warning is silenced for them.
+// never called out of line, so impls/ builds with -Wno-psabi.  Some F16
+// operations use the zero-masked intrinsic with an all-ones mask (the same
+// instruction and result): GCC 12 warns of "uninitialized" values inside the
+// unmasked ones (its _mm512_undefined_*; fixed in GCC 13).
 #pragma once
 #include <immintrin.h>
 
@@ -31,6 +34,7 @@ namespace conform::cpu {
     TARGET static R div(R a, R b) { return MM##_div_ps(a, b); }                       \
     TARGET static R fmadd(R a, R b, R c) { return MM##_fmadd_ps(a, b, c); }           \
     TARGET static R fnmadd(R a, R b, R c) { return MM##_fnmadd_ps(a, b, c); }         \
+    TARGET static R fmsub(R a, R b, R c) { return MM##_fmsub_ps(a, b, c); }           \
     TARGET static R or_(R a, R b) { return MM##_or_ps(a, b); }                        \
     TARGET static R and_(R a, R b) { return MM##_and_ps(a, b); }                      \
     TARGET static R xor_(R a, R b) { return MM##_xor_ps(a, b); }                      \
@@ -42,7 +46,10 @@ struct F8 {
     CONFORM_SAME_NAMED_OPS(CONFORM_AVX2, _mm256)
     // Lanes of `sel` with the sign bit set take b, the others a.
     CONFORM_AVX2 static R blend_sign(R a, R b, R sel) { return _mm256_blendv_ps(a, b, sel); }
+    CONFORM_AVX2 static R max(R a, R b) { return _mm256_max_ps(a, b); }
     CONFORM_AVX2 static R rcp(R a) { return _mm256_rcp_ps(a); }
+    // All ones in the lanes where a >= b (ordered), zeros elsewhere.
+    CONFORM_AVX2 static R ge_mask(R a, R b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
     // 2^k from s = shifter + k (k in the low bits of s's encoding, |k| < 127).
     CONFORM_AVX2 static R pow2_shifted(R s) {
         const __m256i k = _mm256_add_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(127));
@@ -64,12 +71,17 @@ struct F16 {
     }
     // rcpps on each half: the very bits F8::rcp gives (vrcp14ps differs).
     CONFORM_AVX512 static R rcp(R a) {
-        const __m256 lo = _mm256_rcp_ps(_mm512_castps512_ps256(a)), hi = _mm256_rcp_ps(_mm512_extractf32x8_ps(a, 1));
+        const __m256 lo = _mm256_rcp_ps(_mm512_maskz_extractf32x8_ps(0xFF, a, 0));
+        const __m256 hi = _mm256_rcp_ps(_mm512_maskz_extractf32x8_ps(0xFF, a, 1));
         return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    }
+    CONFORM_AVX512 static R max(R a, R b) { return _mm512_maskz_max_ps(0xFFFF, a, b); }
+    CONFORM_AVX512 static R ge_mask(R a, R b) {
+        return _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(a, b, _CMP_GE_OQ)));
     }
     CONFORM_AVX512 static R pow2_shifted(R s) {
         const __m512i k = _mm512_add_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(127));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(k, 23));
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, k, 23));
     }
     CONFORM_AVX512 static bool all_abs_le(R x, float limit) {
         return _mm512_cmp_ps_mask(_mm512_or_ps(x, set(-0.0f)), set(-limit), _CMP_GE_OQ) == 0xFFFF;

@@ -473,8 +473,6 @@ CONFORM_LANES R times_l(R x, SplitT<R> q) {
 }
 CONFORM_AVX2 inline __m256 times(__m256 x, Split q) { return times_l<F8>(x, q); }
 
-#pragma GCC diagnostic pop
-
 // 2z = x (A + B x^2) for gelu_tanh, A = 2 sqrt(2/pi), B = 0.044715 A, in
 // float-float: relative error < 2^-43 for |x| <= 4.5 (docs/activation.md
 // §4), where |2z| <= 13.7.  e^-|2z| turns the absolute error of 2z into its
@@ -485,14 +483,16 @@ CONFORM_AVX2 inline __m256 times(__m256 x, Split q) { return times_l<F8>(x, q); 
 inline constexpr float kGeluTanhMaxAbs = 4.5f;
 inline constexpr float kGeluA[2] = {0x1.988454p+0f, -0x1.857936p-25f};
 inline constexpr float kGeluB[2] = {0x1.2444f2p-4f, 0x1.49b16ap-29f};
-CONFORM_AVX2 inline FF gelu_tanh_arg(__m256 x) {
-    const __m256 p = _mm256_mul_ps(x, x), pl = _mm256_fmsub_ps(x, x, p);  // x^2 = p + pl
-    const __m256 v = _mm256_fmadd_ps(set(kGeluB[0]), p, set(kGeluA[0]));
-    const __m256 yh = _mm256_mul_ps(x, v);
-    const __m256 ev = _mm256_fmadd_ps(set(kGeluB[0]), p, _mm256_sub_ps(set(kGeluA[0]), v));  // A_h + B_h p - v
-    const __m256 lo = _mm256_fmadd_ps(set(kGeluB[0]), pl, _mm256_fmadd_ps(set(kGeluB[1]), p, _mm256_add_ps(ev, set(kGeluA[1]))));
-    return {yh, _mm256_fmadd_ps(x, lo, _mm256_fmsub_ps(x, v, yh))};
+template <class L, class R = typename L::R>
+CONFORM_LANES FFT<R> gelu_tanh_arg_l(R x) {
+    const R p = L::mul(x, x), pl = L::fmsub(x, x, p);  // x^2 = p + pl
+    const R v = L::fmadd(L::set(kGeluB[0]), p, L::set(kGeluA[0]));
+    const R yh = L::mul(x, v);
+    const R ev = L::fmadd(L::set(kGeluB[0]), p, L::sub(L::set(kGeluA[0]), v));  // A_h + B_h p - v
+    const R lo = L::fmadd(L::set(kGeluB[0]), pl, L::fmadd(L::set(kGeluB[1]), p, L::add(ev, L::set(kGeluA[1]))));
+    return {yh, L::fmadd(x, lo, L::fmsub(x, v, yh))};
 }
+CONFORM_AVX2 inline FF gelu_tanh_arg(__m256 x) { return gelu_tanh_arg_l<F8>(x); }
 
 // softcap(x) = beta tanh(x / beta) for beta in [2^-60, 2^60] and
 // |x / beta| <= 32, relative error < 2^-26.8 before its one final rounding
@@ -560,34 +560,37 @@ CONFORM_AVX2 inline Fma3 softcap_abs(__m256 ax, float bh, float bl, float ib) {
 // 2s + 2s^3 P(s^2) is within 2^-35.16 of 2 atanh(s) relatively (mpmath).
 inline constexpr float kSoftplusBig = 0.69f;
 inline constexpr float kAtanhP[4] = {0x1.555554p-2f, 0x1.999c0cp-3f, 0x1.23e042p-3f, 0x1.ee9fe6p-4f};
-CONFORM_AVX2 inline FF softplus_ff(__m256 x) {
-    const ExpNeg t = exp_neg_abs<false>(x, x);
-    const __m256 one = set(1.0f), two = set(2.0f);
+template <class L, class R = typename L::R>
+CONFORM_LANES FFT<R> softplus_ff_l(R x) {
+    const ExpNegT<R> t = exp_neg_abs_l<L, false>(x, x);
+    const R one = L::set(1.0f), two = L::set(2.0f);
     // |x| <= 0.69 (t > 0.5015, from x: off the exponential's chain) or not.
-    const __m256 big = _mm256_cmp_ps(_mm256_or_ps(x, set(-0.0f)), set(-kSoftplusBig), _CMP_GE_OQ);
-    const __m256 b1 = _mm256_and_ps(big, one);
+    const R big = L::ge_mask(L::or_(x, L::set(-0.0f)), L::set(-kSoftplusBig));
+    const R b1 = L::and_(big, one);
     // nh = th - b1 (exact) and dh = RN(c + th) straight from eh 2^k = th.
-    const __m256 nh = _mm256_fmsub_ps(t.eh, t.two_k, b1);
-    const FF d = plus_t(_mm256_add_ps(b1, two), t);
-    const Split s = quotient(nh, t.tl, d.hi, d.lo);
-    const __m256 u = _mm256_mul_ps(s.q0, s.q0);
-    __m256 p = _mm256_fmadd_ps(set(kAtanhP[3]), u, set(kAtanhP[2]));
-    p = _mm256_fmadd_ps(p, u, set(kAtanhP[1]));
-    p = _mm256_fmadd_ps(p, u, set(kAtanhP[0]));
-    const __m256 q2 = _mm256_add_ps(s.q0, s.q0);
-    const __m256 xp = _mm256_max_ps(x, _mm256_setzero_ps());
-    const __m256 ah = _mm256_and_ps(big, set(kLn2Hi));
-    const __m256 v = _mm256_add_ps(ah, xp);  // xp < 1 where ah != 0
-    const __m256 ve = _mm256_sub_ps(xp, _mm256_sub_ps(v, ah));
-    const __m256 w = _mm256_add_ps(v, q2);  // v = 0 or v >= 1/2 > |q2|
-    const __m256 we = _mm256_add_ps(_mm256_sub_ps(v, w), q2);
+    const R nh = L::fmsub(t.eh, t.two_k, b1);
+    const FFT<R> d = plus_t_l<L>(L::add(b1, two), t);
+    const SplitT<R> s = quotient_l<L>(nh, t.tl, d.hi, d.lo);
+    const R u = L::mul(s.q0, s.q0);
+    R p = L::fmadd(L::set(kAtanhP[3]), u, L::set(kAtanhP[2]));
+    p = L::fmadd(p, u, L::set(kAtanhP[1]));
+    p = L::fmadd(p, u, L::set(kAtanhP[0]));
+    const R q2 = L::add(s.q0, s.q0);
+    const R xp = L::max(x, L::zero());
+    const R ah = L::and_(big, L::set(kLn2Hi));
+    const R v = L::add(ah, xp);  // xp < 1 where ah != 0
+    const R ve = L::sub(xp, L::sub(v, ah));
+    const R w = L::add(v, q2);  // v = 0 or v >= 1/2 > |q2|
+    const R we = L::add(L::sub(v, w), q2);
     // Low parts: the small ones first, then the tail 2 q0 u P with one rounding.
-    const __m256 k = _mm256_fmadd_ps(_mm256_fmadd_ps(u, two, two), u, two);  // 2 + 2u + 2u^2 ~ 2/(1 - u)
-    const __m256 small = _mm256_add_ps(_mm256_add_ps(we, ve), _mm256_and_ps(big, set(kLn2Lo)));
-    const __m256 lo = _mm256_fmadd_ps(_mm256_mul_ps(q2, u), p, _mm256_fmadd_ps(s.corr, k, small));
+    const R k = L::fmadd(L::fmadd(u, two, two), u, two);  // 2 + 2u + 2u^2 ~ 2/(1 - u)
+    const R small = L::add(L::add(we, ve), L::and_(big, L::set(kLn2Lo)));
+    const R lo = L::fmadd(L::mul(q2, u), p, L::fmadd(s.corr, k, small));
     return {w, lo};
 }
+CONFORM_AVX2 inline FF softplus_ff(__m256 x) { return softplus_ff_l<F8>(x); }
 
+#pragma GCC diagnostic pop
 }  // namespace vff
 
 // ---- the activation functions, as scalar and vector functors ------------
@@ -666,6 +669,11 @@ struct GeluTanhFn {
     // float-float: x sigmoid(2z) with 2z in float-float (|x| <= 4.5, |2z| <= 13.7).
     CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x, vff::kGeluTanhMaxAbs); }
     CONFORM_AVX2 __m256 vec32(__m256 x) const { return vff::times(x, vff::sigmoid(vff::gelu_tanh_arg(x))); }
+    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return F16::all_abs_le(x, vff::kGeluTanhMaxAbs); }
+    CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
+        const auto y = vff::gelu_tanh_arg_l<F16>(x);
+        return vff::times_l<F16>(x, vff::sigmoid_l<F16, true>(y.hi, y.lo));
+    }
 };
 
 struct SoftplusFn {
@@ -684,6 +692,11 @@ struct SoftplusFn {
     CONFORM_AVX2 __m256 vec32(__m256 x) const {
         const vff::FF y = vff::softplus_ff(x);
         return _mm256_add_ps(y.hi, y.lo);  // the one final rounding
+    }
+    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return F16::all_abs_le(x, vff::kMaxAbs); }
+    CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
+        const auto y = vff::softplus_ff_l<F16>(x);
+        return _mm512_add_ps(y.hi, y.lo);
     }
 };
 

@@ -33,4 +33,13 @@ CONFORM_AVX2 inline void stream8_as(storage_t<F>* p, __m256 v) {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+// prefetcht0 of the line `ahead` elements past p.  That address may lie past
+// the end of p's array (a prefetch never faults), so it is formed as an
+// integer, not by pointer arithmetic.
+template <class T>
+inline void prefetch_ahead(const T* p, std::int64_t ahead) {
+    const auto at = reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(ahead) * sizeof(T);
+    __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 3);
+}
+
 }  // namespace conform::cpu
