@@ -125,10 +125,6 @@ std::vector<DD> factor_table(const std::string& op, const Params& p, Format f, b
     return t;
 }
 
-// Second level: the exact product of the two wide factors (800 bits hold
-// it exactly), accepted when every value within 2^-380 relative of it rounds
-// the same (each factor is within ~2^-396 of its true value).  Zero, infinite
-// or NaN factors go to the oracle, which owns the limits.
 // a b - RN(a b) (p = RN(a b)), exactly: Dekker's product of Veltkamp
 // halves, with every operand and p kept where no step can overflow or lose
 // bits to underflow; libm's fma elsewhere.  Without -mfma, std::fma is an
@@ -145,6 +141,10 @@ inline double product_error(double a, double b, double p) {
     return ((ah * bh - p) + ah * bl + al * bh) + al * bl;
 }
 
+// Second level: the exact product of the two wide factors (800 bits hold
+// it exactly), accepted when every value within 2^-380 relative of it rounds
+// the same (each factor is within ~2^-396 of its true value).  Zero, infinite
+// or NaN factors go to the oracle, which owns the limits.
 std::optional<std::uint64_t> round_wide(const DD& a, const DD& b, Format out) {
     const mpfr_srcptr x = a.wide.backend().data(), y = b.wide.backend().data();
     if (!mpfr_regular_p(x) || !mpfr_regular_p(y)) return std::nullopt;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -117,8 +118,8 @@ TEST(Avx512, Bf16NormsMatchAvx2) {
     }
 }
 
-// Every input pattern, at every alignment of a 64-byte line, with tails of
-// every length below one 32-element step.
+// Every input pattern, at four input alignments (lengths 65569, 65568,
+// 65552, 65538: tails of 1, 0, 16 and 2 after the 32-element steps).
 TEST(Avx512, ActivationTablesMatchAvx2OnEveryInput) {
     if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
     for (Format f : {Format::bf16, Format::fp16}) {
@@ -145,9 +146,9 @@ TEST(Avx512, StreamedActivationTablesMatchAvx2) {
 // float with 2^-30 <= |x| <= 64 (the 16-lane path's domain is |x| <= 64,
 // vff::kMaxAbs; chunks with any other lane take the AVX2 code itself) and
 // every 61st float elsewhere, in rows of 2^22 (16 MiB: the streaming
-// branch); and on rows starting at every offset of a 64-byte line (the head
-// peeled before the aligned body, tails of every length, a chunk with an
-// out-of-range lane).  Below 2^-30 the polynomial's powers underflow, and
+// branch); and on inputs starting at each offset of a 64-byte line, with
+// lengths 4081..4096 and a chunk with an out-of-range lane (streamed heads:
+// Fp32StreamedRowHeadsMatchAvx2).  Below 2^-30 the polynomial's powers underflow, and
 // each such block costs microcode assists on Intel cores: all of them would
 // take this test from ~5 s to ~50 s.
 TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
@@ -184,6 +185,25 @@ TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
         for (std::int64_t skip = 0; skip < 16; ++skip)
             expect_paths_agree(k, {slice(small, skip, 4096 + 31 - skip)}, "skip " + std::to_string(skip));
     }
+}
+
+// Streamed FP32 rows (>= 16 MiB) of 1001 floats, whose starts fall at every
+// multiple of 4 bytes modulo 64: each row has one lane outside the
+// float-float range (NaN, or 100) among its first 16 elements, so the
+// 8-element blocks around the head peeled for streaming stores must be
+// drawn where the AVX2 path draws them (a block with such a lane takes the
+// double path whole, which rounds its other lanes differently).
+TEST(Avx512, Fp32StreamedRowHeadsMatchAvx2) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
+    constexpr std::int64_t kRows = 4200, kCols = 1001;
+    Tensor x(Format::fp32, {kRows, kCols});
+    ASSERT_TRUE(cpu::streaming_output(x.view()));
+    for (std::int64_t r = 0; r < kRows; ++r)
+        for (std::int64_t c = 0; c < kCols; ++c)
+            x.set_value(r * kCols + c, c == r % 16 ? (r % 2 ? NAN : 100.0) : ((r * 7 + c) % 301 - 150) * 0.029);
+    for (const char* op : {"sigmoid", "silu", "gelu_tanh", "softplus"})
+        expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".fp32"), {x.view()},
+                           "4200x1001 streamed");
 }
 
 // The bf16 gated table kernels (bf16 rounded by narrow8_bf16): every gate

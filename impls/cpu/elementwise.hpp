@@ -408,13 +408,22 @@ CONFORM_AVX512 void ff32_span16(const Op& op, const float* x, float* y, std::int
     }
 }
 
-// One row's body (n a multiple of 8), 16 lanes at a time where the functor
-// and the CPU allow it.
+// One row's body (n a multiple of 8, y 32-byte aligned when kStream), 16
+// lanes at a time where the functor and the CPU allow it.  64-byte streaming
+// stores need y 64-byte aligned: if it is not, one 8-element block goes
+// first through ff32_span.  The 8-element blocks thus stay where the AVX2
+// path draws them, which matters: a block with a lane outside fp32_ok takes
+// the double path whole, and that rounds its other lanes differently.
 template <bool kStream, int N, class Op>
 CONFORM_AVX2 inline void ff32_body(const Op& op, const std::array<const float*, N>& in, float* y, std::int64_t n,
                                    bool wide) {
-    if constexpr (Fp32FloatVec16<Op, N>)
-        if (wide) return ff32_span16<kStream>(op, in[0], y, n);
+    if constexpr (Fp32FloatVec16<Op, N>) {
+        if (wide) {
+            const std::int64_t lead = kStream && reinterpret_cast<std::uintptr_t>(y) % 64 != 0 ? std::min<std::int64_t>(8, n) : 0;
+            if (lead > 0) ff32_span<kStream, N>(op, in, y, lead);
+            return ff32_span16<kStream>(op, in[0] + lead, y + lead, n - lead);
+        }
+    }
     ff32_span<kStream, N>(op, in, y, n);
 }
 
@@ -431,20 +440,16 @@ CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
         return in;
     };
     const bool wide = Fp32FloatVec16<Op, N> && has_avx512();
-    const std::uintptr_t align = wide ? 64 : 32;  // bytes of one streaming store
     for (std::int64_t r = 0; r < rows; ++r) {
         const auto in = input_rows<Format::fp32, N>(c, r);
         float* out = y.row<float>(r);
-        // Elements before the first aligned boundary of the output (none unless streaming).
+        // Elements before the first 32-byte boundary of the output (none unless streaming).
         const auto addr = reinterpret_cast<std::uintptr_t>(out);
         const std::int64_t head =
-            stream && addr % 4 == 0
-                ? std::min<std::int64_t>(cols, static_cast<std::int64_t>((align - addr % align) % align / 4))
-                : 0;
-        for (std::int64_t h = 0; h < head; h += 8)  // head < 16: at most two partial blocks
-            partial_block8<Format::fp32, N>(block, offset(in, h), out + h, std::min<std::int64_t>(8, head - h));
+            stream && addr % 4 == 0 ? std::min<std::int64_t>(cols, static_cast<std::int64_t>((32 - addr % 32) % 32 / 4)) : 0;
+        if (head > 0) partial_block8<Format::fp32, N>(block, in, out, head);
         const std::int64_t body = (cols - head) & ~std::int64_t{7}, end = head + body;
-        if (stream && (addr + 4 * head) % align == 0) ff32_body<true, N>(op, offset(in, head), out + head, body, wide);
+        if (stream && (addr + 4 * head) % 32 == 0) ff32_body<true, N>(op, offset(in, head), out + head, body, wide);
         else ff32_body<false, N>(op, offset(in, head), out + head, body, wide);
         if (end < cols) partial_block8<Format::fp32, N>(block, offset(in, end), out + end, cols - end);
     }

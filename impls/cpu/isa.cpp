@@ -36,7 +36,10 @@ bool has_avx512() {
 }
 
 bool has_avx512_bf16() {
-    static const bool cpu = __builtin_cpu_supports("avx512bf16");
+    static const bool cpu = [] {
+        __builtin_cpu_init();  // in case this runs before libgcc's own initialisation
+        return __builtin_cpu_supports("avx512bf16");
+    }();
     return cpu && has_avx512();
 }
 
