@@ -99,6 +99,13 @@ CONFORM_AVX512_BF16 inline __m128i narrow8_bf16(__m256 v) {
         return narrow8(v, Format::bf16);
     return reinterpret_cast<__m128i>(_mm256_cvtneps_pbh(v));
 }
+// store8 / stream8_as (streaming.hpp) for bf16 with narrow8_bf16.
+CONFORM_AVX512_BF16 inline void store8_bf16(std::uint16_t* p, __m256 v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), narrow8_bf16(v));
+}
+CONFORM_AVX512_BF16 inline void stream8_bf16(std::uint16_t* p, __m256 v) {  // p 16-byte aligned
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), narrow8_bf16(v));
+}
 
 CONFORM_AVX2 inline void store8(std::uint16_t* p, __m256 v, Format f) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), narrow8(v, f));

@@ -598,9 +598,8 @@ template <class Op>
 CONFORM_AVX512_BF16 void gated_lut_bf16_avx512(const KernelCall& c, const Op& op, const float* G, const float* U,
                                                bool stream) {
     gated_lut_rows<Format::bf16>(c, op, G, U, [stream](std::uint16_t* out, __m256 y) CONFORM_AVX512_BF16 {
-        const __m128i h = narrow8_bf16(y);
-        if (stream && aligned16(out)) _mm_stream_si128(reinterpret_cast<__m128i*>(out), h);
-        else _mm_storeu_si128(reinterpret_cast<__m128i*>(out), h);
+        if (stream && aligned16(out)) stream8_bf16(out, y);
+        else store8_bf16(out, y);
     });
 }
 
@@ -625,13 +624,13 @@ CONFORM_AVX2 void run_lut(const KernelCall& c, const Op& op) {
         const float* U = nullptr;
         if constexpr (TabulatedUp<Op>) U = ut->data();
         const bool stream = streaming_output(c.out[0]);
-        bool done = false;
-        if constexpr (F == Format::bf16)
-            if (has_avx512_bf16()) gated_lut_bf16_avx512(c, op, gt->data(), U, stream), done = true;
-        if (!done)
-            gated_lut_rows<F>(c, op, gt->data(), U, [stream](elem_t<F>* out, __m256 y) CONFORM_AVX2 {
-                vstore_maybe_stream<F>(out, y, stream);
-            });
+        const auto store = [stream](elem_t<F>* out, __m256 y) CONFORM_AVX2 { vstore_maybe_stream<F>(out, y, stream); };
+        if constexpr (F == Format::bf16) {
+            if (has_avx512_bf16()) gated_lut_bf16_avx512(c, op, gt->data(), U, stream);
+            else gated_lut_rows<F>(c, op, gt->data(), U, store);
+        } else {
+            gated_lut_rows<F>(c, op, gt->data(), U, store);
+        }
         if (stream) _mm_sfence();
     }
 }

@@ -163,12 +163,12 @@ struct Avx2Lanes {
 struct Avx512Bf16Lanes : Avx2Lanes {
     template <Format F>
     CONFORM_AVX512_BF16 static void store(St<F>* p, R v) {
-        if constexpr (F == Format::bf16) _mm_storeu_si128(reinterpret_cast<__m128i*>(p), narrow8_bf16(v));
+        if constexpr (F == Format::bf16) store8_bf16(p, v);
         else Avx2Lanes::store<F>(p, v);
     }
     template <Format F>
     CONFORM_AVX512_BF16 static void store_stream(St<F>* p, R v) {  // p 16-byte aligned
-        if constexpr (F == Format::bf16) _mm_stream_si128(reinterpret_cast<__m128i*>(p), narrow8_bf16(v));
+        if constexpr (F == Format::bf16) stream8_bf16(p, v);
         else Avx2Lanes::store_stream<F>(p, v);
     }
 };

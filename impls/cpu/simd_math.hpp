@@ -363,6 +363,7 @@ inline constexpr float kExpQ[5] = {0x1.555554p-3f, 0x1.5554e8p-5f, 0x1.11130ep-7
 
 // All lanes have |x| <= limit (false for NaN).
 CONFORM_AVX2 inline bool in_range(__m256 x, float limit = kMaxAbs) { return F8::all_abs_le(x, limit); }
+CONFORM_AVX512 inline bool in_range(__m512 x, float limit = kMaxAbs) { return F16::all_abs_le(x, limit); }
 
 // A double-word (float-float) value hi + lo, |lo| <= ulp(hi)/2 unless stated.
 template <class R>
@@ -611,7 +612,7 @@ struct SigmoidFn {
         return _mm256_add_ps(q.q0, q.corr);  // the one final rounding
     }
     // The same 16 lanes at a time (AVX-512; same bits, simd_lanes.hpp).
-    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return F16::all_abs_le(x, vff::kMaxAbs); }
+    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return vff::in_range(x); }
     CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
         const auto q = vff::sigmoid_l<F16, false>(x, _mm512_setzero_ps());
         return _mm512_add_ps(q.q0, q.corr);
@@ -629,7 +630,7 @@ struct SiluFn {
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::x_sigmoid(x, x); }
     CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x); }
     CONFORM_AVX2 __m256 vec32(__m256 x) const { return vff::times(x, vff::sigmoid(x)); }
-    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return F16::all_abs_le(x, vff::kMaxAbs); }
+    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return vff::in_range(x); }
     CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
         return vff::times_l<F16>(x, vff::sigmoid_l<F16, false>(x, _mm512_setzero_ps()));
     }
@@ -669,7 +670,7 @@ struct GeluTanhFn {
     // float-float: x sigmoid(2z) with 2z in float-float (|x| <= 4.5, |2z| <= 13.7).
     CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x, vff::kGeluTanhMaxAbs); }
     CONFORM_AVX2 __m256 vec32(__m256 x) const { return vff::times(x, vff::sigmoid(vff::gelu_tanh_arg(x))); }
-    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return F16::all_abs_le(x, vff::kGeluTanhMaxAbs); }
+    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return vff::in_range(x, vff::kGeluTanhMaxAbs); }
     CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
         const auto y = vff::gelu_tanh_arg_l<F16>(x);
         return vff::times_l<F16>(x, vff::sigmoid_l<F16, true>(y.hi, y.lo));
@@ -693,7 +694,7 @@ struct SoftplusFn {
         const vff::FF y = vff::softplus_ff(x);
         return _mm256_add_ps(y.hi, y.lo);  // the one final rounding
     }
-    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return F16::all_abs_le(x, vff::kMaxAbs); }
+    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return vff::in_range(x); }
     CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
         const auto y = vff::softplus_ff_l<F16>(x);
         return _mm512_add_ps(y.hi, y.lo);
