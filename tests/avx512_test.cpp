@@ -98,6 +98,45 @@ TEST(Avx512, Bf16RoundingMatchesAvx2OnEveryFloat) {
     EXPECT_EQ(bf16_rounding_mismatches(), 0u) << "8-float blocks where vcvtneps2bf16 + fallback differs from narrow8";
 }
 
+// narrow16 against narrow8 on every float bit pattern (16 consecutive
+// patterns per vector: both halves against narrow8), and widen16 against
+// load8 on every 16-bit pattern, for fp16 and bf16.
+CONFORM_AVX512 std::uint64_t narrow16_mismatches(Format f) {
+    std::uint64_t bad = 0;
+    __m512i bits = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (std::uint64_t i = 0; i < (std::uint64_t{1} << 32); i += 16) {
+        const __m512 v = _mm512_castsi512_ps(bits);
+        alignas(32) std::uint16_t a[16], b[16];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(a), cpu::narrow16(v, f));
+        _mm_store_si128(reinterpret_cast<__m128i*>(b), cpu::narrow8(_mm512_maskz_extractf32x8_ps(0xFF, v, 0), f));
+        _mm_store_si128(reinterpret_cast<__m128i*>(b + 8), cpu::narrow8(_mm512_maskz_extractf32x8_ps(0xFF, v, 1), f));
+        bad += std::memcmp(a, b, sizeof a) != 0;
+        bits = _mm512_add_epi32(bits, _mm512_set1_epi32(16));
+    }
+    return bad;
+}
+CONFORM_AVX512 std::uint64_t widen16_mismatches(Format f) {
+    std::uint64_t bad = 0;
+    alignas(32) std::uint16_t x[16];
+    for (std::uint32_t i = 0; i < 65536; i += 16) {
+        for (int k = 0; k < 16; ++k) x[k] = static_cast<std::uint16_t>(i + k);
+        alignas(64) float a[16], b[16];
+        _mm512_store_ps(a, cpu::widen16(_mm256_load_si256(reinterpret_cast<const __m256i*>(x)), f));
+        _mm256_store_ps(b, cpu::load8(x, f));
+        _mm256_store_ps(b + 8, cpu::load8(x + 8, f));
+        bad += std::memcmp(a, b, sizeof a) != 0;
+    }
+    return bad;
+}
+
+TEST(Avx512, SixteenLaneConversionsMatchAvx2) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
+    for (Format f : {Format::fp16, Format::bf16}) {
+        EXPECT_EQ(narrow16_mismatches(f), 0u) << info(f).name << ": 16-float blocks where narrow16 differs from narrow8";
+        EXPECT_EQ(widen16_mismatches(f), 0u) << info(f).name << ": 16-value blocks where widen16 differs from load8";
+    }
+}
+
 // The bf16 norms (bf16 stores by narrow8_bf16) against their AVX2 path.
 TEST(Avx512, Bf16NormsMatchAvx2) {
     if (!cpu::has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU (or CONFORM_ISA caps it)";
@@ -202,19 +241,23 @@ TEST(Avx512, Fp32StreamedRowHeadsMatchAvx2) {
                            "4200x1001 streamed");
 }
 
-// The bf16 gated table kernels (bf16 rounded by narrow8_bf16): every gate
-// pattern against two orders of up patterns, misaligned starts, odd tails,
-// and the streamed size.
-TEST(Avx512, Bf16GatedTablesMatchAvx2) {
-    if (!cpu::has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU (or CONFORM_ISA caps it)";
-    const Tensor g = all_patterns(Format::bf16, {1, 65536 + 64}), u = all_patterns(Format::bf16, {1, 65536 + 64}, 12345);
-    const Tensor gs = all_patterns(Format::bf16, {1024, 8192}), us = all_patterns(Format::bf16, {1024, 8192}, 3);
-    for (const char* op : {"swiglu", "geglu", "situ_glu", "swiglu_clamp"}) {
-        const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".bf16");
-        for (std::int64_t skip : {0, 3})
-            expect_paths_agree(k, {slice(g, skip, 65536 + 5), slice(u, skip, 65536 + 5)}, "skip " + std::to_string(skip));
-        expect_paths_agree(k, {slice(u, 0, 65536), slice(g, 0, 65536)}, "gate and up exchanged");
-        expect_paths_agree(k, {gs.view(), us.view()}, "1024x8192");
+// The gated table kernels' 16-lane path (gated_lut_avx512: gathers,
+// widen16, narrow16) against the AVX2 blocks: every gate pattern (NaNs, and
+// the far gates whose 8-element blocks take the double path) against two
+// orders of up patterns, misaligned starts, odd tails, and the streamed size.
+TEST(Avx512, GatedTablesMatchAvx2) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
+    for (Format f : {Format::fp16, Format::bf16}) {
+        const Tensor g = all_patterns(f, {1, 65536 + 64}), u = all_patterns(f, {1, 65536 + 64}, 12345);
+        const Tensor gs = all_patterns(f, {1024, 8192}), us = all_patterns(f, {1024, 8192}, 3);
+        for (const char* op : {"swiglu", "geglu", "situ_glu", "swiglu_clamp"}) {
+            const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + "." + info(f).name);
+            for (std::int64_t skip : {0, 3})
+                expect_paths_agree(k, {slice(g, skip, 65536 + 5), slice(u, skip, 65536 + 5)},
+                                   "skip " + std::to_string(skip));
+            expect_paths_agree(k, {slice(u, 0, 65536), slice(g, 0, 65536)}, "gate and up exchanged");
+            expect_paths_agree(k, {gs.view(), us.view()}, "1024x8192");
+        }
     }
 }
 

@@ -107,6 +107,24 @@ CONFORM_AVX512_BF16 inline void stream8_bf16(std::uint16_t* p, __m256 v) {  // p
     _mm_stream_si128(reinterpret_cast<__m128i*>(p), narrow8_bf16(v));
 }
 
+// narrow8 16 lanes at a time (AVX-512): the same instructions per lane
+// (vcvtps2ph with the same rounding; bf16 by the same integer rounding and
+// NaN quieting), so the same bits.
+CONFORM_AVX512 inline __m256i narrow16(__m512 v, Format f) {
+    if (f == Format::fp16) return _mm512_maskz_cvtps_ph(0xFFFF, v, _MM_FROUND_TO_NEAREST_INT);
+    const __m512i b = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, b, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i q = _mm512_or_si512(b, _mm512_set1_epi32(0x00400000));
+    return _mm512_maskz_cvtepi32_epi16(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, _mm512_mask_blend_epi32(nan, r, q), 16));
+}
+// 16 16-bit values -> 16 floats, as load8 on each half.
+CONFORM_AVX512 inline __m512 widen16(__m256i h, Format f) {
+    if (f == Format::fp16) return _mm512_maskz_cvtph_ps(0xFFFF, h);
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
+}
+
 CONFORM_AVX2 inline void store8(std::uint16_t* p, __m256 v, Format f) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), narrow8(v, f));
 }

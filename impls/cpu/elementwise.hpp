@@ -146,6 +146,20 @@ CONFORM_AVX2 __m256 scalar8(const Op& op, const __m256 (&x)[N]) {
     return _mm256_set_m128(narrow_pd<F>(_mm256_load_pd(out + 4)), narrow_pd<F>(_mm256_load_pd(out)));
 }
 
+// NaN in -> NaN out: y where no input is NaN, else the first NaN input,
+// quieted (x86's rule for x0 + x1).  Chosen explicitly, not as x0 + x1:
+// the compiler may commute an addition, which changes the payload where
+// both inputs are NaN, and then two builds of one path could differ.
+inline constexpr int kQuietBit = 0x00400000;
+template <int N>
+CONFORM_AVX2 inline __m256 nan_policy(__m256 y, const __m256 (&x)[N]) {
+    const __m256 b = x[N - 1];
+    const __m256 x0_nan = _mm256_cmp_ps(x[0], x[0], _CMP_UNORD_Q);
+    const __m256 first = N == 1 ? x[0] : _mm256_blendv_ps(b, x[0], x0_nan);
+    const __m256 quiet = _mm256_or_ps(first, _mm256_castsi256_ps(_mm256_set1_epi32(kQuietBit)));
+    return _mm256_blendv_ps(y, quiet, N == 1 ? x0_nan : _mm256_cmp_ps(x[0], b, _CMP_UNORD_Q));
+}
+
 template <Format F, int N, class Op>
 CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
     __m256d lo, hi;
@@ -160,10 +174,7 @@ CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
     if constexpr (ScalarAtExtremes<Op>) {
         if (_mm256_movemask_ps(extreme_lanes(y)) != 0) return scalar8<F, N>(op, x);
     }
-    // NaN in -> NaN out: x0 + x1 is NaN wherever an input is (the mask excludes inf - inf).
-    const __m256 b = N == 1 ? x[0] : x[N - 1];
-    const __m256 nan = _mm256_cmp_ps(x[0], b, _CMP_UNORD_Q);
-    return _mm256_blendv_ps(y, _mm256_add_ps(x[0], b), nan);
+    return nan_policy<N>(y, x);
 }
 
 // ---- AVX2 float path for fp16/bf16 outputs: 8 lanes of float ------------
@@ -182,14 +193,6 @@ concept FloatVec = (N == 1 && requires(const Op& op, __m256 x) { op.vecf(x); }) 
                        op.up_f(x);
                        op.float_ok(x);
                    });
-
-// NaN in -> NaN out, on the float path.
-template <int N>
-CONFORM_AVX2 inline __m256 nan_policy(__m256 y, const __m256 (&x)[N]) {
-    const __m256 b = N == 1 ? x[0] : x[N - 1];
-    const __m256 nan = _mm256_cmp_ps(x[0], b, _CMP_UNORD_Q);
-    return _mm256_blendv_ps(y, _mm256_add_ps(x[0], b), nan);
-}
 
 template <Format F, int N, class Op>
 CONFORM_AVX2 inline __m256 apply8f(const Op& op, const __m256 (&x)[N]) {
@@ -567,9 +570,26 @@ CONFORM_AVX2 void lookup16_best(const std::uint16_t* T, const std::uint16_t* x, 
     else lookup16<kStream>(T, x, out, n);
 }
 
-// The gated table kernel's blocks: h = G[g] * U(u) in float (U a table or
-// the functor's up_f), the NaN policy, the double path for gates outside the
-// float range; store(out, h) rounds and writes the 8 results.
+// One block of the gated table kernel: h = G[g] * U(u) in float (U a table
+// or the functor's up_f), the NaN policy, the double path for gates outside
+// the float range; store(out, h) rounds and writes the 8 results.
+template <Format F, class Op, class Store>
+CONFORM_AVX2 inline void gated_lut_block8(const Op& op, const float* G, const float* U,
+                                          const std::array<const elem_t<F>*, 2>& in, elem_t<F>* out,
+                                          const Store& store) {
+    const __m256 x[2] = {vload<F>(in[0]), vload<F>(in[1])};
+    __m256 y;
+    if (op.float_ok(x[0])) {
+        __m256 u;
+        if constexpr (TabulatedUp<Op>) u = gather8(U, in[1]);
+        else u = op.up_f(x[1]);
+        y = nan_policy<2>(_mm256_mul_ps(gather8(G, in[0]), u), x);
+    } else {
+        y = apply8<F, 2>(op, x);
+    }
+    store(out, y);
+}
+
 template <Format F, class Op, class Store>
 CONFORM_AVX2 inline void gated_lut_rows(const KernelCall& c, const Op& op, const float* G, const float* U,
                                         const Store& store) {
@@ -579,28 +599,73 @@ CONFORM_AVX2 inline void gated_lut_rows(const KernelCall& c, const Op& op, const
         // for fp16, against 33-41 % and ~60 % without (docs/gated.md §9).
         prefetch_ahead(in[0], kLookupPrefetch);
         prefetch_ahead(in[1], kLookupPrefetch);
-        const __m256 x[2] = {vload<F>(in[0]), vload<F>(in[1])};
-        __m256 y;
-        if (op.float_ok(x[0])) {
-            __m256 u;
-            if constexpr (TabulatedUp<Op>) u = gather8(U, in[1]);
-            else u = op.up_f(x[1]);
-            y = nan_policy<2>(_mm256_mul_ps(gather8(G, in[0]), u), x);
-        } else {
-            y = apply8<F, 2>(op, x);
-        }
-        store(out, y);
+        gated_lut_block8<F>(op, G, U, in, out, store);
     });
 }
 
-// The same rounding to bf16 by vcvtneps2bf16 (narrow8_bf16: the same bits).
-template <class Op>
-CONFORM_AVX512_BF16 void gated_lut_bf16_avx512(const KernelCall& c, const Op& op, const float* G, const float* U,
-                                               bool stream) {
-    gated_lut_rows<Format::bf16>(c, op, G, U, [stream](std::uint16_t* out, __m256 y) CONFORM_AVX512_BF16 {
-        if (stream && aligned16(out)) stream8_bf16(out, y);
-        else store8_bf16(out, y);
-    });
+// The same 16 lanes at a time (AVX-512), the tables read by vgatherdps: the
+// AVX2 rows above assemble each 8 table reads by inserts, which on the Intel
+// machine made situ_glu (two tables) bound by the shuffle port.  Every lane
+// takes the same float operations as in gated_lut_block8 (widen16, narrow16:
+// the same bits as load8, narrow8), and a 16-element step whose gates are not
+// all float_ok runs its two 8-element blocks through gated_lut_block8, so the
+// double-path blocks are the AVX2 path's too.  False (nothing written) there.
+template <Format F, class Op>
+CONFORM_AVX512 inline bool gated_lut16(const Op& op, const float* G, const float* U, const std::uint16_t* g,
+                                       const std::uint16_t* u, std::uint16_t* out, bool stream) {
+    const __m256i gb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g));
+    const __m256i ub = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u));
+    const __m512 xg = widen16(gb, F), xu = widen16(ub, F);
+    // Halves by the zero-masked extract: GCC 12's cast draws a false warning.
+    const auto half = [](__m512 v, int k) CONFORM_AVX512 {
+        return k == 0 ? _mm512_maskz_extractf32x8_ps(0xFF, v, 0) : _mm512_maskz_extractf32x8_ps(0xFF, v, 1);
+    };
+    if (!op.float_ok(half(xg, 0)) || !op.float_ok(half(xg, 1))) return false;
+    const auto gather = [](const float* T, __m256i bits) CONFORM_AVX512 {
+        const __m512i idx = _mm512_maskz_cvtepu16_epi32(0xFFFF, bits);
+        return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx, T, 4);
+    };
+    __m512 up;
+    if constexpr (TabulatedUp<Op>) {
+        up = gather(U, ub);
+    } else {
+        up = _mm512_insertf32x8(_mm512_castps256_ps512(op.up_f(half(xu, 0))), op.up_f(half(xu, 1)), 1);
+    }
+    // nan_policy: the first NaN input, quieted.
+    const __m512 first = _mm512_mask_mov_ps(xu, _mm512_cmp_ps_mask(xg, xg, _CMP_UNORD_Q), xg);
+    const __m512 quiet = _mm512_or_ps(first, _mm512_castsi512_ps(_mm512_set1_epi32(kQuietBit)));
+    const __m512 y = _mm512_mask_mov_ps(_mm512_mul_ps(gather(G, gb), up), _mm512_cmp_ps_mask(xg, xu, _CMP_UNORD_Q), quiet);
+    const __m256i h = narrow16(y, F);
+    auto* o = reinterpret_cast<__m256i*>(out);
+    if (stream && reinterpret_cast<std::uintptr_t>(out) % 32 == 0) _mm256_stream_si256(o, h);
+    else _mm256_storeu_si256(o, h);
+    return true;
+}
+
+template <Format F, class Op>
+CONFORM_AVX512 void gated_lut_avx512(const KernelCall& c, const Op& op, const float* G, const float* U, bool stream) {
+    const auto block = [&](const std::array<const elem_t<F>*, 2>& in, elem_t<F>* out) CONFORM_AVX2 {
+        gated_lut_block8<F>(op, G, U, in, out,
+                            [stream](elem_t<F>* o, __m256 y) CONFORM_AVX2 { vstore_maybe_stream<F>(o, y, stream); });
+    };
+    const TensorView& y = c.out[0];
+    const std::int64_t rows = y.rows(), cols = y.cols();
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const auto in = input_rows<F, 2>(c, r);
+        elem_t<F>* out = y.row<elem_t<F>>(r);
+        std::int64_t i = 0;
+        for (; i + 16 <= cols; i += 16) {
+            if (i % 32 == 0) {  // once per 64-byte line of each input
+                prefetch_ahead(in[0] + i, kLookupPrefetch);
+                prefetch_ahead(in[1] + i, kLookupPrefetch);
+            }
+            if (gated_lut16<F>(op, G, U, in[0] + i, in[1] + i, out + i, stream)) continue;
+            block({in[0] + i, in[1] + i}, out + i);
+            block({in[0] + i + 8, in[1] + i + 8}, out + i + 8);
+        }
+        for (; i + 8 <= cols; i += 8) block({in[0] + i, in[1] + i}, out + i);
+        if (i < cols) partial_block8<F, 2>(block, {in[0] + i, in[1] + i}, out + i, cols - i);
+    }
 }
 
 template <Format F, int N, class Op>
@@ -625,12 +690,8 @@ CONFORM_AVX2 void run_lut(const KernelCall& c, const Op& op) {
         if constexpr (TabulatedUp<Op>) U = ut->data();
         const bool stream = streaming_output(c.out[0]);
         const auto store = [stream](elem_t<F>* out, __m256 y) CONFORM_AVX2 { vstore_maybe_stream<F>(out, y, stream); };
-        if constexpr (F == Format::bf16) {
-            if (has_avx512_bf16()) gated_lut_bf16_avx512(c, op, gt->data(), U, stream);
-            else gated_lut_rows<F>(c, op, gt->data(), U, store);
-        } else {
-            gated_lut_rows<F>(c, op, gt->data(), U, store);
-        }
+        if (has_avx512()) gated_lut_avx512<F>(c, op, gt->data(), U, stream);
+        else gated_lut_rows<F>(c, op, gt->data(), U, store);
         if (stream) _mm_sfence();
     }
 }
