@@ -222,6 +222,65 @@ TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
     }
 }
 
+// The FP32 gated float-float kernels (swiglu, swiglu_clamp: vec32_16 and
+// the gated ff32_span16) against their AVX2 path.  Gates: every 13th float
+// in [2^-30, 64], every 61st elsewhere (inf and NaNs among them), both
+// signs, in rows of 2^22 (the streaming branch).  Ups cycle through
+// ordinary values of many magnitudes, huge ones (products past FLT_MAX:
+// chunks redone by the AVX2 path), infinities, NaN and signed zeros.  Then
+// a small row at every start offset of a 64-byte line.
+float gated_up(std::int64_t i) {
+    switch (i % 997) {
+        case 0: return INFINITY;
+        case 1: return -INFINITY;
+        case 2: return NAN;
+        case 3: return 0x1.8p127f;
+        case 4: return -0.0f;
+        case 5: return 0x1p-149f;
+        default: return std::ldexp(static_cast<float>((i * 7919) % 20001 - 10000) * 1e-3f, static_cast<int>(i % 61) - 30);
+    }
+}
+
+TEST(Avx512, Fp32GatedFloatFloatMatchesAvx2) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
+    constexpr std::int64_t kRow = std::int64_t{1} << 22;
+    constexpr std::uint32_t kMin = 0x30800000, kMax = 0x42800000;  // 2^-30, 64
+    Tensor g(Format::fp32, {1, kRow}), u(Format::fp32, {1, kRow}), out(Format::fp32, {1, kRow});
+    auto* gb = static_cast<std::uint32_t*>(g.data());
+    auto* ub = static_cast<float*>(u.data());
+    for (std::int64_t i = 0; i < kRow; ++i) ub[i] = gated_up(i);
+    for (const char* op : {"swiglu", "swiglu_clamp"}) {
+        const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
+        const Params p = Params::defaults(*find_op(op));
+        std::vector<std::uint8_t> wide(out.bytes());
+        std::int64_t differing_rows = 0, rows = 0;
+        for (std::uint32_t sign : {0u, 0x80000000u}) {
+            std::uint64_t next = 0;
+            while (next < 0x80000000u) {
+                for (std::int64_t i = 0; i < kRow; ++i) {
+                    gb[i] = sign | static_cast<std::uint32_t>(std::min<std::uint64_t>(next, 0x7fffffff));
+                    next = next < kMin ? std::min<std::uint64_t>(next + 61, kMin) : next + (next < kMax ? 13 : 61);
+                }
+                k.fn(KernelCall{p, {g.view(), u.view()}, {out.view()}});
+                std::memcpy(wide.data(), out.data(), wide.size());
+                cpu::Avx2Only avx2;
+                k.fn(KernelCall{p, {g.view(), u.view()}, {out.view()}});
+                differing_rows += std::memcmp(wide.data(), out.data(), wide.size()) != 0;
+                ++rows;
+            }
+        }
+        EXPECT_EQ(differing_rows, 0) << k.name << ": rows of 2^22 (of " << rows << ") where AVX-512 and AVX2 differ";
+        Tensor gs(Format::fp32, {1, 4096 + 64}), us(Format::fp32, {1, 4096 + 64});
+        for (std::int64_t i = 0; i < gs.numel(); ++i) {
+            gs.set_value(i, i % 997 == 5 ? 100.0 : (i % 301 - 150) * 0.029);
+            us.set_value(i, gated_up(i * 31));
+        }
+        for (std::int64_t skip = 0; skip < 16; ++skip)
+            expect_paths_agree(k, {slice(gs, skip, 4096 + 31 - skip), slice(us, skip, 4096 + 31 - skip)},
+                               "skip " + std::to_string(skip));
+    }
+}
+
 // Streamed FP32 rows (>= 16 MiB) of 1001 floats, whose starts fall at every
 // multiple of 4 bytes modulo 64: each row has one lane outside the
 // float-float range (NaN, or 100) among its first 16 elements, so the

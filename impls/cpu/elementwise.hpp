@@ -160,6 +160,13 @@ CONFORM_AVX2 inline __m256 nan_policy(__m256 y, const __m256 (&x)[N]) {
     return _mm256_blendv_ps(y, quiet, N == 1 ? x0_nan : _mm256_cmp_ps(x[0], b, _CMP_UNORD_Q));
 }
 
+// The same for two inputs, 16 lanes (AVX-512).
+CONFORM_AVX512 inline __m512 nan_policy16(__m512 y, __m512 x0, __m512 x1) {
+    const __m512 first = _mm512_mask_mov_ps(x1, _mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q), x0);
+    const __m512 quiet = _mm512_or_ps(first, _mm512_castsi512_ps(_mm512_set1_epi32(kQuietBit)));
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q), quiet);
+}
+
 template <Format F, int N, class Op>
 CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
     __m256d lo, hi;
@@ -373,41 +380,78 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
     }
 }
 
-// Unary functors with a 16-lane form of vec32 (AVX-512, simd_lanes.hpp: the
-// same bits as vec32 in every lane).
+// Functors with a 16-lane form of vec32 (AVX-512, simd_lanes.hpp: the same
+// bits as vec32 in every lane).
 template <class Op, int N>
-concept Fp32FloatVec16 = N == 1 && requires(const Op& op, __m512 x) {
-    op.vec32_16(x);
-    { op.fp32_ok16(x) } -> std::same_as<bool>;
-};
+concept Fp32FloatVec16 = (N == 1 && requires(const Op& op, __m512 x) {
+                             op.vec32_16(x);
+                             { op.fp32_ok16(x) } -> std::same_as<bool>;
+                         }) || (N == 2 && requires(const Op& op, __m512 x) {
+                             op.vec32_16(x, x);
+                             { op.fp32_ok16(x) } -> std::same_as<bool>;
+                         });
+
+// ff32_value 16 lanes at a time; `bad` collects the lanes of a gated result
+// that the double path must redo (extreme_lanes).
+template <int N, class Op>
+CONFORM_AVX512 inline __m512 ff32_value16(const Op& op, const __m512 (&x)[N], __mmask16& bad) {
+    if constexpr (N == 1) {
+        return op.vec32_16(x[0]);
+    } else {
+        const __m512 y = op.vec32_16(x[0], x[1]);
+        bad |= _mm512_cmp_ps_mask(_mm512_andnot_ps(_mm512_set1_ps(-0.0f), y), _mm512_set1_ps(FLT_MAX), _CMP_NLT_UQ);
+        return nan_policy16(y, x[0], x[1]);
+    }
+}
+
+template <int N>
+inline std::array<const float*, N> offset_rows(std::array<const float*, N> in, std::int64_t i) {
+    for (int k = 0; k < N; ++k) in[k] += i;
+    return in;
+}
 
 // ff32_span 16 lanes at a time (y 64-byte aligned when kStream).  Chunks
-// with a lane outside fp32_ok16, and the last 8 elements of a span that is
-// not a multiple of 16, go to ff32_span, which gives them the same values.
-template <bool kStream, class Op>
-CONFORM_AVX512 void ff32_span16(const Op& op, const float* x, float* y, std::int64_t n) {
+// with a lane outside fp32_ok16 or (gated) a result for the double path, and
+// the last 8 elements of a span that is not a multiple of 16, go to
+// ff32_span, which gives them the same values.
+template <bool kStream, int N, class Op>
+CONFORM_AVX512 void ff32_span16(const Op& op, const std::array<const float*, N>& in, float* y, std::int64_t n) {
     const auto put = [y](std::int64_t i, __m512 v) CONFORM_AVX512 {
         if constexpr (kStream) _mm512_stream_ps(y + i, v);
         else _mm512_storeu_ps(y + i, v);
     };
+    const auto load = [&in](__m512 (&x)[N], std::int64_t i) CONFORM_AVX512 {
+        for (int k = 0; k < N; ++k) x[k] = _mm512_loadu_ps(in[k] + i);
+    };
     for (std::int64_t c = 0; c < n; c += kFfChunk) {
         const std::int64_t m = std::min(kFfChunk, n - c), end = c + (m & ~std::int64_t{15});
         bool ok = true;
-        for (std::int64_t i = c; i < end; i += 16) ok &= op.fp32_ok16(_mm512_loadu_ps(x + i));
+        for (std::int64_t i = c; i < end; i += 16) ok &= op.fp32_ok16(_mm512_loadu_ps(in[0] + i));
         if (!ok) {
-            ff32_span<kStream, 1>(op, {x + c}, y + c, m);
+            ff32_span<kStream, N>(op, offset_rows<N>(in, c), y + c, m);
             continue;
         }
+        __mmask16 bad = 0;
         std::int64_t i = c;
         for (; i + 32 <= end; i += 32) {  // two independent chains per step, as in ff32_span
-            prefetch_ahead(x + i, kFfPrefetch);
-            prefetch_ahead(x + i + 16, kFfPrefetch);
-            const __m512 y0 = op.vec32_16(_mm512_loadu_ps(x + i)), y1 = op.vec32_16(_mm512_loadu_ps(x + i + 16));
+            for (int k = 0; k < N; ++k) {
+                prefetch_ahead(in[k] + i, kFfPrefetch);
+                prefetch_ahead(in[k] + i + 16, kFfPrefetch);
+            }
+            __m512 x0[N], x1[N];
+            load(x0, i);
+            load(x1, i + 16);
+            const __m512 y0 = ff32_value16<N>(op, x0, bad), y1 = ff32_value16<N>(op, x1, bad);
             put(i, y0);
             put(i + 16, y1);
         }
-        if (i < end) put(i, op.vec32_16(_mm512_loadu_ps(x + i)));
-        if (end < c + m) ff32_span<kStream, 1>(op, {x + end}, y + end, c + m - end);
+        if (i < end) {
+            __m512 x[N];
+            load(x, i);
+            put(i, ff32_value16<N>(op, x, bad));
+        }
+        if (end < c + m) ff32_span<kStream, N>(op, offset_rows<N>(in, end), y + end, c + m - end);
+        if (bad != 0) ff32_span<kStream, N>(op, offset_rows<N>(in, c), y + c, m);
     }
 }
 
@@ -424,7 +468,7 @@ CONFORM_AVX2 inline void ff32_body(const Op& op, const std::array<const float*, 
         if (wide) {
             const std::int64_t lead = kStream && reinterpret_cast<std::uintptr_t>(y) % 64 != 0 ? std::min<std::int64_t>(8, n) : 0;
             if (lead > 0) ff32_span<kStream, N>(op, in, y, lead);
-            return ff32_span16<kStream>(op, in[0] + lead, y + lead, n - lead);
+            return ff32_span16<kStream, N>(op, offset_rows<N>(in, lead), y + lead, n - lead);
         }
     }
     ff32_span<kStream, N>(op, in, y, n);
@@ -438,10 +482,6 @@ CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
     const auto block = [&op](const std::array<const float*, N>& in, float* out) CONFORM_AVX2 {
         _mm256_storeu_ps(out, value8<Format::fp32, N>(op, in));
     };
-    const auto offset = [](std::array<const float*, N> in, std::int64_t i) {
-        for (int k = 0; k < N; ++k) in[k] += i;
-        return in;
-    };
     const bool wide = Fp32FloatVec16<Op, N> && has_avx512();
     for (std::int64_t r = 0; r < rows; ++r) {
         const auto in = input_rows<Format::fp32, N>(c, r);
@@ -452,9 +492,9 @@ CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
             stream && addr % 4 == 0 ? std::min<std::int64_t>(cols, static_cast<std::int64_t>((32 - addr % 32) % 32 / 4)) : 0;
         if (head > 0) partial_block8<Format::fp32, N>(block, in, out, head);
         const std::int64_t body = (cols - head) & ~std::int64_t{7}, end = head + body;
-        if (stream && (addr + 4 * head) % 32 == 0) ff32_body<true, N>(op, offset(in, head), out + head, body, wide);
-        else ff32_body<false, N>(op, offset(in, head), out + head, body, wide);
-        if (end < cols) partial_block8<Format::fp32, N>(block, offset(in, end), out + end, cols - end);
+        if (stream && (addr + 4 * head) % 32 == 0) ff32_body<true, N>(op, offset_rows<N>(in, head), out + head, body, wide);
+        else ff32_body<false, N>(op, offset_rows<N>(in, head), out + head, body, wide);
+        if (end < cols) partial_block8<Format::fp32, N>(block, offset_rows<N>(in, end), out + end, cols - end);
     }
     if (stream) _mm_sfence();
 }
@@ -631,10 +671,7 @@ CONFORM_AVX512 inline bool gated_lut16(const Op& op, const float* G, const float
     } else {
         up = _mm512_insertf32x8(_mm512_castps256_ps512(op.up_f(half(xu, 0))), op.up_f(half(xu, 1)), 1);
     }
-    // nan_policy: the first NaN input, quieted.
-    const __m512 first = _mm512_mask_mov_ps(xu, _mm512_cmp_ps_mask(xg, xg, _CMP_UNORD_Q), xg);
-    const __m512 quiet = _mm512_or_ps(first, _mm512_castsi512_ps(_mm512_set1_epi32(kQuietBit)));
-    const __m512 y = _mm512_mask_mov_ps(_mm512_mul_ps(gather(G, gb), up), _mm512_cmp_ps_mask(xg, xu, _CMP_UNORD_Q), quiet);
+    const __m512 y = nan_policy16(_mm512_mul_ps(gather(G, gb), up), xg, xu);
     const __m256i h = narrow16(y, F);
     auto* o = reinterpret_cast<__m256i*>(out);
     if (stream && reinterpret_cast<std::uintptr_t>(out) % 32 == 0) _mm256_stream_si256(o, h);

@@ -26,11 +26,13 @@ CONFORM_AVX2 inline bool gate_in_float_range(__m256 g, float gmin) {
 
 // ---- fp32 float-float path (swiglu, swiglu_clamp; docs/gated.md §4) ----
 // silu(g) as a float-float hi + lo for |g| <= 64: hi = RN(g q0) plus its
-// exact error and RN(g corr), from vff::sigmoid's q0 + corr.
-CONFORM_AVX2 inline vff::FF silu_ff(__m256 g) {
-    const vff::Split q = vff::sigmoid(g);
-    const __m256 hi = _mm256_mul_ps(g, q.q0);
-    return {hi, _mm256_fmadd_ps(g, q.corr, _mm256_fmsub_ps(g, q.q0, hi))};
+// exact error and RN(g corr), from vff::sigmoid's q0 + corr.  Written once
+// over the lane type (simd_lanes.hpp: the same bits in 8 or 16 lanes).
+template <class L, class R = typename L::R>
+CONFORM_LANES vff::FFT<R> silu_ff_l(R g) {
+    const vff::SplitT<R> q = vff::sigmoid_l<L, false>(g, L::zero());
+    const R hi = L::mul(g, q.q0);
+    return {hi, L::fmadd(g, q.corr, L::fmsub(g, q.q0, hi))};
 }
 
 // Gates silu_ff is accurate for as a factor of any up: g = 0 or 2^-100 <=
@@ -44,13 +46,20 @@ CONFORM_AVX2 inline bool silu_ff_gate_ok(__m256 g) {
     const __m256 ok = _mm256_or_ps(normal, _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_EQ_OQ));
     return _mm256_movemask_ps(ok) == 0xFF;
 }
+CONFORM_AVX512 inline bool silu_ff_gate_ok(__m512 g) {
+    const __m512 a = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), g);
+    const __mmask16 normal = _mm512_cmp_ps_mask(a, _mm512_set1_ps(vff::kMaxAbs), _CMP_LE_OQ) &
+                             _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p-100f), _CMP_GE_OQ);
+    return (normal | _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_EQ_OQ)) == 0xFFFF;
+}
 
 // (a.hi + a.lo) * u rounded once: u a.hi is exact inside the FMA, u a.lo is
 // rounded first.  The sign of the IEEE product g * u (that of act(g) * u) is
 // or-ed in, so that a zero result keeps it.
-CONFORM_AVX2 inline __m256 times_ff(vff::FF a, __m256 g, __m256 u) {
-    const __m256 y = _mm256_fmadd_ps(u, a.hi, _mm256_mul_ps(u, a.lo));
-    return _mm256_or_ps(y, _mm256_and_ps(_mm256_xor_ps(g, u), _mm256_set1_ps(-0.0f)));
+template <class L, class R = typename L::R>
+CONFORM_LANES R times_ff_l(vff::FFT<R> a, R g, R u) {
+    const R y = L::fmadd(u, a.hi, L::mul(u, a.lo));
+    return L::or_(y, L::and_(L::xor_(g, u), L::set(-0.0f)));
 }
 
 // act(gate) * up; the IEEE product keeps the oracle's limits (silu(-inf) * u
@@ -92,7 +101,18 @@ struct GluFn {
     CONFORM_AVX2 __m256 vec32(__m256 g, __m256 u) const
         requires std::same_as<Act, SiluFn>
     {
-        return times_ff(silu_ff(g), g, u);
+        return times_ff_l<F8>(silu_ff_l<F8>(g), g, u);
+    }
+    // The same 16 lanes at a time (AVX-512; the same bits).
+    CONFORM_AVX512 bool fp32_ok16(__m512 g) const
+        requires std::same_as<Act, SiluFn>
+    {
+        return silu_ff_gate_ok(g);
+    }
+    CONFORM_AVX512 __m512 vec32_16(__m512 g, __m512 u) const
+        requires std::same_as<Act, SiluFn>
+    {
+        return times_ff_l<F16>(silu_ff_l<F16>(g), g, u);
     }
     // Float path (fp16/bf16): the same step below g; gates below Act::kFloatGateMin
     // (where act(g) leaves float's normal range) go to the double path.
@@ -171,7 +191,18 @@ struct SwigluClampFn {
     }
     CONFORM_AVX2 __m256 vec32(__m256 g, __m256 u) const {
         const __m256 gc = _mm256_min_ps(g, _mm256_set1_ps(limit_f));
-        return times_ff(silu_ff(gc), gc, up_f(u));
+        return times_ff_l<F8>(silu_ff_l<F8>(gc), gc, up_f(u));
+    }
+    // The same 16 lanes at a time (AVX-512; vminps/vmaxps at either width
+    // return the second operand for a NaN, so the same bits).
+    CONFORM_AVX512 bool fp32_ok16(__m512 g) const {
+        return limit_is_float && silu_ff_gate_ok(_mm512_maskz_min_ps(0xFFFF, g, _mm512_set1_ps(limit_f)));
+    }
+    CONFORM_AVX512 __m512 vec32_16(__m512 g, __m512 u) const {
+        const __m512 l = _mm512_set1_ps(limit_f);
+        const __m512 gc = _mm512_maskz_min_ps(0xFFFF, g, l);
+        const __m512 uc = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, u, _mm512_sub_ps(_mm512_setzero_ps(), l)), l);
+        return times_ff_l<F16>(silu_ff_l<F16>(gc), gc, uc);
     }
 };
 
