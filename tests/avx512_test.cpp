@@ -177,7 +177,8 @@ TEST(Avx512, StreamedActivationTablesMatchAvx2) {
 }
 
 // The FP32 float-float kernels with a 16-lane form (sigmoid, silu,
-// gelu_tanh, softplus; gelu_tanh's domain ends at |x| = 4.5) on every
+// gelu_tanh, softplus; gelu_tanh's domain ends at |x| = 4.5), and gelu_erf
+// (the double path in 8 lanes, apply8_wide), on every
 // float with 2^-30 <= |x| <= 64 (the 16-lane path's domain is |x| <= 64,
 // vff::kMaxAbs; chunks with any other lane take the AVX2 code itself) and
 // every 61st float elsewhere, in rows of 2^22 (16 MiB: the streaming
@@ -192,7 +193,8 @@ TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
     constexpr std::uint32_t kMin = 0x30800000, kMax = 0x42800000;  // 2^-30, 64
     Tensor x(Format::fp32, {1, kRow}), out(Format::fp32, {1, kRow});  // one output: see expect_paths_agree
     auto* bits = static_cast<std::uint32_t*>(x.data());
-    for (const char* op : {"sigmoid", "silu", "gelu_tanh", "softplus"}) {
+    // gelu_erf: the double path 8 lanes at a time (apply8_wide).
+    for (const char* op : {"sigmoid", "silu", "gelu_tanh", "softplus", "gelu_erf"}) {
         const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
         const Params p = Params::defaults(*find_op(op));
         std::vector<std::uint8_t> wide(out.bytes());  // reused: fresh 16 MiB copies doubled the test's time
@@ -222,8 +224,9 @@ TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
     }
 }
 
-// The FP32 gated float-float kernels (swiglu, swiglu_clamp: vec32_16 and
-// the gated ff32_span16) against their AVX2 path.  Gates: every 13th float
+// The FP32 gated kernels against their AVX2 path: swiglu and swiglu_clamp
+// (vec32_16 and the gated ff32_span16), geglu and situ_glu (the double path
+// in 8 lanes, apply8_wide).  Gates: every 13th float
 // in [2^-30, 64], every 61st elsewhere (inf and NaNs among them), both
 // signs, in rows of 2^22 (the streaming branch).  Ups cycle through
 // ordinary values of many magnitudes, huge ones (products past FLT_MAX:
@@ -249,7 +252,8 @@ TEST(Avx512, Fp32GatedFloatFloatMatchesAvx2) {
     auto* gb = static_cast<std::uint32_t*>(g.data());
     auto* ub = static_cast<float*>(u.data());
     for (std::int64_t i = 0; i < kRow; ++i) ub[i] = gated_up(i);
-    for (const char* op : {"swiglu", "swiglu_clamp"}) {
+    // geglu, situ_glu: the double path 8 lanes at a time (apply8_wide).
+    for (const char* op : {"swiglu", "swiglu_clamp", "geglu", "situ_glu"}) {
         const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
         const Params p = Params::defaults(*find_op(op));
         std::vector<std::uint8_t> wide(out.bytes());

@@ -167,6 +167,18 @@ CONFORM_AVX512 inline __m512 nan_policy16(__m512 y, __m512 x0, __m512 x1) {
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q), quiet);
 }
 
+// The block's 8 results from the double values of its lanes 0-3 and 4-7.
+template <Format F, int N, class Op>
+CONFORM_AVX2 inline __m256 finish8(const Op& op, const __m256 (&x)[N], __m256d lo, __m256d hi) {
+    __m256 y = _mm256_set_m128(narrow_pd<F>(hi), narrow_pd<F>(lo));
+    // The scalar lanes get the NaN policy too: the payload of a scalar
+    // product of two NaNs depends on the operand order the compiler chose.
+    if constexpr (ScalarAtExtremes<Op>) {
+        if (_mm256_movemask_ps(extreme_lanes(y)) != 0) y = scalar8<F, N>(op, x);
+    }
+    return nan_policy<N>(y, x);
+}
+
 template <Format F, int N, class Op>
 CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
     __m256d lo, hi;
@@ -177,11 +189,22 @@ CONFORM_AVX2 inline __m256 apply8(const Op& op, const __m256 (&x)[N]) {
         lo = op.vec(lo_pd(x[0]), lo_pd(x[1]));
         hi = op.vec(hi_pd(x[0]), hi_pd(x[1]));
     }
-    __m256 y = _mm256_set_m128(narrow_pd<F>(hi), narrow_pd<F>(lo));
-    if constexpr (ScalarAtExtremes<Op>) {
-        if (_mm256_movemask_ps(extreme_lanes(y)) != 0) return scalar8<F, N>(op, x);
-    }
-    return nan_policy<N>(y, x);
+    return finish8<F, N>(op, x, lo, hi);
+}
+
+// The double path 8 lanes at a time (AVX-512), for functors whose vec8 is
+// their vec written over the lane type (simd_lanes.hpp D4/D8: the same bits
+// in every lane), so apply8_wide gives apply8's bits.
+template <class Op, int N>
+concept DoubleVec8 = (N == 1 && requires(const Op& op, __m512d x) { op.vec8(x); }) ||
+                     (N == 2 && requires(const Op& op, __m512d x) { op.vec8(x, x); });
+
+template <Format F, int N, class Op>
+[[gnu::always_inline]] CONFORM_AVX512 inline __m256 apply8_wide(const Op& op, const __m256 (&x)[N]) {
+    __m512d v;
+    if constexpr (N == 1) v = op.vec8(_mm512_maskz_cvtps_pd(0xFF, x[0]));
+    else v = op.vec8(_mm512_maskz_cvtps_pd(0xFF, x[0]), _mm512_maskz_cvtps_pd(0xFF, x[1]));
+    return finish8<F, N>(op, x, _mm512_maskz_extractf64x4_pd(0xF, v, 0), _mm512_maskz_extractf64x4_pd(0xF, v, 1));
 }
 
 // ---- AVX2 float path for fp16/bf16 outputs: 8 lanes of float ------------
@@ -733,6 +756,41 @@ CONFORM_AVX2 void run_lut(const KernelCall& c, const Op& op) {
     }
 }
 
+// Every block by value8 (here: apply8, the double path), or by apply8_wide.
+template <Format F, int N, class Op>
+CONFORM_AVX2 void run_double(const KernelCall& c, const Op& op, bool stream) {
+    each_block8<F, N>(c, [&op, stream](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX2 {
+        vstore_maybe_stream<F>(out, value8<F, N>(op, in), stream);
+    });
+}
+// The same blocks by apply8_wide; the row loop is written out here (not
+// each_block8) so that the AVX-512 block code is inlined into it.
+template <Format F, int N, class Op>
+CONFORM_AVX512 void run_double_wide(const KernelCall& c, const Op& op, bool stream) {
+    const auto block = [&op, stream](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX512 {
+        __m256 x[N];
+        for (int k = 0; k < N; ++k) x[k] = vload<F>(in[k]);
+        vstore_maybe_stream<F>(out, apply8_wide<F, N>(op, x), stream);
+    };
+    const TensorView& y = c.out[0];
+    const std::int64_t rows = y.rows(), cols = y.cols(), body = cols & ~std::int64_t{7};
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const auto in = input_rows<F, N>(c, r);
+        elem_t<F>* out = y.row<elem_t<F>>(r);
+        std::array<const elem_t<F>*, N> at;
+        for (std::int64_t i = 0; i < body; i += 8) {
+            for (int k = 0; k < N; ++k) {
+                at[k] = in[k] + i;
+                if (i % 16 == 0) prefetch_ahead(at[k], kFfPrefetch);
+            }
+            block(at, out + i);
+        }
+        if (body == cols) continue;
+        for (int k = 0; k < N; ++k) at[k] = in[k] + body;
+        partial_block8<F, N>(block, at, out + body, cols - body);
+    }
+}
+
 template <Format F, int N, class Op>
 CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
@@ -741,9 +799,12 @@ CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
         run_ff32<N>(c, op);
     } else {
         const bool stream = streaming_output(c.out[0]);
-        each_block8<F, N>(c, [&op, stream](const std::array<const elem_t<F>*, N>& in, elem_t<F>* out) CONFORM_AVX2 {
-            vstore_maybe_stream<F>(out, value8<F, N>(op, in), stream);
-        });
+        if constexpr (DoubleVec8<Op, N>) {
+            if (has_avx512()) run_double_wide<F, N>(c, op, stream);
+            else run_double<F, N>(c, op, stream);
+        } else {
+            run_double<F, N>(c, op, stream);
+        }
         if (stream) _mm_sfence();
     }
 }

@@ -91,6 +91,11 @@ struct GluFn {
         return a * u;
     }
     CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const { return _mm256_mul_pd(act.vec(g), u); }
+    [[gnu::always_inline]] CONFORM_AVX512 __m512d vec8(__m512d g, __m512d u) const
+        requires requires(__m512d x) { act.vec8(x); }
+    {
+        return _mm512_mul_pd(act.vec8(g), u);
+    }
     // fp32 float-float path, swiglu only (gates: silu_ff_gate_ok); the
     // driver sends results >= FLT_MAX in magnitude or NaN to vec above.
     CONFORM_AVX2 bool fp32_ok(__m256 g) const
@@ -142,15 +147,18 @@ struct SituGluFn {
     explicit SituGluFn(const Params& p)
         : cap1(p.get("beta1", 4)), cap2(p.get("beta2", 25)), sig(p), beta12(cap1.beta * cap2.beta) {}
     double scalar(double g, double u) const { return cap1.scalar(g) * sig.scalar(g) * cap2.scalar(u); }
-    CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const {
-        const vm::Frac t1 = vm::tanh_abs_frac(_mm256_mul_pd(g, vm::set(cap1.inv_beta)));
-        const vm::Frac t2 = vm::tanh_abs_frac(_mm256_mul_pd(u, vm::set(cap2.inv_beta)));
-        const __m256d s = _mm256_add_pd(vm::set(1.0), vm::exp_neg<false>(g));
-        const __m256d num = _mm256_mul_pd(_mm256_mul_pd(t1.num, t2.num), vm::set(beta12));
-        const __m256d den = _mm256_mul_pd(_mm256_mul_pd(t1.den, t2.den), s);
-        const __m256d sign = _mm256_and_pd(_mm256_xor_pd(g, u), vm::set(-0.0));
-        return _mm256_or_pd(_mm256_div_pd(num, den), sign);
+    template <class D, class R = typename D::R>
+    CONFORM_LANES R vec_l(R g, R u) const {
+        const vm::FracT<R> t1 = vm::tanh_abs_frac_l<D>(D::mul(g, D::set(cap1.inv_beta)));
+        const vm::FracT<R> t2 = vm::tanh_abs_frac_l<D>(D::mul(u, D::set(cap2.inv_beta)));
+        const R s = D::add(D::set(1.0), vm::exp_neg_l<D, false>(g));
+        const R num = D::mul(D::mul(t1.num, t2.num), D::set(beta12));
+        const R den = D::mul(D::mul(t1.den, t2.den), s);
+        const R sign = D::and_(D::xor_(g, u), D::set(-0.0));
+        return D::or_(D::div(num, den), sign);
     }
+    CONFORM_AVX2 __m256d vec(__m256d g, __m256d u) const { return vec_l<D4>(g, u); }
+    [[gnu::always_inline]] CONFORM_AVX512 __m512d vec8(__m512d g, __m512d u) const { return vec_l<D8>(g, u); }  // the same bits per lane
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, SigmoidFn::kFloatGateMin); }
     static constexpr bool kTabulateUp = true;  // the up factor is a softcap, worth a table
     CONFORM_AVX2 __m256 gate_f(__m256 g) const { return _mm256_mul_ps(cap1.vecf(g), sig.vecf(g)); }

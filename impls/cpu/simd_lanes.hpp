@@ -1,5 +1,6 @@
-// Float lane types for code written once over the vector width: F8 (AVX2,
-// 8 lanes of __m256) and F16 (AVX-512, 16 lanes of __m512).  Each operation
+// Lane types for code written once over the vector width: F8 (AVX2, 8
+// lanes of __m256) and F16 (AVX-512, 16 lanes of __m512) for float, D4
+// (AVX2, __m256d) and D8 (AVX-512, __m512d) for double.  Each operation
 // is one instruction of the same IEEE operation at either width, so a
 // function template over L computes the same bits in every lane whichever L
 // it runs on; the one exception, the reciprocal estimate (rcpps is not
@@ -24,26 +25,28 @@
 namespace conform::cpu {
 
 // The operations that are the same-named intrinsic at either width (MM is
-// _mm256 or _mm512); andnot(a, b) = ~a & b.
-#define CONFORM_SAME_NAMED_OPS(TARGET, MM)                                          \
-    TARGET static R set(float v) { return MM##_set1_ps(v); }                          \
-    TARGET static R zero() { return MM##_setzero_ps(); }                              \
-    TARGET static R add(R a, R b) { return MM##_add_ps(a, b); }                       \
-    TARGET static R sub(R a, R b) { return MM##_sub_ps(a, b); }                       \
-    TARGET static R mul(R a, R b) { return MM##_mul_ps(a, b); }                       \
-    TARGET static R div(R a, R b) { return MM##_div_ps(a, b); }                       \
-    TARGET static R fmadd(R a, R b, R c) { return MM##_fmadd_ps(a, b, c); }           \
-    TARGET static R fnmadd(R a, R b, R c) { return MM##_fnmadd_ps(a, b, c); }         \
-    TARGET static R fmsub(R a, R b, R c) { return MM##_fmsub_ps(a, b, c); }           \
-    TARGET static R or_(R a, R b) { return MM##_or_ps(a, b); }                        \
-    TARGET static R and_(R a, R b) { return MM##_and_ps(a, b); }                      \
-    TARGET static R xor_(R a, R b) { return MM##_xor_ps(a, b); }                      \
-    TARGET static R andnot(R a, R b) { return MM##_andnot_ps(a, b); }
+// _mm256 or _mm512; SFX ps for float lanes, pd for double lanes, T the
+// scalar); andnot(a, b) = ~a & b.
+#define CONFORM_SAME_NAMED_OPS(TARGET, MM, SFX, T)                                  \
+    TARGET static R set(T v) { return MM##_set1_##SFX(v); }                           \
+    TARGET static R zero() { return MM##_setzero_##SFX(); }                           \
+    TARGET static R add(R a, R b) { return MM##_add_##SFX(a, b); }                    \
+    TARGET static R sub(R a, R b) { return MM##_sub_##SFX(a, b); }                    \
+    TARGET static R mul(R a, R b) { return MM##_mul_##SFX(a, b); }                    \
+    TARGET static R div(R a, R b) { return MM##_div_##SFX(a, b); }                    \
+    TARGET static R fmadd(R a, R b, R c) { return MM##_fmadd_##SFX(a, b, c); }        \
+    TARGET static R fnmadd(R a, R b, R c) { return MM##_fnmadd_##SFX(a, b, c); }      \
+    TARGET static R fmsub(R a, R b, R c) { return MM##_fmsub_##SFX(a, b, c); }        \
+    TARGET static R fnmsub(R a, R b, R c) { return MM##_fnmsub_##SFX(a, b, c); }      \
+    TARGET static R or_(R a, R b) { return MM##_or_##SFX(a, b); }                     \
+    TARGET static R and_(R a, R b) { return MM##_and_##SFX(a, b); }                   \
+    TARGET static R xor_(R a, R b) { return MM##_xor_##SFX(a, b); }                   \
+    TARGET static R andnot(R a, R b) { return MM##_andnot_##SFX(a, b); }
 
 struct F8 {
     using R = __m256;
     static constexpr int kWidth = 8;
-    CONFORM_SAME_NAMED_OPS(CONFORM_AVX2, _mm256)
+    CONFORM_SAME_NAMED_OPS(CONFORM_AVX2, _mm256, ps, float)
     // Lanes of `sel` with the sign bit set take b, the others a.
     CONFORM_AVX2 static R blend_sign(R a, R b, R sel) { return _mm256_blendv_ps(a, b, sel); }
     CONFORM_AVX2 static R max(R a, R b) { return _mm256_max_ps(a, b); }
@@ -65,7 +68,7 @@ struct F8 {
 struct F16 {
     using R = __m512;
     static constexpr int kWidth = 16;
-    CONFORM_SAME_NAMED_OPS(CONFORM_AVX512, _mm512)
+    CONFORM_SAME_NAMED_OPS(CONFORM_AVX512, _mm512, ps, float)
     CONFORM_AVX512 static R blend_sign(R a, R b, R sel) {
         return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(sel)), a, b);
     }
@@ -87,6 +90,38 @@ struct F16 {
         return _mm512_cmp_ps_mask(_mm512_or_ps(x, set(-0.0f)), set(-limit), _CMP_GE_OQ) == 0xFFFF;
     }
 };
+
+// Double lane types for the double path (simd_math.hpp, namespace vm): D4
+// (AVX2, 4 lanes of __m256d) and D8 (AVX-512, 8 lanes of __m512d), each
+// operation the same IEEE operation at either width.
+struct D4 {
+    using R = __m256d;
+    CONFORM_SAME_NAMED_OPS(CONFORM_AVX2, _mm256, pd, double)
+    CONFORM_AVX2 static R min(R a, R b) { return _mm256_min_pd(a, b); }
+    CONFORM_AVX2 static R max(R a, R b) { return _mm256_max_pd(a, b); }
+    // Lanes of `sel` with the sign bit set take b, the others a.
+    CONFORM_AVX2 static R blend_sign(R a, R b, R sel) { return _mm256_blendv_pd(a, b, sel); }
+    // 2^(k + bias) from s = shifter + k (k in the low bits of s's encoding).
+    CONFORM_AVX2 static R pow2_shifted(R s, int bias) {
+        const __m256i b = _mm256_add_epi64(_mm256_castpd_si256(s), _mm256_set1_epi64x(1023 + bias));
+        return _mm256_castsi256_pd(_mm256_slli_epi64(b, 52));
+    }
+};
+
+struct D8 {
+    using R = __m512d;
+    CONFORM_SAME_NAMED_OPS(CONFORM_AVX512, _mm512, pd, double)
+    CONFORM_AVX512 static R min(R a, R b) { return _mm512_maskz_min_pd(0xFF, a, b); }
+    CONFORM_AVX512 static R max(R a, R b) { return _mm512_maskz_max_pd(0xFF, a, b); }
+    CONFORM_AVX512 static R blend_sign(R a, R b, R sel) {
+        return _mm512_mask_blend_pd(_mm512_movepi64_mask(_mm512_castpd_si512(sel)), a, b);
+    }
+    CONFORM_AVX512 static R pow2_shifted(R s, int bias) {
+        const __m512i b = _mm512_add_epi64(_mm512_castpd_si512(s), _mm512_set1_epi64(1023 + bias));
+        return _mm512_castsi512_pd(_mm512_maskz_slli_epi64(0xFF, b, 52));
+    }
+};
+
 
 #undef CONFORM_SAME_NAMED_OPS
 

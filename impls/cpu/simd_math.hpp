@@ -47,6 +47,10 @@ inline constexpr double kGeluTanhCubic = 0.044715;
 // costs polynomial terms on the fp32 kernels' critical resource.
 namespace vm {
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#pragma GCC diagnostic ignored "-Wignored-attributes"  // __m256d's may_alias, as a template argument
+
 CONFORM_AVX2 inline __m256d set(double v) { return _mm256_set1_pd(v); }
 
 // c[0] + c[1] r + ... + c[N-1] r^(N-1) by Estrin's scheme: pairs
@@ -58,21 +62,27 @@ CONFORM_AVX2 inline __m256d set(double v) { return _mm256_set1_pd(v); }
 // here have terms of one sign or decreasing fast).
 // c[Off .. Off+N-1] with pw[k] = r^(2^k): low half + r^H * high half, H the
 // largest power of two below N.
-template <int Off, int N, int M>
-CONFORM_AVX2 inline __m256d estrin(const double (&c)[M], const __m256d* pw) {
+// Written once over the double lane type D (simd_lanes.hpp: D4 for AVX2,
+// D8 for AVX-512, the same bits per lane); the AVX2 names below follow.
+template <class D, int Off, int N, int M, class R = typename D::R>
+CONFORM_LANES R estrin_l(const double (&c)[M], const R* pw) {
     if constexpr (N == 1) {
-        return set(c[Off]);
+        return D::set(c[Off]);
     } else {
         constexpr int H = static_cast<int>(std::bit_floor(static_cast<unsigned>(N - 1)));
-        return _mm256_fmadd_pd(estrin<Off + H, N - H>(c, pw), pw[std::countr_zero(static_cast<unsigned>(H))],
-                               estrin<Off, H>(c, pw));
+        return D::fmadd(estrin_l<D, Off + H, N - H>(c, pw), pw[std::countr_zero(static_cast<unsigned>(H))],
+                        estrin_l<D, Off, H>(c, pw));
     }
+}
+template <class D, int N, class R = typename D::R>
+CONFORM_LANES R poly_l(R r, const double (&c)[N]) {
+    R pw[4] = {r, r, r, r};
+    for (int k = 1; k < 4 && (1 << k) < N; ++k) pw[k] = D::mul(pw[k - 1], pw[k - 1]);
+    return estrin_l<D, 0, N>(c, pw);
 }
 template <int N>
 CONFORM_AVX2 inline __m256d poly(__m256d r, const double (&c)[N]) {
-    __m256d pw[4] = {r};
-    for (int k = 1; k < 4 && (1 << k) < N; ++k) pw[k] = _mm256_mul_pd(pw[k - 1], pw[k - 1]);
-    return estrin<0, N>(c, pw);
+    return poly_l<D4>(r, c);
 }
 
 // Round-to-integer by the 1.5*2^52 shifter: fma(y, log2e, S) rounds
@@ -82,10 +92,7 @@ inline constexpr double kShifter = 0x1.8p52;
 
 // 2^(k + bias) from the shifter's encoding S + k: (bits + bias) << 52 drops
 // S's own bits (its low 52 bits are 2^51, which the shift pushes out).
-CONFORM_AVX2 inline __m256d pow2_from_shifted(__m256d shifted, int bias) {
-    const __m256i b = _mm256_add_epi64(_mm256_castpd_si256(shifted), _mm256_set1_epi64x(1023 + bias));
-    return _mm256_castsi256_pd(_mm256_slli_epi64(b, 52));
-}
+// (D::pow2_shifted, simd_lanes.hpp.)
 
 // Degree-7 interpolant of e^r at the 8 Chebyshev nodes of [-h, h],
 // h = 0.3466 > ln2/2 (the reduction's range plus its rounding).  The
@@ -107,16 +114,20 @@ inline constexpr double kExpPoly[8] = {0x1.ffffffffa7056p-1, 0x1.fffffffff61e4p-
 // kInfAtNegInf makes x = -inf give +inf, as silu and gelu_tanh need (their
 // -inf numerator is floored to -DBL_MAX: -DBL_MAX / inf = -0), the others
 // skip those two instructions; kNonNegative (x >= 0 known) skips the lower clamp.
+template <class D, bool kInfAtNegInf = true, bool kNonNegative = false, class R = typename D::R>
+CONFORM_LANES R exp_neg_l(R x) {
+    const R lo = kNonNegative ? x : D::max(x, D::set(-664.0));
+    const R xc = D::min(lo, D::set(708.0));
+    const R s = D::fmadd(xc, D::set(-kLog2e), D::set(kShifter));
+    const R k = D::sub(s, D::set(kShifter));
+    const R r = D::fnmsub(k, D::set(kLn2), xc);
+    const R e = D::mul(poly_l<D>(r, kExpPoly), D::pow2_shifted(s, 0));
+    if constexpr (kInfAtNegInf) return D::max(e, D::xor_(x, D::set(-0.0)));
+    else return e;
+}
 template <bool kInfAtNegInf = true, bool kNonNegative = false>
 CONFORM_AVX2 inline __m256d exp_neg(__m256d x) {
-    const __m256d lo = kNonNegative ? x : _mm256_max_pd(x, set(-664.0));
-    const __m256d xc = _mm256_min_pd(lo, set(708.0));
-    const __m256d s = _mm256_fmadd_pd(xc, set(-kLog2e), set(kShifter));
-    const __m256d k = _mm256_sub_pd(s, set(kShifter));
-    const __m256d r = _mm256_fnmsub_pd(k, set(kLn2), xc);
-    const __m256d e = _mm256_mul_pd(poly(r, kExpPoly), pow2_from_shifted(s, 0));
-    if constexpr (kInfAtNegInf) return _mm256_max_pd(e, _mm256_xor_pd(x, set(-0.0)));
-    else return e;
+    return exp_neg_l<D4, kInfAtNegInf, kNonNegative>(x);
 }
 
 // (e^r - 1) / r, degree-7 interpolant at the Chebyshev nodes of [-h, h]:
@@ -129,13 +140,14 @@ inline constexpr double kExpm1Poly[8] = {0x1.fffffffff61e4p-1, 0x1.fffffffffe064
 // with e^r - 1 = r q(r).  For k = 0 that is r q(r) itself (no subtraction;
 // r = y exactly), so tiny y keep full relative accuracy; for k >= 1 the
 // terms' cancellation magnifies q's error by at most 1.5 (k = 1, r = -h).
-CONFORM_AVX2 inline __m256d expm1_pos(__m256d y) {
-    const __m256d s = _mm256_fmadd_pd(y, set(kLog2e), set(kShifter));
-    const __m256d k = _mm256_sub_pd(s, set(kShifter));
-    const __m256d r = _mm256_fnmadd_pd(k, set(kLn2), y);
-    const __m256d p = _mm256_mul_pd(r, poly(r, kExpm1Poly));
-    const __m256d two_k = pow2_from_shifted(s, 0);
-    return _mm256_fmadd_pd(two_k, p, _mm256_sub_pd(two_k, set(1.0)));
+template <class D, class R = typename D::R>
+CONFORM_LANES R expm1_pos_l(R y) {
+    const R s = D::fmadd(y, D::set(kLog2e), D::set(kShifter));
+    const R k = D::sub(s, D::set(kShifter));
+    const R r = D::fnmadd(k, D::set(kLn2), y);
+    const R p = D::mul(r, poly_l<D>(r, kExpm1Poly));
+    const R two_k = D::pow2_shifted(s, 0);
+    return D::fmadd(two_k, p, D::sub(two_k, D::set(1.0)));
 }
 
 // log1p(t) / t on [0, 1]: the degree-13 interpolant at the 14 Chebyshev nodes
@@ -156,14 +168,18 @@ CONFORM_AVX2 inline __m256d log1p_unit(__m256d t) { return _mm256_mul_pd(t, poly
 // |tanh(a)| as a fraction E / (E + 2), E = expm1(2|a|) with |a| clamped at
 // 20 (tanh(20) = 1 - 8.5e-18 rounds to 1 in double): num = E, den = E + 2,
 // so callers can merge the division with others.  0 <= num <= den.
-struct Frac {
-    __m256d num, den;
+template <class R>
+struct FracT {
+    R num, den;
 };
-CONFORM_AVX2 inline Frac tanh_abs_frac(__m256d a) {
-    const __m256d aa = _mm256_min_pd(_mm256_andnot_pd(set(-0.0), a), set(20.0));
-    const __m256d e = expm1_pos(_mm256_add_pd(aa, aa));
-    return {e, _mm256_add_pd(e, set(2.0))};
+using Frac = FracT<__m256d>;
+template <class D, class R = typename D::R>
+CONFORM_LANES FracT<R> tanh_abs_frac_l(R a) {
+    const R aa = D::min(D::andnot(D::set(-0.0), a), D::set(20.0));
+    const R e = expm1_pos_l<D>(D::add(aa, aa));
+    return {e, D::add(e, D::set(2.0))};
 }
+CONFORM_AVX2 inline Frac tanh_abs_frac(__m256d a) { return tanh_abs_frac_l<D4>(a); }
 
 // tanh(z), relative error < 2^-35 for all z, +-1 exactly for |z| >= 20;
 // sign-symmetric, tanh(-0) = -0.
@@ -204,16 +220,19 @@ inline constexpr double kErfcxMaxT = 14.2;
 // floored to -FLT_MAX (not -DBL_MAX), so gelu_erf(-inf) is -2^-899, a float
 // -0 (geglu(-inf, +-inf) then is an infinity, which the driver's extremes
 // check hands to the scalar path: NaN, as the oracle says).
-CONFORM_AVX2 inline __m256d gelu_erf(__m256d x) {
-    const __m256d t = _mm256_min_pd(_mm256_mul_pd(_mm256_andnot_pd(set(-0.0), x), set(kSqrt1_2)), set(kErfcxMaxT));
-    const __m256d e = exp_neg<false, true>(_mm256_mul_pd(_mm256_mul_pd(x, x), set(0.5)));
-    const __m256d q = poly(t, kErfcxQ);
-    const __m256d ep = _mm256_mul_pd(e, poly(t, kErfcxP));
-    const __m256d num = _mm256_blendv_pd(_mm256_fmsub_pd(q, set(2.0), ep), ep, x);  // sign bit of x selects e P
-    const __m256d xf = _mm256_max_pd(x, set(-FLT_MAX));
-    return _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(xf, set(0.5)), num), q);
+template <class D, class R = typename D::R>
+CONFORM_LANES R gelu_erf_l(R x) {
+    const R t = D::min(D::mul(D::andnot(D::set(-0.0), x), D::set(kSqrt1_2)), D::set(kErfcxMaxT));
+    const R e = exp_neg_l<D, false, true>(D::mul(D::mul(x, x), D::set(0.5)));
+    const R q = poly_l<D>(t, kErfcxQ);
+    const R ep = D::mul(e, poly_l<D>(t, kErfcxP));
+    const R num = D::blend_sign(D::fmsub(q, D::set(2.0), ep), ep, x);  // sign bit of x selects e P
+    const R xf = D::max(x, D::set(-FLT_MAX));
+    return D::div(D::mul(D::mul(xf, D::set(0.5)), num), q);
 }
+CONFORM_AVX2 inline __m256d gelu_erf(__m256d x) { return gelu_erf_l<D4>(x); }
 
+#pragma GCC diagnostic pop
 }  // namespace vm
 
 // ---- 8-lane float versions, for fp16 and bf16 outputs ---------------------
@@ -643,6 +662,8 @@ struct GeluErfFn {
     CONFORM_AVX2 __m256d vec(__m256d x) const {
         return vm::gelu_erf(x);
     }
+    // The same 8 lanes at a time (AVX-512; the same bits per lane).
+    [[gnu::always_inline]] CONFORM_AVX512 __m512d vec8(__m512d x) const { return vm::gelu_erf_l<D8>(x); }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::gelu_erf(x); }
 };
 
