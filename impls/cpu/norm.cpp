@@ -158,9 +158,15 @@ struct Avx2Lanes {
 };
 
 // Avx2Lanes with bf16 stores by vcvtneps2bf16 (narrow8_bf16: the same bits
-// as narrow8, in ~2 operations instead of ~10).  Nothing else differs, so
-// the avx512 copy below sums and scales exactly as the avx2 copy does.
+// as narrow8, in ~2 operations instead of ~10), and a 16-lane form W of the
+// operations that norm_rows.hpp uses where kWide: row_sum keeps its four
+// 8-lane accumulators as the two halves of two 16-lane ones, and the scale
+// pass is lane by lane, so the avx512 copy below sums and scales exactly as
+// the avx2 copy does (tests/avx512_test.cpp).
 struct Avx512Bf16Lanes : Avx2Lanes {
+    static constexpr bool kWide = true;
+    using W = __m512;
+    using Avx2Lanes::add, Avx2Lanes::sub, Avx2Lanes::mul, Avx2Lanes::fma;
     template <Format F>
     CONFORM_AVX512_BF16 static void store(St<F>* p, R v) {
         if constexpr (F == Format::bf16) store8_bf16(p, v);
@@ -171,6 +177,45 @@ struct Avx512Bf16Lanes : Avx2Lanes {
         if constexpr (F == Format::bf16) stream8_bf16(p, v);
         else Avx2Lanes::store_stream<F>(p, v);
     }
+    CONFORM_AVX512_BF16 static W set16(float f) { return _mm512_set1_ps(f); }
+    CONFORM_AVX512_BF16 static W zero16() { return _mm512_setzero_ps(); }
+    CONFORM_AVX512_BF16 static W loadf16(const float* p) { return _mm512_loadu_ps(p); }
+    template <Format F>
+    CONFORM_AVX512_BF16 static W load16(const St<F>* p) {
+        if constexpr (F == Format::fp32) return _mm512_loadu_ps(p);
+        else return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), F);
+    }
+    // 16 results rounded as store does lane by lane: bf16 by vcvtneps2bf16,
+    // or narrow16 where a lane is a float subnormal (as narrow8_bf16).
+    template <Format F>
+    CONFORM_AVX512_BF16 static __m256i narrow(W v) {
+        if constexpr (F == Format::bf16)
+            if (_mm512_fpclass_ps_mask(v, 0x20) == 0) [[likely]]
+                return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+        return narrow16(v, F);
+    }
+    template <Format F>
+    CONFORM_AVX512_BF16 static void store16(St<F>* p, W v) {
+        if constexpr (F == Format::fp32) _mm512_storeu_ps(p, v);
+        else _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow<F>(v));
+    }
+    template <Format F>
+    CONFORM_AVX512_BF16 static void store16_stream(St<F>* p, W v) {  // p 16-byte aligned, as store_stream
+        if constexpr (F == Format::fp32) {
+            store16<F>(p, v);
+        } else {
+            const __m256i h = narrow<F>(v);
+            _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(h));
+            _mm_stream_si128(reinterpret_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(h, 1));
+        }
+    }
+    CONFORM_AVX512_BF16 static W add(W a, W b) { return _mm512_add_ps(a, b); }
+    CONFORM_AVX512_BF16 static W sub(W a, W b) { return _mm512_sub_ps(a, b); }
+    CONFORM_AVX512_BF16 static W mul(W a, W b) { return _mm512_mul_ps(a, b); }
+    CONFORM_AVX512_BF16 static W fma(W a, W b, W c) { return _mm512_fmadd_ps(a, b, c); }
+    // Lanes 0-7 and 8-15 (zero-masked extracts: GCC 12 warns on the cast).
+    CONFORM_AVX512_BF16 static R lo(W v) { return _mm512_maskz_extractf32x8_ps(0xFF, v, 0); }
+    CONFORM_AVX512_BF16 static R hi(W v) { return _mm512_maskz_extractf32x8_ps(0xFF, v, 1); }
 };
 
 namespace scalar {

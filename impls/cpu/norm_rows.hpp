@@ -55,24 +55,43 @@ CONFORM_NORM_TARGET const float* widen(const void* p, long n, bool one_plus, std
 }
 
 // x - c, skipped when the shift is known to be zero (rms_norm, l2_norm).
-template <bool Centered>
-CONFORM_NORM_TARGET inline R center(R x, R c) {
+// T is R, or V::W where the lane type has a 16-lane form (kWide).
+template <bool Centered, class T>
+CONFORM_NORM_TARGET inline T center(T x, T c) {
     if constexpr (Centered) return V::sub(x, c);
     return x;
 }
 
 // acc + (x - c) or acc + (x - c)^2 (fused), lane-wise.
-template <bool Square, bool Centered>
-CONFORM_NORM_TARGET inline R accumulate(R acc, R x, R c) {
-    const R d = center<Centered>(x, c);
+template <bool Square, bool Centered, class T>
+CONFORM_NORM_TARGET inline T accumulate(T acc, T x, T c) {
+    const T d = center<Centered>(x, c);
     return Square ? V::fma(d, d, acc) : V::add(acc, d);
 }
+
+template <class L>
+concept WideLanes = requires { requires L::kWide; };
 
 // Fixed pairwise tree over the lanes, identical for both lane types.
 CONFORM_NORM_TARGET inline float hsum(R v) {
     float b[8];
     V::storef(b, v);
     return ((b[0] + b[4]) + (b[2] + b[6])) + ((b[1] + b[5]) + (b[3] + b[7]));
+}
+
+// row_sum's 32-element steps with a0|a1 and a2|a3 as two 16-lane
+// accumulators (L = V where kWide); returns the elements done.
+template <class L, Format F, bool Square, bool Centered>
+CONFORM_NORM_TARGET long wide_sums(const St<F>* x, long n, float c, R& a0, R& a1, R& a2, R& a3) {
+    const typename L::W cw = L::set16(c);
+    typename L::W a01 = L::zero16(), a23 = L::zero16();
+    long i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a01 = accumulate<Square, Centered>(a01, L::template load16<F>(x + i), cw);
+        a23 = accumulate<Square, Centered>(a23, L::template load16<F>(x + i + 16), cw);
+    }
+    a0 = L::lo(a01), a1 = L::hi(a01), a2 = L::lo(a23), a3 = L::hi(a23);
+    return i;
 }
 
 // fp32 sum over the row of (x - c) or (x - c)^2 (c = 0 unless Centered).
@@ -84,6 +103,7 @@ CONFORM_NORM_TARGET float row_sum(const St<F>* x, long n, float c) {
     const R cv = V::set1(c);
     R a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
     long i = 0;
+    if constexpr (WideLanes<V>) i = wide_sums<V, F, Square, Centered>(x, n, c, a0, a1, a2, a3);
     for (; i + 32 <= n; i += 32) {
         a0 = accumulate<Square, Centered>(a0, V::template load<F>(x + i), cv);
         a1 = accumulate<Square, Centered>(a1, V::template load<F>(x + i + 8), cv);
@@ -97,13 +117,31 @@ CONFORM_NORM_TARGET float row_sum(const St<F>* x, long n, float c) {
 
 // One 8-lane output block: t = (x - c) * inv, then the op's affine part
 // (w already holds 1 + w for zero-centred weights).
-template <Affine A>
-CONFORM_NORM_TARGET inline R affine(R x, R w, R b, R c, R inv) {
+template <Affine A, class T>
+CONFORM_NORM_TARGET inline T affine(T x, T w, T b, T c, T inv) {
     constexpr bool centered = A == Affine::weight_bias;
-    const R t = V::mul(center<centered>(x, c), inv);
+    const T t = V::mul(center<centered>(x, c), inv);
     if constexpr (A == Affine::none) return t;
     if constexpr (A == Affine::weight) return V::mul(t, w);
     return V::fma(t, w, b);  // weight_bias: one rounding for t * w + b
+}
+
+// scale_row_as's 16-element steps (L = V where kWide); returns the elements done.
+template <class L, Format In, Format Out, Affine A, bool kStream>
+CONFORM_NORM_TARGET long wide_scale(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, float c,
+                                    float inv, const St<In>* next) {
+    using W = typename L::W;
+    constexpr bool has_w = A != Affine::none, has_b = A == Affine::weight_bias;
+    const W cw = L::set16(c), ivw = L::set16(inv), zw = L::zero16();
+    long i = 0;
+    for (; i + 16 <= n; i += 16) {
+        if (next && i % 32 == 0) __builtin_prefetch(next + i);
+        const W wv = has_w ? L::loadf16(w + i) : zw, bv = has_b ? L::loadf16(b + i) : zw;
+        const W v = affine<A>(L::template load16<In>(x + i), wv, bv, cw, ivw);
+        if constexpr (kStream) L::template store16_stream<Out>(y + i, v);
+        else L::template store16<Out>(y + i, v);
+    }
+    return i;
 }
 
 // y = affine((x - c) * inv) over the row; x in format In, y in Out; w, b fp32.
@@ -114,6 +152,7 @@ CONFORM_NORM_TARGET void scale_row_as(const St<In>* x, const float* w, const flo
     const R cv = V::set1(c), iv = V::set1(inv), z = V::zero();
     constexpr bool has_w = A != Affine::none, has_b = A == Affine::weight_bias;
     long i = 0;
+    if constexpr (WideLanes<V>) i = wide_scale<V, In, Out, A, kStream>(x, w, b, y, n, c, inv, next);
     for (; i + 8 <= n; i += 8) {
         if (next) __builtin_prefetch(next + i);
         const R wv = has_w ? V::loadf(w + i) : z, bv = has_b ? V::loadf(b + i) : z;
