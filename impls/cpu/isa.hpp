@@ -2,10 +2,12 @@
 // CONFORM_ISA in the environment caps the choice: "avx2" keeps the AVX2 paths
 // on an AVX-512 machine, "scalar" forces the scalar path (tests use the
 // separately registered scalar kernels instead; the variable is for users).
-// Only some kernels have an AVX-512 path: the 16-bit activation tables
-// (16-lane gathers instead of scalar table reads), FP32 sigmoid, silu,
-// gelu_tanh and softplus (16 lanes), and the bf16 norm and gated kernels
-// (rounding to bf16 in one instruction, AVX512_BF16); the rest use AVX2 there.
+// Only some kernels have an AVX-512 path, each giving the AVX2 path's bits:
+// the 16-bit activation and gated tables (16-lane gathers instead of scalar
+// table reads), FP32 sigmoid, silu, gelu_tanh, softplus, swiglu and
+// swiglu_clamp (float-float in 16 lanes), FP32 gelu_erf, geglu and situ_glu
+// (the double path in 8 lanes), and the bf16 norms (16 lanes, rounding to
+// bf16 in one instruction: AVX512_BF16); the rest use AVX2 there.
 #pragma once
 
 namespace conform::cpu {
