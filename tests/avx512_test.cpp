@@ -93,9 +93,24 @@ CONFORM_AVX512_BF16 std::uint64_t bf16_rounding_mismatches() {
     return bad;
 }
 
+// The 16-lane form (narrow16_bf16, the bf16 norms' stores) against
+// narrow16, which SixteenLaneConversionsMatchAvx2 holds to narrow8.
+CONFORM_AVX512_BF16 std::uint64_t bf16_rounding16_mismatches() {
+    std::uint64_t bad = 0;
+    __m512i bits = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (std::uint64_t i = 0; i < (std::uint64_t{1} << 32); i += 16) {
+        const __m512 v = _mm512_castsi512_ps(bits);
+        const __m256i a = cpu::narrow16_bf16(v), b = cpu::narrow16(v, Format::bf16);
+        bad += _mm256_movemask_epi8(_mm256_cmpeq_epi8(a, b)) != -1;
+        bits = _mm512_add_epi32(bits, _mm512_set1_epi32(16));
+    }
+    return bad;
+}
+
 TEST(Avx512, Bf16RoundingMatchesAvx2OnEveryFloat) {
     if (!cpu::has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU (or CONFORM_ISA caps it)";
     EXPECT_EQ(bf16_rounding_mismatches(), 0u) << "8-float blocks where vcvtneps2bf16 + fallback differs from narrow8";
+    EXPECT_EQ(bf16_rounding16_mismatches(), 0u) << "16-float blocks where narrow16_bf16 differs from narrow16";
 }
 
 // narrow16 against narrow8 on every float bit pattern (16 consecutive
@@ -326,23 +341,53 @@ TEST(Avx512, Fp32StreamedRowHeadsMatchAvx2) {
     for (const char* op : {"sigmoid", "silu", "gelu_tanh", "softplus"})
         expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".fp32"), {x.view()},
                            "4200x1001 streamed");
+    // The gated kernels with 16-lane paths, x as the gate (a NaN gate passes
+    // swiglu_clamp's fp32_ok: the cap replaces it) and ordinary ups.
+    Tensor u(Format::fp32, {kRows, kCols});
+    for (std::int64_t i = 0; i < u.numel(); ++i) static_cast<float*>(u.data())[i] = gated_up(i % 991 + 6);
+    for (const char* op : {"swiglu", "swiglu_clamp", "geglu", "situ_glu"})
+        expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".fp32"), {x.view(), u.view()},
+                           "4200x1001 streamed");
 }
 
 // The gated table kernels' 16-lane path (gated_lut_avx512: gathers,
 // widen16, narrow16) against the AVX2 blocks: every gate pattern (NaNs, and
 // the far gates whose 8-element blocks take the double path) against two
 // orders of up patterns, misaligned starts, odd tails, and the streamed size.
+// 16-element steps (from the row start) whose gates are all >= -12 or NaN:
+// they pass every gated functor's float_ok, so they take gated_lut16.
+std::int64_t fast_steps(const Tensor& g) {
+    const TensorView v = g.view();
+    std::int64_t fast = 0;
+    for (std::int64_t r = 0; r < v.rows(); ++r)
+        for (std::int64_t c = 0; c + 16 <= v.cols(); c += 16) {
+            bool ok = true;
+            for (std::int64_t j = 0; j < 16; ++j) {
+                const double x = v.value(r * v.cols() + c + j);
+                ok &= std::isnan(x) || x >= -12;
+            }
+            fast += ok;
+        }
+    return fast;
+}
+
 TEST(Avx512, GatedTablesMatchAvx2) {
     if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
     for (Format f : {Format::fp16, Format::bf16}) {
-        const Tensor g = all_patterns(f, {1, 65536 + 64}), u = all_patterns(f, {1, 65536 + 64}, 12345);
-        const Tensor gs = all_patterns(f, {1024, 8192}), us = all_patterns(f, {1024, 8192}, 3);
+        // Consecutive gate patterns (16-element steps share sign and
+        // exponent: most take gated_lut16, those of far negative gates the
+        // AVX2 blocks) against scattered ups; NaN meets NaN with different
+        // payloads.  Then the scattered gates (every step falls back).
+        const Tensor g = all_patterns(f, {1, 65536 + 64}, 1), u = all_patterns(f, {1, 65536 + 64}, 12345);
+        const Tensor gs = all_patterns(f, {1024, 8192}, 1), us = all_patterns(f, {1024, 8192}, 3);
+        ASSERT_GT(fast_steps(g), 1000);
+        ASSERT_GT(fast_steps(gs), 100000);
         for (const char* op : {"swiglu", "geglu", "situ_glu", "swiglu_clamp"}) {
             const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + "." + info(f).name);
-            for (std::int64_t skip : {0, 3})
+            for (std::int64_t skip : {0, 3, 8})
                 expect_paths_agree(k, {slice(g, skip, 65536 + 5), slice(u, skip, 65536 + 5)},
                                    "skip " + std::to_string(skip));
-            expect_paths_agree(k, {slice(u, 0, 65536), slice(g, 0, 65536)}, "gate and up exchanged");
+            expect_paths_agree(k, {slice(u, 0, 65536), slice(g, 0, 65536)}, "scattered gates");
             expect_paths_agree(k, {gs.view(), us.view()}, "1024x8192");
         }
     }

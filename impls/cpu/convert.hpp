@@ -125,6 +125,13 @@ CONFORM_AVX512 inline __m512 widen16(__m256i h, Format f) {
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
 }
 
+// narrow8_bf16 16 lanes at a time: the same bits as narrow16(v, bf16).
+CONFORM_AVX512_BF16 inline __m256i narrow16_bf16(__m512 v) {
+    if (_mm512_fpclass_ps_mask(v, 0x20) != 0) [[unlikely]]
+        return narrow16(v, Format::bf16);
+    return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+}
+
 CONFORM_AVX2 inline void store8(std::uint16_t* p, __m256 v, Format f) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), narrow8(v, f));
 }

@@ -696,9 +696,15 @@ CONFORM_AVX512 inline bool gated_lut16(const Op& op, const float* G, const float
     }
     const __m512 y = nan_policy16(_mm512_mul_ps(gather(G, gb), up), xg, xu);
     const __m256i h = narrow16(y, F);
-    auto* o = reinterpret_cast<__m256i*>(out);
-    if (stream && reinterpret_cast<std::uintptr_t>(out) % 32 == 0) _mm256_stream_si256(o, h);
-    else _mm256_storeu_si256(o, h);
+    const auto addr = reinterpret_cast<std::uintptr_t>(out);
+    if (stream && addr % 32 == 0) {
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(out), h);
+    } else if (stream && addr % 16 == 0) {  // tensor rows are only sure to be 16-byte aligned
+        _mm_stream_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(h));
+        _mm_stream_si128(reinterpret_cast<__m128i*>(out) + 1, _mm256_extracti128_si256(h, 1));
+    } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), h);
+    }
     return true;
 }
 

@@ -185,14 +185,11 @@ struct Avx512Bf16Lanes : Avx2Lanes {
         if constexpr (F == Format::fp32) return _mm512_loadu_ps(p);
         else return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), F);
     }
-    // 16 results rounded as store does lane by lane: bf16 by vcvtneps2bf16,
-    // or narrow16 where a lane is a float subnormal (as narrow8_bf16).
+    // 16 results rounded as store does lane by lane (bf16: narrow16_bf16).
     template <Format F>
     CONFORM_AVX512_BF16 static __m256i narrow(W v) {
-        if constexpr (F == Format::bf16)
-            if (_mm512_fpclass_ps_mask(v, 0x20) == 0) [[likely]]
-                return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
-        return narrow16(v, F);
+        if constexpr (F == Format::bf16) return narrow16_bf16(v);
+        else return narrow16(v, F);
     }
     template <Format F>
     CONFORM_AVX512_BF16 static void store16(St<F>* p, W v) {
@@ -201,13 +198,10 @@ struct Avx512Bf16Lanes : Avx2Lanes {
     }
     template <Format F>
     CONFORM_AVX512_BF16 static void store16_stream(St<F>* p, W v) {  // p 16-byte aligned, as store_stream
-        if constexpr (F == Format::fp32) {
-            store16<F>(p, v);
-        } else {
-            const __m256i h = narrow<F>(v);
-            _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(h));
-            _mm_stream_si128(reinterpret_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(h, 1));
-        }
+        static_assert(F != Format::fp32, "these lanes serve the bf16 kernels, whose outputs are 16-bit");
+        const __m256i h = narrow<F>(v);
+        _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(h));
+        _mm_stream_si128(reinterpret_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(h, 1));
     }
     CONFORM_AVX512_BF16 static W add(W a, W b) { return _mm512_add_ps(a, b); }
     CONFORM_AVX512_BF16 static W sub(W a, W b) { return _mm512_sub_ps(a, b); }
@@ -287,8 +281,9 @@ void naive_run(NormOp op, Format f, const KernelCall& call) {
 
 template <NormOp Op, Format F>
 void simd_kernel(const KernelCall& c) {
-    if (F == Format::bf16 && has_avx512_bf16()) avx512_bf16::run<Op, F>(c);
-    else if (has_avx2()) avx2::run<Op, F>(c);
+    if constexpr (F == Format::bf16)
+        if (has_avx512_bf16()) return avx512_bf16::run<Op, F>(c);
+    if (has_avx2()) avx2::run<Op, F>(c);
     else scalar::run<Op, F>(c);
 }
 
