@@ -362,6 +362,24 @@ CONFORM_AVX2 inline void store8_fp32(float* p, __m256 v) {
     else _mm256_storeu_ps(p, v);
 }
 
+// The row pointers i elements on.
+template <int N>
+inline std::array<const float*, N> offset_rows(std::array<const float*, N> in, std::int64_t i) {
+    for (int k = 0; k < N; ++k) in[k] += i;
+    return in;
+}
+
+// n elements (a multiple of 8) from in[k] to y block by block (value8: the
+// float-float value, or the double path for a block that needs it).
+template <bool kStream, int N, class Op>
+CONFORM_AVX2 inline void ff32_blocks(const Op& op, const std::array<const float*, N>& in, float* y, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; i += 8) {
+        std::array<const float*, N> at;
+        for (int k = 0; k < N; ++k) at[k] = in[k] + i;
+        store8_fp32<kStream>(y + i, value8<Format::fp32, N>(op, at));
+    }
+}
+
 // n elements (a multiple of 8) from in[k] to y.
 template <bool kStream, int N, class Op>
 CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, N>& in, float* y, std::int64_t n) {
@@ -394,12 +412,7 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
             }
             ok = _mm256_movemask_ps(bad) == 0;
         }
-        if (ok) continue;
-        for (std::int64_t i = c; i < c + m; i += 8) {
-            std::array<const float*, N> at;
-            for (int k = 0; k < N; ++k) at[k] = in[k] + i;
-            store8_fp32<kStream>(y + i, value8<Format::fp32, N>(op, at));
-        }
+        if (!ok) ff32_blocks<kStream, N>(op, offset_rows<N>(in, c), y + c, m);
     }
 }
 
@@ -425,12 +438,6 @@ CONFORM_AVX512 inline __m512 ff32_value16(const Op& op, const __m512 (&x)[N], __
         bad |= _mm512_cmp_ps_mask(_mm512_andnot_ps(_mm512_set1_ps(-0.0f), y), _mm512_set1_ps(FLT_MAX), _CMP_NLT_UQ);
         return nan_policy16(y, x[0], x[1]);
     }
-}
-
-template <int N>
-inline std::array<const float*, N> offset_rows(std::array<const float*, N> in, std::int64_t i) {
-    for (int k = 0; k < N; ++k) in[k] += i;
-    return in;
 }
 
 // ff32_span 16 lanes at a time (y 64-byte aligned when kStream).  Chunks
@@ -474,7 +481,7 @@ CONFORM_AVX512 void ff32_span16(const Op& op, const std::array<const float*, N>&
             put(i, ff32_value16<N>(op, x, bad));
         }
         if (end < c + m) ff32_span<kStream, N>(op, offset_rows<N>(in, end), y + end, c + m - end);
-        if (bad != 0) ff32_span<kStream, N>(op, offset_rows<N>(in, c), y + c, m);
+        if (bad != 0) ff32_blocks<kStream, N>(op, offset_rows<N>(in, c), y + c, m);
     }
 }
 
