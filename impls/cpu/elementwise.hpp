@@ -131,6 +131,10 @@ CONFORM_AVX2 inline __m256 extreme_lanes(__m256 y) {
     const __m256 ay = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
     return _mm256_cmp_ps(ay, _mm256_set1_ps(FLT_MAX), _CMP_NLT_UQ);
 }
+CONFORM_AVX512 inline __mmask16 extreme_lanes16(__m512 y) {
+    const __m512 ay = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), y);
+    return _mm512_cmp_ps_mask(ay, _mm512_set1_ps(FLT_MAX), _CMP_NLT_UQ);
+}
 
 // The 8 lanes by the scalar path (NaN policy included), rounded as apply8 does.
 template <Format F, int N, class Op>
@@ -435,7 +439,7 @@ CONFORM_AVX512 inline __m512 ff32_value16(const Op& op, const __m512 (&x)[N], __
         return op.vec32_16(x[0]);
     } else {
         const __m512 y = op.vec32_16(x[0], x[1]);
-        bad |= _mm512_cmp_ps_mask(_mm512_andnot_ps(_mm512_set1_ps(-0.0f), y), _mm512_set1_ps(FLT_MAX), _CMP_NLT_UQ);
+        bad |= extreme_lanes16(y);
         return nan_policy16(y, x[0], x[1]);
     }
 }
@@ -686,11 +690,7 @@ CONFORM_AVX512 inline bool gated_lut16(const Op& op, const float* G, const float
     const __m256i gb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g));
     const __m256i ub = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u));
     const __m512 xg = widen16(gb, F), xu = widen16(ub, F);
-    // Halves by the zero-masked extract: GCC 12's cast draws a false warning.
-    const auto half = [](__m512 v, int k) CONFORM_AVX512 {
-        return k == 0 ? _mm512_maskz_extractf32x8_ps(0xFF, v, 0) : _mm512_maskz_extractf32x8_ps(0xFF, v, 1);
-    };
-    if (!op.float_ok(half(xg, 0)) || !op.float_ok(half(xg, 1))) return false;
+    if (!op.float_ok(lo8(xg)) || !op.float_ok(hi8(xg))) return false;
     const auto gather = [](const float* T, __m256i bits) CONFORM_AVX512 {
         const __m512i idx = _mm512_maskz_cvtepu16_epi32(0xFFFF, bits);
         return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx, T, 4);
@@ -699,16 +699,15 @@ CONFORM_AVX512 inline bool gated_lut16(const Op& op, const float* G, const float
     if constexpr (TabulatedUp<Op>) {
         up = gather(U, ub);
     } else {
-        up = _mm512_insertf32x8(_mm512_castps256_ps512(op.up_f(half(xu, 0))), op.up_f(half(xu, 1)), 1);
+        up = _mm512_insertf32x8(_mm512_castps256_ps512(op.up_f(lo8(xu))), op.up_f(hi8(xu)), 1);
     }
     const __m512 y = nan_policy16(_mm512_mul_ps(gather(G, gb), up), xg, xu);
     const __m256i h = narrow16(y, F);
     const auto addr = reinterpret_cast<std::uintptr_t>(out);
     if (stream && addr % 32 == 0) {
         _mm256_stream_si256(reinterpret_cast<__m256i*>(out), h);
-    } else if (stream && addr % 16 == 0) {  // tensor rows are only sure to be 16-byte aligned
-        _mm_stream_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(h));
-        _mm_stream_si128(reinterpret_cast<__m128i*>(out) + 1, _mm256_extracti128_si256(h, 1));
+    } else if (stream && addr % 16 == 0) {
+        stream32_as_halves(out, h);
     } else {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), h);
     }

@@ -199,17 +199,14 @@ struct Avx512Bf16Lanes : Avx2Lanes {
     template <Format F>
     CONFORM_AVX512_BF16 static void store16_stream(St<F>* p, W v) {  // p 16-byte aligned, as store_stream
         static_assert(F != Format::fp32, "these lanes serve the bf16 kernels, whose outputs are 16-bit");
-        const __m256i h = narrow<F>(v);
-        _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(h));
-        _mm_stream_si128(reinterpret_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(h, 1));
+        stream32_as_halves(p, narrow<F>(v));
     }
     CONFORM_AVX512_BF16 static W add(W a, W b) { return _mm512_add_ps(a, b); }
     CONFORM_AVX512_BF16 static W sub(W a, W b) { return _mm512_sub_ps(a, b); }
     CONFORM_AVX512_BF16 static W mul(W a, W b) { return _mm512_mul_ps(a, b); }
     CONFORM_AVX512_BF16 static W fma(W a, W b, W c) { return _mm512_fmadd_ps(a, b, c); }
-    // Lanes 0-7 and 8-15 (zero-masked extracts: GCC 12 warns on the cast).
-    CONFORM_AVX512_BF16 static R lo(W v) { return _mm512_maskz_extractf32x8_ps(0xFF, v, 0); }
-    CONFORM_AVX512_BF16 static R hi(W v) { return _mm512_maskz_extractf32x8_ps(0xFF, v, 1); }
+    CONFORM_AVX512_BF16 static R lo(W v) { return lo8(v); }
+    CONFORM_AVX512_BF16 static R hi(W v) { return hi8(v); }
 };
 
 namespace scalar {

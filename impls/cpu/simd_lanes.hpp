@@ -74,8 +74,8 @@ struct F16 {
     }
     // rcpps on each half: the very bits F8::rcp gives (vrcp14ps differs).
     CONFORM_AVX512 static R rcp(R a) {
-        const __m256 lo = _mm256_rcp_ps(_mm512_maskz_extractf32x8_ps(0xFF, a, 0));
-        const __m256 hi = _mm256_rcp_ps(_mm512_maskz_extractf32x8_ps(0xFF, a, 1));
+        const __m256 lo = _mm256_rcp_ps(lo8(a));
+        const __m256 hi = _mm256_rcp_ps(hi8(a));
         return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
     }
     CONFORM_AVX512 static R max(R a, R b) { return _mm512_maskz_max_ps(0xFFFF, a, b); }

@@ -33,6 +33,13 @@ CONFORM_AVX2 inline void stream8_as(storage_t<F>* p, __m256 v) {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+// 32 bytes by two 16-byte streaming stores (p 16-byte aligned: tensor rows
+// are not sure to be 32-byte aligned).
+CONFORM_AVX2 inline void stream32_as_halves(void* p, __m256i v) {
+    _mm_stream_si128(static_cast<__m128i*>(p), _mm256_castsi256_si128(v));
+    _mm_stream_si128(static_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(v, 1));
+}
+
 // prefetcht0 of the line `ahead` elements past p.  That address may lie past
 // the end of p's array (a prefetch never faults), so it is formed as an
 // integer, not by pointer arithmetic.
