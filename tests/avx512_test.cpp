@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -235,8 +237,7 @@ TEST(Avx512, StreamedActivationTablesMatchAvx2) {
 }
 
 // The FP32 float-float kernels with a 16-lane form (sigmoid, silu,
-// gelu_tanh, softplus; gelu_tanh's domain ends at |x| = 4.5), and gelu_erf
-// (the double path in 8 lanes, apply8_wide), on every
+// gelu_tanh, softplus; gelu_tanh's domain ends at |x| = 4.5) on every
 // float with 2^-30 <= |x| <= 64 (the 16-lane path's domain is |x| <= 64,
 // vff::kMaxAbs; chunks with any other lane take the AVX2 code itself) and
 // every 61st float elsewhere, in rows of 2^22 (16 MiB: the streaming
@@ -251,8 +252,7 @@ TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
     constexpr std::uint32_t kMin = 0x30800000, kMax = 0x42800000;  // 2^-30, 64
     Tensor x(Format::fp32, {1, kRow}), out(Format::fp32, {1, kRow});  // one output: see expect_paths_agree
     auto* bits = static_cast<std::uint32_t*>(x.data());
-    // gelu_erf: the double path 8 lanes at a time (apply8_wide).
-    for (const char* op : {"sigmoid", "silu", "gelu_tanh", "softplus", "gelu_erf"}) {
+    for (const char* op : {"sigmoid", "silu", "gelu_tanh", "softplus"}) {
         const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
         const Params p = Params::defaults(*find_op(op));
         std::vector<std::uint8_t> wide(out.bytes());  // reused: fresh 16 MiB copies doubled the test's time
@@ -280,6 +280,72 @@ TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
         for (std::int64_t skip = 0; skip < 16; ++skip)
             expect_paths_agree(k, {slice(small, skip, 4096 + 31 - skip)}, "skip " + std::to_string(skip));
     }
+}
+
+// FP32 gelu_erf has its own AVX-512 kernel (run_lanes16: the 16-lane
+// table evaluation for |x| < 3.9, whose accuracy Fp32Sweep.GeluErfTableRange
+// checks, and the double path for every other lane), so its bits differ
+// from the AVX2 path's within the range.  What must hold: each lane's value
+// depends on its input alone (not on its neighbours, the row's start or
+// length, or streaming), and the lanes outside the range get exactly the
+// AVX2 path's bits.  Rows mix in-range values with +-3.9, 100, +-inf, NaNs
+// with payloads, +-0 and subnormals, at every start offset of a 64-byte
+// line and odd lengths, and as a streamed tensor; every element must equal
+// the kernel's value for that input alone (a one-element call).
+float gelu_input(std::int64_t i) {
+    switch (i % 23) {
+        case 0: return 3.9f;
+        case 1: return -3.9f;
+        case 2: return std::nextafter(3.9f, 0.0f);
+        case 3: return 100.0f;
+        case 4: return -INFINITY;
+        case 5: return std::bit_cast<float>(0x7fc00000u | static_cast<std::uint32_t>(i % 4093));
+        case 6: return -0.0f;
+        case 7: return -0x1p-140f;
+        default: return static_cast<float>((i * 7919) % 20001 - 10000) * 4e-4f;  // |x| <= 4
+    }
+}
+
+TEST(Avx512, Fp32GeluErfLanesStandAlone) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
+    const KernelInfo& k = *builtin_registry().find("cpu.simd.gelu_erf.fp32");
+    const Params p = Params::defaults(*find_op("gelu_erf"));
+    std::map<std::uint32_t, std::uint32_t> alone;  // input bits -> output bits of a one-element call
+    const auto alone_value = [&](std::uint32_t x) {
+        if (auto it = alone.find(x); it != alone.end()) return it->second;
+        Tensor in(Format::fp32, {1, 1}), out(Format::fp32, {1, 1});
+        *static_cast<std::uint32_t*>(in.data()) = x;
+        k.fn(KernelCall{p, {in.view()}, {out.view()}});
+        return alone[x] = *static_cast<const std::uint32_t*>(out.data());
+    };
+    const auto check = [&](const TensorView& in, const std::string& what) {
+        Tensor out(Format::fp32, {in.rows(), in.cols()}), narrow(Format::fp32, {in.rows(), in.cols()});
+        k.fn(KernelCall{p, {in}, {out.view()}});
+        {
+            cpu::Avx2Only avx2;
+            k.fn(KernelCall{p, {in}, {narrow.view()}});
+        }
+        const auto* x = static_cast<const std::uint32_t*>(in.data);
+        const auto* y = static_cast<const std::uint32_t*>(out.data());
+        const auto* z = static_cast<const std::uint32_t*>(narrow.data());
+        std::int64_t not_alone = 0, not_avx2 = 0, outside = 0;
+        for (std::int64_t i = 0; i < in.numel(); ++i) {
+            not_alone += y[i] != alone_value(x[i]);
+            const float v = std::bit_cast<float>(x[i]);
+            if (!(std::fabs(v) < 3.9f)) ++outside, not_avx2 += y[i] != z[i];
+        }
+        EXPECT_EQ(not_alone, 0) << what << ": elements that differ from the value of their input alone";
+        EXPECT_EQ(not_avx2, 0) << what << ": out-of-range elements (of " << outside << ") that differ from AVX2";
+        EXPECT_GT(outside, in.numel() / 20) << what;
+    };
+    Tensor small(Format::fp32, {1, 1000 + 64});
+    for (std::int64_t i = 0; i < small.numel(); ++i) static_cast<float*>(small.data())[i] = gelu_input(i);
+    for (std::int64_t skip = 0; skip < 16; ++skip)
+        check(slice(small, skip, 1000 + 3 * skip), "skip " + std::to_string(skip));
+    Tensor big(Format::fp32, {4200, 1001});
+    ASSERT_TRUE(cpu::streaming_output(big.view()));
+    for (std::int64_t i = 0; i < big.numel(); ++i) static_cast<float*>(big.data())[i] = gelu_input(i * 5 + i / 1001);
+    check(big.view(), "4200x1001 streamed");
 }
 
 // The FP32 gated kernels against their AVX2 path: swiglu and swiglu_clamp

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -167,9 +168,14 @@ std::uint64_t sweep_step() {
 // A finite reference beyond fp32's range is fine: its RN is +-inf, as the kernel's must be.
 bool finite_ld(LD v) { return std::isfinite(v); }
 
-// Every step-th fp32 pattern (in chunks of 2^22 to bound memory).
-void sweep_unary(const std::string& op, const Params& p, const std::function<LD(LD)>& ref) {
-    const std::uint64_t step = sweep_step();
+// Every step-th fp32 pattern (in chunks of 2^22 to bound memory); with
+// `magnitudes`, every step-th magnitude in [lo, hi] (bit patterns) with
+// both signs instead, and no special values.
+struct Magnitudes {
+    std::uint32_t lo, hi;
+};
+void sweep_unary(const std::string& op, const Params& p, const std::function<LD(LD)>& ref,
+                 std::optional<Magnitudes> magnitudes = std::nullopt, std::uint64_t step = sweep_step()) {
     Worst w;
     std::string mismatch;
     std::vector<std::uint32_t> xs;
@@ -189,14 +195,20 @@ void sweep_unary(const std::string& op, const Params& p, const std::function<LD(
         judge_specials(op, p, {sx}, sg, w, mismatch);
         xs.clear();
     };
-    for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += step) {
-        xs.push_back(static_cast<std::uint32_t>(b));
+    const auto add = [&](std::uint32_t b) {
+        xs.push_back(b);
         if (xs.size() == (std::size_t{1} << 22)) flush();
+    };
+    if (magnitudes) {
+        for (std::uint32_t sign : {0u, 0x80000000u})
+            for (std::uint64_t b = magnitudes->lo; b <= magnitudes->hi; b += step) add(sign | static_cast<std::uint32_t>(b));
+    } else {
+        for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += step) add(static_cast<std::uint32_t>(b));
+        for (std::uint32_t s : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x80000000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 1u})
+            xs.push_back(s);
     }
-    for (std::uint32_t s : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x80000000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 1u})
-        xs.push_back(s);
     flush();
-    report(op + " sweep", w, mismatch);
+    report(op + (magnitudes ? " range" : " sweep"), w, mismatch);
 }
 
 // A (gate, up) grid of finite values: gates at every (2^22 + 1)-th pattern
@@ -243,6 +255,14 @@ void sweep_gated(const std::string& op, const Params& p, const std::function<LD(
 TEST(Fp32Sweep, Sigmoid) { sweep_unary("sigmoid", Params(), sigmoid_ld); }
 TEST(Fp32Sweep, Silu) { sweep_unary("silu", Params(), silu_ld); }
 TEST(Fp32Sweep, GeluErf) { sweep_unary("gelu_erf", Params(), gelu_erf_ld); }
+// The range of the 16-lane table kernel (AVX-512 machines: |x| < 3.9,
+// docs/activation.md §4) densely: every 127th float there, both signs, 17 M
+// points; CONFORM_FP32_SWEEP_STEP=1 takes every one (2.1 * 10^9).
+TEST(Fp32Sweep, GeluErfTableRange) {
+    const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
+    sweep_unary("gelu_erf", Params(), gelu_erf_ld, Magnitudes{0, std::bit_cast<std::uint32_t>(3.9f) - 1},
+                s ? sweep_step() : 127);
+}
 TEST(Fp32Sweep, GeluTanh) { sweep_unary("gelu_tanh", Params(), gelu_tanh_ld); }
 TEST(Fp32Sweep, Softplus) { sweep_unary("softplus", Params(), softplus_ld); }
 TEST(Fp32Sweep, Softcap) {

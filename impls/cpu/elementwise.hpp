@@ -508,6 +508,14 @@ CONFORM_AVX2 inline void ff32_body(const Op& op, const std::array<const float*, 
     ff32_span<kStream, N>(op, in, y, n);
 }
 
+// The fp32 elements of a row at addr before its first kAlign-byte boundary
+// (at most cols; none if addr is not float-aligned): a streamed row's head.
+template <int kAlign>
+inline std::int64_t stream_head(std::uintptr_t addr, std::int64_t cols) {
+    if (addr % 4 != 0) return 0;
+    return std::min<std::int64_t>(cols, static_cast<std::int64_t>((kAlign - addr % kAlign) % kAlign / 4));
+}
+
 template <int N, class Op>
 CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
     const TensorView& y = c.out[0];
@@ -520,15 +528,86 @@ CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
     for (std::int64_t r = 0; r < rows; ++r) {
         const auto in = input_rows<Format::fp32, N>(c, r);
         float* out = y.row<float>(r);
-        // Elements before the first 32-byte boundary of the output (none unless streaming).
         const auto addr = reinterpret_cast<std::uintptr_t>(out);
-        const std::int64_t head =
-            stream && addr % 4 == 0 ? std::min<std::int64_t>(cols, static_cast<std::int64_t>((32 - addr % 32) % 32 / 4)) : 0;
+        const std::int64_t head = stream ? stream_head<32>(addr, cols) : 0;
         if (head > 0) partial_block8<Format::fp32, N>(block, in, out, head);
         const std::int64_t body = (cols - head) & ~std::int64_t{7}, end = head + body;
         if (stream && (addr + 4 * head) % 32 == 0) ff32_body<true, N>(op, offset_rows<N>(in, head), out + head, body, wide);
         else ff32_body<false, N>(op, offset_rows<N>(in, head), out + head, body, wide);
         if (end < cols) partial_block8<Format::fp32, N>(block, offset_rows<N>(in, end), out + end, cols - end);
+    }
+    if (stream) _mm_sfence();
+}
+
+// ---- fp32 rows 16 lanes at a time, lane by lane (AVX-512) ---------------
+// For functors whose fp32 float evaluation exists only in 16 lanes
+// (lanes16, for the lanes of ok16; gelu_erf's table of vpermi2ps): every
+// other lane takes the double path (apply8_wide) instead, so each lane's
+// value depends on its own input alone, not on its neighbours or on where
+// the row starts.
+template <class Op, int N>
+concept Fp32Lanes16 = DoubleVec8<Op, N> && N == 1 && requires(const Op& op, __m512 x) {
+    op.lanes16(x);
+    { op.ok16(x) } -> std::same_as<__mmask16>;
+};
+
+// The 16 lanes of x by the double path, out of line (rare).
+template <int N, class Op>
+[[gnu::noinline]] CONFORM_AVX512 __m512 double16(const Op& op, const __m512 (&x)[N]) {
+    __m256 lo[N], hi[N];
+    for (int k = 0; k < N; ++k) lo[k] = lo8(x[k]), hi[k] = hi8(x[k]);
+    const __m256 a = apply8_wide<Format::fp32, N>(op, lo), b = apply8_wide<Format::fp32, N>(op, hi);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
+}
+
+template <int N, class Op>
+CONFORM_AVX512 inline __m512 lanes16_value(const Op& op, const __m512 (&x)[N]) {
+    const __mmask16 ok = op.ok16(x[0]);
+    const __m512 y = op.lanes16(x[0]);
+    if (ok == 0xFFFF) [[likely]] return y;
+    return _mm512_mask_blend_ps(ok, double16<N>(op, x), y);
+}
+
+// The first n < 16 elements (masked loads and stores).
+template <int N, class Op>
+CONFORM_AVX512 inline void lanes16_partial(const Op& op, const std::array<const float*, N>& in, float* y, std::int64_t n) {
+    const auto m = static_cast<__mmask16>((1u << n) - 1);
+    __m512 x[N];
+    for (int k = 0; k < N; ++k) x[k] = _mm512_maskz_loadu_ps(m, in[k]);
+    _mm512_mask_storeu_ps(y, m, lanes16_value<N>(op, x));
+}
+
+template <bool kStream, int N, class Op>
+CONFORM_AVX512 inline void lanes16_body(const Op& op, const std::array<const float*, N>& in, float* y, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; i += 16) {
+        __m512 x[N];
+        for (int k = 0; k < N; ++k) {
+            prefetch_ahead(in[k] + i, kFfPrefetch);
+            x[k] = _mm512_loadu_ps(in[k] + i);
+        }
+        const __m512 v = lanes16_value<N>(op, x);
+        if constexpr (kStream) _mm512_stream_ps(y + i, v);
+        else _mm512_storeu_ps(y + i, v);
+    }
+}
+
+// Streaming outputs: the elements before the first 64-byte boundary go
+// first (masked), then the body with 64-byte streaming stores.
+template <int N, class Op>
+CONFORM_AVX512 void run_lanes16(const KernelCall& c, const Op& op) {
+    const TensorView& yv = c.out[0];
+    const std::int64_t rows = yv.rows(), cols = yv.cols();
+    const bool stream = streaming_output(yv);
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const auto in = input_rows<Format::fp32, N>(c, r);
+        float* out = yv.row<float>(r);
+        const auto addr = reinterpret_cast<std::uintptr_t>(out);
+        const std::int64_t head = stream ? stream_head<64>(addr, cols) : 0;
+        if (head > 0) lanes16_partial<N>(op, in, out, head);
+        const std::int64_t body = (cols - head) & ~std::int64_t{15}, end = head + body;
+        if (stream && (addr + 4 * head) % 64 == 0) lanes16_body<true, N>(op, offset_rows<N>(in, head), out + head, body);
+        else lanes16_body<false, N>(op, offset_rows<N>(in, head), out + head, body);
+        if (end < cols) lanes16_partial<N>(op, offset_rows<N>(in, end), out + end, cols - end);
     }
     if (stream) _mm_sfence();
 }
@@ -810,6 +889,9 @@ CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
     } else if constexpr (F == Format::fp32 && Fp32FloatVec<Op, N>) {
         run_ff32<N>(c, op);
     } else {
+        if constexpr (F == Format::fp32 && Fp32Lanes16<Op, N>) {
+            if (has_avx512()) return run_lanes16<N>(c, op);
+        }
         const bool stream = streaming_output(c.out[0]);
         if constexpr (DoubleVec8<Op, N>) {
             if (has_avx512()) run_double_wide<F, N>(c, op, stream);

@@ -610,6 +610,113 @@ CONFORM_LANES FFT<R> softplus_ff_l(R x) {
 }
 CONFORM_AVX2 inline FF softplus_ff(__m256 x) { return softplus_ff_l<F8>(x); }
 
+// gelu_erf(x) = x Phi(x) for |x| < 3.9, 16 lanes (AVX-512: each table read
+// is one vpermi2ps), relative error < 2^-26 before the one final rounding
+// (docs/activation.md §4, "FP32 gelu_erf in float-float").  No exponential
+// and no division: with a = |x|, Phi(-a) = erfc(a/sqrt2)/2 comes from a
+// degree-6 polynomial in u = a - k/8 on interval k = round(8a) (0..31,
+// |u| <= 1/16), its coefficients fitted to the relative error
+// (python/fits/gelu_erf_table.py): p0 and p1 as float pairs, p2..p6
+// floats.  Then Phi(x) = Phi(-a) for x < 0, 1 - Phi(-a) for x >= 0
+// (Phi(-a) <= 1/2, so the subtraction does not magnify its error).
+inline constexpr float kGeluErfFastMax = 3.9f;  // |x| below: the table (8 * 3.9 < 31.5: k <= 31)
+inline constexpr float kPhiTable[9][32] = {  // [row][k]
+    // p0h
+    {0x1.0p-1f, 0x1.cd116cp-2f, 0x1.9aecbap-2f, 0x1.6a527ap-2f, 0x1.3bf144p-2f, 0x1.105e82p-2f, 0x1.d022p-3f, 0x1.86bb5p-3f,
+     0x1.44ed0cp-3f, 0x1.0ad7dap-3f, 0x1.b0bdd2p-4f, 0x1.5a6196p-4f, 0x1.11a46ep-4f, 0x1.aaa65cp-5f, 0x1.482a24p-5f, 0x1.f20394p-6f,
+     0x1.74bcf8p-6f, 0x1.13243cp-6f, 0x1.90925p-7f, 0x1.1f85a2p-7f, 0x1.96f4e6p-8f, 0x1.1bee6cp-8f, 0x1.869044p-9f, 0x1.08c89p-9f,
+     0x1.61de2p-10f, 0x1.d21af4p-11f, 0x1.2e86fep-11f, 0x1.8301bep-12f, 0x1.e7dbcap-13f, 0x1.2eff8p-13f, 0x1.72d956p-14f, 0x1.bf3766p-15f},
+    // p0l
+    {0x1.3e39d8p-51f, 0x1.dfcb34p-29f, 0x1.3a449ep-27f, -0x1.fc2fbcp-27f, -0x1.19563ep-28f, 0x1.63c996p-27f, 0x1.5acea8p-29f, -0x1.4feb58p-28f,
+     -0x1.20d354p-29f, 0x1.f362d8p-32f, -0x1.a8ac4ep-29f, 0x1.ee49a6p-31f, -0x1.da6dc4p-30f, -0x1.6c19d4p-35f, 0x1.45577ep-33f, 0x1.d97ecap-31f,
+     0x1.64eb8p-33f, -0x1.019044p-31f, -0x1.bc59f4p-32f, -0x1.b26e52p-34f, -0x1.036dep-33f, 0x1.f79b06p-38f, -0x1.6c2924p-34f, 0x1.cf99e8p-34f,
+     -0x1.9e96b2p-36f, 0x1.5c197ep-36f, -0x1.05fa14p-36f, 0x1.02611ap-38f, -0x1.a90abap-38f, -0x1.e753c6p-40f, 0x1.2cd686p-40f, 0x1.d2cba8p-42f},
+    // p1h
+    {-0x1.988454p-2f, -0x1.95567ap-2f, -0x1.8bf2bap-2f, -0x1.7cc794p-2f, -0x1.6883dp-2f, -0x1.50096ep-2f, -0x1.345d5ep-2f, -0x1.169596p-2f,
+     -0x1.ef8e58p-3f, -0x1.b1ec62p-3f, -0x1.7610bap-3f, -0x1.3d7712p-3f, -0x1.094086p-3f, -0x1.b46178p-4f, -0x1.616454p-4f, -0x1.19bfa4p-4f,
+     -0x1.ba4b44p-5f, -0x1.55c74p-5f, -0x1.0402ep-5f, -0x1.857a94p-6f, -0x1.1f2f06p-6f, -0x1.a0f22cp-7f, -0x1.29fa54p-7f, -0x1.a34ea6p-8f,
+     -0x1.227214p-8f, -0x1.8c2226p-9f, -0x1.09f38ep-9f, -0x1.5f90f6p-10f, -0x1.c9897ep-11f, -0x1.251bf8p-11f, -0x1.71b92ep-12f, -0x1.cb2208p-13f},
+    // p1l
+    {0x1.8571a6p-27f, 0x1.00a2a8p-27f, -0x1.031072p-30f, -0x1.d80682p-27f, -0x1.0ff89ap-29f, 0x1.880ef4p-29f, -0x1.f5ba22p-27f, 0x1.cefb48p-30f,
+     -0x1.c6babp-28f, -0x1.aa30c2p-34f, 0x1.7964c2p-28f, -0x1.5231cp-31f, 0x1.257c8ap-28f, -0x1.2ceb6p-29f, 0x1.27f2d6p-29f, 0x1.5d20acp-29f,
+     0x1.232e3p-30f, 0x1.3178dcp-30f, 0x1.62fe62p-32f, -0x1.3db602p-33f, 0x1.51042p-31f, 0x1.6facdep-35f, -0x1.8b211ap-32f, 0x1.06c072p-33f,
+     0x1.90ae42p-39f, -0x1.ae1856p-34f, -0x1.86fc4ap-37f, -0x1.9d7eeap-35f, 0x1.d49c34p-36f, 0x1.6ee0eep-37f, -0x1.9c1deep-37f, 0x1.98d0dep-38f},
+    // p2
+    {0x1.e1a544p-33f, 0x1.95567ap-6f, 0x1.8bf2bap-5f, 0x1.1d95bp-4f, 0x1.6883dp-4f, 0x1.a40bcap-4f, 0x1.ce8c0ep-4f, 0x1.e785c6p-4f,
+     0x1.ef8e58p-4f, 0x1.e829eep-4f, 0x1.d394e8p-4f, 0x1.b483b8p-4f, 0x1.8de0c8p-4f, 0x1.628f32p-4f, 0x1.3537c8p-4f, 0x1.0823aap-4f,
+     0x1.ba4b44p-5f, 0x1.6b23b4p-5f, 0x1.24833cp-5f, 0x1.ce819p-6f, 0x1.66fac6p-6f, 0x1.119eecp-6f, 0x1.99b834p-7f, 0x1.2d6086p-7f,
+     0x1.b3ab1ep-8f, 0x1.357aaep-8f, 0x1.b02bc6p-9f, 0x1.28a25p-9f, 0x1.90584ep-10f, 0x1.09a158p-10f, 0x1.5a9d9cp-11f, 0x1.bcc8f6p-12f},
+    // p3
+    {0x1.105832p-4f, 0x1.0a00bcp-4f, 0x1.eeef62p-5f, 0x1.b44f56p-5f, 0x1.6883cep-5f, 0x1.1107aap-5f, 0x1.67c24ap-6f, 0x1.5c3b0cp-7f,
+     0x1.5ff2b6p-27f, -0x1.335caep-7f, -0x1.188c8p-6f, -0x1.78fd5cp-6f, -0x1.ba162cp-6f, -0x1.dd4a96p-6f, -0x1.e5e9fp-6f, -0x1.d8841p-6f,
+     -0x1.ba4b46p-6f, -0x1.908582p-6f, -0x1.60193ep-6f, -0x1.2d3cd2p-6f, -0x1.f6925p-7f, -0x1.995872p-7f, -0x1.45e9d2p-7f, -0x1.fbc144p-8f,
+     -0x1.8342cap-8f, -0x1.215cf4p-8f, -0x1.a7dc2cp-9f, -0x1.306a84p-9f, -0x1.acf0ep-10f, -0x1.288b46p-10f, -0x1.927586p-11f, -0x1.0c2052p-11f},
+    // p4
+    {0x1.f000ep-21f, -0x1.933fbep-8f, -0x1.83b242p-7f, -0x1.10362ep-6f, -0x1.4a774cp-6f, -0x1.6d62b2p-6f, -0x1.77cc6ep-6f, -0x1.6b16dap-6f,
+     -0x1.4a54c4p-6f, -0x1.1a353ap-6f, -0x1.c023p-7f, -0x1.42c30ep-7f, -0x1.8dda7p-8f, -0x1.53cb78p-9f, 0x1.9f1fa2p-12f, 0x1.6adffap-9f,
+     0x1.26cfeep-8f, 0x1.6eddaep-8f, 0x1.92301p-8f, 0x1.971948p-8f, 0x1.84ecbap-8f, 0x1.62e366p-8f, 0x1.3791fap-8f, 0x1.0882c8p-8f,
+     0x1.b3ab0cp-9f, 0x1.5cfa46p-9f, 0x1.105e2cp-9f, 0x1.9ed456p-10f, 0x1.3497dp-10f, 0x1.c0f3cap-11f, 0x1.3f88e4p-11f, 0x1.bd5fe6p-12f},
+    // p5
+    {-0x1.478674p-7f, -0x1.39ebf6p-7f, -0x1.155e5p-7f, -0x1.b99eaap-8f, -0x1.2c4a4p-8f, -0x1.21fb86p-9f, 0x1.2eec9ep-13f, 0x1.2ae0bcp-9f,
+     0x1.07f3ep-8f, 0x1.59d606p-8f, 0x1.8806c4p-8f, 0x1.9372d4p-8f, 0x1.805ed6p-8f, 0x1.5569d8p-8f, 0x1.1a720ap-8f, 0x1.aed79p-9f,
+     0x1.26ffb2p-9f, 0x1.51e8d8p-10f, 0x1.e649c2p-12f, -0x1.908474p-13f, -0x1.5c86a8p-11f, -0x1.fb338ap-11f, -0x1.2600dep-10f, -0x1.2f6fe4p-10f,
+     -0x1.224c06p-10f, -0x1.0687dcp-10f, -0x1.c5c3e2p-11f, -0x1.7967bp-11f, -0x1.2f6fbcp-11f, -0x1.d93a28p-12f, -0x1.66c98ap-12f, -0x1.08ed14p-12f},
+    // p6
+    {0x1.0bec02p-12f, 0x1.1a8eeap-10f, 0x1.f5d486p-10f, 0x1.6c1cfap-9f, 0x1.8a3346p-9f, 0x1.d0c2b4p-9f, 0x1.71b4aep-9f, 0x1.4521f2p-9f,
+     0x1.a470d4p-10f, 0x1.363504p-10f, 0x1.94a896p-11f, -0x1.05466p-11f, -0x1.7a4644p-11f, -0x1.142cd2p-10f, -0x1.cfe13cp-10f, -0x1.021deap-10f,
+     -0x1.3f6c3ap-10f, -0x1.14e52p-10f, -0x1.f0860cp-11f, -0x1.860806p-11f, -0x1.36410cp-11f, -0x1.9b5e4ap-12f, -0x1.3f94b6p-13f, -0x1.3f7988p-15f,
+     0x1.d173bcp-14f, 0x1.490902p-13f, 0x1.7688aep-13f, 0x1.8f628ep-13f, 0x1.830a62p-13f, 0x1.458e82p-13f, 0x1.16e42ep-13f, 0x1.b748c2p-14f},
+};
+
+// Coefficient row j of interval idx (the low 5 bits of each lane).
+CONFORM_AVX512 inline __m512 phi_coef(int j, __m512i idx) {
+    return _mm512_permutex2var_ps(_mm512_loadu_ps(kPhiTable[j]), idx, _mm512_loadu_ps(kPhiTable[j] + 16));
+}
+
+// Phi(-a) for 0 <= a < 3.9 as hi + lo.  k = round(8a) is in the low bits of
+// s = RN(8a + 1.5 2^23); u = a - k/8 is exact (k = 0: u = a; else a >= 1/16
+// and u is a multiple of ulp(a) with |u| <= 1/16).  q = p2 + ... + p6 u^4
+// in float (the tail u^2 q is < 3.8 % of the value); u p1h exactly as
+// ph + pl; p0h + ph by Fast2Sum (|ph| < p0h); the rest in lo.
+CONFORM_AVX512 inline FFT<__m512> phi_neg16(__m512 a) {
+    using L = F16;
+    const __m512 s = L::fmadd(a, L::set(8.0f), L::set(kShifter));
+    const __m512i k = _mm512_castps_si512(s);
+    const __m512 u = L::fnmadd(L::sub(s, L::set(kShifter)), L::set(0.125f), a);
+    __m512 q = L::fmadd(phi_coef(8, k), u, phi_coef(7, k));
+    q = L::fmadd(q, u, phi_coef(6, k));
+    q = L::fmadd(q, u, phi_coef(5, k));
+    q = L::fmadd(q, u, phi_coef(4, k));
+    const __m512 t = L::mul(u, q);
+    const __m512 p1h = phi_coef(2, k), p0h = phi_coef(0, k);
+    const __m512 ph = L::mul(u, p1h), pl = L::fmsub(u, p1h, ph);
+    const __m512 sh = L::add(p0h, ph);
+    const __m512 e0 = L::add(L::sub(p0h, sh), ph);
+    const __m512 lo = L::fmadd(u, L::add(phi_coef(3, k), t), L::add(L::add(e0, pl), phi_coef(1, k)));
+    return {sh, lo};
+}
+
+// The lanes with |x| < 3.9 (not NaN).
+CONFORM_AVX512 inline __mmask16 gelu_erf16_ok(__m512 x) {
+    return _mm512_cmp_ps_mask(_mm512_andnot_ps(_mm512_set1_ps(-0.0f), x), _mm512_set1_ps(kGeluErfFastMax), _CMP_LT_OQ);
+}
+
+// gelu_erf(x) in the lanes of gelu_erf16_ok: x (h + l) rounded once, h + l
+// = Phi(-a) (x < 0) or 1 - Phi(-a) = nh + nl (x >= 0; 1 - hi exactly as nh +
+// ((1 - nh) - hi) by Fast2Sum, since 1 > hi).  The sign of x is or-ed in so
+// that x = -0 gives -0 whatever the sign of l.
+CONFORM_AVX512 inline __m512 gelu_erf16(__m512 x) {
+    using L = F16;
+    const FFT<__m512> p = phi_neg16(L::andnot(L::set(-0.0f), x));
+    const __m512 one = L::set(1.0f);
+    const __m512 nh = L::sub(one, p.hi);
+    const __m512 nl = L::sub(L::sub(L::sub(one, nh), p.hi), p.lo);
+    const __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x));
+    const __m512 h = _mm512_mask_blend_ps(neg, nh, p.hi), l = _mm512_mask_blend_ps(neg, nl, p.lo);
+    const __m512 y = L::fmadd(x, h, L::mul(x, l));
+    return L::or_(y, L::and_(x, L::set(-0.0f)));
+}
+
 #pragma GCC diagnostic pop
 }  // namespace vff
 
@@ -665,6 +772,9 @@ struct GeluErfFn {
     // The same 8 lanes at a time (AVX-512; the same bits per lane).
     [[gnu::always_inline]] CONFORM_AVX512 __m512d vec8(__m512d x) const { return vm::gelu_erf_l<D8>(x); }
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::gelu_erf(x); }
+    // fp32, 16 lanes in float (AVX-512, the lanes of ok16; vff::gelu_erf16).
+    CONFORM_AVX512 __mmask16 ok16(__m512 x) const { return vff::gelu_erf16_ok(x); }
+    CONFORM_AVX512 __m512 lanes16(__m512 x) const { return vff::gelu_erf16(x); }
 };
 
 // x / (1 + e^-2z), z = sqrt(2/pi) (x + 0.044715 x^3) = x (c + c k x^2).
