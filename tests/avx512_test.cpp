@@ -8,10 +8,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <map>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -282,16 +283,18 @@ TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
     }
 }
 
-// FP32 gelu_erf has its own AVX-512 kernel (run_lanes16: the 16-lane
-// table evaluation for |x| < 3.9, whose accuracy Fp32Sweep.GeluErfTableRange
-// checks, and the double path for every other lane), so its bits differ
-// from the AVX2 path's within the range.  What must hold: each lane's value
-// depends on its input alone (not on its neighbours, the row's start or
-// length, or streaming), and the lanes outside the range get exactly the
-// AVX2 path's bits.  Rows mix in-range values with +-3.9, 100, +-inf, NaNs
-// with payloads, +-0 and subnormals, at every start offset of a 64-byte
-// line and odd lengths, and as a streamed tensor; every element must equal
-// the kernel's value for that input alone (a one-element call).
+// FP32 gelu_erf and geglu have their own AVX-512 kernel (run_lanes16: the
+// 16-lane table evaluation for gates |g| < 3.9, whose accuracy
+// Fp32Sweep.GeluErfTableRange and GegluTableRange check, and the double
+// path for every other lane), so their bits differ from the AVX2 path's
+// within the range.  What must hold: each lane's value depends on its
+// inputs alone (not on its neighbours, the row's start or length, or
+// streaming), and the lanes that take the double path get exactly the AVX2
+// path's bits.  Rows mix in-range gates with +-3.9, 100, +-inf, NaNs with
+// payloads, +-0 and subnormals (geglu: against gated_up's ups), at every
+// start offset of a 64-byte line and odd lengths, and as a streamed tensor;
+// every element must equal the kernel's value for its inputs alone (a
+// one-element call).
 float gelu_input(std::int64_t i) {
     switch (i % 23) {
         case 0: return 3.9f;
@@ -305,52 +308,87 @@ float gelu_input(std::int64_t i) {
         default: return static_cast<float>((i * 7919) % 20001 - 10000) * 4e-4f;  // |x| <= 4
     }
 }
+float gated_up(std::int64_t i);
+
+// Lanes whose inputs send them to the double path (gelu_erf16_ok and, for
+// geglu, GluFn::ok16) or whose result is one the double path gives
+// (NaN, infinite, >= FLT_MAX).
+bool double_lane(const std::vector<float>& x, float y) {
+    if (!(std::fabs(x[0]) < 3.9f) || !(std::fabs(y) < FLT_MAX)) return true;
+    if (x.size() == 1) return false;
+    const float p = std::fabs(x[0] * x[1]);
+    return !(p >= 0x1p-100f || p == 0);
+}
+
+void expect_lanes_stand_alone(const char* op, const std::vector<TensorView>& in, const std::string& what) {
+    const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
+    const Params p = Params::defaults(*find_op(op));
+    const std::size_t n_in = in.size();
+    std::unordered_map<std::uint64_t, std::uint32_t> alone;  // input bits -> output bits of a one-element call
+    const auto alone_value = [&](const std::vector<std::uint32_t>& x) {
+        const std::uint64_t key = x[0] | (x.size() > 1 ? std::uint64_t{x[1]} << 32 : 0);
+        if (auto it = alone.find(key); it != alone.end()) return it->second;
+        std::vector<Tensor> one;
+        std::vector<TensorView> views;
+        for (std::uint32_t b : x) {
+            one.emplace_back(Format::fp32, std::vector<std::int64_t>{1, 1});
+            *static_cast<std::uint32_t*>(one.back().data()) = b;
+        }
+        for (const Tensor& t : one) views.push_back(t.view());
+        Tensor out(Format::fp32, {1, 1});
+        k.fn(KernelCall{p, views, {out.view()}});
+        return alone[key] = *static_cast<const std::uint32_t*>(out.data());
+    };
+    Tensor out(Format::fp32, {in[0].rows(), in[0].cols()}), narrow(Format::fp32, {in[0].rows(), in[0].cols()});
+    k.fn(KernelCall{p, in, {out.view()}});
+    {
+        cpu::Avx2Only avx2;
+        k.fn(KernelCall{p, in, {narrow.view()}});
+    }
+    const auto* y = static_cast<const std::uint32_t*>(out.data());
+    const auto* z = static_cast<const std::uint32_t*>(narrow.data());
+    std::int64_t not_alone = 0, not_avx2 = 0, on_double = 0;
+    std::vector<std::uint32_t> xb(n_in);
+    std::vector<float> xf(n_in);
+    for (std::int64_t i = 0; i < in[0].numel(); ++i) {
+        for (std::size_t j = 0; j < n_in; ++j) {
+            xb[j] = static_cast<const std::uint32_t*>(in[j].data)[i];
+            xf[j] = std::bit_cast<float>(xb[j]);
+        }
+        not_alone += y[i] != alone_value(xb);
+        if (double_lane(xf, std::bit_cast<float>(y[i]))) ++on_double, not_avx2 += y[i] != z[i];
+    }
+    EXPECT_EQ(not_alone, 0) << op << " " << what << ": elements that differ from the value of their inputs alone";
+    EXPECT_EQ(not_avx2, 0) << op << " " << what << ": double-path elements (of " << on_double << ") that differ from AVX2";
+    EXPECT_GT(on_double, in[0].numel() / 20) << op << " " << what;
+    EXPECT_LT(on_double, in[0].numel() / 2) << op << " " << what;
+}
 
 TEST(Avx512, Fp32GeluErfLanesStandAlone) {
     if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
-    const KernelInfo& k = *builtin_registry().find("cpu.simd.gelu_erf.fp32");
-    const Params p = Params::defaults(*find_op("gelu_erf"));
-    std::map<std::uint32_t, std::uint32_t> alone;  // input bits -> output bits of a one-element call
-    const auto alone_value = [&](std::uint32_t x) {
-        if (auto it = alone.find(x); it != alone.end()) return it->second;
-        Tensor in(Format::fp32, {1, 1}), out(Format::fp32, {1, 1});
-        *static_cast<std::uint32_t*>(in.data()) = x;
-        k.fn(KernelCall{p, {in.view()}, {out.view()}});
-        return alone[x] = *static_cast<const std::uint32_t*>(out.data());
-    };
-    const auto check = [&](const TensorView& in, const std::string& what) {
-        Tensor out(Format::fp32, {in.rows(), in.cols()}), narrow(Format::fp32, {in.rows(), in.cols()});
-        k.fn(KernelCall{p, {in}, {out.view()}});
-        {
-            cpu::Avx2Only avx2;
-            k.fn(KernelCall{p, {in}, {narrow.view()}});
-        }
-        const auto* x = static_cast<const std::uint32_t*>(in.data);
-        const auto* y = static_cast<const std::uint32_t*>(out.data());
-        const auto* z = static_cast<const std::uint32_t*>(narrow.data());
-        std::int64_t not_alone = 0, not_avx2 = 0, outside = 0;
-        for (std::int64_t i = 0; i < in.numel(); ++i) {
-            not_alone += y[i] != alone_value(x[i]);
-            const float v = std::bit_cast<float>(x[i]);
-            if (!(std::fabs(v) < 3.9f)) ++outside, not_avx2 += y[i] != z[i];
-        }
-        EXPECT_EQ(not_alone, 0) << what << ": elements that differ from the value of their input alone";
-        EXPECT_EQ(not_avx2, 0) << what << ": out-of-range elements (of " << outside << ") that differ from AVX2";
-        EXPECT_GT(outside, in.numel() / 20) << what;
-    };
-    Tensor small(Format::fp32, {1, 1000 + 64});
-    for (std::int64_t i = 0; i < small.numel(); ++i) static_cast<float*>(small.data())[i] = gelu_input(i);
-    for (std::int64_t skip = 0; skip < 16; ++skip)
-        check(slice(small, skip, 1000 + 3 * skip), "skip " + std::to_string(skip));
-    Tensor big(Format::fp32, {4200, 1001});
-    ASSERT_TRUE(cpu::streaming_output(big.view()));
-    for (std::int64_t i = 0; i < big.numel(); ++i) static_cast<float*>(big.data())[i] = gelu_input(i * 5 + i / 1001);
-    check(big.view(), "4200x1001 streamed");
+    Tensor g(Format::fp32, {1, 1000 + 64}), u(Format::fp32, {1, 1000 + 64});
+    for (std::int64_t i = 0; i < g.numel(); ++i) {
+        static_cast<float*>(g.data())[i] = gelu_input(i);
+        static_cast<float*>(u.data())[i] = gated_up(i * 31);
+    }
+    for (std::int64_t skip = 0; skip < 16; ++skip) {
+        const std::string what = "skip " + std::to_string(skip);
+        expect_lanes_stand_alone("gelu_erf", {slice(g, skip, 1000 + 3 * skip)}, what);
+        expect_lanes_stand_alone("geglu", {slice(g, skip, 1000 + 3 * skip), slice(u, skip, 1000 + 3 * skip)}, what);
+    }
+    Tensor bg(Format::fp32, {4200, 1001}), bu(Format::fp32, {4200, 1001});
+    ASSERT_TRUE(cpu::streaming_output(bg.view()));
+    for (std::int64_t i = 0; i < bg.numel(); ++i) {
+        static_cast<float*>(bg.data())[i] = gelu_input(i * 5 + i / 1001);
+        static_cast<float*>(bu.data())[i] = gated_up(i % 991 + 6);
+    }
+    expect_lanes_stand_alone("gelu_erf", {bg.view()}, "4200x1001 streamed");
+    expect_lanes_stand_alone("geglu", {bg.view(), bu.view()}, "4200x1001 streamed");
 }
 
 // The FP32 gated kernels against their AVX2 path: swiglu and swiglu_clamp
-// (vec32_16 and the gated ff32_span16), geglu and situ_glu (the double path
-// in 8 lanes, apply8_wide).  Gates: every 13th float
+// (vec32_16 and the gated ff32_span16), situ_glu (the double path in 8
+// lanes, apply8_wide).  Gates: every 13th float
 // in [2^-30, 64], every 61st elsewhere (inf and NaNs among them), both
 // signs, in rows of 2^22 (the streaming branch).  Ups cycle through
 // ordinary values of many magnitudes, huge ones (products past FLT_MAX:
@@ -376,8 +414,8 @@ TEST(Avx512, Fp32GatedFloatFloatMatchesAvx2) {
     auto* gb = static_cast<std::uint32_t*>(g.data());
     auto* ub = static_cast<float*>(u.data());
     for (std::int64_t i = 0; i < kRow; ++i) ub[i] = gated_up(i);
-    // geglu, situ_glu: the double path 8 lanes at a time (apply8_wide).
-    for (const char* op : {"swiglu", "swiglu_clamp", "geglu", "situ_glu"}) {
+    // situ_glu: the double path 8 lanes at a time (apply8_wide).
+    for (const char* op : {"swiglu", "swiglu_clamp", "situ_glu"}) {
         const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
         const Params p = Params::defaults(*find_op(op));
         std::vector<std::uint8_t> wide(out.bytes());
@@ -430,7 +468,7 @@ TEST(Avx512, Fp32StreamedRowHeadsMatchAvx2) {
     // swiglu_clamp's fp32_ok: the cap replaces it) and ordinary ups.
     Tensor u(Format::fp32, {kRows, kCols});
     for (std::int64_t i = 0; i < u.numel(); ++i) static_cast<float*>(u.data())[i] = gated_up(i % 991 + 6);
-    for (const char* op : {"swiglu", "swiglu_clamp", "geglu", "situ_glu"})
+    for (const char* op : {"swiglu", "swiglu_clamp", "situ_glu"})
         expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".fp32"), {x.view(), u.view()},
                            "4200x1001 streamed");
 }

@@ -215,15 +215,20 @@ void sweep_unary(const std::string& op, const Params& p, const std::function<LD(
 // plus a dense run of [-24, 24] (where the activation bends), ups at every
 // (2^22 + 3)-th pattern -- 2 M pairs over all magnitudes and both signs --
 // and each special value (+-inf, NaN, +-0) against 64 values of the other input.
-void sweep_gated(const std::string& op, const Params& p, const std::function<LD(LD, LD)>& ref) {
+// `gates`, if given, replaces the gates (the specials stay).
+void sweep_gated(const std::string& op, const Params& p, const std::function<LD(LD, LD)>& ref,
+                 std::vector<std::uint32_t> gates = {}, const std::string& what = " grid") {
     auto finite_patterns = [](std::uint64_t step) {
         std::vector<std::uint32_t> v;
         for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += step)
             if (std::isfinite(as_float(static_cast<std::uint32_t>(b)))) v.push_back(static_cast<std::uint32_t>(b));
         return v;
     };
-    std::vector<std::uint32_t> gates = finite_patterns((1u << 22) + 1), ups = finite_patterns((1u << 22) + 3);
-    for (float v = -24; v <= 24; v += 48.0f / 1024) gates.push_back(std::bit_cast<std::uint32_t>(v * 1.0001f));
+    const std::vector<std::uint32_t> ups = finite_patterns((1u << 22) + 3);
+    if (gates.empty()) {
+        gates = finite_patterns((1u << 22) + 1);
+        for (float v = -24; v <= 24; v += 48.0f / 1024) gates.push_back(std::bit_cast<std::uint32_t>(v * 1.0001f));
+    }
     std::vector<std::uint32_t> gv, uv;
     for (std::uint32_t g : gates)
         for (std::uint32_t u : ups) gv.push_back(g), uv.push_back(u);
@@ -247,7 +252,7 @@ void sweep_gated(const std::string& op, const Params& p, const std::function<LD(
         }
     }
     judge_specials(op, p, {sg, su}, sgot, w, mismatch);
-    report(op + " grid", w, mismatch);
+    report(op + what, w, mismatch);
 }
 
 }  // namespace
@@ -272,6 +277,17 @@ TEST(Fp32Sweep, Softcap) {
 
 TEST(Fp32Sweep, Swiglu) { sweep_gated("swiglu", Params(), [](LD g, LD u) { return silu_ld(g) * u; }); }
 TEST(Fp32Sweep, Geglu) { sweep_gated("geglu", Params(), [](LD g, LD u) { return gelu_erf_ld(g) * u; }); }
+// The gates of the 16-lane table kernel (AVX-512 machines: |g| < 3.9,
+// docs/gated.md §4): 4000 gate magnitudes spread over [0, 3.9), both
+// signs, against the grid's ups (every magnitude: products below 2^-100
+// and past FLT_MAX among them), 8 M pairs.
+TEST(Fp32Sweep, GegluTableRange) {
+    std::vector<std::uint32_t> gates;
+    const std::uint32_t top = std::bit_cast<std::uint32_t>(3.9f);
+    for (std::uint32_t i = 0; i < 4000; ++i)
+        for (std::uint32_t sign : {0u, 0x80000000u}) gates.push_back(sign | static_cast<std::uint32_t>(std::uint64_t{top} * i / 4000 + i % 7));
+    sweep_gated("geglu", Params(), [](LD g, LD u) { return gelu_erf_ld(g) * u; }, gates, " range");
+}
 TEST(Fp32Sweep, SituGlu) {
     for (auto [b1, b2] : {std::pair{4.0, 25.0}, std::pair{1.0, 3.0}, std::pair{0x1p40, 0x1p40}})
         sweep_gated("situ_glu", Params({{"beta1", b1}, {"beta2", b2}}), [b1, b2](LD g, LD u) {

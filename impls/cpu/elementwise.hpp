@@ -119,10 +119,9 @@ CONFORM_AVX2 inline __m128 narrow_pd(__m256d v) {
 
 // Functors whose vector form leaves rare extremes to the scalar path declare
 // kScalarAtExtremes (GluFn: products near fp32's overflow threshold, and
-// act(g) underflowing to 0 against an infinite up, docs/gated.md §4).  A
-// block with an output that is NaN, infinite or >= FLT_MAX in magnitude is
-// recomputed lane by lane by op.scalar: one compare per 8 outputs on
-// ordinary data.
+// act(g) underflowing to 0 against an infinite up, docs/gated.md §4).  An
+// output that is NaN, infinite or >= FLT_MAX in magnitude is recomputed by
+// op.scalar: one compare per 8 outputs on ordinary data.
 template <class Op>
 concept ScalarAtExtremes = requires { requires Op::kScalarAtExtremes; };
 
@@ -175,10 +174,13 @@ CONFORM_AVX512 inline __m512 nan_policy16(__m512 y, __m512 x0, __m512 x1) {
 template <Format F, int N, class Op>
 CONFORM_AVX2 inline __m256 finish8(const Op& op, const __m256 (&x)[N], __m256d lo, __m256d hi) {
     __m256 y = _mm256_set_m128(narrow_pd<F>(hi), narrow_pd<F>(lo));
-    // The scalar lanes get the NaN policy too: the payload of a scalar
-    // product of two NaNs depends on the operand order the compiler chose.
+    // Only the extreme lanes take the scalar value, so that a lane's result
+    // depends on its own inputs alone.  The scalar lanes get the NaN policy
+    // too: the payload of a scalar product of two NaNs depends on the
+    // operand order the compiler chose.
     if constexpr (ScalarAtExtremes<Op>) {
-        if (_mm256_movemask_ps(extreme_lanes(y)) != 0) y = scalar8<F, N>(op, x);
+        const __m256 extreme = extreme_lanes(y);
+        if (_mm256_movemask_ps(extreme) != 0) y = _mm256_blendv_ps(y, scalar8<F, N>(op, x), extreme);
     }
     return nan_policy<N>(y, x);
 }
@@ -546,10 +548,13 @@ CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
 // value depends on its own input alone, not on its neighbours or on where
 // the row starts.
 template <class Op, int N>
-concept Fp32Lanes16 = DoubleVec8<Op, N> && N == 1 && requires(const Op& op, __m512 x) {
-    op.lanes16(x);
-    { op.ok16(x) } -> std::same_as<__mmask16>;
-};
+concept Fp32Lanes16 = DoubleVec8<Op, N> && ((N == 1 && requires(const Op& op, __m512 x) {
+                                                op.lanes16(x);
+                                                { op.ok16(x) } -> std::same_as<__mmask16>;
+                                            }) || (N == 2 && requires(const Op& op, __m512 x) {
+                                                op.lanes16(x, x);
+                                                { op.ok16(x, x) } -> std::same_as<__mmask16>;
+                                            }));
 
 // The 16 lanes of x by the double path, out of line (rare).
 template <int N, class Op>
@@ -560,10 +565,19 @@ template <int N, class Op>
     return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
 }
 
+// Gated: results that are NaN, infinite or >= FLT_MAX in magnitude take
+// the double path too (which treats them as GluFn documents).
 template <int N, class Op>
 CONFORM_AVX512 inline __m512 lanes16_value(const Op& op, const __m512 (&x)[N]) {
-    const __mmask16 ok = op.ok16(x[0]);
-    const __m512 y = op.lanes16(x[0]);
+    __mmask16 ok;
+    __m512 y;
+    if constexpr (N == 1) {
+        ok = op.ok16(x[0]);
+        y = op.lanes16(x[0]);
+    } else {
+        y = op.lanes16(x[0], x[1]);
+        ok = op.ok16(x[0], x[1]) & static_cast<__mmask16>(~extreme_lanes16(y));
+    }
     if (ok == 0xFFFF) [[likely]] return y;
     return _mm512_mask_blend_ps(ok, double16<N>(op, x), y);
 }

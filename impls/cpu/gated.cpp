@@ -119,6 +119,30 @@ struct GluFn {
     {
         return times_ff_l<F16>(silu_ff_l<F16>(g), g, u);
     }
+    // fp32, geglu only, 16 lanes (AVX-512; docs/gated.md §4): g u (h + l)
+    // with g u = ph + pl exactly and h + l = Phi(g) from vff::phi16, rounded
+    // once; the sign of g u is set explicitly (a zero product keeps it).
+    // Lanes: |g| < 3.9, and |g u| >= 2^-100 or g u = 0 (below 2^-100 the
+    // product's error term pl is no longer exact).  The driver sends other
+    // lanes, and results >= FLT_MAX in magnitude or NaN, to vec8.
+    CONFORM_AVX512 __mmask16 ok16(__m512 g, __m512 u) const
+        requires std::same_as<Act, GeluErfFn>
+    {
+        const __m512 a = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), _mm512_mul_ps(g, u));
+        const __mmask16 prod = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p-100f), _CMP_GE_OQ) |
+                               _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_EQ_OQ);
+        return vff::gelu_erf16_ok(g) & prod;
+    }
+    CONFORM_AVX512 __m512 lanes16(__m512 g, __m512 u) const
+        requires std::same_as<Act, GeluErfFn>
+    {
+        using L = F16;
+        const vff::FFT<__m512> f = vff::phi16(g);
+        const __m512 ph = L::mul(g, u), pl = L::fmsub(g, u, ph);
+        const __m512 y = L::fmadd(ph, f.hi, L::fmadd(ph, f.lo, L::mul(pl, f.hi)));
+        const __m512 sign = L::set(-0.0f);
+        return L::or_(L::andnot(sign, y), L::and_(L::xor_(g, u), sign));
+    }
     // Float path (fp16/bf16): the same step below g; gates below Act::kFloatGateMin
     // (where act(g) leaves float's normal range) go to the double path.
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, Act::kFloatGateMin); }

@@ -701,19 +701,25 @@ CONFORM_AVX512 inline __mmask16 gelu_erf16_ok(__m512 x) {
     return _mm512_cmp_ps_mask(_mm512_andnot_ps(_mm512_set1_ps(-0.0f), x), _mm512_set1_ps(kGeluErfFastMax), _CMP_LT_OQ);
 }
 
-// gelu_erf(x) in the lanes of gelu_erf16_ok: x (h + l) rounded once, h + l
-// = Phi(-a) (x < 0) or 1 - Phi(-a) = nh + nl (x >= 0; 1 - hi exactly as nh +
-// ((1 - nh) - hi) by Fast2Sum, since 1 > hi).  The sign of x is or-ed in so
-// that x = -0 gives -0 whatever the sign of l.
-CONFORM_AVX512 inline __m512 gelu_erf16(__m512 x) {
+// Phi(x) = erfc(-x/sqrt2)/2 as h + l in the lanes of gelu_erf16_ok: Phi(-a)
+// for x < 0, 1 - Phi(-a) = nh + nl for x >= 0 (1 - hi exactly as nh +
+// ((1 - nh) - hi) by Fast2Sum, since 1 > hi).
+CONFORM_AVX512 inline FFT<__m512> phi16(__m512 x) {
     using L = F16;
     const FFT<__m512> p = phi_neg16(L::andnot(L::set(-0.0f), x));
     const __m512 one = L::set(1.0f);
     const __m512 nh = L::sub(one, p.hi);
     const __m512 nl = L::sub(L::sub(L::sub(one, nh), p.hi), p.lo);
     const __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x));
-    const __m512 h = _mm512_mask_blend_ps(neg, nh, p.hi), l = _mm512_mask_blend_ps(neg, nl, p.lo);
-    const __m512 y = L::fmadd(x, h, L::mul(x, l));
+    return {_mm512_mask_blend_ps(neg, nh, p.hi), _mm512_mask_blend_ps(neg, nl, p.lo)};
+}
+
+// gelu_erf(x) = x (h + l) rounded once, in the lanes of gelu_erf16_ok.  The
+// sign of x is or-ed in so that x = -0 gives -0 whatever the sign of l.
+CONFORM_AVX512 inline __m512 gelu_erf16(__m512 x) {
+    using L = F16;
+    const FFT<__m512> p = phi16(x);
+    const __m512 y = L::fmadd(x, p.hi, L::mul(x, p.lo));
     return L::or_(y, L::and_(x, L::set(-0.0f)));
 }
 
