@@ -281,18 +281,31 @@ TEST(Fp32Sweep, Geglu) { sweep_gated("geglu", Params(), [](LD g, LD u) { return 
 // docs/gated.md §4): 4000 gate magnitudes spread over [0, 3.9), both
 // signs, against the grid's ups (every magnitude: products below 2^-100
 // and past FLT_MAX among them), 8 M pairs.
-TEST(Fp32Sweep, GegluTableRange) {
+// n magnitudes spread over the bit patterns below `top`, each with both signs.
+std::vector<std::uint32_t> spread_gates(float top, std::uint32_t n) {
     std::vector<std::uint32_t> gates;
-    const std::uint32_t top = std::bit_cast<std::uint32_t>(3.9f);
-    for (std::uint32_t i = 0; i < 4000; ++i)
-        for (std::uint32_t sign : {0u, 0x80000000u}) gates.push_back(sign | static_cast<std::uint32_t>(std::uint64_t{top} * i / 4000 + i % 7));
-    sweep_gated("geglu", Params(), [](LD g, LD u) { return gelu_erf_ld(g) * u; }, gates, " range");
+    const std::uint32_t t = std::bit_cast<std::uint32_t>(top);
+    for (std::uint32_t i = 0; i < n; ++i)
+        for (std::uint32_t sign : {0u, 0x80000000u}) gates.push_back(sign | static_cast<std::uint32_t>(std::uint64_t{t} * i / n + i % 7));
+    return gates;
+}
+TEST(Fp32Sweep, GegluTableRange) {
+    sweep_gated("geglu", Params(), [](LD g, LD u) { return gelu_erf_ld(g) * u; }, spread_gates(3.9f, 4000), " range");
 }
 TEST(Fp32Sweep, SituGlu) {
     for (auto [b1, b2] : {std::pair{4.0, 25.0}, std::pair{1.0, 3.0}, std::pair{0x1p40, 0x1p40}})
         sweep_gated("situ_glu", Params({{"beta1", b1}, {"beta2", b2}}), [b1, b2](LD g, LD u) {
             return softcap_ld(g, b1) * sigmoid_ld(g) * softcap_ld(u, b2);
         });
+}
+// The gates of the 16-lane table kernel at the default caps (AVX-512
+// machines: -4.125 <= g < 3.875, |u| < 8.75; docs/gated.md §4) against the
+// grid's ups, 8 M pairs.
+TEST(Fp32Sweep, SituGluTableRange) {
+    std::vector<std::uint32_t> gates = spread_gates(4.125f, 4000);
+    std::erase_if(gates, [](std::uint32_t b) { return !(as_float(b) < 3.875f); });
+    sweep_gated("situ_glu", Params(), [](LD g, LD u) { return softcap_ld(g, 4) * sigmoid_ld(g) * softcap_ld(u, 25); },
+                gates, " range");
 }
 TEST(Fp32Sweep, SwigluClamp) {
     for (double limit : {10.0, 7.0, 0.1})  // 0.1 is not a float: the double path throughout

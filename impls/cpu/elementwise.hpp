@@ -556,6 +556,14 @@ concept Fp32Lanes16 = DoubleVec8<Op, N> && ((N == 1 && requires(const Op& op, __
                                                 { op.ok16(x, x) } -> std::same_as<__mmask16>;
                                             }));
 
+// A functor may switch its 16-lane form off at run time (lanes16_on: e.g.
+// SituGluFn, whose tables hold for its default parameters only).
+template <class Op>
+bool lanes16_enabled(const Op& op) {
+    if constexpr (requires { op.lanes16_on; }) return op.lanes16_on;
+    else return true;
+}
+
 // The 16 lanes of x by the double path, out of line (rare).
 template <int N, class Op>
 [[gnu::noinline]] CONFORM_AVX512 __m512 double16(const Op& op, const __m512 (&x)[N]) {
@@ -904,7 +912,7 @@ CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
         run_ff32<N>(c, op);
     } else {
         if constexpr (F == Format::fp32 && Fp32Lanes16<Op, N>) {
-            if (has_avx512()) return run_lanes16<N>(c, op);
+            if (has_avx512() && lanes16_enabled(op)) return run_lanes16<N>(c, op);
         }
         const bool stream = streaming_output(c.out[0]);
         if constexpr (DoubleVec8<Op, N>) {

@@ -620,7 +620,7 @@ CONFORM_AVX2 inline FF softplus_ff(__m256 x) { return softplus_ff_l<F8>(x); }
 // floats.  Then Phi(x) = Phi(-a) for x < 0, 1 - Phi(-a) for x >= 0
 // (Phi(-a) <= 1/2, so the subtraction does not magnify its error).
 inline constexpr float kGeluErfFastMax = 3.9f;  // |x| below: the table (8 * 3.9 < 31.5: k <= 31)
-inline constexpr float kPhiTable[9][32] = {  // [row][k]
+alignas(64) inline constexpr float kPhiTable[9][32] = {  // [row][k]
     // p0h
     {0x1.0p-1f, 0x1.cd116cp-2f, 0x1.9aecbap-2f, 0x1.6a527ap-2f, 0x1.3bf144p-2f, 0x1.105e82p-2f, 0x1.d022p-3f, 0x1.86bb5p-3f,
      0x1.44ed0cp-3f, 0x1.0ad7dap-3f, 0x1.b0bdd2p-4f, 0x1.5a6196p-4f, 0x1.11a46ep-4f, 0x1.aaa65cp-5f, 0x1.482a24p-5f, 0x1.f20394p-6f,
@@ -668,33 +668,45 @@ inline constexpr float kPhiTable[9][32] = {  // [row][k]
      0x1.d173bcp-14f, 0x1.490902p-13f, 0x1.7688aep-13f, 0x1.8f628ep-13f, 0x1.830a62p-13f, 0x1.458e82p-13f, 0x1.16e42ep-13f, 0x1.b748c2p-14f},
 };
 
+// A table of 32 intervals of degree-6 polynomials (rows p0h p0l p1h p1l
+// p2..p6, as python/fits/piecewise.py writes them).
+using PolyTable = float[9][32];
+
 // Coefficient row j of interval idx (the low 5 bits of each lane).
-CONFORM_AVX512 inline __m512 phi_coef(int j, __m512i idx) {
-    return _mm512_permutex2var_ps(_mm512_loadu_ps(kPhiTable[j]), idx, _mm512_loadu_ps(kPhiTable[j] + 16));
+CONFORM_AVX512 inline __m512 table_coef(const PolyTable& t, int j, __m512i idx) {
+    return _mm512_permutex2var_ps(_mm512_loadu_ps(t[j]), idx, _mm512_loadu_ps(t[j] + 16));
 }
 
-// Phi(-a) for 0 <= a < 3.9 as hi + lo.  k = round(8a) is in the low bits of
-// s = RN(8a + 1.5 2^23); u = a - k/8 is exact (k = 0: u = a; else a >= 1/16
-// and u is a multiple of ulp(a) with |u| <= 1/16).  q = p2 + ... + p6 u^4
-// in float (the tail u^2 q is < 3.8 % of the value); u p1h exactly as
-// ph + pl; p0h + ph by Fast2Sum (|ph| < p0h); the rest in lo.
-CONFORM_AVX512 inline FFT<__m512> phi_neg16(__m512 a) {
+// P_k(u) as hi + lo for interval k = round(kScale x) (its low 5 bits index
+// the table), u = x - k/kScale, kScale a power of 2.  k is in the low bits
+// of s = RN(kScale x + 1.5 2^23); u is exact (k = 0: u = x; else |x| >=
+// 1/(2 kScale), so x and k/kScale are multiples of ulp(x) >= 2^-24/kScale
+// and |u| <= 1/(2 kScale) needs at most 23 bits).  q = p2 + ... + p6 u^4 in
+// float (the tail u^2 q is a few % of the value at most: the fit scripts
+// bound it); u p1h exactly as ph + pl; p0h + ph by Fast2Sum (|ph| < p0h);
+// the rest in lo.
+template <int kScale>
+CONFORM_AVX512 inline FFT<__m512> table_poly16(const PolyTable& tb, __m512 x) {
     using L = F16;
-    const __m512 s = L::fmadd(a, L::set(8.0f), L::set(kShifter));
+    const __m512 s = L::fmadd(x, L::set(static_cast<float>(kScale)), L::set(kShifter));
     const __m512i k = _mm512_castps_si512(s);
-    const __m512 u = L::fnmadd(L::sub(s, L::set(kShifter)), L::set(0.125f), a);
-    __m512 q = L::fmadd(phi_coef(8, k), u, phi_coef(7, k));
-    q = L::fmadd(q, u, phi_coef(6, k));
-    q = L::fmadd(q, u, phi_coef(5, k));
-    q = L::fmadd(q, u, phi_coef(4, k));
+    const __m512 u = L::fnmadd(L::sub(s, L::set(kShifter)), L::set(1.0f / kScale), x);
+    __m512 q = L::fmadd(table_coef(tb, 8, k), u, table_coef(tb, 7, k));
+    q = L::fmadd(q, u, table_coef(tb, 6, k));
+    q = L::fmadd(q, u, table_coef(tb, 5, k));
+    q = L::fmadd(q, u, table_coef(tb, 4, k));
     const __m512 t = L::mul(u, q);
-    const __m512 p1h = phi_coef(2, k), p0h = phi_coef(0, k);
+    const __m512 p1h = table_coef(tb, 2, k), p0h = table_coef(tb, 0, k);
     const __m512 ph = L::mul(u, p1h), pl = L::fmsub(u, p1h, ph);
     const __m512 sh = L::add(p0h, ph);
     const __m512 e0 = L::add(L::sub(p0h, sh), ph);
-    const __m512 lo = L::fmadd(u, L::add(phi_coef(3, k), t), L::add(L::add(e0, pl), phi_coef(1, k)));
+    const __m512 lo = L::fmadd(u, L::add(table_coef(tb, 3, k), t), L::add(L::add(e0, pl), table_coef(tb, 1, k)));
     return {sh, lo};
 }
+
+// Phi(-a) for 0 <= a < 3.9 as hi + lo: interval k = round(8a), |u| <= 1/16
+// (the tail is < 3.8 % of the value).
+CONFORM_AVX512 inline FFT<__m512> phi_neg16(__m512 a) { return table_poly16<8>(kPhiTable, a); }
 
 // The lanes with |x| < 3.9 (not NaN).
 CONFORM_AVX512 inline __mmask16 gelu_erf16_ok(__m512 x) {
