@@ -239,9 +239,8 @@ TEST(Avx512, StreamedActivationTablesMatchAvx2) {
         expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".bf16"), {x.view()}, "1024x8192");
 }
 
-// The FP32 float-float kernels with a 16-lane form (sigmoid, silu,
-// gelu_tanh, softplus; gelu_tanh's domain ends at |x| = 4.5) on every
-// float with 2^-30 <= |x| <= 64 (the 16-lane path's domain is |x| <= 64,
+// The FP32 float-float kernels with a 16-lane form of their 8-lane code
+// (sigmoid, silu) on every float with 2^-30 <= |x| <= 64 (the 16-lane path's domain is |x| <= 64,
 // vff::kMaxAbs; chunks with any other lane take the AVX2 code itself) and
 // every 61st float elsewhere, in rows of 2^22 (16 MiB: the streaming
 // branch); and on inputs starting at each offset of a 64-byte line, with
@@ -255,7 +254,7 @@ TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
     constexpr std::uint32_t kMin = 0x30800000, kMax = 0x42800000;  // 2^-30, 64
     Tensor x(Format::fp32, {1, kRow}), out(Format::fp32, {1, kRow});  // one output: see expect_paths_agree
     auto* bits = static_cast<std::uint32_t*>(x.data());
-    for (const char* op : {"sigmoid", "silu", "gelu_tanh", "softplus"}) {
+    for (const char* op : {"sigmoid", "silu"}) {
         const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
         const Params p = Params::defaults(*find_op(op));
         std::vector<std::uint8_t> wide(out.bytes());  // reused: fresh 16 MiB copies doubled the test's time
@@ -285,11 +284,12 @@ TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
     }
 }
 
-// FP32 gelu_erf, geglu and situ_glu (at its default caps) have their own
-// AVX-512 kernel (run_lanes16: the 16-lane table evaluation for gates
-// |g| < 3.9, or -4.125 <= g < 3.875 and |u| < 8.75, whose accuracy
-// Fp32Sweep.*TableRange check, and the double path for every other lane),
-// so their bits differ from the AVX2 path's within the range.  What must hold: each lane's value depends on its
+// FP32 gelu_erf, gelu_tanh, softplus, geglu and situ_glu (at its default
+// caps) have their own AVX-512 kernel (run_lanes16: the 16-lane table
+// evaluation for |x| < 3.9 (softplus 7.875), or -4.125 <= g < 3.875 and
+// |u| < 8.75, whose accuracy Fp32Sweep.*TableRange check, and the double
+// path for every other lane), so their bits differ from the AVX2 path's
+// within the range.  What must hold: each lane's value depends on its
 // inputs alone (not on its neighbours, the row's start or length, or
 // streaming), and the lanes that take the double path get exactly the AVX2
 // path's bits.  Rows mix in-range gates with +-3.9, 100, +-inf, NaNs with
@@ -315,8 +315,12 @@ float gated_up(std::int64_t i);
 // Lanes whose inputs send them to the double path (gelu_erf16_ok; for
 // geglu GluFn::ok16, for situ_glu SituGluFn::ok16) or whose result is one
 // the double path gives (NaN, infinite, >= FLT_MAX).
+// gelu_tanh and softplus: lanes outside the AVX2 path's float-float range
+// (|x| <= 4.5, <= 64), which it computes by the double path too.
 bool double_lane(const std::string& op, const std::vector<float>& x, float y) {
     if (!(std::fabs(y) < FLT_MAX)) return true;
+    if (op == "gelu_tanh") return !(std::fabs(x[0]) <= 4.5f);
+    if (op == "softplus") return !(std::fabs(x[0]) <= 64.0f);
     const bool gate = op == "situ_glu" ? x[0] >= -4.125f && x[0] < 3.875f : std::fabs(x[0]) < 3.9f;
     if (!gate) return true;
     if (x.size() == 1) return false;
@@ -380,7 +384,8 @@ TEST(Avx512, Fp32TableKernelsLanesStandAlone) {
     }
     for (std::int64_t skip = 0; skip < 16; ++skip) {
         const std::string what = "skip " + std::to_string(skip);
-        expect_lanes_stand_alone("gelu_erf", {slice(g, skip, 1000 + 3 * skip)}, what);
+        for (const char* op : {"gelu_erf", "gelu_tanh", "softplus"})
+            expect_lanes_stand_alone(op, {slice(g, skip, 1000 + 3 * skip)}, what);
         for (const char* op : {"geglu", "situ_glu"})
             expect_lanes_stand_alone(op, {slice(g, skip, 1000 + 3 * skip), slice(u, skip, 1000 + 3 * skip)}, what);
     }
@@ -390,7 +395,7 @@ TEST(Avx512, Fp32TableKernelsLanesStandAlone) {
         static_cast<float*>(bg.data())[i] = gelu_input(i * 5 + i / 1001);
         static_cast<float*>(bu.data())[i] = gated_up(i % 991 + 6);
     }
-    expect_lanes_stand_alone("gelu_erf", {bg.view()}, "4200x1001 streamed");
+    for (const char* op : {"gelu_erf", "gelu_tanh", "softplus"}) expect_lanes_stand_alone(op, {bg.view()}, "4200x1001 streamed");
     for (const char* op : {"geglu", "situ_glu"})
         expect_lanes_stand_alone(op, {bg.view(), bu.view()}, "4200x1001 streamed", 7);
 }
@@ -473,7 +478,7 @@ TEST(Avx512, Fp32StreamedRowHeadsMatchAvx2) {
     for (std::int64_t r = 0; r < kRows; ++r)
         for (std::int64_t c = 0; c < kCols; ++c)
             x.set_value(r * kCols + c, c == r % 16 ? (r % 2 ? NAN : 100.0) : ((r * 7 + c) % 301 - 150) * 0.029);
-    for (const char* op : {"sigmoid", "silu", "gelu_tanh", "softplus"})
+    for (const char* op : {"sigmoid", "silu"})
         expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".fp32"), {x.view()},
                            "4200x1001 streamed");
     // The gated kernels with 16-lane paths, x as the gate (a NaN gate passes

@@ -548,7 +548,7 @@ CONFORM_AVX2 void run_ff32(const KernelCall& c, const Op& op) {
 // value depends on its own input alone, not on its neighbours or on where
 // the row starts.
 template <class Op, int N>
-concept Fp32Lanes16 = DoubleVec8<Op, N> && ((N == 1 && requires(const Op& op, __m512 x) {
+concept Fp32Lanes16 = ((N == 1 && requires(const Op& op, __m512 x) {
                                                 op.lanes16(x);
                                                 { op.ok16(x) } -> std::same_as<__mmask16>;
                                             }) || (N == 2 && requires(const Op& op, __m512 x) {
@@ -564,12 +564,18 @@ bool lanes16_enabled(const Op& op) {
     else return true;
 }
 
-// The 16 lanes of x by the double path, out of line (rare).
+// The 16 lanes of x by the double path (apply8_wide, or apply8 for
+// functors without vec8), out of line (rare).
 template <int N, class Op>
 [[gnu::noinline]] CONFORM_AVX512 __m512 double16(const Op& op, const __m512 (&x)[N]) {
     __m256 lo[N], hi[N];
     for (int k = 0; k < N; ++k) lo[k] = lo8(x[k]), hi[k] = hi8(x[k]);
-    const __m256 a = apply8_wide<Format::fp32, N>(op, lo), b = apply8_wide<Format::fp32, N>(op, hi);
+    __m256 a, b;
+    if constexpr (DoubleVec8<Op, N>) {
+        a = apply8_wide<Format::fp32, N>(op, lo), b = apply8_wide<Format::fp32, N>(op, hi);
+    } else {
+        a = apply8<Format::fp32, N>(op, lo), b = apply8<Format::fp32, N>(op, hi);
+    }
     return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
 }
 
@@ -909,6 +915,9 @@ CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
         run_lut<F, N>(c, op);
     } else if constexpr (F == Format::fp32 && Fp32FloatVec<Op, N>) {
+        if constexpr (Fp32Lanes16<Op, N>) {
+            if (has_avx512() && lanes16_enabled(op)) return run_lanes16<N>(c, op);
+        }
         run_ff32<N>(c, op);
     } else {
         if constexpr (F == Format::fp32 && Fp32Lanes16<Op, N>) {

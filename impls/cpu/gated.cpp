@@ -71,14 +71,14 @@ CONFORM_AVX512 inline __mmask16 product_ok16(__m512 g, __m512 u) {
            _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_EQ_OQ);
 }
 
-// g u (f.hi + f.lo) rounded once, with g u = ph + pl exactly: ph f.hi is
-// exact inside the outer FMA, the inner one rounds ph f.lo + RN(pl f.hi)
+// g u (hi + lo) rounded once, with g u = ph + pl exactly: ph hi is exact
+// inside the outer FMA, the inner one rounds ph lo + RN(pl hi)
 // (docs/gated.md §4).  The sign of g u is set explicitly, so a zero result
 // keeps the IEEE product's sign.
-CONFORM_AVX512 inline __m512 times_product16(__m512 g, __m512 u, vff::FFT<__m512> f) {
+CONFORM_AVX512 inline __m512 times_product16(__m512 g, __m512 u, __m512 hi, __m512 lo) {
     using L = F16;
     const __m512 ph = L::mul(g, u), pl = L::fmsub(g, u, ph);
-    const __m512 y = L::fmadd(ph, f.hi, L::fmadd(ph, f.lo, L::mul(pl, f.hi)));
+    const __m512 y = L::fmadd(ph, hi, L::fmadd(ph, lo, L::mul(pl, hi)));
     const __m512 sign = L::set(-0.0f);
     return L::or_(L::andnot(sign, y), L::and_(L::xor_(g, u), sign));
 }
@@ -152,7 +152,8 @@ struct GluFn {
     CONFORM_AVX512 __m512 lanes16(__m512 g, __m512 u) const
         requires std::same_as<Act, GeluErfFn>
     {
-        return times_product16(g, u, vff::phi16(g));
+        const auto f = vff::phi16(g);
+        return times_product16(g, u, f.hi, f.lo);
     }
     // Float path (fp16/bf16): the same step below g; gates below Act::kFloatGateMin
     // (where act(g) leaves float's normal range) go to the double path.
@@ -267,14 +268,14 @@ struct SituGluFn {
     // m = sh Q(sh) + sl q0 (the rest of sl's share is < 2^-28 of m).
     CONFORM_AVX512 __m512 lanes16(__m512 g, __m512 u) const {
         using L = F16;
-        const vff::FFT<__m512> h = vff::table_poly16<4>(kSituGateTable, g);
+        const auto h = vff::table_poly16<4>(kSituGateTable, g);
         const __m512 sh = L::mul(u, u), sl = L::fmsub(u, u, sh);
         __m512 q = L::fmadd(L::set(kSituUpQ[4]), sh, L::set(kSituUpQ[3]));
         q = L::fmadd(q, sh, L::set(kSituUpQ[2]));
         q = L::fmadd(q, sh, L::set(kSituUpQ[1]));
         q = L::fmadd(q, sh, L::set(kSituUpQ[0]));
         const __m512 m = L::fmadd(sh, q, L::mul(sl, L::set(kSituUpQ[0])));
-        return times_product16(g, u, {h.hi, L::fmadd(h.hi, m, L::fmadd(h.lo, m, h.lo))});
+        return times_product16(g, u, h.hi, L::fmadd(h.hi, m, L::fmadd(h.lo, m, h.lo)));
     }
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, SigmoidFn::kFloatGateMin); }
     static constexpr bool kTabulateUp = true;  // the up factor is a softcap, worth a table

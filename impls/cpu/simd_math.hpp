@@ -668,6 +668,104 @@ alignas(64) inline constexpr float kPhiTable[9][32] = {  // [row][k]
      0x1.d173bcp-14f, 0x1.490902p-13f, 0x1.7688aep-13f, 0x1.8f628ep-13f, 0x1.830a62p-13f, 0x1.458e82p-13f, 0x1.16e42ep-13f, 0x1.b748c2p-14f},
 };
 
+// gelu_tanh's T(-a) = sigmoid(-2z(a)), the same intervals (python/fits/gelu_tanh_table.py).
+alignas(64) inline constexpr float kGeluTanhTable[9][32] = {  // [row][k]
+    // p0h
+    {0x1.0p-1f, 0x1.cd1196p-2f, 0x1.9aee04p-2f, 0x1.6a5698p-2f, 0x1.3bfa4cp-2f, 0x1.106e68p-2f, 0x1.d0523p-3f, 0x1.86fc76p-3f,
+     0x1.453d22p-3f, 0x1.0b3234p-3f, 0x1.b1795ep-4f, 0x1.5b13b6p-4f, 0x1.123c8ep-4f, 0x1.ab859p-5f, 0x1.48a34ap-5f, 0x1.f215p-6f,
+     0x1.73ef8ap-6f, 0x1.118edep-6f, 0x1.8c25e8p-7f, 0x1.1a396ep-7f, 0x1.8b6cccp-8f, 0x1.103a64p-8f, 0x1.701acep-9f, 0x1.e87a7ep-10f,
+     0x1.3dd716p-10f, 0x1.95510ap-11f, 0x1.fa1996p-12f, 0x1.352504p-12f, 0x1.71379ap-13f, 0x1.aebd2cp-14f, 0x1.ea7566p-15f, 0x1.104e78p-15f},
+    // p0l
+    {0x1.4d2e94p-51f, 0x1.cf1e44p-27f, 0x1.f70178p-27f, 0x1.16e5aap-30f, -0x1.df7dp-27f, -0x1.b48414p-28f, -0x1.e0076ap-32f, 0x1.fef82p-29f,
+     0x1.ab8a96p-30f, 0x1.4fead2p-28f, 0x1.327132p-29f, 0x1.be853ap-29f, 0x1.68e85cp-30f, -0x1.4eacdcp-30f, -0x1.c981aep-32f, -0x1.2ecc5ap-32f,
+     -0x1.3c6accp-31f, -0x1.b656dap-31f, 0x1.07921ap-32f, -0x1.cd3ab2p-34f, -0x1.78461cp-35f, 0x1.3ee106p-33f, -0x1.77c346p-39f, 0x1.5c4748p-35f,
+     -0x1.3e2b72p-35f, -0x1.2c413ap-36f, -0x1.cbe0cp-37f, 0x1.ab43ap-39f, -0x1.352b64p-38f, 0x1.8c653p-39f, -0x1.0822dcp-41f, -0x1.4f0a66p-46f},
+    // p1h
+    {-0x1.988454p-2f, -0x1.95528p-2f, -0x1.8be3b2p-2f, -0x1.7ca8dp-2f, -0x1.685438p-2f, -0x1.4fcc06p-2f, -0x1.341904p-2f, -0x1.1653f8p-2f,
+     -0x1.ef2636p-3f, -0x1.b1b33ap-3f, -0x1.7614e2p-3f, -0x1.3dbe86p-3f, -0x1.09c7aep-3f, -0x1.b5d622p-4f, -0x1.6318e4p-4f, -0x1.1b86dcp-4f,
+     -0x1.bda58p-5f, -0x1.58a198p-5f, -0x1.06289cp-5f, -0x1.882992p-6f, -0x1.20431p-6f, -0x1.a03e66p-7f, -0x1.26ffdap-7f, -0x1.9a2f3ep-8f,
+     -0x1.178bf2p-8f, -0x1.753c28p-9f, -0x1.e7bfcap-10f, -0x1.37b01ap-10f, -0x1.8546c2p-11f, -0x1.dab3b8p-12f, -0x1.1a5e3cp-12f, -0x1.477186p-13f},
+    // p1l
+    {0x1.85714ap-27f, -0x1.a74f7ap-27f, 0x1.d45518p-28f, -0x1.d05adp-28f, 0x1.5cc2aap-30f, 0x1.3cd978p-27f, -0x1.74faf4p-27f, 0x1.c56c06p-30f,
+     0x1.e6f828p-28f, 0x1.3d0c6ap-28f, 0x1.49c2c8p-29f, 0x1.73141ep-28f, 0x1.c45b24p-28f, -0x1.a88782p-29f, -0x1.164162p-30f, -0x1.db9496p-29f,
+     0x1.c49742p-31f, 0x1.746aeap-34f, 0x1.da594ep-30f, -0x1.e01436p-33f, 0x1.e82214p-31f, 0x1.3cd0bp-32f, -0x1.99e5c6p-32f, -0x1.2e2ffap-33f,
+     -0x1.cd41dcp-37f, 0x1.ff78e4p-38f, 0x1.32d3ep-36f, -0x1.c30a0ap-37f, 0x1.a6616p-36f, 0x1.76b9aep-37f, -0x1.1990c8p-37f, 0x1.139cf2p-39f},
+    // p2
+    {0x1.f875ccp-33f, 0x1.974992p-6f, 0x1.8db006p-5f, 0x1.1ea4dp-4f, 0x1.6983fep-4f, 0x1.a4bb24p-4f, 0x1.ceb342p-4f, 0x1.e703eep-4f,
+     0x1.ee6106p-4f, 0x1.e66f1ap-4f, 0x1.d1860ap-4f, 0x1.b26aeap-4f, 0x1.8c0a74p-4f, 0x1.613bc4p-4f, 0x1.349094p-4f, 0x1.083538p-4f,
+     0x1.bbc05cp-5f, 0x1.6d9e14p-5f, 0x1.279b5ep-5f, 0x1.d5115ap-6f, 0x1.6d254cp-6f, 0x1.16d006p-6f, 0x1.a178fp-7f, 0x1.3249cep-7f,
+     0x1.b82b76p-8f, 0x1.358f96p-8f, 0x1.a9d882p-9f, 0x1.1e3fd4p-9f, 0x1.77c7e4p-10f, 0x1.e15266p-11f, 0x1.2c81c4p-11f, 0x1.6d7f78p-12f},
+    // p3
+    {0x1.11b146p-4f, 0x1.0b34f6p-4f, 0x1.f0869p-5f, 0x1.b4b08p-5f, 0x1.6780dap-5f, 0x1.0eb5f6p-5f, 0x1.6135bcp-6f, 0x1.4d961ap-7f,
+     -0x1.af3a52p-12f, -0x1.3d145cp-7f, -0x1.1a932cp-6f, -0x1.77c6a2p-6f, -0x1.b5d8aap-6f, -0x1.d6c9a4p-6f, -0x1.de4518p-6f, -0x1.d0f686p-6f,
+     -0x1.b3ec7ap-6f, -0x1.8c1954p-6f, -0x1.5df834p-6f, -0x1.2d5596p-6f, -0x1.fa6c92p-7f, -0x1.9fab6ap-7f, -0x1.4d6832p-7f, -0x1.055ceep-7f,
+     -0x1.906db6p-8f, -0x1.2ba596p-8f, -0x1.b5de9ap-9f, -0x1.382eb2p-9f, -0x1.b212fcp-10f, -0x1.260e68p-10f, -0x1.83e91ap-11f, -0x1.f1d788p-12f},
+    // p4
+    {0x1.48425p-20f, -0x1.9c4df2p-8f, -0x1.8c0a12p-7f, -0x1.158bf6p-6f, -0x1.501644p-6f, -0x1.72121p-6f, -0x1.7a9a3cp-6f, -0x1.6b49f8p-6f,
+     -0x1.47e058p-6f, -0x1.1563c4p-6f, -0x1.b38842p-7f, -0x1.35de64p-7f, -0x1.782da8p-8f, -0x1.38020ap-9f, 0x1.de530cp-12f, 0x1.6084ccp-9f,
+     0x1.19cf46p-8f, 0x1.5d5d9cp-8f, 0x1.7fa162p-8f, 0x1.8690b4p-8f, 0x1.786f1ep-8f, 0x1.5b9ac6p-8f, 0x1.355e4ap-8f, 0x1.0a8474p-8f,
+     0x1.bd86cep-9f, 0x1.69bccp-9f, 0x1.1d783ap-9f, 0x1.b60beep-10f, 0x1.46bcb2p-10f, 0x1.d9a1bep-11f, 0x1.4d6822p-11f, 0x1.c7add8p-12f},
+    // p5
+    {-0x1.4f33eep-7f, -0x1.40cba8p-7f, -0x1.1a7c86p-7f, -0x1.be532ap-8f, -0x1.2a2cb4p-8f, -0x1.0fa5b6p-9f, 0x1.83f732p-12f, 0x1.4e2532p-9f,
+     0x1.18cdbap-8f, 0x1.663d2ep-8f, 0x1.8d49d2p-8f, 0x1.90a18cp-8f, 0x1.766b6ap-8f, 0x1.46c9aep-8f, 0x1.0a7112p-8f, 0x1.928972p-9f,
+     0x1.133602p-9f, 0x1.403ae8p-10f, 0x1.f54956p-12f, -0x1.d3cfp-14f, -0x1.1e94c4p-11f, -0x1.b7a10cp-11f, -0x1.078c44p-10f, -0x1.18768ep-10f,
+     -0x1.147a08p-10f, -0x1.019482p-10f, -0x1.ca2a6cp-11f, -0x1.871c48p-11f, -0x1.418278p-11f, -0x1.fdf12cp-12f, -0x1.8673cep-12f, -0x1.20c816p-12f},
+    // p6
+    {0x1.3dc55cp-12f, 0x1.0fc12p-10f, 0x1.0137f4p-9f, 0x1.500f18p-9f, 0x1.d29376p-9f, 0x1.d3a4eep-9f, 0x1.842a2ap-9f, 0x1.2f60a8p-9f,
+     0x1.3651b4p-9f, 0x1.9c3b34p-10f, 0x1.6a95e6p-12f, -0x1.abcd3ep-12f, -0x1.1c44b2p-11f, -0x1.089f7p-10f, -0x1.3af5dp-10f, -0x1.9ae5a8p-10f,
+     -0x1.4190fcp-10f, -0x1.157692p-10f, -0x1.e6dc44p-11f, -0x1.9fa98p-11f, -0x1.a27318p-12f, -0x1.7921ecp-12f, -0x1.d30eecp-14f, 0x1.ff7f44p-17f,
+     0x1.04827cp-14f, 0x1.ab6e34p-14f, 0x1.4e2f38p-13f, 0x1.88e5c8p-13f, 0x1.684bb4p-13f, 0x1.4ca518p-13f, 0x1.2da2fap-13f, 0x1.ec39acp-14f},
+};
+
+// softplus's L(a) = log1p(e^-a): k = round(4a), |u| <= 1/8, a < 7.875 (python/fits/softplus_table.py).
+alignas(64) inline constexpr float kSoftplusTable[9][32] = {  // [row][k]
+    // p0h
+    {0x1.62e43p-1f, 0x1.26e188p-1f, 0x1.e5747p-2f, 0x1.8c27eap-2f, 0x1.40c7acp-2f, 0x1.01f9b2p-2f, 0x1.9c7e9p-3f, 0x1.48239ap-3f,
+     0x1.03f2d6p-3f, 0x1.9a7232p-4f, 0x1.4321e2p-4f, 0x1.fba374p-5f, 0x1.8e071p-5f, 0x1.37a28ap-5f, 0x1.e76e4cp-6f, 0x1.7cda8cp-6f,
+     0x1.295e5p-6f, 0x1.d01bbp-7f, 0x1.6a0334p-7f, 0x1.1a4788p-7f, 0x1.b818dap-8f, 0x1.57009p-8f, 0x1.0b48ecp-8f, 0x1.a082cep-9f,
+     0x1.447e36p-9f, 0x1.f991b2p-10f, 0x1.89d254p-10f, 0x1.32c27p-10f, 0x1.dddef4p-11f, 0x1.74342ap-11f, 0x1.21e534p-11f, 0x1.c391acp-12f},
+    // p0l
+    {-0x1.05c618p-29f, 0x1.9b6cd4p-29f, -0x1.251dacp-29f, -0x1.0f7348p-28f, -0x1.04f0a4p-32f, 0x1.d4a2e2p-28f, 0x1.1ea83p-28f, -0x1.1d6cfp-28f,
+     -0x1.79fcacp-28f, -0x1.537452p-29f, -0x1.9c995cp-31f, 0x1.720054p-35f, -0x1.fdd644p-32f, -0x1.6979a4p-33f, 0x1.85f1b4p-32f, -0x1.5ebbb2p-31f,
+     0x1.6a76d6p-31f, 0x1.46c7b4p-34f, -0x1.2e449p-32f, -0x1.f83316p-32f, 0x1.22d536p-35f, -0x1.ab9ad4p-36f, 0x1.dcdf1cp-34f, 0x1.14d448p-34f,
+     -0x1.316934p-34f, 0x1.ea508p-35f, 0x1.2d15e4p-40f, -0x1.1916dp-35f, 0x1.c40b12p-36f, -0x1.526df2p-37f, 0x1.a85cb8p-36f, 0x1.801b64p-37f},
+    // p1h
+    {-0x1.0p-1f, -0x1.c054cep-2f, -0x1.829a06p-2f, -0x1.488562p-2f, -0x1.136562p-2f, -0x1.c81702p-3f, -0x1.759b84p-3f, -0x1.2f335ep-3f,
+     -0x1.e84152p-4f, -0x1.868d2ap-4f, -0x1.36b712p-4f, -0x1.ec3ad6p-5f, -0x1.848344p-5f, -0x1.31c828p-5f, -0x1.e04068p-6f, -0x1.787614p-6f,
+     -0x1.26afa2p-6f, -0x1.ccd642p-7f, -0x1.680528p-7f, -0x1.19112ap-7f, -0x1.b69f68p-8f, -0x1.561b2ep-8f, -0x1.0abd94p-8f, -0x1.9fd992p-9f,
+     -0x1.441778p-9f, -0x1.f914fap-10f, -0x1.8986a2p-10f, -0x1.329482p-10f, -0x1.dda738p-11f, -0x1.74125ap-11f, -0x1.21d0b2p-11f, -0x1.c378cap-12f},
+    // p1l
+    {0x1.40ca66p-41f, 0x1.5cc15cp-28f, 0x1.33b64ap-27f, 0x1.e7ad2ep-27f, 0x1.749b46p-27f, -0x1.51df7p-28f, 0x1.54b3e6p-28f, -0x1.1c8c42p-28f,
+     -0x1.745252p-29f, 0x1.d35542p-29f, 0x1.b68e88p-29f, -0x1.59b644p-30f, 0x1.bb739cp-32f, -0x1.95e28ep-34f, -0x1.c8a298p-34f, 0x1.d84508p-31f,
+     0x1.bbeb9ep-34f, 0x1.c8f53ep-32f, 0x1.6f28d4p-33f, 0x1.544f2ep-33f, 0x1.4b4a3p-35f, 0x1.ba4faap-33f, -0x1.863858p-34f, -0x1.9942d6p-37f,
+     0x1.9feda2p-34f, 0x1.0f0798p-35f, -0x1.96886p-35f, 0x1.455bfp-35f, -0x1.5d20dcp-36f, 0x1.83d334p-36f, 0x1.511696p-36f, 0x1.53fab8p-37f},
+    // p2
+    {0x1.0p-3f, 0x1.f81526p-4f, 0x1.e149ap-4f, 0x1.be3fbap-4f, 0x1.92a946p-4f, 0x1.6284c4p-4f, 0x1.3173b2p-4f, 0x1.02500ap-4f,
+     0x1.ae0dcp-5f, 0x1.615002p-5f, 0x1.1f2514p-5f, 0x1.cea744p-6f, 0x1.721652p-6f, 0x1.265e34p-6f, 0x1.d22ca2p-7f, 0x1.6fcfa6p-7f,
+     0x1.2162c2p-7f, 0x1.c65b1cp-8f, 0x1.64108ap-8f, 0x1.16a7fcp-8f, 0x1.b3afe2p-9f, 0x1.5452p-9f, 0x1.09a7a6p-9f, 0x1.9e87dp-10f,
+     0x1.434a52p-10f, 0x1.f81bd8p-11f, 0x1.88ef68p-11f, 0x1.3238b8p-11f, 0x1.dd37d2p-12f, 0x1.73cecp-12f, 0x1.21a7aep-12f, 0x1.c34706p-13f},
+    // p3
+    {-0x1.e4c07ap-32f, -0x1.4e50a2p-8f, -0x1.3a5618p-7f, -0x1.aa719ap-7f, -0x1.f0343cp-7f, -0x1.06278cp-6f, -0x1.02ad38p-6f, -0x1.e4dfcp-7f,
+     -0x1.b4b3b8p-7f, -0x1.7d3f9ap-7f, -0x1.44c618p-7f, -0x1.0f5eb6p-7f, -0x1.bea528p-8f, -0x1.6b3096p-8f, -0x1.24903ep-8f, -0x1.d3e0c4p-9f,
+     -0x1.73f7c4p-9f, -0x1.266252p-9f, -0x1.d05214p-10f, -0x1.6d2af2p-10f, -0x1.1e91ecp-10f, -0x1.c105e2p-11f, -0x1.5f52b6p-11f, -0x1.12999ep-11f,
+     -0x1.acec06p-12f, -0x1.4ec704p-12f, -0x1.052b94p-12f, -0x1.97571ep-13f, -0x1.3d90cap-13f, -0x1.ef0a2ep-14f, -0x1.81c794p-14f, -0x1.2c97acp-14f},
+    // p4
+    {-0x1.55555cp-8f, -0x1.407e4p-8f, -0x1.071a9p-8f, -0x1.6dae1p-9f, -0x1.81ad1p-10f, -0x1.24b628p-12f, 0x1.567a68p-11f, 0x1.4f16ep-10f,
+     0x1.a8736cp-10f, 0x1.c69bdap-10f, 0x1.bb8ffep-10f, 0x1.97e218p-10f, 0x1.67b7ccp-10f, 0x1.33dadp-10f, 0x1.01b8a6p-10f, 0x1.a8655p-11f,
+     0x1.58f96ep-11f, 0x1.15b2cap-11f, 0x1.bbd436p-12f, 0x1.609904p-12f, 0x1.16df3p-12f, 0x1.b7a534p-13f, 0x1.5995ep-13f, 0x1.0f1f22p-13f,
+     0x1.a8a6cp-14f, 0x1.4c34eap-14f, 0x1.0394d6p-14f, 0x1.95699ap-15f, 0x1.3c6622p-15f, 0x1.eda8e6p-16f, 0x1.80efd4p-16f, 0x1.2c14p-16f},
+    // p5
+    {0x1.9c4864p-23f, 0x1.048d26p-11f, 0x1.c89464p-11f, 0x1.12e1fap-10f, 0x1.0d651ep-10f, 0x1.c380b6p-11f, 0x1.46dcdap-11f, 0x1.8ecf7ep-12f,
+     0x1.6c779ap-13f, 0x1.605eep-16f, -0x1.47efe8p-14f, -0x1.17243cp-13f, -0x1.46c80ap-13f, -0x1.4a4608p-13f, -0x1.342622p-13f, -0x1.116bfcp-13f,
+     -0x1.d5008ep-14f, -0x1.88b1c6p-14f, -0x1.431b6p-14f, -0x1.066cb8p-14f, -0x1.a618fap-15f, -0x1.50fdcp-15f, -0x1.0b87c6p-15f, -0x1.a6e818p-16f,
+     -0x1.4d3056p-16f, -0x1.05c8dap-16f, -0x1.9a9b34p-17f, -0x1.417deap-17f, -0x1.f6e3bp-18f, -0x1.88e4eep-18f, -0x1.32c57p-18f, -0x1.decd9ep-19f},
+    // p6
+    {0x1.6a5ea2p-12f, 0x1.504228p-12f, 0x1.7711e6p-13f, 0x1.48bd22p-16f, -0x1.9e8f4ep-14f, -0x1.f9e3b2p-14f, -0x1.5966acp-13f, -0x1.436f1ap-13f,
+     -0x1.1a90b4p-13f, -0x1.8510a6p-14f, -0x1.38e9b8p-15f, -0x1.089e4p-15f, -0x1.65a58cp-17f, 0x1.9c376cp-18f, 0x1.5f7c08p-17f, 0x1.2ca6acp-17f,
+     0x1.7234a4p-17f, 0x1.96e232p-17f, 0x1.352a9ap-17f, 0x1.184a56p-17f, 0x1.f419d2p-18f, 0x1.7b0fa6p-18f, 0x1.553a6ep-18f, 0x1.f5cd38p-19f,
+     0x1.c9eecap-19f, 0x1.41d58cp-19f, 0x1.259216p-19f, 0x1.c1503cp-20f, 0x1.56736ep-20f, 0x1.e2a59ap-21f, 0x1.871a76p-21f, 0x1.38628ep-21f},
+};
+
 // A table of 32 intervals of degree-6 polynomials (rows p0h p0l p1h p1l
 // p2..p6, as python/fits/piecewise.py writes them).
 using PolyTable = float[9][32];
@@ -704,36 +802,54 @@ CONFORM_AVX512 inline FFT<__m512> table_poly16(const PolyTable& tb, __m512 x) {
     return {sh, lo};
 }
 
-// Phi(-a) for 0 <= a < 3.9 as hi + lo: interval k = round(8a), |u| <= 1/16
-// (the tail is < 3.8 % of the value).
-CONFORM_AVX512 inline FFT<__m512> phi_neg16(__m512 a) { return table_poly16<8>(kPhiTable, a); }
 
-// The lanes with |x| < 3.9 (not NaN).
-CONFORM_AVX512 inline __mmask16 gelu_erf16_ok(__m512 x) {
-    return _mm512_cmp_ps_mask(_mm512_andnot_ps(_mm512_set1_ps(-0.0f), x), _mm512_set1_ps(kGeluErfFastMax), _CMP_LT_OQ);
-}
-
-// Phi(x) = erfc(-x/sqrt2)/2 as h + l in the lanes of gelu_erf16_ok: Phi(-a)
-// for x < 0, 1 - Phi(-a) = nh + nl for x >= 0 (1 - hi exactly as nh +
-// ((1 - nh) - hi) by Fast2Sum, since 1 > hi).
-CONFORM_AVX512 inline FFT<__m512> phi16(__m512 x) {
+// C(x) as h + l for |x| < 3.9 from a table of C(-a), a = |x| (k = round(8a)),
+// for a C with C(x) = 1 - C(-x): C(-a) for x < 0, 1 - C(-a) = nh + nl for
+// x >= 0 (1 - hi exactly as nh + ((1 - nh) - hi) by Fast2Sum, since
+// 1 > hi).  Phi (kPhiTable) and gelu_tanh's sigmoid(2z) (kGeluTanhTable).
+CONFORM_AVX512 inline FFT<__m512> cdf16(const PolyTable& tb, __m512 x) {
     using L = F16;
-    const FFT<__m512> p = phi_neg16(L::andnot(L::set(-0.0f), x));
+    const FFT<__m512> p = table_poly16<8>(tb, L::andnot(L::set(-0.0f), x));
     const __m512 one = L::set(1.0f);
     const __m512 nh = L::sub(one, p.hi);
     const __m512 nl = L::sub(L::sub(L::sub(one, nh), p.hi), p.lo);
     const __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x));
     return {_mm512_mask_blend_ps(neg, nh, p.hi), _mm512_mask_blend_ps(neg, nl, p.lo)};
 }
+CONFORM_AVX512 inline FFT<__m512> phi16(__m512 x) { return cdf16(kPhiTable, x); }
 
-// gelu_erf(x) = x (h + l) rounded once, in the lanes of gelu_erf16_ok.  The
-// sign of x is or-ed in so that x = -0 gives -0 whatever the sign of l.
-CONFORM_AVX512 inline __m512 gelu_erf16(__m512 x) {
+// x C(x) = x (h + l) rounded once, for |x| < 3.9.  The sign of x is or-ed
+// in so that x = -0 gives -0 whatever the sign of l.
+CONFORM_AVX512 inline __m512 times_cdf16(const PolyTable& tb, __m512 x) {
     using L = F16;
-    const FFT<__m512> p = phi16(x);
+    const FFT<__m512> p = cdf16(tb, x);
     const __m512 y = L::fmadd(x, p.hi, L::mul(x, p.lo));
     return L::or_(y, L::and_(x, L::set(-0.0f)));
 }
+CONFORM_AVX512 inline __m512 gelu_erf16(__m512 x) { return times_cdf16(kPhiTable, x); }
+CONFORM_AVX512 inline __m512 gelu_tanh16(__m512 x) { return times_cdf16(kGeluTanhTable, x); }
+
+// The lanes with |x| < limit (not NaN).
+CONFORM_AVX512 inline __mmask16 abs_below16(__m512 x, float limit) {
+    return _mm512_cmp_ps_mask(_mm512_andnot_ps(_mm512_set1_ps(-0.0f), x), _mm512_set1_ps(limit), _CMP_LT_OQ);
+}
+
+// softplus(x) = max(x, 0) + L(|x|) for |x| < 7.875, L = hi + lo from
+// kSoftplusTable: max(x, 0) + hi exactly as s + e (TwoSum), then
+// RN(s + RN(e + lo)); both terms are >= 0, so L's relative error bounds y's.
+inline constexpr float kSoftplusFastMax = 7.875f;  // 4 * 7.875 = 31.5: k <= 31 below it
+CONFORM_AVX512 inline __m512 softplus16(__m512 x) {
+    using L = F16;
+    const FFT<__m512> l = table_poly16<4>(kSoftplusTable, L::andnot(L::set(-0.0f), x));
+    const __m512 xp = L::max(x, L::zero());
+    const __m512 s = L::add(xp, l.hi);
+    const __m512 b = L::sub(s, xp);
+    const __m512 e = L::add(L::sub(xp, L::sub(s, b)), L::sub(l.hi, b));
+    return L::add(s, L::add(e, l.lo));
+}
+
+// The lanes of gelu_erf16 and gelu_tanh16 (|x| < 3.9, not NaN).
+CONFORM_AVX512 inline __mmask16 gelu_erf16_ok(__m512 x) { return abs_below16(x, kGeluErfFastMax); }
 
 #pragma GCC diagnostic pop
 }  // namespace vff
@@ -819,11 +935,10 @@ struct GeluTanhFn {
     // float-float: x sigmoid(2z) with 2z in float-float (|x| <= 4.5, |2z| <= 13.7).
     CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x, vff::kGeluTanhMaxAbs); }
     CONFORM_AVX2 __m256 vec32(__m256 x) const { return vff::times(x, vff::sigmoid(vff::gelu_tanh_arg(x))); }
-    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return vff::in_range(x, vff::kGeluTanhMaxAbs); }
-    CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
-        const auto y = vff::gelu_tanh_arg_l<F16>(x);
-        return vff::times_l<F16>(x, vff::sigmoid_l<F16, true>(y.hi, y.lo));
-    }
+    // fp32, 16 lanes (AVX-512): the table of sigmoid(-2z(|x|)) for |x| < 3.9
+    // (vff::gelu_tanh16); other lanes take the double path.
+    CONFORM_AVX512 __mmask16 ok16(__m512 x) const { return vff::gelu_erf16_ok(x); }
+    CONFORM_AVX512 __m512 lanes16(__m512 x) const { return vff::gelu_tanh16(x); }
 };
 
 struct SoftplusFn {
@@ -843,11 +958,10 @@ struct SoftplusFn {
         const vff::FF y = vff::softplus_ff(x);
         return _mm256_add_ps(y.hi, y.lo);  // the one final rounding
     }
-    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return vff::in_range(x); }
-    CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
-        const auto y = vff::softplus_ff_l<F16>(x);
-        return _mm512_add_ps(y.hi, y.lo);
-    }
+    // fp32, 16 lanes (AVX-512): the table of log1p(e^-|x|) for |x| < 7.875
+    // (vff::softplus16); other lanes take the double path.
+    CONFORM_AVX512 __mmask16 ok16(__m512 x) const { return vff::abs_below16(x, vff::kSoftplusFastMax); }
+    CONFORM_AVX512 __m512 lanes16(__m512 x) const { return vff::softplus16(x); }
 };
 
 // beta tanh(x / beta); also the SiTU-GLU caps.
