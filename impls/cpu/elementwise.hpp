@@ -804,7 +804,10 @@ CONFORM_AVX512 inline bool gated_lut16(const Op& op, const float* G, const float
     };
     __m512 up;
     if constexpr (TabulatedUp<Op>) {
-        up = gather(U, ub);
+        // The functor may compute the table's entries instead (up16: the
+        // same bits), which spares the second table's reads.
+        if constexpr (requires { op.up16(xu); }) up = op.up16_ok(xu) ? op.up16(xu) : gather(U, ub);
+        else up = gather(U, ub);
     } else {
         up = _mm512_insertf32x8(_mm512_castps256_ps512(op.up_f(lo8(xu))), op.up_f(hi8(xu)), 1);
     }

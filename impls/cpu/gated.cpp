@@ -232,17 +232,39 @@ inline constexpr float kSituUpQ[5] = {-0x1.179ecap-11f, 0x1.6e8116p-22f, -0x1.e6
 inline constexpr float kSituGateMin = -4.125f, kSituGateEnd = 3.875f;  // gates in [min, end): 4g rounds to -16..15
 inline constexpr float kSituUpMax = 8.75f;                              // |u/25| < 0.35
 
+// Q(s) by Horner, over the lane type.
+template <class L, class R = typename L::R>
+CONFORM_LANES R situ_up_q(R s) {
+    R q = L::fmadd(L::set(kSituUpQ[4]), s, L::set(kSituUpQ[3]));
+    q = L::fmadd(q, s, L::set(kSituUpQ[2]));
+    q = L::fmadd(q, s, L::set(kSituUpQ[1]));
+    return L::fmadd(q, s, L::set(kSituUpQ[0]));
+}
+
+// The 16-bit paths' float up factor at beta2 = 25 for |u| < 8.75:
+// u (1 + s Q(s)), s = RN(u^2), relative error < 2^-22.5 (docs/gated.md §4);
+// the sign of u is or-ed in, so u = -0 gives -0.  The same bits in 8 or 16
+// lanes.
+template <class L, class R = typename L::R>
+CONFORM_LANES R situ_up_float(R u) {
+    const R s = L::mul(u, u);
+    const R y = L::fmadd(u, L::mul(s, situ_up_q<L>(s)), u);
+    return L::or_(y, L::and_(u, L::set(-0.0f)));
+}
+
 struct SituGluFn {
     SoftcapFn cap1, cap2;
     SigmoidFn sig;
     double beta12;
     bool lanes16_on;  // the caps the fp32 tables were fitted for
+    bool up_poly;     // beta2 = 25: the 16-bit paths' up factor by situ_up_float where |u| < 8.75
     explicit SituGluFn(const Params& p)
         : cap1(p.get("beta1", 4)),
           cap2(p.get("beta2", 25)),
           sig(p),
           beta12(cap1.beta * cap2.beta),
-          lanes16_on(cap1.beta == 4 && cap2.beta == 25) {}
+          lanes16_on(cap1.beta == 4 && cap2.beta == 25),
+          up_poly(cap2.beta == 25) {}
     double scalar(double g, double u) const { return cap1.scalar(g) * sig.scalar(g) * cap2.scalar(u); }
     template <class D, class R = typename D::R>
     CONFORM_LANES R vec_l(R g, R u) const {
@@ -270,17 +292,25 @@ struct SituGluFn {
         using L = F16;
         const auto h = vff::table_poly16<4>(kSituGateTable, g);
         const __m512 sh = L::mul(u, u), sl = L::fmsub(u, u, sh);
-        __m512 q = L::fmadd(L::set(kSituUpQ[4]), sh, L::set(kSituUpQ[3]));
-        q = L::fmadd(q, sh, L::set(kSituUpQ[2]));
-        q = L::fmadd(q, sh, L::set(kSituUpQ[1]));
-        q = L::fmadd(q, sh, L::set(kSituUpQ[0]));
-        const __m512 m = L::fmadd(sh, q, L::mul(sl, L::set(kSituUpQ[0])));
+        const __m512 m = L::fmadd(sh, situ_up_q<L>(sh), L::mul(sl, L::set(kSituUpQ[0])));
         return times_product16(g, u, h.hi, L::fmadd(h.hi, m, L::fmadd(h.lo, m, h.lo)));
     }
     CONFORM_AVX2 bool float_ok(__m256 g) const { return gate_in_float_range(g, SigmoidFn::kFloatGateMin); }
     static constexpr bool kTabulateUp = true;  // the up factor is a softcap, worth a table
     CONFORM_AVX2 __m256 gate_f(__m256 g) const { return _mm256_mul_ps(cap1.vecf(g), sig.vecf(g)); }
-    CONFORM_AVX2 __m256 up_f(__m256 u) const { return cap2.vecf(u); }
+    CONFORM_AVX2 __m256 up_f(__m256 u) const {
+        const __m256 v = cap2.vecf(u);
+        if (!up_poly) return v;
+        const __m256 au = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), u);
+        return _mm256_blendv_ps(v, situ_up_float<F8>(u), _mm256_cmp_ps(au, _mm256_set1_ps(kSituUpMax), _CMP_LT_OQ));
+    }
+    // up_f 16 lanes at a time where every |u| < 8.75 (AVX-512: computed
+    // instead of read from the up table, the same bits).
+    CONFORM_AVX512 bool up16_ok(__m512 u) const {
+        const __m512 au = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), u);
+        return up_poly && _mm512_cmp_ps_mask(au, _mm512_set1_ps(kSituUpMax), _CMP_LT_OQ) == 0xFFFF;
+    }
+    CONFORM_AVX512 __m512 up16(__m512 u) const { return situ_up_float<F16>(u); }
     CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const { return _mm256_mul_ps(gate_f(g), up_f(u)); }
 };
 
