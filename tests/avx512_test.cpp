@@ -239,54 +239,9 @@ TEST(Avx512, StreamedActivationTablesMatchAvx2) {
         expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".bf16"), {x.view()}, "1024x8192");
 }
 
-// The FP32 float-float kernels with a 16-lane form of their 8-lane code
-// (sigmoid, silu) on every float with 2^-30 <= |x| <= 64 (the 16-lane path's domain is |x| <= 64,
-// vff::kMaxAbs; chunks with any other lane take the AVX2 code itself) and
-// every 61st float elsewhere, in rows of 2^22 (16 MiB: the streaming
-// branch); and on inputs starting at each offset of a 64-byte line, with
-// lengths 4081..4096 and a chunk with an out-of-range lane (streamed heads:
-// Fp32StreamedRowHeadsMatchAvx2).  Below 2^-30 the polynomial's powers underflow, and
-// each such block costs microcode assists on Intel cores: all of them would
-// take this test from ~5 s to ~50 s.
-TEST(Avx512, Fp32FloatFloatMatchesAvx2) {
-    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
-    constexpr std::int64_t kRow = std::int64_t{1} << 22;
-    constexpr std::uint32_t kMin = 0x30800000, kMax = 0x42800000;  // 2^-30, 64
-    Tensor x(Format::fp32, {1, kRow}), out(Format::fp32, {1, kRow});  // one output: see expect_paths_agree
-    auto* bits = static_cast<std::uint32_t*>(x.data());
-    for (const char* op : {"sigmoid", "silu"}) {
-        const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
-        const Params p = Params::defaults(*find_op(op));
-        std::vector<std::uint8_t> wide(out.bytes());  // reused: fresh 16 MiB copies doubled the test's time
-        std::int64_t differing_rows = 0, rows = 0;
-        for (std::uint32_t sign : {0u, 0x80000000u}) {
-            std::uint64_t next = 0;  // magnitude bits: every one in [kMin, kMax], every 61st elsewhere
-            while (next < 0x80000000u) {
-                for (std::int64_t i = 0; i < kRow; ++i) {
-                    bits[i] = sign | static_cast<std::uint32_t>(std::min<std::uint64_t>(next, 0x7fffffff));
-                    next = next < kMin ? std::min<std::uint64_t>(next + 61, kMin) : next + (next < kMax ? 1 : 61);
-                }
-                k.fn(KernelCall{p, {x.view()}, {out.view()}});
-                std::memcpy(wide.data(), out.data(), wide.size());
-                cpu::Avx2Only avx2;
-                k.fn(KernelCall{p, {x.view()}, {out.view()}});
-                differing_rows += std::memcmp(wide.data(), out.data(), wide.size()) != 0;
-                ++rows;
-            }
-        }
-        EXPECT_EQ(differing_rows, 0) << k.name << ": rows of 2^22 floats (of " << rows
-                                     << ") where AVX-512 and AVX2 differ";
-        Tensor small(Format::fp32, {1, 4096 + 64});
-        // In fp32_ok16's range except every 997th element (its chunk takes ff32_span).
-        for (std::int64_t i = 0; i < small.numel(); ++i) small.set_value(i, i % 997 == 5 ? 100.0 : (i % 301 - 150) * 0.029);
-        for (std::int64_t skip = 0; skip < 16; ++skip)
-            expect_paths_agree(k, {slice(small, skip, 4096 + 31 - skip)}, "skip " + std::to_string(skip));
-    }
-}
-
-// FP32 gelu_erf, gelu_tanh, softplus, geglu and situ_glu (at its default
-// caps) have their own AVX-512 kernel (run_lanes16: the 16-lane table
-// evaluation for |x| < 3.9 (softplus 7.875), or -4.125 <= g < 3.875 and
+// FP32 sigmoid, silu, gelu_erf, gelu_tanh, softplus, geglu and situ_glu
+// (at its default caps) have their own AVX-512 kernel (run_lanes16: the
+// 16-lane table evaluation for |x| < 3.9 (sigmoid, silu, softplus: 7.875), or -4.125 <= g < 3.875 and
 // |u| < 8.75, whose accuracy Fp32Sweep.*TableRange check, and the double
 // path for every other lane), so their bits differ from the AVX2 path's
 // within the range.  What must hold: each lane's value depends on its
@@ -315,12 +270,13 @@ float gated_up(std::int64_t i);
 // Lanes whose inputs send them to the double path (gelu_erf16_ok; for
 // geglu GluFn::ok16, for situ_glu SituGluFn::ok16) or whose result is one
 // the double path gives (NaN, infinite, >= FLT_MAX).
-// gelu_tanh and softplus: lanes outside the AVX2 path's float-float range
-// (|x| <= 4.5, <= 64), which it computes by the double path too.
+// gelu_tanh, softplus, sigmoid, silu: lanes outside the AVX2 path's
+// float-float range (|x| <= 4.5, <= 64), which it computes by the double
+// path too.
 bool double_lane(const std::string& op, const std::vector<float>& x, float y) {
     if (!(std::fabs(y) < FLT_MAX)) return true;
     if (op == "gelu_tanh") return !(std::fabs(x[0]) <= 4.5f);
-    if (op == "softplus") return !(std::fabs(x[0]) <= 64.0f);
+    if (op == "softplus" || op == "sigmoid" || op == "silu") return !(std::fabs(x[0]) <= 64.0f);
     const bool gate = op == "situ_glu" ? x[0] >= -4.125f && x[0] < 3.875f : std::fabs(x[0]) < 3.9f;
     if (!gate) return true;
     if (x.size() == 1) return false;
@@ -384,7 +340,7 @@ TEST(Avx512, Fp32TableKernelsLanesStandAlone) {
     }
     for (std::int64_t skip = 0; skip < 16; ++skip) {
         const std::string what = "skip " + std::to_string(skip);
-        for (const char* op : {"gelu_erf", "gelu_tanh", "softplus"})
+        for (const char* op : {"sigmoid", "silu", "gelu_erf", "gelu_tanh", "softplus"})
             expect_lanes_stand_alone(op, {slice(g, skip, 1000 + 3 * skip)}, what);
         for (const char* op : {"geglu", "situ_glu"})
             expect_lanes_stand_alone(op, {slice(g, skip, 1000 + 3 * skip), slice(u, skip, 1000 + 3 * skip)}, what);
@@ -395,7 +351,8 @@ TEST(Avx512, Fp32TableKernelsLanesStandAlone) {
         static_cast<float*>(bg.data())[i] = gelu_input(i * 5 + i / 1001);
         static_cast<float*>(bu.data())[i] = gated_up(i % 991 + 6);
     }
-    for (const char* op : {"gelu_erf", "gelu_tanh", "softplus"}) expect_lanes_stand_alone(op, {bg.view()}, "4200x1001 streamed");
+    for (const char* op : {"sigmoid", "silu", "gelu_erf", "gelu_tanh", "softplus"})
+        expect_lanes_stand_alone(op, {bg.view()}, "4200x1001 streamed");
     for (const char* op : {"geglu", "situ_glu"})
         expect_lanes_stand_alone(op, {bg.view(), bu.view()}, "4200x1001 streamed", 7);
 }
@@ -465,11 +422,13 @@ TEST(Avx512, Fp32GatedFloatFloatMatchesAvx2) {
 }
 
 // Streamed FP32 rows (>= 16 MiB) of 1001 floats, whose starts fall at every
-// multiple of 4 bytes modulo 64: each row has one lane outside the
+// multiple of 4 bytes modulo 64: each row has one gate outside the
 // float-float range (NaN, or 100) among its first 16 elements, so the
 // 8-element blocks around the head peeled for streaming stores must be
 // drawn where the AVX2 path draws them (a block with such a lane takes the
-// double path whole, which rounds its other lanes differently).
+// double path whole, which rounds its other lanes differently): the gated
+// kernels with 16-lane float-float paths (swiglu, swiglu_clamp; situ_glu at
+// caps without a table).
 TEST(Avx512, Fp32StreamedRowHeadsMatchAvx2) {
     if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or CONFORM_ISA caps it)";
     constexpr std::int64_t kRows = 4200, kCols = 1001;
@@ -478,9 +437,6 @@ TEST(Avx512, Fp32StreamedRowHeadsMatchAvx2) {
     for (std::int64_t r = 0; r < kRows; ++r)
         for (std::int64_t c = 0; c < kCols; ++c)
             x.set_value(r * kCols + c, c == r % 16 ? (r % 2 ? NAN : 100.0) : ((r * 7 + c) % 301 - 150) * 0.029);
-    for (const char* op : {"sigmoid", "silu"})
-        expect_paths_agree(*builtin_registry().find(std::string("cpu.simd.") + op + ".fp32"), {x.view()},
-                           "4200x1001 streamed");
     // The gated kernels with 16-lane paths, x as the gate (a NaN gate passes
     // swiglu_clamp's fp32_ok: the cap replaces it) and ordinary ups.
     Tensor u(Format::fp32, {kRows, kCols});

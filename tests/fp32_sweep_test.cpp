@@ -269,11 +269,22 @@ TEST(Fp32Sweep, GeluErfTableRange) {
                 s ? sweep_step() : 127);
 }
 TEST(Fp32Sweep, GeluTanh) { sweep_unary("gelu_tanh", Params(), gelu_tanh_ld); }
-// The ranges of the 16-lane table kernels of gelu_tanh (|x| < 3.9) and
-// softplus (|x| < 7.875) on AVX-512 machines, as GeluErfTableRange.
+// The ranges of the 16-lane table kernels of gelu_tanh (|x| < 3.9),
+// sigmoid, silu and softplus (|x| < 7.875) on AVX-512 machines, as
+// GeluErfTableRange.
 TEST(Fp32Sweep, GeluTanhTableRange) {
     const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
     sweep_unary("gelu_tanh", Params(), gelu_tanh_ld, Magnitudes{0, std::bit_cast<std::uint32_t>(3.9f) - 1},
+                s ? sweep_step() : 127);
+}
+TEST(Fp32Sweep, SigmoidTableRange) {
+    const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
+    sweep_unary("sigmoid", Params(), sigmoid_ld, Magnitudes{0, std::bit_cast<std::uint32_t>(7.875f) - 1},
+                s ? sweep_step() : 127);
+}
+TEST(Fp32Sweep, SiluTableRange) {
+    const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
+    sweep_unary("silu", Params(), silu_ld, Magnitudes{0, std::bit_cast<std::uint32_t>(7.875f) - 1},
                 s ? sweep_step() : 127);
 }
 TEST(Fp32Sweep, SoftplusTableRange) {

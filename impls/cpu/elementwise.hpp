@@ -422,28 +422,22 @@ CONFORM_AVX2 inline void ff32_span(const Op& op, const std::array<const float*, 
     }
 }
 
-// Functors with a 16-lane form of vec32 (AVX-512, simd_lanes.hpp: the same
-// bits as vec32 in every lane).
+// Gated functors with a 16-lane form of vec32 (AVX-512, simd_lanes.hpp:
+// the same bits as vec32 in every lane; swiglu, swiglu_clamp).  The unary
+// FP32 kernels have table kernels on AVX-512 instead (run_lanes16).
 template <class Op, int N>
-concept Fp32FloatVec16 = (N == 1 && requires(const Op& op, __m512 x) {
-                             op.vec32_16(x);
-                             { op.fp32_ok16(x) } -> std::same_as<bool>;
-                         }) || (N == 2 && requires(const Op& op, __m512 x) {
-                             op.vec32_16(x, x);
-                             { op.fp32_ok16(x) } -> std::same_as<bool>;
-                         });
+concept Fp32FloatVec16 = N == 2 && requires(const Op& op, __m512 x) {
+    op.vec32_16(x, x);
+    { op.fp32_ok16(x) } -> std::same_as<bool>;
+};
 
-// ff32_value 16 lanes at a time; `bad` collects the lanes of a gated result
-// that the double path must redo (extreme_lanes).
+// ff32_value 16 lanes at a time; `bad` collects the lanes of the result
+// that the double path must redo (extreme_lanes16).
 template <int N, class Op>
 CONFORM_AVX512 inline __m512 ff32_value16(const Op& op, const __m512 (&x)[N], __mmask16& bad) {
-    if constexpr (N == 1) {
-        return op.vec32_16(x[0]);
-    } else {
-        const __m512 y = op.vec32_16(x[0], x[1]);
-        bad |= extreme_lanes16(y);
-        return nan_policy16(y, x[0], x[1]);
-    }
+    const __m512 y = op.vec32_16(x[0], x[1]);
+    bad |= extreme_lanes16(y);
+    return nan_policy16(y, x[0], x[1]);
 }
 
 // ff32_span 16 lanes at a time (y 64-byte aligned when kStream).  Chunks

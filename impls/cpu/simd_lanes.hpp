@@ -86,9 +86,6 @@ struct F16 {
         const __m512i k = _mm512_add_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(127));
         return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, k, 23));
     }
-    CONFORM_AVX512 static bool all_abs_le(R x, float limit) {
-        return _mm512_cmp_ps_mask(_mm512_or_ps(x, set(-0.0f)), set(-limit), _CMP_GE_OQ) == 0xFFFF;
-    }
 };
 
 // Double lane types for the double path (simd_math.hpp, namespace vm): D4

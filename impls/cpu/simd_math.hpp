@@ -382,7 +382,6 @@ inline constexpr float kExpQ[5] = {0x1.555554p-3f, 0x1.5554e8p-5f, 0x1.11130ep-7
 
 // All lanes have |x| <= limit (false for NaN).
 CONFORM_AVX2 inline bool in_range(__m256 x, float limit = kMaxAbs) { return F8::all_abs_le(x, limit); }
-CONFORM_AVX512 inline bool in_range(__m512 x, float limit = kMaxAbs) { return F16::all_abs_le(x, limit); }
 
 // A double-word (float-float) value hi + lo, |lo| <= ulp(hi)/2 unless stated.
 template <class R>
@@ -766,6 +765,55 @@ alignas(64) inline constexpr float kSoftplusTable[9][32] = {  // [row][k]
      0x1.c9eecap-19f, 0x1.41d58cp-19f, 0x1.259216p-19f, 0x1.c1503cp-20f, 0x1.56736ep-20f, 0x1.e2a59ap-21f, 0x1.871a76p-21f, 0x1.38628ep-21f},
 };
 
+// sigmoid(-a) for sigmoid and silu, softplus's intervals (python/fits/sigmoid_table.py).
+alignas(64) inline constexpr float kSigmoidTable[9][32] = {  // [row][k]
+    // p0h
+    {0x1.0p-1f, 0x1.c054cep-2f, 0x1.829a06p-2f, 0x1.488562p-2f, 0x1.136562p-2f, 0x1.c81702p-3f, 0x1.759b84p-3f, 0x1.2f335ep-3f,
+     0x1.e84152p-4f, 0x1.868d2ap-4f, 0x1.36b712p-4f, 0x1.ec3ad6p-5f, 0x1.848344p-5f, 0x1.31c828p-5f, 0x1.e04068p-6f, 0x1.787614p-6f,
+     0x1.26afa2p-6f, 0x1.ccd642p-7f, 0x1.680528p-7f, 0x1.19112ap-7f, 0x1.b69f68p-8f, 0x1.561b2ep-8f, 0x1.0abd94p-8f, 0x1.9fd992p-9f,
+     0x1.441778p-9f, 0x1.f914fap-10f, 0x1.8986a2p-10f, 0x1.329482p-10f, 0x1.dda738p-11f, 0x1.74125ap-11f, 0x1.21d0b2p-11f, 0x1.c378cap-12f},
+    // p0l
+    {0x1.c25616p-47f, -0x1.5e26eep-28f, -0x1.34d0f2p-27f, -0x1.e8c884p-27f, -0x1.7567f4p-27f, 0x1.511d82p-28f, -0x1.54bb94p-28f, 0x1.1cf86cp-28f,
+     0x1.758644p-29f, -0x1.d2271ep-29f, -0x1.b5978cp-29f, 0x1.5b1a6cp-30f, -0x1.b7d976p-32f, 0x1.9e2e2p-34f, 0x1.cca6c8p-34f, -0x1.d81c38p-31f,
+     -0x1.bc3f6cp-34f, -0x1.c93f5ep-32f, -0x1.6fe91p-33f, -0x1.5516c6p-33f, -0x1.4e378p-35f, -0x1.baf5b2p-33f, 0x1.851c88p-34f, 0x1.91dd48p-37f,
+     -0x1.a0afa6p-34f, -0x1.1041b4p-35f, 0x1.958c7p-35f, -0x1.46249ep-35f, 0x1.5be2d4p-36f, -0x1.84ce36p-36f, -0x1.51dc1ap-36f, -0x1.5530d6p-37f},
+    // p1h
+    {-0x1.0p-2f, -0x1.f81526p-3f, -0x1.e149ap-3f, -0x1.be3fbcp-3f, -0x1.92a946p-3f, -0x1.6284c4p-3f, -0x1.3173b2p-3f, -0x1.02500ap-3f,
+     -0x1.ae0dcp-4f, -0x1.615002p-4f, -0x1.1f2514p-4f, -0x1.cea744p-5f, -0x1.721652p-5f, -0x1.265e34p-5f, -0x1.d22ca2p-6f, -0x1.6fcfa6p-6f,
+     -0x1.2162c2p-6f, -0x1.c65b1cp-7f, -0x1.64108ap-7f, -0x1.16a7fcp-7f, -0x1.b3afe2p-8f, -0x1.5452p-8f, -0x1.09a7a6p-8f, -0x1.9e87dp-9f,
+     -0x1.434a52p-9f, -0x1.f81bd8p-10f, -0x1.88ef68p-10f, -0x1.3238b8p-10f, -0x1.dd37d2p-11f, -0x1.73cecp-11f, -0x1.21a7aep-11f, -0x1.c34706p-12f},
+    // p1l
+    {-0x1.560e36p-37f, 0x1.481a78p-28f, -0x1.47b55cp-29f, 0x1.fbdbb8p-28f, -0x1.f7979ep-28f, 0x1.8e0f5p-28f, 0x1.e47fa4p-32f, -0x1.52d1d4p-32f,
+     -0x1.f3ae3p-29f, -0x1.4c3f38p-29f, 0x1.c49512p-29f, -0x1.ede9aep-30f, -0x1.03c986p-30f, 0x1.4c7ea6p-31f, 0x1.f499dcp-33f, -0x1.b2d428p-31f,
+     -0x1.8a5634p-32f, 0x1.fbe566p-34f, -0x1.497f12p-32f, -0x1.360062p-33f, 0x1.0d86b4p-38f, -0x1.067256p-33f, 0x1.1a389p-35f, -0x1.1259fcp-34f,
+     0x1.07e762p-34f, -0x1.0fd49ep-35f, 0x1.bce248p-35f, 0x1.e63f96p-36f, 0x1.911e98p-37f, -0x1.26f616p-36f, -0x1.e101bp-38f, -0x1.48c20ep-39f},
+    // p2
+    {0x1.541a32p-30f, 0x1.f57936p-7f, 0x1.d78158p-6f, 0x1.3fd54ep-5f, 0x1.74274p-5f, 0x1.893b5ap-5f, 0x1.8403d4p-5f, 0x1.6ba7ccp-5f,
+     0x1.4786c2p-5f, 0x1.1defacp-5f, 0x1.e72918p-6f, 0x1.970e08p-6f, 0x1.4efbd8p-6f, 0x1.10646ep-6f, 0x1.b6d85ap-7f, 0x1.5ee892p-7f,
+     0x1.16f9d2p-7f, 0x1.b9937cp-8f, 0x1.5c3d9p-8f, 0x1.11e038p-8f, 0x1.addae6p-9f, 0x1.50c46ep-9f, 0x1.077e0cp-9f, 0x1.9be672p-10f,
+     0x1.41b10ap-10f, 0x1.f62a8cp-11f, 0x1.87c164p-11f, 0x1.31815ap-11f, 0x1.dc5938p-12f, 0x1.7347a8p-12f, 0x1.2155b4p-12f, 0x1.c2e38ap-13f},
+    // p3
+    {0x1.555516p-6f, 0x1.4076eep-6f, 0x1.071e34p-6f, 0x1.6dc50ep-7f, 0x1.81d9e2p-8f, 0x1.24287p-10f, -0x1.567fbcp-9f, -0x1.4f1504p-8f,
+     -0x1.a85d1ap-8f, -0x1.c68cfap-8f, -0x1.bba41ep-8f, -0x1.97d70ep-8f, -0x1.67b204p-8f, -0x1.33de84p-8f, -0x1.01ba0ap-8f, -0x1.a85b9cp-9f,
+     -0x1.58f504p-9f, -0x1.15b43p-9f, -0x1.bbccdap-10f, -0x1.609592p-10f, -0x1.16df44p-10f, -0x1.b79f5ap-11f, -0x1.599776p-11f, -0x1.0f1c12p-11f,
+     -0x1.a8acaap-12f, -0x1.4c31dep-12f, -0x1.0399cep-12f, -0x1.956f02p-13f, -0x1.3c6866p-13f, -0x1.eda24ep-14f, -0x1.80ed26p-14f, -0x1.2c131ep-14f},
+    // p4
+    {0x1.687eaep-20f, -0x1.469004p-9f, -0x1.1e0adep-8f, -0x1.584b82p-8f, -0x1.513c3ep-8f, -0x1.1a69d4p-8f, -0x1.98970ep-9f, -0x1.f2105p-10f,
+     -0x1.c5f586p-11f, -0x1.ac4672p-14f, 0x1.9c5884p-12f, 0x1.5dd71ap-11f, 0x1.991b78p-11f, 0x1.9d1daap-11f, 0x1.8157fcp-11f, 0x1.55d354p-11f,
+     0x1.25294cp-11f, 0x1.eacbeap-12f, 0x1.93d11p-12f, 0x1.47e782p-12f, 0x1.07b2cep-12f, 0x1.a50144p-13f, 0x1.4e3bf4p-13f, 0x1.082e1ep-13f,
+     0x1.a037a6p-14f, 0x1.470fa8p-14f, 0x1.007938p-14f, 0x1.91aa94p-15f, 0x1.3a159p-15f, 0x1.ead17ap-16f, 0x1.7f3496p-16f, 0x1.2b0ebp-16f},
+    // p5
+    {-0x1.13213cp-9f, -0x1.db1f62p-10f, -0x1.27da62p-10f, -0x1.331b5cp-12f, 0x1.bacf4ep-12f, 0x1.c2167ep-11f, 0x1.05af56p-10f, 0x1.e17c08p-11f,
+     0x1.7b3654p-11f, 0x1.060508p-11f, 0x1.3b0242p-12f, 0x1.3495fep-13f, 0x1.600f64p-15f, -0x1.7d68bep-16f, -0x1.e2c556p-15f, -0x1.2f1a02p-14f,
+     -0x1.390a5cp-14f, -0x1.261532p-14f, -0x1.0554b4p-14f, -0x1.bff3b6p-15f, -0x1.768f78p-15f, -0x1.33b4eep-15f, -0x1.f31ebap-16f, -0x1.90e3d8p-16f,
+     -0x1.3fbe4p-16f, -0x1.fb372ep-17f, -0x1.909ccep-17f, -0x1.3b6ep-17f, -0x1.ef72cep-18f, -0x1.846922p-18f, -0x1.300c6p-18f, -0x1.db7932p-19f},
+    // p6
+    {0x1.80be72p-14f, 0x1.662e1ep-12f, 0x1.17df48p-11f, 0x1.1bc476p-11f, 0x1.8e53fep-12f, 0x1.8f98b6p-13f, 0x1.58fae6p-17f, -0x1.8fdc5ap-14f,
+     -0x1.428a4cp-13f, -0x1.2daaf6p-13f, -0x1.db65b4p-14f, -0x1.6955bcp-14f, -0x1.066f64p-14f, -0x1.d8a304p-16f, -0x1.046c1ap-16f, -0x1.18ca9p-18f,
+     -0x1.86f51p-20f, 0x1.3acf8ap-18f, 0x1.12b984p-18f, 0x1.8f4654p-18f, 0x1.9438a2p-18f, 0x1.815b1ep-18f, 0x1.1d4a4cp-18f, 0x1.d890c6p-19f,
+     0x1.93c274p-19f, 0x1.3012aep-19f, 0x1.f91062p-20f, 0x1.6365b8p-20f, 0x1.51c34p-20f, 0x1.02e696p-20f, 0x1.a4ce94p-21f, 0x1.210dd6p-21f},
+};
+
 // A table of 32 intervals of degree-6 polynomials (rows p0h p0l p1h p1l
 // p2..p6, as python/fits/piecewise.py writes them).
 using PolyTable = float[9][32];
@@ -803,13 +851,15 @@ CONFORM_AVX512 inline FFT<__m512> table_poly16(const PolyTable& tb, __m512 x) {
 }
 
 
-// C(x) as h + l for |x| < 3.9 from a table of C(-a), a = |x| (k = round(8a)),
+// C(x) as h + l for |x| < 3.9 from a table of C(-a), a = |x| (k = round(8a);
+// kScale = 4: |x| < 7.875, k = round(4a)),
 // for a C with C(x) = 1 - C(-x): C(-a) for x < 0, 1 - C(-a) = nh + nl for
 // x >= 0 (1 - hi exactly as nh + ((1 - nh) - hi) by Fast2Sum, since
 // 1 > hi).  Phi (kPhiTable) and gelu_tanh's sigmoid(2z) (kGeluTanhTable).
+template <int kScale = 8>
 CONFORM_AVX512 inline FFT<__m512> cdf16(const PolyTable& tb, __m512 x) {
     using L = F16;
-    const FFT<__m512> p = table_poly16<8>(tb, L::andnot(L::set(-0.0f), x));
+    const FFT<__m512> p = table_poly16<kScale>(tb, L::andnot(L::set(-0.0f), x));
     const __m512 one = L::set(1.0f);
     const __m512 nh = L::sub(one, p.hi);
     const __m512 nl = L::sub(L::sub(L::sub(one, nh), p.hi), p.lo);
@@ -820,14 +870,23 @@ CONFORM_AVX512 inline FFT<__m512> phi16(__m512 x) { return cdf16(kPhiTable, x); 
 
 // x C(x) = x (h + l) rounded once, for |x| < 3.9.  The sign of x is or-ed
 // in so that x = -0 gives -0 whatever the sign of l.
+template <int kScale = 8>
 CONFORM_AVX512 inline __m512 times_cdf16(const PolyTable& tb, __m512 x) {
     using L = F16;
-    const FFT<__m512> p = cdf16(tb, x);
+    const FFT<__m512> p = cdf16<kScale>(tb, x);
     const __m512 y = L::fmadd(x, p.hi, L::mul(x, p.lo));
     return L::or_(y, L::and_(x, L::set(-0.0f)));
 }
 CONFORM_AVX512 inline __m512 gelu_erf16(__m512 x) { return times_cdf16(kPhiTable, x); }
 CONFORM_AVX512 inline __m512 gelu_tanh16(__m512 x) { return times_cdf16(kGeluTanhTable, x); }
+
+// sigmoid(x) = RN(h + l) and silu(x) = x sigmoid(x) for |x| < 7.875
+// (kSigmoidTable: sigmoid(-a), k = round(4a)).
+CONFORM_AVX512 inline __m512 sigmoid16(__m512 x) {
+    const FFT<__m512> p = cdf16<4>(kSigmoidTable, x);
+    return _mm512_add_ps(p.hi, p.lo);
+}
+CONFORM_AVX512 inline __m512 silu16(__m512 x) { return times_cdf16<4>(kSigmoidTable, x); }
 
 // The lanes with |x| < limit (not NaN).
 CONFORM_AVX512 inline __mmask16 abs_below16(__m512 x, float limit) {
@@ -837,7 +896,7 @@ CONFORM_AVX512 inline __mmask16 abs_below16(__m512 x, float limit) {
 // softplus(x) = max(x, 0) + L(|x|) for |x| < 7.875, L = hi + lo from
 // kSoftplusTable: max(x, 0) + hi exactly as s + e (TwoSum), then
 // RN(s + RN(e + lo)); both terms are >= 0, so L's relative error bounds y's.
-inline constexpr float kSoftplusFastMax = 7.875f;  // 4 * 7.875 = 31.5: k <= 31 below it
+inline constexpr float kTable4Max = 7.875f;  // tables with k = round(4a) (softplus, sigmoid, silu): k <= 31 below it
 CONFORM_AVX512 inline __m512 softplus16(__m512 x) {
     using L = F16;
     const FFT<__m512> l = table_poly16<4>(kSoftplusTable, L::andnot(L::set(-0.0f), x));
@@ -871,12 +930,10 @@ struct SigmoidFn {
         const vff::Split q = vff::sigmoid(x);
         return _mm256_add_ps(q.q0, q.corr);  // the one final rounding
     }
-    // The same 16 lanes at a time (AVX-512; same bits, simd_lanes.hpp).
-    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return vff::in_range(x); }
-    CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
-        const auto q = vff::sigmoid_l<F16, false>(x, _mm512_setzero_ps());
-        return _mm512_add_ps(q.q0, q.corr);
-    }
+    // fp32, 16 lanes (AVX-512): the table of sigmoid(-|x|) for |x| < 7.875
+    // (vff::sigmoid16); other lanes take the double path.
+    CONFORM_AVX512 __mmask16 ok16(__m512 x) const { return vff::abs_below16(x, vff::kTable4Max); }
+    CONFORM_AVX512 __m512 lanes16(__m512 x) const { return vff::sigmoid16(x); }
 };
 
 struct SiluFn {
@@ -890,10 +947,9 @@ struct SiluFn {
     CONFORM_AVX2 __m256 vecf(__m256 x) const { return vf::x_sigmoid(x, x); }
     CONFORM_AVX2 bool fp32_ok(__m256 x) const { return vff::in_range(x); }
     CONFORM_AVX2 __m256 vec32(__m256 x) const { return vff::times(x, vff::sigmoid(x)); }
-    CONFORM_AVX512 bool fp32_ok16(__m512 x) const { return vff::in_range(x); }
-    CONFORM_AVX512 __m512 vec32_16(__m512 x) const {
-        return vff::times_l<F16>(x, vff::sigmoid_l<F16, false>(x, _mm512_setzero_ps()));
-    }
+    // fp32, 16 lanes (AVX-512): x times the sigmoid table's value (vff::silu16).
+    CONFORM_AVX512 __mmask16 ok16(__m512 x) const { return vff::abs_below16(x, vff::kTable4Max); }
+    CONFORM_AVX512 __m512 lanes16(__m512 x) const { return vff::silu16(x); }
 };
 
 struct GeluErfFn {
@@ -960,7 +1016,7 @@ struct SoftplusFn {
     }
     // fp32, 16 lanes (AVX-512): the table of log1p(e^-|x|) for |x| < 7.875
     // (vff::softplus16); other lanes take the double path.
-    CONFORM_AVX512 __mmask16 ok16(__m512 x) const { return vff::abs_below16(x, vff::kSoftplusFastMax); }
+    CONFORM_AVX512 __mmask16 ok16(__m512 x) const { return vff::abs_below16(x, vff::kTable4Max); }
     CONFORM_AVX512 __m512 lanes16(__m512 x) const { return vff::softplus16(x); }
 };
 
