@@ -84,9 +84,12 @@ def bounds(qh, qm):
     """docs/gated.md §4: the relative error of g u H (1 + m) before the one
     final rounding, for one interval of H."""
     e_h = qh["approx"] + U * (qh["horner"] + 3 * qh["abs"]) + mp.mpf(2) ** -44  # H as hi + lo
-    e_m = qm["approx"] + U * qm["horner"] + U * qm["mmax"] / qm["onem"]  # m (s's low part carried)
-    fl = (qh["abs"] + mp.mpf(2) ** -22 + qm["mmax"] * (1 + U)) / qm["onem"]  # |F_lo| / F
-    return e_h + e_m + 2 * U * fl + mp.mpf(2) ** -44
+    # m: Horner's roundings (horner), the final FMA's (mmax), and the part of
+    # sl's share the code drops, sl (Q + s Q' - q0) < 2^-24 0.02 |m|.
+    e_m = qm["approx"] + U * qm["horner"] + U * qm["mmax"] * (1 + mp.mpf("0.02")) / qm["onem"]
+    lo = (qh["abs"] + mp.mpf(2) ** -22) / qm["onem"]  # |lo (1 + m)| / F: the inner FMA of fl
+    fl = (qh["abs"] + mp.mpf(2) ** -22 + qm["mmax"] * (1 + U)) / qm["onem"]  # |fl| / F
+    return e_h + e_m + U * lo + 2 * U * fl + mp.mpf(2) ** -44
 
 
 def main():
