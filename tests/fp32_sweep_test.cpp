@@ -211,6 +211,14 @@ void sweep_unary(const std::string& op, const Params& p, const std::function<LD(
     report(op + (magnitudes ? " range" : " sweep"), w, mismatch);
 }
 
+// Every 127th float of a table kernel's range |x| < top (both signs;
+// CONFORM_FP32_SWEEP_STEP=1: every one), for the 16-lane table kernels of
+// AVX-512 machines (docs/activation.md §4).
+void sweep_table_range(const std::string& op, const std::function<LD(LD)>& ref, float top) {
+    const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
+    sweep_unary(op, Params(), ref, Magnitudes{0, std::bit_cast<std::uint32_t>(top) - 1}, s ? sweep_step() : 127);
+}
+
 // A (gate, up) grid of finite values: gates at every (2^22 + 1)-th pattern
 // plus a dense run of [-24, 24] (where the activation bends), ups at every
 // (2^22 + 3)-th pattern -- 2 M pairs over all magnitudes and both signs --
@@ -260,38 +268,14 @@ void sweep_gated(const std::string& op, const Params& p, const std::function<LD(
 TEST(Fp32Sweep, Sigmoid) { sweep_unary("sigmoid", Params(), sigmoid_ld); }
 TEST(Fp32Sweep, Silu) { sweep_unary("silu", Params(), silu_ld); }
 TEST(Fp32Sweep, GeluErf) { sweep_unary("gelu_erf", Params(), gelu_erf_ld); }
-// The range of the 16-lane table kernel (AVX-512 machines: |x| < 3.9,
-// docs/activation.md §4) densely: every 127th float there, both signs, 17 M
-// points; CONFORM_FP32_SWEEP_STEP=1 takes every one (2.1 * 10^9).
-TEST(Fp32Sweep, GeluErfTableRange) {
-    const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
-    sweep_unary("gelu_erf", Params(), gelu_erf_ld, Magnitudes{0, std::bit_cast<std::uint32_t>(3.9f) - 1},
-                s ? sweep_step() : 127);
-}
+// The ranges of the 16-lane table kernels (sweep_table_range): 17 M points
+// each; CONFORM_FP32_SWEEP_STEP=1 takes every float there (2.2 * 10^9).
+TEST(Fp32Sweep, GeluErfTableRange) { sweep_table_range("gelu_erf", gelu_erf_ld, 3.9f); }
 TEST(Fp32Sweep, GeluTanh) { sweep_unary("gelu_tanh", Params(), gelu_tanh_ld); }
-// The ranges of the 16-lane table kernels of gelu_tanh (|x| < 3.9),
-// sigmoid, silu and softplus (|x| < 7.875) on AVX-512 machines, as
-// GeluErfTableRange.
-TEST(Fp32Sweep, GeluTanhTableRange) {
-    const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
-    sweep_unary("gelu_tanh", Params(), gelu_tanh_ld, Magnitudes{0, std::bit_cast<std::uint32_t>(3.9f) - 1},
-                s ? sweep_step() : 127);
-}
-TEST(Fp32Sweep, SigmoidTableRange) {
-    const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
-    sweep_unary("sigmoid", Params(), sigmoid_ld, Magnitudes{0, std::bit_cast<std::uint32_t>(7.875f) - 1},
-                s ? sweep_step() : 127);
-}
-TEST(Fp32Sweep, SiluTableRange) {
-    const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
-    sweep_unary("silu", Params(), silu_ld, Magnitudes{0, std::bit_cast<std::uint32_t>(7.875f) - 1},
-                s ? sweep_step() : 127);
-}
-TEST(Fp32Sweep, SoftplusTableRange) {
-    const char* s = std::getenv("CONFORM_FP32_SWEEP_STEP");
-    sweep_unary("softplus", Params(), softplus_ld, Magnitudes{0, std::bit_cast<std::uint32_t>(7.875f) - 1},
-                s ? sweep_step() : 127);
-}
+TEST(Fp32Sweep, GeluTanhTableRange) { sweep_table_range("gelu_tanh", gelu_tanh_ld, 3.9f); }
+TEST(Fp32Sweep, SigmoidTableRange) { sweep_table_range("sigmoid", sigmoid_ld, 7.875f); }
+TEST(Fp32Sweep, SiluTableRange) { sweep_table_range("silu", silu_ld, 7.875f); }
+TEST(Fp32Sweep, SoftplusTableRange) { sweep_table_range("softplus", softplus_ld, 7.875f); }
 TEST(Fp32Sweep, Softplus) { sweep_unary("softplus", Params(), softplus_ld); }
 TEST(Fp32Sweep, Softcap) {
     for (double beta : {30.0, 0x1p-20, 0x1p40})

@@ -909,17 +909,16 @@ CONFORM_AVX512 void run_double_wide(const KernelCall& c, const Op& op, bool stre
 
 template <Format F, int N, class Op>
 CONFORM_AVX2 void run_simd(const KernelCall& c, const Op& op) {
+    // fp32 table kernels first, where the CPU and the functor's parameters
+    // allow them; the float-float or double path otherwise.
+    if constexpr (F == Format::fp32 && Fp32Lanes16<Op, N>) {
+        if (has_avx512() && lanes16_enabled(op)) return run_lanes16<N>(c, op);
+    }
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
         run_lut<F, N>(c, op);
     } else if constexpr (F == Format::fp32 && Fp32FloatVec<Op, N>) {
-        if constexpr (Fp32Lanes16<Op, N>) {
-            if (has_avx512() && lanes16_enabled(op)) return run_lanes16<N>(c, op);
-        }
         run_ff32<N>(c, op);
     } else {
-        if constexpr (F == Format::fp32 && Fp32Lanes16<Op, N>) {
-            if (has_avx512() && lanes16_enabled(op)) return run_lanes16<N>(c, op);
-        }
         const bool stream = streaming_output(c.out[0]);
         if constexpr (DoubleVec8<Op, N>) {
             if (has_avx512()) run_double_wide<F, N>(c, op, stream);

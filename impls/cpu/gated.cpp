@@ -283,8 +283,7 @@ struct SituGluFn {
     CONFORM_AVX512 __mmask16 ok16(__m512 g, __m512 u) const {
         const __mmask16 gate = _mm512_cmp_ps_mask(g, _mm512_set1_ps(kSituGateMin), _CMP_GE_OQ) &
                                _mm512_cmp_ps_mask(g, _mm512_set1_ps(kSituGateEnd), _CMP_LT_OQ);
-        const __m512 au = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), u);
-        return gate & _mm512_cmp_ps_mask(au, _mm512_set1_ps(kSituUpMax), _CMP_LT_OQ) & product_ok16(g, u);
+        return gate & vff::abs_below16(u, kSituUpMax) & product_ok16(g, u);
     }
     // H (1 + m) = hi + (hi m + lo (1 + m)) with u^2 = sh + sl exactly and
     // m = sh Q(sh) + sl q0 (the rest of sl's share is < 2^-28 of m).
@@ -306,10 +305,7 @@ struct SituGluFn {
     }
     // up_f 16 lanes at a time where every |u| < 8.75 (AVX-512: computed
     // instead of read from the up table, the same bits).
-    CONFORM_AVX512 bool up16_ok(__m512 u) const {
-        const __m512 au = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), u);
-        return up_poly && _mm512_cmp_ps_mask(au, _mm512_set1_ps(kSituUpMax), _CMP_LT_OQ) == 0xFFFF;
-    }
+    CONFORM_AVX512 bool up16_ok(__m512 u) const { return up_poly && vff::abs_below16(u, kSituUpMax) == 0xFFFF; }
     CONFORM_AVX512 __m512 up16(__m512 u) const { return situ_up_float<F16>(u); }
     CONFORM_AVX2 __m256 vecf(__m256 g, __m256 u) const { return _mm256_mul_ps(gate_f(g), up_f(u)); }
 };

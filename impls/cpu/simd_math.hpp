@@ -850,12 +850,12 @@ CONFORM_AVX512 inline FFT<__m512> table_poly16(const PolyTable& tb, __m512 x) {
     return {sh, lo};
 }
 
-
-// C(x) as h + l for |x| < 3.9 from a table of C(-a), a = |x| (k = round(8a);
-// kScale = 4: |x| < 7.875, k = round(4a)),
-// for a C with C(x) = 1 - C(-x): C(-a) for x < 0, 1 - C(-a) = nh + nl for
-// x >= 0 (1 - hi exactly as nh + ((1 - nh) - hi) by Fast2Sum, since
-// 1 > hi).  Phi (kPhiTable) and gelu_tanh's sigmoid(2z) (kGeluTanhTable).
+// C(x) as h + l from a table of C(-a), a = |x| (kScale = 8: k = round(8a),
+// |x| < 3.9; kScale = 4: k = round(4a), |x| < 7.875), for a C with
+// C(x) = 1 - C(-x): C(-a) for x < 0, 1 - C(-a) = nh + nl for x >= 0 (1 - hi
+// exactly as nh + ((1 - nh) - hi) by Fast2Sum, since 1 > hi).  Phi
+// (kPhiTable), gelu_tanh's sigmoid(2z) (kGeluTanhTable) and sigmoid
+// (kSigmoidTable).
 template <int kScale = 8>
 CONFORM_AVX512 inline FFT<__m512> cdf16(const PolyTable& tb, __m512 x) {
     using L = F16;
@@ -868,7 +868,7 @@ CONFORM_AVX512 inline FFT<__m512> cdf16(const PolyTable& tb, __m512 x) {
 }
 CONFORM_AVX512 inline FFT<__m512> phi16(__m512 x) { return cdf16(kPhiTable, x); }
 
-// x C(x) = x (h + l) rounded once, for |x| < 3.9.  The sign of x is or-ed
+// x C(x) = x (h + l) rounded once, in cdf16's range.  The sign of x is or-ed
 // in so that x = -0 gives -0 whatever the sign of l.
 template <int kScale = 8>
 CONFORM_AVX512 inline __m512 times_cdf16(const PolyTable& tb, __m512 x) {
