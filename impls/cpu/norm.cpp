@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
-#include <tuple>
 #include <vector>
 
 #include "impls/cpu/convert.hpp"
@@ -208,7 +207,6 @@ struct Avx512Bf16Lanes : Avx2Lanes {
     CONFORM_AVX512_BF16 static W fma(W a, W b, W c) { return _mm512_fmadd_ps(a, b, c); }
     CONFORM_AVX512_BF16 static R lo(W v) { return lo8(v); }
     CONFORM_AVX512_BF16 static R hi(W v) { return hi8(v); }
-
 };
 
 namespace scalar {
