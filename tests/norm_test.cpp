@@ -113,54 +113,54 @@ TEST(NormBound, EpsOutsideSqrtBreaksTheBoundOnlyNearEps) {
     }
 }
 
-// The kernels take each row's first reduction pass in the loop that scales
-// an earlier row (norm_rows.hpp, Rows): a whole tensor must give, row for
-// row, the bits of each row run alone.  Rows between others: a rescued row
-// (its squares overflow fp32; fp16 cannot overflow, so there its row is
-// merely large), zeros with eps = 0 (NaN), a NaN, a constant row, and
-// ordinary rows around them; lengths with every remainder of the 32-element
-// steps.
+namespace {
+
+// A 9-row tensor of `cols` for kernel k: a rescued row (its squares overflow
+// fp32; fp16 cannot overflow, so there it is merely large), zeros (NaN with
+// eps = 0), a NaN, a constant row, and ordinary rows around them.  Each row
+// of the whole tensor's output must have the bits of that row run alone.
+void expect_rows_stand_alone(const KernelInfo& k, std::int64_t cols) {
+    const Format f = k.in;
+    constexpr std::int64_t kRows = 9;
+    const double big = f == Format::fp16 ? 6e4 : 3e25;
+    std::mt19937 gen(static_cast<unsigned>(cols));
+    std::uniform_real_distribution<double> d(-4, 4);
+    std::vector<Tensor> in{Tensor(f, {kRows, cols})};
+    for (std::int64_t i = 0; i < kRows * cols; ++i) {
+        const std::int64_t r = i / cols;
+        const double v = r == 4 ? 0.0 : r == 7 ? 1.5 : d(gen) * (r == 2 ? big : 1.0);
+        in[0].set_value(i, r == 6 && i % cols == cols / 2 ? NAN : v);
+    }
+    for (std::size_t i = 1; i < find_op(k.op)->inputs.size(); ++i) {  // weight, bias
+        in.emplace_back(f, std::vector<std::int64_t>{cols});
+        for (std::int64_t j = 0; j < cols; ++j) in.back().set_value(j, 0.5 + d(gen) / 8);
+    }
+    const Params p({{"eps", 0.0}});
+    const auto call = [&](std::int64_t r0, std::int64_t rows) {
+        Tensor out(f, {rows, cols});
+        KernelCall c{p, {in[0].view().slice_first(r0, r0 + rows)}, {out.view()}};
+        for (std::size_t i = 1; i < in.size(); ++i) c.in.push_back(in[i].view());
+        k.fn(c);
+        return out;
+    };
+    const Tensor whole = call(0, kRows);
+    const std::size_t row_bytes = static_cast<std::size_t>(cols * info(f).bytes);  // not Tensor::bytes(): padded
+    for (std::int64_t r = 0; r < kRows; ++r)
+        EXPECT_EQ(std::memcmp(whole.view().slice_first(r, r + 1).data, call(r, 1).data(), row_bytes), 0)
+            << k.name << " " << kRows << "x" << cols << ": row " << r;
+}
+
+}  // namespace
+
+// A row's bits do not depend on its neighbours (docs/norm.md, "Kernels"):
+// every norm kernel, simd and scalar, at lengths with every remainder of the
+// 32-element steps.
 TEST(NormKernel, WholeTensorEqualsRowByRow) {
     for (const std::string op : {"rms_norm", "layer_norm", "l2_norm"})
         for (Format f : {Format::fp32, Format::bf16, Format::fp16})
             for (const char* kind : {"cpu.simd.", "cpu.scalar."})
-                for (std::int64_t cols : {37, 1000, 4109}) {
-                    const KernelInfo& k = *builtin_registry().find(kind + op + "." + name(f));
-                    const OpSpec& spec = *find_op(op);
-                    constexpr std::int64_t kRows = 9;
-                    const double big = f == Format::fp16 ? 6e4 : 3e25;
-                    std::mt19937 gen(static_cast<unsigned>(cols));
-                    std::uniform_real_distribution<double> d(-4, 4);
-                    std::vector<Tensor> in{Tensor(f, {kRows, cols})};
-                    for (std::int64_t i = 0; i < kRows * cols; ++i) {
-                        const std::int64_t r = i / cols;
-                        const double v = r == 4 ? 0.0 : r == 7 ? 1.5 : d(gen) * (r == 2 ? big : 1.0);
-                        in[0].set_value(i, r == 6 && i % cols == cols / 2 ? NAN : v);
-                    }
-                    for (std::size_t i = 1; i < spec.inputs.size(); ++i) {
-                        in.emplace_back(f, std::vector<std::int64_t>{cols});
-                        for (std::int64_t j = 0; j < cols; ++j) in.back().set_value(j, 0.5 + d(gen) / 8);
-                    }
-                    const Params p({{"eps", 0.0}});
-                    const auto call = [&](std::int64_t r0, std::int64_t rows) {
-                        Tensor out(f, {rows, cols});
-                        KernelCall c{p, {}, {out.view()}};
-                        TensorView x = in[0].view();
-                        x.data = static_cast<char*>(x.data) + r0 * cols * info(f).bytes;
-                        x.shape[0] = rows;
-                        c.in.push_back(x);
-                        for (std::size_t i = 1; i < in.size(); ++i) c.in.push_back(in[i].view());
-                        k.fn(c);
-                        return out;
-                    };
-                    const Tensor whole = call(0, kRows);
-                    for (std::int64_t r = 0; r < kRows; ++r) {
-                        const Tensor alone = call(r, 1);
-                        const std::size_t row_bytes = static_cast<std::size_t>(cols * info(f).bytes);
-                        EXPECT_EQ(std::memcmp(static_cast<const char*>(whole.data()) + r * row_bytes, alone.data(), row_bytes), 0)
-                            << k.name << " " << kRows << "x" << cols << ": row " << r;
-                    }
-                }
+                for (std::int64_t cols : {37, 1000, 4109})
+                    expect_rows_stand_alone(*builtin_registry().find(kind + op + "." + name(f)), cols);
 }
 
 CONFORM_FAMILY_SUITES(Norm, "norm");
