@@ -47,6 +47,22 @@ struct TensorView {
     TensorView at_first(std::int64_t i) const;
 };
 
+// std::allocator with A-byte alignment (operator new with align_val_t).
+template <class T, std::size_t A>
+struct AlignedAllocator {
+    using value_type = T;
+    template <class U>
+    struct rebind {
+        using other = AlignedAllocator<U, A>;
+    };
+    AlignedAllocator() = default;
+    template <class U>
+    AlignedAllocator(const AlignedAllocator<U, A>&) {}
+    T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{A})); }
+    void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{A}); }
+    friend bool operator==(const AlignedAllocator&, const AlignedAllocator&) { return true; }
+};
+
 class Tensor {
 public:
     Tensor() = default;
@@ -66,7 +82,7 @@ public:
 private:
     Format format_ = Format::fp32;
     std::vector<std::int64_t> shape_;
-    std::vector<std::uint64_t> storage_;  // 8-byte aligned backing store
+    std::vector<std::uint64_t, AlignedAllocator<std::uint64_t, 64>> storage_;  // 64-byte aligned backing store
 };
 
 std::string shape_string(const std::vector<std::int64_t>& shape);

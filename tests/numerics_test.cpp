@@ -221,6 +221,18 @@ TEST(Tensor, StridedViewsAndBits) {
     EXPECT_THROW(Tensor(Format::fp32, {1, 2, 3, 4, 5}), std::invalid_argument);
 }
 
+// Storage starts on a 64-byte line, as frameworks' allocations do (docs/
+// numerics.md, "Tensors"), at every size, small ones from the heap included.
+TEST(Tensor, StorageIsLineAligned) {
+    for (std::int64_t n : {1, 3, 100, 4097, 1 << 22})
+        for (Format f : {Format::fp32, Format::bf16, Format::int8}) {
+            const Tensor t(f, {n});
+            EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data()) % 64, 0u) << name(f) << " x " << n;
+            const Tensor copy = t;
+            EXPECT_EQ(reinterpret_cast<std::uintptr_t>(copy.data()) % 64, 0u) << "copy, " << name(f) << " x " << n;
+        }
+}
+
 TEST(Round, DoubleDoubleRoundingAgreesWithMpfrOrDefers) {
     // Random double-double values around every binade of fp16 and bf16: when
     // round_dd decides, it must equal MPFR's rounding of hi + lo; right at a

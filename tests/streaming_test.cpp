@@ -9,6 +9,7 @@
 //     call: plain stores).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -91,6 +92,43 @@ TEST(Streaming, ElementwiseWholeTensorEqualsRowByRow) {
                 k.fn(call);
             }
             EXPECT_TRUE(same_bits(whole, rows)) << kernel;
+        }
+}
+
+// The norm kernels take rows in groups and scale them block by block of
+// columns, each row's blocks ending on its y's 64-byte lines (norm_rows.hpp);
+// rows needing the rescue go whole.  None of that may change a value: a
+// streamed tensor of rows 16400 bytes long (starting 0, 16, 32 and 48 bytes
+// past a line in turn) equals the same rows run one by one, each a call of
+// its own (not streamed, a group of one, written to a line-aligned row).  Rows 5 and 6 hold tiny values
+// (fp32/bf16: rescued) and a NaN, row 9 an Inf.
+TEST(Streaming, NormGroupsEqualRowByRow) {
+    constexpr std::int64_t rows = 1100, cols = 8200;
+    for (const std::string op : {"rms_norm", "layer_norm", "l2_norm"})
+        for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+            const std::string kernel = "cpu.simd." + op + "." + name(f);
+            const KernelInfo& k = *builtin_registry().find(kernel);
+            const OpSpec& spec = *find_op(op);
+            const Params p = Params::defaults(spec);
+            std::vector<Tensor> in{uniform(f, rows, cols, 11)};
+            for (std::int64_t j = 0; j < cols; ++j) in[0].set_value(5 * cols + j, std::ldexp(1.0 + j % 7, -70));
+            in[0].set_value(6 * cols + 3, std::nan(""));
+            in[0].set_value(9 * cols, INFINITY);
+            for (std::size_t i = 1; i < spec.inputs.size(); ++i) in.push_back(uniform(f, 1, cols, 12 + i));
+            Tensor whole(k.out, {rows, cols});
+            ASSERT_TRUE(cpu::streaming_output(whole.view())) << kernel;
+            KernelCall call{p, {}, {whole.view()}};
+            for (const Tensor& t : in) call.in.push_back(t.view());
+            k.fn(call);
+            int differ = 0;
+            for (std::int64_t r = 0; r < rows; ++r) {
+                Tensor one(k.out, {1, cols});  // its own allocation: line-aligned, unlike most rows of `whole`
+                KernelCall c1{p, {in[0].view().slice_first(r, r + 1)}, {one.view()}};
+                for (std::size_t i = 1; i < in.size(); ++i) c1.in.push_back(in[i].view());
+                k.fn(c1);
+                differ += std::memcmp(whole.view().slice_first(r, r + 1).data, one.data(), cols * info(f).bytes) != 0;
+            }
+            EXPECT_EQ(differ, 0) << kernel << ": rows differing from the same row run alone";
         }
 }
 

@@ -1,6 +1,7 @@
 // CPU kernels of the norm family (rms_norm, layer_norm, l2_norm; docs/norm.md):
 // an AVX2+FMA+F16C path and a portable scalar path sharing one algorithm
 // (impls/cpu/norm_rows.hpp), plus the same-precision naive baselines.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
