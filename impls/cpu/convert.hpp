@@ -137,6 +137,21 @@ CONFORM_AVX512_BF16 inline __m256i narrow16_bf16(__m512 v) {
     return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
 }
 
+// [lo | hi] as one vector (zero-masked inserts: the plain forms draw false
+// GCC 12 warnings, as the extracts above).
+CONFORM_AVX512 inline __m512i concat256(__m256i lo, __m256i hi) {
+    return _mm512_maskz_inserti64x4(0xFF, _mm512_maskz_inserti64x4(0xFF, _mm512_setzero_si512(), lo, 0), hi, 1);
+}
+
+// narrow16_bf16 of a (words 0-15) and of b (words 16-31) in one vector, by
+// one vcvtne2ps2bf16 (same rounding as vcvtneps2bf16; a pair holding a
+// subnormal takes narrow16).
+CONFORM_AVX512_BF16 inline __m512i narrow32_bf16(__m512 a, __m512 b) {
+    if (_kortestz_mask16_u8(_mm512_fpclass_ps_mask(a, 0x20), _mm512_fpclass_ps_mask(b, 0x20)) == 0) [[unlikely]]
+        return concat256(narrow16(a, Format::bf16), narrow16(b, Format::bf16));
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
+}
+
 CONFORM_AVX2 inline void store8(std::uint16_t* p, __m256 v, Format f) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), narrow8(v, f));
 }

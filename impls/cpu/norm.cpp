@@ -202,6 +202,14 @@ struct Avx512Bf16Lanes : Avx2Lanes {
         static_assert(F != Format::fp32, "these lanes serve the bf16 kernels, whose outputs are 16-bit");
         stream32_as_halves(p, narrow<F>(v));
     }
+    // 32 results as two store16_stream would write them; p 64-byte aligned.
+    template <Format F>
+    CONFORM_AVX512_BF16 static void store32_stream(St<F>* p, W a, W b) {
+        __m512i v;
+        if constexpr (F == Format::bf16) v = narrow32_bf16(a, b);
+        else v = concat256(narrow<F>(a), narrow<F>(b));
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+    }
     CONFORM_AVX512_BF16 static W add(W a, W b) { return _mm512_add_ps(a, b); }
     CONFORM_AVX512_BF16 static W sub(W a, W b) { return _mm512_sub_ps(a, b); }
     CONFORM_AVX512_BF16 static W mul(W a, W b) { return _mm512_mul_ps(a, b); }
