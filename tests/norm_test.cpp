@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 
@@ -11,6 +10,7 @@
 #include "oracle/bound.hpp"
 #include "oracle/eval.hpp"
 #include "oracle/norm.hpp"
+#include "rows_testing.hpp"
 
 using namespace conform;
 using conform::testing::KernelSuite;
@@ -135,19 +135,8 @@ void expect_rows_stand_alone(const KernelInfo& k, std::int64_t cols) {
         in.emplace_back(f, std::vector<std::int64_t>{cols});
         for (std::int64_t j = 0; j < cols; ++j) in.back().set_value(j, 0.5 + d(gen) / 8);
     }
-    const Params p({{"eps", 0.0}});
-    const auto call = [&](std::int64_t r0, std::int64_t rows) {
-        Tensor out(f, {rows, cols});
-        KernelCall c{p, {in[0].view().slice_first(r0, r0 + rows)}, {out.view()}};
-        for (std::size_t i = 1; i < in.size(); ++i) c.in.push_back(in[i].view());
-        k.fn(c);
-        return out;
-    };
-    const Tensor whole = call(0, kRows);
-    const std::size_t row_bytes = static_cast<std::size_t>(cols * info(f).bytes);  // not Tensor::bytes(): padded
-    for (std::int64_t r = 0; r < kRows; ++r)
-        EXPECT_EQ(std::memcmp(whole.view().slice_first(r, r + 1).data, call(r, 1).data(), row_bytes), 0)
-            << k.name << " " << kRows << "x" << cols << ": row " << r;
+    EXPECT_EQ(conform::testing::rows_unlike_alone(k, in, Params({{"eps", 0.0}})), std::vector<std::int64_t>{})
+        << k.name << " " << kRows << "x" << cols << ": rows differing from the same row run alone";
 }
 
 }  // namespace
