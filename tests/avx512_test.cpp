@@ -179,41 +179,47 @@ TEST(Avx512, SixteenLaneConversionsMatchAvx2) {
 // bf16 values of ordinary size (a few binades around 1, both signs), from
 // a fixed xorshift sequence; every 7th row scaled by 2^100 (its squares
 // overflow fp32: the rescue path) when `huge_rows`.
-Tensor ordinary_bf16(std::int64_t rows, std::int64_t cols, bool huge_rows) {
-    Tensor t(Format::bf16, {rows, cols});
+// 16-bit values of 2^-4..2^3, random sign and significand; with
+// huge_rows, every 7th row 2^100 times larger (bf16: squares overflow fp32,
+// the rescue path) or 2^12..2^15 (fp16: its largest binades).
+Tensor ordinary16(Format f, std::int64_t rows, std::int64_t cols, bool huge_rows) {
+    Tensor t(f, {rows, cols});
     auto* p = static_cast<std::uint16_t*>(t.data());
+    const bool bf = f == Format::bf16;
+    const unsigned frac = bf ? 7 : 10, low = bf ? 123 : 11, high = bf ? 227 : 27;
     std::uint32_t s = 2463534242u;
     for (std::int64_t i = 0; i < t.numel(); ++i) {
         s ^= s << 13, s ^= s >> 17, s ^= s << 5;
-        const std::uint32_t exp = (huge_rows && (i / cols) % 7 == 3 ? 227u : 123u) + s % 8u;  // 2^-4..2^3, or 2^100 times
-        p[i] = static_cast<std::uint16_t>(((s >> 8) & 0x8000u) | (exp << 7) | ((s >> 16) & 0x7Fu));
+        const std::uint32_t exp = (huge_rows && (i / cols) % 7 == 3 ? high : low) + s % (bf ? 8u : 4u);
+        p[i] = static_cast<std::uint16_t>(((s >> 8) & 0x8000u) | (exp << frac) | ((s >> 16) & ((1u << frac) - 1)));
     }
     return t;
 }
 
-// The bf16 norms (vcvtneps2bf16 stores; 16-lane sums and scaling,
-// Avx512Bf16Lanes) against their AVX2 path: rows of ordinary values whose
+// The 16-bit norms (16-lane sums and scaling, Avx512Bf16Lanes; bf16 stores
+// by vcvtneps2bf16) against their AVX2 path: rows of ordinary values whose
 // lengths leave every remainder (32-element steps, one 8-block, a tail),
 // rows for the rescue path, the streamed size, and rows of every bit
 // pattern (NaN and Inf included).
-TEST(Avx512, Bf16NormsMatchAvx2) {
+TEST(Avx512, NormsMatchAvx2) {
     if (!cpu::has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU (or CONFORM_ISA caps it)";
-    for (const char* op : {"rms_norm", "layer_norm", "l2_norm"}) {
-        const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + ".bf16");
-        const OpSpec& spec = *find_op(op);
-        const auto check = [&](Tensor x, const std::string& what) {
-            const std::int64_t cols = x.view().cols();
-            std::vector<Tensor> in{std::move(x)};
-            for (std::size_t i = 1; i < spec.inputs.size(); ++i) in.push_back(ordinary_bf16(1, cols, false));
-            std::vector<TensorView> views{in[0].view()};  // then the [cols] weight and bias
-            for (std::size_t i = 1; i < in.size(); ++i) views.push_back(TensorView::contiguous(in[i].data(), Format::bf16, {cols}));
-            expect_paths_agree(k, views, what, /*nan_as_class=*/true);
-        };
-        for (std::int64_t cols : {4109, 8192, 37, 1000})
-            check(ordinary_bf16(29, cols, true), "29x" + std::to_string(cols));
-        check(ordinary_bf16(1100, 8192, false), "1100x8192 streamed");
-        check(all_patterns(Format::bf16, {66, 1000}), "66x1000 every pattern");
-    }
+    for (Format f : {Format::bf16, Format::fp16})
+        for (const char* op : {"rms_norm", "layer_norm", "l2_norm"}) {
+            const KernelInfo& k = *builtin_registry().find(std::string("cpu.simd.") + op + "." + name(f));
+            const OpSpec& spec = *find_op(op);
+            const auto check = [&](Tensor x, const std::string& what) {
+                const std::int64_t cols = x.view().cols();
+                std::vector<Tensor> in{std::move(x)};
+                for (std::size_t i = 1; i < spec.inputs.size(); ++i) in.push_back(ordinary16(f, 1, cols, false));
+                std::vector<TensorView> views{in[0].view()};  // then the [cols] weight and bias
+                for (std::size_t i = 1; i < in.size(); ++i) views.push_back(TensorView::contiguous(in[i].data(), f, {cols}));
+                expect_paths_agree(k, views, k.name + " " + what, /*nan_as_class=*/true);
+            };
+            for (std::int64_t cols : {4109, 8192, 37, 1000, 5})
+                check(ordinary16(f, 29, cols, true), "29x" + std::to_string(cols));
+            check(ordinary16(f, 1100, 8192, false), "1100x8192 streamed");
+            check(all_patterns(f, {66, 1000}), "66x1000 every pattern");
+        }
 }
 
 // Every input pattern, at four input alignments (lengths 65569, 65568,

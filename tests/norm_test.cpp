@@ -148,7 +148,7 @@ TEST(NormKernel, WholeTensorEqualsRowByRow) {
     for (const std::string op : {"rms_norm", "layer_norm", "l2_norm"})
         for (Format f : {Format::fp32, Format::bf16, Format::fp16})
             for (const char* kind : {"cpu.simd.", "cpu.scalar."})
-                for (std::int64_t cols : {37, 1000, 4109})
+                for (std::int64_t cols : {5, 37, 512, 1000, 4109})
                     expect_rows_stand_alone(*builtin_registry().find(kind + op + "." + name(f)), cols);
 }
 

@@ -129,6 +129,10 @@ CONFORM_AVX512 inline __m512 widen16(__m256i h, Format f) {
 // all-ones masks: the plain cast and extract draw false GCC 12 warnings.
 CONFORM_AVX512 inline __m256 lo8(__m512 v) { return _mm512_maskz_extractf32x8_ps(0xFF, v, 0); }
 CONFORM_AVX512 inline __m256 hi8(__m512 v) { return _mm512_maskz_extractf32x8_ps(0xFF, v, 1); }
+// [lo | hi] as one 16-lane vector (zero-masked inserts, as concat256 below).
+CONFORM_AVX512 inline __m512 join16(__m256 lo, __m256 hi) {
+    return _mm512_maskz_insertf32x8(0xFFFF, _mm512_maskz_insertf32x8(0xFFFF, _mm512_setzero_ps(), lo, 0), hi, 1);
+}
 
 // narrow8_bf16 16 lanes at a time: the same bits as narrow16(v, bf16).
 CONFORM_AVX512_BF16 inline __m256i narrow16_bf16(__m512 v) {

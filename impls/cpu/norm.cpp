@@ -160,10 +160,11 @@ struct Avx2Lanes {
 
 // Avx2Lanes with bf16 stores by vcvtneps2bf16 (narrow8_bf16: the same bits
 // as narrow8, in ~2 operations instead of ~10), and a 16-lane form W of the
-// operations that norm_rows.hpp uses where kWide: row_sum keeps its four
-// 8-lane accumulators as the two halves of two 16-lane ones, and the scale
-// pass is lane by lane, so the avx512 copy below sums and scales exactly as
-// the avx2 copy does (tests/avx512_test.cpp).
+// operations that norm_rows.hpp uses where kWide: the sums keep their four
+// 8-lane accumulators as the two halves of two 16-lane ones (wide_steps),
+// and the scale pass is lane by lane, so the avx512 copy below sums and
+// scales exactly as the avx2 copy does (tests/avx512_test.cpp).  The bf16
+// and fp16 kernels take it on CPUs with AVX512_BF16.
 struct Avx512Bf16Lanes : Avx2Lanes {
     static constexpr bool kWide = true;
     using W = __m512;
@@ -216,6 +217,7 @@ struct Avx512Bf16Lanes : Avx2Lanes {
     CONFORM_AVX512_BF16 static W fma(W a, W b, W c) { return _mm512_fmadd_ps(a, b, c); }
     CONFORM_AVX512_BF16 static R lo(W v) { return lo8(v); }
     CONFORM_AVX512_BF16 static R hi(W v) { return hi8(v); }
+    CONFORM_AVX512_BF16 static W join(R lo, R hi) { return join16(lo, hi); }
 };
 
 namespace scalar {
@@ -287,7 +289,7 @@ void naive_run(NormOp op, Format f, const KernelCall& call) {
 
 template <NormOp Op, Format F>
 void simd_kernel(const KernelCall& c) {
-    if constexpr (F == Format::bf16)
+    if constexpr (F != Format::fp32)
         if (has_avx512_bf16()) return avx512_bf16::run<Op, F>(c);
     if (has_avx2()) avx2::run<Op, F>(c);
     else scalar::run<Op, F>(c);
@@ -300,7 +302,7 @@ void add_kernels(Registry& r) {
         "fp32 accumulation (FMA), 1/sqrtf(sum/n + eps) correctly rounded, (x*inv)*w in fp32, one rounding to " + f +
         "; exact power-of-two prescale of rows whose fp32 sum over/underflows";
     r.add({"cpu.simd" + tail, op, "simd", F, F, Format::fp32, "cpu", Role::kernel, "",
-           "AVX2+FMA+F16C, 4x8-lane accumulators (bf16 rounded by AVX512_BF16 vcvtneps2bf16 where the CPU has it; scalar fallback without AVX2); " + contract, simd_kernel<Op, F>, {}, {}});
+           "AVX2+FMA+F16C, 4x8-lane accumulators (bf16/fp16 in 16-lane AVX-512 steps, bf16 rounded by vcvtneps2bf16, where the CPU has AVX512_BF16; scalar fallback without AVX2); " + contract, simd_kernel<Op, F>, {}, {}});
     r.add({"cpu.scalar" + tail, op, "scalar", F, F, Format::fp32, "cpu", Role::kernel, "",
            "portable scalar code, same lane order as cpu.simd (bit-identical); " + contract, scalar::run<Op, F>, {}, {}});
     r.add({"cpu.naive" + tail, op, "naive", F, F, F, "cpu", Role::baseline, "",

@@ -2,10 +2,11 @@
 // the AVX2 path and the portable scalar path share one algorithm and one
 // summation order: they give bit-identical results (NaN payloads aside).
 //
-// NOT a self-contained header.  impls/cpu/norm.cpp includes it twice, each
-// time inside its own namespace that first defines
-//   V                    the lane type (ScalarLanes or Avx2Lanes, see norm.cpp)
-//   CONFORM_NORM_TARGET  empty, or the AVX2 target attribute
+// NOT a self-contained header.  impls/cpu/norm.cpp includes it three times,
+// each time inside its own namespace that first defines
+//   V                    the lane type (ScalarLanes, Avx2Lanes or
+//                        Avx512Bf16Lanes, see norm.cpp)
+//   CONFORM_NORM_TARGET  empty, or the AVX2 (AVX-512) target attribute
 // because GCC only inlines AVX2 intrinsics into functions carrying the
 // target attribute, and the scalar copy must not carry it (it runs on
 // machines without AVX2).  Helpers that do not touch V (St, Affine,
@@ -79,40 +80,84 @@ CONFORM_NORM_TARGET inline float hsum(R v) {
     return ((b[0] + b[4]) + (b[2] + b[6])) + ((b[1] + b[5]) + (b[3] + b[7]));
 }
 
-// row_sum's 32-element steps with a0|a1 and a2|a3 as two 16-lane
-// accumulators (L = V where kWide); returns the elements done.
-template <class L, Format F, bool Square, bool Centered>
-CONFORM_NORM_TARGET long wide_sums(const St<F>* x, long n, float c, R& a0, R& a1, R& a2, R& a3) {
-    const typename L::W cw = L::set16(c);
-    typename L::W a01 = L::zero16(), a23 = L::zero16();
-    long i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a01 = accumulate<Square, Centered>(a01, L::template load16<F>(x + i), cw);
-        a23 = accumulate<Square, Centered>(a23, L::template load16<F>(x + i + 16), cw);
-    }
-    a0 = L::lo(a01), a1 = L::hi(a01), a2 = L::lo(a23), a3 = L::hi(a23);
+// A sum in progress is four 8-lane accumulators per row, a[k][0..3], over
+// 32-element blocks (element i + 8 q + j of each block into lane j of a[k][q]);
+// sum_steps takes the whole blocks of columns [i, hi), sum_rest the
+// remaining 8-blocks and the tail (into a[k][0]) and the fixed pairwise
+// tree.  row_sums takes whole rows; the scale pass of a group takes the next
+// group's first sums block by block (scale_group), in the same order.
+// Several rows go through one loop (K rows, each with its own accumulators):
+// one row's chains of dependent additions leave the adders idle between
+// steps, and the other rows' fill them.
+template <int K>
+using Acc = R[K][4];
+
+// sum_steps's blocks with a[k][0]|a[k][1] and a[k][2]|a[k][3] as two 16-lane
+// accumulators (L = V where kWide); returns the first column not done.
+template <class L, Format F, bool Square, bool Centered, int K>
+CONFORM_NORM_TARGET long wide_steps(const St<F>* const (&x)[K], long i, long hi, const float (&c)[K], Acc<K>& a) {
+    using W = typename L::W;
+    W cw[K], a01[K], a23[K];
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) cw[k] = L::set16(c[k]), a01[k] = L::join(a[k][0], a[k][1]), a23[k] = L::join(a[k][2], a[k][3]);
+    for (; i + 32 <= hi; i += 32)
+#pragma GCC unroll 4
+        for (int k = 0; k < K; ++k) {
+            a01[k] = accumulate<Square, Centered>(a01[k], L::template load16<F>(x[k] + i), cw[k]);
+            a23[k] = accumulate<Square, Centered>(a23[k], L::template load16<F>(x[k] + i + 16), cw[k]);
+        }
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) a[k][0] = L::lo(a01[k]), a[k][1] = L::hi(a01[k]), a[k][2] = L::lo(a23[k]), a[k][3] = L::hi(a23[k]);
     return i;
 }
 
-// fp32 sum over the row of (x - c) or (x - c)^2 (c = 0 unless Centered).
-// Four accumulators over 32-element blocks hide the FMA latency; the
-// remaining 8-blocks and the tail (padded with c, so padded lanes add exactly
-// zero) go to the first.
-template <Format F, bool Square, bool Centered>
-CONFORM_NORM_TARGET float row_sum(const St<F>* x, long n, float c) {
-    const R cv = V::set1(c);
-    R a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
-    long i = 0;
-    if constexpr (WideLanes<V>) i = wide_sums<V, F, Square, Centered>(x, n, c, a0, a1, a2, a3);
-    for (; i + 32 <= n; i += 32) {
-        a0 = accumulate<Square, Centered>(a0, V::template load<F>(x + i), cv);
-        a1 = accumulate<Square, Centered>(a1, V::template load<F>(x + i + 8), cv);
-        a2 = accumulate<Square, Centered>(a2, V::template load<F>(x + i + 16), cv);
-        a3 = accumulate<Square, Centered>(a3, V::template load<F>(x + i + 24), cv);
+// Sums of (x - c) or (x - c)^2 (c = 0 unless Centered) over the whole
+// 32-element blocks of columns [i, hi), i a multiple of 32.
+template <Format F, bool Square, bool Centered, int K>
+CONFORM_NORM_TARGET long sum_steps(const St<F>* const (&x)[K], long i, long hi, const float (&c)[K], Acc<K>& a) {
+    if constexpr (WideLanes<V>) return wide_steps<V, F, Square, Centered, K>(x, i, hi, c, a);
+    R cv[K];
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) cv[k] = V::set1(c[k]);
+    for (; i + 32 <= hi; i += 32)
+#pragma GCC unroll 4
+        for (int k = 0; k < K; ++k)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q) a[k][q] = accumulate<Square, Centered>(a[k][q], V::template load<F>(x[k] + i + 8 * q), cv[k]);
+    return i;
+}
+
+// From column i (past the last whole block) to n: the 8-blocks and the tail
+// (padded with c, so padded lanes add exactly zero), then the lane tree.
+template <Format F, bool Square, bool Centered, int K>
+CONFORM_NORM_TARGET void sum_rest(const St<F>* const (&x)[K], long i, long n, const float (&c)[K], Acc<K>& a,
+                                  float* sum) {
+    R cv[K];
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) cv[k] = V::set1(c[k]);
+    for (; i + 8 <= n; i += 8)
+#pragma GCC unroll 4
+        for (int k = 0; k < K; ++k) a[k][0] = accumulate<Square, Centered>(a[k][0], V::template load<F>(x[k] + i), cv[k]);
+    for (int k = 0; k < K; ++k) {
+        if (i < n) a[k][0] = accumulate<Square, Centered>(a[k][0], load_tail<F>(x[k] + i, n - i, c[k]), cv[k]);
+        sum[k] = hsum(V::add(V::add(a[k][0], a[k][1]), V::add(a[k][2], a[k][3])));
     }
-    for (; i + 8 <= n; i += 8) a0 = accumulate<Square, Centered>(a0, V::template load<F>(x + i), cv);
-    if (i < n) a0 = accumulate<Square, Centered>(a0, load_tail<F>(x + i, n - i, c), cv);
-    return hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
+}
+
+template <int K>
+CONFORM_NORM_TARGET inline void zero_acc(Acc<K>& a) {
+    for (auto& row : a)
+        for (R& q : row) q = V::zero();
+}
+
+// fp32 sums over each of K whole rows (the four accumulators hide the add
+// and FMA latency).
+template <Format F, bool Square, bool Centered, int K>
+CONFORM_NORM_TARGET void row_sums(const St<F>* const (&x)[K], long n, const float (&c)[K], float* sum) {
+    Acc<K> a;
+    zero_acc<K>(a);
+    const long i = sum_steps<F, Square, Centered, K>(x, 0, n, c, a);
+    sum_rest<F, Square, Centered, K>(x, i, n, c, a, sum);
 }
 
 // One 8-lane output block: t = (x - c) * inv, then the op's affine part
@@ -193,38 +238,50 @@ CONFORM_NORM_TARGET void scale_row(const St<In>* x, const float* w, const float*
     else scale_row_as<In, Out, A, false>(x, w, b, y, n, c, inv, next);
 }
 
-// The per-row scalars of the scale pass: shift c and factor inv.  rms_scale
-// and layer_scale return false where the fp32 statistics overflowed or
-// underflowed (or the row holds Inf/NaN): such a row goes through norm_row,
-// which rescues it.
+// The per-row scalars of the scale pass: shift c and factor inv.  Where the
+// fp32 statistics overflowed or underflowed (or the row holds Inf/NaN) the
+// row goes through norm_row, which rescues it.
 struct RowScale {
     float c = 0, inv = 1;
 };
 
-// rms_norm (div = n) and l2_norm (div = 1): inv = 1 / sqrt(sum x^2 / div + eps).
-template <Format In>
-CONFORM_NORM_TARGET bool rms_scale(const St<In>* x, long n, float div, double eps, RowScale& s) {
-    const float d = row_sum<In, true, false>(x, n, 0.0f) / div + static_cast<float>(eps);
-    s = {0.0f, 1.0f / std::sqrt(d)};
-    return !needs_rescue(d);
-}
-
-// layer_norm, two passes.  The mean is taken of x - x[0] and shifted back,
-// so a constant row has mean exactly x[0] and variance exactly 0.
-template <Format In>
-CONFORM_NORM_TARGET bool layer_scale(const St<In>* x, long n, double eps, RowScale& s) {
-    const float nf = static_cast<float>(n), k = Storage<In>::load(x, 0);
-    const float mu = k + row_sum<In, false, true>(x, n, k) / nf;
-    const float d = row_sum<In, true, true>(x, n, mu) / nf + static_cast<float>(eps);
-    s = {mu, 1.0f / std::sqrt(d)};
-    return std::isfinite(mu) && !needs_rescue(d);
-}
-
-// One op's statistics and scale pass (Op selects the affine part).
+// The statistics' first pass, the one a group's scale pass takes ahead for
+// the next group: layer_norm's sum of x - x[0], rms/l2_norm's sum of x^2.
+template <NormOp Op>
+inline constexpr bool kSquareFirst = Op != NormOp::layer;
 template <NormOp Op, Format In>
-CONFORM_NORM_TARGET bool row_scale(const St<In>* x, long n, float div, double eps, RowScale& s) {
-    if constexpr (Op == NormOp::layer) return layer_scale<In>(x, n, eps, s);
-    else return rms_scale<In>(x, n, div, eps, s);
+CONFORM_NORM_TARGET inline float first_shift(const St<In>* x) {
+    return Op == NormOp::layer ? Storage<In>::load(x, 0) : 0.0f;
+}
+template <NormOp Op, Format In, int K>
+CONFORM_NORM_TARGET void first_sums(const St<In>* const (&x)[K], long n, float* sum) {
+    float c[K];
+    for (int k = 0; k < K; ++k) c[k] = first_shift<Op, In>(x[k]);
+    row_sums<In, kSquareFirst<Op>, Op == NormOp::layer, K>(x, n, c, sum);
+}
+
+// The scalars of K rows from their first sums; ok[k] is false where row k's
+// statistics failed.
+//   rms_norm (div = n), l2_norm (div = 1): inv = 1 / sqrt(sum x^2 / div + eps).
+//   layer_norm (div unused, n): the mean is x[0] + sum (x - x[0]) / n, so a
+//   constant row has mean exactly x[0] and variance exactly 0; a second pass
+//   sums (x - mean)^2, and inv = 1 / sqrt(that / n + eps).
+template <NormOp Op, Format In, int K>
+CONFORM_NORM_TARGET void row_scales(const St<In>* const (&x)[K], long n, float div, double eps,
+                                    const float* first, RowScale* s, bool* ok) {
+    float mu[K] = {}, sq[K];
+    if constexpr (Op == NormOp::layer) {
+        div = static_cast<float>(n);
+        for (int k = 0; k < K; ++k) mu[k] = first_shift<Op, In>(x[k]) + first[k] / div;
+        row_sums<In, true, true, K>(x, n, mu, sq);
+    } else {
+        for (int k = 0; k < K; ++k) sq[k] = first[k];
+    }
+    for (int k = 0; k < K; ++k) {
+        const float d = sq[k] / div + static_cast<float>(eps);
+        s[k] = {mu[k], 1.0f / std::sqrt(d)};
+        ok[k] = std::isfinite(mu[k]) && !needs_rescue(d);
+    }
 }
 template <NormOp Op>
 inline constexpr Affine kAffine =
@@ -235,14 +292,18 @@ inline constexpr Affine kAffine =
 template <NormOp Op, Format In, Format Out>
 void norm_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, float div, double eps,
               bool rescue, bool stream) {
-    RowScale s;
-    if (!row_scale<Op, In>(x, n, div, eps, s) && rescue) {
+    RowScale s[1];
+    bool ok[1];
+    float first[1];
+    first_sums<Op, In, 1>({x}, n, first);
+    row_scales<Op, In, 1>({x}, n, div, eps, first, s, ok);
+    if (!ok[0] && rescue) {
         thread_local std::vector<float> scaled;
         double eps_scaled;
         if (prescale_row<In>(x, n, eps, scaled, eps_scaled))
             return norm_row<Op, Format::fp32, Out>(scaled.data(), w, b, y, n, div, eps_scaled, false, stream);
     }
-    scale_row<In, Out, kAffine<Op>>(x, w, b, y, n, s.c, s.inv, stream, nullptr);
+    scale_row<In, Out, kAffine<Op>>(x, w, b, y, n, s[0].c, s[0].inv, stream, nullptr);
 }
 
 // Rows go in groups of kGroupRows: first each row's statistics, then the
@@ -261,15 +322,36 @@ inline long line_lead(const T* y) {
     return static_cast<long>((64 - reinterpret_cast<std::uintptr_t>(y) % 64) % 64 / sizeof(T));
 }
 
+// The first sums of a group's rows, taken ahead by the previous group's
+// scale pass.
+struct Ahead {
+    bool ready = false;
+    float sum[kGroupRows];
+};
+
 // The scale pass of a group (rows r0 .. r0 + g - 1, those with whole[j] done
 // already), block by block of columns.  A row's blocks end on 64-byte lines
 // of its y, so that each line is written whole within one block: a line
 // left half-written while the other rows' blocks go out costs its
 // write-combining (out of cache, layer_norm bf16 on rows 16 bytes past a line
 // fell from 0.54 to 0.41 of the streaming copy with blocks at fixed columns).
+// Unless `ahead` is null, each block also takes the next group's first sums
+// over the same columns (whole 32-blocks at fixed columns, the rest after
+// the last block): arithmetic that fills the time the scale pass waits on
+// memory (docs/norm.md, "Performance", 2026-12-01).
 template <NormOp Op, Format F, bool kStream>
 CONFORM_NORM_TARGET void scale_group(const NormArgs& a, const float* w, const float* b, std::int64_t r0, long g,
-                                     const RowScale* s, const bool* whole, bool prefetch) {
+                                     const RowScale* s, const bool* whole, bool prefetch, Ahead* ahead) {
+    constexpr bool sq = kSquareFirst<Op>, centered = Op == NormOp::layer;
+    const St<F>* nx[kGroupRows];
+    float nc[kGroupRows];
+    Acc<kGroupRows> acc;
+    const long steps_end = a.n / 32 * 32;
+    if (ahead) {
+        for (long j = 0; j < kGroupRows; ++j)
+            nx[j] = a.x.row<St<F>>(r0 + kGroupRows + j), nc[j] = first_shift<Op, F>(nx[j]);
+        zero_acc<kGroupRows>(acc);
+    }
     for (long k = 0; k * kBlockCols < a.n; ++k) {
         for (long j = 0; j < g; ++j) {
             if (whole[j]) continue;
@@ -283,26 +365,45 @@ CONFORM_NORM_TARGET void scale_group(const NormArgs& a, const float* w, const fl
             scale_row_as<F, F, kAffine<Op>, kStream>(a.x.row<St<F>>(r0 + j) + lo, w ? w + lo : nullptr,
                                                       b ? b + lo : nullptr, y + lo, hi - lo, s[j].c, s[j].inv, next);
         }
+        if (ahead)
+            sum_steps<F, sq, centered, kGroupRows>(nx, std::min(k * kBlockCols, steps_end),
+                                                   std::min((k + 1) * kBlockCols, steps_end), nc, acc);
     }
+    if (ahead) sum_rest<F, sq, centered, kGroupRows>(nx, steps_end, a.n, nc, acc, ahead->sum);
 }
 
-// Rows r0 .. r0 + g - 1: statistics row by row (a row whose statistics
-// failed goes whole through norm_row: statistics again, rescue, scale), then
-// the group's scale pass, streamed where every row's y allows it.
+// Rows r0 .. r0 + g - 1: the first sums (taken ahead, or here two rows at a
+// time), the rest of the statistics (two rows at a time); a row whose statistics failed then goes
+// whole through norm_row (statistics again, rescue, scale); then the group's
+// scale pass, streamed where every row's y allows it, which takes the next
+// group's first sums when that group is whole.
 template <NormOp Op, Format F>
-void run_group(const NormArgs& a, const float* w, const float* b, std::int64_t r0, long g, bool stream) {
+void run_group(const NormArgs& a, const float* w, const float* b, std::int64_t r0, long g, bool stream,
+               Ahead& ahead) {
     const float div = Op == NormOp::rms ? static_cast<float>(a.n) : 1.0f;
     RowScale s[kGroupRows];
-    bool whole[kGroupRows];
-    bool aligned = true;
-    for (long j = 0; j < g; ++j) {
-        const St<F>* x = a.x.row<St<F>>(r0 + j);
-        whole[j] = !row_scale<Op, F>(x, a.n, div, a.eps, s[j]);
-        if (whole[j]) norm_row<Op, F, F>(x, w, b, a.y.row<St<F>>(r0 + j), a.n, div, a.eps, true, stream);
-        aligned = aligned && aligned16(a.y.row<St<F>>(r0 + j));
+    bool ok[kGroupRows], whole[kGroupRows];
+    float first[kGroupRows];
+    auto x = [&](long j) { return a.x.row<St<F>>(r0 + j); };
+    long j = 0;
+    if (ahead.ready) std::copy(ahead.sum, ahead.sum + g, first);
+    else {
+        for (; j + 2 <= g; j += 2) first_sums<Op, F, 2>({x(j), x(j + 1)}, a.n, first + j);
+        if (j < g) first_sums<Op, F, 1>({x(j)}, a.n, first + j);
     }
-    if (stream && aligned) scale_group<Op, F, true>(a, w, b, r0, g, s, whole, true);
-    else scale_group<Op, F, false>(a, w, b, r0, g, s, whole, stream);
+    for (j = 0; j + 2 <= g; j += 2) row_scales<Op, F, 2>({x(j), x(j + 1)}, a.n, div, a.eps, first + j, s + j, ok + j);
+    if (j < g) row_scales<Op, F, 1>({x(j)}, a.n, div, a.eps, first + j, s + j, ok + j);
+    bool aligned = true;
+    for (j = 0; j < g; ++j) {
+        St<F>* y = a.y.row<St<F>>(r0 + j);
+        whole[j] = !ok[j];
+        if (whole[j]) norm_row<Op, F, F>(x(j), w, b, y, a.n, div, a.eps, true, stream);
+        aligned = aligned && aligned16(y);
+    }
+    ahead.ready = r0 + 2 * kGroupRows <= a.rows;
+    Ahead* next = ahead.ready ? &ahead : nullptr;
+    if (stream && aligned) scale_group<Op, F, true>(a, w, b, r0, g, s, whole, true, next);
+    else scale_group<Op, F, false>(a, w, b, r0, g, s, whole, stream, next);
 }
 
 // Whole-tensor entry: rows of x (leading dims folded), broadcast w and b.
@@ -313,7 +414,9 @@ void run(const KernelCall& call) {
     const float* w = widen<F>(a.w, a.n, a.zero_centered && Op == NormOp::rms, wbuf);
     const float* b = widen<F>(a.b, a.n, false, bbuf);
     const bool stream = streaming_output(a.y);
+    Ahead ahead;
     for (std::int64_t r0 = 0; r0 < a.rows; r0 += kGroupRows)
-        run_group<Op, F>(a, w, b, r0, static_cast<long>(std::min<std::int64_t>(kGroupRows, a.rows - r0)), stream);
+        run_group<Op, F>(a, w, b, r0, static_cast<long>(std::min<std::int64_t>(kGroupRows, a.rows - r0)), stream,
+                         ahead);
     if (stream) V::fence();
 }
