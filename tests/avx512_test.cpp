@@ -176,12 +176,11 @@ TEST(Avx512, SixteenLaneConversionsMatchAvx2) {
     }
 }
 
-// bf16 values of ordinary size (a few binades around 1, both signs), from
-// a fixed xorshift sequence; every 7th row scaled by 2^100 (its squares
-// overflow fp32: the rescue path) when `huge_rows`.
-// 16-bit values of 2^-4..2^3, random sign and significand; with
-// huge_rows, every 7th row 2^100 times larger (bf16: squares overflow fp32,
-// the rescue path) or 2^12..2^15 (fp16: its largest binades).
+// 16-bit values of ordinary size (bf16 2^-4..2^3, fp16 2^-4..2^-1), random
+// sign and significand from a fixed xorshift sequence; with huge_rows,
+// every 7th row 2^100 times larger (bf16: its squares overflow fp32, the
+// rescue path) or of 2^12..2^15 (fp16: its largest binades; fp16 squares
+// cannot overflow fp32, so fp16 has no rescue row here).
 Tensor ordinary16(Format f, std::int64_t rows, std::int64_t cols, bool huge_rows) {
     Tensor t(f, {rows, cols});
     auto* p = static_cast<std::uint16_t*>(t.data());

@@ -115,13 +115,16 @@ TEST(NormBound, EpsOutsideSqrtBreaksTheBoundOnlyNearEps) {
 
 namespace {
 
-// A 9-row tensor of `cols` for kernel k: a rescued row (its squares overflow
-// fp32; fp16 cannot overflow, so there it is merely large), zeros (NaN with
-// eps = 0), a NaN, a constant row, and ordinary rows around them.  Each row
-// of the whole tensor's output must have the bits of that row run alone.
+// A 13-row tensor of `cols` for kernel k: a rescued row (its squares
+// overflow fp32; fp16 cannot overflow, so there it is merely large), zeros
+// (NaN with eps = 0), a NaN, a constant row, and ordinary rows around them;
+// rows 8-11, all ordinary, are a group whose first sums the scale pass of
+// rows 4-7 takes ahead (docs/norm.md, "Statistics ahead"), and row 12 a short
+// last group.  Each row of the whole tensor's output must have the bits of
+// that row run alone.
 void expect_rows_stand_alone(const KernelInfo& k, std::int64_t cols) {
     const Format f = k.in;
-    constexpr std::int64_t kRows = 9;
+    constexpr std::int64_t kRows = 13;
     const double big = f == Format::fp16 ? 6e4 : 3e25;
     std::mt19937 gen(static_cast<unsigned>(cols));
     std::uniform_real_distribution<double> d(-4, 4);

@@ -200,7 +200,7 @@ struct Avx512Bf16Lanes : Avx2Lanes {
     }
     template <Format F>
     CONFORM_AVX512_BF16 static void store16_stream(St<F>* p, W v) {  // p 16-byte aligned, as store_stream
-        static_assert(F != Format::fp32, "these lanes serve the bf16 kernels, whose outputs are 16-bit");
+        static_assert(F != Format::fp32, "these lanes serve the bf16 and fp16 kernels, whose outputs are 16-bit");
         stream32_as_halves(p, narrow<F>(v));
     }
     // 32 results as two store16_stream would write them; p 64-byte aligned.
