@@ -1,9 +1,13 @@
 // Norm family: oracle worked examples and closed forms, the derived bound,
 // and the property suite over every registered norm kernel and mutant.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "kernel_suite.hpp"
@@ -153,6 +157,64 @@ TEST(NormKernel, WholeTensorEqualsRowByRow) {
             for (const char* kind : {"cpu.simd.", "cpu.scalar."})
                 for (std::int64_t cols : {5, 37, 512, 1000, 4109})
                     expect_rows_stand_alone(*builtin_registry().find(kind + op + "." + name(f)), cols);
+}
+
+namespace {
+
+// `bytes` of memory that end where a PROT_NONE page begins, so that reading
+// one byte past them faults.
+class GuardedBytes {
+public:
+    explicit GuardedBytes(std::size_t bytes) {
+        const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+        span_ = (bytes + page - 1) / page * page + page;
+        base_ = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base_ == MAP_FAILED) throw std::runtime_error("mmap failed");
+        if (mprotect(static_cast<char*>(base_) + span_ - page, page, PROT_NONE) != 0) throw std::runtime_error("mprotect failed");
+        data_ = static_cast<char*>(base_) + span_ - page - bytes;
+    }
+    ~GuardedBytes() { munmap(base_, span_); }
+    GuardedBytes(const GuardedBytes&) = delete;
+    GuardedBytes& operator=(const GuardedBytes&) = delete;
+    void* data() const { return data_; }
+
+private:
+    void* base_;
+    void* data_;
+    std::size_t span_;
+};
+
+}  // namespace
+
+// The statistics taken ahead read the next group's rows only where that
+// group exists (docs/norm.md, "Statistics ahead"): x ends at a guard page,
+// at row counts around whole groups, and the kernels must neither fault nor
+// give other bits than on an ordinary tensor.
+TEST(NormKernel, ReadsNoRowPastTheEnd) {
+    constexpr std::int64_t cols = 40;
+    for (const std::string op : {"rms_norm", "layer_norm", "l2_norm"})
+        for (Format f : {Format::fp32, Format::bf16, Format::fp16})
+            for (const char* kind : {"cpu.simd.", "cpu.scalar."})
+                for (std::int64_t rows : {5, 8, 9, 12, 13}) {
+                    const KernelInfo& k = *builtin_registry().find(kind + op + "." + name(f));
+                    std::vector<Tensor> in{Tensor(f, {rows, cols})};
+                    for (std::int64_t i = 0; i < rows * cols; ++i) in[0].set_value(i, std::sin(0.7 * i) * 3);
+                    for (std::size_t i = 1; i < find_op(op)->inputs.size(); ++i) {
+                        in.emplace_back(f, std::vector<std::int64_t>{cols});
+                        for (std::int64_t j = 0; j < cols; ++j) in.back().set_value(j, 1 + 0.01 * j);
+                    }
+                    const std::size_t bytes = static_cast<std::size_t>(rows * cols * info(f).bytes);
+                    GuardedBytes guarded(bytes);
+                    std::memcpy(guarded.data(), in[0].data(), bytes);
+                    Tensor plain(f, {rows, cols}), at_guard(f, {rows, cols});
+                    KernelCall c{Params(), {in[0].view()}, {plain.view()}};
+                    for (std::size_t i = 1; i < in.size(); ++i) c.in.push_back(in[i].view());
+                    k.fn(c);
+                    c.in[0] = TensorView::contiguous(guarded.data(), f, {rows, cols});
+                    c.out[0] = at_guard.view();
+                    k.fn(c);
+                    EXPECT_EQ(std::memcmp(plain.data(), at_guard.data(), bytes), 0) << k.name << " " << rows << " rows";
+                }
 }
 
 CONFORM_FAMILY_SUITES(Norm, "norm");
