@@ -263,15 +263,15 @@ CONFORM_NORM_TARGET void first_sums(const St<In>* const (&x)[K], long n, float* 
 // The scalars of K rows from their first sums; ok[k] is false where row k's
 // statistics failed.
 //   rms_norm (div = n), l2_norm (div = 1): inv = 1 / sqrt(sum x^2 / div + eps).
-//   layer_norm (div unused, n): the mean is x[0] + sum (x - x[0]) / n, so a
+//   layer_norm (div = n): the mean is x[0] + sum (x - x[0]) / n, so a
 //   constant row has mean exactly x[0] and variance exactly 0; a second pass
 //   sums (x - mean)^2, and inv = 1 / sqrt(that / n + eps).
 template <NormOp Op, Format In, int K>
-CONFORM_NORM_TARGET void row_scales(const St<In>* const (&x)[K], long n, float div, double eps,
-                                    const float* first, RowScale* s, bool* ok) {
+CONFORM_NORM_TARGET void row_scales(const St<In>* const (&x)[K], long n, double eps, const float* first,
+                                    RowScale* s, bool* ok) {
+    const float div = Op == NormOp::l2 ? 1.0f : static_cast<float>(n);
     float mu[K] = {}, sq[K];
     if constexpr (Op == NormOp::layer) {
-        div = static_cast<float>(n);
         for (int k = 0; k < K; ++k) mu[k] = first_shift<Op, In>(x[k]) + first[k] / div;
         row_sums<In, true, true, K>(x, n, mu, sq);
     } else {
@@ -283,6 +283,15 @@ CONFORM_NORM_TARGET void row_scales(const St<In>* const (&x)[K], long n, float d
         ok[k] = std::isfinite(mu[k]) && !needs_rescue(d);
     }
 }
+// The statistics of K rows: their first sums, unless `have_first` (taken
+// ahead), then the scalars.
+template <NormOp Op, Format In, int K>
+CONFORM_NORM_TARGET void row_stats(const St<In>* const (&x)[K], long n, double eps, bool have_first, float* first,
+                                   RowScale* s, bool* ok) {
+    if (!have_first) first_sums<Op, In, K>(x, n, first);
+    row_scales<Op, In, K>(x, n, eps, first, s, ok);
+}
+
 template <NormOp Op>
 inline constexpr Affine kAffine =
     Op == NormOp::layer ? Affine::weight_bias : Op == NormOp::l2 ? Affine::none : Affine::weight;
@@ -290,18 +299,17 @@ inline constexpr Affine kAffine =
 // A whole row on its own: statistics, the rescue where they failed
 // (prescale_row, then the same row in fp32), then the scale pass.
 template <NormOp Op, Format In, Format Out>
-void norm_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, float div, double eps,
-              bool rescue, bool stream) {
+void norm_row(const St<In>* x, const float* w, const float* b, St<Out>* y, long n, double eps, bool rescue,
+              bool stream) {
     RowScale s[1];
     bool ok[1];
     float first[1];
-    first_sums<Op, In, 1>({x}, n, first);
-    row_scales<Op, In, 1>({x}, n, div, eps, first, s, ok);
+    row_stats<Op, In, 1>({x}, n, eps, false, first, s, ok);
     if (!ok[0] && rescue) {
         thread_local std::vector<float> scaled;
         double eps_scaled;
         if (prescale_row<In>(x, n, eps, scaled, eps_scaled))
-            return norm_row<Op, Format::fp32, Out>(scaled.data(), w, b, y, n, div, eps_scaled, false, stream);
+            return norm_row<Op, Format::fp32, Out>(scaled.data(), w, b, y, n, eps_scaled, false, stream);
     }
     scale_row<In, Out, kAffine<Op>>(x, w, b, y, n, s[0].c, s[0].inv, stream, nullptr);
 }
@@ -329,8 +337,8 @@ struct Ahead {
     float sum[kGroupRows];
 };
 
-// The scale pass of a group (rows r0 .. r0 + g - 1, those with whole[j] done
-// already), block by block of columns.  A row's blocks end on 64-byte lines
+// The scale pass of a group (rows r0 .. r0 + g - 1, but those with ok[j]
+// false, done whole already), block by block of columns.  A row's blocks end on 64-byte lines
 // of its y, so that each line is written whole within one block: a line
 // left half-written while the other rows' blocks go out costs its
 // write-combining (out of cache, layer_norm bf16 on rows 16 bytes past a line
@@ -341,7 +349,7 @@ struct Ahead {
 // memory (docs/norm.md, "Performance", 2026-12-01).
 template <NormOp Op, Format F, bool kStream>
 CONFORM_NORM_TARGET void scale_group(const NormArgs& a, const float* w, const float* b, std::int64_t r0, long g,
-                                     const RowScale* s, const bool* whole, bool prefetch, Ahead* ahead) {
+                                     const RowScale* s, const bool* ok, bool prefetch, Ahead* ahead) {
     constexpr bool sq = kSquareFirst<Op>, centered = Op == NormOp::layer;
     const St<F>* nx[kGroupRows];
     float nc[kGroupRows];
@@ -354,7 +362,7 @@ CONFORM_NORM_TARGET void scale_group(const NormArgs& a, const float* w, const fl
     }
     for (long k = 0; k * kBlockCols < a.n; ++k) {
         for (long j = 0; j < g; ++j) {
-            if (whole[j]) continue;
+            if (!ok[j]) continue;
             St<F>* y = a.y.row<St<F>>(r0 + j);
             const long lead = line_lead(y);  // block k: [lead + k B, lead + (k + 1) B), the first from 0
             const long lo = k == 0 ? 0 : std::min<long>(a.n, lead + k * kBlockCols);
@@ -372,38 +380,32 @@ CONFORM_NORM_TARGET void scale_group(const NormArgs& a, const float* w, const fl
     if (ahead) sum_rest<F, sq, centered, kGroupRows>(nx, steps_end, a.n, nc, acc, ahead->sum);
 }
 
-// Rows r0 .. r0 + g - 1: the first sums (taken ahead, or here two rows at a
-// time), the rest of the statistics (two rows at a time); a row whose statistics failed then goes
-// whole through norm_row (statistics again, rescue, scale); then the group's
-// scale pass, streamed where every row's y allows it, which takes the next
-// group's first sums when that group is whole.
+// Rows r0 .. r0 + g - 1: the statistics two rows at a time (the first sums
+// taken ahead where the previous group did); a row whose statistics failed
+// then goes whole through norm_row (statistics again, rescue, scale); then
+// the group's scale pass, streamed where every row's y allows it, which
+// takes the next group's first sums when that group is whole.
 template <NormOp Op, Format F>
 void run_group(const NormArgs& a, const float* w, const float* b, std::int64_t r0, long g, bool stream,
                Ahead& ahead) {
-    const float div = Op == NormOp::rms ? static_cast<float>(a.n) : 1.0f;
     RowScale s[kGroupRows];
-    bool ok[kGroupRows], whole[kGroupRows];
+    bool ok[kGroupRows];
     float first[kGroupRows];
     auto x = [&](long j) { return a.x.row<St<F>>(r0 + j); };
-    long j = 0;
     if (ahead.ready) std::copy(ahead.sum, ahead.sum + g, first);
-    else {
-        for (; j + 2 <= g; j += 2) first_sums<Op, F, 2>({x(j), x(j + 1)}, a.n, first + j);
-        if (j < g) first_sums<Op, F, 1>({x(j)}, a.n, first + j);
-    }
-    for (j = 0; j + 2 <= g; j += 2) row_scales<Op, F, 2>({x(j), x(j + 1)}, a.n, div, a.eps, first + j, s + j, ok + j);
-    if (j < g) row_scales<Op, F, 1>({x(j)}, a.n, div, a.eps, first + j, s + j, ok + j);
+    long j = 0;
+    for (; j + 2 <= g; j += 2) row_stats<Op, F, 2>({x(j), x(j + 1)}, a.n, a.eps, ahead.ready, first + j, s + j, ok + j);
+    if (j < g) row_stats<Op, F, 1>({x(j)}, a.n, a.eps, ahead.ready, first + j, s + j, ok + j);
     bool aligned = true;
     for (j = 0; j < g; ++j) {
         St<F>* y = a.y.row<St<F>>(r0 + j);
-        whole[j] = !ok[j];
-        if (whole[j]) norm_row<Op, F, F>(x(j), w, b, y, a.n, div, a.eps, true, stream);
+        if (!ok[j]) norm_row<Op, F, F>(x(j), w, b, y, a.n, a.eps, true, stream);
         aligned = aligned && aligned16(y);
     }
     ahead.ready = r0 + 2 * kGroupRows <= a.rows;
     Ahead* next = ahead.ready ? &ahead : nullptr;
-    if (stream && aligned) scale_group<Op, F, true>(a, w, b, r0, g, s, whole, true, next);
-    else scale_group<Op, F, false>(a, w, b, r0, g, s, whole, stream, next);
+    if (stream && aligned) scale_group<Op, F, true>(a, w, b, r0, g, s, ok, true, next);
+    else scale_group<Op, F, false>(a, w, b, r0, g, s, ok, stream, next);
 }
 
 // Whole-tensor entry: rows of x (leading dims folded), broadcast w and b.
