@@ -207,12 +207,9 @@ TEST(NormKernel, ReadsNoRowPastTheEnd) {
                     GuardedBytes guarded(bytes);
                     std::memcpy(guarded.data(), in[0].data(), bytes);
                     Tensor plain(f, {rows, cols}), at_guard(f, {rows, cols});
-                    KernelCall c{Params(), {in[0].view()}, {plain.view()}};
-                    for (std::size_t i = 1; i < in.size(); ++i) c.in.push_back(in[i].view());
-                    k.fn(c);
-                    c.in[0] = TensorView::contiguous(guarded.data(), f, {rows, cols});
-                    c.out[0] = at_guard.view();
-                    k.fn(c);
+                    conform::testing::run_rows(k, in[0].view(), in, Params(), plain);
+                    conform::testing::run_rows(k, TensorView::contiguous(guarded.data(), f, {rows, cols}), in, Params(),
+                                               at_guard);
                     EXPECT_EQ(std::memcmp(plain.data(), at_guard.data(), bytes), 0) << k.name << " " << rows << " rows";
                 }
 }
