@@ -40,6 +40,9 @@ struct KernelInfo {
     // Declared deviations from the oracle's conventions (oracle/conventions.hpp),
     // e.g. {"masked_row", "nan"}: the verdict holds the kernel to them.
     std::map<std::string, std::string> conventions;
+    // The accuracy profile it is judged by (properties/profile.hpp: strict,
+    // cr, faithful, rigorous, ulp:N, +ftz, +ieee); empty: strict.
+    std::string profile;
 };
 
 // A mutant's entry: named mutant.<op>.<bug>.<fmt>, input and output in f,

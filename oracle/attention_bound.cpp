@@ -124,4 +124,23 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
     return bound;
 }
 
+std::vector<std::vector<double>> attention_weights(const Params& p, const std::vector<TensorView>& in) {
+    const Shape sh{in[0].shape[0], in[1].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2], in[2].shape[2]};
+    const std::vector<double> q = decoded_values(in[0]), k = decoded_values(in[1]);
+    const std::vector<double> mask = in.size() > 3 ? decoded_values(in[3]) : std::vector<double>{};
+    const double scale_param = p.get("scale", 0);
+    const double scale = scale_param != 0 ? scale_param : 1 / std::sqrt(static_cast<double>(sh.d));
+    std::vector<std::vector<double>> weights;
+    for (std::int64_t h = 0; h < sh.hq; ++h)
+        for (std::int64_t i = 0; i < sh.lq; ++i) {
+            const RowLogits r = row_logits(sh, p, scale, q, k, mask, h, i);
+            std::vector<double>& w = weights.emplace_back();
+            const double m = *std::max_element(r.s.begin(), r.s.end());
+            if (!std::isfinite(m)) continue;
+            for (double s : r.s)
+                if (s != -INFINITY) w.push_back(std::exp(s - m));
+        }
+    return weights;
+}
+
 }  // namespace conform::oracle

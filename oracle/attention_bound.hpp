@@ -38,4 +38,11 @@ struct FlashErrorModel {
 std::vector<double> attention_bound(const Params& params, const std::vector<TensorView>& in, const OpOutputs& exact,
                                     const FlashErrorModel& model);
 
+// The normalized weights p_j = e^(s_j - m) / l of every query row's visible
+// keys (row-major over [Hq, Lq]; hidden keys left out), in double from the
+// exact inputs: the terms of the row's sum l (the probabilistic tier's
+// absorption check, properties/model_breach.cpp).  Rows without a finite
+// visible logit are empty.
+std::vector<std::vector<double>> attention_weights(const Params& params, const std::vector<TensorView>& in);
+
 }  // namespace conform::oracle

@@ -127,7 +127,43 @@ std::vector<double> softmax_bound(const RowData& r, Format acc, Format out) {
 
 }  // namespace
 
-double gamma(double k, double u) { return k * u / (1 - k * u); }
+namespace {
+thread_local Tier tls_tier = Tier::rigorous;
+thread_local bool tls_sharpened = false;
+}  // namespace
+
+const char* name(Tier t) { return t == Tier::rigorous ? "rigorous" : "probabilistic"; }
+
+double tier_failure_probability(double lambda, double u) {
+    return 2 * std::exp(-lambda * lambda * (1 - u) * (1 - u) / 2);
+}
+
+TierScope::TierScope(Tier t) : prev_(tls_tier), prev_sharpened_(tls_sharpened) {
+    tls_tier = t;
+    tls_sharpened = false;
+}
+TierScope::~TierScope() {
+    tls_tier = prev_;
+    tls_sharpened = prev_sharpened_;
+}
+bool TierScope::sharpened() const { return tls_sharpened; }
+Tier current_tier() { return tls_tier; }
+
+// k u >= 1: no finite constant (the classical analysis needs k u < 1).
+double gamma_rigorous(double k, double u) { return k * u < 1 ? k * u / (1 - k * u) : INFINITY; }
+
+double gamma_probabilistic(double k, double u, double lambda) {
+    return std::expm1(lambda * std::sqrt(k) * u + k * u * u / (1 - u));
+}
+
+double gamma(double k, double u) {
+    const double rigorous = gamma_rigorous(k, u);
+    if (tls_tier == Tier::rigorous || !(k > 0)) return rigorous;
+    const double prob = gamma_probabilistic(k, u);
+    if (rigorous <= prob) return rigorous;
+    tls_sharpened = true;
+    return prob;
+}
 
 namespace {
 

@@ -16,8 +16,48 @@ namespace conform::oracle {
 // The smallest FP32 subnormal: the absolute error of an FP32 product that underflows.
 inline constexpr double kEta = 0x1p-149;
 
-// gamma_k = k u / (1 - k u), the classical accumulation constant.
+// Two tiers of every derived bound (docs/numerics.md, "Two tiers"):
+//   rigorous       gamma_k = k u / (1 - k u) bounds |theta_k| for any product
+//                  prod (1 + delta_i)^(+-1) of k roundings: a breach is a
+//                  certain defect, whatever the summation order;
+//   probabilistic  Higham & Mary (2019, Thm 2.4): with independent, mean-zero
+//                  roundings |delta_i| <= u, |theta_k| <= gamma~_k(lambda) =
+//                  exp(lambda sqrt(k) u + k u^2 / (1 - u)) - 1 except with
+//                  probability <= 2 exp(-lambda^2 (1 - u)^2 / 2).
+// Every bound function asks gamma() for its accumulation constants, so one
+// derivation gives both tiers: gamma() answers for the tier of the innermost
+// TierScope on this thread (rigorous when there is none) and, in the
+// probabilistic tier, the smaller of the two constants.
+enum class Tier { rigorous, probabilistic };
+const char* name(Tier t);
+
+// lambda = 10: 2 exp(-49.6) < 6e-22 per constant (u <= 2^-8), so a run that
+// evaluates fewer than 1.7e12 constants (elements x accumulation terms; the
+// default suite: ~1e11) exceeds one with probability < 1e-9.
+inline constexpr double kLambda = 10;
+// The failure probability of one probabilistic constant at lambda and u.
+double tier_failure_probability(double lambda, double u);
+
+class TierScope {
+public:
+    explicit TierScope(Tier t);
+    ~TierScope();
+    TierScope(const TierScope&) = delete;
+    TierScope& operator=(const TierScope&) = delete;
+    // True when some gamma() in this scope answered with the probabilistic
+    // constant (smaller than the rigorous one): the two tiers differ.
+    bool sharpened() const;
+
+private:
+    Tier prev_;
+    bool prev_sharpened_;
+};
+Tier current_tier();
+
+// gamma_k in the current tier.
 double gamma(double k, double u);
+double gamma_rigorous(double k, double u);
+double gamma_probabilistic(double k, double u, double lambda = kLambda);
 
 struct RowData {
     std::vector<double> x, w, b;  // exact inputs (w, b empty when the op has none)

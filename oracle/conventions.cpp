@@ -1,5 +1,6 @@
 #include "oracle/conventions.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -76,6 +77,41 @@ void apply_conventions(const std::string& op, const Conventions& c, const std::v
         nan_rows(empty, rounded.at(0).view().cols(), rounded.at(0), exact.at(0));
         nan_rows(empty, 1, rounded.at(1), exact.at(1));
     }
+}
+
+namespace {
+
+// The formulas of docs/activation.md and docs/gated.md as written, in double.
+double lit_sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+double lit_silu(double x) { return x * lit_sigmoid(x); }
+double lit_gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double lit_gelu_tanh(double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double lit_softcap(double x, double beta) { return beta * std::tanh(x / beta); }
+
+}  // namespace
+
+std::optional<double> ieee_special(const std::string& op, const Params& p, const std::vector<double>& args) {
+    if (std::none_of(args.begin(), args.end(), [](double v) { return std::isinf(v); })) return std::nullopt;
+    const double x = args.at(0);
+    if (op == "sigmoid") return lit_sigmoid(x);
+    if (op == "silu") return lit_silu(x);
+    if (op == "gelu_erf") return lit_gelu_erf(x);
+    if (op == "gelu_tanh") return lit_gelu_tanh(x);
+    if (op == "softplus") return std::log(1 + std::exp(x));
+    if (op == "softcap") return lit_softcap(x, p.get("beta", 30));
+    if (args.size() < 2) return std::nullopt;
+    const double u = args[1];
+    if (op == "swiglu") return lit_silu(x) * u;
+    if (op == "geglu") return lit_gelu_erf(x) * u;
+    if (op == "situ_glu")
+        return lit_softcap(x, p.get("beta1", 4)) * lit_sigmoid(x) * lit_softcap(u, p.get("beta2", 25));
+    if (op == "swiglu_clamp") {
+        const double limit = p.get("limit", 10);
+        return lit_silu(std::fmin(x, limit)) * std::fmax(std::fmin(u, limit), -limit);
+    }
+    return std::nullopt;
 }
 
 }  // namespace conform::oracle

@@ -12,9 +12,11 @@
 // silently judge the kernel against the wrong reference.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "numerics/op.hpp"
 #include "numerics/tensor.hpp"
 
 namespace conform::oracle {
@@ -32,5 +34,12 @@ void check_conventions(const Conventions& c);
 // exact[o][i] for element i of output o).  `in` are the op's inputs.
 void apply_conventions(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
                        std::vector<Tensor>& rounded, std::vector<std::vector<double>>& exact);
+
+// The `ieee` accuracy profile (properties/profile.hpp): elementwise op `op`
+// evaluated literally in IEEE double arithmetic (silu(x) = x * sigmoid(x),
+// so silu(-inf) = -inf * 0 = NaN) when one of its arguments is infinite;
+// nullopt when none is, or for ops that are not elementwise.  The oracle
+// itself follows the limits (docs/activation.md, "Special values").
+std::optional<double> ieee_special(const std::string& op, const Params& params, const std::vector<double>& args);
 
 }  // namespace conform::oracle

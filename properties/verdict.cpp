@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <sstream>
 
 #include "numerics/ulp.hpp"
@@ -24,6 +23,15 @@ Budget budget_for(const KernelInfo& k) {
     return b;
 }
 
+AccuracyProfile profile_for(const KernelInfo& k) { return parse_profile(k.profile); }
+
+const char* name(Region r) {
+    static const char* names[] = {"normal", "tail", "subnormal", "special"};
+    return names[static_cast<int>(r)];
+}
+
+// ---- statistics ----------------------------------------------------------------
+
 void Stats::add_ulp(std::uint64_t u) {
     static const std::uint64_t edges[] = {0, 1, 2, 4, 8, 16, 64, 1024};
     std::size_t k = 0;
@@ -33,21 +41,53 @@ void Stats::add_ulp(std::uint64_t u) {
     max_ulp_ = std::max(max_ulp_, u);
 }
 
-void Stats::add_util(double u) {
-    utils_.push_back(u);
-    max_util_ = std::max(max_util_, u);
+void Stats::add_util(double gate, double rigorous) {
+    utils_.push_back(gate);
+    utils_rig_.push_back(rigorous);
+    max_util_ = std::max(max_util_, gate);
+    max_util_rig_ = std::max(max_util_rig_, rigorous);
 }
 
+void Stats::add_not_judged(const std::string& reason) {
+    ++not_judged_;
+    ++not_judged_reasons_[reason];
+}
+
+void Stats::add_misrounding(bool above, bool away_from_zero) {
+    ++(above ? above_ : below_);
+    away_ += away_from_zero;
+}
+
+void Stats::add_rank(const std::array<std::uint64_t, 4>& ranks, Region region, std::uint64_t ulps) {
+    for (std::size_t a = 0; a < ranks.size(); ++a) max_rank_[a] = std::max(max_rank_[a], ranks[a]);
+    const auto r = static_cast<std::size_t>(region);
+    ++region_elements_[r];
+    if (ranks[0] > kRankStrict) {
+        ++region_beyond_[r];
+        region_max_ulp_[r] = std::max(region_max_ulp_[r], ulps);
+    }
+}
 
 void Stats::merge(const Stats& o) {
     if (o.max_ulp_ > max_ulp_ || worst_ulp_.empty()) worst_ulp_ = o.worst_ulp_;
     if (o.max_util_ > max_util_ || worst_util_.empty()) worst_util_ = o.worst_util_;
     elements_ += o.elements_;
     class_mismatch_ += o.class_mismatch_;
+    not_judged_ += o.not_judged_;
+    above_ += o.above_, below_ += o.below_, away_ += o.away_;
+    for (const auto& [why, n] : o.not_judged_reasons_) not_judged_reasons_[why] += n;
     for (std::size_t i = 0; i < ulp_buckets_.size(); ++i) ulp_buckets_[i] += o.ulp_buckets_[i];
     max_ulp_ = std::max(max_ulp_, o.max_ulp_);
     max_util_ = std::max(max_util_, o.max_util_);
+    max_util_rig_ = std::max(max_util_rig_, o.max_util_rig_);
     utils_.insert(utils_.end(), o.utils_.begin(), o.utils_.end());
+    utils_rig_.insert(utils_rig_.end(), o.utils_rig_.begin(), o.utils_rig_.end());
+    for (std::size_t a = 0; a < max_rank_.size(); ++a) max_rank_[a] = std::max(max_rank_[a], o.max_rank_[a]);
+    for (std::size_t r = 0; r < kRegions; ++r) {
+        region_elements_[r] += o.region_elements_[r];
+        region_beyond_[r] += o.region_beyond_[r];
+        region_max_ulp_[r] = std::max(region_max_ulp_[r], o.region_max_ulp_[r]);
+    }
 }
 
 std::vector<std::int64_t> Stats::ulp_hist() const {
@@ -65,18 +105,124 @@ std::vector<std::int64_t> Stats::util_hist() const {
     return h;
 }
 
-std::vector<double> Stats::util_quantiles() const {
-    if (utils_.empty()) return {};
-    std::vector<double> s(utils_);
+namespace {
+
+std::vector<double> quantiles(std::vector<double> s) {
+    if (s.empty()) return {};
     std::sort(s.begin(), s.end());
     auto q = [&](double f) { return s[std::min(s.size() - 1, static_cast<std::size_t>(f * (s.size() - 1) + 0.5))]; };
     return {q(0.5), q(0.9), q(0.99), q(0.999), s.back()};
 }
 
+}  // namespace
+
+std::vector<double> Stats::util_quantiles() const { return quantiles(utils_); }
+std::vector<double> Stats::util_quantiles_rigorous() const { return quantiles(utils_rig_); }
+
+// ---- evaluation ----------------------------------------------------------------
+
 namespace {
 
-std::string describe(const OpSpec& op, const std::vector<TensorView>& in, std::int64_t i, Format out,
-                     std::uint64_t got, std::uint64_t want, double exact) {
+bool is_subnormal(Format f, double v) {
+    return is_float(f) && v != 0 && std::isfinite(v) && std::fabs(v) < std::ldexp(1.0, info(f).emin);
+}
+
+// RMS of the finite values of each last-axis row of `v` (rows of `cols`).
+std::vector<double> row_rms(const std::vector<double>& v, std::int64_t cols) {
+    std::vector<double> rms(v.size(), 0.0);
+    if (cols <= 0) return rms;
+    for (std::size_t r0 = 0; r0 < v.size(); r0 += static_cast<std::size_t>(cols)) {
+        const std::size_t r1 = std::min(v.size(), r0 + static_cast<std::size_t>(cols));
+        double s = 0, big = 0;
+        std::size_t n = 0;
+        for (std::size_t i = r0; i < r1; ++i)
+            if (std::isfinite(v[i])) big = std::max(big, std::fabs(v[i])), ++n;
+        for (std::size_t i = r0; i < r1; ++i)
+            if (std::isfinite(v[i]) && big > 0) s += (v[i] / big) * (v[i] / big);  // scaled: no overflow
+        const double value = n && big > 0 ? big * std::sqrt(s / static_cast<double>(n)) : 0.0;
+        std::fill(rms.begin() + static_cast<std::ptrdiff_t>(r0), rms.begin() + static_cast<std::ptrdiff_t>(r1), value);
+    }
+    return rms;
+}
+
+// Inputs of element i of an elementwise op, or of its row (row ops: x's row
+// and the weight/bias columns): special / subnormal / their largest magnitude.
+struct InputLook {
+    bool special = false, subnormal = false;
+    double largest = 0;
+    void see(Format f, double v) {
+        if (!std::isfinite(v)) special = true;
+        else largest = std::max(largest, std::fabs(v));
+        subnormal = subnormal || is_subnormal(f, v);
+    }
+};
+
+InputLook look_at_inputs(const OpSpec& op, const std::vector<TensorView>& in, std::int64_t i) {
+    InputLook look;
+    if (op.kind == OpKind::structured) return look;  // no element-to-input map: judged by the output alone
+    if (op.kind == OpKind::row) {
+        const std::int64_t n = in[0].cols(), c = i % n;
+        look.see(in[0].format, in[0].value(i));
+        for (std::size_t k = 1; k < in.size(); ++k) look.see(in[k].format, in[k].value(c));
+        return look;
+    }
+    for (const TensorView& t : in) look.see(t.format, t.value(i));
+    return look;
+}
+
+Region region_of(const InputLook& look, Format out, double exact, double scale) {
+    if (look.special || !std::isfinite(exact)) return Region::special;
+    if (look.subnormal || is_subnormal(out, exact)) return Region::subnormal;
+    if (exact != 0 && std::fabs(exact) <= 0x1p-12 * scale) return Region::tail;
+    return Region::normal;
+}
+
+void fill_regions(OutputEval& o, const OpSpec& op, const std::vector<TensorView>& in) {
+    const std::int64_t cols = o.got.view().cols();
+    const std::vector<double> rms = row_rms(o.exact, cols);
+    const bool per_input = op.kind != OpKind::structured;
+    o.region.resize(o.exact.size());
+    if (o.bounded()) o.scale.resize(o.exact.size());
+    for (std::size_t i = 0; i < o.exact.size(); ++i) {
+        const InputLook look = per_input ? look_at_inputs(op, in, static_cast<std::int64_t>(i)) : InputLook{};
+        const double mag = std::isfinite(o.exact[i]) ? std::fabs(o.exact[i]) : 0.0;
+        const double scale = op.kind == OpKind::row || !per_input ? std::max(mag, rms[i]) : std::max(mag, look.largest);
+        o.region[i] = region_of(look, o.format, o.exact[i], scale);
+        if (o.bounded()) o.scale[i] = std::max(mag, rms[i]);
+    }
+}
+
+// Both tiers of a bound: the probabilistic pass notes whether any constant
+// was sharpened; when none was, the rigorous bound is the same numbers.
+template <class T, class F>
+void both_tiers(F&& bound, bool model_holds, T& rigorous, T& probabilistic) {
+    if (model_holds) {
+        oracle::TierScope scope(oracle::Tier::probabilistic);
+        probabilistic = bound();
+        if (!scope.sharpened()) {
+            rigorous = probabilistic;
+            return;
+        }
+    }
+    oracle::TierScope scope(oracle::Tier::rigorous);
+    rigorous = bound();
+    if (!model_holds) probabilistic = rigorous;
+}
+
+oracle::RowData row_data(const std::vector<TensorView>& in, const std::vector<double>& exact, std::int64_t r) {
+    const std::int64_t n = in[0].cols();
+    oracle::RowData row;
+    for (std::int64_t i = 0; i < n; ++i) {
+        row.x.push_back(in[0].value(r * n + i));
+        row.y.push_back(exact[static_cast<std::size_t>(r * n + i)]);
+        if (in.size() > 1) row.w.push_back(in[1].value(i));
+        if (in.size() > 2) row.b.push_back(in[2].value(i));
+    }
+    return row;
+}
+
+std::string describe_row_element(const OpSpec& op, const std::vector<TensorView>& in, std::int64_t i, Format out,
+                                 std::uint64_t got, std::uint64_t want, double exact) {
     std::ostringstream os;
     const std::int64_t n = in[0].cols();
     os << "element " << i << " (row " << i / n << ", col " << i % n << "):";
@@ -87,58 +233,6 @@ std::string describe(const OpSpec& op, const std::vector<TensorView>& in, std::i
     os << " -> got " << hexfloat(decode(out, got)) << ", want " << hexfloat(decode(out, want)) << " (exact "
        << hexfloat(exact) << ")";
     return os.str();
-}
-
-oracle::RowData row_data(const OpSpec& op, const std::vector<TensorView>& in, const oracle::Result& ref,
-                         std::int64_t r) {
-    const std::int64_t n = in[0].cols();
-    oracle::RowData row;
-    for (std::int64_t i = 0; i < n; ++i) {
-        row.x.push_back(in[0].value(r * n + i));
-        row.y.push_back(ref.exact[r * n + i]);
-        if (in.size() > 1) row.w.push_back(in[1].value(i));
-        if (in.size() > 2) row.b.push_back(in[2].value(i));
-    }
-    return row;
-}
-
-}  // namespace
-
-// One element against the oracle: special-value classes first, then the
-// ULP budget or the derived bound (bound == nullptr: ULP budget).  Returns
-// the failure reason, empty when the element passes; feeds the statistics.
-std::string judge(Format f, std::uint64_t want, std::uint64_t got, double exact, const double* bound,
-                  std::uint64_t max_ulp, Stats* stats, const std::function<std::string()>& what) {
-    const UlpCompare c = compare_bits(f, want, got);
-    const double value = decode(f, got);
-    // Reductions: a finite exact value whose rounding overflows may be met by
-    // a finite result within the bound.
-    const bool bound_ok_finite = bound && std::isfinite(exact) && std::isfinite(value);
-    if (!c.class_match && !bound_ok_finite) {
-        if (stats) stats->add_class_mismatch();
-        return std::string("special-value class mismatch (want ") + name(c.ref_class) + ", got " + name(c.got_class) +
-               ")";
-    }
-    const std::uint64_t ulps = c.class_match ? c.ulps : ulp_distance(f, encode(f, exact), got);
-    if (stats) {
-        const bool worst = ulps > stats->max_ulp() || stats->worst_ulp_case().empty();
-        stats->add_ulp(ulps);
-        if (worst) stats->set_worst_ulp(what());
-    }
-    if (!bound) return ulps > max_ulp ? std::to_string(ulps) + " ulp exceeds the budget of " + std::to_string(max_ulp) + " ulp" : "";
-    // Matched as a class above: a special exact value, or a finite one whose
-    // correct rounding overflows to the same infinity the kernel returned.
-    if (!std::isfinite(exact) || !std::isfinite(value)) return "";
-    const double err = std::fabs(value - exact);
-    const double util = err == 0 ? 0.0 : err / *bound;  // a zero bound demands an exact result
-    if (stats) {
-        const bool worst = util > stats->max_util() || stats->worst_util_case().empty();
-        stats->add_util(util);
-        if (worst) stats->set_worst_util(what());
-    }
-    if (util <= 1) return "";
-    return "error " + hexfloat(err) + " exceeds the derived bound " + hexfloat(*bound) + " (utilization " +
-           std::to_string(util) + ")";
 }
 
 // "o[1, 2, 0]" for flat index i of a tensor of the given shape.
@@ -153,80 +247,369 @@ std::string element_name(const std::string& tensor, const std::vector<std::int64
     return s + "]";
 }
 
-CaseResult check_structured(const KernelInfo& k, const OpSpec& op, const Params& p, const std::vector<TensorView>& in,
-                            Stats* stats) {
-    CaseResult res;
-    res.outputs = run_kernel(k, p, in);
+// Subnormal inputs flushed to zero of the same sign; false when none was.
+bool flush_inputs(const std::vector<TensorView>& in, std::vector<Tensor>& owned, std::vector<TensorView>& flushed) {
+    bool any = false;
+    owned.clear();
+    owned.reserve(in.size());
+    flushed = in;
+    for (std::size_t k = 0; k < in.size(); ++k) {
+        bool here = false;
+        for (std::int64_t i = 0; i < in[k].numel() && !here; ++i) here = is_subnormal(in[k].format, in[k].value(i));
+        if (!here) continue;
+        std::vector<std::int64_t> shape(in[k].shape.begin(), in[k].shape.begin() + in[k].rank);
+        owned.emplace_back(in[k].format, shape);
+        for (std::int64_t i = 0; i < in[k].numel(); ++i) {
+            const double v = in[k].value(i);
+            owned.back().set_value(i, is_subnormal(in[k].format, v) ? std::copysign(0.0, v) : v);
+        }
+        flushed[k] = owned.back().view();
+        any = true;
+    }
+    return any;
+}
+
+// The oracle's correctly rounded outputs (every output, with conventions).
+struct References {
+    std::vector<Tensor> rounded;
+    std::vector<std::vector<double>> exact;
+    unsigned max_bits = 0;
+    std::int64_t recomputed = 0;
+};
+
+References reference(const KernelInfo& k, const OpSpec& op, const Params& p, const std::vector<TensorView>& oracle_in,
+                     const std::vector<TensorView>& in, const std::vector<Format>& formats,
+                     const oracle::Conventions& conventions) {
+    References r;
+    if (op.kind == OpKind::structured) {
+        oracle::StructuredResult s = oracle::evaluate_structured(op.name, p, oracle_in, formats);
+        r.rounded = std::move(s.rounded), r.exact = std::move(s.exact);
+        r.max_bits = s.max_bits, r.recomputed = s.recomputed;
+    } else {
+        oracle::Result s = oracle::evaluate(op, p, oracle_in, k.out);
+        r.rounded.push_back(std::move(s.rounded));
+        r.exact.push_back(std::move(s.exact));
+        r.max_bits = s.max_bits, r.recomputed = s.recomputed;
+    }
+    if (!conventions.empty()) oracle::apply_conventions(op.name, conventions, in, r.rounded, r.exact);
+    return r;
+}
+
+// The ieee alternative: elementwise ops evaluated literally where an input is
+// infinite, masked rows NaN.  Empty tensors when nothing differs.
+std::vector<Tensor> ieee_references(const KernelInfo& k, const OpSpec& op, const Params& p,
+                                    const std::vector<TensorView>& in, const References& plain) {
+    std::vector<Tensor> alt;
+    if (op.kind == OpKind::unary || op.kind == OpKind::gated) {
+        Tensor t = plain.rounded[0];
+        bool differs = false;
+        for (std::int64_t i = 0; i < t.numel(); ++i) {
+            std::vector<double> args;
+            for (const TensorView& v : in) args.push_back(v.value(i));
+            const auto lit = oracle::ieee_special(op.name, p, args);
+            if (!lit) continue;
+            const std::uint64_t bits = encode(t.format(), *lit);
+            differs = differs || bits != t.bits(i);
+            t.set_bits(i, bits);
+        }
+        if (differs) alt.push_back(std::move(t));
+        return alt;
+    }
+    if (oracle::conventions_for(op.name).empty() || (k.conventions.count("masked_row") && k.conventions.at("masked_row") == "nan"))
+        return alt;
+    References r = plain;
+    oracle::apply_conventions(op.name, {{"masked_row", "nan"}}, in, r.rounded, r.exact);
+    for (std::size_t o = 0; o < r.rounded.size(); ++o)
+        for (std::int64_t i = 0; i < r.rounded[o].numel(); ++i)
+            if (r.rounded[o].bits(i) != plain.rounded[o].bits(i)) return r.rounded;
+    return alt;
+}
+
+void add_alternatives(CaseEval& e, const KernelInfo& k, const OpSpec& op, const Params& p,
+                      const std::vector<TensorView>& in, const std::vector<Format>& formats, const References& plain) {
+    std::vector<Tensor> owned;
+    std::vector<TensorView> flushed;
+    if (flush_inputs(in, owned, flushed) && !op.staged) {
+        References f = reference(k, op, p, flushed, flushed, formats, k.conventions);
+        for (std::size_t o = 0; o < e.outputs.size(); ++o) e.outputs[o].ftz = std::move(f.rounded[o]);
+    }
+    std::vector<Tensor> ieee = ieee_references(k, op, p, in, plain);
+    for (std::size_t o = 0; o < ieee.size() && o < e.outputs.size(); ++o) e.outputs[o].ieee = std::move(ieee[o]);
+}
+
+}  // namespace
+
+std::string CaseEval::describe(std::size_t o, std::int64_t i) const {
+    const OutputEval& out = outputs[o];
+    const auto ix = static_cast<std::size_t>(i);
+    if (op->kind == OpKind::structured || o > 0 || !inputs)
+        return element_name(out.name, out.got.shape(), i) + ": got " + hexfloat(out.got.value(i)) + ", want " +
+               hexfloat(out.ref.value(i)) + " (exact " + hexfloat(out.exact[ix]) + ")";
+    std::vector<TensorView> views;
+    for (const Tensor& t : *inputs) views.push_back(t.view());
+    return describe_row_element(*op, views, i, out.format, out.got.bits(i), out.ref.bits(i), out.exact[ix]);
+}
+
+CaseEval evaluate_case(const KernelInfo& k, const Params& p, const std::vector<TensorView>& in, EvalOptions opt) {
+    const OpSpec& op = *find_op(k.op);
+    CaseEval e;
+    e.kernel = &k;
+    e.op = &op;
+    std::vector<Tensor> got = run_kernel(k, p, in);
     std::vector<Format> formats;
-    for (std::size_t o = 0; o < op.outputs.size(); ++o) formats.push_back(output_format(k, o));
+    for (std::size_t o = 0; o < got.size(); ++o) formats.push_back(output_format(k, o));
     // A staged op's references are its exact stages applied to the kernel's
     // own earlier outputs (OpSpec::staged): those follow the inputs.
     std::vector<TensorView> oracle_in = in;
     if (op.staged)
-        for (const Tensor& t : res.outputs) oracle_in.push_back(t.view());
-    oracle::StructuredResult ref = oracle::evaluate_structured(op.name, p, oracle_in, formats);
-    const oracle::StructuredBoundFn bound_fn = oracle::find_structured_bound(op.name);
-    const std::vector<std::vector<double>> bounds = bound_fn ? bound_fn(p, oracle_in, ref.exact, k.acc, formats)
-                                                             : std::vector<std::vector<double>>{};
-    // A declared convention changes only special rows (NaN there, judged as
-    // a class); the bounds above come from the oracle's own values.
-    if (!k.conventions.empty()) oracle::apply_conventions(op.name, k.conventions, in, ref.rounded, ref.exact);
-    res.ref.rounded = ref.rounded.at(0);
-    res.ref.exact = ref.exact.at(0);
-    res.ref.max_bits = ref.max_bits;
-    res.ref.recomputed = ref.recomputed;
-    res.all_ref = ref.rounded;
-    for (std::size_t o = 0; o < formats.size(); ++o) {
-        const Tensor& got = res.outputs[o];
-        const bool bounded = o < bounds.size() && !bounds[o].empty();
-        for (std::int64_t i = 0; i < got.numel(); ++i) {
-            const double exact = ref.exact[o][static_cast<std::size_t>(i)];
-            auto what = [&] {
-                return element_name(ref.names[o], got.shape(), i) + ": got " + hexfloat(got.value(i)) + ", want " +
-                       hexfloat(ref.rounded[o].value(i)) + " (exact " + hexfloat(exact) + ")";
-            };
-            const std::string why = judge(formats[o], ref.rounded[o].bits(i), got.bits(i), exact,
-                                          bounded ? &bounds[o][static_cast<std::size_t>(i)] : nullptr, 1, stats, what);
+        for (const Tensor& t : got) oracle_in.push_back(t.view());
+    References ref = reference(k, op, p, oracle_in, in, formats, k.conventions);
+    e.model_breach = probabilistic_model_breach(op, p, in, k.acc);
+    const bool model_holds = e.model_breach.empty();
+    const Budget budget = budget_for(k);
+    std::vector<std::vector<double>> rig, prob;
+    if (op.kind == OpKind::structured) {
+        // Bounds from the oracle's own values before conventions: a declared
+        // convention changes only special rows, judged as classes.
+        if (const oracle::StructuredBoundFn fn = oracle::find_structured_bound(op.name)) {
+            const std::vector<std::vector<double>> exact =
+                k.conventions.empty() ? ref.exact : oracle::evaluate_structured(op.name, p, oracle_in, formats).exact;
+            both_tiers([&] { return fn(p, oracle_in, exact, k.acc, formats); }, model_holds, rig, prob);
+        }
+    } else if (budget.bound_based) {
+        rig.emplace_back(), prob.emplace_back();
+        for (std::int64_t r = 0; r < in[0].rows(); ++r) {
+            std::vector<double> br, bp;
+            const oracle::RowData row = row_data(in, ref.exact[0], r);
+            both_tiers([&] { return oracle::row_bound(op, p, row, k.acc, k.out); }, model_holds, br, bp);
+            rig[0].insert(rig[0].end(), br.begin(), br.end());
+            prob[0].insert(prob[0].end(), bp.begin(), bp.end());
+        }
+    }
+    for (std::size_t o = 0; o < got.size(); ++o) {
+        OutputEval out;
+        out.name = o < op.outputs.size() ? op.outputs[o] : "out" + std::to_string(o);
+        out.format = formats[o];
+        out.got = std::move(got[o]);
+        out.ref = ref.rounded.at(o);
+        out.exact = ref.exact.at(o);
+        if (o < rig.size() && !rig[o].empty()) out.rigorous = rig[o], out.probabilistic = prob[o];
+        fill_regions(out, op, in);
+        e.outputs.push_back(std::move(out));
+    }
+    e.first.rounded = ref.rounded.at(0);
+    e.first.exact = ref.exact.at(0);
+    e.first.max_bits = ref.max_bits;
+    e.first.recomputed = ref.recomputed;
+    if (opt.alternatives) add_alternatives(e, k, op, p, in, formats, ref);
+    // Descriptions read the inputs: keep copies, the caller's views may go.
+    auto inputs = std::make_shared<std::vector<Tensor>>();
+    for (const TensorView& v : in) {
+        std::vector<std::int64_t> shape(v.shape.begin(), v.shape.begin() + v.rank);
+        inputs->emplace_back(v.format, shape);
+        for (std::int64_t i = 0; i < v.numel(); ++i) inputs->back().set_bits(i, v.bits(i));
+    }
+    e.inputs = std::move(inputs);
+    return e;
+}
+
+}  // namespace conform::props
+
+// ---- judging ---------------------------------------------------------------------
+
+namespace conform::props {
+namespace {
+
+// The ulp distance of a finite result from the reference pattern; a
+// reference that overflowed to an infinity counts from the largest finite
+// value (one ulp beyond it).
+std::uint64_t ulps_from(Format f, std::uint64_t ref, std::uint64_t got) {
+    const ValueClass rc = classify(f, ref);
+    if (rc == ValueClass::finite) return ulp_distance(f, ref, got);
+    const std::uint64_t edge = encode(f, rc == ValueClass::pos_inf ? max_finite(f) : -max_finite(f));
+    return ulp_distance(f, edge, got) + 1;
+}
+
+// Bound-free rank of a finite result against reference `ref` of exact value
+// `exact`: cr, faithful (the other neighbour of exact), strict (elementwise:
+// within 1 ulp), else ulp:N.
+std::uint64_t free_rank(Format f, std::uint64_t ref, std::uint64_t got, double exact, std::uint64_t ulps, bool bounded) {
+    if (ulps == 0) return kRankCr;
+    if (ulps == 1 && std::isfinite(exact)) {
+        const double r = decode(f, ref), g = decode(f, got);
+        if ((r - exact) * (g - exact) < 0) return kRankFaithful;
+    }
+    if (!bounded) return ulp_rank(ulps);
+    return kRankUlpBase + std::max<std::uint64_t>(ulps, 2);
+}
+
+// The rank of a result against an alternative reference (ftz, ieee): classes,
+// then ulps; within 1 ulp counts as strict.
+std::uint64_t alternative_rank(Format f, std::uint64_t alt, std::uint64_t got, bool flush_output) {
+    if (flush_output && decode(f, got) == 0) return kRankCr;
+    const UlpCompare c = compare_bits(f, alt, got);
+    if (!c.class_match) return kRankNone;
+    if (c.ref_class != ValueClass::finite) return kRankCr;
+    return c.ulps == 0 ? kRankCr : ulp_rank(c.ulps);
+}
+
+bool vacuous(double bound, double scale) { return !std::isfinite(bound) || (bound > 0 && bound >= kVacuousFactor * scale); }
+
+std::string vacuous_reason(double bound) {
+    return std::isfinite(bound) ? "bound at least the result's magnitude" : "infinite bound";
+}
+
+struct Element {
+    std::uint64_t rank = kRankNone;  // tightest rung met (bounds included where not vacuous)
+    std::uint64_t ulps = 0;
+    bool finite = false;             // a finite exact value and result (utilization applies)
+    bool bounded = false;
+    double util_gate = 0, util_rig = 0;
+    bool gate_vacuous = false, rig_vacuous = false;
+    double gate_bound = 0, rig_bound = 0;
+    std::string class_text;          // the mismatch, when classes differ
+};
+
+Element rank_element(const OutputEval& o, std::size_t i, bool model_holds) {
+    Element el;
+    const std::int64_t ii = static_cast<std::int64_t>(i);
+    const std::uint64_t ref = o.ref.bits(ii), got = o.got.bits(ii);
+    const double exact = o.exact[i], value = o.got.value(ii);
+    const UlpCompare c = compare_bits(o.format, ref, got);
+    el.bounded = o.bounded();
+    el.finite = std::isfinite(exact) && std::isfinite(value);
+    if (el.bounded) {
+        el.rig_bound = o.rigorous[i];
+        el.gate_bound = model_holds ? o.probabilistic[i] : el.rig_bound;
+        el.rig_vacuous = vacuous(el.rig_bound, o.scale[i]);
+        el.gate_vacuous = vacuous(el.gate_bound, o.scale[i]);
+    }
+    if (!c.class_match && !(el.bounded && el.finite)) {
+        el.class_text = std::string("special-value class mismatch (want ") + name(c.ref_class) + ", got " +
+                        name(c.got_class) + ")";
+        return el;
+    }
+    if (c.class_match && c.ref_class != ValueClass::finite) {
+        el.rank = kRankCr;
+        return el;
+    }
+    el.ulps = c.class_match ? c.ulps : ulps_from(o.format, ref, got);
+    el.rank = free_rank(o.format, ref, got, exact, el.ulps, el.bounded);
+    if (!el.bounded || !el.finite) return el;
+    const double err = std::fabs(value - exact);
+    // A zero bound demands an exact result; an infinite one judges nothing.
+    auto util = [err](double b) { return err == 0 ? 0.0 : err / b; };
+    el.util_gate = util(el.gate_bound), el.util_rig = util(el.rig_bound);
+    if (!el.gate_vacuous && el.util_gate <= 1) el.rank = std::min(el.rank, kRankStrict);
+    if (!el.rig_vacuous && el.util_rig <= 1) el.rank = std::min(el.rank, kRankRigorous);
+    return el;
+}
+
+// The ranks with the alternatives: [plain, ftz, ieee, both].
+std::array<std::uint64_t, 4> alternative_ranks(const OutputEval& o, std::size_t i, std::uint64_t plain) {
+    std::array<std::uint64_t, 4> r{plain, plain, plain, plain};
+    if (plain <= kRankStrict) return r;
+    const auto ii = static_cast<std::int64_t>(i);
+    const std::uint64_t got = o.got.bits(ii);
+    const bool sub_ref = is_subnormal(o.format, o.ref.value(ii));
+    std::uint64_t ftz = alternative_rank(o.format, o.ref.bits(ii), got, sub_ref);
+    if (o.ftz) ftz = std::min(ftz, alternative_rank(o.format, o.ftz->bits(ii), got, is_subnormal(o.format, o.ftz->value(ii))));
+    const std::uint64_t ieee = o.ieee ? alternative_rank(o.format, o.ieee->bits(ii), got, false) : kRankNone;
+    r[1] = std::min(plain, ftz);
+    r[2] = std::min(plain, ieee);
+    r[3] = std::min(r[1], r[2]);
+    return r;
+}
+
+std::uint64_t modified_rank(const std::array<std::uint64_t, 4>& r, const AccuracyProfile& p) {
+    return r[(p.ftz ? 1 : 0) + (p.ieee ? 2 : 0)];
+}
+
+void record(Stats& s, const Element& el, const OutputEval& o, std::size_t i, const std::array<std::uint64_t, 4>& ranks,
+            const std::function<std::string()>& what) {
+    if (el.rank == kRankNone && el.class_text.size()) s.add_class_mismatch();
+    else {
+        const bool worst = el.ulps > s.max_ulp() || s.worst_ulp_case().empty();
+        s.add_ulp(el.ulps);
+        if (worst) s.set_worst_ulp(what());
+    }
+    s.add_rank(ranks, o.region[i], el.ulps);
+    if (el.bounded && el.finite && !el.gate_vacuous) {
+        const bool worst = el.util_gate > s.max_util() || s.worst_util_case().empty();
+        s.add_util(el.util_gate, el.rig_vacuous ? el.util_gate : el.util_rig);
+        if (worst) s.set_worst_util(what());
+    }
+}
+
+}  // namespace
+
+CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* stats) {
+    CaseResult res;
+    const bool model_holds = e.model_breach.empty();
+    for (std::size_t o = 0; o < e.outputs.size(); ++o) {
+        const OutputEval& out = e.outputs[o];
+        for (std::size_t i = 0; i < out.exact.size(); ++i) {
+            const Element el = rank_element(out, i, model_holds);
+            const std::array<std::uint64_t, 4> ranks = alternative_ranks(out, i, el.rank);
+            const std::uint64_t rank = modified_rank(ranks, profile);
+            std::string why;
+            bool judged = true;
+            if (rank > profile.rank) {
+                // Bound-based outputs: the profile's bound decides, unless vacuous.
+                const bool gate = profile.rank == kRankStrict;
+                const bool uses_bound = el.bounded && profile.rank >= kRankStrict && (el.finite || el.class_text.empty());
+                const bool vac = gate ? el.gate_vacuous : el.rig_vacuous;
+                const double bound = gate ? el.gate_bound : el.rig_bound;
+                if (el.bounded && !std::isfinite(bound) && std::isfinite(out.exact[i]) && profile.rank >= kRankStrict) {
+                    judged = false, why = "infinite bound";
+                } else if (uses_bound && vac) {
+                    judged = false, why = vacuous_reason(bound);
+                } else if (!el.class_text.empty() && rank == kRankNone) {
+                    why = el.class_text;
+                } else if (el.bounded && el.finite && profile.rank >= kRankStrict) {
+                    const double util = gate ? el.util_gate : el.util_rig;
+                    why = "error " + hexfloat(std::fabs(out.got.value(static_cast<std::int64_t>(i)) - out.exact[i])) +
+                          " exceeds the " + (gate && model_holds ? "probabilistic" : "rigorous") + " bound " +
+                          hexfloat(bound) + " (utilization " + std::to_string(util) + ")";
+                } else {
+                    why = std::to_string(el.ulps) + " ulp exceeds the budget of " + rank_text(profile.rank) +
+                          " (element meets " + rank_text(rank) + ")";
+                }
+            }
+            if (!judged) {
+                ++res.not_judged;
+                if (stats) stats->add_not_judged(out.name + ": " + why);
+                continue;
+            }
+            ++res.judged;
+            if (stats) {
+                record(*stats, el, out, i, ranks, [&] { return e.describe(o, static_cast<std::int64_t>(i)); });
+                const auto ii = static_cast<std::int64_t>(i);
+                if (model_holds && el.finite && out.got.bits(ii) != out.ref.bits(ii))
+                    stats->add_misrounding(out.got.value(ii) > out.ref.value(ii),
+                                           std::fabs(out.got.value(ii)) > std::fabs(out.ref.value(ii)));
+            }
             if (!why.empty() && res.pass) {
                 res.pass = false;
-                res.message = why + ": " + what();
+                res.message = why + ": " + e.describe(o, static_cast<std::int64_t>(i));
             }
         }
+    }
+    if (res.judged == 0 && res.pass && res.not_judged > 0)
+        res.message = "not judged: every element's bound is vacuous (" + std::to_string(res.not_judged) + " elements)";
+    res.ref = e.first;
+    for (const OutputEval& out : e.outputs) {
+        res.outputs.push_back(out.got);
+        res.all_ref.push_back(out.ref);
     }
     return res;
 }
 
 CaseResult check_case(const KernelInfo& k, const Params& p, const std::vector<TensorView>& in, Stats* stats) {
-    const OpSpec& op = *find_op(k.op);
-    if (op.kind == OpKind::structured) return check_structured(k, op, p, in, stats);
-    CaseResult res;
-    res.outputs = run_kernel(k, p, in);
-    res.ref = oracle::evaluate(op, p, in, k.out);
-    if (!k.conventions.empty()) {
-        std::vector<Tensor> rounded{res.ref.rounded};
-        std::vector<std::vector<double>> exact{res.ref.exact};
-        oracle::apply_conventions(op.name, k.conventions, in, rounded, exact);
-        res.ref.rounded = std::move(rounded[0]);
-        res.ref.exact = std::move(exact[0]);
-    }
-    const Budget budget = budget_for(k);
-    const TensorView got = res.outputs[0].view();
-    const std::int64_t n = in[0].cols(), rows = in[0].rows();
-    for (std::int64_t r = 0; r < rows; ++r) {
-        std::vector<double> bound;
-        if (budget.bound_based) bound = oracle::row_bound(op, p, row_data(op, in, res.ref, r), k.acc, k.out);
-        for (std::int64_t j = 0; j < n; ++j) {
-            const std::int64_t i = r * n + j;
-            auto what = [&] { return describe(op, in, i, k.out, got.bits(i), res.ref.rounded.bits(i), res.ref.exact[i]); };
-            const std::string why = judge(k.out, res.ref.rounded.bits(i), got.bits(i), res.ref.exact[i],
-                                          budget.bound_based ? &bound[j] : nullptr, budget.max_ulp, stats, what);
-            if (!why.empty() && res.pass) {
-                res.pass = false;
-                res.message = why + ": " + what();
-            }
-        }
-    }
-    return res;
+    const AccuracyProfile profile = profile_for(k);
+    EvalOptions opt;
+    opt.alternatives = stats != nullptr || profile.ftz || profile.ieee;
+    return judge_case(evaluate_case(k, p, in, opt), profile, stats);
 }
 
 std::string show_inputs(const OpSpec& op, const Params& p, const std::vector<TensorView>& in, std::size_t max_elems) {

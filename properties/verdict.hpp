@@ -1,15 +1,26 @@
-// Verdicts: a kernel's output against the oracle, element by element.
-// Special values are compared as classes first; then elementwise ops are held
-// to a ULP budget against the correctly rounded result, and reductions to the
-// derived per-element bound (utilization = |err| / bound <= 1).
+// Verdicts: a kernel's output against the oracle, element by element
+// (docs/numerics.md, "Verdicts").  Special values are compared as classes
+// first; then elementwise ops are held to a ULP budget against the correctly
+// rounded result, and bound-based outputs to the derived per-element bound in
+// two tiers: the rigorous bound (any summation order) and the probabilistic
+// one (Higham & Mary), which gates by default where its model holds.  An
+// element whose bound is infinite or as large as the result itself is not
+// judged, never passed.  The standard is the kernel's accuracy profile
+// (properties/profile.hpp; strict unless the kernel declares another).
 #pragma once
+#include <array>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "impls/registry.hpp"
 #include "numerics/tensor.hpp"
 #include "oracle/eval.hpp"
+#include "properties/profile.hpp"
 
 namespace conform::props {
 
@@ -22,12 +33,36 @@ struct Budget {
 // The documented budget of a kernel (docs/<family>.md).
 Budget budget_for(const KernelInfo& k);
 
+// The profile kernel k is judged by: the one it declares, else strict.
+AccuracyProfile profile_for(const KernelInfo& k);
+
+// Where an element's value lies: special (a NaN or infinite input or exact
+// value), subnormal (an input or the exact value below the format's normal
+// range), tail (the exact value at most 2^-12 of its scale: the decaying
+// tails of the activations, tiny softmax weights), normal (the rest).
+enum class Region : std::uint8_t { normal, tail, subnormal, special };
+inline constexpr std::size_t kRegions = 4;
+const char* name(Region r);
+
+// An element is not judged when its bound is infinite (or NaN), or at least
+// kVacuousFactor times its scale max(|exact|, RMS of its row): such a bound
+// guarantees not even the leading digit.
+inline constexpr double kVacuousFactor = 1;
+
 // Running error statistics of one kernel (feeds the report histograms).
 class Stats {
 public:
     void add_ulp(std::uint64_t ulps);
     void add_class_mismatch() { ++class_mismatch_; ++elements_; }
-    void add_util(double u);
+    // Utilization in the gating tier and in the rigorous tier.
+    void add_util(double gate, double rigorous);
+    void add_not_judged(const std::string& reason);
+    // A result that is not the correctly rounded one: the sign of got - ref
+    // and of |got| - |ref| (statistics.hpp tests them for symmetry).
+    void add_misrounding(bool above, bool away_from_zero);
+    // The tightest rung of the accuracy ladder the element meets, plain and
+    // with the ftz / ieee / both alternatives, and its region.
+    void add_rank(const std::array<std::uint64_t, 4>& ranks, Region region, std::uint64_t ulps);
     void set_worst_ulp(std::string what) { worst_ulp_ = std::move(what); }
     void set_worst_util(std::string what) { worst_util_ = std::move(what); }
     void merge(const Stats& o);
@@ -35,34 +70,113 @@ public:
     std::int64_t elements() const { return elements_; }
     std::uint64_t max_ulp() const { return max_ulp_; }
     double max_util() const { return max_util_; }
+    double max_util_rigorous() const { return max_util_rig_; }
     const std::string& worst_ulp_case() const { return worst_ulp_; }
     const std::string& worst_util_case() const { return worst_util_; }
     bool has_util() const { return !utils_.empty(); }
+    const std::vector<double>& utils() const { return utils_; }
     std::vector<std::int64_t> ulp_hist() const;   // 10 buckets, see reports/model.hpp
     std::vector<std::int64_t> util_hist() const;  // 12 buckets
-    std::vector<double> util_quantiles() const;   // p50, p90, p99, p99.9, max
+    std::vector<double> util_quantiles() const;   // p50, p90, p99, p99.9, max (gating tier)
+    std::vector<double> util_quantiles_rigorous() const;
+    std::int64_t not_judged() const { return not_judged_; }
+    const std::map<std::string, std::int64_t>& not_judged_reasons() const { return not_judged_reasons_; }
+    std::int64_t misrounded() const { return above_ + below_; }
+    std::int64_t above() const { return above_; }
+    std::int64_t away_from_zero() const { return away_; }
+    // Tightest rank over all elements, per alternative set (0 plain, 1 ftz,
+    // 2 ieee, 3 both); elements per region, and those beyond strict with
+    // their largest ulp error.
+    const std::array<std::uint64_t, 4>& max_rank() const { return max_rank_; }
+    const std::array<std::int64_t, kRegions>& region_elements() const { return region_elements_; }
+    const std::array<std::int64_t, kRegions>& region_beyond_strict() const { return region_beyond_; }
+    const std::array<std::uint64_t, kRegions>& region_max_ulp() const { return region_max_ulp_; }
 
 private:
-    std::int64_t elements_ = 0, class_mismatch_ = 0;
+    std::int64_t elements_ = 0, class_mismatch_ = 0, not_judged_ = 0, above_ = 0, below_ = 0, away_ = 0;
     std::vector<std::int64_t> ulp_buckets_ = std::vector<std::int64_t>(9, 0);
     std::uint64_t max_ulp_ = 0;
-    double max_util_ = 0;
-    std::vector<double> utils_;
+    double max_util_ = 0, max_util_rig_ = 0;
+    std::vector<double> utils_, utils_rig_;
     std::string worst_ulp_, worst_util_;
+    std::map<std::string, std::int64_t> not_judged_reasons_;
+    std::array<std::uint64_t, 4> max_rank_{};
+    std::array<std::int64_t, kRegions> region_elements_{}, region_beyond_{};
+    std::array<std::uint64_t, kRegions> region_max_ulp_{};
 };
 
+// One output of a case: the kernel's values beside the oracle's, with both
+// tiers of its derived bound when it has one.
+struct OutputEval {
+    std::string name;
+    Format format = Format::fp32;
+    Tensor got, ref;                               // kernel, correctly rounded oracle
+    std::vector<double> exact;                     // the oracle's values, rounded to double
+    std::vector<double> rigorous, probabilistic;   // derived bounds; empty: ULP budget
+    std::vector<double> scale;                     // max(|exact|, RMS of its row); bound-based outputs
+    std::vector<Region> region;
+    // The references under the ftz and ieee alternatives (profile.hpp);
+    // absent when they were not asked for or equal the plain one.
+    std::optional<Tensor> ftz, ieee;
+    bool bounded() const { return !rigorous.empty(); }
+};
+
+// A case evaluated: everything the verdict needs to judge it under any
+// profile, and to judge an amplified copy of the kernel (sensitivity.hpp).
+struct CaseEval {
+    const KernelInfo* kernel = nullptr;
+    const OpSpec* op = nullptr;
+    std::vector<OutputEval> outputs;
+    // Non-empty when the probabilistic tier's assumptions fail for these
+    // inputs (docs/numerics.md): its bounds are then the rigorous ones.
+    std::string model_breach;
+    oracle::Result first;  // the first output as oracle::evaluate returns it
+    std::shared_ptr<const std::vector<Tensor>> inputs;  // copies, for descriptions
+
+    // Element i of output o with the inputs that made it (hex floats).
+    std::string describe(std::size_t o, std::int64_t i) const;
+};
+
+struct EvalOptions {
+    bool alternatives = false;  // also the ftz / ieee references (for ranks)
+};
+
+// Runs kernel k on the inputs, the oracle and the bounds alongside.
+CaseEval evaluate_case(const KernelInfo& k, const Params& p, const std::vector<TensorView>& in, EvalOptions opt = {});
+
 struct CaseResult {
-    bool pass = true;
-    std::string message;  // the first failing element, with values in hex
+    bool pass = true;       // no element failed
+    std::int64_t judged = 0, not_judged = 0;
+    std::string message;    // the first failing element, with values in hex
     std::vector<Tensor> outputs;
     oracle::Result ref;           // the first output (every output: all_ref)
     std::vector<Tensor> all_ref;  // structured ops: every output, correctly rounded
+    // A pass that judged something: a case whose every element is not
+    // judged is no pass (nor a failure).
+    bool passed() const { return pass && judged > 0; }
 };
 
-// Runs kernel k on the inputs, the oracle alongside, and judges every element.
+// Judges every element of an evaluated case under `profile`.
+CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* stats = nullptr);
+
+// evaluate_case + judge_case under the kernel's own profile.
 CaseResult check_case(const KernelInfo& k, const Params& p, const std::vector<TensorView>& in, Stats* stats = nullptr);
 
 // Inputs as hex floats, for counterexamples.
 std::string show_inputs(const OpSpec& op, const Params& p, const std::vector<TensorView>& in, std::size_t max_elems = 64);
+
+// Why the probabilistic tier's model does not hold for these inputs (empty:
+// it holds; docs/numerics.md, "Where the model fails"):
+//   - repeated values: a row of a data input with fewer distinct values than
+//     half its length rounds alike again and again, so its errors add up
+//     instead of averaging out (summing a constant drifts linearly);
+//   - absorption: the terms of a sum of nonnegative terms (x^2 of the norms,
+//     (x - mean)^2, the exponentials of softmax and attention) that are at
+//     most u times the total can vanish below half an ulp of the running sum,
+//     each an error of the same sign; when they add up to more than one
+//     rounding of the total (u A) the errors are no longer mean-zero;
+//   - ops without such a rule: a row whose largest magnitude exceeds
+//     2^(p/2) times its median (p the accumulation precision).
+std::string probabilistic_model_breach(const OpSpec& op, const Params& p, const std::vector<TensorView>& in, Format acc);
 
 }  // namespace conform::props

@@ -1,0 +1,121 @@
+// Where the probabilistic tier's model fails (docs/numerics.md): repeated
+// values and absorbed terms make rounding errors systematic.
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "oracle/attention_bound.hpp"
+#include "properties/verdict.hpp"
+
+namespace conform::props {
+namespace {
+
+constexpr std::int64_t kMinRow = 8;  // shorter rows: no accumulation the tiers tell apart
+
+bool is_data_input(const std::string& name) { return name != "mask" && name != "cu_seqlens"; }
+
+// The first row of a data input with fewer distinct finite values than half its length.
+std::string repeated_values(const OpSpec& op, const std::vector<TensorView>& in) {
+    for (std::size_t k = 0; k < in.size() && k < op.inputs.size(); ++k) {
+        const TensorView& t = in[k];
+        if (!is_data_input(op.inputs[k]) || !is_float(t.format) || t.cols() < kMinRow) continue;
+        if (op.kind == OpKind::row && k > 0) continue;  // weights and biases multiply, they are not summed
+        for (std::int64_t r = 0; r < t.rows(); ++r) {
+            std::unordered_set<std::uint64_t> seen;
+            std::int64_t finite = 0;
+            for (std::int64_t j = 0; j < t.cols(); ++j) {
+                const double v = t.value(r * t.cols() + j);
+                if (!std::isfinite(v)) continue;
+                ++finite;
+                seen.insert(t.bits(r * t.cols() + j));
+            }
+            if (finite >= kMinRow && 2 * static_cast<std::int64_t>(seen.size()) < finite)
+                return "input '" + op.inputs[k] + "' row " + std::to_string(r) + " holds " + std::to_string(seen.size()) +
+                       " distinct values among " + std::to_string(finite) + " (repeated values round alike)";
+        }
+    }
+    return "";
+}
+
+// Terms at most u A of a sum of nonnegative terms adding up to more than u A
+// (A the total): they may all be absorbed, errors of one sign.
+bool absorbs(const std::vector<double>& terms, double u) {
+    if (static_cast<std::int64_t>(terms.size()) < kMinRow) return false;
+    double total = 0;
+    for (double t : terms)
+        if (std::isfinite(t)) total += t;
+    if (!(total > 0) || !std::isfinite(total)) return false;
+    double small = 0;
+    for (double t : terms)
+        if (std::isfinite(t) && t <= u * total) small += t;
+    return small > u * total;
+}
+
+std::string absorption(const std::string& what, std::size_t row) {
+    return what + " of row " + std::to_string(row) +
+           ": terms below one rounding of the sum add up to more than one rounding (absorbed alike)";
+}
+
+// The nonnegative terms each row op sums: x^2 (rms, l2), (x - mean)^2
+// (layer_norm), exp(x - max) (softmax).
+std::string row_absorption(const OpSpec& op, const TensorView& x, double u) {
+    const std::int64_t n = x.cols();
+    for (std::int64_t r = 0; r < x.rows(); ++r) {
+        std::vector<double> row(static_cast<std::size_t>(n)), terms;
+        for (std::int64_t j = 0; j < n; ++j) row[static_cast<std::size_t>(j)] = x.value(r * n + j);
+        if (op.name == "softmax") {
+            const double m = *std::max_element(row.begin(), row.end());
+            if (!std::isfinite(m)) continue;
+            for (double v : row) terms.push_back(std::exp(v - m));
+        } else {
+            double mean = 0;
+            if (op.name == "layer_norm") {
+                for (double v : row) mean += v / static_cast<double>(n);
+            }
+            for (double v : row) terms.push_back((v - mean) * (v - mean));
+        }
+        if (absorbs(terms, u)) return absorption(op.name == "softmax" ? "the exponentials" : "the squares", static_cast<std::size_t>(r));
+    }
+    return "";
+}
+
+// Rows whose largest magnitude exceeds 2^(p/2) times their median.
+std::string dominant_outlier(const OpSpec& op, const std::vector<TensorView>& in, Format acc) {
+    const double ratio = std::ldexp(1.0, info(acc).precision / 2);
+    for (std::size_t k = 0; k < in.size() && k < op.inputs.size(); ++k) {
+        const TensorView& t = in[k];
+        if (!is_data_input(op.inputs[k]) || !is_float(t.format) || t.cols() < kMinRow) continue;
+        for (std::int64_t r = 0; r < t.rows(); ++r) {
+            std::vector<double> mag;
+            for (std::int64_t j = 0; j < t.cols(); ++j) {
+                const double v = std::fabs(t.value(r * t.cols() + j));
+                if (std::isfinite(v)) mag.push_back(v);
+            }
+            if (static_cast<std::int64_t>(mag.size()) < kMinRow) continue;
+            std::nth_element(mag.begin(), mag.begin() + static_cast<std::ptrdiff_t>(mag.size() / 2), mag.end());
+            const double median = mag[mag.size() / 2], big = *std::max_element(mag.begin(), mag.end());
+            if (big > ratio * median)
+                return "input '" + op.inputs[k] + "' row " + std::to_string(r) + ": largest magnitude above 2^" +
+                       std::to_string(info(acc).precision / 2) + " times the median (absorbed terms)";
+        }
+    }
+    return "";
+}
+
+}  // namespace
+
+std::string probabilistic_model_breach(const OpSpec& op, const Params& p, const std::vector<TensorView>& in, Format acc) {
+    if (!is_float(acc)) return "";
+    if (std::string why = repeated_values(op, in); !why.empty()) return why;
+    const double u = unit_roundoff(acc);
+    if (op.kind == OpKind::row) return row_absorption(op, in.at(0), u);
+    if (op.name == "attention") {
+        const auto weights = oracle::attention_weights(p, in);
+        for (std::size_t r = 0; r < weights.size(); ++r)
+            if (absorbs(weights[r], u)) return absorption("the attention weights", r);
+        return "";
+    }
+    return dominant_outlier(op, in, acc);
+}
+
+}  // namespace conform::props
