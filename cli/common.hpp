@@ -80,5 +80,6 @@ struct Subcommand {
 };
 Subcommand add_synth(CLI::App& app);    // cli/synth.cpp
 Subcommand add_diverge(CLI::App& app);  // cli/diverge.cpp
+Subcommand add_sensitivity(CLI::App& app);  // cli/sensitivity.cpp
 
 }  // namespace conform::cli

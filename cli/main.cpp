@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     golden->add_option("--dir", golden_dir, "golden directory (default: the source tree's golden/)");
     add_selection(golden, sel);  // --record-profiles: only the selected kernels (default: every kernel)
 
-    const Subcommand synth = add_synth(app), diverge = add_diverge(app);
+    const Subcommand synth = add_synth(app), diverge = add_diverge(app), sensitivity = add_sensitivity(app);
 
     try {
         app.parse(argc, argv);
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
         plug.shrink = !no_shrink;
         if (*check_plugin) return cmd_check_plugin(plug);
         if (*golden) return cmd_golden(regenerate, profiles, golden_dir, sel);
-        for (const Subcommand* c : {&synth, &diverge})
+        for (const Subcommand* c : {&synth, &diverge, &sensitivity})
             if (*c->cmd) return c->action();
     } catch (const UsageError& e) {
         std::cerr << "conform: " << e.what() << "\n";

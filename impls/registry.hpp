@@ -43,6 +43,12 @@ struct KernelInfo {
     // The accuracy profile it is judged by (properties/profile.hpp: strict,
     // cr, faithful, rigorous, ulp:N, +ftz, +ieee); empty: strict.
     std::string profile;
+    // What it declares about its own arithmetic, beyond formats (the family
+    // page's "Declared model" lists the keys), e.g. {"key_block", 64}: key
+    // tiles of at most 64 keys (attention).  Bounds may use a declaration to
+    // be sharper; a kernel that breaks its declaration fails.  Bound
+    // functions read them as parameters "declared.<key>".
+    std::map<std::string, double> declared;
 };
 
 // A mutant's entry: named mutant.<op>.<bug>.<fmt>, input and output in f,

@@ -183,6 +183,9 @@ std::vector<std::vector<double>> attention_bound_split(const Params& p, const st
         for (double d : v) ex.values.back().push_back(from_double(d));
     }
     FlashErrorModel model;
+    // A kernel that declares its key tile (declared.key_block) honours param
+    // block when given; any other may tile as finely as one key per tile.
+    if (p.get("declared.key_block", 0) > 0) model.key_block = static_cast<std::int64_t>(p.get("block", 0) > 0 ? p.get("block", 0) : p.get("declared.key_block", 0));
     model.out = out.at(0);
     model.lse_out = out.size() > 1 ? out[1] : Format::fp32;
     std::vector<double> flat = attention_bound(p, in, ex, model);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <cstdlib>
+#include <cstdio>
 
 #include "numerics/ulp.hpp"
 #include "oracle/bound.hpp"
@@ -53,9 +55,12 @@ void Stats::add_not_judged(const std::string& reason) {
     ++not_judged_reasons_[reason];
 }
 
-void Stats::add_misrounding(bool above, bool away_from_zero) {
-    ++(above ? above_ : below_);
-    away_ += away_from_zero;
+void Stats::add_direction_vote(int above, int away) {
+    const int v[2] = {above, away};
+    for (std::size_t i = 0; i < 2; ++i) {
+        if (v[i] > 0) ++votes_for_[i];
+        if (v[i] < 0) ++votes_against_[i];
+    }
 }
 
 void Stats::add_rank(const std::array<std::uint64_t, 4>& ranks, Region region, std::uint64_t ulps) {
@@ -74,7 +79,7 @@ void Stats::merge(const Stats& o) {
     elements_ += o.elements_;
     class_mismatch_ += o.class_mismatch_;
     not_judged_ += o.not_judged_;
-    above_ += o.above_, below_ += o.below_, away_ += o.away_;
+    for (std::size_t i = 0; i < 2; ++i) votes_for_[i] += o.votes_for_[i], votes_against_[i] += o.votes_against_[i];
     for (const auto& [why, n] : o.not_judged_reasons_) not_judged_reasons_[why] += n;
     for (std::size_t i = 0; i < ulp_buckets_.size(); ++i) ulp_buckets_[i] += o.ulp_buckets_[i];
     max_ulp_ = std::max(max_ulp_, o.max_ulp_);
@@ -207,6 +212,13 @@ void both_tiers(F&& bound, bool model_holds, T& rigorous, T& probabilistic) {
     oracle::TierScope scope(oracle::Tier::rigorous);
     rigorous = bound();
     if (!model_holds) probabilistic = rigorous;
+}
+
+// The op's parameters and the kernel's declared model ("declared.<key>").
+Params bound_params(const KernelInfo& k, const Params& p) {
+    Params b = p;
+    for (const auto& [key, value] : k.declared) b.set("declared." + key, value);
+    return b;
 }
 
 oracle::RowData row_data(const std::vector<TensorView>& in, const std::vector<double>& exact, std::int64_t r) {
@@ -374,14 +386,14 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& p, const std::vector<T
         if (const oracle::StructuredBoundFn fn = oracle::find_structured_bound(op.name)) {
             const std::vector<std::vector<double>> exact =
                 k.conventions.empty() ? ref.exact : oracle::evaluate_structured(op.name, p, oracle_in, formats).exact;
-            both_tiers([&] { return fn(p, oracle_in, exact, k.acc, formats); }, model_holds, rig, prob);
+            both_tiers([&] { return fn(bound_params(k, p), oracle_in, exact, k.acc, formats); }, model_holds, rig, prob);
         }
     } else if (budget.bound_based) {
         rig.emplace_back(), prob.emplace_back();
         for (std::int64_t r = 0; r < in[0].rows(); ++r) {
             std::vector<double> br, bp;
             const oracle::RowData row = row_data(in, ref.exact[0], r);
-            both_tiers([&] { return oracle::row_bound(op, p, row, k.acc, k.out); }, model_holds, br, bp);
+            both_tiers([&] { return oracle::row_bound(op, bound_params(k, p), row, k.acc, k.out); }, model_holds, br, bp);
             rig[0].insert(rig[0].end(), br.begin(), br.end());
             prob[0].insert(prob[0].end(), bp.begin(), bp.end());
         }
@@ -452,6 +464,8 @@ std::uint64_t alternative_rank(Format f, std::uint64_t alt, std::uint64_t got, b
     if (c.ref_class != ValueClass::finite) return kRankCr;
     return c.ulps == 0 ? kRankCr : ulp_rank(c.ulps);
 }
+
+int sign_of(double v) { return (v > 0) - (v < 0); }
 
 bool vacuous(double bound, double scale) { return !std::isfinite(bound) || (bound > 0 && bound >= kVacuousFactor * scale); }
 
@@ -546,9 +560,21 @@ void record(Stats& s, const Element& el, const OutputEval& o, std::size_t i, con
 CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* stats) {
     CaseResult res;
     const bool model_holds = e.model_breach.empty();
+    // Independent units of the direction votes: elements of an elementwise
+    // op, rows of a row op, the whole case otherwise (a recurrent state or a
+    // shared normalizer carries one error into many rows).
+    const bool elementwise = e.op->kind == OpKind::unary || e.op->kind == OpKind::gated;
+    const bool per_row = e.op->kind == OpKind::row;
+    double above = 0, away = 0;  // the current unit's summed directions
+    auto vote = [&] {
+        if (stats) stats->add_direction_vote(sign_of(above), sign_of(away));
+        above = away = 0;
+    };
     for (std::size_t o = 0; o < e.outputs.size(); ++o) {
         const OutputEval& out = e.outputs[o];
+        const std::size_t unit = elementwise ? 1 : per_row ? static_cast<std::size_t>(std::max<std::int64_t>(1, out.got.view().cols())) : 0;
         for (std::size_t i = 0; i < out.exact.size(); ++i) {
+            if (unit && i % unit == 0 && i > 0) vote();
             const Element el = rank_element(out, i, model_holds);
             const std::array<std::uint64_t, 4> ranks = alternative_ranks(out, i, el.rank);
             const std::uint64_t rank = modified_rank(ranks, profile);
@@ -585,16 +611,21 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
             if (stats) {
                 record(*stats, el, out, i, ranks, [&] { return e.describe(o, static_cast<std::int64_t>(i)); });
                 const auto ii = static_cast<std::int64_t>(i);
-                if (model_holds && el.finite && out.got.bits(ii) != out.ref.bits(ii))
-                    stats->add_misrounding(out.got.value(ii) > out.ref.value(ii),
-                                           std::fabs(out.got.value(ii)) > std::fabs(out.ref.value(ii)));
+                const bool random_position = out.region[i] == Region::normal || out.region[i] == Region::tail;
+                if (model_holds && el.finite && random_position && out.got.bits(ii) != out.ref.bits(ii)) {
+                    above += out.got.value(ii) > out.ref.value(ii) ? 1 : -1;
+                    if (std::getenv("CONFORM_DEBUG_MISROUND")) fprintf(stderr, "MIS %s %s\n", name(out.region[i]), e.describe(o, ii).c_str());
+                    away += std::fabs(out.got.value(ii)) > std::fabs(out.ref.value(ii)) ? 1 : -1;
+                }
             }
             if (!why.empty() && res.pass) {
                 res.pass = false;
                 res.message = why + ": " + e.describe(o, static_cast<std::int64_t>(i));
             }
         }
+        if (unit) vote();
     }
+    if (above != 0 || away != 0) vote();
     if (res.judged == 0 && res.pass && res.not_judged > 0)
         res.message = "not judged: every element's bound is vacuous (" + std::to_string(res.not_judged) + " elements)";
     res.ref = e.first;

@@ -57,9 +57,12 @@ public:
     // Utilization in the gating tier and in the rigorous tier.
     void add_util(double gate, double rigorous);
     void add_not_judged(const std::string& reason);
-    // A result that is not the correctly rounded one: the sign of got - ref
-    // and of |got| - |ref| (statistics.hpp tests them for symmetry).
-    void add_misrounding(bool above, bool away_from_zero);
+    // The direction of the results that are not the correctly rounded ones,
+    // one vote per independent unit (an element of an elementwise op, a row
+    // of any other: a row's elements share its normalizer's error): the sign
+    // of the summed got - ref and of |got| - |ref| (+1, -1, 0 for a tie).
+    // statistics.hpp tests the votes for symmetry.
+    void add_direction_vote(int above, int away);
     // The tightest rung of the accuracy ladder the element meets, plain and
     // with the ftz / ieee / both alternatives, and its region.
     void add_rank(const std::array<std::uint64_t, 4>& ranks, Region region, std::uint64_t ulps);
@@ -81,9 +84,9 @@ public:
     std::vector<double> util_quantiles_rigorous() const;
     std::int64_t not_judged() const { return not_judged_; }
     const std::map<std::string, std::int64_t>& not_judged_reasons() const { return not_judged_reasons_; }
-    std::int64_t misrounded() const { return above_ + below_; }
-    std::int64_t above() const { return above_; }
-    std::int64_t away_from_zero() const { return away_; }
+    // Votes: [0] above vs below, [1] away from zero vs toward it.
+    const std::array<std::int64_t, 2>& votes_for() const { return votes_for_; }
+    const std::array<std::int64_t, 2>& votes_against() const { return votes_against_; }
     // Tightest rank over all elements, per alternative set (0 plain, 1 ftz,
     // 2 ieee, 3 both); elements per region, and those beyond strict with
     // their largest ulp error.
@@ -93,7 +96,8 @@ public:
     const std::array<std::uint64_t, kRegions>& region_max_ulp() const { return region_max_ulp_; }
 
 private:
-    std::int64_t elements_ = 0, class_mismatch_ = 0, not_judged_ = 0, above_ = 0, below_ = 0, away_ = 0;
+    std::int64_t elements_ = 0, class_mismatch_ = 0, not_judged_ = 0;
+    std::array<std::int64_t, 2> votes_for_{}, votes_against_{};
     std::vector<std::int64_t> ulp_buckets_ = std::vector<std::int64_t>(9, 0);
     std::uint64_t max_ulp_ = 0;
     double max_util_ = 0, max_util_rig_ = 0;

@@ -473,6 +473,8 @@ std::vector<KernelInfo> cpu_attention_kernels() {
 void register_cpu_attention(Registry& r) {
     for (KernelInfo& k : cpu_attention_kernels()) {
         k.out_formats = {k.out, Format::fp32};  // o in the storage format, lse in fp32
+        // Key tiles of kAttnKeyTile (param block overrides): N_b <= ceil(Lk / B_k) rescales.
+        if (k.role == Role::kernel) k.declared["key_block"] = cpu::kAttnKeyTile;
         r.add(std::move(k));
     }
 }

@@ -1,0 +1,101 @@
+// conform sensitivity: for each built-in kernel, the smallest factor k such
+// that the kernel with its error amplified k-fold is rejected
+// (properties/sensitivity.hpp, docs/numerics.md "Sensitivity").
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/common.hpp"
+#include "properties/sensitivity.hpp"
+#include "properties/statistics.hpp"
+
+namespace conform::cli {
+namespace {
+
+struct SensitivityOptions {
+    Selection selection;
+    std::uint64_t seed = 1;
+    int cases = 100;
+    bool explain = false;
+};
+
+std::vector<props::SampleCheck> sample_checks(const KernelInfo& k) {
+    const char* unit = props::vote_unit(*find_op(k.op));
+    return {[unit](const props::Stats& s) { return props::rounding_bias(s, unit); }};
+}
+
+int run(const SensitivityOptions& o) {
+    Selection sel = o.selection;
+    sel.roles = {Role::kernel};
+    const auto ks = select(sel);
+    install_interrupt_handler();
+    props::RunConfig cfg;
+    cfg.seed = o.seed;
+    cfg.cases = o.cases;
+    double worst = 0;
+    std::string worst_kernel;
+    bool ok = true;
+    for (std::size_t i = 0; i < ks.size() && !interrupted(); ++i) {
+        const KernelInfo& k = *ks[i];
+        progress(fmt::format("[{}/{}] {} ...", i + 1, ks.size(), k.name));
+        const auto cases = props::sample_cases(k, cfg);
+        const auto checks = sample_checks(k);
+        const props::Sensitivity s = props::find_sensitivity(cases, props::profile_for(k), checks);
+        std::string line = fmt::format("{:<40} {}", k.name, props::text(s));
+        if (s.status == props::Sensitivity::Status::detected) {
+            if (s.correctly_rounded) line += " (correctly rounded: amplification up to 2 changes no bit)";
+            if (s.factor > worst) worst = s.factor, worst_kernel = k.name;
+            if (o.explain) line += "\n    by: " + s.detected_by;
+        }
+        if (s.status == props::Sensitivity::Status::fails_unamplified || s.status == props::Sensitivity::Status::not_detected)
+            ok = false;
+        if (o.explain) {
+            const props::SampleVerdict v = props::judge_sample(cases, props::profile_for(k), 1, checks);
+            const auto q = v.stats.util_quantiles(), qr = v.stats.util_quantiles_rigorous();
+            if (!q.empty())
+            {
+                double mean = 0;
+                for (double u : v.stats.utils()) mean += u / static_cast<double>(v.stats.utils().size());
+                line += fmt::format("\n    util p50 {:.3g} p90 {:.3g} p99 {:.3g} p99.9 {:.3g} max {:.3g} mean {:.3g}; rigorous max {:.3g}; not judged {}",
+                                    q[0], q[1], q[2], q[3], q[4], mean, qr[4], v.stats.not_judged());
+            }
+            line += fmt::format("\n    votes above {}:{} away {}:{}", v.stats.votes_for()[0], v.stats.votes_against()[0],
+                                v.stats.votes_for()[1], v.stats.votes_against()[1]);
+        }
+        if (const char* dump = std::getenv("CONFORM_DUMP_CASES")) {
+            FILE* f = std::fopen(dump, "a");
+            for (std::size_t c = 0; c < cases.size(); ++c) {
+                props::Stats st;
+                props::judge_case(cases[c], props::profile_for(k), &st);
+                const auto q = st.util_quantiles();
+                if (!q.empty()) std::fprintf(f, "%s %llu %zu %g %g %g %zu\n", k.name.c_str(), (unsigned long long)o.seed, c, q[1], q[4], q[0], st.utils().size());
+            }
+            std::fclose(f);
+        }
+        std::cout << line << "\n" << std::flush;
+    }
+    if (!worst_kernel.empty()) std::cout << fmt::format("worst: x{:.2f} ({})\n", worst, worst_kernel);
+    if (interrupted()) return 130;
+    return ok ? 0 : 1;
+}
+
+}  // namespace
+
+Subcommand add_sensitivity(CLI::App& app) {
+    auto* cmd = app.add_subcommand(
+        "sensitivity",
+        "for each built-in kernel, the smallest factor k such that the kernel with its error amplified k-fold "
+        "(exact + k (kernel - exact), rounded) is rejected: how sharp the gate is (docs/numerics.md)");
+    auto o = std::make_shared<SensitivityOptions>();
+    cmd->add_option("--op", o->selection.ops, "op to include (repeatable; default: all)");
+    cmd->add_option("--dtype", o->selection.dtypes, "input format to include: fp32, fp16, bf16 (repeatable)");
+    cmd->add_option("--kernel", o->selection.kernels, "exact kernel name to include (repeatable)");
+    cmd->add_option("--seed", o->seed, "seed of the cases (as conform run)")->capture_default_str();
+    cmd->add_option("--cases", o->cases, "cases of each oracle comparison")->capture_default_str()->check(CLI::PositiveNumber);
+    cmd->add_flag("--explain", o->explain, "also print what rejects each kernel and its error statistics");
+    return {cmd, [o] { return run(*o); }};
+}
+
+}  // namespace conform::cli

@@ -1,0 +1,128 @@
+#include "properties/sensitivity.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "properties/generators.hpp"
+
+namespace conform::props {
+namespace {
+
+std::uint64_t mix(std::uint64_t seed, const std::string& s) {
+    std::uint64_t h = seed ^ 1469598103934665603ull;
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
+bool exact_everywhere(const std::vector<CaseEval>& cases) {
+    for (const CaseEval& e : cases)
+        for (const OutputEval& o : e.outputs)
+            for (std::size_t i = 0; i < o.exact.size(); ++i) {
+                const double g = o.got.value(static_cast<std::int64_t>(i));
+                if (std::isfinite(g) && g != o.exact[i]) return false;
+            }
+    return true;
+}
+
+bool correctly_rounded(const std::vector<CaseEval>& cases) {
+    for (const CaseEval& e : cases)
+        for (const OutputEval& o : e.outputs)
+            for (std::int64_t i = 0; i < o.got.numel(); ++i)
+                if (std::isfinite(o.got.value(i)) && o.got.bits(i) != o.ref.bits(i)) return false;
+    return true;
+}
+
+}  // namespace
+
+std::vector<CaseEval> sample_cases(const KernelInfo& k, const RunConfig& cfg) {
+    const OpSpec& op = *find_op(k.op);
+    std::vector<CaseEval> cases;
+    for (const bool specials : {false, true}) {
+        GenOptions opt;
+        opt.specials = specials;
+        opt.max_n = specials ? std::min(cfg.max_n, 256) : cfg.max_n;
+        const rc::Gen<CaseSpec> gen = gen_spec(op, k.in, opt);
+        rc::Random random(mix(cfg.seed, k.name + (specials ? "/special_values" : "/within_budget")));
+        const int wanted = specials ? std::max(1, cfg.cases / 2) : cfg.cases;
+        for (int i = 0, tries = 0; i < wanted && tries < 10 * wanted; ++tries) {
+            const CaseSpec spec = gen(random.split(), tries % 101).value();
+            const Case c = build_case(spec);
+            CaseEval e = evaluate_case(k, c.params, c.views());
+            if (judge_case(e, parse_profile("cr")).judged + judge_case(e, profile_for(k)).judged == 0) continue;
+            cases.push_back(std::move(e));
+            ++i;
+        }
+    }
+    return cases;
+}
+
+CaseEval amplify(const CaseEval& e, double f) {
+    CaseEval a = e;
+    for (OutputEval& o : a.outputs)
+        for (std::size_t i = 0; i < o.exact.size(); ++i) {
+            const auto ii = static_cast<std::int64_t>(i);
+            const double g = o.got.value(ii), x = o.exact[i];
+            if (!std::isfinite(g) || !std::isfinite(x) || g == x) continue;
+            o.got.set_bits(ii, encode(o.format, x + f * (g - x)));
+        }
+    return a;
+}
+
+SampleVerdict judge_sample(const std::vector<CaseEval>& cases, const AccuracyProfile& profile, double factor,
+                           const std::vector<SampleCheck>& checks) {
+    SampleVerdict v;
+    for (const CaseEval& e : cases) {
+        const CaseResult r = judge_case(factor == 1 ? e : amplify(e, factor), profile, &v.stats);
+        if (!r.pass && !v.rejected) v.rejected = true, v.why = r.message;
+    }
+    for (const SampleCheck& check : checks) {
+        if (v.rejected) break;
+        if (std::string why = check(v.stats); !why.empty()) v.rejected = true, v.why = why;
+    }
+    return v;
+}
+
+Sensitivity find_sensitivity(const std::vector<CaseEval>& cases, const AccuracyProfile& profile,
+                             const std::vector<SampleCheck>& checks, double max_factor) {
+    Sensitivity s;
+    s.cases = static_cast<std::int64_t>(cases.size());
+    const SampleVerdict base = judge_sample(cases, profile, 1, checks);
+    if (base.rejected) {
+        s.status = Sensitivity::Status::fails_unamplified, s.detected_by = base.why;
+        return s;
+    }
+    if (exact_everywhere(cases)) {
+        s.status = Sensitivity::Status::exact;
+        return s;
+    }
+    s.correctly_rounded = correctly_rounded(cases);
+    double lo = 1, hi = 2;
+    SampleVerdict at_hi = judge_sample(cases, profile, hi, checks);
+    while (!at_hi.rejected && hi < max_factor) {
+        lo = hi, hi *= 2;
+        at_hi = judge_sample(cases, profile, hi, checks);
+    }
+    if (!at_hi.rejected) return s;  // not detected up to max_factor
+    while (hi / lo > 1.01) {
+        const double mid = std::sqrt(lo * hi);
+        SampleVerdict v = judge_sample(cases, profile, mid, checks);
+        if (v.rejected) hi = mid, at_hi = std::move(v);
+        else lo = mid;
+    }
+    s.status = Sensitivity::Status::detected;
+    s.factor = hi;
+    s.detected_by = at_hi.why;
+    return s;
+}
+
+std::string text(const Sensitivity& s) {
+    switch (s.status) {
+        case Sensitivity::Status::fails_unamplified: return "FAILS unamplified: " + s.detected_by;
+        case Sensitivity::Status::exact: return "exact on every case (no error to amplify)";
+        case Sensitivity::Status::not_detected: return "not detected up to x2^20";
+        case Sensitivity::Status::detected: break;
+    }
+    return fmt::format("detects x{:.2f}", s.factor);
+}
+
+}  // namespace conform::props

@@ -1,0 +1,34 @@
+#include "properties/statistics.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+namespace conform::props {
+
+double sign_test_tail(std::int64_t votes_for, std::int64_t votes_against) {
+    const double m = static_cast<double>(votes_for + votes_against);
+    if (m == 0) return 1;
+    const double t = std::fabs(static_cast<double>(votes_for) - m / 2);
+    return std::fmin(1.0, 2 * std::exp(-2 * t * t / m));
+}
+
+std::string rounding_bias(const Stats& s, const char* unit) {
+    static const char* side[2][2] = {{"above", "below"}, {"away from zero", "toward zero"}};
+    for (std::size_t i = 0; i < 2; ++i) {
+        const std::int64_t f = s.votes_for()[i], a = s.votes_against()[i];
+        const double p = sign_test_tail(f, a);
+        if (p >= kBiasAlpha) continue;
+        const bool more_for = f > a;
+        return fmt::format("rounding bias: the results that are not correctly rounded lie {} in {} of {} {} "
+                           "(a fair sign test gives p < {:.1e}; significance {:.0e})",
+                           side[i][more_for ? 0 : 1], more_for ? f : a, f + a, unit, p, kBiasAlpha);
+    }
+    return "";
+}
+
+const char* vote_unit(const OpSpec& op) {
+    if (op.kind == OpKind::unary || op.kind == OpKind::gated) return "elements";
+    return op.kind == OpKind::row ? "rows" : "cases";
+}
+
+}  // namespace conform::props
