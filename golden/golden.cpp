@@ -499,7 +499,7 @@ KernelCheck check_kernel(const KernelInfo& k, const std::vector<Vector>& vectors
             const props::CaseResult c = props::check_case(k, v.params, views_of(in), &s);
             if (!c.pass) failure = c.message;
         } catch (const std::exception& e) {
-            failure = std::string("the kernel run threw: ") + e.what();
+            failure = std::string("not judged: ") + e.what();  // a kernel, oracle or conversion error
         }
         if (!failure.empty() && r.failure.empty()) r.failure = vector_name(v, i) + ": " + failure;
         if (worse_than(s, total))
