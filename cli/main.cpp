@@ -93,11 +93,13 @@ int main(int argc, char** argv) {
     bool no_shrink = false;
     check_plugin->add_flag("--no-shrink", no_shrink, "report failing cases as generated, without shrinking them");
 
-    auto* golden = app.add_subcommand("golden", "check or regenerate golden vectors and error profiles");
-    golden->add_flag("--regenerate", regenerate, "rewrite the golden vectors from the oracle");
-    golden->add_flag("--record-profiles", profiles, "re-record every kernel's error profile");
+    auto* golden = app.add_subcommand("golden", "check the golden vectors (the oracle reproduces every stored output; "
+                                                "every selected kernel passes them), or regenerate them and the error "
+                                                "profiles");
+    golden->add_flag("--regenerate", regenerate, "rewrite the selected golden vector files from the oracle");
+    golden->add_flag("--record-profiles", profiles, "re-record the selected kernels' error profiles");
     golden->add_option("--dir", golden_dir, "golden directory (default: the source tree's golden/)");
-    add_selection(golden, sel);  // --record-profiles: only the selected kernels (default: every kernel)
+    add_selection(golden, sel);  // vector files by --op/--dtype; kernels (and named mutants) by all three
 
     const Subcommand synth = add_synth(app), diverge = add_diverge(app), sensitivity = add_sensitivity(app);
 

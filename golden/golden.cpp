@@ -1,11 +1,20 @@
 #include "golden/golden.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "io/files.hpp"
+#include "io/format_error.hpp"
+#include "io/json_text.hpp"
+#include "io/stored_tensor.hpp"
 #include "oracle/eval.hpp"
+#include "oracle/structured.hpp"
+#include "properties/gdn.hpp"
 #include "properties/generators.hpp"
+#include "properties/verdict.hpp"
 #include "reports/atomic_file.hpp"
 
 namespace conform::golden {
@@ -19,61 +28,342 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
                                          props::Family::bit_patterns, props::Family::around_cap,
                                          props::Family::subnormal};
 
+// The families of op's vectors: kVectorFamilies with these substitutions.
+// Attention and the delta rule take `constant` (ties in every max and sum)
+// for `bit_patterns`: with values up to 3.4e38 their logits and k k^T
+// products overflow FP32, and every FP32 kernel returns NaN or an infinity
+// of either sign where the exact result is finite or +inf -- outside the
+// domain their generators draw from (docs/attention.md, docs/gdn.md).
+// Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
+// logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
+struct Substitution {
+    const char* op;
+    props::Family from, to;
+};
+const Substitution kSubstitutions[] = {
+    {"attention", props::Family::bit_patterns, props::Family::constant},
+    {"gdn", props::Family::bit_patterns, props::Family::constant},
+    {"kda", props::Family::bit_patterns, props::Family::constant},
+    {"softmax", props::Family::near_eps, props::Family::masked},
+    {"softmax", props::Family::around_cap, props::Family::saturated},
+};
+
+std::vector<props::Family> vector_families(const std::string& op) {
+    std::vector<props::Family> fams(std::begin(kVectorFamilies), std::end(kVectorFamilies));
+    for (const Substitution& sub : kSubstitutions)
+        if (op == sub.op) std::replace(fams.begin(), fams.end(), sub.from, sub.to);
+    return fams;
+}
+
+// Parameters away from their defaults on some vectors, so that a kernel
+// that ignores or misapplies one fails there: {op, vector, parameter, value}.
+struct Setting {
+    const char* op;
+    int vector;
+    const char* param;
+    double value;
+};
+const Setting kSettings[] = {
+    {"rms_norm", 1, "zero_centered", 1}, {"rms_norm", 3, "zero_centered", 1},
+    {"softcap", 4, "beta", 5},       // the around_cap vector straddles a cap of 5, not the default 30
+    {"situ_glu", 4, "beta1", 100},   // caps above 64 (still applied)
+    {"swiglu_clamp", 4, "limit", 3},
+    {"rope", 1, "pairing", 1}, {"rope", 2, "rotary_dim", 4}, {"rope", 3, "ntk_scale", 8},
+    {"attention", 2, "window", 2}, {"attention", 4, "softcap", 5},
+    {"gdn", 2, "l2norm", 1}, {"kda", 2, "l2norm", 1},
+    {"sinkhorn", 1, "eps", 0.01},
+    {"quantize", 1, "axis", 1}, {"quantize", 2, "axis", 2}, {"quantize", 3, "scale", 0.01},  // static: codes saturate
+    {"dequantize", 1, "axis", 1}, {"dequantize", 2, "axis", 2},
+};
+
+// The delta rule's vectors (properties/gdn.hpp's layout {T, H, d_k, d_v,
+// has_state, gates, betas, sequences}): five tokens from an initial state;
+// vector 3 32 tokens of saturated decay in one chunk (cumulative log-decays
+// down to 31 g_min: GDN -856, KDA -155, where exp(G_r) exp(-G_i) overflows
+// FP32 and exp(G_i - G_r) double); vector 5 three packed sequences
+// (cu_seqlens), each from its own initial state.
+std::vector<std::int64_t> delta_dims(int i) {
+    if (i == 3) return {32, 2, 3, 2, 1, props::saturated_gates, props::mixed_betas};
+    if (i == 5) return {8, 2, 3, 2, 1, props::mixed_gates, props::mixed_betas, 3};
+    return {5, 2, 3, 2, 1, props::mixed_gates, props::mixed_betas};
+}
+
+// Vector i of op: its shape (small, with the structure each op's kernels
+// branch on), family, parameters and a fixed seed.
+props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i) {
+    props::CaseSpec s;
+    const std::string& name = op.name;
+    s.op = name;
+    s.format = f;
+    s.params = Params::defaults(op);
+    s.rows = 1;
+    s.n = op.kind == OpKind::row ? 7 : 16;
+    if (name == "rope") {  // [H, L, D]: both halves of a pair, two heads, three positions
+        s.dims = {2, 3, 8};
+        s.params.set("offset", 1000);
+    }
+    if (name == "lse_merge") s.dims = {4, 3};
+    if (name == "sinkhorn") s.dims = {3, 4};  // three 4x4 matrices (n_hc = 4), 20 iterations
+    if (name == "hc_residual" || name == "mhc_residual") s.dims = {2, 4, 9};  // n_hc = 4, a SIMD tail
+    if (name == "quantize") s.dims = {3, 5};
+    if (name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
+    if (name == "dequantize") s.dims = {3, 5};          // codes stored as floats
+    if (name == "smooth_quant") s.dims = {3, 4, 5};     // x [3, 4], w [4, 5], alpha 0.5
+    if (name == "int8_block") {  // T 3, d 8, 2 heads, ffn 8: the all-real block
+        s.dims = {3, 8, 2, 8};
+        s.params.set("heads", 2);
+    }
+    if (name == "gdn" || name == "kda") s.dims = delta_dims(i);
+    if (name == "softmax") s.rows = 4, s.n = 40;  // online kernels: three blocks of 16, the max moving between them
+    if (name == "attention") {  // two KV heads of two query heads each, Lq < Lk (bottom-right causal), two key tiles
+        s.dims = {4, 2, 3, 70, 4, 4, 1};  // with the additive mask (every op input present)
+        s.params.set("causal", 1);
+    }
+    for (const Setting& set : kSettings)
+        if (name == set.op && i == set.vector) s.params.set(set.param, set.value);
+    s.families = {fam, fam};
+    s.seed = 1000 + static_cast<std::uint64_t>(i);
+    return s;
+}
+
+// ---- writing ---------------------------------------------------------------
+
 std::string hex_bits(std::uint64_t b) {
     char buf[24];
     std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(b));
     return buf;
 }
 
-json tensor_json(const Tensor& t) {
-    json j;
-    j["shape"] = t.shape();
-    j["bits"] = json::array();
-    j["hex"] = json::array();
+// One tensor in three lines: format and shape, then the bit patterns, then
+// the same values as hex floats (element i of both arrays is element i of
+// the tensor in row-major order).
+std::string tensor_text(const Tensor& t, const std::string& indent) {
+    json bits = json::array(), hex = json::array();
     for (std::int64_t i = 0; i < t.numel(); ++i) {
-        j["bits"].push_back(hex_bits(t.bits(i)));
-        j["hex"].push_back(hexfloat(t.value(i)));
+        bits.push_back(hex_bits(t.bits(i)));
+        hex.push_back(hexfloat(t.value(i)));
     }
-    return j;
+    return "{\"format\": " + json(name(t.format())).dump() + ", \"shape\": " + json(t.shape()).dump() + ",\n" +
+           indent + " \"bits\": " + bits.dump() + ",\n" + indent + " \"hex\": " + hex.dump() + "}";
 }
 
-[[noreturn]] void bad(const std::filesystem::path& file, const std::string& field, const std::string& why) {
-    throw std::runtime_error(file.string() + ": field '" + field + "': " + why);
+// {"name": tensor, ...} with one tensor per entry, at `indent`.
+std::string tensors_text(const std::vector<std::string>& names, const std::vector<Tensor>& ts, const std::string& indent) {
+    std::string s = "{";
+    for (std::size_t k = 0; k < ts.size(); ++k)
+        s += (k ? ",\n" : "\n") + indent + " " + json(names[k]).dump() + ": " + tensor_text(ts[k], indent + " ");
+    return s + "\n" + indent + "}";
 }
 
-Tensor tensor_from(const json& j, Format f, const std::filesystem::path& file, const std::string& field) {
-    if (!j.is_object() || !j.contains("shape") || !j.contains("bits")) bad(file, field, "expected {shape, bits}");
-    Tensor t(f, j.at("shape").get<std::vector<std::int64_t>>());
-    const auto& bits = j.at("bits");
-    if (!bits.is_array() || static_cast<std::int64_t>(bits.size()) != t.numel())
-        bad(file, field + ".bits", "expected " + std::to_string(t.numel()) + " bit patterns");
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-        const std::string text = bits[i].is_string() ? bits[i].get<std::string>() : "";
-        char* end = nullptr;
-        const unsigned long long b = std::strtoull(text.c_str(), &end, 16);
-        if (text.empty() || *end) bad(file, field + ".bits[" + std::to_string(i) + "]", "expected a hex bit pattern");
-        t.set_bits(i, b);
+std::string vector_text(const Vector& v) {
+    const OpSpec& op = *find_op(v.op);
+    const std::string in = "   ";
+    return "  {\n" + in + "\"family\": " + json(v.family).dump() + ",\n" + in + "\"params\": " +
+           json(v.params.values()).dump() + ",\n" + in + "\"inputs\": " + tensors_text(op.inputs, v.inputs, in) +
+           ",\n" + in + "\"outputs\": " + tensors_text(op.outputs, v.outputs, in) + "\n  }";
+}
+
+// ---- reading (untrusted) ---------------------------------------------------
+
+std::vector<TensorView> views_of(const std::vector<Tensor>& ts) {
+    std::vector<TensorView> v;
+    for (const Tensor& t : ts) v.push_back(t.view());
+    return v;
+}
+
+// A golden file is a few MB at most; anything far larger is not one.
+constexpr std::uint64_t kMaxVectorFileBytes = 64 << 20;
+
+// Where in which file: every reader error names both.
+struct Where {
+    const std::filesystem::path& file;
+    std::string field;
+    Where operator/(const std::string& key) const { return {file, field.empty() ? key : field + "." + key}; }
+    Where operator[](std::size_t i) const { return {file, field + "[" + std::to_string(i) + "]"}; }
+    [[noreturn]] void fail(const std::string& why) const { throw io::FormatError(file.string(), field, why); }
+};
+
+const json& member(const json& obj, const std::string& key, const Where& at) {
+    if (!obj.contains(key)) (at / key).fail("missing");
+    return obj.at(key);
+}
+
+// Refuses keys a reader would silently ignore (a misspelt output name must not vanish).
+void only_keys(const json& obj, const std::vector<std::string>& allowed, const Where& at) {
+    for (const auto& [key, value] : obj.items())
+        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+            at.fail("unexpected key " + io::quote(key));
+}
+
+void require_kind(const json& j, bool ok, const std::string& expected, const Where& at) {
+    if (!ok) at.fail("expected " + expected + ", found " + io::json_kind(j));
+}
+
+Format read_format(const json& j, const Where& at) {
+    require_kind(j, j.is_string(), "a format name", at);
+    const auto f = parse_format(j.get<std::string>());
+    if (!f) at.fail("unknown format " + io::quote(j.get<std::string>()));
+    return *f;
+}
+
+std::vector<std::int64_t> read_shape(const json& j, Format f, const Where& at) {
+    require_kind(j, j.is_array(), "an array of dimensions", at);
+    if (j.size() > static_cast<std::size_t>(kMaxRank)) at.fail("rank " + std::to_string(j.size()) + " above " + std::to_string(kMaxRank));
+    std::vector<std::int64_t> shape;
+    for (std::size_t d = 0; d < j.size(); ++d) {
+        require_kind(j[d], j[d].is_number_integer(), "an integer dimension", at[d]);
+        shape.push_back(j[d].get<std::int64_t>());
+    }
+    if (!io::byte_count(io::dtype_of(f), shape)) at.fail("shape " + shape_string(shape) + " is negative or too large");
+    return shape;
+}
+
+// "0x" and 1 to 16 hex digits, within the format's width.
+std::uint64_t read_bits(const json& j, Format f, const Where& at) {
+    const std::string text = j.is_string() ? j.get<std::string>() : "";
+    const bool shaped = text.size() > 2 && text.size() <= 18 && text.compare(0, 2, "0x") == 0 &&
+                        text.find_first_not_of("0123456789abcdef", 2) == std::string::npos;
+    if (!shaped) at.fail("expected a bit pattern \"0x...\" (lower-case hex), found " + (j.is_string() ? io::quote(text) : io::json_kind(j)));
+    const std::uint64_t b = std::stoull(text.substr(2), nullptr, 16);
+    const int width = 8 * info(f).bytes;
+    if (width < 64 && b >> width) at.fail(text + " is wider than " + name(f) + "'s " + std::to_string(width) + " bits");
+    return b;
+}
+
+Tensor read_tensor(const json& j, const Where& at) {
+    require_kind(j, j.is_object(), "a tensor {format, shape, bits, hex}", at);
+    only_keys(j, {"format", "shape", "bits", "hex"}, at);
+    const Format f = read_format(member(j, "format", at), at / "format");
+    const std::vector<std::int64_t> shape = read_shape(member(j, "shape", at), f, at / "shape");
+    const json &bits = member(j, "bits", at), &hex = member(j, "hex", at);
+    const std::int64_t numel = *io::byte_count(io::dtype_of(f), shape) / info(f).bytes;
+    for (const auto& [key, arr] : {std::pair{"bits", &bits}, std::pair{"hex", &hex}})
+        if (!arr->is_array() || static_cast<std::int64_t>(arr->size()) != numel)
+            (at / key).fail("expected an array of " + std::to_string(numel) + " strings (shape " + shape_string(shape) + ")");
+    Tensor t(f, shape);  // allocated only now: its size is bounded by the file's
+    for (std::int64_t i = 0; i < numel; ++i) {
+        const std::size_t e = ix(i);
+        t.set_bits(i, read_bits(bits[e], f, (at / "bits")[e]));
+        const std::string want = hexfloat(t.value(i));
+        if (!hex[e].is_string() || hex[e].get<std::string>() != want)
+            (at / "hex")[e].fail("expected " + io::quote(want) + " (the value of bits[" + std::to_string(i) + "])");
     }
     return t;
 }
 
-Vector parse_vector(const json& j, const std::filesystem::path& file, const std::string& at) {
-    if (!j.is_object()) bad(file, at, "expected an object");
-    const OpSpec* op = find_op(j.value("op", ""));
-    if (!op) bad(file, at + ".op", "unknown op");
-    auto f = parse_format(j.value("format", ""));
-    if (!f) bad(file, at + ".format", "unknown format");
-    Vector v{op->name, *f, Params(j.at("params").get<std::map<std::string, double>>()), {}, {}};
-    const json inputs = j.value("inputs", json::object());
-    for (const auto& in_name : op->inputs) {
-        if (!inputs.contains(in_name) && optional_input(in_name)) break;  // trailing optional inputs left out
-        if (!inputs.contains(in_name)) bad(file, at + ".inputs." + in_name, "missing tensor");
-        v.inputs.push_back(tensor_from(inputs[in_name], *f, file, at + ".inputs." + in_name));
+// A value family's name (it is printed with every verdict on the vector).
+std::string read_family(const json& j, const Where& at) {
+    require_kind(j, j.is_string(), "a value family's name", at);
+    for (int k = 0; k <= static_cast<int>(props::Family::masked); ++k)
+        if (j.get<std::string>() == props::name(static_cast<props::Family>(k))) return j.get<std::string>();
+    at.fail("unknown value family " + io::quote(j.get<std::string>()));
+}
+
+Params read_params(const json& j, const OpSpec& op, const Where& at) {
+    require_kind(j, j.is_object(), "an object of parameters", at);
+    Params p;
+    for (const auto& [key, value] : j.items()) {
+        const bool known = std::any_of(op.params.begin(), op.params.end(), [&](const ParamSpec& s) { return s.name == key; });
+        if (!known) at.fail(io::quote(key) + " is not a parameter of " + op.name);
+        require_kind(value, value.is_number(), "a number", at / key);
+        p.set(key, value.get<double>());
     }
-    const json expected = j.value("expected", json::object());
-    if (!expected.contains(op->outputs[0])) bad(file, at + ".expected." + op->outputs[0], "missing tensor");
-    v.expected = tensor_from(expected[op->outputs[0]], *f, file, at + ".expected");
+    return p;
+}
+
+// Inputs are passed by position: the stored ones are a prefix of op.inputs,
+// and only optional inputs may be left out.
+std::vector<Tensor> read_inputs(const json& j, const OpSpec& op, const Where& at) {
+    require_kind(j, j.is_object(), "an object of tensors", at);
+    only_keys(j, op.inputs, at);
+    std::vector<Tensor> inputs;
+    for (const std::string& in : op.inputs) {
+        if (!j.contains(in)) {
+            if (!optional_input(in)) (at / in).fail("missing");
+            if (j.size() != inputs.size()) (at / in).fail("missing while a later input is present (inputs are positional)");
+            break;
+        }
+        inputs.push_back(read_tensor(j.at(in), at / in));
+    }
+    return inputs;
+}
+
+// The output shapes the inputs give (the op's own shape checks).
+std::vector<std::vector<std::int64_t>> shapes_from(const OpSpec& op, const Params& p, const std::vector<Tensor>& inputs,
+                                                   const Where& at) {
+    const std::vector<TensorView> views = views_of(inputs);
+    try {
+        if (op.kind != OpKind::structured) oracle::check_shapes(op, views);
+        return output_shapes(op, views, p);
+    } catch (const std::invalid_argument& e) {
+        at.fail(std::string("the shapes do not fit ") + op.name + ": " + e.what());
+    }
+}
+
+// Every output of the op, each shaped as the inputs say.
+std::vector<Tensor> read_outputs(const json& j, const OpSpec& op, const std::vector<std::vector<std::int64_t>>& shapes,
+                                 const Where& at) {
+    require_kind(j, j.is_object(), "an object of tensors", at);
+    only_keys(j, op.outputs, at);
+    std::vector<Tensor> outputs;
+    for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+        const Where out = at / op.outputs[o];
+        outputs.push_back(read_tensor(member(j, op.outputs[o], at), out));
+        if (outputs.back().shape() != shapes.at(o))
+            (out / "shape").fail(shape_string(outputs.back().shape()) + ", but the inputs give " + shape_string(shapes[o]));
+    }
+    return outputs;
+}
+
+Vector read_vector(const json& j, const OpSpec& op, Format f, const Where& at) {
+    require_kind(j, j.is_object(), "a vector {family, params, inputs, outputs}", at);
+    only_keys(j, {"family", "params", "inputs", "outputs"}, at);
+    Vector v{op.name, f, read_family(member(j, "family", at), at / "family"),
+             read_params(member(j, "params", at), op, at / "params"), {}, {}};
+    v.inputs = read_inputs(member(j, "inputs", at), op, at / "inputs");
+    const auto shapes = shapes_from(op, v.params, v.inputs, at / "inputs");
+    v.outputs = read_outputs(member(j, "outputs", at), op, shapes, at / "outputs");
     return v;
+}
+
+// ---- the oracle and kernels on a vector ------------------------------------
+
+// Every output of the op, correctly rounded into `formats` (one per output).
+std::vector<Tensor> oracle_outputs(const OpSpec& op, const Params& p, const std::vector<Tensor>& inputs,
+                                   const std::vector<Format>& formats) {
+    if (op.kind == OpKind::structured) return oracle::evaluate_structured(op.name, p, views_of(inputs), formats).rounded;
+    return {oracle::evaluate(op, p, views_of(inputs), formats.at(0)).rounded};
+}
+
+// The kernels of int8_gemm and dequantize read int8 codes; the golden files
+// store the codes as exact values of the vector's format.
+bool is_code_input(const std::string& op, const std::string& input) {
+    return (op == "int8_gemm" && (input == "a" || input == "b")) || (op == "dequantize" && input == "q");
+}
+
+// t in format f; the values must be exact there (a golden input that is
+// not is a malformed file, never silently rounded).
+Tensor converted(const Tensor& t, Format f, const std::string& what) {
+    Tensor c(f, t.shape());
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        c.set_value(i, t.value(i));
+        const bool same = c.value(i) == t.value(i) || (std::isnan(c.value(i)) && std::isnan(t.value(i)));
+        if (!same) throw std::invalid_argument(what + " element " + std::to_string(i) + " = " + hexfloat(t.value(i)) +
+                                               " is not exact in " + name(f));
+    }
+    return c;
+}
+
+// Whether vector stats s hold a worse element than every earlier vector's:
+// by utilization once any output is bounded, else by ulps.
+bool worse_than(const props::Stats& s, const props::Stats& total) {
+    if (s.elements() == 0) return false;
+    if (s.has_util()) return !total.has_util() || s.max_util() > total.max_util();
+    return !total.has_util() && (total.elements() == 0 || s.max_ulp() > total.max_ulp());
+}
+
+std::string vector_name(const Vector& v, std::size_t i) {
+    return "vector " + std::to_string(i) + " (" + v.family + ")";
 }
 
 }  // namespace
@@ -88,81 +378,142 @@ std::filesystem::path profile_file(const std::filesystem::path& dir, const std::
     return dir / "profiles" / (kernel + ".json");
 }
 
+// The widths the kernels store these outputs at whatever their input format
+// (impls/cpu/*.cpp): attention's and lse_merge's log-sum-exp and the delta
+// rule's state in fp32 (they feed later steps), quantize's codes in int8
+// and its scale in fp32, int8_gemm's exact INT32 accumulator in fp64 (which
+// holds it exactly), smooth_quant's factors in fp32.
+std::vector<Format> output_formats(const OpSpec& op, Format f) {
+    static const std::map<std::string, std::map<std::string, Format>> fixed = {
+        {"attention", {{"lse", Format::fp32}}},
+        {"lse_merge", {{"lse", Format::fp32}}},
+        {"gdn", {{"state", Format::fp32}}},
+        {"kda", {{"state", Format::fp32}}},
+        {"quantize", {{"q", Format::int8}, {"scale", Format::fp32}}},
+        {"int8_gemm", {{"acc", Format::fp64}}},
+        {"smooth_quant", {{"s", Format::fp32}}},
+    };
+    std::vector<Format> formats;
+    const auto op_fixed = fixed.find(op.name);
+    for (const std::string& out : op.outputs) {
+        const bool is_fixed = op_fixed != fixed.end() && op_fixed->second.count(out);
+        formats.push_back(is_fixed ? op_fixed->second.at(out) : f);
+    }
+    return formats;
+}
+
 std::vector<Vector> make_vectors(const std::string& op_name, Format f) {
     const OpSpec& op = *find_op(op_name);
     std::vector<Vector> out;
-    int i = 0;
-    for (props::Family fam : kVectorFamilies) {
-        props::CaseSpec s;
-        s.op = op_name;
-        s.format = f;
-        s.params = Params::defaults(op);
-        s.rows = 1;
-        s.n = op.kind == OpKind::row ? 7 : 16;
-        if (op_name == "rope") {  // [H, L, D]: both halves of a pair, two heads, three positions
-            s.dims = {2, 3, 8};
-            s.params.set("offset", 1000);
-        }
-        if (op_name == "lse_merge") s.dims = {4, 3};
-        if (op_name == "sinkhorn") s.dims = {3, 4};  // three 4x4 matrices (n_hc = 4), 20 iterations
-        if (op_name == "hc_residual" || op_name == "mhc_residual") s.dims = {2, 4, 9};  // n_hc = 4, a SIMD tail
-        if (op_name == "quantize") s.dims = {3, 5};   // per tensor (axis 0)
-        if (op_name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
-        if (op_name == "dequantize") s.dims = {3, 5};          // per tensor (axis 0), codes stored as floats
-        if (op_name == "smooth_quant") s.dims = {3, 4, 5};     // x [3, 4], w [4, 5], alpha 0.5
-        if (op_name == "int8_block") {  // T 3, d 8, 2 heads, ffn 8: the all-real block's out
-            s.dims = {3, 8, 2, 8};
-            s.params.set("heads", 2);
-        }
-        if (op_name == "attention") {  // GQA 2:1, Lq < Lk (bottom-right causal), small dims
-            s.dims = {2, 1, 3, 5, 4, 4, 1};  // with the additive mask (every op input present)
-            s.params.set("causal", 1);
-        }
-        s.families = {fam, fam};
-        s.seed = 1000 + i++;
-        const props::Case c = props::build_case(s);
-        Vector v{op_name, f, c.params, c.inputs, {}};
-        std::vector<TensorView> views;
-        for (const auto& t : v.inputs) views.push_back(t.view());
-        v.expected = oracle::evaluate(op, v.params, views, f).rounded;
+    const std::vector<props::Family> families = vector_families(op_name);
+    for (std::size_t i = 0; i < families.size(); ++i) {
+        const props::Case c = props::build_case(vector_spec(op, f, families[i], static_cast<int>(i)));
+        Vector v{op_name, f, props::name(families[i]), c.params, c.inputs, {}};
+        // A staged op called with its inputs alone chains its own exact stages.
+        v.outputs = oracle_outputs(op, v.params, v.inputs, output_formats(op, f));
         out.push_back(std::move(v));
     }
     return out;
 }
 
+// {"version", "op", "format", "vectors": [{family, params, inputs, outputs}]};
+// every tensor {format, shape, bits, hex} (docs/numerics.md, "Golden data").
 void write_vectors(const std::filesystem::path& file, const std::vector<Vector>& vs) {
-    json arr = json::array();
-    for (const auto& v : vs) {
-        const OpSpec& op = *find_op(v.op);
-        json j{{"op", v.op}, {"format", name(v.format)}, {"params", v.params.values()}};
-        for (std::size_t k = 0; k < v.inputs.size(); ++k) j["inputs"][op.inputs[k]] = tensor_json(v.inputs[k]);
-        j["expected"][op.outputs[0]] = tensor_json(v.expected);
-        arr.push_back(j);
-    }
+    if (vs.empty()) throw std::invalid_argument(file.string() + ": no vectors to write");
+    std::string s = "{\n \"version\": " + std::to_string(kVectorsVersion) + ",\n \"op\": " + json(vs[0].op).dump() +
+                    ",\n \"format\": " + json(name(vs[0].format)).dump() + ",\n \"vectors\": [";
+    for (std::size_t i = 0; i < vs.size(); ++i) s += (i ? ",\n" : "\n") + vector_text(vs[i]);
     std::filesystem::create_directories(file.parent_path());
-    report::write_file_atomic(file, arr.dump(1) + "\n");
+    report::write_file_atomic(file, s + "\n ]\n}\n");
 }
 
 std::vector<Vector> read_vectors(const std::filesystem::path& file) {
-    std::ifstream in(file);
-    if (!in) throw std::runtime_error(file.string() + ": cannot open");
-    json arr;
-    try {
-        arr = json::parse(in);
-    } catch (const json::exception& e) {
-        throw std::runtime_error(file.string() + ": not valid JSON: " + e.what());
-    }
+    const std::vector<std::byte> bytes = io::read_file_bytes(file, kMaxVectorFileBytes);
+    const json root = io::parse_json({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, file.string(), "");
+    const Where at{file, ""};
+    require_kind(root, root.is_object(), "an object {version, op, format, vectors}", at);
+    only_keys(root, {"version", "op", "format", "vectors"}, at);
+    const json& version = member(root, "version", at);
+    if (!version.is_number_integer() || version.get<std::int64_t>() != kVectorsVersion)
+        (at / "version").fail("this build reads version " + std::to_string(kVectorsVersion) + ", found " + version.dump());
+    const json& op_name = member(root, "op", at);
+    const OpSpec* op = op_name.is_string() ? find_op(op_name.get<std::string>()) : nullptr;
+    if (!op) (at / "op").fail("expected an op name (see conform ops), found " + io::printable(op_name.dump(), 64));
+    const Format f = read_format(member(root, "format", at), at / "format");
+    const json& arr = member(root, "vectors", at);
+    require_kind(arr, arr.is_array(), "an array of vectors", at / "vectors");
     std::vector<Vector> out;
-    if (!arr.is_array()) bad(file, "(root)", "expected an array of vectors");
-    for (std::size_t i = 0; i < arr.size(); ++i) {
-        const std::string at = "[" + std::to_string(i) + "]";
-        try {
-            out.push_back(parse_vector(arr[i], file, at));
-        } catch (const json::exception& e) {
-            bad(file, at, e.what());
-        }
-    }
+    for (std::size_t i = 0; i < arr.size(); ++i) out.push_back(read_vector(arr[i], *op, f, (at / "vectors")[i]));
     return out;
+}
+
+std::string oracle_difference(const Vector& v) {
+    const OpSpec& op = *find_op(v.op);
+    std::vector<Format> formats;
+    for (const Tensor& t : v.outputs) formats.push_back(t.format());
+    std::vector<Tensor> want;
+    try {
+        want = oracle_outputs(op, v.params, v.inputs, formats);
+    } catch (const std::invalid_argument& e) {
+        return std::string("the oracle rejects the inputs: ") + e.what();
+    }
+    for (std::size_t o = 0; o < v.outputs.size(); ++o) {
+        const Tensor &stored = v.outputs[o], &oracle = want.at(o);
+        if (stored.shape() != oracle.shape())
+            return op.outputs[o] + ": stored shape " + shape_string(stored.shape()) + ", oracle " + shape_string(oracle.shape());
+        for (std::int64_t i = 0; i < stored.numel(); ++i)
+            if (stored.bits(i) != oracle.bits(i))
+                return op.outputs[o] + " element " + std::to_string(i) + ": stored " + hex_bits(stored.bits(i)) + " (" +
+                       hexfloat(stored.value(i)) + "), oracle " + hex_bits(oracle.bits(i)) + " (" +
+                       hexfloat(oracle.value(i)) + ")";
+    }
+    return "";
+}
+
+Format vector_format(const KernelInfo& k) { return is_float(k.in) ? k.in : k.out; }
+
+// A kernel of a float format reads the inputs as stored: the generators
+// built them for that format.  One over int8 codes reads the codes as int8
+// and the scales as fp32, as the generators build them for int8.
+std::vector<Tensor> kernel_inputs(const KernelInfo& k, const Vector& v) {
+    if (is_float(k.in)) return v.inputs;
+    const OpSpec& op = *find_op(v.op);
+    std::vector<Tensor> in;
+    for (std::size_t i = 0; i < v.inputs.size(); ++i) {
+        const Format f = is_code_input(op.name, op.inputs[i]) ? Format::int8 : Format::fp32;
+        in.push_back(converted(v.inputs[i], f, "input " + op.inputs[i]));
+    }
+    return in;
+}
+
+KernelCheck check_kernel(const KernelInfo& k, const std::vector<Vector>& vectors) {
+    KernelCheck r;
+    r.kernel = k.name;
+    props::Stats total;
+    for (std::size_t i = 0; i < vectors.size(); ++i) {
+        const Vector& v = vectors[i];
+        props::Stats s;
+        std::string failure;
+        try {
+            const std::vector<Tensor> in = kernel_inputs(k, v);
+            const props::CaseResult c = props::check_case(k, v.params, views_of(in), &s);
+            if (!c.pass) failure = c.message;
+        } catch (const std::exception& e) {
+            failure = std::string("not judged: ") + e.what();  // a kernel, oracle or conversion error
+        }
+        if (!failure.empty() && r.failure.empty()) r.failure = vector_name(v, i) + ": " + failure;
+        if (worse_than(s, total))
+            r.worst = vector_name(v, i) + ": " + (s.has_util() ? s.worst_util_case() : s.worst_ulp_case());
+        total.merge(s);
+        ++r.vectors;
+    }
+    r.elements = total.elements();
+    r.max_ulp = total.max_ulp();
+    if (total.has_util()) r.max_util = total.max_util();
+    if (r.failure.empty() && r.vectors == 0) r.failure = "no golden vectors to judge it on";
+    if (r.failure.empty() && r.elements == 0) r.failure = "no element judged";
+    r.passed = r.failure.empty();
+    return r;
 }
 
 Profile profile_of(const report::KernelReport& r, std::uint64_t seed, int cases) {

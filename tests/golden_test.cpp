@@ -1,53 +1,246 @@
-// Golden data: the oracle reproduces every golden vector bit for bit, and
-// the readers reject malformed files naming the file and the field.
+// Golden data: every stored output of every op is the oracle's, bit for bit;
+// every built-in kernel passes every golden vector of its format, and the
+// check can fail (a mutant of every family with mutants fails it); `conform
+// golden` says so per kernel and exits 1 on a failure; the readers reject
+// malformed files naming the file and the field.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 
+#include "cli_testing.hpp"
 #include "golden/golden.hpp"
-#include "oracle/eval.hpp"
 
 using namespace conform;
 
-TEST(Golden, OracleReproducesEveryVectorBitForBit) {
-    int vectors = 0;
+namespace {
+
+const Format kFormats[] = {Format::fp32, Format::fp16, Format::bf16};
+constexpr int kVectorsPerFile = 6;
+
+std::vector<golden::Vector> vectors_of(const std::string& op, Format f) {
+    return golden::read_vectors(golden::vector_file(golden::default_dir(), op, f));
+}
+
+std::int64_t output_elements(const std::vector<golden::Vector>& vs) {
+    std::int64_t n = 0;
+    for (const auto& v : vs)
+        for (const Tensor& t : v.outputs) n += t.numel();
+    return n;
+}
+
+}  // namespace
+
+TEST(Golden, EveryFileStoresEveryOutputOfItsOp) {
     for (const auto& op : op_specs())
-        for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-            const auto file = golden::vector_file(golden::default_dir(), op.name, f);
-            for (const auto& v : golden::read_vectors(file)) {
-                std::vector<TensorView> views;
-                for (const auto& t : v.inputs) views.push_back(t.view());
-                const auto r = oracle::evaluate(*find_op(v.op), v.params, views, v.format);
-                ASSERT_EQ(r.rounded.numel(), v.expected.numel()) << file;
-                for (std::int64_t i = 0; i < v.expected.numel(); ++i)
-                    ASSERT_EQ(r.rounded.bits(i), v.expected.bits(i)) << file << " element " << i;
-                ++vectors;
+        for (Format f : kFormats) {
+            const auto vs = vectors_of(op.name, f);
+            ASSERT_EQ(vs.size(), kVectorsPerFile) << op.name << " " << name(f);
+            for (const auto& v : vs) {
+                EXPECT_EQ(v.op, op.name);
+                EXPECT_EQ(v.format, f);
+                ASSERT_EQ(v.outputs.size(), op.outputs.size()) << op.name;
+                const std::vector<Format> formats = golden::output_formats(op, f);
+                for (std::size_t o = 0; o < op.outputs.size(); ++o)
+                    EXPECT_EQ(v.outputs[o].format(), formats[o]) << op.name << "." << op.outputs[o];
             }
         }
-    EXPECT_GE(vectors, 13 * 3 * 6);
+    // The op's fixed widths, not the vector's: attention's lse, gdn's state, int8_gemm's exact accumulator.
+    EXPECT_EQ(vectors_of("attention", Format::bf16)[0].outputs.at(1).format(), Format::fp32);
+    EXPECT_EQ(vectors_of("gdn", Format::bf16)[0].outputs.at(1).format(), Format::fp32);
+    EXPECT_EQ(vectors_of("int8_gemm", Format::fp16)[0].outputs.at(0).format(), Format::fp64);
+    EXPECT_EQ(vectors_of("int8_block", Format::fp16)[0].outputs.size(), 11u);  // out and its ten stages
+}
+
+TEST(Golden, OracleReproducesEveryOutputBitForBit) {
+    std::size_t vectors = 0;
+    for (const auto& op : op_specs())
+        for (Format f : kFormats) {
+            const auto vs = vectors_of(op.name, f);
+            for (std::size_t i = 0; i < vs.size(); ++i)
+                EXPECT_EQ(golden::oracle_difference(vs[i]), "") << op.name << "." << name(f) << " vector " << i;
+            vectors += vs.size();
+        }
+    EXPECT_EQ(vectors, op_specs().size() * std::size(kFormats) * kVectorsPerFile);
+}
+
+TEST(Golden, OracleDifferenceNamesTheChangedOutputElement) {
+    auto v = vectors_of("attention", Format::fp32).at(0);
+    Tensor& lse = v.outputs.at(1);
+    lse.set_bits(1, lse.bits(1) ^ 1);  // one ulp off in the second output, not the first
+    const std::string why = golden::oracle_difference(v);
+    EXPECT_NE(why.find("lse element 1"), std::string::npos) << why;
+}
+
+TEST(Golden, EveryBuiltinKernelPassesEveryVectorOfItsFormat) {
+    int kernels = 0;
+    for (const KernelInfo& k : builtin_registry().all()) {
+        if (k.role != Role::kernel) continue;
+        const auto vs = vectors_of(k.op, golden::vector_format(k));
+        const golden::KernelCheck c = golden::check_kernel(k, vs);
+        EXPECT_TRUE(c.passed) << k.name << ": " << c.failure;
+        EXPECT_EQ(c.vectors, kVectorsPerFile) << k.name;
+        EXPECT_EQ(c.elements, output_elements(vs)) << k.name << ": every element of every output judged";
+        EXPECT_FALSE(c.worst.empty()) << k.name;
+        ++kernels;
+    }
+    EXPECT_GE(kernels, 100);
+}
+
+// The check can fail: in every family that has mutants, some mutant fails
+// its golden vectors (docs/numerics.md, "Golden data", says which survive and why).
+TEST(Golden, AMutantOfEveryFamilyFailsItsGoldenVectors) {
+    std::map<std::string, std::string> killed_by;  // family -> the first mutant that fails
+    std::map<std::string, int> mutants;
+    for (const KernelInfo& k : builtin_registry().all()) {
+        if (k.role != Role::mutant) continue;
+        const std::string& family = find_op(k.op)->family;
+        ++mutants[family];
+        if (killed_by.count(family)) continue;
+        const golden::KernelCheck c = golden::check_kernel(k, vectors_of(k.op, golden::vector_format(k)));
+        if (!c.passed) killed_by[family] = k.name + " (" + c.failure + ")";
+    }
+    EXPECT_GE(mutants.size(), 10u);
+    for (const auto& [family, count] : mutants) {
+        EXPECT_TRUE(killed_by.count(family)) << family << ": none of its " << count << " mutants fails";
+        if (killed_by.count(family)) std::cout << family << ": " << killed_by[family] << "\n";
+    }
+}
+
+// Judging every output matters: these mutants get the first output right
+// and fail only on a later one (gdn's final state, int8_block's scores).
+TEST(Golden, MutantsWrongOnlyInALaterOutputFail) {
+    for (const auto& [mutant, output] : {std::pair{"mutant.gdn.final_state_not_decayed.fp32", "state["},
+                                         std::pair{"mutant.kda.final_state_not_decayed.bf16", "state["},
+                                         std::pair{"mutant.int8_block.unscaled_scores.fp16", ": s["}}) {
+        const KernelInfo& k = *builtin_registry().find(mutant);
+        const golden::KernelCheck c = golden::check_kernel(k, vectors_of(k.op, golden::vector_format(k)));
+        EXPECT_FALSE(c.passed) << mutant;
+        EXPECT_NE(c.failure.find(output), std::string::npos) << mutant << ": " << c.failure;
+    }
+}
+
+// The structure the vectors hold for the kernels' branches (docs/numerics.md, "Golden data").
+TEST(Golden, VectorsHoldTheStructureKernelsBranchOn) {
+    const auto attention = vectors_of("attention", Format::fp16);
+    EXPECT_EQ(attention[0].inputs[1].shape(), (std::vector<std::int64_t>{2, 70, 4}));  // two KV heads, two key tiles
+    EXPECT_EQ(attention[2].params.get("window", 0), 2);
+    EXPECT_EQ(attention[4].params.get("softcap", 0), 5);
+    const auto gdn = vectors_of("gdn", Format::fp32);
+    EXPECT_EQ(gdn[3].inputs[0].shape()[0], 32);  // saturated decay over 32 tokens
+    ASSERT_EQ(gdn[5].inputs.size(), 7u);         // packed: cu_seqlens {0, ..., 8}, three sequences
+    EXPECT_EQ(gdn[5].inputs[6].numel(), 4);
+    const golden::Vector masked = vectors_of("softmax", Format::bf16).at(2);
+    bool empty_row = false;
+    for (std::int64_t r = 0, n = masked.inputs[0].shape()[1]; r < masked.inputs[0].shape()[0]; ++r) {
+        bool all = true;
+        for (std::int64_t j = 0; j < n; ++j) all = all && masked.inputs[0].value(r * n + j) == -INFINITY;
+        empty_row = empty_row || all;
+    }
+    EXPECT_TRUE(empty_row) << "softmax's masked vector holds a fully masked row";
+}
+
+TEST(Golden, NoVectorIsNeverAPass) {
+    const KernelInfo& k = *builtin_registry().find("cpu.simd.silu.fp32");
+    const golden::KernelCheck c = golden::check_kernel(k, {});
+    EXPECT_FALSE(c.passed);
+    EXPECT_EQ(c.vectors, 0);
+}
+
+TEST(Golden, KernelsOverCodesReadInt8CodesAndFp32Scales) {
+    const KernelInfo& k = *builtin_registry().find("cpu.simd.int8_gemm.fp16");
+    EXPECT_EQ(golden::vector_format(k), Format::fp16);
+    const auto v = vectors_of("int8_gemm", Format::fp16).at(0);
+    const auto in = golden::kernel_inputs(k, v);
+    ASSERT_EQ(in.size(), 4u);
+    EXPECT_EQ(in[0].format(), Format::int8);
+    EXPECT_EQ(in[1].format(), Format::int8);
+    EXPECT_EQ(in[2].format(), Format::fp32);
+    for (std::int64_t i = 0; i < v.inputs[0].numel(); ++i) EXPECT_EQ(in[0].value(i), v.inputs[0].value(i));
+    auto inexact = v;
+    inexact.inputs[0].set_value(0, 0.5);  // not a code
+    EXPECT_THROW(golden::kernel_inputs(k, inexact), std::invalid_argument);
+}
+
+TEST(Golden, WrittenFilesReadBackBitForBit) {
+    const auto dir = std::filesystem::temp_directory_path() / ("conform_golden_rt." + std::to_string(getpid()));
+    for (const std::string op : {"attention", "int8_block", "quantize"}) {
+        const auto vs = vectors_of(op, Format::bf16);
+        const auto file = golden::vector_file(dir, op, Format::bf16);
+        golden::write_vectors(file, vs);
+        const auto back = golden::read_vectors(file);
+        ASSERT_EQ(back.size(), vs.size());
+        for (std::size_t i = 0; i < vs.size(); ++i) {
+            EXPECT_EQ(back[i].family, vs[i].family);
+            EXPECT_EQ(back[i].params.values(), vs[i].params.values());
+            for (auto [a, b] : {std::pair{&back[i].inputs, &vs[i].inputs}, std::pair{&back[i].outputs, &vs[i].outputs}}) {
+                ASSERT_EQ(a->size(), b->size());
+                for (std::size_t t = 0; t < a->size(); ++t) {
+                    EXPECT_EQ((*a)[t].format(), (*b)[t].format());
+                    EXPECT_EQ((*a)[t].shape(), (*b)[t].shape());
+                    for (std::int64_t e = 0; e < (*a)[t].numel(); ++e) EXPECT_EQ((*a)[t].bits(e), (*b)[t].bits(e));
+                }
+            }
+        }
+    }
+    std::filesystem::remove_all(dir);
 }
 
 TEST(Golden, MalformedFilesNameFileAndField) {
-    const auto dir = std::filesystem::temp_directory_path() / "conform_golden_test";
+    const auto dir = std::filesystem::temp_directory_path() / ("conform_golden_bad." + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
+    const auto file = dir / "bad.json";
     auto expect_error = [&](const std::string& text, const std::string& needle) {
-        const auto file = dir / "bad.json";
         std::ofstream(file) << text;
         try {
             golden::read_vectors(file);
             ADD_FAILURE() << "accepted: " << text;
         } catch (const std::runtime_error& e) {
             EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
-            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "want '" << needle << "' in " << e.what();
         }
     };
-    expect_error("{not json", "not valid JSON");
-    expect_error(R"([{"op": "nope", "format": "fp16", "params": {}}])", "[0].op");
-    expect_error(R"([{"op": "silu", "format": "fp8", "params": {}}])", "[0].format");
-    expect_error(R"([{"op": "silu", "format": "fp16", "params": {}, "inputs": {}}])", "[0].inputs.x");
-    expect_error(R"([{"op": "silu", "format": "fp16", "params": {},
-                      "inputs": {"x": {"shape": [2], "bits": ["0x0"]}}}])", "[0].inputs.x.bits");
+    // A valid silu file, then one field broken at a time.
+    const std::string x = R"({"format": "fp16", "shape": [2], "bits": ["0x3c00", "0x0"], "hex": ["0x1p+0", "0x0p+0"]})";
+    const std::string y = R"({"format": "fp16", "shape": [2], "bits": ["0x39d9", "0x0"], "hex": ["0x1.764p-1", "0x0p+0"]})";
+    auto file_with = [](const std::string& vector) {
+        return R"({"version": 2, "op": "silu", "format": "fp16", "vectors": [)" + vector + "]}";
+    };
+    auto vector_with = [&](const std::string& in, const std::string& out) {
+        return R"({"family": "normal", "params": {}, "inputs": {"x": )" + in + R"(}, "outputs": {"y": )" + out + "}}";
+    };
+    std::ofstream(file) << file_with(vector_with(x, y));
+    ASSERT_EQ(golden::read_vectors(file).size(), 1u);
+    EXPECT_EQ(golden::oracle_difference(golden::read_vectors(file)[0]), "");
+
+    expect_error("{not json", "invalid JSON");
+    expect_error(R"([{"op": "silu"}])", "expected an object");
+    expect_error(R"({"version": 1, "op": "silu", "format": "fp16", "vectors": []})", "version: this build reads version 2");
+    expect_error(R"({"version": 2, "op": "nope", "format": "fp16", "vectors": []})", "op: expected an op name");
+    expect_error(R"({"version": 2, "op": "silu", "format": "fp8", "vectors": []})", "format: unknown format");
+    expect_error(R"({"version": 2, "op": "silu", "format": "fp16", "vectors": [], "extra": 1})", "unexpected key \"extra\"");
+    expect_error(file_with(R"({"family": "normal", "params": {}, "inputs": {}, "outputs": {}})"), "vectors[0].inputs.x: missing");
+    expect_error(file_with(R"({"family": "\u001b[2J", "params": {}, "inputs": {}, "outputs": {}})"),
+                 "vectors[0].family: unknown value family \"\\x1b[2J\"");
+    expect_error(file_with(R"({"family": "normal", "params": {"eps": 1}, "inputs": {}, "outputs": {}})"),
+                 "vectors[0].params: \"eps\" is not a parameter of silu");
+    expect_error(file_with(R"({"family": "normal", "params": {}, "inputs": {"x": )" + x + R"(}, "outputs": {}})"),
+                 "vectors[0].outputs.y: missing");
+    expect_error(file_with(vector_with(R"({"format": "fp16", "shape": [2], "bits": ["0x0"], "hex": ["0x0p+0"]})", y)),
+                 "vectors[0].inputs.x.bits: expected an array of 2 strings");
+    expect_error(file_with(vector_with(R"({"format": "fp16", "shape": [2], "bits": ["0x3c00", "0x10000"], "hex": ["0x1p+0", "0x0p+0"]})", y)),
+                 "vectors[0].inputs.x.bits[1]: 0x10000 is wider than fp16's 16 bits");
+    expect_error(file_with(vector_with(R"({"format": "fp16", "shape": [2], "bits": ["0x3c00", "-1"], "hex": ["0x1p+0", "0x0p+0"]})", y)),
+                 "vectors[0].inputs.x.bits[1]: expected a bit pattern");
+    expect_error(file_with(vector_with(R"({"format": "fp16", "shape": [2], "bits": ["0x3c00", "0x0"], "hex": ["0x1p+0", "0x1p+0"]})", y)),
+                 "vectors[0].inputs.x.hex[1]: expected \"0x0p+0\"");
+    expect_error(file_with(vector_with(R"({"format": "fp16", "shape": [4611686018427387904, 4], "bits": [], "hex": []})", y)),
+                 "vectors[0].inputs.x.shape: shape");
+    expect_error(file_with(vector_with(x, R"({"format": "fp16", "shape": [1], "bits": ["0x0"], "hex": ["0x0p+0"]})")),
+                 "vectors[0].outputs.y.shape: [1], but the inputs give [2]");
     std::filesystem::remove_all(dir);
 }
 
@@ -62,4 +255,32 @@ TEST(Golden, ProfilesCompareByMaxUlpAndUtilization) {
     EXPECT_NE(golden::compare_profiles(rec, worse).find("p99"), std::string::npos);
     worse.util_quantiles[2] = 0.9 + golden::kUtilSlack * 0.5;  // within the documented slack
     EXPECT_EQ(golden::compare_profiles(rec, worse), "");
+}
+
+// `conform golden`: one line per kernel, exit 0 when all pass; a named
+// mutant that fails makes it exit 1; a malformed file exits 2 naming it.
+TEST(GoldenCli, JudgesKernelsAndExitsOneOnAFailure) {
+    std::string out;
+    EXPECT_EQ(cli_testing::run_conform("golden --op silu --dtype bf16", &out), 0) << out;
+    EXPECT_NE(out.find("cpu.simd.silu.bf16"), std::string::npos) << out;
+    EXPECT_NE(out.find(" 6 vectors"), std::string::npos) << out;
+    EXPECT_NE(out.find("PASS"), std::string::npos) << out;
+    EXPECT_NE(out.find("0 not reproduced by the oracle"), std::string::npos) << out;
+
+    EXPECT_EQ(cli_testing::run_conform("golden --op softmax --kernel cpu.simd.softmax.fp16 --kernel mutant.softmax.low_sum.fp16", &out), 1) << out;
+    EXPECT_NE(out.find("mutant.softmax.low_sum.fp16"), std::string::npos) << out;
+    EXPECT_NE(out.find("FAIL"), std::string::npos) << out;
+    EXPECT_NE(out.find("1 pass, 1 fail"), std::string::npos) << out;
+}
+
+TEST(GoldenCli, MalformedVectorFileExitsTwoNamingIt) {
+    const auto dir = std::filesystem::temp_directory_path() / ("conform_golden_cli." + std::to_string(getpid()));
+    const auto file = golden::vector_file(dir, "silu", Format::fp32);
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << R"({"version": 2, "op": "silu", "format": "fp32", "vectors": [{}]})";
+    std::string out;
+    EXPECT_EQ(cli_testing::run_conform("golden --op silu --dtype fp32 --dir " + dir.string(), &out), 2) << out;
+    EXPECT_NE(out.find(file.string()), std::string::npos) << out;
+    EXPECT_NE(out.find("vectors[0].family: missing"), std::string::npos) << out;
+    std::filesystem::remove_all(dir);
 }
