@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "golden/golden.hpp"
 #include "properties/sensitivity.hpp"
 #include "properties/statistics.hpp"
 
@@ -21,9 +22,13 @@ struct SensitivityOptions {
     bool explain = false;
 };
 
+// What run_suite checks over the within_budget sample: rounding bias, and
+// drift from the recorded error profile (golden/profiles/).
 std::vector<props::SampleCheck> sample_checks(const KernelInfo& k) {
     const char* unit = props::vote_unit(*find_op(k.op));
-    return {[unit](const props::Stats& s) { return props::rounding_bias(s, unit); }};
+    auto drift = golden::profile_checker(golden::default_dir());
+    return {[unit](const props::Stats& s) { return props::rounding_bias(s, unit); },
+            [drift, &k](const props::Stats& s) { return drift(k, s); }};
 }
 
 int run(const SensitivityOptions& o) {
@@ -61,6 +66,7 @@ int run(const SensitivityOptions& o) {
                 line += fmt::format("\n    util p50 {:.3g} p90 {:.3g} p99 {:.3g} p99.9 {:.3g} max {:.3g} mean {:.3g}; rigorous max {:.3g}; not judged {}",
                                     q[0], q[1], q[2], q[3], q[4], mean, qr[4], v.stats.not_judged());
             }
+            for (const auto& [why, n] : v.stats.not_judged_reasons()) line += fmt::format("\n    not judged: {} ({})", why, n);
             line += fmt::format("\n    votes above {}:{} away {}:{}", v.stats.votes_for()[0], v.stats.votes_against()[0],
                                 v.stats.votes_for()[1], v.stats.votes_against()[1]);
         }

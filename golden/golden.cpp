@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -14,6 +15,8 @@
 #include "oracle/structured.hpp"
 #include "properties/gdn.hpp"
 #include "properties/generators.hpp"
+#include "properties/statistics.hpp"
+#include "properties/suite.hpp"
 #include "properties/verdict.hpp"
 #include "reports/atomic_file.hpp"
 
@@ -516,13 +519,67 @@ KernelCheck check_kernel(const KernelInfo& k, const std::vector<Vector>& vectors
     return r;
 }
 
-Profile profile_of(const report::KernelReport& r, std::uint64_t seed, int cases) {
-    return {r.kernel, seed, cases, r.stats.max_ulp, r.stats.util_quantiles};
+namespace {
+
+double mean(const std::vector<double>& v) {
+    double m = 0;
+    for (double x : v) m += x / static_cast<double>(v.size());
+    return m;
+}
+
+double sd(const std::vector<double>& v) {
+    if (v.size() < 2) return 0;
+    const double m = mean(v);
+    double q = 0;
+    for (double x : v) q += (x - m) * (x - m);
+    return std::sqrt(q / static_cast<double>(v.size() - 1));
+}
+
+}  // namespace
+
+double Profile::log_mean() const {
+    double m = 0;
+    for (double t : case_util) m += std::log(t) / static_cast<double>(case_util.size());
+    return m;
+}
+
+double Profile::log_sd() const {
+    if (case_util.size() < 2) return 0;
+    const double m = log_mean();
+    double v = 0;
+    for (double t : case_util) v += (std::log(t) - m) * (std::log(t) - m);
+    return std::sqrt(v / static_cast<double>(case_util.size() - 1));
+}
+
+Profile record_profile(const KernelInfo& k, int cases, int seeds) {
+    Profile p;
+    p.kernel = k.name;
+    p.cases = cases;
+    const bool bounded = props::budget_for(k).bound_based;
+    double with_util = 0;
+    for (int s = 1; s <= seeds; ++s) {
+        props::RunConfig cfg;
+        cfg.seed = static_cast<std::uint64_t>(s);
+        cfg.cases = cases;
+        props::Stats st;
+        for (const props::PropertyDef* d : props::properties_for(*find_op(k.op)))
+            if (d->name == "within_budget") props::run_property(*d, k, cfg, &st);
+        p.seeds.push_back(cfg.seed);
+        p.max_ulp = std::max(p.max_ulp, st.max_ulp());
+        p.misrounded.push_back(props::mean_case_misrounded(st));
+        if (bounded && props::mean_case_util(st) > 0) {
+            p.case_util.push_back(props::mean_case_util(st));
+            with_util += static_cast<double>(st.case_utils().size()) / seeds;
+        }
+    }
+    p.cases_with_util = with_util;
+    return p;
 }
 
 void write_profile(const std::filesystem::path& file, const Profile& p) {
-    json j{{"kernel", p.kernel}, {"seed", p.seed}, {"cases", p.cases}, {"max_ulp", p.max_ulp},
-           {"util_quantiles", p.util_quantiles}};
+    json j{{"version", kProfileVersion}, {"kernel", p.kernel}, {"cases", p.cases}, {"seeds", p.seeds},
+           {"max_ulp", p.max_ulp}, {"case_util", p.case_util}, {"cases_with_util", p.cases_with_util},
+           {"misrounded", p.misrounded}};
     std::filesystem::create_directories(file.parent_path());
     report::write_file_atomic(file, j.dump(1) + "\n");
 }
@@ -530,25 +587,68 @@ void write_profile(const std::filesystem::path& file, const Profile& p) {
 std::optional<Profile> read_profile(const std::filesystem::path& file) {
     std::ifstream in(file);
     if (!in) return std::nullopt;
+    std::string field = "(json)";
     try {
-        json j = json::parse(in);
-        return Profile{j.at("kernel"), j.at("seed"), j.at("cases"), j.at("max_ulp"),
-                       j.at("util_quantiles").get<std::vector<double>>()};
+        const json j = json::parse(in);
+        auto at = [&](const char* key) -> const json& { field = key; return j.at(key); };
+        if (at("version").get<int>() != kProfileVersion)
+            throw std::runtime_error("version " + j.at("version").dump() + ", expected " + std::to_string(kProfileVersion) +
+                                     " (re-record with conform golden --record-profiles)");
+        Profile p;
+        p.kernel = at("kernel").get<std::string>();
+        p.cases = at("cases").get<int>();
+        p.seeds = at("seeds").get<std::vector<std::uint64_t>>();
+        p.max_ulp = at("max_ulp").get<std::uint64_t>();
+        p.case_util = at("case_util").get<std::vector<double>>();
+        for (double t : p.case_util)
+            if (!(t > 0) || !std::isfinite(t)) throw std::runtime_error("values must be positive and finite");
+        p.cases_with_util = at("cases_with_util").get<double>();
+        p.misrounded = at("misrounded").get<std::vector<double>>();
+        for (double f : p.misrounded)
+            if (!(f >= 0 && f <= 1)) throw std::runtime_error("fractions must lie in [0, 1]");
+        return p;
     } catch (const json::exception& e) {
-        throw std::runtime_error(file.string() + ": malformed profile: " + e.what());
+        throw std::runtime_error(file.string() + ": malformed profile, field " + field + ": " + e.what());
+    } catch (const std::runtime_error& e) {
+        throw std::runtime_error(file.string() + ": malformed profile, field " + field + ": " + e.what());
     }
 }
 
-std::string compare_profiles(const Profile& rec, const Profile& now) {
+std::string drift(const Profile& rec, const KernelInfo& k, const props::Stats& now) {
     std::string why;
-    if (now.max_ulp > rec.max_ulp)
-        why += "max ulp " + std::to_string(rec.max_ulp) + " -> " + std::to_string(now.max_ulp) + "; ";
-    static const char* q[] = {"p50", "p90", "p99", "p99.9", "max"};
-    for (std::size_t i = 0; i < rec.util_quantiles.size() && i < now.util_quantiles.size(); ++i)
-        if (now.util_quantiles[i] > rec.util_quantiles[i] + kUtilSlack)
-            why += std::string("utilization ") + q[i] + " " + std::to_string(rec.util_quantiles[i]) + " -> " +
-                   std::to_string(now.util_quantiles[i]) + "; ";
+    if (!props::budget_for(k).bound_based && now.max_ulp() > rec.max_ulp)
+        why += "max ulp " + std::to_string(now.max_ulp()) + " above the recorded " + std::to_string(rec.max_ulp) +
+               " (largest over seeds 1.." + std::to_string(rec.seeds.size()) + "): " + now.worst_ulp_case() + "; ";
+    if (!rec.misrounded.empty() && !now.case_misrounded().empty()) {
+        const double f = props::mean_case_misrounded(now);
+        const double n_now = static_cast<double>(now.case_misrounded().size());
+        const double spread = std::max(sd(rec.misrounded), kMinMisroundedSd) * std::sqrt(rec.cases / std::max(1.0, n_now));
+        const double limit = mean(rec.misrounded) + kDriftZ * spread;
+        if (f > limit)
+            why += fmt::format("{:.4g} of the results per case not correctly rounded, above the limit {:.4g} (mean "
+                               "{:.4g} + {} sd {:.3g} over {} seeds); ",
+                               f, limit, mean(rec.misrounded), kDriftZ, spread, rec.misrounded.size());
+    }
+    const double t = props::mean_case_util(now);
+    if (!rec.case_util.empty() && t > 0) {
+        const double n_now = static_cast<double>(now.case_utils().size());
+        const double sd = std::max(rec.log_sd(), kMinLogSd) * std::sqrt(rec.cases_with_util / std::max(1.0, n_now));
+        const double limit = std::exp(rec.log_mean() + kDriftZ * sd);
+        if (t > limit)
+            why += fmt::format("mean worst utilization per case {:.4g} above the recorded limit {:.4g} "
+                               "(exp(mean {:.3f} + {} sd {:.3f}) of its log over {} seeds): {:.2f}x its recorded typical "
+                               "value; ",
+                               t, limit, rec.log_mean(), kDriftZ, sd, rec.case_util.size(), t / std::exp(rec.log_mean()));
+    }
+    if (!why.empty()) why.resize(why.size() - 2);
     return why;
+}
+
+std::function<std::string(const KernelInfo&, const props::Stats&)> profile_checker(const std::filesystem::path& dir) {
+    return [dir](const KernelInfo& k, const props::Stats& s) -> std::string {
+        const auto rec = read_profile(profile_file(dir, k.name));
+        return rec ? drift(*rec, k, s) : std::string();
+    };
 }
 
 }  // namespace conform::golden

@@ -8,11 +8,13 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "impls/registry.hpp"
+#include "properties/verdict.hpp"
 #include "reports/model.hpp"
 
 namespace conform::golden {
@@ -70,21 +72,51 @@ struct KernelCheck {
 // element, is a failure, never a pass.
 KernelCheck check_kernel(const KernelInfo& k, const std::vector<Vector>& vectors);
 
-// Error profile of a kernel under the recorded seed and case count.
+// Error profile of a built-in kernel (docs/numerics.md, "Error profiles"):
+// its within_budget statistics at `cases` cases under each of `seeds`.  A
+// change that makes the kernel materially worse fails the suite (drift())
+// whatever seed the run uses:
+//   - ULP-budget ops: a result farther from the correctly rounded one than
+//     max_ulp, the largest seen over the recorded seeds;
+//   - every op: the mean over cases of the fraction of results not
+//     correctly rounded (props::mean_case_misrounded) above its mean + kDriftZ
+//     sd over the recorded seeds (sd at least kMinMisroundedSd, scaled by
+//     sqrt(recorded cases / cases now)); it catches a correctly rounded
+//     kernel made just over twice as inaccurate, whose results then leave
+//     the rounding interval;
+//   - bound-based ops: the mean over cases of each case's worst utilization
+//     (props::mean_case_util) above exp(mean + kDriftZ sd) of its logarithm
+//     over the recorded seeds (sd at least kMinLogSd, scaled by
+//     sqrt(recorded cases / cases now)).
 struct Profile {
     std::string kernel;
-    std::uint64_t seed = 1;
     int cases = 100;
+    std::vector<std::uint64_t> seeds;
     std::uint64_t max_ulp = 0;
-    std::vector<double> util_quantiles;  // p50, p90, p99, p99.9, max (empty: ULP-budget op)
+    std::vector<double> case_util;   // mean_case_util per seed; empty for ULP-budget ops
+    double cases_with_util = 0;      // mean number of cases that had a utilization
+    std::vector<double> misrounded;  // per seed: props::mean_case_misrounded
+    double log_mean() const;
+    double log_sd() const;
 };
-constexpr double kUtilSlack = 0.05;  // "materially worse": a quantile up by more than 5% of the bound
+inline constexpr int kProfileVersion = 2;
+inline constexpr int kProfileSeeds = 10;
+// One-sided normal tail of 4 sd: 3.2e-5 per kernel and run.
+inline constexpr double kDriftZ = 4;
+inline constexpr double kMinLogSd = 0.05;
+inline constexpr double kMinMisroundedSd = 0.001;  // one result in a thousand
 
-Profile profile_of(const report::KernelReport& r, std::uint64_t seed, int cases);
+// Runs within_budget at `cases` cases for each of `seeds` (1..kProfileSeeds).
+Profile record_profile(const KernelInfo& k, int cases, int seeds = kProfileSeeds);
 void write_profile(const std::filesystem::path& file, const Profile& p);
+// nullopt when there is none; std::runtime_error naming the file and field when malformed.
 std::optional<Profile> read_profile(const std::filesystem::path& file);
 std::filesystem::path profile_file(const std::filesystem::path& dir, const std::string& kernel);
-// Empty when `now` is no worse than `recorded`; otherwise what got worse.
-std::string compare_profiles(const Profile& recorded, const Profile& now);
+// Empty when `now` (within_budget statistics of kernel k) shows no drift
+// from `recorded`; otherwise what got worse, with the numbers.
+std::string drift(const Profile& recorded, const KernelInfo& k, const props::Stats& now);
+// The run's profile check (props::RunConfig::profile_check) for the profiles
+// under `dir`: kernels without a recorded profile are not checked.
+std::function<std::string(const KernelInfo&, const props::Stats&)> profile_checker(const std::filesystem::path& dir);
 
 }  // namespace conform::golden

@@ -62,11 +62,17 @@ std::vector<double> layer_bound(const Params& p, const RowData& r, Format acc, F
     const double u = unit_roundoff(acc);
     const std::size_t n = r.x.size();
     const double eps = p.get("eps", 1e-5);
-    double A = 0, mu = 0;
-    for (double v : r.x) A += std::fabs(v), mu += v;
+    double A = 0, mu = 0, A_c = 0;
+    for (double v : r.x) A += std::fabs(v), mu += v, A_c += std::fabs(v - r.x[0]);
     A /= n;
     mu /= n;
-    const double e_mu = gamma(n + 1.0, u) * A;
+    A_c /= n;
+    // A kernel that declares a centred mean (declared.centred_mean: mu =
+    // x[0] + sum (x - x[0]) / n, the sum and the add each in acc) errs by
+    // gamma_{n+1} times the mean |x - x[0]| plus one rounding of mu: the
+    // error follows the spread of the row, not its magnitude.
+    const bool centred = p.get("declared.centred_mean", 0) != 0;
+    const double e_mu = centred ? gamma(n + 1.0, u) * A_c * (1 + u) + u * std::fabs(mu) : gamma(n + 1.0, u) * A;
     std::vector<double> d(n), E(n);
     double var = 0, cross = 0, esq = 0, s_hat = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -263,7 +269,21 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     return nullptr;
 }
 
+namespace {
+
+// eps = 0 and a row whose centred values (x - mean for layer_norm, x for the
+// others) are all zero: 0/0.
+bool undefined_row(const OpSpec& op, const Params& p, const RowData& r) {
+    if (op.name == "softmax" || r.x.empty() || p.get("eps", Params::defaults(op).get("eps", 1)) != 0) return false;
+    for (double v : r.x)
+        if (!std::isfinite(v) || v != (op.name == "layer_norm" ? r.x[0] : 0.0)) return false;
+    return true;
+}
+
+}  // namespace
+
 std::vector<double> row_bound(const OpSpec& op, const Params& p, const RowData& row, Format acc, Format out) {
+    if (undefined_row(op, p, row)) return std::vector<double>(row.x.size(), kUndefined);
     if (op.name == "rms_norm") return rms_bound(p, row, acc, out, true);
     if (op.name == "l2_norm") return rms_bound(p, row, acc, out, false);
     if (op.name == "layer_norm") return layer_bound(p, row, acc, out);

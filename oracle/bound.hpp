@@ -4,6 +4,7 @@
 // per-element bound on |kernel - exact| computed from the exact row.  A
 // sound kernel's utilization |err| / bound stays below 1.
 #pragma once
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,12 @@ struct RowData {
     std::vector<double> x, w, b;  // exact inputs (w, b empty when the op has none)
     std::vector<double> y;        // exact outputs (the oracle's values)
 };
+
+// A bound entry that marks an element the formula leaves undefined (0/0:
+// layer_norm of a constant row, rms_norm and l2_norm of a zero row, with
+// eps = 0; docs/norm.md "Special values"): any result is consistent with a
+// backward-stable kernel, so the verdict does not judge it.
+inline constexpr double kUndefined = -INFINITY;
 
 std::vector<double> row_bound(const OpSpec& op, const Params& p, const RowData& row, Format acc, Format out);
 

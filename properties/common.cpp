@@ -37,6 +37,23 @@ bool is_op(const OpSpec& op, std::initializer_list<const char*> names) {
     return false;
 }
 
+namespace {
+
+// check_case, keeping the evaluated case when the run collects them.
+CaseResult collected_check(const KernelInfo& k, const Case& c, const RunConfig& cfg, Stats* stats, const char* property) {
+    if (!cfg.collect) return check_case(k, c.params, c.views(), stats);
+    const AccuracyProfile profile = profile_for(k);
+    EvalOptions opt;
+    opt.alternatives = true;
+    CaseEval e = evaluate_case(k, c.params, c.views(), opt);
+    e.property = property;
+    CaseResult r = judge_case(e, profile, stats);
+    cfg.collect->push_back(std::move(e));
+    return r;
+}
+
+}  // namespace
+
 void add_common_properties(std::vector<PropertyDef>& v) {
     v.push_back({"within_budget",
                  "every element within the op's budget of the oracle (ULP budget or derived bound), over all value "
@@ -48,7 +65,7 @@ void add_common_properties(std::vector<PropertyDef>& v) {
                          opt.max_n = cfg.max_n;
                          const CaseSpec spec = *gen_spec(*find_op(k.op), k.in, opt);
                          const Case c = build_case(spec);
-                         const CaseResult r = check_case(k, c.params, c.views(), stats);
+                         const CaseResult r = collected_check(k, c, cfg, stats, "within_budget");
                          if (!r.pass) RC_FAIL(r.message);
                          // Every element's bound vacuous: no pass; counted in the
                          // statistics as not judged, and another case is drawn.
@@ -65,7 +82,7 @@ void add_common_properties(std::vector<PropertyDef>& v) {
                          opt.specials = true;
                          opt.max_n = std::min(cfg.max_n, 256);
                          const Case c = build_case(*gen_spec(*find_op(k.op), k.in, opt));
-                         const CaseResult r = check_case(k, c.params, c.views(), nullptr);
+                         const CaseResult r = collected_check(k, c, cfg, nullptr, "special_values");
                          if (!r.pass) RC_FAIL(r.message);
                      };
                  },

@@ -3,16 +3,10 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "properties/generators.hpp"
+
 
 namespace conform::props {
 namespace {
-
-std::uint64_t mix(std::uint64_t seed, const std::string& s) {
-    std::uint64_t h = seed ^ 1469598103934665603ull;
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    return h;
-}
 
 bool exact_everywhere(const std::vector<CaseEval>& cases) {
     for (const CaseEval& e : cases)
@@ -34,25 +28,13 @@ bool correctly_rounded(const std::vector<CaseEval>& cases) {
 
 }  // namespace
 
-std::vector<CaseEval> sample_cases(const KernelInfo& k, const RunConfig& cfg) {
-    const OpSpec& op = *find_op(k.op);
+std::vector<CaseEval> sample_cases(const KernelInfo& k, const RunConfig& cfg0) {
     std::vector<CaseEval> cases;
-    for (const bool specials : {false, true}) {
-        GenOptions opt;
-        opt.specials = specials;
-        opt.max_n = specials ? std::min(cfg.max_n, 256) : cfg.max_n;
-        const rc::Gen<CaseSpec> gen = gen_spec(op, k.in, opt);
-        rc::Random random(mix(cfg.seed, k.name + (specials ? "/special_values" : "/within_budget")));
-        const int wanted = specials ? std::max(1, cfg.cases / 2) : cfg.cases;
-        for (int i = 0, tries = 0; i < wanted && tries < 10 * wanted; ++tries) {
-            const CaseSpec spec = gen(random.split(), tries % 101).value();
-            const Case c = build_case(spec);
-            CaseEval e = evaluate_case(k, c.params, c.views());
-            if (judge_case(e, parse_profile("cr")).judged + judge_case(e, profile_for(k)).judged == 0) continue;
-            cases.push_back(std::move(e));
-            ++i;
-        }
-    }
+    RunConfig cfg = cfg0;
+    cfg.collect = &cases;
+    cfg.shrink = false;
+    for (const PropertyDef* p : properties_for(*find_op(k.op)))
+        if (p->name == "within_budget" || p->name == "special_values") run_property(*p, k, cfg, nullptr);
     return cases;
 }
 
@@ -72,7 +54,8 @@ SampleVerdict judge_sample(const std::vector<CaseEval>& cases, const AccuracyPro
                            const std::vector<SampleCheck>& checks) {
     SampleVerdict v;
     for (const CaseEval& e : cases) {
-        const CaseResult r = judge_case(factor == 1 ? e : amplify(e, factor), profile, &v.stats);
+        Stats* s = e.property == "within_budget" ? &v.stats : nullptr;
+        const CaseResult r = judge_case(factor == 1 ? e : amplify(e, factor), profile, s);
         if (!r.pass && !v.rejected) v.rejected = true, v.why = r.message;
     }
     for (const SampleCheck& check : checks) {
@@ -103,7 +86,7 @@ Sensitivity find_sensitivity(const std::vector<CaseEval>& cases, const AccuracyP
         at_hi = judge_sample(cases, profile, hi, checks);
     }
     if (!at_hi.rejected) return s;  // not detected up to max_factor
-    while (hi / lo > 1.01) {
+    while (hi / lo > 1.001) {
         const double mid = std::sqrt(lo * hi);
         SampleVerdict v = judge_sample(cases, profile, mid, checks);
         if (v.rejected) hi = mid, at_hi = std::move(v);

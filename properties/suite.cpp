@@ -3,6 +3,7 @@
 #include "properties/common.hpp"
 #include "properties/rope.hpp"
 #include "properties/sinkhorn.hpp"
+#include "properties/statistics.hpp"
 
 #include <chrono>
 #include <rapidcheck.h>
@@ -156,6 +157,29 @@ report::PropertyOutcome curve_outcome(const report::Curve& c) {
     return o;
 }
 
+// The checks over the whole within_budget sample (statistics.hpp): the
+// rounding-direction symmetry, and the recorded error profile when the run
+// has one for this kernel.
+std::vector<report::PropertyOutcome> statistics_outcomes(const KernelInfo& k, const RunConfig& cfg, const Stats& s) {
+    std::vector<report::PropertyOutcome> out;
+    const std::int64_t votes = s.votes_for()[0] + s.votes_against()[0];
+    report::PropertyOutcome bias;
+    bias.name = "rounding_bias";
+    bias.cases = votes;
+    bias.message = rounding_bias(s, vote_unit(*find_op(k.op)));
+    bias.passed = bias.message.empty();
+    out.push_back(bias);
+    if (cfg.profile_check) {
+        report::PropertyOutcome drift;
+        drift.name = "error_profile";
+        drift.cases = static_cast<std::int64_t>(s.case_utils().size());
+        drift.message = cfg.profile_check(k, s);
+        drift.passed = drift.message.empty();
+        out.push_back(drift);
+    }
+    return out;
+}
+
 // What rc::detail::reproduceProperty answers when the replayed case passes.
 constexpr const char* kReplayedPass = "Reproduced result is not a failure";
 
@@ -258,6 +282,7 @@ report::KernelReport describe_kernel(const KernelInfo& k) {
     r.out_format = name(k.out);
     r.acc_format = name(k.acc);
     r.budget = budget_for(k).text();
+    r.stats.profile = profile_for(k).text();
     return r;
 }
 
@@ -271,19 +296,35 @@ void fill_stats(report::ErrorStats& out, const Stats& s) {
     out.worst_util_case = s.worst_util_case();
     out.util_quantiles = s.util_quantiles();
     out.util_hist = s.util_hist();
+    out.max_util_rigorous = s.max_util_rigorous();
+    out.util_quantiles_rigorous = s.util_quantiles_rigorous();
+    out.not_judged = s.not_judged();
+    out.not_judged_reasons = s.not_judged_reasons();
+    out.tightest_profile = tightest_profile(s);
+    out.regions.clear();
+    for (std::size_t r = 0; r < kRegions; ++r)
+        out.regions.push_back({name(static_cast<Region>(r)), s.region_elements()[r], s.region_beyond_strict()[r],
+                               s.region_max_ulp()[r]});
 }
 
 report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
                                const std::function<void(const report::PropertyOutcome&)>& on_property) {
     const auto t0 = std::chrono::steady_clock::now();
     report::KernelReport r = describe_kernel(k);
-    Stats stats;
+    Stats stats, within;
     r.passed = true;
-    for (const PropertyDef* p : properties_for(*find_op(k.op))) {
-        r.properties.push_back(run_property(*p, k, cfg, &stats));
+    auto add = [&](report::PropertyOutcome o) {
+        r.properties.push_back(std::move(o));
         r.passed = r.passed && r.properties.back().passed;
         if (on_property) on_property(r.properties.back());
+    };
+    for (const PropertyDef* p : properties_for(*find_op(k.op))) {
+        Stats local;
+        add(run_property(*p, k, cfg, &local));
+        if (p->name == "within_budget") within.merge(local);
+        stats.merge(local);
     }
+    for (report::PropertyOutcome& o : statistics_outcomes(k, cfg, within)) add(std::move(o));
     for (const auto& c : curves_for(k, cfg)) {
         r.curves.push_back(c);
         r.properties.push_back(curve_outcome(c));

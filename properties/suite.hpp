@@ -24,6 +24,13 @@ struct RunConfig {
     // streams it to its parent so that a case that crashes or hangs the
     // process can still be named and replayed.
     std::function<void(const std::string& property, const std::string& reproduce)> on_case;
+    // When set, within_budget and special_values keep every evaluated case
+    // here (sensitivity.hpp re-judges them amplified).
+    std::vector<CaseEval>* collect = nullptr;
+    // A check of the kernel's within_budget statistics against its recorded
+    // error profile (golden::drift; empty result: no drift); run_suite
+    // reports it as the property "error_profile".  Unset: no such property.
+    std::function<std::string(const KernelInfo&, const Stats&)> profile_check;
 };
 
 // A testable: one generated case per call; fails with RC_FAIL / RC_ASSERT.

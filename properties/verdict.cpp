@@ -87,6 +87,8 @@ void Stats::merge(const Stats& o) {
     max_util_rig_ = std::max(max_util_rig_, o.max_util_rig_);
     utils_.insert(utils_.end(), o.utils_.begin(), o.utils_.end());
     utils_rig_.insert(utils_rig_.end(), o.utils_rig_.begin(), o.utils_rig_.end());
+    case_utils_.insert(case_utils_.end(), o.case_utils_.begin(), o.case_utils_.end());
+    case_misrounded_.insert(case_misrounded_.end(), o.case_misrounded_.begin(), o.case_misrounded_.end());
     for (std::size_t a = 0; a < max_rank_.size(); ++a) max_rank_[a] = std::max(max_rank_[a], o.max_rank_[a]);
     for (std::size_t r = 0; r < kRegions; ++r) {
         region_elements_[r] += o.region_elements_[r];
@@ -123,6 +125,17 @@ std::vector<double> quantiles(std::vector<double> s) {
 
 std::vector<double> Stats::util_quantiles() const { return quantiles(utils_); }
 std::vector<double> Stats::util_quantiles_rigorous() const { return quantiles(utils_rig_); }
+
+std::string tightest_profile(const Stats& s) {
+    if (s.elements() == 0) return "";
+    std::size_t best = 0;
+    for (std::size_t a = 1; a < 4; ++a)
+        if (s.max_rank()[a] < s.max_rank()[best]) best = a;
+    AccuracyProfile p;
+    p.rank = s.max_rank()[best];
+    p.ftz = best & 1, p.ieee = best & 2;
+    return p.text();
+}
 
 // ---- evaluation ----------------------------------------------------------------
 
@@ -193,7 +206,9 @@ void fill_regions(OutputEval& o, const OpSpec& op, const std::vector<TensorView>
         const double mag = std::isfinite(o.exact[i]) ? std::fabs(o.exact[i]) : 0.0;
         const double scale = op.kind == OpKind::row || !per_input ? std::max(mag, rms[i]) : std::max(mag, look.largest);
         o.region[i] = region_of(look, o.format, o.exact[i], scale);
-        if (o.bounded()) o.scale[i] = std::max(mag, rms[i]);
+        // A log-sum-exp is judged in absolute terms: an error d in it is a
+        // relative error e^d - 1 of every weight, so its scale is at least 1.
+        if (o.bounded()) o.scale[i] = std::max({mag, rms[i], o.name == "lse" ? 1.0 : 0.0});
     }
 }
 
@@ -482,6 +497,7 @@ struct Element {
     bool gate_vacuous = false, rig_vacuous = false;
     double gate_bound = 0, rig_bound = 0;
     std::string class_text;          // the mismatch, when classes differ
+    bool undefined = false;          // the formula has no value here (oracle::kUndefined)
 };
 
 Element rank_element(const OutputEval& o, std::size_t i, bool model_holds) {
@@ -492,6 +508,10 @@ Element rank_element(const OutputEval& o, std::size_t i, bool model_holds) {
     const UlpCompare c = compare_bits(o.format, ref, got);
     el.bounded = o.bounded();
     el.finite = std::isfinite(exact) && std::isfinite(value);
+    if (el.bounded && o.rigorous[i] == oracle::kUndefined) {
+        el.undefined = true;
+        return el;
+    }
     if (el.bounded) {
         el.rig_bound = o.rigorous[i];
         el.gate_bound = model_holds ? o.probabilistic[i] : el.rig_bound;
@@ -566,6 +586,8 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
     const bool elementwise = e.op->kind == OpKind::unary || e.op->kind == OpKind::gated;
     const bool per_row = e.op->kind == OpKind::row;
     double above = 0, away = 0;  // the current unit's summed directions
+    double case_util = -1;       // the case's worst gating utilization (-1: none)
+    double finite_judged = 0, misrounded = 0;  // finite results judged, and those not correctly rounded
     auto vote = [&] {
         if (stats) stats->add_direction_vote(sign_of(above), sign_of(away));
         above = away = 0;
@@ -576,6 +598,11 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
         for (std::size_t i = 0; i < out.exact.size(); ++i) {
             if (unit && i % unit == 0 && i > 0) vote();
             const Element el = rank_element(out, i, model_holds);
+            if (el.undefined) {
+                ++res.not_judged;
+                if (stats) stats->add_not_judged(out.name + ": undefined (0/0: eps = 0 on a constant row)");
+                continue;
+            }
             const std::array<std::uint64_t, 4> ranks = alternative_ranks(out, i, el.rank);
             const std::uint64_t rank = modified_rank(ranks, profile);
             std::string why;
@@ -608,6 +635,8 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
                 continue;
             }
             ++res.judged;
+            if (el.bounded && el.finite && !el.gate_vacuous) case_util = std::max(case_util, el.util_gate);
+            if (el.finite) ++finite_judged, misrounded += el.ulps > 0;
             if (stats) {
                 record(*stats, el, out, i, ranks, [&] { return e.describe(o, static_cast<std::int64_t>(i)); });
                 const auto ii = static_cast<std::int64_t>(i);
@@ -626,6 +655,8 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
         if (unit) vote();
     }
     if (above != 0 || away != 0) vote();
+    if (stats && case_util >= 0) stats->add_case_util(case_util);
+    if (stats && finite_judged > 0) stats->add_case_misrounded(misrounded / finite_judged);
     if (res.judged == 0 && res.pass && res.not_judged > 0)
         res.message = "not judged: every element's bound is vacuous (" + std::to_string(res.not_judged) + " elements)";
     res.ref = e.first;

@@ -45,8 +45,9 @@ inline constexpr std::size_t kRegions = 4;
 const char* name(Region r);
 
 // An element is not judged when its bound is infinite (or NaN), or at least
-// kVacuousFactor times its scale max(|exact|, RMS of its row): such a bound
-// guarantees not even the leading digit.
+// kVacuousFactor times its scale max(|exact|, RMS of its row) (and at least
+// 1 for a log-sum-exp, whose absolute error is the weights' relative error):
+// such a bound guarantees not even the leading digit.
 inline constexpr double kVacuousFactor = 1;
 
 // Running error statistics of one kernel (feeds the report histograms).
@@ -57,6 +58,14 @@ public:
     // Utilization in the gating tier and in the rigorous tier.
     void add_util(double gate, double rigorous);
     void add_not_judged(const std::string& reason);
+    // The worst gating-tier utilization of one case (statistics.hpp: the
+    // mean over cases is the drift statistic of a kernel's error profile).
+    void add_case_util(double worst) { case_utils_.push_back(worst); }
+    const std::vector<double>& case_utils() const { return case_utils_; }
+    // The fraction of one case's judged finite results that are not the
+    // correctly rounded ones (statistics.hpp: mean_case_misrounded).
+    void add_case_misrounded(double fraction) { case_misrounded_.push_back(fraction); }
+    const std::vector<double>& case_misrounded() const { return case_misrounded_; }
     // The direction of the results that are not the correctly rounded ones,
     // one vote per independent unit (an element of an elementwise op, a row
     // of any other: a row's elements share its normalizer's error): the sign
@@ -101,13 +110,18 @@ private:
     std::vector<std::int64_t> ulp_buckets_ = std::vector<std::int64_t>(9, 0);
     std::uint64_t max_ulp_ = 0;
     double max_util_ = 0, max_util_rig_ = 0;
-    std::vector<double> utils_, utils_rig_;
+    std::vector<double> utils_, utils_rig_, case_utils_, case_misrounded_;
     std::string worst_ulp_, worst_util_;
     std::map<std::string, std::int64_t> not_judged_reasons_;
     std::array<std::uint64_t, 4> max_rank_{};
     std::array<std::int64_t, kRegions> region_elements_{}, region_beyond_{};
     std::array<std::uint64_t, kRegions> region_max_ulp_{};
 };
+
+// The tightest profile every judged element met ("none" when a special-value
+// mismatch no profile admits remains): the smallest rank of the four
+// alternative sets, fewer modifiers first on a tie.
+std::string tightest_profile(const Stats& s);
 
 // One output of a case: the kernel's values beside the oracle's, with both
 // tiers of its derived bound when it has one.
@@ -136,6 +150,7 @@ struct CaseEval {
     std::string model_breach;
     oracle::Result first;  // the first output as oracle::evaluate returns it
     std::shared_ptr<const std::vector<Tensor>> inputs;  // copies, for descriptions
+    std::string property;  // the property that generated it, when collected (RunConfig::collect)
 
     // Element i of output o with the inputs that made it (hex floats).
     std::string describe(std::size_t o, std::int64_t i) const;

@@ -24,11 +24,19 @@ json reals(const std::vector<double>& vs) {
 }
 
 json stats_json(const ErrorStats& s) {
+    json regions = json::array();
+    for (const auto& r : s.regions)
+        regions.push_back({{"name", r.name}, {"elements", r.elements}, {"beyond_strict", r.beyond_strict}, {"max_ulp", r.max_ulp}});
     return {{"elements", s.elements},          {"max_ulp", s.max_ulp},
             {"worst_ulp_case", s.worst_ulp_case}, {"ulp_hist", s.ulp_hist},
             {"has_bound", s.has_bound},        {"max_util", real(s.max_util)},
             {"worst_util_case", s.worst_util_case}, {"util_quantiles", reals(s.util_quantiles)},
-            {"util_hist", s.util_hist}};
+            {"util_hist", s.util_hist},
+            {"max_util_rigorous", real(s.max_util_rigorous)},
+            {"util_quantiles_rigorous", reals(s.util_quantiles_rigorous)},
+            {"not_judged", s.not_judged},      {"not_judged_reasons", s.not_judged_reasons},
+            {"profile", s.profile},            {"tightest_profile", s.tightest_profile},
+            {"regions", regions}};
 }
 
 json property_json(const PropertyOutcome& p) {
@@ -116,6 +124,8 @@ void read_value(const json& v, const std::string& path, std::uint64_t& out);
 void read_value(const json& v, const std::string& path, int& out);
 void read_value(const json& v, const std::string& path, double& out);
 void read_value(const json& v, const std::string& path, std::map<std::string, std::string>& out);
+void read_value(const json& v, const std::string& path, std::map<std::string, std::int64_t>& out);
+void read_value(const json& v, const std::string& path, ErrorStats::Region& out);
 void read_value(const json& v, const std::string& path, ErrorStats& out);
 void read_value(const json& v, const std::string& path, PropertyOutcome& out);
 void read_value(const json& v, const std::string& path, KernelReport& out);
@@ -206,12 +216,27 @@ void read_value(const json& v, const std::string& path, std::map<std::string, st
     for (const auto& [key, value] : v.items()) read_value(value, fmt::format("{}.{}", path, key), out[key]);
 }
 
+void read_value(const json& v, const std::string& path, std::map<std::string, std::int64_t>& out) {
+    if (!v.is_object()) fail(path, "expected object");
+    out.clear();
+    for (const auto& [key, value] : v.items()) read_value(value, fmt::format("{}.{}", path, key), out[key]);
+}
+
 void read_value(const json& v, const std::string& path, ErrorStats& s) {
     Obj o(v, path);
     o("elements", s.elements), o("max_ulp", s.max_ulp), o("worst_ulp_case", s.worst_ulp_case);
     o("ulp_hist", s.ulp_hist), o("has_bound", s.has_bound), o("max_util", s.max_util);
     o("worst_util_case", s.worst_util_case), o("util_quantiles", s.util_quantiles);
     o("util_hist", s.util_hist);
+    o.optional("max_util_rigorous", s.max_util_rigorous), o.optional("util_quantiles_rigorous", s.util_quantiles_rigorous);
+    o.optional("not_judged", s.not_judged), o.optional("not_judged_reasons", s.not_judged_reasons);
+    o.optional("profile", s.profile), o.optional("tightest_profile", s.tightest_profile);
+    o.optional("regions", s.regions);
+}
+
+void read_value(const json& v, const std::string& path, ErrorStats::Region& r) {
+    Obj o(v, path);
+    o("name", r.name), o("elements", r.elements), o("beyond_strict", r.beyond_strict), o("max_ulp", r.max_ulp);
 }
 
 void read_value(const json& v, const std::string& path, PropertyOutcome& p) {

@@ -107,6 +107,11 @@ std::string failed_property(const PropertyOutcome& p) {
 
 std::string worst_cases_md(const ErrorStats& st) {
     std::string s;
+    if (!st.tightest_profile.empty())
+        s += fmt::format("- judged by profile `{}`; tightest profile met: `{}`\n", st.profile.empty() ? "strict" : st.profile,
+                         st.tightest_profile);
+    if (const std::string c = detail::error_concentration(st); !c.empty()) s += "- beyond strict: " + md_text(c) + "\n";
+    if (st.not_judged) s += fmt::format("- not judged: {}\n", md_text(detail::not_judged_text(st)));
     if (!st.worst_ulp_case.empty())
         s += fmt::format("- worst ULP case ({} ulp): {}\n", st.max_ulp, md_code(st.worst_ulp_case));
     if (st.has_bound && !st.worst_util_case.empty())

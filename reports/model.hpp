@@ -59,8 +59,23 @@ struct ErrorStats {
     bool has_bound = false;    // bound-based verdict (reductions)
     double max_util = 0;       // max |err| / bound
     std::string worst_util_case;
-    std::vector<double> util_quantiles;  // p50, p90, p99, p99.9, max
+    std::vector<double> util_quantiles;  // p50, p90, p99, p99.9, max (gating tier)
     std::vector<std::int64_t> util_hist; // [0,.1),[.1,.2),...,[.9,1),[1,2),[2,inf)
+    // Added after the schema's first release (optional in JSON):
+    double max_util_rigorous = 0;                 // utilization of the rigorous tier
+    std::vector<double> util_quantiles_rigorous;  // p50 ... max, rigorous tier
+    std::int64_t not_judged = 0;                  // elements whose bound was infinite or vacuous
+    std::map<std::string, std::int64_t> not_judged_reasons;
+    std::string profile;            // the accuracy profile it was judged by
+    std::string tightest_profile;   // the tightest profile every judged element meets
+    // Per region (normal, tail, subnormal, special): elements judged, those
+    // beyond strict, and the largest ulp error among them.
+    struct Region {
+        std::string name;
+        std::int64_t elements = 0, beyond_strict = 0;
+        std::uint64_t max_ulp = 0;
+    };
+    std::vector<Region> regions;
 };
 
 struct KernelReport {

@@ -82,6 +82,11 @@ std::string summary_line(const RunReport&);
 using Table = std::vector<std::vector<std::string>>;
 std::vector<std::string> kernel_columns();
 std::vector<std::string> kernel_cells(const KernelReport&);
+// Where a kernel's results beyond strict lie, by region ("3 of 410 subnormal
+// elements (max 2 ulp), ..."); empty when none is.
+std::string error_concentration(const ErrorStats& st);
+// The reasons elements were not judged, with counts.
+std::string not_judged_text(const ErrorStats& st);
 Table exhaustive_table(const std::vector<ExhaustiveResult>&);
 Table mutant_table(const std::vector<MutantResult>&);
 Table not_provided_table(const std::vector<NotProvided>&);

@@ -74,7 +74,8 @@ std::string summary_line(const RunReport& r) {
 }
 
 std::vector<std::string> kernel_columns() {
-    return {"kernel", "role", "formats", "budget", "verdict", "max ULP", "max util", "p99 util"};
+    return {"kernel", "role", "formats", "budget", "verdict", "max ULP", "max util", "p99 util",
+            "max util (rigorous)", "profile", "tightest profile met", "not judged"};
 }
 
 std::vector<std::string> kernel_cells(const KernelReport& k) {
@@ -82,7 +83,24 @@ std::vector<std::string> kernel_cells(const KernelReport& k) {
     std::string max_util = st.has_bound ? number(st.max_util) : "-";
     std::string p99 = st.has_bound && st.util_quantiles.size() > 2 ? number(st.util_quantiles[2]) : "-";
     return {k.kernel, k.role, formats(k), k.budget, verdict(k),
-            std::to_string(st.max_ulp), max_util, p99};
+            std::to_string(st.max_ulp), max_util, p99, st.has_bound ? number(st.max_util_rigorous) : "-",
+            st.profile.empty() ? "strict" : st.profile, st.tightest_profile.empty() ? "-" : st.tightest_profile,
+            std::to_string(st.not_judged)};
+}
+
+std::string error_concentration(const ErrorStats& st) {
+    std::string s;
+    for (const auto& r : st.regions)
+        if (r.beyond_strict > 0)
+            s += fmt::format("{}{} of {} {} elements (max {} ulp)", s.empty() ? "" : ", ", r.beyond_strict, r.elements,
+                             r.name, r.max_ulp);
+    return s;
+}
+
+std::string not_judged_text(const ErrorStats& st) {
+    std::string s;
+    for (const auto& [why, n] : st.not_judged_reasons) s += fmt::format("{}{} ({})", s.empty() ? "" : "; ", why, n);
+    return s;
 }
 
 Table exhaustive_table(const std::vector<ExhaustiveResult>& xs) {

@@ -244,17 +244,70 @@ TEST(Golden, MalformedFilesNameFileAndField) {
     std::filesystem::remove_all(dir);
 }
 
-TEST(Golden, ProfilesCompareByMaxUlpAndUtilization) {
-    golden::Profile rec{"k", 1, 100, 1, {0.2, 0.5, 0.9, 0.95, 0.99}};
-    EXPECT_EQ(golden::compare_profiles(rec, rec), "");
-    auto worse = rec;
-    worse.max_ulp = 2;
-    EXPECT_NE(golden::compare_profiles(rec, worse).find("max ulp"), std::string::npos);
-    worse = rec;
-    worse.util_quantiles[2] = 0.9 + golden::kUtilSlack * 1.5;
-    EXPECT_NE(golden::compare_profiles(rec, worse).find("p99"), std::string::npos);
-    worse.util_quantiles[2] = 0.9 + golden::kUtilSlack * 0.5;  // within the documented slack
-    EXPECT_EQ(golden::compare_profiles(rec, worse), "");
+// Drift: a ULP-budget kernel beyond its recorded max ulp, a bound-based one
+// whose mean worst utilization per case exceeds exp(mean + 4 sd) of the
+// recorded logs; a recorded spread below kMinLogSd counts as kMinLogSd.
+TEST(Golden, DriftIsJudgedAgainstTheRecordedSpread) {
+    const KernelInfo* ulp_kernel = builtin_registry().find("cpu.simd.silu.fp32");
+    const KernelInfo* bound_kernel = builtin_registry().find("cpu.simd.rms_norm.fp32");
+    ASSERT_TRUE(ulp_kernel && bound_kernel);
+    golden::Profile rec;
+    rec.kernel = "k";
+    rec.seeds = {1, 2, 3, 4};
+    rec.max_ulp = 1;
+    rec.case_util = {0.1, 0.1, 0.1, 0.1};  // sd 0: kMinLogSd applies
+    rec.cases_with_util = 4;
+    rec.misrounded = {0.5, 0.25};
+    props::Stats s;
+    s.add_ulp(1);
+    for (int i = 0; i < 4; ++i) s.add_case_util(0.1 * std::exp(golden::kDriftZ * golden::kMinLogSd) * 0.99);
+    EXPECT_EQ(golden::drift(rec, *ulp_kernel, s), "");
+    EXPECT_EQ(golden::drift(rec, *bound_kernel, s), "");
+    s.add_ulp(2);
+    EXPECT_NE(golden::drift(rec, *ulp_kernel, s).find("max ulp 2"), std::string::npos);
+    EXPECT_EQ(golden::drift(rec, *bound_kernel, s), "") << "max ulp is not a drift signal of bound-based outputs";
+    props::Stats worse;
+    for (int i = 0; i < 4; ++i) worse.add_case_util(0.1 * std::exp(golden::kDriftZ * golden::kMinLogSd) * 1.01);
+    EXPECT_NE(golden::drift(rec, *bound_kernel, worse).find("mean worst utilization"), std::string::npos);
+    // Results not correctly rounded: mean 0.375, sd 0.177 over the seeds: limit 0.375 + 4 * 0.177 = 1.08 at
+    // 100 cases, but 0.375 + 4 * 0.177 * sqrt(100 / 400) = 0.73 at 400.
+    rec.cases = 100;
+    props::Stats rounding;
+    for (int i = 0; i < 400; ++i) rounding.add_case_misrounded(0.7);
+    EXPECT_EQ(golden::drift(rec, *ulp_kernel, rounding), "");
+    for (int i = 0; i < 400; ++i) rounding.add_case_misrounded(0.8);  // mean 0.75 over 800 cases: limit 0.625
+    EXPECT_NE(golden::drift(rec, *ulp_kernel, rounding).find("not correctly rounded"), std::string::npos);
+    // Fewer cases than recorded: the allowed spread widens by sqrt(4 / 1).
+    props::Stats fewer;
+    fewer.add_case_util(0.1 * std::exp(golden::kDriftZ * golden::kMinLogSd * 1.9));
+    EXPECT_EQ(golden::drift(rec, *bound_kernel, fewer), "");
+}
+
+TEST(Golden, ProfilesRoundTripAndNameTheirErrors) {
+    const auto dir = std::filesystem::temp_directory_path() / "conform_profile_test";
+    std::filesystem::create_directories(dir);
+    golden::Profile rec;
+    rec.kernel = "cpu.simd.rms_norm.fp32";
+    rec.seeds = {1, 2};
+    rec.max_ulp = 3;
+    rec.case_util = {0.01, 0.02};
+    rec.cases_with_util = 98.5;
+    rec.misrounded = {0.1, 0.2};
+    golden::write_profile(dir / "p.json", rec);
+    const auto back = golden::read_profile(dir / "p.json");
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->case_util, rec.case_util);
+    EXPECT_EQ(back->max_ulp, 3u);
+    EXPECT_FALSE(golden::read_profile(dir / "missing.json").has_value());
+    { std::ofstream(dir / "bad.json") << R"({"version": 2, "kernel": "k", "cases": 100, "seeds": [1], "max_ulp": 0, "case_util": [-1], "cases_with_util": 1, "misrounded": [0]})"; }
+    try {
+        golden::read_profile(dir / "bad.json");
+        ADD_FAILURE() << "a negative case_util was accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("case_util"), std::string::npos) << e.what();
+    }
+    std::filesystem::remove_all(dir);
 }
 
 // `conform golden`: one line per kernel, exit 0 when all pass; a named

@@ -1,6 +1,7 @@
 // CPU kernels of the norm family (rms_norm, layer_norm, l2_norm; docs/norm.md):
 // an AVX2+FMA+F16C path and a portable scalar path sharing one algorithm
 // (impls/cpu/norm_rows.hpp), plus the same-precision naive baselines.
+#include <map>
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -301,10 +302,16 @@ void add_kernels(Registry& r) {
     const std::string contract =
         "fp32 accumulation (FMA), 1/sqrtf(sum/n + eps) correctly rounded, (x*inv)*w in fp32, one rounding to " + f +
         "; exact power-of-two prescale of rows whose fp32 sum over/underflows";
-    r.add({"cpu.simd" + tail, op, "simd", F, F, Format::fp32, "cpu", Role::kernel, "",
-           "AVX2+FMA+F16C, 4x8-lane accumulators (bf16/fp16 in 16-lane AVX-512 steps, bf16 rounded by vcvtneps2bf16, where the CPU has AVX512_BF16; scalar fallback without AVX2); " + contract, simd_kernel<Op, F>, {}, {}});
-    r.add({"cpu.scalar" + tail, op, "scalar", F, F, Format::fp32, "cpu", Role::kernel, "",
-           "portable scalar code, same lane order as cpu.simd (bit-identical); " + contract, scalar::run<Op, F>, {}, {}});
+    // layer_norm's mean is x[0] + sum (x - x[0]) / n (norm_rows.hpp, row_scales): its error follows the spread.
+    const std::map<std::string, double> declared =
+        Op == NormOp::layer ? std::map<std::string, double>{{"centred_mean", 1}} : std::map<std::string, double>{};
+    KernelInfo simd{"cpu.simd" + tail, op, "simd", F, F, Format::fp32, "cpu", Role::kernel, "",
+                    "AVX2+FMA+F16C, 4x8-lane accumulators (bf16/fp16 in 16-lane AVX-512 steps, bf16 rounded by vcvtneps2bf16, where the CPU has AVX512_BF16; scalar fallback without AVX2); " + contract, simd_kernel<Op, F>, {}, {}};
+    KernelInfo scalar{"cpu.scalar" + tail, op, "scalar", F, F, Format::fp32, "cpu", Role::kernel, "",
+                      "portable scalar code, same lane order as cpu.simd (bit-identical); " + contract, scalar::run<Op, F>, {}, {}};
+    simd.declared = scalar.declared = declared;
+    r.add(std::move(simd));
+    r.add(std::move(scalar));
     r.add({"cpu.naive" + tail, op, "naive", F, F, F, "cpu", Role::baseline, "",
            std::string("plain ") + f + " arithmetic: every add, multiply, division and sqrt rounded to " + f,
            [](const KernelCall& c) { naive_run(Op, F, c); }, {}, {}});

@@ -52,6 +52,23 @@ struct SoftplusOverflow {
     static double scalar(double x) { return std::log1p(std::exp(static_cast<float>(x))); }
 };
 
+// The value of format f nearest v toward zero (truncation of the
+// significand): within 1 ulp of v everywhere, but every inexact result lies
+// on the same side, toward zero.
+double toward_zero(Format f, double v) {
+    if (!std::isfinite(v) || v == 0) return v;
+    const std::uint64_t bits = encode(f, v);
+    const double r = decode(f, bits);
+    return std::fabs(r) <= std::fabs(v) ? r : decode(f, bits - 1);  // sign-magnitude: one step toward zero
+}
+
+// silu rounded into bf16 by truncation, as a kernel that drops the low 16
+// bits of its float result does (bf16 = the high half of an fp32 pattern).
+struct SiluTruncatedBf16 {
+    explicit SiluTruncatedBf16(const Params&) {}
+    static double scalar(double x) { return toward_zero(Format::bf16, SiluFn::scalar(x)); }
+};
+
 // sigmoid and silu evaluated in plain float for an fp32 output, the usual
 // 8-lane shortcut: e^-|x|, 1 + t and the quotient each rounded to float
 // (~2^-22 relative before the store, where 1 ulp needs < 2^-25).  The
@@ -149,6 +166,10 @@ void register_mutants_activation(Registry& r) {
     register_mutant<Format::fp32, 1, SoftplusPlainFloat>(
         r, "softplus", "plain_float", "6 low-precision accumulation/storage",
         "softplus of an fp32 input evaluated in plain float (e^-|x|, log1p(t) as a float atanh series, the sum)", Format::fp32);
+    register_mutant<Format::bf16, 1, SiluTruncatedBf16>(
+        r, "silu", "truncated", "18 rounding mode",
+        "silu rounded into bf16 by truncation (the low half of the fp32 pattern dropped): within 1 ulp everywhere, "
+        "every inexact result toward zero");
     register_mutant<Format::fp32, 1, SoftplusOverflow>(r, "softplus", "exp_overflow", "1 exp-range overflow",
                                                        "log1p(exp(x)) in float: +inf for x > 88.7 instead of x",
                                                        Format::fp32);

@@ -1,0 +1,249 @@
+// The verdict core (properties/verdict.hpp, profile.hpp, statistics.hpp,
+// sensitivity.hpp; docs/numerics.md "Verdicts"): two tiers of every bound,
+// elements not judged, accuracy profiles, rounding-bias statistics, the
+// probabilistic model's breaches and the sensitivity search.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "golden/golden.hpp"
+#include "oracle/bound.hpp"
+#include "properties/sensitivity.hpp"
+#include "properties/statistics.hpp"
+#include "properties/verdict.hpp"
+#include "test_tensors.hpp"
+
+using namespace conform;
+using namespace conform::props;
+using conform::testing::tensor;
+
+namespace {
+
+const KernelInfo& kernel(const std::string& name) {
+    const KernelInfo* k = builtin_registry().find(name);
+    if (!k) throw std::runtime_error("no kernel " + name);
+    return *k;
+}
+
+// A one-output case judged by hand: values, references and bounds as given.
+CaseEval handmade(Format f, const std::vector<double>& got, const std::vector<double>& exact,
+                  const std::vector<double>& bound) {
+    static const KernelInfo k = kernel("cpu.simd.rms_norm.fp32");
+    CaseEval e;
+    e.kernel = &k;
+    e.op = find_op("rms_norm");
+    OutputEval o;
+    o.name = "y";
+    o.format = f;
+    o.got = tensor({static_cast<std::int64_t>(got.size())}, got, f);
+    std::vector<double> rounded;
+    for (double x : exact) rounded.push_back(decode(f, encode(f, x)));
+    o.ref = tensor({static_cast<std::int64_t>(got.size())}, rounded, f);
+    o.exact = exact;
+    o.rigorous = o.probabilistic = bound;
+    for (double x : exact) o.scale.push_back(std::fabs(x)), o.region.push_back(Region::normal);
+    e.outputs.push_back(std::move(o));
+    return e;
+}
+
+// rows x n values drawn around `mean` with uniform spread +-`spread`, in fp32.
+Tensor rows_around(double mean, double spread, std::int64_t rows, std::int64_t n, std::uint64_t seed) {
+    std::mt19937_64 g(seed);
+    std::uniform_real_distribution<double> u(-spread, spread);
+    std::vector<double> v(static_cast<std::size_t>(rows * n));
+    for (double& x : v) x = mean + u(g);
+    return tensor({rows, n}, v, Format::fp32);
+}
+
+}  // namespace
+
+// gamma_k answers for the tier in scope: rigorous k u / (1 - k u), or the
+// smaller of that and Higham-Mary's exp(lambda sqrt(k) u + k u^2/(1-u)) - 1.
+TEST(Tiers, GammaAnswersForTheTierInScope) {
+    const double u = 0x1p-24;
+    EXPECT_DOUBLE_EQ(oracle::gamma(4096, u), 4096 * u / (1 - 4096 * u));  // no scope: rigorous
+    {
+        oracle::TierScope s(oracle::Tier::probabilistic);
+        EXPECT_DOUBLE_EQ(oracle::gamma(4096, u), std::expm1(10 * 64 * u + 4096 * u * u / (1 - u)));
+        EXPECT_TRUE(s.sharpened());
+    }
+    {
+        oracle::TierScope s(oracle::Tier::probabilistic);
+        EXPECT_DOUBLE_EQ(oracle::gamma(50, u), 50 * u / (1 - 50 * u));  // lambda sqrt(50) > 50: rigorous is smaller
+        EXPECT_FALSE(s.sharpened());
+    }
+    EXPECT_EQ(oracle::gamma_rigorous(300, 0x1p-8), INFINITY);  // k u >= 1: no finite rigorous constant
+    EXPECT_LT(oracle::tier_failure_probability(oracle::kLambda, 0x1p-8), 6e-22);
+}
+
+TEST(Profiles, ParseTextAndErrors) {
+    EXPECT_EQ(parse_profile("").text(), "strict");
+    EXPECT_EQ(parse_profile("ulp:4+ftz").text(), "ulp:4+ftz");
+    EXPECT_EQ(parse_profile("ieee+faithful").text(), "faithful+ieee");
+    EXPECT_EQ(parse_profile("ulp:1").rank, kRankStrict);
+    EXPECT_LT(parse_profile("cr").rank, parse_profile("faithful").rank);
+    EXPECT_LT(parse_profile("rigorous").rank, parse_profile("ulp:2").rank);
+    for (const char* bad : {"ulp:", "ulp:0", "ulp:x", "strict+cr", "ftz+ftz", "loose"})
+        EXPECT_THROW(parse_profile(bad), std::invalid_argument) << bad;
+}
+
+// One fp32 element per rung: the correctly rounded value, the other
+// neighbour of the exact value, an error within the bound, two ulps outside it.
+TEST(Verdict, EachElementMeetsTheTightestRungItCan) {
+    const double x = 1 + 0x1p-25 + 0x1p-30;  // between 1 and 1 + 2^-23, nearer 1
+    const double next = 1 + 0x1p-23;
+    const CaseEval e = handmade(Format::fp32, {1, next, next, 1 + 0x1p-21}, {x, x, x, x},
+                                {1, 1, 2 * 0x1p-23, 2 * 0x1p-23});
+    Stats s;
+    const CaseResult strict = judge_case(e, parse_profile("strict"), &s);
+    EXPECT_FALSE(strict.pass);  // the last element: 3.9 ulp, beyond its bound
+    EXPECT_NE(strict.message.find("exceeds the probabilistic bound"), std::string::npos) << strict.message;
+    EXPECT_EQ(tightest_profile(s), "ulp:4");
+    EXPECT_TRUE(judge_case(e, parse_profile("ulp:4")).pass);
+    EXPECT_FALSE(judge_case(e, parse_profile("ulp:3")).pass);
+    const CaseEval first_two = handmade(Format::fp32, {1, next}, {x, x}, {0, 0});
+    EXPECT_TRUE(judge_case(first_two, parse_profile("faithful")).pass);  // the bound (0) is not needed
+    EXPECT_FALSE(judge_case(first_two, parse_profile("cr")).pass);
+}
+
+// An infinite bound or one at least the result's magnitude judges nothing:
+// the element is counted, never passed; a case of nothing else is no pass.
+TEST(Verdict, VacuousBoundsLeaveElementsNotJudged) {
+    const CaseEval e = handmade(Format::fp32, {2.5, 7}, {2, 2}, {INFINITY, 2});
+    Stats s;
+    const CaseResult r = judge_case(e, parse_profile("strict"), &s);
+    EXPECT_TRUE(r.pass);
+    EXPECT_EQ(r.judged, 0);
+    EXPECT_EQ(r.not_judged, 2);
+    EXPECT_FALSE(r.passed());
+    EXPECT_EQ(s.not_judged_reasons().at("y: infinite bound"), 1);
+    EXPECT_EQ(s.not_judged_reasons().at("y: bound at least the result's magnitude"), 1);
+    // The correctly rounded result needs no bound: judged (and passed) even so.
+    const CaseResult exact = judge_case(handmade(Format::fp32, {2}, {2}, {INFINITY}), parse_profile("strict"));
+    EXPECT_TRUE(exact.passed());
+    // A finite, meaningful bound judges: 2.5 against 2 +- 0.4 fails.
+    EXPECT_FALSE(judge_case(handmade(Format::fp32, {2.5}, {2}, {0.4}), parse_profile("strict")).pass);
+}
+
+// layer_norm of a constant row with eps = 0 is 0/0 (docs/norm.md): a
+// textbook two-pass kernel gives NaN or +-w + b there, and neither is judged.
+TEST(Verdict, ConstantRowWithZeroEpsIsNotJudged) {
+    const Tensor x = tensor({2, 5}, {0.1, 0.1, 0.1, 0.1, 0.1, 3, 3, 3, 3, 3}, Format::fp32);
+    const Tensor w = tensor({5}, {1, 2, 3, 4, 5}, Format::fp32), b = tensor({5}, {0, 1, 0, 1, 0}, Format::fp32);
+    const Params p({{"eps", 0.0}});
+    for (const char* name : {"cpu.naive.layer_norm.fp32", "cpu.simd.layer_norm.fp32"}) {
+        Stats s;
+        const CaseResult r = check_case(kernel(name), p, {x.view(), w.view(), b.view()}, &s);
+        EXPECT_TRUE(r.pass) << name << ": " << r.message;
+        EXPECT_EQ(r.judged, 0) << name;
+        EXPECT_FALSE(r.passed()) << name;
+        EXPECT_EQ(s.not_judged(), 10) << name;
+    }
+    // With eps > 0 the same rows are judged (y = b exactly).
+    EXPECT_TRUE(check_case(kernel("cpu.naive.layer_norm.fp32"), Params({{"eps", 1e-5}}), {x.view(), w.view(), b.view()}).passed());
+}
+
+// Rows with mean >> spread: the one-pass E[x^2] - E[x]^2 cancels and fails;
+// the textbook two-pass kernel passes; the built-in kernel, whose mean
+// follows the spread (declared centred_mean), is judged to a far tighter bound.
+TEST(Verdict, OnePassVarianceFailsOnLargeMeanRows) {
+    const Tensor x = rows_around(1000, 1, 8, 256, 7);
+    const Tensor w = tensor(std::vector<std::int64_t>{256}, std::vector<double>(256, 1.0), Format::fp32);
+    const Tensor b = tensor(std::vector<std::int64_t>{256}, std::vector<double>(256, 0.0), Format::fp32);
+    const Params p({{"eps", 1e-5}});
+    const std::vector<TensorView> in{x.view(), w.view(), b.view()};
+    EXPECT_FALSE(check_case(kernel("mutant.layer_norm.one_pass_var.fp32"), p, in).pass);
+    EXPECT_TRUE(check_case(kernel("cpu.naive.layer_norm.fp32"), p, in).passed());
+    Stats simd;
+    EXPECT_TRUE(check_case(kernel("cpu.simd.layer_norm.fp32"), p, in, &simd).passed());
+    KernelInfo undeclared = kernel("cpu.simd.layer_norm.fp32");
+    undeclared.declared.clear();
+    Stats plain;
+    EXPECT_TRUE(check_case(undeclared, p, in, &plain).passed());
+    EXPECT_GT(simd.max_util(), 10 * plain.max_util()) << "the centred-mean bound is not sharper";
+}
+
+// Terms absorbed below half an ulp of the running sum all err one way: the
+// probabilistic model does not hold, the case falls back to the rigorous
+// tier, and a correct sequential kernel passes there although it exceeds
+// the probabilistic bound.
+TEST(ModelBreach, AbsorbedTermsFallBackToTheRigorousTier) {
+    const std::int64_t n = 4096;
+    std::vector<double> v(static_cast<std::size_t>(n));
+    std::mt19937_64 g(3);
+    std::uniform_real_distribution<double> u(0.95, 0.99);  // x^2 < 1 = half an ulp of 2^24
+    for (double& t : v) t = u(g);
+    v[0] = 4096;  // x^2 = 2^24 first: every later square is absorbed
+    const Tensor x = tensor({1, n}, v, Format::fp32);
+    const Tensor w = tensor(std::vector<std::int64_t>{n}, std::vector<double>(static_cast<std::size_t>(n), 1.0), Format::fp32);
+    const std::vector<TensorView> in{x.view(), w.view()};
+    const Params p({{"eps", 0.0}});
+    const OpSpec& op = *find_op("rms_norm");
+    EXPECT_NE(probabilistic_model_breach(op, p, in, Format::fp32).find("absorbed"), std::string::npos);
+    const KernelInfo& naive = kernel("cpu.naive.rms_norm.fp32");  // sequential fp32 sum
+    CaseEval e = evaluate_case(naive, p, in);
+    EXPECT_TRUE(judge_case(e, parse_profile("strict")).passed());
+    // Were the breach ignored, the probabilistic bound would fail this correct kernel.
+    e.model_breach.clear();
+    {
+        oracle::TierScope scope(oracle::Tier::probabilistic);
+        oracle::RowData row;
+        row.x = v, row.w.assign(v.size(), 1.0), row.y = e.outputs[0].exact;
+        e.outputs[0].probabilistic = oracle::row_bound(op, p, row, Format::fp32, Format::fp32);
+    }
+    EXPECT_FALSE(judge_case(e, parse_profile("strict")).pass);
+}
+
+TEST(Statistics, SignTestTail) {
+    EXPECT_DOUBLE_EQ(sign_test_tail(50, 50), 1.0);
+    EXPECT_NEAR(sign_test_tail(100, 0), 2 * std::exp(-50.0), 1e-30);
+    Stats fair, biased;
+    for (int i = 0; i < 500; ++i) fair.add_direction_vote(i % 2 ? 1 : -1, i % 3 ? 1 : -1);
+    for (int i = 0; i < 500; ++i) biased.add_direction_vote(i % 2 ? 1 : -1, i % 10 ? -1 : 1);
+    EXPECT_EQ(rounding_bias(fair, "elements"), "");
+    EXPECT_NE(rounding_bias(biased, "elements").find("toward zero in 450 of 500 elements"), std::string::npos)
+        << rounding_bias(biased, "elements");
+}
+
+// A bf16 silu that truncates is within 1 ulp everywhere: only the rounding
+// statistics reject it.
+TEST(Statistics, TruncatingKernelFailsOnlyTheRoundingBias) {
+    RunConfig cfg;
+    cfg.cases = 60;
+    const report::KernelReport r = run_suite(kernel("mutant.silu.truncated.bf16"), cfg);
+    for (const auto& p : r.properties)
+        EXPECT_EQ(p.passed, p.name != "rounding_bias") << p.name << ": " << p.message;
+    EXPECT_TRUE(run_suite(kernel("cpu.simd.silu.bf16"), cfg).passed);
+}
+
+// Twice the error of the built-in rms_norm: every element stays within its
+// bound; the drift from the recorded error profile rejects it.
+TEST(Sensitivity, DoubledErrorIsRejectedByTheErrorProfile) {
+    const KernelInfo& k = kernel("cpu.simd.rms_norm.fp32");
+    RunConfig cfg;
+    cfg.seed = 21;  // not one of the recording seeds
+    const std::vector<CaseEval> cases = sample_cases(k, cfg);
+    ASSERT_GT(cases.size(), 100u);
+    const auto recorded = golden::read_profile(golden::profile_file(golden::default_dir(), k.name));
+    ASSERT_TRUE(recorded.has_value());
+    const SampleCheck drift = [&](const Stats& s) { return golden::drift(*recorded, k, s); };
+    EXPECT_FALSE(judge_sample(cases, profile_for(k), 1, {drift}).rejected);
+    EXPECT_FALSE(judge_sample(cases, profile_for(k), 2, {}).rejected) << "the bounds alone reject x2 here";
+    const SampleVerdict twice = judge_sample(cases, profile_for(k), 2, {drift});
+    EXPECT_TRUE(twice.rejected);
+    EXPECT_NE(twice.why.find("mean worst utilization"), std::string::npos) << twice.why;
+    const Sensitivity s = find_sensitivity(cases, profile_for(k), {drift});
+    EXPECT_EQ(s.status, Sensitivity::Status::detected);
+    EXPECT_LE(s.factor, 2.0);
+}
+
+// Amplification moves each finite result to exact + f (got - exact),
+// rounded; exact results and special values stay.
+TEST(Sensitivity, AmplifyMovesEachResultAwayFromTheExactValue) {
+    const CaseEval e = handmade(Format::fp32, {1 + 0x1p-22, 2, NAN}, {1, 2, NAN}, {1, 1, 1});
+    const CaseEval a = amplify(e, 3);
+    EXPECT_EQ(a.outputs[0].got.value(0), 1 + 3 * 0x1p-22);
+    EXPECT_EQ(a.outputs[0].got.value(1), 2);
+    EXPECT_TRUE(std::isnan(a.outputs[0].got.value(2)));
+}
