@@ -348,7 +348,7 @@ int cmd_check_plugin(const CheckPluginOptions& o) {
     } catch (const plugin::LoadError& e) {
         throw UsageError(e.what());
     }
-    const auto ks = select_plugin(lib, o.selection);
+    const std::vector<KernelInfo> ks = with_profile(select_plugin(lib, o.selection), o.profile);
     install_interrupt_handler();
     report::RunReport rep = new_report(o.seed, o.cases, o.selection);
     rep.selection["library"] = o.library;
@@ -361,8 +361,8 @@ int cmd_check_plugin(const CheckPluginOptions& o) {
     std::vector<Isolated> runs;
     write_reports(o.out, o.library, rep, runs);
     for (std::size_t i = 0; i < ks.size() && !interrupted(); ++i) {
-        progress(fmt::format("[{}/{}] {} ({}) ...", i + 1, ks.size(), ks[i]->name, ks[i]->op));
-        runs.push_back(run_isolated(*ks[i], cfg, o.timeout_s));
+        progress(fmt::format("[{}/{}] {} ({}) ...", i + 1, ks.size(), ks[i].name, ks[i].op));
+        runs.push_back(run_isolated(ks[i], cfg, o.timeout_s));
         rep.kernels.push_back(runs.back().report);
         progress(fmt::format("      {} {}", report::detail::pass_fail(runs.back().report.passed), runs.back().status));
         print_outcome(o.library, runs.back());

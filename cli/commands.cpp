@@ -118,7 +118,7 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
     if (!s.kernels.empty()) s.roles.push_back(Role::mutant);  // a mutant named explicitly is run like any kernel
     if (s.backend != "cpu" && (mutants || exhaustive))
         throw UsageError("--mutants and --exhaustive cover the built-in kernels, not --backend " + s.backend);
-    const auto ks = select(s);
+    const std::vector<KernelInfo> ks = with_profile(select(s), s.profile);
     install_interrupt_handler();
     report::RunReport rep = new_report(seed, cases, s);
     rep.complete = false;
@@ -130,15 +130,15 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
     // Built-in kernels: drift from their recorded error profiles (golden/profiles/).
     if (s.backend == "cpu") cfg.profile_check = golden::profile_checker(golden::default_dir());
     for (std::size_t i = 0; i < ks.size() && !interrupted(); ++i) {
-        progress(fmt::format("[{}/{}] {} ...", i + 1, ks.size(), ks[i]->name));
-        rep.kernels.push_back(props::run_suite(*ks[i], cfg));
+        progress(fmt::format("[{}/{}] {} ...", i + 1, ks.size(), ks[i].name));
+        rep.kernels.push_back(props::run_suite(ks[i], cfg));
         std::cerr << "      " << outcome_line(rep.kernels.back()) << "\n";
         rep.finished = now_iso8601();
         write_if(out, rep);  // partial results survive an interruption
     }
     for (const auto& n : rep.not_provided)
         std::cerr << fmt::format("      {:<40} not provided: {}\n", n.kernel, n.reason);
-    if (exhaustive) run_unary_sweeps(ks, rep, out);
+    if (exhaustive) run_unary_sweeps(select(s), rep, out);
     if (mutants && !interrupted()) {
         Selection m = s0;
         m.roles = {Role::mutant};

@@ -1,4 +1,5 @@
 #include "cli/common.hpp"
+#include "properties/profile.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -125,6 +126,22 @@ std::string table_cell(std::string s) {
     for (char& c : s)
         if (c == '|' || c == '\n') c = ' ';
     return s;
+}
+
+std::vector<KernelInfo> with_profile(const std::vector<const KernelInfo*>& ks, const std::string& profile) {
+    if (!profile.empty()) {
+        try {
+            props::parse_profile(profile);
+        } catch (const std::invalid_argument& e) {
+            throw UsageError(std::string("--profile: ") + e.what());
+        }
+    }
+    std::vector<KernelInfo> out;
+    for (const KernelInfo* k : ks) {
+        out.push_back(*k);
+        if (!profile.empty()) out.back().profile = profile;
+    }
+    return out;
 }
 
 }  // namespace conform::cli

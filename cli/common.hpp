@@ -22,7 +22,12 @@ struct Selection {
     std::vector<std::string> ops, dtypes, kernels;
     std::vector<Role> roles;
     std::string backend = "cpu";  // "cpu": the built-in registry; "onednn": onednn_registry()
+    std::string profile;          // --profile: the accuracy profile to judge by (empty: each kernel's own)
 };
+
+// Copies of the kernels, each judged by `profile` when it is not empty (a
+// UsageError naming the profile when it does not parse).
+std::vector<KernelInfo> with_profile(const std::vector<const KernelInfo*>& ks, const std::string& profile);
 
 // Validates names (unknown op / dtype / kernel / backend is a UsageError
 // listing the known ones) and returns the matching kernels; an empty result is
@@ -51,7 +56,8 @@ int cmd_ops(bool json, bool markdown);
 // Exit status: 0 every case passes, 1 some case fails, 2 some case could not
 // be judged (malformed file, unknown op, wrong shapes) — every case is still
 // reported.
-int cmd_validate(const std::vector<std::string>& paths, const std::string& out);
+// `profile`: the accuracy profile of cases that declare none (conform.profile).
+int cmd_validate(const std::vector<std::string>& paths, const std::string& out, const std::string& profile = "");
 int cmd_run(const Selection& s, std::uint64_t seed, int cases, const std::string& out, bool baselines,
             const std::string& reproduce, bool mutants, bool exhaustive);
 int cmd_mutate(const Selection& s, std::uint64_t seed, int cases, const std::string& out);
@@ -65,6 +71,7 @@ struct CheckPluginOptions {
     std::string out;        // check-plugin.md / check-plugin.json; empty: none
     std::string reproduce;  // a reproduction string from an earlier failure
     bool shrink = true;     // --no-shrink: report failures unshrunk (a kill check needs no smaller case)
+    std::string profile;    // --profile: the accuracy profile every kernel is judged by (empty: strict)
 };
 // Exit status: 0 every kernel passes, 1 some kernel failed (including a
 // crash, a hang or a write outside its outputs), 2 bad input (the library

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "properties/profile.hpp"
 
 using namespace conform::cli;
 
@@ -54,6 +55,9 @@ int main(int argc, char** argv) {
                                                     ".npy directories, docs/dumps.md) against the oracle");
     validate->add_option("paths", case_paths, "case files or directories (searched recursively)")->required();
     validate->add_option("--out", validate_out, "also write validate.md and validate.json into this directory");
+    std::string validate_profile;
+    validate->add_option("--profile", validate_profile, std::string("accuracy profile of the cases that declare none "
+                                                                    "(conform.profile): ") + conform::props::profile_help());
 
     auto* run = app.add_subcommand("run", "run the property suite on kernels and write the report");
     add_selection(run, sel);
@@ -63,6 +67,8 @@ int main(int argc, char** argv) {
     run->add_option("--out", out, "report directory (report.json, report.md, junit.xml, report.html)")->capture_default_str();
     run->add_flag("--no-baselines", no_baselines, "skip the naive same-precision baselines");
     run->add_option("--reproduce", reproduce, "reproduction string printed with a failure");
+    run->add_option("--profile", sel.profile, std::string("accuracy profile to judge every kernel by: ") +
+                                              conform::props::profile_help() + " (default: each kernel's own, strict)");
     run->add_flag("--mutants", with_mutants, "also run every selected op's mutants (kill rate in the report)");
     run->add_flag("--exhaustive", with_exhaustive, "also sweep every fp16/bf16 input of the unary simd kernels");
 
@@ -90,6 +96,8 @@ int main(int argc, char** argv) {
     check_plugin->add_option("--seed", plug.seed, "RapidCheck seed")->capture_default_str();
     check_plugin->add_option("--out", plug.out, "write check-plugin.md and check-plugin.json into this directory");
     check_plugin->add_option("--reproduce", plug.reproduce, "reproduction string printed with a failure");
+    check_plugin->add_option("--profile", plug.profile, std::string("accuracy profile every exported kernel is judged "
+                                                                    "by: ") + conform::props::profile_help());
     bool no_shrink = false;
     check_plugin->add_flag("--no-shrink", no_shrink, "report failing cases as generated, without shrinking them");
 
@@ -112,7 +120,7 @@ int main(int argc, char** argv) {
     try {
         if (*list) return cmd_list(json, sel);
         if (*ops) return cmd_ops(json, markdown);
-        if (*validate) return cmd_validate(case_paths, validate_out);
+        if (*validate) return cmd_validate(case_paths, validate_out, validate_profile);
         if (*run) return cmd_run(sel, seed, cases, out, !no_baselines, reproduce, with_mutants, with_exhaustive);
         if (*mutate) return cmd_mutate(sel, seed, cases, mutate_out->count() ? out : "");
         if (*exh) return cmd_exhaustive(sel, exh_out->count() ? out : "", threads);

@@ -15,6 +15,7 @@
 #include "properties/fixed.hpp"
 #include "properties/verdict.hpp"
 #include "reports/atomic_file.hpp"
+#include "reports/writers.hpp"
 
 namespace conform::cli {
 namespace {
@@ -29,6 +30,9 @@ struct CaseVerdict {
     double max_util = 0;
     std::string worst;
     std::string matches;  // the alternative convention the data matches, when it fails
+    std::string profile, tightest;  // the profile it was judged by, the tightest profile it meets
+    std::string concentration;      // where results beyond strict lie (report::detail::error_concentration)
+    std::int64_t not_judged = 0;
     // The op's fixed-data properties (properties/fixed.hpp): name and "" when
     // it holds, else the violation.
     std::vector<std::pair<std::string, std::string>> properties;
@@ -248,7 +252,23 @@ std::string model_dump_note(const std::filesystem::path& path) {
     return path.string() + " is a model dump (" + io::kModelFormat + "): use conform diverge";
 }
 
-CaseVerdict judge_case(const std::filesystem::path& path) {
+// The case's declared profile, else the command line's; a CaseError naming
+// conform.profile when it does not parse.
+std::string case_profile(const io::Case& c, const std::string& fallback) {
+    const std::string p = c.profile.empty() ? fallback : c.profile;
+    try {
+        return props::parse_profile(p).text();
+    } catch (const std::invalid_argument& e) {
+        throw CaseError(c.source + ": " + (c.profile.empty() ? "--profile" : "conform.profile") + ": " + e.what());
+    }
+}
+
+report::ErrorStats::Region region_of_stats(const props::Stats& s, std::size_t r) {
+    return {props::name(static_cast<props::Region>(r)), s.region_elements()[r], s.region_beyond_strict()[r],
+            s.region_max_ulp()[r]};
+}
+
+CaseVerdict judge_case(const std::filesystem::path& path, const std::string& default_profile) {
     CaseVerdict v;
     v.path = path.string();
     if (io::is_model_dump(path)) {
@@ -265,6 +285,7 @@ CaseVerdict judge_case(const std::filesystem::path& path) {
         j.owned.reserve(j.op->inputs.size());  // views into owned stay valid
         j.in = read_inputs(c, *j.op, j.owned);
         j.kernel = stored_kernel(c, *j.op, j.params, j.in);
+        j.kernel.profile = v.profile = case_profile(c, default_profile);
         props::Stats stats;
         props::CaseResult r;
         try {
@@ -272,8 +293,16 @@ CaseVerdict judge_case(const std::filesystem::path& path) {
         } catch (const std::invalid_argument& e) {  // shapes the op rejects
             throw CaseError(c.source + ": " + e.what());
         }
-        v.status = r.pass ? "PASS" : "FAIL";
+        // No element judged (every bound vacuous) is no pass.
+        v.status = !r.pass ? "FAIL" : r.judged == 0 ? "NOT JUDGED" : "PASS";
         v.message = r.message;
+        v.not_judged = stats.not_judged();
+        v.tightest = props::tightest_profile(stats);
+        report::ErrorStats es;
+        for (std::size_t g = 0; g < props::kRegions; ++g) es.regions.push_back(region_of_stats(stats, g));
+        es.not_judged_reasons = stats.not_judged_reasons();
+        v.concentration = report::detail::error_concentration(es);
+        if (v.not_judged) v.message += (v.message.empty() ? "" : "; ") + std::string("not judged: ") + report::detail::not_judged_text(es);
         v.elements = stats.elements();
         v.max_ulp = stats.max_ulp();
         v.has_util = stats.has_util();
@@ -310,17 +339,23 @@ nlohmann::json to_json(const std::vector<CaseVerdict>& vs) {
         a.push_back({{"path", v.path}, {"op", v.op}, {"impl", v.impl}, {"status", v.status}, {"message", v.message},
                      {"elements", v.elements}, {"max_ulp", v.max_ulp}, {"has_bound", v.has_util},
                      {"max_util", std::isfinite(v.max_util) ? nlohmann::json(v.max_util) : nlohmann::json("inf")},
-                     {"worst", v.worst}, {"matches_alternative", v.matches}, {"properties", properties_json(v)}});
+                     {"worst", v.worst}, {"matches_alternative", v.matches}, {"properties", properties_json(v)},
+                     {"profile", v.profile}, {"tightest_profile", v.tightest}, {"not_judged", v.not_judged},
+                     {"beyond_strict", v.concentration}});
     return {{"schema", "conform.validate/1"}, {"cases", a}};
 }
 
 std::string to_markdown(const std::vector<CaseVerdict>& vs) {
-    std::string s = "# conform validate\n\n| case | op | impl | verdict | max ULP | max util | worst element | "
-                    "matches | properties | message |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    std::string s = "# conform validate\n\n| case | op | impl | verdict | profile | tightest profile met | max ULP | "
+                    "max util | worst element | beyond strict | matches | properties | message |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& v : vs)
-        s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", table_cell(v.path), v.op, table_cell(v.impl),
-                         v.status, v.max_ulp, v.has_util ? fmt::format("{:.3g}", v.max_util) : "-", table_cell(v.worst),
-                         table_cell(v.matches), properties_cell(v), table_cell(v.message));
+        s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", table_cell(v.path), v.op,
+                         table_cell(v.impl), v.status, v.profile.empty() ? "-" : v.profile,
+                         v.tightest.empty() ? "-" : v.tightest, v.max_ulp,
+                         v.has_util ? fmt::format("{:.3g}", v.max_util) : "-", table_cell(v.worst),
+                         table_cell(v.concentration.empty() ? "-" : v.concentration), table_cell(v.matches),
+                         properties_cell(v), table_cell(v.message));
     return s;
 }
 
@@ -345,7 +380,8 @@ std::vector<std::filesystem::path> cases_under(const std::vector<std::filesystem
 
 }  // namespace
 
-int cmd_validate(const std::vector<std::string>& paths, const std::string& out) {
+int cmd_validate(const std::vector<std::string>& paths, const std::string& out, const std::string& profile) {
+    if (!profile.empty()) (void)with_profile({}, profile);  // a bad --profile is a usage error before any case
     std::vector<std::filesystem::path> cases;
     try {
         cases = cases_under({paths.begin(), paths.end()});
@@ -354,15 +390,17 @@ int cmd_validate(const std::vector<std::string>& paths, const std::string& out) 
         return 2;
     }
     std::vector<CaseVerdict> vs;
-    int errors = 0, failures = 0;
+    int errors = 0, failures = 0, unjudged = 0;
     for (std::size_t i = 0; i < cases.size(); ++i) {
-        vs.push_back(judge_case(cases[i]));
+        vs.push_back(judge_case(cases[i], profile));
         const CaseVerdict& v = vs.back();
-        errors += v.status == "ERROR", failures += v.status == "FAIL";
+        errors += v.status == "ERROR", failures += v.status == "FAIL", unjudged += v.status == "NOT JUDGED";
+        const std::string measure = v.has_util ? fmt::format("max util {:.3g}", v.max_util) : fmt::format("max ulp {}", v.max_ulp);
         std::cout << fmt::format("[{}/{}] {} {} {}{}\n", i + 1, cases.size(), v.status, v.path,
-                                 v.status == "ERROR" ? v.message
-                                 : v.has_util       ? fmt::format("(max util {:.3g})", v.max_util)
-                                                    : fmt::format("(max ulp {})", v.max_ulp),
+                                 v.status == "ERROR" || v.status == "NOT JUDGED"
+                                     ? v.message
+                                     : fmt::format("({}; profile {}, tightest met {})", measure, v.profile,
+                                                   v.tightest.empty() ? "-" : v.tightest),
                                  v.matches.empty() ? "" : "; matches " + v.matches);
         if (!out.empty()) {  // after every case: an interrupted run keeps what it judged
             std::filesystem::create_directories(out);
@@ -370,9 +408,10 @@ int cmd_validate(const std::vector<std::string>& paths, const std::string& out) 
             report::write_file_atomic(std::filesystem::path(out) / "validate.json", to_json(vs).dump(2) + "\n");
         }
     }
-    std::cout << fmt::format("{} cases: {} pass, {} fail, {} not judged (errors)\n", vs.size(),
-                             vs.size() - failures - errors, failures, errors);
-    return errors ? 2 : failures ? 1 : 0;
+    std::cout << fmt::format("{} cases: {} pass, {} fail, {} not judged (every bound vacuous), {} errors (could not be "
+                             "read or checked)\n",
+                             vs.size(), vs.size() - failures - errors - unjudged, failures, unjudged, errors);
+    return errors ? 2 : failures || unjudged ? 1 : 0;
 }
 
 }  // namespace conform::cli

@@ -135,6 +135,7 @@ const StoredTensor& Case::output(const std::string& name) const {
 
 bool Case::operator==(const Case& o) const {
     return format == o.format && op == o.op && params == o.params && impl == o.impl && conventions == o.conventions &&
+           profile == o.profile &&
            inputs == o.inputs && outputs == o.outputs;
 }
 
@@ -157,6 +158,7 @@ Case case_from_safetensors(SafetensorsFile file, const std::string& source) {
     if (const std::string* impl = find("conform.impl")) c.impl = *impl;
     if (const std::string* conventions = find("conform.conventions"))
         c.conventions = metadata_object(*conventions, source, "conform.conventions");
+    if (const std::string* profile = find("conform.profile")) c.profile = *profile;
     for (auto& [name, t] : file.tensors) add_tensor(c, name, std::move(t), source);
     return c;
 }
@@ -178,6 +180,7 @@ SafetensorsFile case_to_safetensors(const Case& c) {
     meta["conform.params"] = c.params.dump();
     meta["conform.impl"] = c.impl;
     if (c.conventions) meta["conform.conventions"] = c.conventions->dump();
+    if (!c.profile.empty()) meta["conform.profile"] = c.profile;
     return file;
 }
 
@@ -200,6 +203,7 @@ CaseManifest parse_case_manifest(std::span<const std::byte> bytes, const std::st
     if (optional_member(j, "impl")) c.impl = string_member(j, "impl", source);
     if (const json* conventions = optional_member(j, "conventions"))
         c.conventions = object_value(*conventions, source, "conventions");
+    if (optional_member(j, "profile")) c.profile = string_member(j, "profile", source);
     const auto tensors = j.find("tensors");
     if (tensors == j.end()) throw FormatError(source, "tensors", "missing");
     if (!tensors->is_object()) throw FormatError(source, "tensors", "is " + json_kind(*tensors) + ", not an object");
@@ -232,6 +236,7 @@ std::string case_manifest_text(const Case& c) {
     }
     json j = {{"format", c.format}, {"op", c.op}, {"params", c.params}, {"impl", c.impl}, {"tensors", tensors}};
     if (c.conventions) j["conventions"] = *c.conventions;
+    if (!c.profile.empty()) j["profile"] = c.profile;
     return j.dump(2) + "\n";
 }
 

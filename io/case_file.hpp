@@ -3,7 +3,8 @@
 // outputs under "out.<name>".  Two forms hold the same case:
 //   - one safetensors file whose "__metadata__" carries conform.format
 //     ("case/1"), conform.op, conform.params (JSON text), conform.impl and
-//     optionally conform.conventions (JSON text);
+//     optionally conform.conventions (JSON text) and conform.profile (the
+//     accuracy profile the producer declares, e.g. "ulp:4+ftz");
 //   - a directory of .npy files with a case.json manifest.
 // Files are untrusted: every reader raises FormatError naming the file and
 // field, never crashes.  docs/dumps.md describes both forms.
@@ -38,6 +39,7 @@ struct Case {
     nlohmann::json params = nlohmann::json::object();  // the op's parameters, e.g. {"eps": 1e-6}
     std::string impl;                                  // who produced the outputs
     std::optional<nlohmann::json> conventions;         // declared conventions (an object), if any
+    std::string profile;                               // declared accuracy profile (conform.profile); empty: none
     std::map<std::string, StoredTensor> inputs;        // by the op's input names
     std::map<std::string, StoredTensor> outputs;       // by output name, without "out."
     std::string source;                                // file or directory read from; for messages

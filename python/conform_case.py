@@ -156,31 +156,39 @@ def _write_npy_dir(path, manifest, tensors):
     _replace_file(os.path.join(path, "case.json"), (_json_text(manifest, indent=2) + "\n").encode("utf-8"))
 
 
-def write_case(path, op, inputs, outputs, params=None, impl="", conventions=None, fmt="safetensors"):
+def write_case(path, op, inputs, outputs, params=None, impl="", conventions=None, fmt="safetensors", profile=None):
     """Write one case.
 
     path: the .safetensors file (fmt="safetensors") or the directory (fmt="npy").
     op: the registry op name, e.g. "rms_norm".
     inputs, outputs: name -> array (or bf16(...)); outputs are stored as out.<name>.
     params: the op's parameters (a dict, JSON-serializable); impl: who produced the
-    outputs; conventions: declared conventions (a dict) or None.
+    outputs; conventions: declared conventions (a dict) or None; profile: the
+    accuracy profile the outputs claim (docs/numerics.md, "Accuracy profiles"),
+    e.g. "ulp:4+ftz", or None for strict.
     """
     if not op:
         raise ValueError("empty op name")
     params = {} if params is None else params
     if not isinstance(params, dict) or (conventions is not None and not isinstance(conventions, dict)):
         raise TypeError("params and conventions must be dicts")
+    if profile is not None and not isinstance(profile, str):
+        raise TypeError("profile must be a string such as 'ulp:4' or 'faithful+ftz'")
     tensors = _tensors(inputs, outputs)
     if fmt == "safetensors":
         metadata = {"conform.format": FORMAT, "conform.op": op, "conform.impl": impl,
                     "conform.params": _json_text(params, separators=(",", ":"))}
         if conventions is not None:
             metadata["conform.conventions"] = _json_text(conventions, separators=(",", ":"))
+        if profile is not None:
+            metadata["conform.profile"] = profile
         _write_safetensors(os.fspath(path), metadata, tensors)
     elif fmt == "npy":
         manifest = {"format": FORMAT, "op": op, "params": params, "impl": impl}
         if conventions is not None:
             manifest["conventions"] = conventions
+        if profile is not None:
+            manifest["profile"] = profile
         _write_npy_dir(os.fspath(path), manifest, tensors)
     else:
         raise ValueError("fmt must be 'safetensors' or 'npy', not %r" % (fmt,))
@@ -221,15 +229,18 @@ def _self_test():
         meta = header["__metadata__"]
         assert meta["conform.format"] == FORMAT and meta["conform.op"] == "silu", meta
         assert json.loads(meta["conform.params"]) == {"n": 3}, meta
-        assert "conform.conventions" not in meta
+        assert "conform.conventions" not in meta and "conform.profile" not in meta
         assert header["x"]["shape"] == [3, 2] and header["x"]["dtype"] == "F32", header
         assert np.array_equal(np.frombuffer(raw["x"], dtype="<f4").reshape(3, 2), x)
         assert (8 + len(json.dumps(header, separators=(",", ":")))) <= os.path.getsize(st)
 
         d = os.path.join(tmp, "c")
-        write_case(d, "silu", {"x": x}, {"y": bf16(x)}, conventions={"a": "b"}, fmt="npy")
+        write_case(d, "silu", {"x": x}, {"y": bf16(x)}, conventions={"a": "b"}, fmt="npy", profile="ulp:4+ftz")
         with open(os.path.join(d, "case.json")) as f:
             manifest = json.load(f)
+        assert manifest["profile"] == "ulp:4+ftz", manifest
+        write_case(st, "silu", {"x": x}, {"y": bf16(x)}, profile="faithful")
+        assert _read_safetensors(st)[0]["__metadata__"]["conform.profile"] == "faithful"
         assert manifest["tensors"]["out.y"] == {"file": "out.y.npy", "dtype": "bf16"}, manifest
         assert manifest["conventions"] == {"a": "b"}
         assert np.array_equal(np.load(os.path.join(d, "x.npy")), x)

@@ -50,6 +50,7 @@ Case sample_case() {
     c.params = {{"eps", 1e-6}};
     c.impl = "torch 2.3 cuda";
     c.conventions = json{{"fully_masked_row", "zero"}};
+    c.profile = "ulp:2+ftz";
     c.inputs = every_dtype();
     c.outputs = {{"y", tensor(DType::bf16, {2, 2}, {0x3F80, 0x4000, 0x8000, 0x0001})},
                  {"state", tensor(DType::f32, {}, {0x40490FDB})}};

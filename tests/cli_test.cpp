@@ -295,6 +295,38 @@ TEST(CliValidate, FixedDataPropertiesJudgeStoredOutputs) {
     EXPECT_NE(table.find("| monotone PASS, saturation PASS |"), std::string::npos) << table;
 }
 
+// A case is judged by the profile it declares (conform.profile), else by
+// --profile, else strict; the report names the tightest profile it meets.
+TEST(CliValidate, DeclaredProfileJudgesAndTheTightestMetIsReported) {
+    const fs::path dir = fresh_dir("conform_cli_validate_profile"), out = dir / "out";
+    fs::create_directories(dir);
+    const Tensor x = wave(Format::bf16, {4, 8}, 3);
+    io::Case c = computed_case("cpu.simd.silu.bf16", nlohmann::json::object(), {x});
+    for (std::int64_t i : {3, 17}) c.outputs["y"].set_bits(i, c.outputs["y"].bits(i) + 2);  // 2 ulp off (or more)
+    io::write_case_safetensors(c, dir / "a_plain.safetensors");
+    c.profile = "ulp:3";
+    io::write_case_safetensors(c, dir / "b_declared.safetensors");
+    c.profile = "ulp:0";
+    io::write_case_safetensors(c, dir / "c_bad.safetensors");
+
+    std::string text;
+    EXPECT_EQ(run("validate " + dir.string() + " --out " + out.string(), &text), 2) << text;
+    auto j = validate_json(out)["cases"];
+    ASSERT_EQ(j.size(), 3u) << text;
+    EXPECT_EQ(j[0]["status"], "FAIL") << j[0];
+    EXPECT_EQ(j[0]["profile"], "strict");
+    const std::string tightest = j[0]["tightest_profile"];
+    EXPECT_TRUE(tightest == "ulp:2" || tightest == "ulp:3") << tightest;
+    EXPECT_EQ(j[1]["status"], "PASS") << j[1];
+    EXPECT_EQ(j[1]["profile"], "ulp:3");
+    EXPECT_EQ(j[2]["status"], "ERROR") << j[2];
+    EXPECT_NE(j[2]["message"].get<std::string>().find("conform.profile"), std::string::npos) << j[2];
+    // --profile judges the cases that declare none.
+    EXPECT_EQ(run("validate " + (dir / "a_plain.safetensors").string() + " --profile ulp:3", &text), 0) << text;
+    EXPECT_EQ(run("validate " + (dir / "a_plain.safetensors").string() + " --profile loose", &text), 2) << text;
+    EXPECT_NE(text.find("--profile"), std::string::npos) << text;
+}
+
 TEST(CliValidate, DeclaredConventionIsHonouredAndAlternativeNamed) {
     const fs::path dir = fresh_dir("conform_cli_validate_conv");
     fs::create_directories(dir);

@@ -1,12 +1,14 @@
 // The property suite instantiated for every registered kernel of a family:
 // kernels must pass every property, mutants must fail at least one.
-// CONFORM_CASES (cases per property, default 100) and CONFORM_SEED (default 1)
-// come from the environment so a CI matrix can widen the search; long sweeps
+// CONFORM_CASES (cases per property, default 100) and CONFORM_SEED (default 1;
+// scripts/test sets it from the commit) come from the environment so that CI
+// searches new inputs on every commit and a matrix can widen the search; long sweeps
 // shard with GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,11 +18,21 @@
 
 namespace conform::testing {
 
+// A whole decimal number from the environment, or `fallback` when unset;
+// anything else is an error naming the variable.
+inline std::uint64_t env_number(const char* name, std::uint64_t fallback) {
+    const char* s = std::getenv(name);
+    if (!s) return fallback;
+    char* end = nullptr;
+    const std::uint64_t v = std::strtoull(s, &end, 10);
+    if (!*s || *end) throw std::invalid_argument(std::string(name) + "=\"" + s + "\" is not a whole number");
+    return v;
+}
+
 inline props::RunConfig env_config() {
     props::RunConfig cfg;
-    if (const char* s = std::getenv("CONFORM_SEED")) cfg.seed = std::strtoull(s, nullptr, 10);
-    cfg.cases = 100;
-    if (const char* s = std::getenv("CONFORM_CASES")) cfg.cases = std::atoi(s);
+    cfg.seed = env_number("CONFORM_SEED", 1);
+    cfg.cases = static_cast<int>(env_number("CONFORM_CASES", 100));
     return cfg;
 }
 
