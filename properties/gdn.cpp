@@ -215,39 +215,24 @@ oracle::StructuredResult exact_of(const KernelInfo& k, const Case& c) {
     return oracle::evaluate_structured(k.op, c.params, c.views(), {k.out, Format::fp32});
 }
 
-// Chunk-size invariance: the kernel with chunk 16, 32 and 64 is within its
-// derived bound for each (one oracle evaluation; the oracle does not depend
-// on the chunk), and any two of them differ by at most the sum of their
-// bounds (the oracle-free form of the same statement).
+// Chunk-size invariance: the kernel with chunk 16, 32 and 64 on the same case
+// is within its derived bound for each (one oracle evaluation; the oracle
+// does not depend on the chunk).  That any two differ by at most the sum of
+// their bounds follows from it (triangle inequality) and is not checked.
 Testable chunk_invariance(const KernelInfo& k) {
     return [&k] {
         const Case c = build_case(delta_spec(k, 200));
         const oracle::StructuredResult ex = exact_of(k, c);
-        std::vector<std::vector<Tensor>> outs;
-        std::vector<oracle::DeltaBound> bounds;
         for (double chunk : {16.0, 32.0, 64.0}) {
             Params p = c.params;
             p.set("chunk", chunk);
-            outs.push_back(run_kernel(k, p, c.views()));
-            bounds.push_back(oracle::delta_rule_bound(p, c.views(), ex.exact[0], error_model(k)));
+            const std::vector<Tensor> out = run_kernel(k, p, c.views());
+            const oracle::DeltaBound b = oracle::delta_rule_bound(p, c.views(), ex.exact[0], error_model(k));
             const std::string tag = "chunk " + std::to_string(static_cast<int>(chunk)) + ": ";
-            for (const std::string& why : {within(outs.back()[0], ex.exact[0], bounds.back().y, tag + "y"),
-                                           within(outs.back()[1], ex.exact[1], bounds.back().state, tag + "state")})
+            for (const std::string& why : {within(out[0], ex.exact[0], b.y, tag + "y"),
+                                           within(out[1], ex.exact[1], b.state, tag + "state")})
                 if (!why.empty()) RC_FAIL(why);
         }
-        for (std::size_t a = 0; a < outs.size(); ++a)
-            for (std::size_t b = a + 1; b < outs.size(); ++b)
-                for (std::size_t o = 0; o < 2; ++o) {
-                    const auto& ba = o ? bounds[a].state : bounds[a].y;
-                    const auto& bb = o ? bounds[b].state : bounds[b].y;
-                    for (std::int64_t i = 0; i < outs[a][o].numel(); ++i) {
-                        const double x = outs[a][o].value(i), y = outs[b][o].value(i);
-                        if (std::isnan(x) != std::isnan(y) || std::fabs(x - y) > ba[i] + bb[i])
-                            RC_FAIL("chunks " + std::to_string(16 << a) + " and " + std::to_string(16 << b) +
-                                    " differ by more than their bounds at " + (o ? "state" : "y") + "[" +
-                                    std::to_string(i) + "]: " + hexfloat(x) + " vs " + hexfloat(y));
-                    }
-                }
     };
 }
 
@@ -390,7 +375,7 @@ Testable finite_gates(const KernelInfo& k) {
 
 void add_gdn_properties(std::vector<PropertyDef>& v) {
     v.push_back({"chunk_invariance",
-                 "chunks 16, 32 and 64 each within the derived bound; any two differ by at most the sum of their bounds",
+                 "chunks 16, 32 and 64 on the same case, each within the derived bound",
                  is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return chunk_invariance(k); }, 4});
     v.push_back({"split_invariance",
                  "running [0, t) and then [t, T) from the carried fp32 state stays within the bound, for every t",
