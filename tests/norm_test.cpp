@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernel_suite.hpp"
+#include "property_testing.hpp"
 #include "properties/generators.hpp"
 #include "oracle/bound.hpp"
 #include "oracle/eval.hpp"
@@ -246,17 +247,6 @@ KernelInfo flawed(const KernelInfo& k, const std::string& what, std::function<Re
     return m;
 }
 
-// within_budget over the suite's generator (100 cases, seed 1, no shrinking).
-report::PropertyOutcome within_budget(const KernelInfo& k) {
-    for (const auto& p : props::property_defs())
-        if (p.name == "within_budget") {
-            props::RunConfig cfg;
-            cfg.shrink = false;
-            return props::run_property(p, k, cfg, nullptr);
-        }
-    throw std::logic_error("no within_budget");
-}
-
 // Every drawn case cut to at most 3 rows and finite weights (the cases the
 // generator drew before 9 to 33 rows and special weights): how many fail.
 int failures_on_short_finite_cases(const KernelInfo& k, const std::vector<props::CaseSpec>& specs) {
@@ -312,7 +302,7 @@ TEST(NormGenerator, NineRowsOrMoreKillATailGroupDroppedAfterAFullOne) {
         for (std::int64_t i = rows / 8 * 8 * n; i < rows * n; ++i) c.out[0].set_bits(i, 0);
     });
     EXPECT_EQ(failures_on_short_finite_cases(m, drawn_specs(k, 100)), 0);
-    EXPECT_FALSE(within_budget(m).passed);
+    EXPECT_FALSE(conform::testing::run_named_property("within_budget", m).passed);
 }
 
 // A kernel that saturates its weights to the format's finite range (a
@@ -333,7 +323,7 @@ TEST(NormGenerator, InfiniteWeightsKillAKernelThatSaturatesItsWeights) {
         },
         nullptr);
     EXPECT_EQ(failures_on_short_finite_cases(m, drawn_specs(k, 100)), 0);
-    EXPECT_FALSE(within_budget(m).passed);
+    EXPECT_FALSE(conform::testing::run_named_property("within_budget", m).passed);
 }
 
 CONFORM_FAMILY_SUITES(Norm, "norm");
