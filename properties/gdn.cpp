@@ -85,13 +85,11 @@ void unit_rows(Tensor& t, std::int64_t dk, std::mt19937_64& rng) {
 
 // Keys of one direction per head with a little noise, |k_t - u| ~ 10^-e
 // (e = 1 .. 4 per case, spread over the d_k components), of unit norm
-// unless the op normalizes them: every
-// pair in a chunk has k_r . k_i ~ 1, so with beta ~ 1 and alpha ~ 1 the
-// strictly lower B L of the chunk's UT system (I + B L) is all ~1.  Its
-// inverse stays bounded (the transitions are contractions), but it is the
-// worst the domain allows: the error a solve makes is amplified by
-// |X| |I + B L|, about twice the chunk length, against a few units for
-// independent keys in many dimensions.
+// unless the op normalizes them: every pair in a chunk has k_r . k_i ~ 1, so
+// with beta ~ 1 and alpha ~ 1 the strictly lower B L of the chunk's UT
+// system (I + B L) is all ~1 and its condition number ~2C, the largest the
+// models' domain allows (the transitions are contractions, so the inverse
+// stays bounded).
 void near_parallel_rows(Tensor& t, std::int64_t heads, std::int64_t dk, bool normalize, std::mt19937_64& rng) {
     std::normal_distribution<double> N;
     const double noise = std::pow(10.0, -1 - static_cast<int>(rng() % 4)) / std::sqrt(static_cast<double>(dk));
@@ -123,12 +121,12 @@ void inject_nans(std::vector<Tensor>& in, std::size_t eligible, int count, std::
 // 1 in 5 with a demanding chunk solve.
 struct DeltaShape {
     int T, H, dk, dv;
-    bool long_seq, hard_solve;
+    bool long_seq, demanding_solve;
 };
 
 rc::Gen<DeltaShape> delta_shape() {
     return rc::gen::apply(
-        [](int T, int H, int dk, int dv, bool long_seq, bool hard) { return DeltaShape{T, H, dk, dv, long_seq, hard}; },
+        [](int T, int H, int dk, int dv, bool long_seq, bool demanding) { return DeltaShape{T, H, dk, dv, long_seq, demanding}; },
         rc::gen::element(1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 47, 63, 64, 65, 100, 130), rc::gen::inRange(1, 3),
         rc::gen::element(1, 2, 3, 4, 4, 5, 8, 8, 16), rc::gen::element(1, 2, 3, 3, 4, 7, 8, 8, 16),
         // 1 in 25 long (and small); element and weightedElement draw independently of RapidCheck's size
@@ -151,7 +149,7 @@ struct SolveSetting {
 // number is then ~2C, the largest the models' domain gives a chunk of C
 // tokens.  One head, d_k >= 4, d_v <= 4: the recurrence oracle costs
 // T d_k d_v per head.
-SolveSetting hard_solve(DeltaShape& s, std::uint64_t seed) {
+SolveSetting demanding_solve(DeltaShape& s, std::uint64_t seed) {
     static const double long_chunks[] = {128.0, 256.0}, any_chunks[] = {64.0, 128.0, 256.0};
     SolveSetting h{mixed_gates, seed % 2 ? uniform_betas : mixed_betas, long_chunks[(seed >> 1) % 2]};
     if ((seed >> 2) % 3 == 0)
@@ -168,7 +166,7 @@ rc::Gen<CaseSpec> gen_delta_spec(const std::string& op, Format fmt, GenOptions o
                   int k, std::uint64_t seed, int specials, int sequences) {
             SolveSetting solve{gates, betas, chunk};
             if (sh.long_seq) sh.T = 4096 + sh.T, sh.H = 1, sh.dk = std::min(sh.dk, 3), sh.dv = std::min(sh.dv, 3);
-            else if (sh.hard_solve) solve = hard_solve(sh, seed);
+            else if (sh.demanding_solve) solve = demanding_solve(sh, seed);
             Params p({{"chunk", solve.chunk}, {"l2norm", double(l2norm)}, {"scale", scale}});
             return structured_spec(op, fmt, {sh.T, sh.H, sh.dk, sh.dv, state, solve.gates, solve.betas, sequences, solve.keys},
                                    p, fam, k, seed, specials);
