@@ -213,25 +213,46 @@ std::vector<std::vector<double>> attention_bound_split(const Params& p, const st
 // normal range is off by up to 2 subnormal ulps, 2 eta absolute, so a weight
 // that may be subnormal adds s_x = 2 eta times |o_x| (a huge o_x times a
 // weight of e^-100 is where it shows), and t adds 2 eta to A.  The lse
-// bound is A (inflated by (1 + 4u) for the second-order terms).  Rows with an
-// empty or special state get bound 0: the kernel must be exact there.
+// bound is A (inflated by (1 + 4u) for the second-order terms).  Each output
+// stored in a format narrower than the arithmetic rounds once more: half an
+// ulp of that format at the largest value the pre-rounding result can take
+// (|o| + pre, |lse| + A).  A row with an empty state returns the other
+// state: bound 0 where the output format holds it (the kernel must be exact),
+// else the distance to its correct rounding; special rows are classes.
 std::vector<std::vector<double>> lse_merge_bound(const Params&, const std::vector<TensorView>& in,
                                                  const std::vector<std::vector<double>>& exact, Format acc,
                                                  const std::vector<Format>& out) {
     const double u = unit_roundoff(acc), e = 4 * u;
+    // The store into `fmt` of a value of magnitude up to `reach`: already
+    // counted in the arithmetic's last rounding unless `fmt` is narrower.
+    const auto store = [acc](Format fmt, double reach) {
+        return info(fmt).precision < info(acc).precision ? 0.5 * ulp_at(fmt, reach) : 0.0;
+    };
+    // A value known exactly (the other state's, when one is empty) is stored
+    // correctly rounded: its distance to that rounding (0 when it fits).
+    const auto rounding_gap = [](Format fmt, double x) {
+        const double stored = decode(fmt, encode(fmt, x));
+        return std::isfinite(stored) ? std::fabs(stored - x) : 0.0;
+    };
+    const Format o_out = out.at(0), lse_out = out.size() > 1 ? out[1] : out[0];
     const TensorView &oa = in.at(0), &la = in.at(1), &ob = in.at(2), &lb = in.at(3);
     const std::int64_t dv = oa.cols();
     std::vector<double> bo(static_cast<std::size_t>(oa.numel()), 0.0), bl(static_cast<std::size_t>(la.numel()), 0.0);
     for (std::int64_t r = 0; r < oa.rows(); ++r) {
         const double a = la.value(r), b = lb.value(r);
-        if (!std::isfinite(a) || !std::isfinite(b)) continue;  // exact results required (or classes)
+        if (!std::isfinite(a) || !std::isfinite(b)) {  // the other state as given (or classes)
+            bl[static_cast<std::size_t>(r)] = rounding_gap(lse_out, exact.at(1)[static_cast<std::size_t>(r)]);
+            for (std::int64_t i = r * dv; i < (r + 1) * dv; ++i)
+                bo[static_cast<std::size_t>(i)] = rounding_gap(o_out, exact.at(0)[static_cast<std::size_t>(i)]);
+            continue;
+        }
         const double lse = exact.at(1)[static_cast<std::size_t>(r)];
         const double d = std::fmin(a, b) - std::fmax(a, b), t = std::exp(d);
         const double tau = (1 + std::expm1(std::fabs(d) * u)) * (1 + e) - 1;
         const double tiny = std::ldexp(1.0, info(acc).emin);  // smallest normal of the arithmetic
         const auto subnormal_error = [&](double w, double rho) { return w * (1 + rho) < tiny ? 2 * eta(acc) : 0.0; };
         const double A = (t * tau + subnormal_error(t, tau) + e * std::log1p(t) + u * std::fabs(lse)) * (1 + 4 * u);
-        bl[static_cast<std::size_t>(r)] = A;
+        bl[static_cast<std::size_t>(r)] = A + store(lse_out, std::fabs(lse) + A);
         const double rho_a = (1 + std::expm1(A + u * (std::fabs(a - lse) + A))) * (1 + e) - 1;
         const double rho_b = (1 + std::expm1(A + u * (std::fabs(b - lse) + A))) * (1 + e) - 1;
         const double wa = std::exp(a - lse), wb = std::exp(b - lse);
@@ -242,9 +263,8 @@ std::vector<std::vector<double>> lse_merge_bound(const Params&, const std::vecto
             const double pre = ta * ((1 + rho_a) * (1 + u) * (1 + u) - 1) + tb * ((1 + rho_b) * (1 + u) * (1 + u) - 1) +
                                (sa * std::fabs(oa.value(i)) + sb * std::fabs(ob.value(i))) * (1 + u) * (1 + u);
             const double y = exact.at(0)[static_cast<std::size_t>(i)];
-            // The sum's rounding is already in (1 + u)^2; a narrower output format rounds once more.
-            const bool narrower = info(out.at(0)).precision < info(acc).precision;
-            bo[static_cast<std::size_t>(i)] = pre + (narrower ? 0.5 * ulp_at(out.at(0), std::fabs(y) + pre) : 0.0) + 3 * eta(acc);
+            // The sum's rounding is already in (1 + u)^2.
+            bo[static_cast<std::size_t>(i)] = pre + store(o_out, std::fabs(y) + pre) + 3 * eta(acc);
         }
     }
     return {bo, bl};

@@ -9,8 +9,6 @@ const std::vector<FixedProperty>& fixed_properties() {
         {"situ_bound", "|SiTU-GLU(gate, up)| <= beta1 * beta2", op_is("situ_glu"), situ_bound_check},
         {"column_marginals", "every column of B sums to 1 within the last normalization's rounding",
          op_is("sinkhorn"), column_marginals_check},
-        {"spectral_norm", "||B||_2 <= sqrt((1 + row slack)(1 + column bound))", op_is("sinkhorn"),
-         spectral_norm_check},
         {"monotone", "within one scale group, a larger x never gets a smaller code", op_is("quantize"),
          quantize_monotone_check},
         {"saturation", "codes are integers in [-127, 127]; a group's scale is never negative", op_is("quantize"),

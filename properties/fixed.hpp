@@ -29,7 +29,6 @@ std::vector<const FixedProperty*> fixed_properties_for(const OpSpec& op);
 std::string softcap_bound_check(const KernelInfo& k, const Case& c);       // properties/activation.cpp
 std::string situ_bound_check(const KernelInfo& k, const Case& c);          // properties/gated.cpp
 std::string column_marginals_check(const KernelInfo& k, const Case& c);    // properties/sinkhorn.cpp
-std::string spectral_norm_check(const KernelInfo& k, const Case& c);       // properties/sinkhorn.cpp
 std::string quantize_monotone_check(const KernelInfo& k, const Case& c);   // properties/int8.cpp
 std::string quantize_range_check(const KernelInfo& k, const Case& c);      // properties/int8.cpp
 

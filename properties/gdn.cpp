@@ -64,6 +64,7 @@ double draw_beta(int mode, std::mt19937_64& rng) {
         case zero_betas: return 0;
         case one_betas: return 1;
         case mixed_betas: return rng() % 3 == 0 ? 0.0 : rng() % 2 ? 1.0 : U(rng);
+        case near_one_betas: return rng() % 8 == 0 ? 1.0 : 1 - std::ldexp(1.0, -2 - static_cast<int>(rng() % 11));
         default: return U(rng);
     }
 }
@@ -82,6 +83,30 @@ void unit_rows(Tensor& t, std::int64_t dk, std::mt19937_64& rng) {
     }
 }
 
+// Keys of one direction per head with a little noise, |k_t - u| ~ 10^-e
+// (e = 1 .. 4 per case, spread over the d_k components), of unit norm
+// unless the op normalizes them: every pair in a chunk has k_r . k_i ~ 1, so
+// with beta ~ 1 and alpha ~ 1 the strictly lower B L of the chunk's UT
+// system (I + B L) is all ~1 and its condition number ~2C, the largest the
+// models' domain allows (the transitions are contractions, so the inverse
+// stays bounded).
+void near_parallel_rows(Tensor& t, std::int64_t heads, std::int64_t dk, bool normalize, std::mt19937_64& rng) {
+    std::normal_distribution<double> N;
+    const double noise = std::pow(10.0, -1 - static_cast<int>(rng() % 4)) / std::sqrt(static_cast<double>(dk));
+    std::vector<std::vector<double>> dir(static_cast<std::size_t>(heads), std::vector<double>(static_cast<std::size_t>(dk)));
+    for (auto& u : dir) {
+        double s = 0;
+        for (double& e : u) e = N(rng), s += e * e;
+        for (double& e : u) e /= std::sqrt(s);
+    }
+    for (std::int64_t row = 0; row * dk < t.numel(); ++row) {
+        std::vector<double> x = dir[static_cast<std::size_t>(row % heads)];
+        double s = 0;
+        for (double& e : x) e += noise * N(rng), s += e * e;
+        for (std::int64_t i = 0; i < dk; ++i) t.set_value(row * dk + i, normalize ? x[i] / std::sqrt(s) : x[i]);
+    }
+}
+
 // NaN at `count` random elements of random inputs among the first
 // `eligible`: the oracle's NaN pattern is causal and by column (docs/gdn.md);
 // a kernel must reproduce it.
@@ -92,19 +117,61 @@ void inject_nans(std::vector<Tensor>& in, std::size_t eligible, int count, std::
     }
 }
 
-rc::Gen<CaseSpec> gen_delta_spec(const std::string& op, Format fmt, GenOptions opt) {
+// The shape of a case: T tokens, H heads, d_k, d_v, 1 in 25 long, and
+// 1 in 5 with a demanding chunk solve.
+struct DeltaShape {
+    int T, H, dk, dv;
+    bool long_seq, demanding_solve;
+};
+
+rc::Gen<DeltaShape> delta_shape() {
     return rc::gen::apply(
-        [op, fmt](int T, int H, int dk, int dv, bool long_seq, int state, int gates, int betas, double chunk,
-                  int l2norm, double scale, Family fam, int k, std::uint64_t seed, int specials, int sequences) {
-            if (long_seq) T = 4096 + T, H = 1, dk = std::min(dk, 3), dv = std::min(dv, 3);
-            Params p({{"chunk", chunk}, {"l2norm", double(l2norm)}, {"scale", scale}});
-            return structured_spec(op, fmt, {T, H, dk, dv, state, gates, betas, sequences}, p, fam, k, seed, specials);
-        },
+        [](int T, int H, int dk, int dv, bool long_seq, bool demanding) { return DeltaShape{T, H, dk, dv, long_seq, demanding}; },
         rc::gen::element(1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 47, 63, 64, 65, 100, 130), rc::gen::inRange(1, 3),
         rc::gen::element(1, 2, 3, 4, 4, 5, 8, 8, 16), rc::gen::element(1, 2, 3, 3, 4, 7, 8, 8, 16),
         // 1 in 25 long (and small); element and weightedElement draw independently of RapidCheck's size
         // (inRange does not) and shrink toward their first entry.
-        rc::gen::weightedElement<bool>({{24, false}, {1, true}}), rc::gen::element(1, 1, 0),
+        rc::gen::weightedElement<bool>({{24, false}, {1, true}}), rc::gen::weightedElement<bool>({{4, false}, {1, true}}));
+}
+
+// The knobs of a case's chunk solves: gates, betas, chunk and key geometry.
+struct SolveSetting {
+    int gates, betas;
+    double chunk;
+    int keys = unit_keys;
+};
+
+// A demanding chunk solve, from the seed: one or two whole chunks of 128 or
+// 256 tokens -- past the 64 of every other case, where a kernel built around
+// 64-token solves must merge blocks -- with the models' gates and spread
+// keys (2 in 3), or (1 in 3) near-parallel keys with beta ~ 1 and alpha ~ 1
+// (unit or near-one gates) in chunks of 64 to 256: the UT system's condition
+// number is then ~2C, the largest the models' domain gives a chunk of C
+// tokens.  One head, d_k >= 4, d_v <= 4: the recurrence oracle costs
+// T d_k d_v per head.
+SolveSetting demanding_solve(DeltaShape& s, std::uint64_t seed) {
+    static const double long_chunks[] = {128.0, 256.0}, any_chunks[] = {64.0, 128.0, 256.0};
+    SolveSetting h{mixed_gates, seed % 2 ? uniform_betas : mixed_betas, long_chunks[(seed >> 1) % 2]};
+    if ((seed >> 2) % 3 == 0)
+        h = SolveSetting{seed % 2 ? near_one_gates : unit_gates, near_one_betas, any_chunks[(seed >> 1) % 3],
+                         near_parallel_keys};
+    s.T = static_cast<int>(h.chunk) * (1 + static_cast<int>((seed >> 5) % 2)) + 1;
+    s.H = 1, s.dk = std::max(s.dk, 4), s.dv = std::min(s.dv, 4);
+    return h;
+}
+
+rc::Gen<CaseSpec> gen_delta_spec(const std::string& op, Format fmt, GenOptions opt) {
+    return rc::gen::apply(
+        [op, fmt](DeltaShape sh, int state, int gates, int betas, double chunk, int l2norm, double scale, Family fam,
+                  int k, std::uint64_t seed, int specials, int sequences) {
+            SolveSetting solve{gates, betas, chunk};
+            if (sh.long_seq) sh.T = 4096 + sh.T, sh.H = 1, sh.dk = std::min(sh.dk, 3), sh.dv = std::min(sh.dv, 3);
+            else if (sh.demanding_solve) solve = demanding_solve(sh, seed);
+            Params p({{"chunk", solve.chunk}, {"l2norm", double(l2norm)}, {"scale", scale}});
+            return structured_spec(op, fmt, {sh.T, sh.H, sh.dk, sh.dv, state, solve.gates, solve.betas, sequences, solve.keys},
+                                   p, fam, k, seed, specials);
+        },
+        delta_shape(), rc::gen::element(1, 1, 0),
         rc::gen::element<int>(mixed_gates, saturated_gates, unit_gates, burst_gates, near_one_gates),
         rc::gen::element<int>(uniform_betas, zero_betas, one_betas, mixed_betas), rc::gen::element(64.0, 16.0, 32.0, 64.0, 16.0, 32.0, 5.0),
         rc::gen::element(0, 0, 1), rc::gen::element(1.0, 0.0, 0.5), rc::gen::elementOf(delta_families()),
@@ -146,7 +213,8 @@ Case build_delta_case(const CaseSpec& s) {
     fill_values(q, fam, s, 0, rng);
     // Normalized by the op: raw keys from the family, now and then of a norm
     // near sqrt(eps) (where the placement of eps decides); else unit keys.
-    if (l2norm) fill_values(k, rng() % 3 == 0 ? Family::near_eps : fam, s, 1, rng);
+    if (d.size() > 8 && d[8] == near_parallel_keys) near_parallel_rows(k, H, dk, !l2norm, rng);
+    else if (l2norm) fill_values(k, rng() % 3 == 0 ? Family::near_eps : fam, s, 1, rng);
     else unit_rows(k, dk, rng);
     if (l2norm && rng() % 3 == 0) fill_values(q, Family::near_eps, s, 0, rng);
     fill_values(v, fam, s, 2, rng);
@@ -181,7 +249,7 @@ bool is_delta_op(const OpSpec& op) { return op.family == "gdn"; }
 // A generated case of kernel k's op, with at most max_t tokens (0: any).
 CaseSpec delta_spec(const KernelInfo& k, std::int64_t max_t = 0) {
     CaseSpec spec = *gen_delta_spec(k.op, k.in, GenOptions{});
-    spec.dims.resize(7);  // one sequence: the metamorphic properties cut and carry tokens themselves
+    spec.dims[7] = 1;  // one sequence: the metamorphic properties cut and carry tokens themselves
     if (max_t > 0) spec.dims[0] = std::min(spec.dims[0], max_t), spec.dims[1] = std::min<std::int64_t>(spec.dims[1], 2);
     return spec;
 }
@@ -215,39 +283,24 @@ oracle::StructuredResult exact_of(const KernelInfo& k, const Case& c) {
     return oracle::evaluate_structured(k.op, c.params, c.views(), {k.out, Format::fp32});
 }
 
-// Chunk-size invariance: the kernel with chunk 16, 32 and 64 is within its
-// derived bound for each (one oracle evaluation; the oracle does not depend
-// on the chunk), and any two of them differ by at most the sum of their
-// bounds (the oracle-free form of the same statement).
+// Chunk-size invariance: the kernel with chunk 16, 32 and 64 on the same case
+// is within its derived bound for each (one oracle evaluation; the oracle
+// does not depend on the chunk).  That any two differ by at most the sum of
+// their bounds follows from it (triangle inequality) and is not checked.
 Testable chunk_invariance(const KernelInfo& k) {
     return [&k] {
         const Case c = build_case(delta_spec(k, 200));
         const oracle::StructuredResult ex = exact_of(k, c);
-        std::vector<std::vector<Tensor>> outs;
-        std::vector<oracle::DeltaBound> bounds;
         for (double chunk : {16.0, 32.0, 64.0}) {
             Params p = c.params;
             p.set("chunk", chunk);
-            outs.push_back(run_kernel(k, p, c.views()));
-            bounds.push_back(oracle::delta_rule_bound(p, c.views(), ex.exact[0], error_model(k)));
+            const std::vector<Tensor> out = run_kernel(k, p, c.views());
+            const oracle::DeltaBound b = oracle::delta_rule_bound(p, c.views(), ex.exact[0], error_model(k));
             const std::string tag = "chunk " + std::to_string(static_cast<int>(chunk)) + ": ";
-            for (const std::string& why : {within(outs.back()[0], ex.exact[0], bounds.back().y, tag + "y"),
-                                           within(outs.back()[1], ex.exact[1], bounds.back().state, tag + "state")})
+            for (const std::string& why : {within(out[0], ex.exact[0], b.y, tag + "y"),
+                                           within(out[1], ex.exact[1], b.state, tag + "state")})
                 if (!why.empty()) RC_FAIL(why);
         }
-        for (std::size_t a = 0; a < outs.size(); ++a)
-            for (std::size_t b = a + 1; b < outs.size(); ++b)
-                for (std::size_t o = 0; o < 2; ++o) {
-                    const auto& ba = o ? bounds[a].state : bounds[a].y;
-                    const auto& bb = o ? bounds[b].state : bounds[b].y;
-                    for (std::int64_t i = 0; i < outs[a][o].numel(); ++i) {
-                        const double x = outs[a][o].value(i), y = outs[b][o].value(i);
-                        if (std::isnan(x) != std::isnan(y) || std::fabs(x - y) > ba[i] + bb[i])
-                            RC_FAIL("chunks " + std::to_string(16 << a) + " and " + std::to_string(16 << b) +
-                                    " differ by more than their bounds at " + (o ? "state" : "y") + "[" +
-                                    std::to_string(i) + "]: " + hexfloat(x) + " vs " + hexfloat(y));
-                    }
-                }
     };
 }
 
@@ -339,7 +392,7 @@ Testable gdn_causality(const KernelInfo& k) {
 Testable varlen_packing(const KernelInfo& k) {
     return [&k] {
         CaseSpec spec = delta_spec(k, 100);
-        spec.dims.push_back(*rc::gen::inRange(2, 5));
+        spec.dims[7] = *rc::gen::inRange(2, 5);
         spec.specials = 0;
         const Case c = build_case(spec);
         const std::vector<TensorView> in = c.views();
@@ -390,7 +443,7 @@ Testable finite_gates(const KernelInfo& k) {
 
 void add_gdn_properties(std::vector<PropertyDef>& v) {
     v.push_back({"chunk_invariance",
-                 "chunks 16, 32 and 64 each within the derived bound; any two differ by at most the sum of their bounds",
+                 "chunks 16, 32 and 64 on the same case, each within the derived bound",
                  is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return chunk_invariance(k); }, 4});
     v.push_back({"split_invariance",
                  "running [0, t) and then [t, T) from the carried fp32 state stays within the bound, for every t",

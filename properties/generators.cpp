@@ -54,6 +54,7 @@ double draw(Family fam, Format f, const Params& p, std::size_t input, int k, std
         case Family::saturated: return (U(rng) < 0 ? -1 : 1) * std::exp2(3 + 12 * std::fabs(U(rng)));
         case Family::tiny: return U(rng) * std::ldexp(1.0, -10 - static_cast<int>(rng() % 10));
         case Family::masked: return N(rng) * scale;  // -inf entries set in fill()
+        case Family::large_mean: return N(rng);       // the row's spread; shifted by its mean in fill()
     }
     return 0;
 }
@@ -77,9 +78,28 @@ static void mask_rows(Tensor& t, std::int64_t n, std::mt19937_64& rng) {
     }
 }
 
+// Rows of n values around a mean far from zero: mean = +-(1 + U) 2^(k + 8)
+// (1000 and more at k = 2), spread = |mean| / 10^(2 + 4 U), so the ratio
+// covers 1e2 .. 1e6 (a 16-bit format resolves the smaller ratios; beyond
+// its precision a row is its mean plus a few ulps).  Where the error of the
+// mean measured against |x| dwarfs the spread, a one-pass E[x^2] - E[x]^2
+// variance loses every digit.
+void fill_large_mean_rows(Tensor& t, std::int64_t n, const CaseSpec& spec, std::mt19937_64& rng) {
+    std::normal_distribution<double> N;
+    std::uniform_real_distribution<double> U(0, 1);
+    const double mx = max_finite(t.format());
+    for (std::int64_t row = 0; row * n < t.numel(); ++row) {
+        const double mean = (rng() % 2 ? 1 : -1) * (1 + U(rng)) * std::ldexp(1.0, spec.scale_exp + 8);
+        const double spread = std::fabs(mean) * std::pow(10.0, -2 - 4 * U(rng));
+        for (std::int64_t i = row * n; i < std::min(t.numel(), (row + 1) * n); ++i)
+            t.set_value(i, std::clamp(mean + spread * N(rng), -mx, mx));
+    }
+}
+
 void fill_values(Tensor& t, Family fam, const CaseSpec& spec, std::size_t input, std::mt19937_64& rng) {
     const Format f = t.format();
     const double mx = max_finite(f);
+    if (fam == Family::large_mean) return fill_large_mean_rows(t, std::max(spec.n, 1), spec, rng);
     const double c = draw(Family::normal, f, spec.params, input, spec.scale_exp, rng);
     for (std::int64_t i = 0; i < t.numel(); ++i) {
         double v = fam == Family::constant ? c : draw(fam, f, spec.params, input, spec.scale_exp, rng);
@@ -95,11 +115,21 @@ void fill_values(Tensor& t, Family fam, const CaseSpec& spec, std::size_t input,
 namespace {
 
 // Weights and biases of the norms: around 1 (or around 0 for zero-centred
-// weights and biases), occasionally from the case's own family.
+// weights and biases).
 void fill_affine(Tensor& t, const CaseSpec& spec, std::size_t input, std::mt19937_64& rng) {
     std::normal_distribution<double> N;
     const bool around_zero = input == 2 || spec.params.get("zero_centered", 0) != 0;
     for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, (around_zero ? 0.0 : 1.0) + 0.25 * N(rng));
+}
+
+// NaN, +Inf or -Inf at `count` random columns of a weight or bias (a
+// checkpoint with a diverged channel): that column's outputs are NaN or
+// infinite in every row, the others unaffected.  A stream of its own, so
+// that the values of the case are those it has without them.
+void inject_affine_specials(Tensor& t, int count, std::uint64_t seed) {
+    std::mt19937_64 rng(seed ^ 0x5bd1e9955bd1e995ull);
+    const double vals[] = {NAN, INFINITY, -INFINITY};
+    for (int s = 0; s < count && t.numel(); ++s) t.set_value(static_cast<std::int64_t>(rng() % t.numel()), vals[rng() % 3]);
 }
 
 }  // namespace
@@ -107,7 +137,7 @@ void fill_affine(Tensor& t, const CaseSpec& spec, std::size_t input, std::mt1993
 const char* name(Family f) {
     static const char* names[] = {"normal",       "uniform",   "heavy_tail", "outlier", "constant",  "near_eps",
                                   "near_overflow", "bit_patterns", "subnormal", "around_cap", "saturated", "tiny",
-                                  "masked"};
+                                  "masked",       "large_mean"};
     return names[static_cast<int>(f)];
 }
 
@@ -165,9 +195,10 @@ Case build_case(const CaseSpec& spec) {
     for (std::size_t k = 0; k < c.op->inputs.size(); ++k) {
         const bool affine = c.op->kind == OpKind::row && k > 0;
         Tensor t(spec.format, affine ? std::vector<std::int64_t>{spec.n} : std::vector<std::int64_t>{spec.rows, spec.n});
-        if (affine)
+        if (affine) {
             fill_affine(t, spec, k, rng);
-        else
+            inject_affine_specials(t, spec.weight_specials, spec.seed + k);
+        } else
             fill_values(t, spec.families[std::min(k, spec.families.size() - 1)], spec, k, rng);
         if (!affine) inject_specials(t, spec.specials, rng);  // every data input: gate and up alike
         c.inputs.push_back(std::move(t));
@@ -180,6 +211,7 @@ void showValue(const CaseSpec& s, std::ostream& os) {
        << ", families=";
     for (auto f : s.families) os << name(f) << " ";
     os << ", scale=2^" << s.scale_exp << ", seed=" << s.seed << ", specials=" << s.specials;
+    if (s.weight_specials) os << ", weight_specials=" << s.weight_specials;
     if (!s.dims.empty()) {
         os << ", dims=";
         for (std::size_t i = 0; i < s.dims.size(); ++i) os << (i ? "x" : "") << s.dims[i];
@@ -212,6 +244,38 @@ rc::Gen<Params> gen_params(const OpSpec& op) {
     return rc::gen::just(Params());
 }
 
+namespace {
+
+// Rows of a norm tensor: 1 to 3, or (half the cases) 9 to 33, so that kernels
+// grouping rows by 4 or 8 reach a second group and a partial last one
+// (9 = 8 + 1, 12 = 8 + 4, 17 = 2 x 8 + 1, 31 = 3 x 8 + 7, 33 = 4 x 8 + 1).
+rc::Gen<int> norm_rows() { return rc::gen::element(1, 2, 3, 1, 2, 3, 1, 9, 12, 16, 17, 24, 31, 33); }
+
+// Infinite or NaN weights go with rows whose normalized values stay clear of
+// zero.  y = w z with w = +-Inf is +-Inf for z != 0 and NaN for z = 0, and
+// where the exact z is within the kernel's rounding error of 0 -- x / r
+// below FP32's range (bit patterns spanning 2^250, an injected +-max beside
+// small values), x - mean cancelling (rows around a large mean) -- a kernel
+// whose z rounds to 0 is within its budget and gets NaN where the exact
+// value is infinite: the class is not determined there (docs/norm.md,
+// "Special weights"), and the verdict compares classes exactly.
+bool weight_specials_fit(Family f, bool x_specials) {
+    return !x_specials && f != Family::bit_patterns && f != Family::large_mean;
+}
+
+// The row length for `rows` rows: n, or the longest listed size that keeps
+// rows x n within 2^15 elements (the oracle evaluates every row).
+int fit_rows(int rows, int n, const std::vector<int>& sizes) {
+    constexpr int kMaxElements = 1 << 15;
+    if (static_cast<std::int64_t>(rows) * n <= kMaxElements) return n;
+    int fit = sizes.front();
+    for (int s : sizes)
+        if (static_cast<std::int64_t>(rows) * s <= kMaxElements) fit = std::max(fit, s);
+    return fit;
+}
+
+}  // namespace
+
 rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
     if (op.name == "rope") return gen_rope_spec(fmt, opt);
     if (op.name == "attention") return gen_attention_spec(fmt, opt);
@@ -225,31 +289,36 @@ rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
     if (op.name == "dequantize") return gen_dequantize_spec(fmt, opt);
     if (op.name == "smooth_quant") return gen_smooth_quant_spec(fmt, opt);
     if (op.name == "int8_block") return gen_int8_block_spec(fmt, opt);
-    const bool rows_op = op.kind == OpKind::row;
+    const bool rows_op = op.kind == OpKind::row, norm = op.family == "norm";
     std::vector<int> sizes = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65, 100, 128, 129, 256, 1000, 1024, 4096};
     sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](int s) { return s > opt.max_n; }), sizes.end());
     const std::string name = op.name;
     const std::size_t n_inputs = op.kind == OpKind::gated ? 2 : 1;
     std::vector<Family> families(std::begin(kAllFamilies), std::end(kAllFamilies));
     if (op.family == "softmax") families.push_back(Family::masked);
+    if (norm) families.insert(families.end(), 2, Family::large_mean);
     return rc::gen::apply(
-        [=](Params p, int rows, int n, std::vector<Family> fams, int k, std::uint64_t seed, int specials) {
+        [=](Params p, int rows, int n, std::vector<Family> fams, int k, std::uint64_t seed, int specials,
+            int weight_specials) {
             CaseSpec s;
             s.op = name;
             s.format = fmt;
             s.params = std::move(p);
             s.rows = rows;
-            s.n = n;
+            s.n = norm ? fit_rows(rows, n, sizes) : n;
             s.families = std::move(fams);
             s.scale_exp = k;
             s.seed = seed;
             s.specials = specials;
+            s.weight_specials = weight_specials_fit(s.families[0], specials > 0) ? weight_specials : 0;
             return s;
         },
-        gen_params(op), rc::gen::inRange(1, rows_op ? 4 : 3), rc::gen::resize(100, rc::gen::elementOf(sizes)),
+        gen_params(op), norm ? norm_rows() : rc::gen::inRange(1, rows_op ? 4 : 3),
+        rc::gen::resize(100, rc::gen::elementOf(sizes)),
         rc::gen::container<std::vector<Family>>(n_inputs, rc::gen::elementOf(families)),
         rc::gen::inRange(fmt == Format::fp16 ? -8 : -20, fmt == Format::fp16 ? 9 : 21),
-        rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));
+        rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0),
+        norm ? rc::gen::element(0, 0, 0, 0, 0, 0, 1, 3) : rc::gen::just(0));
 }
 
 }  // namespace conform::props

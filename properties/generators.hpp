@@ -23,6 +23,7 @@ enum class Family {
     normal, uniform, heavy_tail, outlier, constant, near_eps, near_overflow,
     bit_patterns, subnormal, around_cap, saturated, tiny,
     masked,  // softmax: -inf at random entries, whole rows -inf (fully masked) at times
+    large_mean,  // norms: each row a mean far above its spread (|mean| / spread from 1e2 to 1e6)
 };
 const char* name(Family f);
 
@@ -36,6 +37,7 @@ struct CaseSpec {
     std::uint64_t seed = 0;
     int specials = 0;              // NaN/Inf/0/max values injected into each data input
     std::vector<std::int64_t> dims;  // structured ops: the op's dimensions (e.g. rope: H, L, D)
+    int weight_specials = 0;       // row ops: NaN/+-Inf put into the weight (and bias) at this many columns
 };
 
 void showValue(const CaseSpec& spec, std::ostream& os);

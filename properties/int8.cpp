@@ -3,34 +3,78 @@
 #include <cmath>
 #include <tuple>
 
+#include "oracle/structured.hpp"
 #include "properties/common.hpp"
 #include "properties/fixed.hpp"
 
 namespace conform::props {
 namespace {
 
-constexpr int kTieExp = 0;  // tie vectors are (k + 1/2) 2^scale_exp
+// A grid of quantization ties: the scale s = m 2^e with m odd, and entries
+// (k + 1/2) s = n m 2^(e - 1) for odd n, |n| <= max_n.  m = 1 is a power of
+// two, where x * (1/s) is exact; m >= 3 makes 1/s inexact, so a kernel that
+// multiplies by a reciprocal lands beside the tie.  Dynamic scales (s =
+// amax / 127) need +-127 s exact in the input format, static ones only the
+// ties: bits(127 m) <= p and bits(max_n m) <= p for a p-bit significand.
+struct TieGrid {
+    double m = 1;
+    int e = 0, max_n = 253;
+    bool static_scale = false;
+    double scale() const { return std::ldexp(m, e); }
+};
 
-// Every group of x [rows, cols] has maximum 127 2^e exactly (column 0 and row
-// 0 hold +-127 2^e), so every scale is 2^e whatever the axis, and the other
-// entries are ties (k + 1/2) 2^e, k in [-127, 126]: exact in fp32, fp16 and bf16.
-void fill_ties(Tensor& x, int e, std::mt19937_64& rng) {
+int bits_of(double v) { return std::ilogb(v) + 1; }
+
+// The grid of a tie case, from its seed: a power of two one case in four;
+// else m odd, 3 .. 2^16 - 1 for fp32 (so 253 m fits 24 bits) or 3 .. 31 for
+// the 16-bit formats (fewer ties n then fit: |n| <= 65 in fp16, <= 7 in
+// bf16 at m = 31); static scales one case in three, and whenever 127 m does
+// not fit the format (fp16 past m = 15, every such bf16 grid).
+TieGrid tie_grid(Format f, std::uint64_t seed, int scale_exp) {
+    std::mt19937_64 rng(seed ^ 0x7f4a7c159e3779b9ull);
+    TieGrid g;
+    g.e = std::clamp(scale_exp, -8, 8);
+    g.static_scale = rng() % 3 == 0;
+    const bool power_of_two = rng() % 4 == 0;
+    const double m = static_cast<double>(3 + 2 * (rng() % (f == Format::fp32 ? 32767 : 15)));
+    if (power_of_two) return g;
+    g.m = m;
+    const int p = info(f).precision;
+    if (bits_of(127 * g.m) > p) g.static_scale = true;
+    while (g.max_n > 1 && bits_of(g.max_n * g.m) > p) g.max_n -= 2;
+    while (127 * g.scale() > max_finite(f)) --g.e;  // fp16: 127 * 15 * 2^8 would overflow
+    return g;
+}
+
+// x [rows, cols] on grid g: with a dynamic scale every group's maximum is
+// 127 s exactly (column 0 and row 0 hold +-127 s, so every group, whatever
+// the axis, has scale s); every other entry is a tie (k + 1/2) s.
+void fill_ties(Tensor& x, const TieGrid& g, std::mt19937_64& rng) {
     const std::int64_t rows = x.shape()[0], cols = x.shape()[1];
     for (std::int64_t i = 0; i < rows; ++i)
         for (std::int64_t j = 0; j < cols; ++j) {
             const double sign = rng() % 2 ? 1 : -1;
-            const double v = i == 0 || j == 0 ? sign * 127 : static_cast<double>(static_cast<int>(rng() % 254) - 127) + 0.5;
-            x.set_value(i * cols + j, std::ldexp(v, e));
+            const bool maximum = !g.static_scale && (i == 0 || j == 0);
+            const double n = static_cast<double>(2 * static_cast<int>(rng() % static_cast<std::uint64_t>(g.max_n + 1)) - g.max_n);
+            x.set_value(i * cols + j, maximum ? sign * 127 * g.scale() : n * g.m * std::ldexp(1.0, g.e - 1));
         }
 }
 
-int tie_exp(const CaseSpec& spec) { return std::clamp(spec.scale_exp, -8, 8) + kTieExp; }
+// A quantize spec turned into a tie case: its grid's static scale set (or
+// dynamic scales).
+CaseSpec with_ties(CaseSpec spec) {
+    spec.families = {Family::around_cap};
+    const TieGrid g = tie_grid(spec.format, spec.seed, spec.scale_exp);
+    spec.params.set("scale", g.static_scale ? g.scale() : 0.0);
+    return spec;
+}
 
 }  // namespace
 
 // dims = {rows, cols}; params axis (0/1/2) and, one case in four, a static
 // scale 1.5 * 2^-e small enough to saturate.  The around_cap family builds
-// tie vectors (fill_ties).
+// tie vectors (fill_ties) on a grid of its own (tie_grid: scales that are
+// powers of two or not, static or dynamic).
 rc::Gen<CaseSpec> gen_quantize_spec(Format fmt, GenOptions opt) {
     std::vector<Family> fams = value_families();
     fams.push_back(Family::around_cap);
@@ -38,7 +82,8 @@ rc::Gen<CaseSpec> gen_quantize_spec(Format fmt, GenOptions opt) {
     return rc::gen::apply(
         [fmt](int rows, int cols, int axis, int fixed, Family fam, int k, std::uint64_t seed, int specials) {
             Params p({{"axis", double(axis)}, {"scale", fixed ? std::ldexp(1.5, k - 9) : 0.0}});
-            return structured_spec("quantize", fmt, {rows, cols}, p, fam, k, seed, specials);
+            const CaseSpec spec = structured_spec("quantize", fmt, {rows, cols}, p, fam, k, seed, specials);
+            return fam == Family::around_cap ? with_ties(spec) : spec;
         },
         rc::gen::element(1, 2, 3, 7, 8, 16), rc::gen::element(1, 3, 8, 16, 33, 64, 256), rc::gen::inRange(0, 3),
         rc::gen::element(0, 0, 0, 1), rc::gen::elementOf(fams), rc::gen::inRange(-8, 9),
@@ -49,7 +94,7 @@ Case build_quantize_case(const CaseSpec& spec) {
     Case c = start_case(spec);
     std::mt19937_64 rng(spec.seed);
     Tensor x(spec.format, {spec.dims.at(0), spec.dims.at(1)});
-    if (spec.families.at(0) == Family::around_cap) fill_ties(x, tie_exp(spec), rng);
+    if (spec.families.at(0) == Family::around_cap) fill_ties(x, tie_grid(spec.format, spec.seed, spec.scale_exp), rng);
     else fill_values(x, spec.families.at(0), spec, 0, rng);
     inject_specials(x, spec.specials, rng);
     c.inputs.push_back(std::move(x));
@@ -102,22 +147,25 @@ Case build_int8_gemm_case(const CaseSpec& spec) {
 
 namespace {
 
-// Tie vectors (k + 1/2) 2^e under scale 2^e: every code is the even neighbour.
+// Tie vectors (k + 1/2) s: every code is the even neighbour.  s is the
+// group's scale as the op defines it (the oracle's scale output: fl32(amax /
+// 127) or the static scale), x / s is exact in double for the ties, and
+// entries that are no tie (the +-127 s maxima) are skipped.
 Testable ties_to_even(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = *gen_quantize_spec(k.in, GenOptions{});
-        spec.families = {Family::around_cap};
-        spec.params.set("scale", 0);
+        const CaseSpec spec = with_ties(*gen_quantize_spec(k.in, GenOptions{}));
         const Case c = build_case(spec);
         const auto out = run_kernel(k, c.params, c.views());
-        const std::int64_t cols = spec.dims[1];
+        const Tensor scale =
+            oracle::evaluate_structured("quantize", c.params, c.views(), {Format::int8, Format::fp32}).rounded.at(1);
         for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) {
-            if (i / cols == 0 || i % cols == 0) continue;  // the +-127 s maxima
-            const double t = std::ldexp(c.inputs[0].value(i), -tie_exp(spec)), lo = std::floor(t);
+            const double t = c.inputs[0].value(i) / scale.value(i), lo = std::floor(t);
+            if (t - lo != 0.5) continue;
             const double want = std::fmod(lo, 2) == 0 ? lo : lo + 1;
             if (out[0].value(i) != want)
-                RC_FAIL("x = " + hexfloat(c.inputs[0].value(i)) + " = " + std::to_string(t) + " s: code " +
-                        std::to_string(out[0].value(i)) + ", want the even neighbour " + std::to_string(want));
+                RC_FAIL("x = " + hexfloat(c.inputs[0].value(i)) + " = " + std::to_string(t) + " s (s = " +
+                        hexfloat(scale.value(i)) + "): code " + std::to_string(out[0].value(i)) +
+                        ", want the even neighbour " + std::to_string(want));
         }
     };
 }
@@ -214,7 +262,7 @@ std::string quantize_range_check(const KernelInfo& k, const Case& c) {
 
 void add_int8_properties(std::vector<PropertyDef>& v) {
     auto quantize = [](const OpSpec& op) { return op.name == "quantize"; };
-    v.push_back({"ties_to_even", "tie vectors (k + 1/2) s quantize to the even neighbour", quantize,
+    v.push_back({"ties_to_even", "tie vectors (k + 1/2) s, s a power of two or not, quantize to the even neighbour", quantize,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return ties_to_even(k); }, 2});
     v.push_back({"outlier_token_isolation", "per-token scales: an outlier token leaves the other tokens' codes unchanged",
                  quantize, [](const KernelInfo& k, const RunConfig&, Stats*) { return outlier_token_isolation(k); }, 2});

@@ -7,6 +7,9 @@
 
 #include "impls/registry.hpp"
 #include "kernel_suite.hpp"
+#include "oracle/attention.hpp"
+#include "oracle/structured.hpp"
+#include "properties/attention.hpp"
 #include "properties/verdict.hpp"
 
 using namespace conform;
@@ -53,6 +56,89 @@ TEST(AttentionKernels, MinusInfMaskHidesANanKey) {
         EXPECT_TRUE(r.pass) << name << ": " << r.message;
         EXPECT_TRUE(std::isfinite(r.outputs[0].value(0))) << name;
     }
+}
+
+// The case a 2000-case run found (seed 5, cpu.scalar.attention.bf16):
+// subnormal q and k, so every logit is 1e4 + 2^-254 once the mask is shifted,
+// which the oracle's working precision rounds to 1e4; o[40] cancels to a tiny
+// negative number, -0 in bf16 with the plain mask and +0 with the shifted
+// one.  Comparing the oracle with itself failed every kernel here.
+props::Case subnormal_logits_case() {
+    Params p({{"causal", 0.0}, {"window", 0.0}, {"softcap", 0.0}, {"scale", 0.0}});
+    return props::build_case(props::structured_spec("attention", Format::bf16, {4, 2, 16, 65, 4, 1, 1}, p,
+                                                    props::Family::subnormal, -4, 8724759671285972ull, 0));
+}
+
+TEST(AttentionMaskShift, TheOraclesSignOfZeroNoLongerFailsACorrectKernel) {
+    const KernelInfo& k = *builtin_registry().find("cpu.scalar.attention.bf16");
+    props::Case c = subnormal_logits_case();
+    const Tensor moved = props::shift_mask(c, 1e4);
+    std::vector<TensorView> shifted = c.views();
+    shifted[3] = moved.view();
+    const Tensor a = oracle::evaluate_structured("attention", c.params, c.views(), {Format::bf16, Format::fp32}).rounded[0];
+    const Tensor b = oracle::evaluate_structured("attention", c.params, shifted, {Format::bf16, Format::fp32}).rounded[0];
+    int signed_zeros = 0;
+    for (std::int64_t i = 0; i < a.numel(); ++i) {
+        EXPECT_EQ(a.value(i), b.value(i)) << "element " << i;  // equal values ...
+        signed_zeros += a.bits(i) != b.bits(i);                // ... up to the sign of zero
+    }
+    EXPECT_GT(signed_zeros, 0) << "the case no longer shows the oracle's -0 / +0";
+    EXPECT_EQ(props::mask_shift_check(k, subnormal_logits_case(), 1e4), "");
+}
+
+// A kernel whose row max is taken over q.k before the additive mask is
+// added (the mask applied in a later pass): exp(s + mask - max) is right for
+// masks of order 1 and overflows (or underflows every key) once the mask is
+// shifted by +-1e4.  In double, with the oracle's conventions otherwise.
+void max_before_mask(const KernelCall& c) {
+    const TensorView &q = c.in[0], &kk = c.in[1], &v = c.in[2], &mask = c.in[3];
+    const std::int64_t hq = q.shape[0], lq = q.shape[1], d = q.shape[2], hkv = kk.shape[0], lk = kk.shape[1],
+                       dv = v.shape[2];
+    const double scale = c.params.get("scale", 0) != 0 ? c.params.get("scale", 0) : 1 / std::sqrt(double(d));
+    const double cap = c.params.get("softcap", 0);
+    const bool causal = c.params.get("causal", 0) != 0;
+    const auto window = static_cast<std::int64_t>(c.params.get("window", 0));
+    for (std::int64_t h = 0; h < hq; ++h)
+        for (std::int64_t i = 0; i < lq; ++i) {
+            const std::int64_t g = oracle::kv_head_of(h, hq, hkv);
+            std::vector<double> s(static_cast<std::size_t>(lk), -INFINITY);
+            double m = -INFINITY;
+            for (std::int64_t j = 0; j < lk; ++j) {
+                if (!oracle::key_visible(i, j, lq, lk, causal, window) || mask.value(i * lk + j) == -INFINITY) continue;
+                double dot = 0;
+                for (std::int64_t e = 0; e < d; ++e) dot += q.value((h * lq + i) * d + e) * kk.value((g * lk + j) * d + e);
+                s[j] = cap > 0 ? cap * std::tanh(scale * dot / cap) : scale * dot;
+                m = std::max(m, s[j]);
+            }
+            double l = 0;
+            std::vector<double> o(static_cast<std::size_t>(dv), 0.0);
+            for (std::int64_t j = 0; j < lk; ++j) {
+                if (s[j] == -INFINITY) continue;
+                const double w = std::exp(s[j] + mask.value(i * lk + j) - m);
+                l += w;
+                for (std::int64_t e = 0; e < dv; ++e) o[e] += w * v.value((g * lk + j) * dv + e);
+            }
+            for (std::int64_t e = 0; e < dv; ++e) c.out[0].set_bits((h * lq + i) * dv + e, encode(c.out[0].format, l > 0 ? o[e] / l : 0.0));
+            c.out[1].set_bits(h * lq + i, encode(Format::fp32, l > 0 ? m + std::log(l) : -INFINITY));
+        }
+}
+
+TEST(AttentionMaskShift, KillsAKernelThatTakesTheMaxBeforeTheMask) {
+    KernelInfo k = *builtin_registry().find("cpu.scalar.attention.fp32");
+    k.name = "test.max_before_mask.attention.fp32";
+    k.acc = Format::fp64;
+    k.fn = max_before_mask;
+    int shifted_fails = 0;
+    for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+        props::Case c = props::build_case(props::structured_spec(
+            "attention", Format::fp32, {2, 1, 3, 17, 4, 4, 1}, Params({{"causal", double(seed % 2)}}), props::Family::normal,
+            0, seed, 0));
+        props::shift_mask(c, 1e4);  // the quantized mask: the kernel is right on it
+        const props::CaseResult plain = props::check_case(k, c.params, c.views());
+        EXPECT_TRUE(plain.pass) << "seed " << seed << ": " << plain.message;
+        shifted_fails += !props::mask_shift_check(k, c, seed % 3 ? 1e4 : -1e4).empty();
+    }
+    EXPECT_EQ(shifted_fails, 12);
 }
 
 }  // namespace

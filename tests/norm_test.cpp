@@ -6,11 +6,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <string>
 
 #include "kernel_suite.hpp"
+#include "property_testing.hpp"
+#include "properties/generators.hpp"
 #include "oracle/bound.hpp"
 #include "oracle/eval.hpp"
 #include "oracle/norm.hpp"
@@ -212,6 +216,114 @@ TEST(NormKernel, ReadsNoRowPastTheEnd) {
                                                at_guard);
                     EXPECT_EQ(std::memcmp(plain.data(), at_guard.data(), bytes), 0) << k.name << " " << rows << " rows";
                 }
+}
+
+namespace {
+
+// Specs the suite's generator draws for a norm kernel (what within_budget
+// and the norm properties see).
+std::vector<props::CaseSpec> drawn_specs(const KernelInfo& k, int count) {
+    const auto gen = props::gen_spec(*find_op(k.op), k.in);
+    std::vector<props::CaseSpec> v;
+    for (int i = 0; i < count; ++i) v.push_back(gen(rc::Random(1000 + i), 100).value());
+    return v;
+}
+
+// Kernel k with a flaw applied to its call: `before` may replace inputs (by
+// position), `after` edits the outputs.
+using Replaced = std::map<std::size_t, Tensor>;
+KernelInfo flawed(const KernelInfo& k, const std::string& what, std::function<Replaced(const KernelCall&)> before,
+                  std::function<void(const KernelCall&)> after) {
+    KernelInfo m = k;
+    m.name = "test." + what + "." + k.name;
+    m.role = Role::mutant;
+    m.fn = [fn = k.fn, before, after](const KernelCall& c) {
+        const Replaced replaced = before ? before(c) : Replaced{};
+        KernelCall call{c.params, c.in, c.out};
+        for (const auto& [i, t] : replaced) call.in[i] = t.view();
+        fn(call);
+        if (after) after(call);
+    };
+    return m;
+}
+
+// Every drawn case cut to at most 3 rows and finite weights (the cases the
+// generator drew before 9 to 33 rows and special weights): how many fail.
+int failures_on_short_finite_cases(const KernelInfo& k, const std::vector<props::CaseSpec>& specs) {
+    int failed = 0;
+    for (props::CaseSpec s : specs) {
+        s.rows = std::min(s.rows, 3);
+        s.weight_specials = 0;
+        const props::Case c = props::build_case(s);
+        failed += !props::check_case(k, c.params, c.views()).pass;
+    }
+    return failed;
+}
+
+}  // namespace
+
+// The generator reaches what kernels that group rows by 4 or 8 need (a second
+// group and a partial last one), NaN/Inf weights, and rows with a mean far
+// above their spread, for every norm op; special weights leave the case's
+// values as they are without them.
+TEST(NormGenerator, ReachesRowGroupsSpecialWeightsAndLargeMeans) {
+    for (const char* name : {"cpu.simd.rms_norm.fp16", "cpu.scalar.layer_norm.fp32", "cpu.simd.l2_norm.bf16"}) {
+        const KernelInfo& k = *builtin_registry().find(name);
+        int partial_groups = 0, special_weights = 0, large_mean = 0;
+        for (const props::CaseSpec& s : drawn_specs(k, 400)) {
+            partial_groups += s.rows > 8 && s.rows % 4 != 0;
+            large_mean += s.families[0] == props::Family::large_mean;
+            if (s.weight_specials == 0 || k.op == "l2_norm") continue;
+            ++special_weights;
+            props::CaseSpec plain = s;
+            plain.weight_specials = 0;
+            const props::Case a = props::build_case(s), b = props::build_case(plain);
+            int non_finite = 0;
+            for (std::size_t t = 1; t < a.inputs.size(); ++t)
+                for (std::int64_t i = 0; i < a.inputs[t].numel(); ++i) non_finite += !std::isfinite(a.inputs[t].value(i));
+            EXPECT_GE(non_finite, 1) << name;
+            EXPECT_LE(non_finite, s.weight_specials * static_cast<int>(a.inputs.size() - 1)) << name;
+            for (std::int64_t i = 0; i < a.inputs[0].numel(); ++i) ASSERT_EQ(a.inputs[0].bits(i), b.inputs[0].bits(i));
+        }
+        EXPECT_GE(partial_groups, 60) << name;
+        EXPECT_GE(large_mean, 25) << name;
+        if (k.op != "l2_norm") EXPECT_GE(special_weights, 30) << name;
+    }
+}
+
+// Kernels that process rows in groups of 8 and drop a partial group after a
+// full one (class 16: row tails dropped at vector width) pass every case of
+// at most 3 rows and fail within_budget on the suite's generator.
+TEST(NormGenerator, NineRowsOrMoreKillATailGroupDroppedAfterAFullOne) {
+    const KernelInfo& k = *builtin_registry().find("cpu.simd.rms_norm.bf16");
+    const KernelInfo m = flawed(k, "tail_group_dropped", nullptr, [](const KernelCall& c) {
+        const std::int64_t rows = c.out[0].rows(), n = c.out[0].cols();
+        if (rows <= 8) return;
+        for (std::int64_t i = rows / 8 * 8 * n; i < rows * n; ++i) c.out[0].set_bits(i, 0);
+    });
+    EXPECT_EQ(failures_on_short_finite_cases(m, drawn_specs(k, 100)), 0);
+    EXPECT_FALSE(conform::testing::run_named_property("within_budget", m).passed);
+}
+
+// A kernel that saturates its weights to the format's finite range (a
+// saturating conversion of the checkpoint) is exact while weights are
+// finite and fails once a column's weight is infinite.
+TEST(NormGenerator, InfiniteWeightsKillAKernelThatSaturatesItsWeights) {
+    const KernelInfo& k = *builtin_registry().find("cpu.scalar.layer_norm.fp16");
+    const KernelInfo m = flawed(k, "weights_saturated",
+        [](const KernelCall& c) {
+            Replaced in;
+            for (std::size_t t = 1; t < c.in.size(); ++t) {
+                Tensor w(c.in[t].format, {c.in[t].numel()});
+                const double mx = max_finite(c.in[t].format);
+                for (std::int64_t i = 0; i < c.in[t].numel(); ++i) w.set_value(i, std::clamp(c.in[t].value(i), -mx, mx));
+                in.emplace(t, std::move(w));
+            }
+            return in;
+        },
+        nullptr);
+    EXPECT_EQ(failures_on_short_finite_cases(m, drawn_specs(k, 100)), 0);
+    EXPECT_FALSE(conform::testing::run_named_property("within_budget", m).passed);
 }
 
 CONFORM_FAMILY_SUITES(Norm, "norm");

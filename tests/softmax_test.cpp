@@ -13,6 +13,8 @@
 #include "kernel_suite.hpp"
 #include "oracle/bound.hpp"
 #include "oracle/eval.hpp"
+#include "oracle/structured.hpp"
+#include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
 using namespace conform;
@@ -87,6 +89,57 @@ TEST(LseMergeKernels, SubnormalWeightTimesHugeStateStaysWithinBound) {
             const props::CaseResult r = props::check_case(k, Params(), {oa.view(), la.view(), ob.view(), lb.view()});
             EXPECT_TRUE(r.pass) << name << " lse_a - lse_b = " << d << ": " << r.message;
         }
+    }
+}
+
+// A kernel that returns the correctly rounded merge, computed in a format
+// wider than the one it stores lse in (declared acc), is as good as a merge
+// can be: it must pass.  The lse bound holds the stored lse to the
+// arithmetic's error plus half an ulp of lse's format; one ulp off the
+// correctly rounded value is outside it.
+KernelInfo correctly_rounded_merge(Format acc, Format lse_format, int lse_ulps_off) {
+    KernelInfo k;
+    k.name = "test.correctly_rounded.lse_merge";
+    k.op = "lse_merge";
+    k.in = k.out = Format::fp32;
+    k.acc = acc;
+    k.out_formats = {Format::fp32, lse_format};
+    k.fn = [lse_format, lse_ulps_off](const KernelCall& c) {
+        const oracle::StructuredResult r =
+            oracle::evaluate_structured("lse_merge", c.params, c.in, {Format::fp32, lse_format});
+        for (std::size_t o = 0; o < c.out.size(); ++o)
+            for (std::int64_t i = 0; i < c.out[o].numel(); ++i) c.out[o].set_bits(i, r.rounded[o].bits(i));
+        for (std::int64_t i = 0; i < c.out[1].numel() && lse_ulps_off; ++i) {
+            const double l = r.rounded[1].value(i);
+            if (std::isfinite(l) && l != 0) c.out[1].set_bits(i, encode(lse_format, l + lse_ulps_off * ulp_at(lse_format, l)));
+        }
+    };
+    return k;
+}
+
+// How many of `cases` generated merges kernel k fails (the first message kept).
+int failed_merges(const KernelInfo& k, int cases, std::string* first) {
+    int failed = 0;
+    for (int seed = 1; seed <= cases; ++seed) {
+        const props::Case c = props::build_case(props::structured_spec(
+            "lse_merge", Format::fp32, {1 + seed % 8, 8}, Params(), props::Family::normal, 0, 1000 + seed, 0));
+        const props::CaseResult r = props::check_case(k, c.params, c.views());
+        if (!r.pass && failed++ == 0) *first = r.message;
+    }
+    return failed;
+}
+
+// The unfair failure of issue 24: "got 0x1.0b4d4cp+2, want 0x1.0b4d4cp+2,
+// utilization 1.9e8" -- lse correctly rounded to fp32 from a double merge.
+TEST(LseMergeBound, CorrectlyRoundedLseInANarrowerFormatPasses) {
+    for (const auto& [acc, lse_format] : {std::pair{Format::fp64, Format::fp32}, std::pair{Format::fp32, Format::bf16},
+                                          std::pair{Format::fp64, Format::fp16}}) {
+        std::string first;
+        EXPECT_EQ(failed_merges(correctly_rounded_merge(acc, lse_format, 0), 40, &first), 0)
+            << "acc " << name(acc) << ", lse " << name(lse_format) << ": " << first;
+        // Not vacuous: the neighbour of the correctly rounded lse is out.
+        EXPECT_GE(failed_merges(correctly_rounded_merge(acc, lse_format, 1), 40, &first), 30)
+            << "acc " << name(acc) << ", lse " << name(lse_format);
     }
 }
 

@@ -29,6 +29,7 @@ enum class Bug {
     final_state_not_decayed,  // the last chunk's state update without D(end <- start)
     padded_chunk_decay,       // a partial last chunk reads its end-of-chunk log-decay from the zero-padded buffer
     mask_after_exp,           // dense [c, c] products: exp(G_r - G_i) for every pair, then times the causal 0/1 mask
+    bf16_block_merge,         // chunks past 64 tokens: the UT inverse's blocks below the diagonal merged and stored in bf16
 };
 
 bool chunkwise_bug(Bug b) { return b >= Bug::clamp_cumulative_decay; }
@@ -123,6 +124,48 @@ double factor(const std::vector<double>& G, std::int64_t to, std::int64_t from, 
     return std::exp(hi - lo);
 }
 
+// The native block of a chunk solve: a kernel built around 64-token chunks
+// solves blocks of 64 exactly and merges longer chunks from them.
+constexpr std::int64_t kSolveBlock = 64;
+
+// (I + N) V~ = b for strictly lower N (entries n(r, j)) through the
+// blocked inverse X = (I + N)^-1: diagonal blocks of kSolveBlock tokens by
+// forward substitution in double, the blocks below them merged as
+// X_IJ = -X_II sum_{J <= K < I} N_IK X_KJ and stored in bf16 (a tensor-core
+// kernel keeping its inverse in the inputs' format), then V~ = X b.
+template <class Entry>
+std::vector<std::vector<double>> blocked_solve(std::int64_t c, std::int64_t dv, Entry n,
+                                               const std::vector<std::vector<double>>& b) {
+    std::vector<std::vector<double>> X(c, std::vector<double>(c, 0.0));
+    auto block_of = [](std::int64_t r) { return r / kSolveBlock; };
+    for (std::int64_t col = 0; col < c; ++col)  // diagonal blocks: columns of the block's own inverse
+        for (std::int64_t r = col; r < c && block_of(r) == block_of(col); ++r) {
+            double x = r == col ? 1.0 : 0.0;
+            for (std::int64_t j = col; j < r; ++j) x -= n(r, j) * X[j][col];
+            X[r][col] = x;
+        }
+    for (std::int64_t I = 1; I * kSolveBlock < c; ++I)
+        for (std::int64_t J = 0; J < I; ++J) {
+            const std::int64_t r0 = I * kSolveBlock, r1 = std::min(c, r0 + kSolveBlock), c0 = J * kSolveBlock,
+                               c1 = c0 + kSolveBlock;
+            std::vector<std::vector<double>> T(r1 - r0, std::vector<double>(kSolveBlock, 0.0));  // sum_K N_IK X_KJ
+            for (std::int64_t r = r0; r < r1; ++r)
+                for (std::int64_t k = c0; k < r0; ++k)
+                    for (std::int64_t col = c0; col < c1; ++col) T[r - r0][col - c0] += n(r, k) * X[k][col];
+            for (std::int64_t r = r0; r < r1; ++r)
+                for (std::int64_t col = c0; col < c1; ++col) {
+                    double x = 0;
+                    for (std::int64_t k = r0; k <= r; ++k) x -= X[r][k] * T[k - r0][col - c0];
+                    X[r][col] = bf16(x);
+                }
+        }
+    std::vector<std::vector<double>> v(c, std::vector<double>(dv, 0.0));
+    for (std::int64_t r = 0; r < c; ++r)
+        for (std::int64_t m = 0; m < dv; ++m)
+            for (std::int64_t j = 0; j <= r; ++j) v[r][m] += X[r][j] * b[j][m];
+    return v;
+}
+
 // One chunk [t0, t0 + c) of head h in the kernels' form (R = V - K_s S,
 // forward substitution, O = Q_s S + A V~, S <- d S + K_e^T V~), the decay
 // factors by `factor`; `pad` > c marks a partial last chunk of a chunk size pad.
@@ -135,7 +178,17 @@ void chunk_step(const Problem& p, Bug bug, std::int64_t h, std::int64_t t0, std:
     // The chunk end: token c - 1, or the padded chunk's last slot (G = 0 there).
     const std::int64_t end = bug == Bug::padded_chunk_decay ? pad - 1 : c - 1;
     auto row = [&](const std::vector<double>& x, std::int64_t r, std::int64_t w) { return &x[((t0 + r) * p.heads + h) * w]; };
-    auto f = [&](std::int64_t i, std::int64_t to, std::int64_t from) { return factor(G[i], to, from, bug); };
+    // The decay bugs read the chunk's prefix sums G; every other form sums the
+    // gates of (from, to] itself, so that a reset (g = -inf) before `from`
+    // does not turn exp(G_to - G_from) into exp(-inf + inf) = NaN.
+    const bool prefix_decay = bug == Bug::clamp_cumulative_decay || bug == Bug::split_exp ||
+                              bug == Bug::padded_chunk_decay || bug == Bug::mask_after_exp;
+    auto f = [&](std::int64_t i, std::int64_t to, std::int64_t from) {
+        if (prefix_decay) return factor(G[i], to, from, bug);
+        double sum = 0;
+        for (std::int64_t t = from + 1; t <= to; ++t) sum += gate(p, t0 + t, h, i);
+        return std::exp(sum);
+    };
     // Pairs (r, j) the products visit: j < r (L) and j <= r (A), or all of
     // them with the mask applied after the exp (0 * inf and 0 * NaN leak).
     const bool dense = bug == Bug::mask_after_exp;
@@ -145,24 +198,37 @@ void chunk_step(const Problem& p, Bug bug, std::int64_t h, std::int64_t t0, std:
         for (std::int64_t i = 0; i < dk; ++i) acc += x[i] * f(i, r, j) * row(p.k, j, dk)[i];
         return acc;
     };
-    std::vector<std::vector<double>> vt(c, std::vector<double>(dv, 0.0));
-    std::vector<double> l(c), a(c);
+    // L (strictly lower, or dense) and the right-hand side b = B (V - K_s S).
+    std::vector<std::vector<double>> L(c, std::vector<double>(c, 0.0)), b(c, std::vector<double>(dv, 0.0));
     for (std::int64_t r = 0; r < c; ++r) {
-        const double *kr = row(p.k, r, dk), *qr = row(p.q, r, dk);
-        for (std::int64_t j = 0; j < c; ++j) {
-            l[j] = j < r || dense ? decayed_dot(kr, r, j) * mask(j < r) : 0.0;
-            a[j] = j <= r || dense ? decayed_dot(qr, r, j) * mask(j <= r) : 0.0;
-        }
+        const double* kr = row(p.k, r, dk);
+        const double beta = p.beta[(t0 + r) * p.heads + h];
+        for (std::int64_t j = 0; j < c; ++j) L[r][j] = j < r || dense ? decayed_dot(kr, r, j) * mask(j < r) : 0.0;
         for (std::int64_t m = 0; m < dv; ++m) {
             double x = row(p.v, r, dv)[m];
             for (std::int64_t i = 0; i < dk; ++i) x -= kr[i] * f(i, r, -1) * s[i][m];
-            for (std::int64_t j = 0; j < (dense ? c : r); ++j) x -= l[j] * vt[j][m];
-            vt[r][m] = p.beta[(t0 + r) * p.heads + h] * x;
+            b[r][m] = beta * x;
         }
+    }
+    auto beta_of = [&](std::int64_t r) { return p.beta[(t0 + r) * p.heads + h]; };
+    auto n = [&](std::int64_t r, std::int64_t j) { return beta_of(r) * L[r][j]; };  // B L
+    std::vector<std::vector<double>> vt(c, std::vector<double>(dv, 0.0));
+    if (bug == Bug::bf16_block_merge && c > kSolveBlock) {
+        vt = blocked_solve(c, dv, n, b);
+    } else {  // (I + B L) V~ = b by forward substitution
+        for (std::int64_t r = 0; r < c; ++r)
+            for (std::int64_t m = 0; m < dv; ++m) {
+                double x = b[r][m];
+                for (std::int64_t j = 0; j < (dense ? c : r); ++j) x -= n(r, j) * vt[j][m];
+                vt[r][m] = x;
+            }
+    }
+    for (std::int64_t r = 0; r < c; ++r) {
+        const double* qr = row(p.q, r, dk);
         for (std::int64_t m = 0; m < dv; ++m) {
             double o = 0;
             for (std::int64_t i = 0; i < dk; ++i) o += qr[i] * f(i, r, -1) * s[i][m];
-            for (std::int64_t j = 0; j < (dense ? c : r + 1); ++j) o += a[j] * vt[j][m];
+            for (std::int64_t j = 0; j < (dense ? c : r + 1); ++j) o += (j <= r || dense ? decayed_dot(qr, r, j) * mask(j <= r) : 0.0) * vt[j][m];
             y[((t0 + r) * p.heads + h) * dv + m] = o;
         }
     }
@@ -280,6 +346,12 @@ std::vector<KernelInfo> gdn_mutants() {
         "the recurrent state rounded to bf16 after every token");
     add(v, "kda", "bf16_state", Bug::bf16_state, F::bf16, "6 low-precision accumulation/storage",
         "the recurrent state rounded to bf16 after every token");
+    add(v, "gdn", "bf16_block_merge", Bug::bf16_block_merge, F::fp32, "15 ill-conditioned solves",
+        "the chunk's UT system solved in blocks of 64 tokens (exact), the inverse's blocks below the diagonal merged "
+        "as -X_II N_IJ X_JJ and stored in bf16: exact for chunks of 64, ~2^-9 of the coupled blocks past it");
+    add(v, "kda", "bf16_block_merge", Bug::bf16_block_merge, F::bf16, "15 ill-conditioned solves",
+        "the per-channel-decayed UT system solved in blocks of 64 tokens, the blocks below the diagonal merged and "
+        "stored in bf16");
     add_shared_state(v, "gdn", F::fp32);
     add_shared_state(v, "kda", F::bf16);
     return v;
