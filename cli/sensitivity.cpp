@@ -3,8 +3,6 @@
 // (properties/sensitivity.hpp, docs/numerics.md "Sensitivity").
 #include <fmt/format.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <iostream>
 
 #include "cli/common.hpp"
@@ -69,16 +67,6 @@ int run(const SensitivityOptions& o) {
             for (const auto& [why, n] : v.stats.not_judged_reasons()) line += fmt::format("\n    not judged: {} ({})", why, n);
             line += fmt::format("\n    votes above {}:{} away {}:{}", v.stats.votes_for()[0], v.stats.votes_against()[0],
                                 v.stats.votes_for()[1], v.stats.votes_against()[1]);
-        }
-        if (const char* dump = std::getenv("CONFORM_DUMP_CASES")) {
-            FILE* f = std::fopen(dump, "a");
-            for (std::size_t c = 0; c < cases.size(); ++c) {
-                props::Stats st;
-                props::judge_case(cases[c], props::profile_for(k), &st);
-                const auto q = st.util_quantiles();
-                if (!q.empty()) std::fprintf(f, "%s %llu %zu %g %g %g %zu\n", k.name.c_str(), (unsigned long long)o.seed, c, q[1], q[4], q[0], st.utils().size());
-            }
-            std::fclose(f);
         }
         std::cout << line << "\n" << std::flush;
     }

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
-#include <cstdlib>
-#include <cstdio>
 
 #include "numerics/ulp.hpp"
 #include "oracle/bound.hpp"
@@ -643,7 +641,6 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
                 const bool random_position = out.region[i] == Region::normal || out.region[i] == Region::tail;
                 if (model_holds && el.finite && random_position && out.got.bits(ii) != out.ref.bits(ii)) {
                     above += out.got.value(ii) > out.ref.value(ii) ? 1 : -1;
-                    if (std::getenv("CONFORM_DEBUG_MISROUND")) fprintf(stderr, "MIS %s %s\n", name(out.region[i]), e.describe(o, ii).c_str());
                     away += std::fabs(out.got.value(ii)) > std::fabs(out.ref.value(ii)) ? 1 : -1;
                 }
             }
