@@ -5,6 +5,8 @@
 // A profile is a rank on one ladder, tightest first, plus two modifiers:
 //   cr        every element the correctly rounded result (0 ulp)
 //   faithful  every element one of the two values bracketing the exact result
+//             (bound-based outputs: and within the derived bound, which may
+//             be tighter)
 //   strict    the derived budgets (default): 1 ulp of the correctly rounded
 //             result for elementwise ops; the derived bound, probabilistic
 //             tier where its model holds, for bound-based outputs

@@ -1,7 +1,7 @@
 #include "properties/sensitivity.hpp"
 
 #include <cmath>
-#include <fmt/format.h>
+#include <cstdio>
 
 
 
@@ -105,7 +105,9 @@ std::string text(const Sensitivity& s) {
         case Sensitivity::Status::not_detected: return "not detected up to x2^20";
         case Sensitivity::Status::detected: break;
     }
-    return fmt::format("detects x{:.2f}", s.factor);
+    char text[32];
+    std::snprintf(text, sizeof text, "detects x%.2f", s.factor);
+    return text;
 }
 
 }  // namespace conform::props

@@ -1,7 +1,8 @@
 #include "properties/statistics.hpp"
 
 #include <cmath>
-#include <fmt/format.h>
+#include <cstdio>
+#include <string>
 
 namespace conform::props {
 
@@ -19,9 +20,14 @@ std::string rounding_bias(const Stats& s, const char* unit) {
         const double p = sign_test_tail(f, a);
         if (p >= kBiasAlpha) continue;
         const bool more_for = f > a;
-        return fmt::format("rounding bias: the results that are not correctly rounded lie {} in {} of {} {} "
-                           "(a fair sign test gives p < {:.1e}; significance {:.0e})",
-                           side[i][more_for ? 0 : 1], more_for ? f : a, f + a, unit, p, kBiasAlpha);
+        // std::snprintf: this library is installed for other projects and links nothing but the oracle's deps.
+        char text[320];
+        std::snprintf(text, sizeof text,
+                      "rounding bias: the results that are not correctly rounded lie %s in %lld of %lld %s "
+                      "(a fair sign test gives p < %.1e; significance %.0e)",
+                      side[i][more_for ? 0 : 1], static_cast<long long>(more_for ? f : a),
+                      static_cast<long long>(f + a), unit, p, kBiasAlpha);
+        return text;
     }
     return "";
 }

@@ -532,7 +532,12 @@ Element rank_element(const OutputEval& o, std::size_t i, bool model_holds) {
     // A zero bound demands an exact result; an infinite one judges nothing.
     auto util = [err](double b) { return err == 0 ? 0.0 : err / b; };
     el.util_gate = util(el.gate_bound), el.util_rig = util(el.rig_bound);
-    if (!el.gate_vacuous && el.util_gate <= 1) el.rank = std::min(el.rank, kRankStrict);
+    const bool within_gate = !el.gate_vacuous && el.util_gate <= 1;
+    // A bound can be tighter than faithful rounding (a 16-bit output's is
+    // half an ulp and a little more): faithful means within the bound too,
+    // so that cr, faithful, strict, rigorous and ulp:N stay nested.
+    if (el.rank == kRankFaithful && !within_gate) el.rank = kRankUlpBase + std::max<std::uint64_t>(el.ulps, 2);
+    if (within_gate) el.rank = std::min(el.rank, kRankStrict);
     if (!el.rig_vacuous && el.util_rig <= 1) el.rank = std::min(el.rank, kRankRigorous);
     return el;
 }

@@ -102,9 +102,14 @@ TEST(Verdict, EachElementMeetsTheTightestRungItCan) {
     EXPECT_EQ(tightest_profile(s), "ulp:4");
     EXPECT_TRUE(judge_case(e, parse_profile("ulp:4")).pass);
     EXPECT_FALSE(judge_case(e, parse_profile("ulp:3")).pass);
-    const CaseEval first_two = handmade(Format::fp32, {1, next}, {x, x}, {0, 0});
-    EXPECT_TRUE(judge_case(first_two, parse_profile("faithful")).pass);  // the bound (0) is not needed
+    const CaseEval first_two = handmade(Format::fp32, {1, next}, {x, x}, {1, 1});
+    EXPECT_TRUE(judge_case(first_two, parse_profile("faithful")).pass);
     EXPECT_FALSE(judge_case(first_two, parse_profile("cr")).pass);
+    // A bound tighter than faithful rounding: faithful is no looser than strict.
+    const CaseEval tight = handmade(Format::fp32, {1, next}, {x, x}, {0x1p-24, 0x1p-24});
+    EXPECT_FALSE(judge_case(tight, parse_profile("faithful")).pass);
+    EXPECT_FALSE(judge_case(tight, parse_profile("strict")).pass);
+    EXPECT_TRUE(judge_case(tight, parse_profile("ulp:2")).pass);
 }
 
 // An infinite bound or one at least the result's magnitude judges nothing:
