@@ -252,3 +252,53 @@ TEST(Sensitivity, AmplifyMovesEachResultAwayFromTheExactValue) {
     EXPECT_EQ(a.outputs[0].got.value(1), 2);
     EXPECT_TRUE(std::isnan(a.outputs[0].got.value(2)));
 }
+
+namespace {
+
+// silu in double, rounded once to fp32, with a twist applied to its input
+// and result (the elementwise kernels' contract otherwise).
+KernelInfo silu_variant(const std::string& name, double (*in)(double), double (*out)(double, double)) {
+    KernelInfo k = kernel("cpu.scalar.silu.fp32");
+    k.name = name;
+    k.fn = [in, out](const KernelCall& c) {
+        for (std::int64_t i = 0; i < c.in[0].numel(); ++i) {
+            const double x = c.in[0].value(i), xf = in(x);
+            c.out[0].set_bits(i, encode(Format::fp32, out(xf, xf / (1 + std::exp(-xf)))));
+        }
+    };
+    return k;
+}
+
+double flush(double v) { return v != 0 && std::fabs(v) < 0x1p-126 ? std::copysign(0.0, v) : v; }
+double same(double v) { return v; }
+
+}  // namespace
+
+// A kernel that flushes subnormal inputs and outputs fails strict on them
+// and meets strict+ftz; one that evaluates x * sigmoid(x) literally gives
+// NaN at -inf (the oracle's limit is -0) and meets strict+ieee.  The report
+// names the tightest profile met and where the errors lie.
+TEST(Profiles, FlushToZeroAndIeeeSpecialsAreNamed) {
+    const Tensor x = tensor({1, 6}, {0x1p-130, -0x1.8p-128, 1.5, -2, 0x1p-149, 0x1.7p-127}, Format::fp32);
+    const KernelInfo ftz = silu_variant("ftz.silu", flush, [](double, double y) { return flush(decode(Format::fp32, encode(Format::fp32, y))); });
+    Stats s;
+    EXPECT_FALSE(judge_case(evaluate_case(ftz, {}, {x.view()}, {true}), parse_profile("strict"), &s).pass);
+    EXPECT_TRUE(tightest_profile(s) == "cr+ftz" || tightest_profile(s) == "faithful+ftz") << tightest_profile(s);
+    EXPECT_GT(s.region_beyond_strict()[static_cast<std::size_t>(Region::subnormal)], 0);
+    EXPECT_EQ(s.region_beyond_strict()[static_cast<std::size_t>(Region::normal)], 0);
+    EXPECT_TRUE(judge_case(evaluate_case(ftz, {}, {x.view()}, {true}), parse_profile("strict+ftz")).passed());
+
+    const Tensor xi = tensor({1, 4}, {1.5, -2, -INFINITY, INFINITY}, Format::fp32);
+    const KernelInfo literal = silu_variant("literal.silu", same, [](double xf, double) { return xf * (1 / (1 + std::exp(-xf))); });
+    Stats t;
+    const CaseResult strict = judge_case(evaluate_case(literal, {}, {xi.view()}, {true}), parse_profile("strict"), &t);
+    EXPECT_FALSE(strict.pass);
+    EXPECT_NE(strict.message.find("special-value class mismatch"), std::string::npos) << strict.message;
+    EXPECT_TRUE(tightest_profile(t) == "cr+ieee" || tightest_profile(t) == "faithful+ieee") << tightest_profile(t);
+    EXPECT_EQ(t.region_beyond_strict()[static_cast<std::size_t>(Region::special)], 1);
+    EXPECT_TRUE(judge_case(evaluate_case(literal, {}, {xi.view()}, {true}), parse_profile("strict+ieee")).passed());
+    KernelInfo declared = literal;
+    declared.profile = "strict+ieee";
+    EXPECT_TRUE(check_case(declared, {}, {xi.view()}).passed());
+    EXPECT_FALSE(check_case(literal, {}, {xi.view()}).pass);
+}
