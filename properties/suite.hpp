@@ -27,6 +27,10 @@ struct RunConfig {
     // When set, within_budget and special_values keep every evaluated case
     // here (sensitivity.hpp re-judges them amplified).
     std::vector<CaseEval>* collect = nullptr;
+    // within_budget and special_values judge every case without stopping at
+    // the first failure (the statistics of a failing kernel: its tightest
+    // profile, where its errors lie).
+    bool characterize = false;
     // A check of the kernel's within_budget statistics against its recorded
     // error profile (golden::drift; empty result: no drift); run_suite
     // reports it as the property "error_profile".  Unset: no such property.

@@ -36,6 +36,7 @@ json stats_json(const ErrorStats& s) {
             {"util_quantiles_rigorous", reals(s.util_quantiles_rigorous)},
             {"not_judged", s.not_judged},      {"not_judged_reasons", s.not_judged_reasons},
             {"profile", s.profile},            {"tightest_profile", s.tightest_profile},
+            {"characterized", s.characterized},
             {"regions", regions}};
 }
 
@@ -231,6 +232,7 @@ void read_value(const json& v, const std::string& path, ErrorStats& s) {
     o.optional("max_util_rigorous", s.max_util_rigorous), o.optional("util_quantiles_rigorous", s.util_quantiles_rigorous);
     o.optional("not_judged", s.not_judged), o.optional("not_judged_reasons", s.not_judged_reasons);
     o.optional("profile", s.profile), o.optional("tightest_profile", s.tightest_profile);
+    o.optional("characterized", s.characterized);
     o.optional("regions", s.regions);
 }
 

@@ -68,6 +68,7 @@ struct ErrorStats {
     std::map<std::string, std::int64_t> not_judged_reasons;
     std::string profile;            // the accuracy profile it was judged by
     std::string tightest_profile;   // the tightest profile every judged element meets
+    bool characterized = false;     // within_budget failed: these statistics judge all its cases, past the failure
     // Per region (normal, tail, subnormal, special): elements judged, those
     // beyond strict, and the largest ulp error among them.
     struct Region {

@@ -55,7 +55,8 @@ const std::vector<Expected>& expected() {
         {"onednn.gelu_erf.fp32", edges},
         {"onednn.gelu_tanh.fp32", edges},
         {"onednn.sigmoid.fp32", edges},
-        {"onednn.softplus.fp32", edges},
+        // ... and its results that are not correctly rounded lie above it 9 times in 10 (rounding_bias).
+        {"onednn.softplus.fp32", {"within_budget", "special_values", "rounding_bias"}},
         // gemm:jit's vpmaddubsw pairs saturate at INT16 on AVX2 (no VNNI).
         {"onednn.int8_gemm.fp32", {"within_budget", "special_values", "extreme_operands"}},
     };
