@@ -331,7 +331,7 @@ report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
     // where the errors lie) come from every case, judged without stopping.
     const auto wb = std::find_if(r.properties.begin(), r.properties.end(),
                                  [](const report::PropertyOutcome& o) { return o.name == "within_budget"; });
-    if (wb != r.properties.end() && !wb->passed) {
+    if (wb != r.properties.end() && !wb->passed && k.role != Role::mutant) {  // a mutant needs only its kill
         RunConfig all = cfg;
         all.characterize = true;
         all.shrink = false;

@@ -235,6 +235,12 @@ std::string failure_details(const PropertyOutcome& p) {
 
 std::string worst_cases(const ErrorStats& st) {
     std::string s;
+    if (!st.tightest_profile.empty())
+        s += fmt::format("<li>judged by profile <code>{}</code>; tightest profile met: <code>{}</code>{}</li>",
+                         h(st.profile.empty() ? "strict" : st.profile), h(st.tightest_profile),
+                         st.characterized ? " (every case judged, past the first failure)" : "");
+    if (const std::string c = detail::error_concentration(st); !c.empty()) s += "<li>beyond strict: " + h(c) + "</li>";
+    if (st.not_judged) s += fmt::format("<li>not judged: {}</li>", h(detail::not_judged_text(st)));
     if (!st.worst_ulp_case.empty())
         s += fmt::format("<li>worst ULP case ({} ulp): <code>{}</code></li>", st.max_ulp, h(st.worst_ulp_case));
     if (st.has_bound && !st.worst_util_case.empty())

@@ -108,8 +108,8 @@ std::string failed_property(const PropertyOutcome& p) {
 std::string worst_cases_md(const ErrorStats& st) {
     std::string s;
     if (!st.tightest_profile.empty())
-        s += fmt::format("- judged by profile `{}`; tightest profile met: `{}`\n", st.profile.empty() ? "strict" : st.profile,
-                         st.tightest_profile);
+        s += fmt::format("- judged by profile `{}`; tightest profile met: `{}`{}\n", st.profile.empty() ? "strict" : st.profile,
+                         st.tightest_profile, st.characterized ? " (every case judged, past the first failure)" : "");
     if (const std::string c = detail::error_concentration(st); !c.empty()) s += "- beyond strict: " + md_text(c) + "\n";
     if (st.not_judged) s += fmt::format("- not judged: {}\n", md_text(detail::not_judged_text(st)));
     if (!st.worst_ulp_case.empty())
