@@ -328,9 +328,9 @@ int cmd_golden(bool regenerate, bool profiles, const std::string& dir_arg, const
         sel.roles = {Role::kernel};
         const auto ks = select(sel);
         for (std::size_t i = 0; i < ks.size(); ++i) {
-            progress(fmt::format("[{}/{}] profile {} (within_budget, {} seeds)", i + 1, ks.size(), ks[i]->name,
-                                 golden::kProfileSeeds));
-            golden::write_profile(golden::profile_file(dir, ks[i]->name), golden::record_profile(*ks[i], 100));
+            progress(fmt::format("[{}/{}] profile {} (within_budget, seed {}, {} cases)", i + 1, ks.size(), ks[i]->name,
+                                 golden::kProfileSeed, golden::kProfileCases));
+            golden::write_profile(golden::profile_file(dir, ks[i]->name), golden::record_profile(*ks[i]));
         }
     }
     return bad_vectors || failed_kernels ? 1 : 0;

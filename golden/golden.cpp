@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "impls/cpu/isa.hpp"
 #include "io/files.hpp"
 #include "io/format_error.hpp"
 #include "io/json_text.hpp"
@@ -521,67 +524,49 @@ KernelCheck check_kernel(const KernelInfo& k, const std::vector<Vector>& vectors
 
 namespace {
 
-double mean(const std::vector<double>& v) {
-    double m = 0;
-    for (double x : v) m += x / static_cast<double>(v.size());
-    return m;
+props::Stats within_budget_stats(const KernelInfo& k, int cases, std::uint64_t seed) {
+    props::RunConfig cfg;
+    cfg.seed = seed;
+    cfg.cases = cases;
+    props::Stats st;
+    for (const props::PropertyDef* d : props::properties_for(*find_op(k.op)))
+        if (d->name == "within_budget") props::run_property(*d, k, cfg, &st);
+    return st;
 }
 
-double sd(const std::vector<double>& v) {
-    if (v.size() < 2) return 0;
-    const double m = mean(v);
-    double q = 0;
-    for (double x : v) q += (x - m) * (x - m);
-    return std::sqrt(q / static_cast<double>(v.size() - 1));
+// NaN (a case without the statistic) as JSON null and back.
+json per_case_json(const std::vector<double>& v) {
+    json a = json::array();
+    for (double x : v) a.push_back(std::isnan(x) ? json(nullptr) : json(x));
+    return a;
 }
 
 }  // namespace
 
-double Profile::log_mean() const {
-    double m = 0;
-    for (double t : case_util) m += std::log(t) / static_cast<double>(case_util.size());
-    return m;
-}
-
-double Profile::log_sd() const {
-    if (case_util.size() < 2) return 0;
-    const double m = log_mean();
-    double v = 0;
-    for (double t : case_util) v += (std::log(t) - m) * (std::log(t) - m);
-    return std::sqrt(v / static_cast<double>(case_util.size() - 1));
-}
-
-Profile record_profile(const KernelInfo& k, int cases, int seeds) {
+Profile record_profile(const KernelInfo& k, int cases, std::uint64_t seed) {
+    const props::Stats st = within_budget_stats(k, cases, seed);
     Profile p;
     p.kernel = k.name;
+    p.seed = seed;
     p.cases = cases;
-    const bool bounded = props::budget_for(k).bound_based;
-    double with_util = 0;
-    for (int s = 1; s <= seeds; ++s) {
-        props::RunConfig cfg;
-        cfg.seed = static_cast<std::uint64_t>(s);
-        cfg.cases = cases;
-        props::Stats st;
-        for (const props::PropertyDef* d : props::properties_for(*find_op(k.op)))
-            if (d->name == "within_budget") props::run_property(*d, k, cfg, &st);
-        p.seeds.push_back(cfg.seed);
-        p.max_ulp = std::max(p.max_ulp, st.max_ulp());
-        p.misrounded.push_back(props::mean_case_misrounded(st));
-        if (bounded && props::mean_case_util(st) > 0) {
-            p.case_util.push_back(props::mean_case_util(st));
-            with_util += static_cast<double>(st.case_utils().size()) / seeds;
-        }
-    }
-    p.cases_with_util = with_util;
+    p.isa = cpu::isa_name();
+    p.max_ulp = st.max_ulp();
+    p.case_log_util = st.case_log_utils();
+    p.case_misrounded = st.case_misrounded();
     return p;
 }
 
 void write_profile(const std::filesystem::path& file, const Profile& p) {
-    json j{{"version", kProfileVersion}, {"kernel", p.kernel}, {"cases", p.cases}, {"seeds", p.seeds},
-           {"max_ulp", p.max_ulp}, {"case_util", p.case_util}, {"cases_with_util", p.cases_with_util},
-           {"misrounded", p.misrounded}};
+    json j{{"version", kProfileVersion},
+           {"kernel", p.kernel},
+           {"seed", p.seed},
+           {"cases", p.cases},
+           {"isa", p.isa},
+           {"max_ulp", p.max_ulp},
+           {"case_log_util", per_case_json(p.case_log_util)},
+           {"case_misrounded", per_case_json(p.case_misrounded)}};
     std::filesystem::create_directories(file.parent_path());
-    report::write_file_atomic(file, j.dump(1) + "\n");
+    report::write_file_atomic(file, j.dump() + "\n");
 }
 
 std::optional<Profile> read_profile(const std::filesystem::path& file) {
@@ -590,22 +575,34 @@ std::optional<Profile> read_profile(const std::filesystem::path& file) {
     std::string field = "(json)";
     try {
         const json j = json::parse(in);
-        auto at = [&](const char* key) -> const json& { field = key; return j.at(key); };
+        auto at = [&](const char* key) -> const json& {
+            field = key;
+            return j.at(key);
+        };
         if (at("version").get<int>() != kProfileVersion)
             throw std::runtime_error("version " + j.at("version").dump() + ", expected " + std::to_string(kProfileVersion) +
                                      " (re-record with conform golden --record-profiles)");
         Profile p;
         p.kernel = at("kernel").get<std::string>();
+        p.seed = at("seed").get<std::uint64_t>();
         p.cases = at("cases").get<int>();
-        p.seeds = at("seeds").get<std::vector<std::uint64_t>>();
+        p.isa = at("isa").get<std::string>();
         p.max_ulp = at("max_ulp").get<std::uint64_t>();
-        p.case_util = at("case_util").get<std::vector<double>>();
-        for (double t : p.case_util)
-            if (!(t > 0) || !std::isfinite(t)) throw std::runtime_error("values must be positive and finite");
-        p.cases_with_util = at("cases_with_util").get<double>();
-        p.misrounded = at("misrounded").get<std::vector<double>>();
-        for (double f : p.misrounded)
-            if (!(f >= 0 && f <= 1)) throw std::runtime_error("fractions must lie in [0, 1]");
+        auto per_case = [&](const char* key, double hi) {
+            std::vector<double> v;
+            const json& a = at(key);
+            if (!a.is_array()) throw std::runtime_error("must be an array");
+            for (std::size_t i = 0; i < a.size(); ++i) {
+                field = std::string(key) + "[" + std::to_string(i) + "]";
+                const double x = a[i].is_null() ? std::nan("") : a[i].get<double>();
+                if (!std::isnan(x) && !(x <= hi && std::isfinite(x)))
+                    throw std::runtime_error(fmt::format("{} must be null or finite and at most {}", x, hi));
+                v.push_back(x);
+            }
+            return v;
+        };
+        p.case_log_util = per_case("case_log_util", 0);  // a passing kernel's utilization is at most 1
+        p.case_misrounded = per_case("case_misrounded", 1);
         return p;
     } catch (const json::exception& e) {
         throw std::runtime_error(file.string() + ": malformed profile, field " + field + ": " + e.what());
@@ -614,40 +611,52 @@ std::optional<Profile> read_profile(const std::filesystem::path& file) {
     }
 }
 
+namespace {
+
+// The mean over the cases both have of g(recorded, now); n the cases paired.
+template <class G>
+double paired_mean(const std::vector<double>& rec, const std::vector<double>& now, G g, std::int64_t* n) {
+    double sum = 0;
+    *n = 0;
+    for (std::size_t i = 0; i < std::min(rec.size(), now.size()); ++i)
+        if (!std::isnan(rec[i]) && !std::isnan(now[i])) sum += g(rec[i], now[i]), ++*n;
+    return *n ? sum / static_cast<double>(*n) : 0;
+}
+
+}  // namespace
+
 std::string drift(const Profile& rec, const KernelInfo& k, const props::Stats& now) {
     std::string why;
+    const std::string where = fmt::format("the {} cases of seed {}, recorded on {}", rec.cases, rec.seed, rec.isa);
     if (!props::budget_for(k).bound_based && now.max_ulp() > rec.max_ulp)
-        why += "max ulp " + std::to_string(now.max_ulp()) + " above the recorded " + std::to_string(rec.max_ulp) +
-               " (largest over seeds 1.." + std::to_string(rec.seeds.size()) + "): " + now.worst_ulp_case() + "; ";
-    if (!rec.misrounded.empty() && !now.case_misrounded().empty()) {
-        const double f = props::mean_case_misrounded(now);
-        const double n_now = static_cast<double>(now.case_misrounded().size());
-        const double spread = std::max(sd(rec.misrounded), kMinMisroundedSd) * std::sqrt(rec.cases / std::max(1.0, n_now));
-        const double limit = mean(rec.misrounded) + kDriftZ * spread;
-        if (f > limit)
-            why += fmt::format("{:.4g} of the results per case not correctly rounded, above the limit {:.4g} (mean "
-                               "{:.4g} + {} sd {:.3g} over {} seeds); ",
-                               f, limit, mean(rec.misrounded), kDriftZ, spread, rec.misrounded.size());
-    }
-    const double t = props::mean_case_util(now);
-    if (!rec.case_util.empty() && t > 0) {
-        const double n_now = static_cast<double>(now.case_utils().size());
-        const double sd = std::max(rec.log_sd(), kMinLogSd) * std::sqrt(rec.cases_with_util / std::max(1.0, n_now));
-        const double limit = std::exp(rec.log_mean() + kDriftZ * sd);
-        if (t > limit)
-            why += fmt::format("mean worst utilization per case {:.4g} above the recorded limit {:.4g} "
-                               "(exp(mean {:.3f} + {} sd {:.3f}) of its log over {} seeds): {:.2f}x its recorded typical "
-                               "value; ",
-                               t, limit, rec.log_mean(), kDriftZ, sd, rec.case_util.size(), t / std::exp(rec.log_mean()));
-    }
+        why += fmt::format("max ulp {} above the recorded {} on {}: {}; ", now.max_ulp(), rec.max_ulp, where,
+                           now.worst_ulp_case());
+    std::int64_t n = 0;
+    const double more = paired_mean(rec.case_misrounded, now.case_misrounded(), [](double r, double x) { return x - r; }, &n);
+    if (n > 0 && more > kMisroundedDrift)
+        why += fmt::format("{:.4f} more of the results per case not correctly rounded than recorded (mean over {} "
+                           "paired cases of {}), above the tolerance {}; ",
+                           more, n, where, kMisroundedDrift);
+    const double floor = std::log(kUtilFloor);
+    const double log_ratio = paired_mean(
+        rec.case_log_util, now.case_log_utils(), [floor](double r, double x) { return std::max(x, floor) - std::max(r, floor); },
+        &n);
+    if (n > 0 && log_ratio > std::log(kUtilDriftRatio))
+        why += fmt::format("worst utilization per case {:.3f}x the recorded (geometric mean over {} paired cases of "
+                           "{}), above the tolerance {}x; ",
+                           std::exp(log_ratio), n, where, kUtilDriftRatio);
     if (!why.empty()) why.resize(why.size() - 2);
     return why;
 }
 
-std::function<std::string(const KernelInfo&, const props::Stats&)> profile_checker(const std::filesystem::path& dir) {
-    return [dir](const KernelInfo& k, const props::Stats& s) -> std::string {
+std::function<std::string(const KernelInfo&, const props::RunConfig&, const props::Stats&)> profile_checker(
+    const std::filesystem::path& dir) {
+    return [dir](const KernelInfo& k, const props::RunConfig& cfg, const props::Stats& s) -> std::string {
         const auto rec = read_profile(profile_file(dir, k.name));
-        return rec ? drift(*rec, k, s) : std::string();
+        if (!rec) return "";
+        if (cfg.seed == rec->seed && cfg.cases == rec->cases && cfg.max_n == props::RunConfig{}.max_n)
+            return drift(*rec, k, s);
+        return drift(*rec, k, within_budget_stats(k, rec->cases, rec->seed));
     };
 }
 

@@ -32,18 +32,6 @@ std::string rounding_bias(const Stats& s, const char* unit) {
     return "";
 }
 
-double mean_case_util(const Stats& s) {
-    double sum = 0;
-    for (double u : s.case_utils()) sum += u;
-    return s.case_utils().empty() ? 0.0 : sum / static_cast<double>(s.case_utils().size());
-}
-
-double mean_case_misrounded(const Stats& s) {
-    double sum = 0;
-    for (double f : s.case_misrounded()) sum += f;
-    return s.case_misrounded().empty() ? 0.0 : sum / static_cast<double>(s.case_misrounded().size());
-}
-
 const char* vote_unit(const OpSpec& op) {
     if (op.kind == OpKind::unary || op.kind == OpKind::gated) return "elements";
     return op.kind == OpKind::row ? "rows" : "cases";

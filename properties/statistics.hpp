@@ -26,16 +26,6 @@ double sign_test_tail(std::int64_t votes_for, std::int64_t votes_against);
 // `unit` names the votes: "elements", "rows" or "cases" (vote_unit()).
 std::string rounding_bias(const Stats& s, const char* unit);
 
-// The drift statistic of an error profile: the mean over cases of each
-// case's worst gating-tier utilization (0 when no case has one).  An error
-// amplified k-fold multiplies it by about k; over seeds its logarithm varies
-// by about 0.1 at 100 cases (golden/profiles record that spread).
-double mean_case_util(const Stats& s);
-
-// The mean over cases of the fraction of each case's results that are not
-// correctly rounded (0 when no case has a finite result).
-double mean_case_misrounded(const Stats& s);
-
 // The independent unit of op's direction votes (verdict.cpp, judge_case).
 const char* vote_unit(const OpSpec& op);
 

@@ -173,8 +173,8 @@ std::vector<report::PropertyOutcome> statistics_outcomes(const KernelInfo& k, co
     if (cfg.profile_check) {
         report::PropertyOutcome drift;
         drift.name = "error_profile";
-        drift.cases = static_cast<std::int64_t>(s.case_utils().size());
-        drift.message = cfg.profile_check(k, s);
+        drift.cases = static_cast<std::int64_t>(s.case_log_utils().size());
+        drift.message = cfg.profile_check(k, cfg, s);
         drift.passed = drift.message.empty();
         out.push_back(drift);
     }

@@ -31,10 +31,11 @@ struct RunConfig {
     // the first failure (the statistics of a failing kernel: its tightest
     // profile, where its errors lie).
     bool characterize = false;
-    // A check of the kernel's within_budget statistics against its recorded
-    // error profile (golden::drift; empty result: no drift); run_suite
-    // reports it as the property "error_profile".  Unset: no such property.
-    std::function<std::string(const KernelInfo&, const Stats&)> profile_check;
+    // A check of the kernel against its recorded error profile
+    // (golden::profile_checker; empty result: no drift), given this run's
+    // configuration and within_budget statistics; run_suite reports it as
+    // the property "error_profile".  Unset: no such property.
+    std::function<std::string(const KernelInfo&, const RunConfig&, const Stats&)> profile_check;
 };
 
 // A testable: one generated case per call; fails with RC_FAIL / RC_ASSERT.

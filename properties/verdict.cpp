@@ -85,7 +85,7 @@ void Stats::merge(const Stats& o) {
     max_util_rig_ = std::max(max_util_rig_, o.max_util_rig_);
     utils_.insert(utils_.end(), o.utils_.begin(), o.utils_.end());
     utils_rig_.insert(utils_rig_.end(), o.utils_rig_.begin(), o.utils_rig_.end());
-    case_utils_.insert(case_utils_.end(), o.case_utils_.begin(), o.case_utils_.end());
+    case_log_utils_.insert(case_log_utils_.end(), o.case_log_utils_.begin(), o.case_log_utils_.end());
     case_misrounded_.insert(case_misrounded_.end(), o.case_misrounded_.begin(), o.case_misrounded_.end());
     for (std::size_t a = 0; a < max_rank_.size(); ++a) max_rank_[a] = std::max(max_rank_[a], o.max_rank_[a]);
     for (std::size_t r = 0; r < kRegions; ++r) {
@@ -589,7 +589,7 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
     const bool elementwise = e.op->kind == OpKind::unary || e.op->kind == OpKind::gated;
     const bool per_row = e.op->kind == OpKind::row;
     double above = 0, away = 0;  // the current unit's summed directions
-    double case_util = -1;       // the case's worst gating utilization (-1: none)
+    double case_util = 0;        // the case's worst gating utilization
     double finite_judged = 0, misrounded = 0;  // finite results judged, and those not correctly rounded
     auto vote = [&] {
         if (stats) stats->add_direction_vote(sign_of(above), sign_of(away));
@@ -657,8 +657,11 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
         if (unit) vote();
     }
     if (above != 0 || away != 0) vote();
-    if (stats && case_util >= 0) stats->add_case_util(case_util);
-    if (stats && finite_judged > 0) stats->add_case_misrounded(misrounded / finite_judged);
+    // One entry per case, NaN when it has none: error profiles pair cases by position.
+    if (stats) {
+        stats->add_case_log_util(case_util > 0 ? std::log(case_util) : std::nan(""));
+        stats->add_case_misrounded(finite_judged > 0 ? misrounded / finite_judged : std::nan(""));
+    }
     if (res.judged == 0 && res.pass && res.not_judged > 0)
         res.message = "not judged: every element's bound is vacuous (" + std::to_string(res.not_judged) + " elements)";
     res.ref = e.first;

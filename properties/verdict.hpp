@@ -58,12 +58,13 @@ public:
     // Utilization in the gating tier and in the rigorous tier.
     void add_util(double gate, double rigorous);
     void add_not_judged(const std::string& reason);
-    // The worst gating-tier utilization of one case (statistics.hpp: the
-    // mean over cases is the drift statistic of a kernel's error profile).
-    void add_case_util(double worst) { case_utils_.push_back(worst); }
-    const std::vector<double>& case_utils() const { return case_utils_; }
+    // The logarithm of one case's worst gating-tier utilization (NaN when it
+    // has no positive one); one entry per judged case, in order
+    // (golden::drift pairs them with a recorded profile's).
+    void add_case_log_util(double log_worst) { case_log_utils_.push_back(log_worst); }
+    const std::vector<double>& case_log_utils() const { return case_log_utils_; }
     // The fraction of one case's judged finite results that are not the
-    // correctly rounded ones (statistics.hpp: mean_case_misrounded).
+    // correctly rounded ones (NaN when it has none); one entry per case.
     void add_case_misrounded(double fraction) { case_misrounded_.push_back(fraction); }
     const std::vector<double>& case_misrounded() const { return case_misrounded_; }
     // The direction of the results that are not the correctly rounded ones,
@@ -110,7 +111,7 @@ private:
     std::vector<std::int64_t> ulp_buckets_ = std::vector<std::int64_t>(9, 0);
     std::uint64_t max_ulp_ = 0;
     double max_util_ = 0, max_util_rig_ = 0;
-    std::vector<double> utils_, utils_rig_, case_utils_, case_misrounded_;
+    std::vector<double> utils_, utils_rig_, case_log_utils_, case_misrounded_;
     std::string worst_ulp_, worst_util_;
     std::map<std::string, std::int64_t> not_judged_reasons_;
     std::array<std::uint64_t, 4> max_rank_{};

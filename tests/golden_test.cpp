@@ -244,43 +244,70 @@ TEST(Golden, MalformedFilesNameFileAndField) {
     std::filesystem::remove_all(dir);
 }
 
-// Drift: a ULP-budget kernel beyond its recorded max ulp, a bound-based one
-// whose mean worst utilization per case exceeds exp(mean + 4 sd) of the
-// recorded logs; a recorded spread below kMinLogSd counts as kMinLogSd.
-TEST(Golden, DriftIsJudgedAgainstTheRecordedSpread) {
+namespace {
+
+props::Stats per_case(const std::vector<double>& log_util, const std::vector<double>& misrounded) {
+    props::Stats s;
+    for (double u : log_util) s.add_case_log_util(u);
+    for (double f : misrounded) s.add_case_misrounded(f);
+    return s;
+}
+
+}  // namespace
+
+// Drift pairs each case with the recorded one: a ULP-budget kernel beyond
+// its recorded max ulp; the geometric mean of the worst-utilization ratios
+// above kUtilDriftRatio; the mean increase in the fraction misrounded above
+// kMisroundedDrift.  Cases either side lacks are not paired; utilizations
+// below kUtilFloor compare as equal.
+TEST(Golden, DriftPairsEachCaseWithTheRecordedOne) {
     const KernelInfo* ulp_kernel = builtin_registry().find("cpu.simd.silu.fp32");
     const KernelInfo* bound_kernel = builtin_registry().find("cpu.simd.rms_norm.fp32");
     ASSERT_TRUE(ulp_kernel && bound_kernel);
+    const double nan = std::nan("");
     golden::Profile rec;
     rec.kernel = "k";
-    rec.seeds = {1, 2, 3, 4};
+    rec.isa = "avx2";
     rec.max_ulp = 1;
-    rec.case_util = {0.1, 0.1, 0.1, 0.1};  // sd 0: kMinLogSd applies
-    rec.cases_with_util = 4;
-    rec.misrounded = {0.5, 0.25};
-    props::Stats s;
-    s.add_ulp(1);
-    for (int i = 0; i < 4; ++i) s.add_case_util(0.1 * std::exp(golden::kDriftZ * golden::kMinLogSd) * 0.99);
-    EXPECT_EQ(golden::drift(rec, *ulp_kernel, s), "");
-    EXPECT_EQ(golden::drift(rec, *bound_kernel, s), "");
-    s.add_ulp(2);
-    EXPECT_NE(golden::drift(rec, *ulp_kernel, s).find("max ulp 2"), std::string::npos);
-    EXPECT_EQ(golden::drift(rec, *bound_kernel, s), "") << "max ulp is not a drift signal of bound-based outputs";
-    props::Stats worse;
-    for (int i = 0; i < 4; ++i) worse.add_case_util(0.1 * std::exp(golden::kDriftZ * golden::kMinLogSd) * 1.01);
-    EXPECT_NE(golden::drift(rec, *bound_kernel, worse).find("mean worst utilization"), std::string::npos);
-    // Results not correctly rounded: mean 0.375, sd 0.177 over the seeds: limit 0.375 + 4 * 0.177 = 1.08 at
-    // 100 cases, but 0.375 + 4 * 0.177 * sqrt(100 / 400) = 0.73 at 400.
-    rec.cases = 100;
-    props::Stats rounding;
-    for (int i = 0; i < 400; ++i) rounding.add_case_misrounded(0.7);
-    EXPECT_EQ(golden::drift(rec, *ulp_kernel, rounding), "");
-    for (int i = 0; i < 400; ++i) rounding.add_case_misrounded(0.8);  // mean 0.75 over 800 cases: limit 0.625
-    EXPECT_NE(golden::drift(rec, *ulp_kernel, rounding).find("not correctly rounded"), std::string::npos);
-    // Fewer cases than recorded: the allowed spread widens by sqrt(4 / 1).
-    props::Stats fewer;
-    fewer.add_case_util(0.1 * std::exp(golden::kDriftZ * golden::kMinLogSd * 1.9));
-    EXPECT_EQ(golden::drift(rec, *bound_kernel, fewer), "");
+    rec.case_log_util = {std::log(0.1), std::log(0.2), nan, std::log(1e-80)};
+    rec.case_misrounded = {0.5, 0, nan, 0.1};
+    auto scaled = [&](double k, std::vector<double> misrounded) {
+        return per_case({std::log(0.1 * k), std::log(0.2 * k), std::log(0.3), std::log(1e-70)}, misrounded);
+    };
+    props::Stats same = scaled(1, {0.5, 0, 0.9, 0.1});
+    same.add_ulp(1);
+    EXPECT_EQ(golden::drift(rec, *ulp_kernel, same), "");
+    EXPECT_EQ(golden::drift(rec, *bound_kernel, same), "");
+    same.add_ulp(2);
+    EXPECT_NE(golden::drift(rec, *ulp_kernel, same).find("max ulp 2 above the recorded 1"), std::string::npos);
+    EXPECT_EQ(golden::drift(rec, *bound_kernel, same), "") << "max ulp is not a drift signal of bound-based outputs";
+    // Two cases x1.3, one below the floor both times: (2 log 1.3) / 3 = log 1.191.
+    EXPECT_EQ(golden::drift(rec, *bound_kernel, scaled(1.3, rec.case_misrounded)), "");
+    const std::string twice = golden::drift(rec, *bound_kernel, scaled(2, rec.case_misrounded));
+    EXPECT_NE(twice.find("worst utilization per case 1.587x the recorded (geometric mean over 3 paired cases"),
+              std::string::npos) << twice;
+    // Misrounded: +0.02 on one of three paired cases is 0.0067 on the mean; +0.04 is 0.0133.
+    EXPECT_EQ(golden::drift(rec, *ulp_kernel, scaled(1, {0.52, 0, nan, 0.1})), "");
+    const std::string more = golden::drift(rec, *ulp_kernel, scaled(1, {0.54, 0, nan, 0.1}));
+    EXPECT_NE(more.find("0.0133 more of the results per case not correctly rounded"), std::string::npos) << more;
+}
+
+// A run of another seed or case count is not paired with the recording:
+// the checker re-runs within_budget on the recorded cases.
+TEST(Golden, CheckerRerunsTheRecordedCasesForAnyOtherSeed) {
+    const KernelInfo& k = *builtin_registry().find("cpu.simd.rms_norm.fp32");
+    const auto dir = std::filesystem::temp_directory_path() / "conform_checker_test";
+    std::filesystem::remove_all(dir);
+    golden::Profile rec = golden::record_profile(k, 30);
+    golden::write_profile(golden::profile_file(dir, k.name), rec);
+    props::RunConfig cfg;
+    cfg.seed = 7;
+    const auto check = golden::profile_checker(dir);
+    EXPECT_EQ(check(k, cfg, props::Stats{}), "") << "an unchanged kernel on its recorded cases";
+    for (double& u : rec.case_log_util) u -= std::log(3);  // as if it had been three times as accurate
+    golden::write_profile(golden::profile_file(dir, k.name), rec);
+    EXPECT_NE(check(k, cfg, props::Stats{}).find("3.000x the recorded"), std::string::npos);
+    std::filesystem::remove_all(dir);
 }
 
 TEST(Golden, ProfilesRoundTripAndNameTheirErrors) {
@@ -288,30 +315,37 @@ TEST(Golden, ProfilesRoundTripAndNameTheirErrors) {
     std::filesystem::create_directories(dir);
     golden::Profile rec;
     rec.kernel = "cpu.simd.rms_norm.fp32";
-    rec.seeds = {1, 2};
+    rec.seed = 3;
+    rec.cases = 2;
+    rec.isa = "avx512";
     rec.max_ulp = 3;
-    rec.case_util = {0.01, 0.02};
-    rec.cases_with_util = 98.5;
-    rec.misrounded = {0.1, 0.2};
+    rec.case_log_util = {-3.5, std::nan("")};
+    rec.case_misrounded = {0.1, 0.2};
     golden::write_profile(dir / "p.json", rec);
     const auto back = golden::read_profile(dir / "p.json");
     ASSERT_TRUE(back.has_value());
-    EXPECT_EQ(back->case_util, rec.case_util);
+    EXPECT_EQ(back->seed, 3u);
+    EXPECT_EQ(back->isa, "avx512");
+    ASSERT_EQ(back->case_log_util.size(), 2u);
+    EXPECT_EQ(back->case_log_util[0], -3.5);
+    EXPECT_TRUE(std::isnan(back->case_log_util[1]));
+    EXPECT_EQ(back->case_misrounded, rec.case_misrounded);
     EXPECT_EQ(back->max_ulp, 3u);
     EXPECT_FALSE(golden::read_profile(dir / "missing.json").has_value());
-    { std::ofstream(dir / "bad.json") << R"({"version": 2, "kernel": "k", "cases": 100, "seeds": [1], "max_ulp": 0, "case_util": [-1], "cases_with_util": 1, "misrounded": [0]})"; }
+    {
+        std::ofstream(dir / "bad.json") << R"({"version": 3, "kernel": "k", "seed": 1, "cases": 2, "isa": "avx2",
+            "max_ulp": 0, "case_log_util": [-1, 0.5], "case_misrounded": [0, 0]})";
+    }
     try {
         golden::read_profile(dir / "bad.json");
-        ADD_FAILURE() << "a negative case_util was accepted";
+        ADD_FAILURE() << "a utilization above 1 was accepted";
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("case_util"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("case_log_util[1]"), std::string::npos) << e.what();
     }
     std::filesystem::remove_all(dir);
 }
 
-// `conform golden`: one line per kernel, exit 0 when all pass; a named
-// mutant that fails makes it exit 1; a malformed file exits 2 naming it.
 TEST(GoldenCli, JudgesKernelsAndExitsOneOnAFailure) {
     std::string out;
     EXPECT_EQ(cli_testing::run_conform("golden --op silu --dtype bf16", &out), 0) << out;

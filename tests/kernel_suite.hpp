@@ -65,9 +65,15 @@ inline void expect_all_properties_pass(const std::string& name) {
     cfg.profile_check = golden::profile_checker(golden::default_dir());
     const auto r = props::run_suite(*k, cfg);
     ASSERT_FALSE(r.properties.empty());
+    // A statistic of the whole sample (rounding_bias, error_profile) has no
+    // case to replay: the run itself reproduces it.
+    const std::string rerun = "conform run --kernel " + name + " --seed " + std::to_string(cfg.seed) + " --cases " +
+                              std::to_string(cfg.cases) + " --no-baselines";
     for (const auto& p : r.properties)
         EXPECT_TRUE(p.passed) << name << " / " << p.name << " (seed " << cfg.seed << "): " << p.message << "\n"
-                              << p.counterexample << "\nreproduce: " << p.reproduce;
+                              << p.counterexample << "\nreproduce: "
+                              << (p.reproduce.empty() ? rerun : "conform run --kernel " + name + " --reproduce '" +
+                                                                    p.reproduce + "'");
 }
 
 inline void expect_killed(const std::string& name) {
