@@ -55,7 +55,8 @@ int run(const SensitivityOptions& o) {
         const props::Sensitivity s = props::find_sensitivity(cases, props::profile_for(k), checks);
         std::string line = fmt::format("{:<40} {}", k.name, props::text(s));
         if (s.status == props::Sensitivity::Status::detected) {
-            if (s.correctly_rounded) line += " (correctly rounded: amplification up to 2 changes no bit)";
+            if (s.correctly_rounded)
+                line += " (correctly rounded: no gate rejects it below x2, or below x1.5 just above a power of two)";
             if (s.factor > worst) worst = s.factor, worst_kernel = k.name;
             if (o.explain) line += "\n    by: " + s.detected_by;
         }

@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli_testing.hpp"
 #include "golden/golden.hpp"
+#include "impls/cpu/isa.hpp"
 
 using namespace conform;
 
@@ -308,6 +310,26 @@ TEST(Golden, CheckerRerunsTheRecordedCasesForAnyOtherSeed) {
     golden::write_profile(golden::profile_file(dir, k.name), rec);
     EXPECT_NE(check(k, cfg, props::Stats{}).find("3.000x the recorded"), std::string::npos);
     std::filesystem::remove_all(dir);
+}
+
+// The kernels whose AVX-512 path gives other bits than their AVX2 path
+// (impls/cpu/isa.hpp) stay within the drift tolerances of a profile
+// recorded on the other path: CI machines with and without AVX-512 share
+// the recorded profiles.
+TEST(Golden, ProfilesHoldOnTheOtherIsaPath) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "needs both paths: this machine has " << cpu::isa_name();
+    for (const char* op : {"sigmoid", "silu", "gelu_erf", "gelu_tanh", "softplus", "geglu", "situ_glu"}) {
+        const std::string name = std::string("cpu.simd.") + op + ".fp32";
+        const KernelInfo& k = *builtin_registry().find(name);
+        const auto rec = golden::read_profile(golden::profile_file(golden::default_dir(), name));
+        ASSERT_TRUE(rec.has_value()) << name;
+        std::optional<cpu::Avx2Only> avx2;
+        if (rec->isa == "avx512") avx2.emplace();  // else: recorded on AVX2, checked on AVX-512 here
+        props::RunConfig cfg;
+        cfg.seed = rec->seed + 1;  // any other seed: the checker re-runs the recorded cases
+        EXPECT_EQ(golden::profile_checker(golden::default_dir())(k, cfg, props::Stats{}), "")
+            << name << " recorded on " << rec->isa << ", checked on " << cpu::isa_name();
+    }
 }
 
 TEST(Golden, ProfilesRoundTripAndNameTheirErrors) {
