@@ -141,6 +141,21 @@ TEST(AttentionMaskShift, KillsAKernelThatTakesTheMaxBeforeTheMask) {
     EXPECT_EQ(shifted_fails, 12);
 }
 
+// Run alone, parameter_sensitivity passes every kernel and kills the
+// mutants that ignore the softcap or drop the scale (docs/attention.md).
+TEST(AttentionParameters, SensitivityAloneKillsTheIgnoredParameters) {
+    const props::PropertyDef* d = nullptr;
+    for (const props::PropertyDef* p : props::properties_for(*find_op("attention")))
+        if (p->name == "parameter_sensitivity") d = p;
+    ASSERT_NE(d, nullptr);
+    props::RunConfig cfg;
+    cfg.cases = 40;
+    for (const char* name : {"cpu.simd.attention.fp16", "cpu.scalar.attention.bf16"})
+        EXPECT_TRUE(props::run_property(*d, *builtin_registry().find(name), cfg, nullptr).passed) << name;
+    for (const char* name : {"mutant.attention.softcap_ignored.fp16", "mutant.attention.scale_dropped.bf16"})
+        EXPECT_FALSE(props::run_property(*d, *builtin_registry().find(name), cfg, nullptr).passed) << name;
+}
+
 }  // namespace
 
 CONFORM_FAMILY_SUITES(Attention, "attention");
