@@ -28,7 +28,8 @@ const KernelInfo& kernel(const std::string& name) {
 
 // A one-output case judged by hand: values, references and bounds as given.
 CaseEval handmade(Format f, const std::vector<double>& got, const std::vector<double>& exact,
-                  const std::vector<double>& bound) {
+                  const std::vector<double>& bound, std::vector<std::int64_t> shape = {}) {
+    if (shape.empty()) shape = {static_cast<std::int64_t>(got.size())};
     static const KernelInfo k = kernel("cpu.simd.rms_norm.fp32");
     CaseEval e;
     e.kernel = &k;
@@ -36,10 +37,10 @@ CaseEval handmade(Format f, const std::vector<double>& got, const std::vector<do
     OutputEval o;
     o.name = "y";
     o.format = f;
-    o.got = tensor({static_cast<std::int64_t>(got.size())}, got, f);
+    o.got = tensor(shape, got, f);
     std::vector<double> rounded;
     for (double x : exact) rounded.push_back(decode(f, encode(f, x)));
-    o.ref = tensor({static_cast<std::int64_t>(got.size())}, rounded, f);
+    o.ref = tensor(shape, rounded, f);
     o.exact = exact;
     o.rigorous = o.probabilistic = bound;
     for (double x : exact) o.scale.push_back(std::fabs(x)), o.region.push_back(Region::normal);
@@ -209,6 +210,33 @@ TEST(Statistics, SignTestTail) {
     EXPECT_EQ(rounding_bias(fair, "elements"), "");
     EXPECT_NE(rounding_bias(biased, "elements").find("toward zero in 450 of 500 elements"), std::string::npos)
         << rounding_bias(biased, "elements");
+}
+
+// Misses one ulp away from the correctly rounded result, all away from
+// zero: where the exact value lies just below the midpoint (a kernel that
+// evaluates in double and misrounds only there, the direction fixed by its
+// formula) they cast no vote; 0.2 ulp below it they do, and are a bias.
+TEST(Statistics, MissesAtATieCastNoVote) {
+    auto votes_for_misses = [](double below_midpoint_ulps) {
+        std::vector<double> got, exact;
+        for (int i = 0; i < 200; ++i) {
+            const double g = 1 + i * 0x1p-20;  // an fp32 value; its ulp is 2^-23
+            exact.push_back(g + 0x1p-24 - below_midpoint_ulps * 0x1p-23);
+            got.push_back(g + 0x1p-23);  // the neighbour away from zero
+        }
+        // 200 rows of one element: one vote each.
+        const CaseEval e = handmade(Format::fp32, got, exact, std::vector<double>(200, 0x1p-22), {200, 1});
+        Stats s;
+        EXPECT_TRUE(judge_case(e, parse_profile("strict"), &s).pass);
+        return s;
+    };
+    const Stats at_tie = votes_for_misses(0x1p-20);
+    EXPECT_EQ(at_tie.votes_for()[1] + at_tie.votes_against()[1], 0);
+    EXPECT_EQ(rounding_bias(at_tie, "rows"), "");
+    const Stats inside = votes_for_misses(0.2);
+    EXPECT_EQ(inside.votes_for()[1], 200);
+    EXPECT_NE(rounding_bias(inside, "rows").find("lie above in 200 of 200 rows"), std::string::npos)
+        << rounding_bias(inside, "rows");
 }
 
 // A bf16 silu that truncates is within 1 ulp everywhere: only the rounding
