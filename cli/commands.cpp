@@ -154,6 +154,12 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
         std::cerr << "conform: interrupted; the partial report covers " << rep.kernels.size() << " kernels\n";
         return 130;
     }
+    if (rep.kernels.empty() && !rep.not_provided.empty()) {
+        // Nothing was checked (a GPU backend on a machine without one): never a pass.
+        std::cerr << "conform: no selected kernel can run here (" << rep.not_provided.size()
+                  << " not provided); nothing was checked\n";
+        return 1;
+    }
     return rep.passed() ? 0 : 1;
 }
 

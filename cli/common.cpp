@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "impls/cpu/isa.hpp"
+#include "impls/cuda/cuda.hpp"
 #include "impls/onednn/onednn.hpp"
 
 namespace conform::cli {
@@ -25,19 +26,30 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 
 namespace {
 
+constexpr const char* kBackends = "cpu, onednn, cuda, cuda-emu";
+
 bool has(const std::vector<std::string>& v, const std::string& x) {
     return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
 }
 
+// A third-party or device backend: its registry and what it cannot run here.
+const BackendRegistry* backend_of(const std::string& name) {
+    if (name == "onednn") return &onednn_registry();
+    if (name == "cuda") return &cuda_registry();
+    if (name == "cuda-emu") return &cuda_emu_registry();
+    return nullptr;
+}
+
 const Registry& registry_of(const Selection& s) {
     if (s.backend == "cpu") return builtin_registry();
-    if (s.backend == "onednn") return onednn_registry().kernels;
-    throw UsageError("unknown backend '" + s.backend + "' (known: cpu, onednn)");
+    if (const BackendRegistry* b = backend_of(s.backend)) return b->kernels;
+    throw UsageError("unknown backend '" + s.backend + "' (known: " + kBackends + ")");
 }
 
 bool not_provided_name(const Selection& s, const std::string& kernel) {
-    if (s.backend != "onednn") return false;
-    for (const auto& n : onednn_registry().not_provided)
+    const BackendRegistry* b = backend_of(s.backend);
+    if (!b) return false;
+    for (const auto& n : b->not_provided)
         if (n.kernel == kernel) return true;
     return false;
 }
@@ -67,10 +79,11 @@ std::vector<const KernelInfo*> select(const Selection& s) {
 
 std::vector<report::NotProvided> select_not_provided(const Selection& s) {
     std::vector<report::NotProvided> out;
-    if (s.backend != "onednn") return out;
-    for (const auto& n : onednn_registry().not_provided)
+    const BackendRegistry* b = backend_of(s.backend);
+    if (!b) return out;
+    for (const auto& n : b->not_provided)
         if (has(s.ops, n.op) && has(s.dtypes, n.format) && has(s.kernels, n.kernel))
-            out.push_back({n.kernel, n.op, n.format, "onednn", n.reason});
+            out.push_back({n.kernel, n.op, n.format, s.backend, n.reason});
     return out;
 }
 
@@ -104,7 +117,7 @@ report::RunReport new_report(std::uint64_t seed, int cases, const Selection& s) 
     if (!s.kernels.empty()) r.selection["kernel"] = join(s.kernels);
     if (s.backend != "cpu") {
         r.selection["backend"] = s.backend;
-        r.machine += "; " + onednn_registry().library;
+        r.machine += "; " + backend_of(s.backend)->library;
         r.not_provided = select_not_provided(s);
     }
     return r;

@@ -21,7 +21,7 @@ struct UsageError : std::runtime_error {
 struct Selection {
     std::vector<std::string> ops, dtypes, kernels;
     std::vector<Role> roles;
-    std::string backend = "cpu";  // "cpu": the built-in registry; "onednn": onednn_registry()
+    std::string backend = "cpu";  // "cpu": the built-in registry; "onednn", "cuda", "cuda-emu": their BackendRegistry
     std::string profile;          // --profile: the accuracy profile to judge by (empty: each kernel's own)
 };
 

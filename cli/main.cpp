@@ -18,11 +18,13 @@ void add_selection(CLI::App* cmd, Selection& s, bool kernels = true) {
     if (kernels) cmd->add_option("--kernel", s.kernels, "exact kernel name to include (repeatable)");
 }
 
-// oneDNN is a separate registry (docs/onednn.md): the built-in gate never depends on it.
+// oneDNN and CUDA are separate registries (docs/onednn.md, docs/cuda.md):
+// the built-in gate never depends on them.
 void add_backend(CLI::App* cmd, Selection& s) {
     cmd->add_option("--backend", s.backend,
-                    "cpu: the built-in kernels; onednn: oneDNN's primitives (what this machine's oneDNN cannot "
-                    "run is reported as not provided)")
+                    "cpu: the built-in kernels; onednn: oneDNN's primitives; cuda: the CUDA kernels on this "
+                    "machine's GPU; cuda-emu: the same CUDA sources under the CPU emulation (what a backend "
+                    "cannot run here is reported as not provided, with the reason)")
         ->capture_default_str();
 }
 

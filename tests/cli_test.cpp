@@ -58,12 +58,31 @@ TEST(Cli, OnednnBackendReportsNotProvided) {
     EXPECT_NE(out.find("onednn.rms_norm.fp32"), std::string::npos) << out;
     EXPECT_NE(out.find("not provided: oneDNN"), std::string::npos) << out;
     const fs::path dir = fresh_dir("conform_cli_onednn");
-    EXPECT_EQ(run("run --backend onednn --op rms_norm --out " + dir.string(), &out), 0) << out;
+    EXPECT_EQ(run("run --backend onednn --op rms_norm --out " + dir.string(), &out), 1) << out;
     EXPECT_NE(out.find("NOT PROVIDED: 0 of 0 kernels failed"), std::string::npos) << out;
+    EXPECT_NE(out.find("nothing was checked"), std::string::npos) << out;
     std::ifstream md(dir / "report.md");
     const std::string text(std::istreambuf_iterator<char>(md), {});
     EXPECT_EQ(text.rfind("# Conformance report: NOT PROVIDED", 0), 0u) << text;
     EXPECT_NE(text.find("| onednn.rms_norm.bf16 | rms_norm | bf16 | onednn | not provided |"), std::string::npos);
+    fs::remove_all(dir);
+}
+
+// --backend cuda on a machine without a usable GPU: every kernel not
+// provided with the runtime's reason, exit 1; --backend cuda-emu runs the
+// same sources under the CPU emulation.
+TEST(CliCuda, WithoutAGpuNothingIsCheckedAndTheRunFails) {
+    std::string out;
+    ASSERT_EQ(run("list --backend cuda", &out), 0);
+    if (out.find("not provided") == std::string::npos) GTEST_SKIP() << "a GPU is usable here";
+    EXPECT_NE(out.find("cuda.silu.bf16"), std::string::npos) << out;
+    const fs::path dir = fresh_dir("conform_cli_cuda");
+    EXPECT_EQ(run("run --backend cuda --op silu --out " + dir.string(), &out), 1) << out;
+    EXPECT_NE(out.find("cuda.silu.fp16                           not provided: "), std::string::npos) << out;
+    EXPECT_NE(out.find("nothing was checked"), std::string::npos) << out;
+    EXPECT_EQ(run("run --backend cuda-emu --op silu --dtype bf16 --out " + dir.string(), &out), 0) << out;
+    EXPECT_NE(out.find("cuda.silu.bf16"), std::string::npos) << out;
+    EXPECT_NE(out.find("PASSED: 0 of 1 kernels failed"), std::string::npos) << out;
     fs::remove_all(dir);
 }
 

@@ -1,0 +1,80 @@
+// The elementwise kernels' shared parts (activation.cu, later gated.cu):
+// storage loads and stores through double, 16-byte packs, and the host call
+// of a unary op.
+#pragma once
+#include <algorithm>
+
+#include "impls/cuda/device_io.cuh"
+#include "impls/registry.hpp"
+
+namespace conform::CONFORM_CUDA_NS {
+
+__device__ __forceinline__ double load(float v) { return v; }
+__device__ __forceinline__ double load(__half v) { return __half2float(v); }
+__device__ __forceinline__ double load(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// One rounding from double into the storage format (no detour through float,
+// whose rounding and then the 16-bit one would be a double rounding).
+template <class S>
+__device__ __forceinline__ S store(double d);
+template <>
+__device__ __forceinline__ float store<float>(double d) { return static_cast<float>(d); }
+template <>
+__device__ __forceinline__ __half store<__half>(double d) { return __double2half(d); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(double d) { return __double2bfloat16(d); }
+
+// 16 bytes of storage: one vector load or store.
+template <class S>
+struct alignas(16) Pack {
+    static constexpr int kLanes = 16 / static_cast<int>(sizeof(S));
+    S v[kLanes];
+};
+
+template <class Op, class S>
+__global__ void unary_kernel(const S* __restrict__ x, S* __restrict__ y, long long n, Op op) {
+    constexpr int V = Pack<S>::kLanes;
+    const long long tid = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+    const long long packs = n / V;
+    const Pack<S>* xp = reinterpret_cast<const Pack<S>*>(x);
+    Pack<S>* yp = reinterpret_cast<Pack<S>*>(y);
+    for (long long p = tid; p < packs; p += stride) {
+        Pack<S> a = xp[p];
+        CONFORM_UNROLL
+        for (int j = 0; j < V; ++j) a.v[j] = store<S>(op(load(a.v[j])));
+        yp[p] = a;
+    }
+    for (long long i = packs * V + tid; i < n; i += stride) y[i] = store<S>(op(load(x[i])));
+}
+
+constexpr unsigned kThreads = 256;
+
+// Blocks for `work` items at one item per thread, at most 4096 (grid-stride beyond).
+inline unsigned blocks_for(long long work) {
+    return static_cast<unsigned>(std::clamp<long long>((work + kThreads - 1) / kThreads, 1, 4096));
+}
+
+template <class S, class Op>
+void run_unary_as(const KernelCall& c, const Op& op, const char* kernel) {
+    const long long n = c.in[0].numel();
+    Stream s(kernel);
+    DeviceBuffer x(static_cast<std::size_t>(n) * sizeof(S), kernel), y(static_cast<std::size_t>(n) * sizeof(S), kernel);
+    upload(c.in[0], x, s.get(), kernel);
+    if (n > 0) {
+        auto* kernel_fn = unary_kernel<Op, S>;
+        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1)), dim3(kThreads), 0, s.get())
+        (x.as<S>(), y.as<S>(), n, op);
+        check_launch(s.get(), kernel);
+    }
+    download(y, c.out[0], s.get(), kernel);
+}
+
+template <class Op>
+void run_unary(const KernelCall& c, Format f, const Op& op, const char* kernel) {
+    if (f == Format::fp32) return run_unary_as<float>(c, op, kernel);
+    if (f == Format::fp16) return run_unary_as<__half>(c, op, kernel);
+    return run_unary_as<__nv_bfloat16>(c, op, kernel);
+}
+
+}  // namespace conform::CONFORM_CUDA_NS

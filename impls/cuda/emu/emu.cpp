@@ -1,0 +1,321 @@
+// The emulated launch: blocks in turn, threads as fibers, synchronization
+// points as the only places where one thread's values reach another.
+#include "impls/cuda/emu/emu.hpp"
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/stack_context.hpp>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "numerics/format.hpp"
+
+namespace conform::cuda_emu {
+namespace ctx = boost::context;
+
+namespace {
+
+// Kernels keep a few registers' worth of locals; sanitizers need more room.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t kStackBytes = 256 * 1024;
+#else
+constexpr std::size_t kStackBytes = 64 * 1024;
+#endif
+
+// Stacks are reused from launch to launch: a block of 1024 threads would
+// otherwise map and unmap 64 MiB per block.
+class StackPool {
+public:
+    ctx::stack_context allocate() {
+        void* p;
+        if (!free_.empty()) {
+            p = free_.back();
+            free_.pop_back();
+        } else {
+            p = std::aligned_alloc(64, kStackBytes);
+            if (!p) throw std::bad_alloc();
+        }
+        ctx::stack_context sc;
+        sc.size = kStackBytes;
+        sc.sp = static_cast<char*>(p) + kStackBytes;
+        return sc;
+    }
+    void deallocate(ctx::stack_context& sc) { free_.push_back(static_cast<char*>(sc.sp) - sc.size); }
+    ~StackPool() {
+        for (void* p : free_) std::free(p);
+    }
+
+private:
+    std::vector<void*> free_;
+};
+
+// Stack allocator handle (Boost.Context copies it into the fiber).
+struct PooledStack {
+    StackPool* pool;
+    ctx::stack_context allocate() { return pool->allocate(); }
+    void deallocate(ctx::stack_context& sc) { pool->deallocate(sc); }
+};
+
+enum class Wait { none, barrier, warp, done };
+
+struct Thread {
+    Coords coords;
+    ctx::fiber fiber;   // the thread, suspended
+    ctx::fiber sink;    // the scheduler, while the thread runs
+    Wait wait = Wait::none;
+    unsigned warp_mask = 0;
+    std::uint64_t warp_ops = 0;  // warp synchronization points passed (parity picks the buffer)
+};
+
+struct Warp {
+    std::uint64_t slot[2][warpSize] = {};  // deposited values, double-buffered by op parity
+    unsigned arrived[2] = {};              // the lanes that took part in the op of that parity
+};
+
+struct BlockState {
+    std::vector<Thread> threads;
+    std::vector<Warp> warps;
+    Thread* running = nullptr;
+    std::exception_ptr error;
+};
+
+thread_local BlockState* g_block = nullptr;
+thread_local StackPool g_stacks;
+thread_local std::string g_launch_error;
+
+Thread& me() { return *g_block->running; }
+
+void suspend(Wait w) {
+    Thread& t = me();
+    t.wait = w;
+    t.sink = std::move(t.sink).resume();
+}
+
+std::string where(const Coords& c) {
+    return "block (" + std::to_string(c.block.x) + "," + std::to_string(c.block.y) + "," + std::to_string(c.block.z) +
+           ") thread (" + std::to_string(c.thread.x) + "," + std::to_string(c.thread.y) + "," +
+           std::to_string(c.thread.z) + ")";
+}
+
+// Releases what can proceed: the whole block at a barrier every live
+// thread reached, or a warp whose live lanes all reached a warp point.
+// False when nothing can (a divergent synchronization).
+bool release(BlockState& b) {
+    bool any_live = false, all_barrier = true;
+    for (const Thread& t : b.threads)
+        if (t.wait != Wait::done) any_live = true, all_barrier &= t.wait == Wait::barrier;
+    if (!any_live) return true;
+    if (all_barrier) {
+        for (Thread& t : b.threads)
+            if (t.wait == Wait::barrier) t.wait = Wait::none;
+        return true;
+    }
+    bool released = false;
+    for (std::size_t w = 0; w < b.warps.size(); ++w) {
+        const std::size_t lo = w * warpSize, hi = std::min(b.threads.size(), lo + warpSize);
+        const Thread* first = nullptr;
+        bool ready = true;
+        for (std::size_t i = lo; i < hi; ++i) {
+            const Thread& t = b.threads[i];
+            if (t.wait == Wait::done) continue;
+            if (!first) first = &t;
+            ready &= t.wait == Wait::warp && t.warp_ops == first->warp_ops;
+        }
+        if (!first || !ready) continue;
+        unsigned arrived = 0;
+        for (std::size_t i = lo; i < hi; ++i)
+            if (b.threads[i].wait == Wait::warp) b.threads[i].wait = Wait::none, arrived |= 1u << (i - lo);
+        b.warps[w].arrived[first->warp_ops & 1] = arrived;
+        released = true;
+    }
+    return released;
+}
+
+std::string deadlock(const BlockState& b) {
+    std::string s = "divergent synchronization: ";
+    for (const Thread& t : b.threads) {
+        if (t.wait == Wait::done) continue;
+        s += where(t.coords) + (t.wait == Wait::barrier ? " waits at __syncthreads" : " waits at a warp operation");
+        break;
+    }
+    for (const Thread& t : b.threads)
+        if (t.wait != Wait::done && t.wait != b.threads.front().wait) {
+            s += ", " + where(t.coords) + (t.wait == Wait::barrier ? " at __syncthreads" : " at a warp operation");
+            break;
+        }
+    return s + " (every live thread of a block must reach the same barrier, every live lane of a warp the same "
+               "warp operation)";
+}
+
+void run_block(BlockState& b, const std::function<void()>& body) {
+    for (Thread& t : b.threads) {
+        t.fiber = ctx::fiber(std::allocator_arg, PooledStack{&g_stacks}, [&b, &t, &body](ctx::fiber&& sink) {
+            t.sink = std::move(sink);
+            try {
+                body();
+            } catch (const ctx::detail::forced_unwind&) {
+                throw;  // Boost.Context unwinding an abandoned thread
+            } catch (...) {
+                if (!b.error) b.error = std::current_exception();
+            }
+            t.wait = Wait::done;
+            return std::move(t.sink);
+        });
+    }
+    for (;;) {
+        bool ran = false;
+        for (Thread& t : b.threads) {
+            if (t.wait != Wait::none) continue;
+            b.running = &t;
+            t.fiber = std::move(t.fiber).resume();
+            b.running = nullptr;
+            ran = true;
+        }
+        if (b.error) break;
+        bool live = false;
+        for (const Thread& t : b.threads) live |= t.wait != Wait::done;
+        if (!live) return;
+        if (!release(b) && !ran) throw std::runtime_error(deadlock(b));
+    }
+    // Unwind the fibers still suspended (their destructors run them to the end).
+    for (Thread& t : b.threads) t.fiber = ctx::fiber();
+    std::rethrow_exception(b.error);
+}
+
+}  // namespace
+
+const Coords& coords() { return me().coords; }
+
+void launch(dim3 grid, dim3 block, const std::function<void()>& body) {
+    const std::size_t n = static_cast<std::size_t>(block.x) * block.y * block.z;
+    if (n == 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0)
+        throw std::runtime_error("invalid launch configuration: " + std::to_string(n) + " threads per block");
+    BlockState b;
+    BlockState* outer = g_block;
+    g_block = &b;
+    struct Restore {
+        BlockState* outer;
+        ~Restore() { g_block = outer; }
+    } restore{outer};
+    for (unsigned bz = 0; bz < grid.z; ++bz)
+        for (unsigned by = 0; by < grid.y; ++by)
+            for (unsigned bx = 0; bx < grid.x; ++bx) {
+                b.threads.clear();
+                b.threads.resize(n);
+                b.warps.assign((n + warpSize - 1) / warpSize, Warp{});
+                std::size_t i = 0;
+                for (unsigned tz = 0; tz < block.z; ++tz)
+                    for (unsigned ty = 0; ty < block.y; ++ty)
+                        for (unsigned tx = 0; tx < block.x; ++tx)
+                            b.threads[i++].coords = Coords{{tx, ty, tz}, {bx, by, bz}, block, grid};
+                run_block(b, body);
+            }
+}
+
+void syncthreads() { suspend(Wait::barrier); }
+
+void syncwarp(unsigned mask) {
+    Thread& t = me();
+    t.warp_mask = mask;
+    ++t.warp_ops;
+    suspend(Wait::warp);
+}
+
+namespace {
+
+Warp& my_warp() { return g_block->warps[static_cast<std::size_t>(linear_thread() / warpSize)]; }
+
+}  // namespace
+
+std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int src) {
+    Warp& w = my_warp();
+    const std::size_t parity = (me().warp_ops + 1) & 1;  // the op this call is about to pass
+    w.slot[parity][lane_id()] = bits;
+    syncwarp(mask);
+    const bool took_part = src >= 0 && src < warpSize && (w.arrived[parity] >> src & 1u);
+    return took_part ? w.slot[parity][src] : bits;
+}
+
+unsigned warp_ballot(unsigned mask, bool predicate) {
+    Warp& w = my_warp();
+    const std::size_t parity = (me().warp_ops + 1) & 1;
+    w.slot[parity][lane_id()] = predicate;
+    syncwarp(mask);
+    unsigned ballot = 0;
+    for (int l = 0; l < warpSize; ++l)
+        if ((mask >> l & 1u) && (w.arrived[parity] >> l & 1u) && w.slot[parity][l]) ballot |= 1u << l;
+    return ballot;
+}
+
+// ---- runtime API ----
+
+cudaError_t cudaMalloc(void** p, std::size_t bytes) {
+    *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void* p) {
+    std::free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind) {
+    if (bytes) std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind k, cudaStream_t) {
+    return cudaMemcpy(dst, src, bytes, k);
+}
+cudaError_t cudaMemset(void* p, int value, std::size_t bytes) {
+    std::memset(p, value, bytes);
+    return cudaSuccess;
+}
+struct EmuStream {};
+cudaError_t cudaStreamCreate(cudaStream_t* s) {
+    *s = new EmuStream;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaDeviceSynchronize(); }
+cudaError_t cudaDeviceSynchronize() { return g_launch_error.empty() ? cudaSuccess : cudaErrorLaunchFailure; }
+cudaError_t cudaGetLastError() {
+    const cudaError_t e = g_launch_error.empty() ? cudaSuccess : cudaErrorLaunchFailure;
+    g_launch_error.clear();
+    return e;
+}
+cudaError_t cudaGetDeviceCount(int* n) {
+    *n = 1;
+    return cudaSuccess;
+}
+const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorLaunchFailure: return g_launch_error.empty() ? "unspecified launch failure" : g_launch_error.c_str();
+    }
+    return "unknown error";
+}
+void set_launch_error(const char* what) { g_launch_error = what; }
+
+// ---- 16-bit formats ----
+
+float __half2float(__half h) { return fp16_to_float(h.x); }
+__half __float2half_rn(float f) { return {static_cast<std::uint16_t>(encode(Format::fp16, f))}; }
+__half __double2half(double d) { return {static_cast<std::uint16_t>(encode(Format::fp16, d))}; }
+float __bfloat162float(__nv_bfloat16 h) { return bf16_to_float(h.x); }
+__nv_bfloat16 __float2bfloat16(float f) { return {static_cast<std::uint16_t>(encode(Format::bf16, f))}; }
+__nv_bfloat16 __float2bfloat16_rn(float f) { return __float2bfloat16(f); }
+__nv_bfloat16 __float2bfloat16_rz(float f) {
+    const std::uint32_t b = float_bits(f);
+    if (std::isnan(f)) return {static_cast<std::uint16_t>((b >> 16) | 0x40)};  // stays a quiet NaN
+    return {static_cast<std::uint16_t>(b >> 16)};
+}
+__nv_bfloat16 __double2bfloat16(double d) { return {static_cast<std::uint16_t>(encode(Format::bf16, d))}; }
+
+}  // namespace conform::cuda_emu

@@ -1,0 +1,234 @@
+// A CPU emulation of the CUDA subset conform's kernels use (docs/cuda.md,
+// "Emulation"), so that the same .cu sources compile as C++ and run their
+// indexing, tiling, reductions, tails and special values on a machine
+// without a GPU (backend "cuda-emu").
+//
+// A launch runs its blocks one after another; each thread of a block is a
+// fiber (Boost.Context) that runs until it finishes or reaches a
+// synchronization point: __syncthreads (all live threads of the block), a
+// warp shuffle, vote or __syncwarp (all live lanes of its warp).  Values
+// cross lanes only at those points, as on the device.  A thread that
+// reaches a point its peers never reach (divergent barriers) is an error
+// naming the block and thread, not a hang.
+//
+// Everything lives in namespace conform::cuda_emu; an emulated source is
+// compiled with `using namespace conform::cuda_emu` in scope (cuda_compat.cuh)
+// so that it reads exactly like CUDA, and no symbol collides with the real
+// CUDA runtime linked into the same binary.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace conform::cuda_emu {
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+using uint3 = dim3;
+
+constexpr int warpSize = 32;
+
+// The running emulated thread's coordinates (threadIdx and friends).
+struct Coords {
+    dim3 thread, block, block_dim, grid_dim;
+};
+const Coords& coords();
+
+// Runs body(block coordinates) as grid x block threads: every block in
+// turn, its threads as fibers.  Throws std::runtime_error on a
+// synchronization error or when the body throws.
+void launch(dim3 grid, dim3 block, const std::function<void()>& body);
+
+// Synchronization points.
+void syncthreads();
+void syncwarp(unsigned mask);
+// Deposits `bits` for this lane, waits for the warp's live lanes in `mask`,
+// and returns the bits lane `src` deposited (this lane's own when src lies
+// outside the warp).
+std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int src);
+// Deposits a predicate and returns the warp's ballot over `mask`.
+unsigned warp_ballot(unsigned mask, bool predicate);
+
+// The thread's linear index in its block, and its lane in its warp.
+inline int linear_thread() {
+    const Coords& c = coords();
+    return static_cast<int>(c.thread.x + c.block_dim.x * (c.thread.y + c.block_dim.y * c.thread.z));
+}
+inline int lane_id() { return linear_thread() % warpSize; }
+
+template <class T>
+T shuffle_from(unsigned mask, T v, int src) {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffles move at most 64 bits");
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    bits = warp_exchange(mask, bits, src);
+    T out;
+    std::memcpy(&out, &bits, sizeof(T));
+    return out;
+}
+
+// ---- runtime API (the part the host wrappers call) ----
+
+enum cudaError_t {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorLaunchFailure = 719,
+};
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+struct EmuStream;
+using cudaStream_t = EmuStream*;
+
+cudaError_t cudaMalloc(void** p, std::size_t bytes);
+cudaError_t cudaFree(void* p);
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t s = nullptr);
+cudaError_t cudaMemset(void* p, int value, std::size_t bytes);
+cudaError_t cudaStreamCreate(cudaStream_t* s);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaGetLastError();
+cudaError_t cudaGetDeviceCount(int* n);
+const char* cudaGetErrorString(cudaError_t e);
+// The last launch's failure (what the device would report as a launch failure).
+void set_launch_error(const char* what);
+
+// kernel<<<grid, block, shared, stream>>>(args...) is written
+// CONFORM_LAUNCH(kernel, grid, block, shared, stream)(args...).
+template <class... P>
+struct Launcher {
+    void (*kernel)(P...);
+    dim3 grid, block;
+    template <class... A>
+    void operator()(A&&... args) const {
+        std::tuple<std::decay_t<P>...> bound(std::forward<A>(args)...);
+        launch(grid, block, [&] { std::apply(kernel, bound); });
+    }
+};
+template <class... P>
+Launcher<P...> launcher(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t, cudaStream_t) {
+    return {kernel, grid, block};
+}
+
+// ---- 16-bit formats (raw bits; conversions round as the device's do) ----
+
+struct __half {
+    std::uint16_t x;
+};
+struct __nv_bfloat16 {
+    std::uint16_t x;
+};
+float __half2float(__half h);
+__half __float2half_rn(float f);
+__half __double2half(double d);
+float __bfloat162float(__nv_bfloat16 h);
+__nv_bfloat16 __float2bfloat16(float f);     // round to nearest even
+__nv_bfloat16 __float2bfloat16_rn(float f);
+__nv_bfloat16 __float2bfloat16_rz(float f);  // toward zero
+__nv_bfloat16 __double2bfloat16(double d);
+
+// ---- device intrinsics modelled where the device's differ from the host's ----
+
+// __expf: the device's ex2.approx of x * log2(e) rounded to float (the
+// product's rounding is what loses accuracy for large |x|).
+inline float fast_expf(float x) { return std::exp2(static_cast<float>(x * 1.44269504088896340736f)); }
+// __sinf/__cosf: sin.approx/cos.approx take no range reduction beyond
+// float arithmetic; modelled by reducing x mod 2 pi in float.
+inline float fast_reduce(float x) {
+    const float k = std::nearbyint(x * 0.159154943091895335769f);
+    return std::fma(-k, 6.28318530717958647692f, x);
+}
+inline float fast_sinf(float x) { return static_cast<float>(std::sin(static_cast<double>(fast_reduce(x)))); }
+inline float fast_cosf(float x) { return static_cast<float>(std::cos(static_cast<double>(fast_reduce(x)))); }
+// glibc declares its own __expf, __sinf and __cosf: the device names are
+// macros here, so that a kernel's call reaches the model.
+#define __expf ::conform::cuda_emu::fast_expf
+#define __sinf ::conform::cuda_emu::fast_sinf
+#define __cosf ::conform::cuda_emu::fast_cosf
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float a) { return 1.0f / a; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
+inline double rsqrt(double a) { return 1.0 / std::sqrt(a); }
+
+// ---- atomics (blocks and threads run one at a time: plain read-modify-write) ----
+
+template <class T>
+T atomicAdd(T* p, T v) {
+    const T old = *p;
+    *p = old + v;
+    return old;
+}
+template <class T>
+T atomicMax(T* p, T v) {
+    const T old = *p;
+    if (v > old) *p = v;
+    return old;
+}
+
+}  // namespace conform::cuda_emu
+
+// The built-in variables and qualifiers.
+#define threadIdx (::conform::cuda_emu::coords().thread)
+#define blockIdx (::conform::cuda_emu::coords().block)
+#define blockDim (::conform::cuda_emu::coords().block_dim)
+#define gridDim (::conform::cuda_emu::coords().grid_dim)
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+// One block runs at a time and its threads share the function's statics.
+#define __shared__ static
+
+namespace conform::cuda_emu {
+
+// Warp shuffles and votes with the device's lane arithmetic (width a power
+// of two dividing 32: segments of `width` lanes).
+template <class T>
+T __shfl_sync(unsigned mask, T v, int src_lane, int width = warpSize) {
+    const int lane = lane_id();
+    return shuffle_from(mask, v, (lane & ~(width - 1)) + (src_lane & (width - 1)));
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize) {
+    const int lane = lane_id();
+    const int src = lane ^ lane_mask;
+    return shuffle_from(mask, v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : lane);
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
+    const int lane = lane_id();
+    const int src = lane + static_cast<int>(delta);
+    return shuffle_from(mask, v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : lane);
+}
+template <class T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
+    const int lane = lane_id();
+    const int src = lane - static_cast<int>(delta);
+    return shuffle_from(mask, v, src >= (lane & ~(width - 1)) ? src : lane);
+}
+inline unsigned __ballot_sync(unsigned mask, int p) { return warp_ballot(mask, p != 0); }
+inline int __any_sync(unsigned mask, int p) { return warp_ballot(mask, p != 0) != 0; }
+inline int __all_sync(unsigned mask, int p) { return warp_ballot(mask, p == 0) == 0; }
+inline void __syncthreads() { syncthreads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { syncwarp(mask); }
+
+}  // namespace conform::cuda_emu
+
+#define CONFORM_LAUNCH(kernel, grid, block, shared, stream) \
+    ::conform::cuda_emu::launcher(kernel, grid, block, shared, stream)

@@ -1,0 +1,76 @@
+// The CUDA kernels (impls/cuda, docs/cuda.md): every property suite passes
+// under the CPU emulation (backend cuda-emu, run in CI on every commit) and
+// on the GPU when one is present (backend cuda, skipped without one); on a
+// machine without a usable GPU every cuda kernel is "not provided" with the
+// reason.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "impls/cuda/cuda.hpp"
+#include "kernel_suite.hpp"
+
+namespace conform {
+namespace {
+
+std::vector<std::string> names(const BackendRegistry& b) {
+    std::vector<std::string> v;
+    for (const KernelInfo& k : b.kernels.all()) v.push_back(k.name);
+    return v;
+}
+
+void expect_suite_passes(const KernelInfo& k) {
+    const props::RunConfig cfg = testing::env_config();
+    const auto r = props::run_suite(k, cfg);
+    ASSERT_FALSE(r.properties.empty());
+    for (const auto& p : r.properties)
+        EXPECT_TRUE(p.passed) << k.backend << " " << k.name << " / " << p.name << " (seed " << cfg.seed
+                              << "): " << p.message << "\n"
+                              << p.counterexample;
+}
+
+class CudaEmuKernel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEmuKernel, AllPropertiesPass) { expect_suite_passes(*cuda_emu_registry().kernels.find(GetParam())); }
+
+INSTANTIATE_TEST_SUITE_P(Emu, CudaEmuKernel, ::testing::ValuesIn(names(cuda_emu_registry())), testing::test_name);
+
+// Every family the backend covers has a kernel in each storage format, and
+// each name is the one the cuda backend gives the same source.
+TEST(CudaBackend, EmulationAndDeviceShareTheKernelNames) {
+    std::set<std::string> emu, dev;
+    for (const KernelInfo& k : cuda_emu_registry().kernels.all()) {
+        emu.insert(k.name);
+        EXPECT_EQ(k.backend, "cuda-emu");
+        EXPECT_EQ(k.name.rfind("cuda.", 0), 0u) << k.name;
+        EXPECT_EQ(k.role, Role::kernel);
+    }
+    for (const KernelInfo& k : cuda_registry().kernels.all()) dev.insert(k.name);
+    for (const NotProvided& n : cuda_registry().not_provided) dev.insert(n.kernel);
+    EXPECT_EQ(emu, dev);
+    EXPECT_GE(emu.size(), 18u);
+}
+
+// Without a usable GPU (CI): every cuda kernel is not provided, with the
+// runtime's reason; nothing is registered that could pass.
+TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {
+    const BackendRegistry& b = cuda_registry();
+    if (!b.kernels.all().empty()) GTEST_SKIP() << "a GPU is usable here: " << b.library;
+    ASSERT_EQ(b.not_provided.size(), cuda_emu_registry().kernels.all().size());
+    for (const NotProvided& n : b.not_provided) {
+        EXPECT_FALSE(n.reason.empty()) << n.kernel;
+        EXPECT_EQ(n.reason, b.not_provided.front().reason) << "one reason for the whole backend";
+    }
+}
+
+// On a GPU machine: every cuda kernel passes its suite on the device.
+TEST(CudaDevice, EveryKernelPassesOnTheGpu) {
+    const BackendRegistry& b = cuda_registry();
+    if (b.kernels.all().empty())
+        GTEST_SKIP() << "no usable GPU: "
+                     << (b.not_provided.empty() ? std::string("no kernels") : b.not_provided.front().reason);
+    for (const KernelInfo& k : b.kernels.all()) expect_suite_passes(k);
+}
+
+}  // namespace
+}  // namespace conform
