@@ -11,54 +11,18 @@
 //
 // The loop is grid-stride over 16-byte packs (4 fp32 or 8 fp16/bf16 values
 // per load and store), then the tail of fewer than one pack.
-#include <cfloat>
-
 #include "impls/cuda/cuda.hpp"
 #include "impls/cuda/device_io.cuh"
+#include "impls/cuda/activation_math.cuh"
 #include "impls/cuda/elementwise.cuh"
 
 namespace conform::CONFORM_CUDA_NS {
 namespace {
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-constexpr double kGeluTanhCubic = 0.044715;
-
-struct Sigmoid {
-    __device__ double operator()(double x) const { return 1.0 / (1.0 + exp(-x)); }
-};
-// fmax(x, -DBL_MAX): x = -inf gives -DBL_MAX / inf = -0, not -inf / inf = NaN.
-struct Silu {
-    __device__ double operator()(double x) const { return fmax(x, -DBL_MAX) / (1.0 + exp(-x)); }
-};
-struct GeluErf {
-    __device__ double operator()(double x) const { return fmax(x, -DBL_MAX) * 0.5 * erfc(-x * kSqrt1_2); }
-};
-struct GeluTanh {
-    __device__ double operator()(double x) const {
-        const double z2 = 2.0 * kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x);
-        return fmax(x, -DBL_MAX) / (1.0 + exp(-z2));
-    }
-};
-struct Softplus {
-    __device__ double operator()(double x) const { return fmax(x, 0.0) + log1p(exp(-fabs(x))); }
-};
-struct Softcap {
-    double beta;
-    __device__ double operator()(double x) const { return beta * tanh(x / beta); }
-};
-
 template <class Op>
 void add(Registry& r, const char* op, const char* what, Op (*make)(const Params&)) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k;
-        k.op = op;
-        k.name = std::string("cuda.") + op + "." + name(f);
-        k.variant = "cuda";
-        k.in = k.out = f;
-        k.acc = Format::fp64;
-        k.backend = CONFORM_CUDA_BACKEND;
-        k.description = std::string(what) + " in double, one rounding into " + name(f) + "; 16-byte packs, grid-stride";
+        KernelInfo k = kernel_info(op, f, what);
         k.fn = [f, make, kernel = k.name](const KernelCall& c) { run_unary(c, f, make(c.params), kernel.c_str()); };
         r.add(std::move(k));
     }

@@ -21,11 +21,13 @@ const BackendRegistry& cuda_emu_registry();
 // Registration hooks, one per family file, in each build's namespace.
 namespace cuda_kernels {
 void register_activation(Registry& r);
+void register_gated(Registry& r);
 // Empty when a device is usable; otherwise why not.  library: the device and driver.
 std::string probe(std::string* library);
 }  // namespace cuda_kernels
 namespace cuda_emu_kernels {
 void register_activation(Registry& r);
+void register_gated(Registry& r);
 }  // namespace cuda_emu_kernels
 
 }  // namespace conform

@@ -1,6 +1,6 @@
-// The elementwise kernels' shared parts (activation.cu, later gated.cu):
-// storage loads and stores through double, 16-byte packs, and the host call
-// of a unary op.
+// The elementwise kernels' shared parts (activation.cu, gated.cu): storage
+// loads and stores through double, 16-byte packs, and the host calls of a
+// unary and a binary op.
 #pragma once
 #include <algorithm>
 
@@ -48,6 +48,39 @@ __global__ void unary_kernel(const S* __restrict__ x, S* __restrict__ y, long lo
     for (long long i = packs * V + tid; i < n; i += stride) y[i] = store<S>(op(load(x[i])));
 }
 
+// The gated ops: h = op(gate, up), two inputs of one shape.
+template <class Op, class S>
+__global__ void binary_kernel(const S* __restrict__ g, const S* __restrict__ u, S* __restrict__ h, long long n, Op op) {
+    constexpr int V = Pack<S>::kLanes;
+    const long long tid = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+    const long long packs = n / V;
+    const Pack<S>* gp = reinterpret_cast<const Pack<S>*>(g);
+    const Pack<S>* up = reinterpret_cast<const Pack<S>*>(u);
+    Pack<S>* hp = reinterpret_cast<Pack<S>*>(h);
+    for (long long p = tid; p < packs; p += stride) {
+        const Pack<S> a = gp[p], b = up[p];
+        Pack<S> c;
+        CONFORM_UNROLL
+        for (int j = 0; j < V; ++j) c.v[j] = store<S>(op(load(a.v[j]), load(b.v[j])));
+        hp[p] = c;
+    }
+    for (long long i = packs * V + tid; i < n; i += stride) h[i] = store<S>(op(load(g[i]), load(u[i])));
+}
+
+// The registry entry of cuda.<op>.<fmt> (fn left to the caller).
+inline KernelInfo kernel_info(const char* op, Format f, const std::string& what) {
+    KernelInfo k;
+    k.op = op;
+    k.name = std::string("cuda.") + op + "." + name(f);
+    k.variant = "cuda";
+    k.in = k.out = f;
+    k.acc = Format::fp64;
+    k.backend = CONFORM_CUDA_BACKEND;
+    k.description = what + " in double, one rounding into " + name(f) + "; 16-byte packs, grid-stride";
+    return k;
+}
+
 constexpr unsigned kThreads = 256;
 
 // Blocks for `work` items at one item per thread, at most 4096 (grid-stride beyond).
@@ -68,6 +101,30 @@ void run_unary_as(const KernelCall& c, const Op& op, const char* kernel) {
         check_launch(s.get(), kernel);
     }
     download(y, c.out[0], s.get(), kernel);
+}
+
+template <class S, class Op>
+void run_binary_as(const KernelCall& c, const Op& op, const char* kernel) {
+    const long long n = c.in[0].numel();
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(S);
+    Stream s(kernel);
+    DeviceBuffer g(bytes, kernel), u(bytes, kernel), h(bytes, kernel);
+    upload(c.in[0], g, s.get(), kernel);
+    upload(c.in[1], u, s.get(), kernel);
+    if (n > 0) {
+        auto* kernel_fn = binary_kernel<Op, S>;
+        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1)), dim3(kThreads), 0, s.get())
+        (g.as<S>(), u.as<S>(), h.as<S>(), n, op);
+        check_launch(s.get(), kernel);
+    }
+    download(h, c.out[0], s.get(), kernel);
+}
+
+template <class Op>
+void run_binary(const KernelCall& c, Format f, const Op& op, const char* kernel) {
+    if (f == Format::fp32) return run_binary_as<float>(c, op, kernel);
+    if (f == Format::fp16) return run_binary_as<__half>(c, op, kernel);
+    return run_binary_as<__nv_bfloat16>(c, op, kernel);
 }
 
 template <class Op>

@@ -9,15 +9,18 @@ template <class Hooks>
 Registry all_kernels() {
     Registry r;
     Hooks::activation(r);
+    Hooks::gated(r);
     return r;
 }
 
 struct EmuHooks {
     static void activation(Registry& r) { cuda_emu_kernels::register_activation(r); }
+    static void gated(Registry& r) { cuda_emu_kernels::register_gated(r); }
 };
 #if defined(CONFORM_WITH_CUDA)
 struct CudaHooks {
     static void activation(Registry& r) { cuda_kernels::register_activation(r); }
+    static void gated(Registry& r) { cuda_kernels::register_gated(r); }
 };
 #endif
 

@@ -165,6 +165,21 @@ inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
 inline double rsqrt(double a) { return 1.0 / std::sqrt(a); }
 
+// The <cmath> functions device code calls unqualified (for the emulated
+// sources, which see this namespace through a using-directive).
+using std::copysign;
+using std::erfc;
+using std::exp;
+using std::fabs;
+using std::fmax;
+using std::fmin;
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+using std::log1p;
+using std::nextafter;
+using std::tanh;
+
 // ---- atomics (blocks and threads run one at a time: plain read-modify-write) ----
 
 template <class T>

@@ -1,0 +1,66 @@
+// CUDA kernels of the gated family (swiglu, geglu, situ_glu, swiglu_clamp):
+// h = gate factor(gate) * up factor(up), cuda.<op>.<fmt> for fp32, fp16 and
+// bf16, evaluated in double and rounded once (docs/cuda.md; the formulas of
+// the CPU kernels' scalar path, impls/cpu/gated.cpp).
+#include "impls/cuda/activation_math.cuh"
+#include "impls/cuda/cuda.hpp"
+#include "impls/cuda/elementwise.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+namespace {
+
+// a(g) * u, where a(g) in double may have rounded to g itself (silu and
+// gelu for g beyond ~37, where the true value lies just below g) or to 0
+// (far left tail, where it is a tiny number of g's sign): nudging it one
+// double ulp that way keeps the product on the right side of a rounding
+// midpoint that g * u may land on exactly.
+template <class Act>
+struct Glu {
+    Act act;
+    __device__ double operator()(double g, double u) const {
+        double a = act(g);
+        if (a == g && g > 0 && isfinite(g)) a = nextafter(a, 0.0);
+        if (a == 0 && g != 0 && isfinite(g)) a = copysign(4.9406564584124654e-324, g);
+        return a * u;
+    }
+};
+
+struct SituGlu {
+    Softcap cap1, cap2;
+    __device__ double operator()(double g, double u) const { return cap1(g) * Sigmoid{}(g) * cap2(u); }
+};
+
+// silu(min(g, L)) * clamp(u, -L, L), NaN kept as std::min and std::clamp keep it.
+struct SwigluClamp {
+    double limit;
+    __device__ double operator()(double g, double u) const {
+        const double gc = limit < g ? limit : g;
+        const double uc = u < -limit ? -limit : (limit < u ? limit : u);
+        return Glu<Silu>{}(gc, 1.0) * uc;
+    }
+};
+
+template <class Op>
+void add(Registry& r, const char* op, const char* what, Op (*make)(const Params&)) {
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        KernelInfo k = kernel_info(op, f, what);
+        k.fn = [f, make, kernel = k.name](const KernelCall& c) { run_binary(c, f, make(c.params), kernel.c_str()); };
+        r.add(std::move(k));
+    }
+}
+
+Glu<Silu> swiglu(const Params&) { return {}; }
+Glu<GeluErf> geglu(const Params&) { return {}; }
+SituGlu situ_glu(const Params& p) { return {{p.get("beta1", 4)}, {p.get("beta2", 25)}}; }
+SwigluClamp swiglu_clamp(const Params& p) { return {p.get("limit", 10)}; }
+
+}  // namespace
+
+void register_gated(Registry& r) {
+    add(r, "swiglu", "silu(gate) * up", swiglu);
+    add(r, "geglu", "gelu_erf(gate) * up", geglu);
+    add(r, "situ_glu", "beta1 tanh(g/beta1) sigmoid(g) * beta2 tanh(u/beta2)", situ_glu);
+    add(r, "swiglu_clamp", "silu(min(g, L)) * clamp(u, -L, L)", swiglu_clamp);
+}
+
+}  // namespace conform::CONFORM_CUDA_NS
