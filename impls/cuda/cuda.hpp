@@ -18,16 +18,17 @@ const BackendRegistry& cuda_registry();
 // The same kernels under the CPU emulation.
 const BackendRegistry& cuda_emu_registry();
 
-// Registration hooks, one per family file, in each build's namespace.
+// Registration hooks, one per family file (register_<family>), in each
+// build's namespace.
+#define CONFORM_CUDA_FAMILIES(X) X(activation) X(gated) X(norm)
+#define CONFORM_CUDA_DECLARE_HOOK(family) void register_##family(Registry& r);
 namespace cuda_kernels {
-void register_activation(Registry& r);
-void register_gated(Registry& r);
+CONFORM_CUDA_FAMILIES(CONFORM_CUDA_DECLARE_HOOK)
 // Empty when a device is usable; otherwise why not.  library: the device and driver.
 std::string probe(std::string* library);
 }  // namespace cuda_kernels
 namespace cuda_emu_kernels {
-void register_activation(Registry& r);
-void register_gated(Registry& r);
+CONFORM_CUDA_FAMILIES(CONFORM_CUDA_DECLARE_HOOK)
 }  // namespace cuda_emu_kernels
 
 }  // namespace conform

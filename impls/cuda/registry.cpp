@@ -5,23 +5,20 @@ namespace conform {
 namespace {
 
 // Every family's registration hook, for one build.
-template <class Hooks>
-Registry all_kernels() {
+#define CONFORM_CUDA_CALL_HOOK(family) register_##family(r);
+Registry emu_kernels() {
+    using namespace cuda_emu_kernels;
     Registry r;
-    Hooks::activation(r);
-    Hooks::gated(r);
+    CONFORM_CUDA_FAMILIES(CONFORM_CUDA_CALL_HOOK)
     return r;
 }
-
-struct EmuHooks {
-    static void activation(Registry& r) { cuda_emu_kernels::register_activation(r); }
-    static void gated(Registry& r) { cuda_emu_kernels::register_gated(r); }
-};
 #if defined(CONFORM_WITH_CUDA)
-struct CudaHooks {
-    static void activation(Registry& r) { cuda_kernels::register_activation(r); }
-    static void gated(Registry& r) { cuda_kernels::register_gated(r); }
-};
+Registry device_kernels() {
+    using namespace cuda_kernels;
+    Registry r;
+    CONFORM_CUDA_FAMILIES(CONFORM_CUDA_CALL_HOOK)
+    return r;
+}
 #endif
 
 }  // namespace
@@ -31,11 +28,11 @@ const BackendRegistry& cuda_registry() {
         BackendRegistry b;
         b.backend = "cuda";
         // The kernel list is the emulation's: the same sources, the same names.
-        const Registry names = all_kernels<EmuHooks>();
+        const Registry names = emu_kernels();
 #if defined(CONFORM_WITH_CUDA)
         const std::string why = cuda_kernels::probe(&b.library);
         if (why.empty()) {
-            b.kernels = all_kernels<CudaHooks>();
+            b.kernels = device_kernels();
             return b;
         }
 #else
@@ -54,7 +51,7 @@ const BackendRegistry& cuda_emu_registry() {
         BackendRegistry b;
         b.backend = "cuda-emu";
         b.library = "CUDA emulated on the CPU (impls/cuda/emu: blocks in turn, threads as fibers)";
-        b.kernels = all_kernels<EmuHooks>();
+        b.kernels = emu_kernels();
         return b;
     }();
     return reg;

@@ -1,0 +1,42 @@
+// Block-wide reductions for the row kernels (norm.cu, softmax.cu): a warp
+// reduces by butterfly shuffles, lane 0 of each warp leaves its part in
+// shared memory, warp 0 reduces those, and every thread gets the total.
+// Any block size that is a multiple of 32, up to 1024.
+#pragma once
+#include "impls/cuda/cuda_compat.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+template <class T, class Combine>
+__device__ __forceinline__ T warp_reduce(T v, Combine f) {
+    for (int m = 16; m > 0; m /= 2) v = f(v, __shfl_xor_sync(kFullMask, v, m));
+    return v;
+}
+
+// Safe to call several times in a row: a thread reads the previous total
+// before the next call's first barrier, which every writer waits for.
+template <class T, class Combine>
+__device__ T block_reduce(T v, Combine f, T identity) {
+    __shared__ T parts[32];
+    __shared__ T total;
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = warp_reduce(v, f);
+    if (lane == 0) parts[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        T w = lane < warps ? parts[lane] : identity;
+        w = warp_reduce(w, f);
+        if (lane == 0) total = w;
+    }
+    __syncthreads();
+    return total;
+}
+
+struct Add {
+    template <class T>
+    __device__ T operator()(T a, T b) const { return a + b; }
+};
+
+}  // namespace conform::CONFORM_CUDA_NS
