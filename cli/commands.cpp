@@ -187,6 +187,12 @@ int cmd_mutate(const Selection& s0, std::uint64_t seed, int cases, const std::st
     Selection s = s0;
     s.roles = {Role::mutant};
     const auto ks = select(s);
+    if (ks.empty()) {
+        // A GPU backend without a GPU: its mutants are not provided, and nothing was checked.
+        std::cerr << "conform: no mutant of backend " << s.backend << " can run here ("
+                  << select_not_provided(s).size() << " kernels not provided); nothing was checked\n";
+        return 1;
+    }
     install_interrupt_handler();
     report::RunReport rep = new_report(seed, cases, s);
     props::RunConfig cfg;

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
 
     auto* mutate = app.add_subcommand("mutate", "run the suite against every mutant; print the kill rate");
     add_selection(mutate, sel);
+    add_backend(mutate, sel);
     mutate->add_option("--seed", seed, "RapidCheck seed")->capture_default_str();
     mutate->add_option("--cases", cases, "generated cases per property")->capture_default_str()->check(CLI::PositiveNumber);
     auto* mutate_out = mutate->add_option("--out", out, "also write a report directory");

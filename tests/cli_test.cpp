@@ -80,6 +80,10 @@ TEST(CliCuda, WithoutAGpuNothingIsCheckedAndTheRunFails) {
     EXPECT_EQ(run("run --backend cuda --op silu --out " + dir.string(), &out), 1) << out;
     EXPECT_NE(out.find("cuda.silu.fp16                           not provided: "), std::string::npos) << out;
     EXPECT_NE(out.find("nothing was checked"), std::string::npos) << out;
+    EXPECT_EQ(run("mutate --backend cuda", &out), 1) << out;
+    EXPECT_NE(out.find("no mutant of backend cuda can run here"), std::string::npos) << out;
+    EXPECT_EQ(run("mutate --backend cuda-emu --op rms_norm", &out), 0) << out;
+    EXPECT_NE(out.find("kill rate: 3/3"), std::string::npos) << out;
     EXPECT_EQ(run("run --backend cuda-emu --op silu --dtype bf16 --out " + dir.string(), &out), 0) << out;
     EXPECT_NE(out.find("cuda.silu.bf16"), std::string::npos) << out;
     EXPECT_NE(out.find("PASSED: 0 of 1 kernels failed"), std::string::npos) << out;

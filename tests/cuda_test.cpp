@@ -13,9 +13,10 @@
 namespace conform {
 namespace {
 
-std::vector<std::string> names(const BackendRegistry& b) {
+std::vector<std::string> names(const BackendRegistry& b, Role role) {
     std::vector<std::string> v;
-    for (const KernelInfo& k : b.kernels.all()) v.push_back(k.name);
+    for (const KernelInfo& k : b.kernels.all())
+        if (k.role == role) v.push_back(k.name);
     return v;
 }
 
@@ -33,22 +34,37 @@ class CudaEmuKernel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaEmuKernel, AllPropertiesPass) { expect_suite_passes(*cuda_emu_registry().kernels.find(GetParam())); }
 
-INSTANTIATE_TEST_SUITE_P(Emu, CudaEmuKernel, ::testing::ValuesIn(names(cuda_emu_registry())), testing::test_name);
+INSTANTIATE_TEST_SUITE_P(Emu, CudaEmuKernel, ::testing::ValuesIn(names(cuda_emu_registry(), Role::kernel)),
+                         testing::test_name);
+
+// Every GPU mutant fails at least one property under the emulation.
+class CudaEmuMutant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEmuMutant, IsKilled) {
+    const KernelInfo& k = *cuda_emu_registry().kernels.find(GetParam());
+    EXPECT_FALSE(props::run_suite(k, testing::env_config()).passed) << k.name << " (" << k.description << ") survived";
+}
+
+INSTANTIATE_TEST_SUITE_P(Emu, CudaEmuMutant, ::testing::ValuesIn(names(cuda_emu_registry(), Role::mutant)),
+                         testing::test_name);
 
 // Every family the backend covers has a kernel in each storage format, and
 // each name is the one the cuda backend gives the same source.
 TEST(CudaBackend, EmulationAndDeviceShareTheKernelNames) {
     std::set<std::string> emu, dev;
+    int mutants = 0;
     for (const KernelInfo& k : cuda_emu_registry().kernels.all()) {
         emu.insert(k.name);
         EXPECT_EQ(k.backend, "cuda-emu");
-        EXPECT_EQ(k.name.rfind("cuda.", 0), 0u) << k.name;
-        EXPECT_EQ(k.role, Role::kernel);
+        EXPECT_EQ(k.name.rfind(k.role == Role::mutant ? "mutant.cuda." : "cuda.", 0), 0u) << k.name;
+        EXPECT_NE(k.role, Role::baseline) << k.name;
+        mutants += k.role == Role::mutant;
     }
+    EXPECT_GE(mutants, 8);
     for (const KernelInfo& k : cuda_registry().kernels.all()) dev.insert(k.name);
     for (const NotProvided& n : cuda_registry().not_provided) dev.insert(n.kernel);
     EXPECT_EQ(emu, dev);
-    EXPECT_GE(emu.size(), 18u);
+    EXPECT_GE(emu.size() - mutants, 39u);
 }
 
 // Without a usable GPU (CI): every cuda kernel is not provided, with the

@@ -3,8 +3,10 @@
 // unary and a binary op.
 #pragma once
 #include <algorithm>
+#include <type_traits>
 
 #include "impls/cuda/device_io.cuh"
+#include "impls/cuda/reduce.cuh"  // NoBug
 #include "impls/registry.hpp"
 
 namespace conform::CONFORM_CUDA_NS {
@@ -31,7 +33,17 @@ struct alignas(16) Pack {
     S v[kLanes];
 };
 
-template <class Op, class S>
+// The store of a result; the truncating one is a GPU mutant's bug
+// (__float2bfloat16_rz of the float result).
+template <class S, class Bug>
+__device__ __forceinline__ S store_as(double d) {
+    if constexpr (Bug::kTruncateBf16 && std::is_same_v<S, __nv_bfloat16>)
+        return __float2bfloat16_rz(static_cast<float>(d));
+    else
+        return store<S>(d);
+}
+
+template <class Op, class S, class Bug = NoBug>
 __global__ void unary_kernel(const S* __restrict__ x, S* __restrict__ y, long long n, Op op) {
     constexpr int V = Pack<S>::kLanes;
     const long long tid = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
@@ -42,10 +54,11 @@ __global__ void unary_kernel(const S* __restrict__ x, S* __restrict__ y, long lo
     for (long long p = tid; p < packs; p += stride) {
         Pack<S> a = xp[p];
         CONFORM_UNROLL
-        for (int j = 0; j < V; ++j) a.v[j] = store<S>(op(load(a.v[j])));
+        for (int j = 0; j < V; ++j) a.v[j] = store_as<S, Bug>(op(load(a.v[j])));
         yp[p] = a;
     }
-    for (long long i = packs * V + tid; i < n; i += stride) y[i] = store<S>(op(load(x[i])));
+    if (Bug::kDropTail) return;
+    for (long long i = packs * V + tid; i < n; i += stride) y[i] = store_as<S, Bug>(op(load(x[i])));
 }
 
 // The gated ops: h = op(gate, up), two inputs of one shape.
@@ -88,14 +101,14 @@ inline unsigned blocks_for(long long work) {
     return static_cast<unsigned>(std::clamp<long long>((work + kThreads - 1) / kThreads, 1, 4096));
 }
 
-template <class S, class Op>
+template <class S, class Op, class Bug = NoBug>
 void run_unary_as(const KernelCall& c, const Op& op, const char* kernel) {
     const long long n = c.in[0].numel();
     Stream s(kernel);
     DeviceBuffer x(static_cast<std::size_t>(n) * sizeof(S), kernel), y(static_cast<std::size_t>(n) * sizeof(S), kernel);
     upload(c.in[0], x, s.get(), kernel);
     if (n > 0) {
-        auto* kernel_fn = unary_kernel<Op, S>;
+        auto* kernel_fn = unary_kernel<Op, S, Bug>;
         CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1)), dim3(kThreads), 0, s.get())
         (x.as<S>(), y.as<S>(), n, op);
         check_launch(s.get(), kernel);
@@ -127,11 +140,11 @@ void run_binary(const KernelCall& c, Format f, const Op& op, const char* kernel)
     return run_binary_as<__nv_bfloat16>(c, op, kernel);
 }
 
-template <class Op>
+template <class Bug = NoBug, class Op>
 void run_unary(const KernelCall& c, Format f, const Op& op, const char* kernel) {
-    if (f == Format::fp32) return run_unary_as<float>(c, op, kernel);
-    if (f == Format::fp16) return run_unary_as<__half>(c, op, kernel);
-    return run_unary_as<__nv_bfloat16>(c, op, kernel);
+    if (f == Format::fp32) return run_unary_as<float, Op, Bug>(c, op, kernel);
+    if (f == Format::fp16) return run_unary_as<__half, Op, Bug>(c, op, kernel);
+    return run_unary_as<__nv_bfloat16, Op, Bug>(c, op, kernel);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -10,98 +10,11 @@
 // then the sum of squared deviations from it, so large-mean rows keep
 // their spread.  The IEEE special values of docs/norm.md follow from the
 // arithmetic itself (a NaN or Inf reaches the sums; 0 * Inf is NaN).
-#include <algorithm>
-
 #include "impls/cuda/cuda.hpp"
-#include "impls/cuda/elementwise.cuh"
-#include "impls/cuda/reduce.cuh"
+#include "impls/cuda/norm.cuh"
 
 namespace conform::CONFORM_CUDA_NS {
 namespace {
-
-enum class Norm { rms, layer, l2 };
-
-struct RowArgs {
-    long long rows = 0;
-    int n = 0;
-    double eps = 0;
-    bool zero_centered = false;
-};
-
-template <Norm Op, class S>
-__global__ void norm_rows(const S* __restrict__ x, const S* __restrict__ w, const S* __restrict__ b, S* __restrict__ y,
-                          RowArgs a) {
-    for (long long r = blockIdx.x; r < a.rows; r += gridDim.x) {
-        const S* xr = x + r * a.n;
-        S* yr = y + r * a.n;
-        double q, mu = 0;
-        if (Op == Norm::layer) {
-            double s = 0;
-            for (int i = threadIdx.x; i < a.n; i += blockDim.x) s += load(xr[i]);
-            mu = block_reduce(s, Add{}, 0.0) / a.n;
-            double v = 0;
-            for (int i = threadIdx.x; i < a.n; i += blockDim.x) {
-                const double d = load(xr[i]) - mu;
-                v += d * d;
-            }
-            q = 1.0 / sqrt(block_reduce(v, Add{}, 0.0) / a.n + a.eps);
-        } else {
-            double s = 0;
-            for (int i = threadIdx.x; i < a.n; i += blockDim.x) {
-                const double v = load(xr[i]);
-                s += v * v;
-            }
-            const double t = block_reduce(s, Add{}, 0.0);
-            q = 1.0 / sqrt((Op == Norm::rms ? t / a.n : t) + a.eps);
-        }
-        for (int i = threadIdx.x; i < a.n; i += blockDim.x) {
-            const double v = load(xr[i]);
-            if (Op == Norm::l2) {
-                yr[i] = store<S>(v * q);
-            } else if (Op == Norm::rms) {
-                const double g = a.zero_centered ? 1.0 + load(w[i]) : load(w[i]);
-                yr[i] = store<S>(v * q * g);
-            } else {
-                yr[i] = store<S>((v - mu) * q * load(w[i]) + load(b[i]));
-            }
-        }
-    }
-}
-
-// Threads per block: the row length rounded up to a warp, at most 256.
-unsigned threads_for(int n) { return static_cast<unsigned>(std::clamp((n + 31) / 32 * 32, 32, 256)); }
-
-template <Norm Op, class S>
-void run_norm_as(const KernelCall& c, const char* kernel) {
-    const TensorView& xv = c.in[0];
-    RowArgs a;
-    a.n = static_cast<int>(xv.cols());
-    a.rows = xv.rows();
-    a.eps = c.params.get("eps", Op == Norm::layer ? 1e-5 : 1e-6);
-    a.zero_centered = c.params.get("zero_centered", 0) != 0;
-    const std::size_t bytes = static_cast<std::size_t>(xv.numel()) * sizeof(S);
-    const std::size_t row_bytes = static_cast<std::size_t>(a.n) * sizeof(S);
-    Stream s(kernel);
-    DeviceBuffer x(bytes, kernel), y(bytes, kernel), w(row_bytes, kernel), b(row_bytes, kernel);
-    upload(xv, x, s.get(), kernel);
-    if (Op != Norm::l2) upload(c.in[1], w, s.get(), kernel);
-    if (Op == Norm::layer) upload(c.in[2], b, s.get(), kernel);
-    if (a.rows > 0 && a.n > 0) {
-        auto* kernel_fn = norm_rows<Op, S>;
-        const unsigned blocks = static_cast<unsigned>(std::min<long long>(a.rows, 4096));
-        CONFORM_LAUNCH(kernel_fn, dim3(blocks), dim3(threads_for(a.n)), 0, s.get())
-        (x.as<S>(), w.as<S>(), b.as<S>(), y.as<S>(), a);
-        check_launch(s.get(), kernel);
-    }
-    download(y, c.out[0], s.get(), kernel);
-}
-
-template <Norm Op>
-void run_norm(const KernelCall& c, Format f, const char* kernel) {
-    if (f == Format::fp32) return run_norm_as<Op, float>(c, kernel);
-    if (f == Format::fp16) return run_norm_as<Op, __half>(c, kernel);
-    return run_norm_as<Op, __nv_bfloat16>(c, kernel);
-}
 
 template <Norm Op>
 void add(Registry& r, const char* op, const char* what) {

@@ -9,25 +9,35 @@ namespace conform::CONFORM_CUDA_NS {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
-template <class T, class Combine>
+// The GPU mutants' bugs (impls/mutants/cuda_*.cu), all off in the kernels.
+struct NoBug {
+    static constexpr bool kHalfWarp = false;      // butterfly over 16 lanes: half of each warp's sum lost
+    static constexpr bool kEarlyRead = false;     // warp 0 reads the warps' parts before the barrier
+    static constexpr bool kFp16Sum = false;       // norms: the row sum accumulated in fp16
+    static constexpr bool kPlainWeight = false;   // rms_norm: zero_centered ignored, w instead of 1 + w
+    static constexpr bool kDropTail = false;      // elementwise: the elements after the last full pack skipped
+    static constexpr bool kTruncateBf16 = false;  // elementwise: bf16 stored by truncating a float
+};
+
+template <class Bug = NoBug, class T, class Combine>
 __device__ __forceinline__ T warp_reduce(T v, Combine f) {
-    for (int m = 16; m > 0; m /= 2) v = f(v, __shfl_xor_sync(kFullMask, v, m));
+    for (int m = Bug::kHalfWarp ? 8 : 16; m > 0; m /= 2) v = f(v, __shfl_xor_sync(kFullMask, v, m));
     return v;
 }
 
 // Safe to call several times in a row: a thread reads the previous total
 // before the next call's first barrier, which every writer waits for.
-template <class T, class Combine>
+template <class Bug = NoBug, class T, class Combine>
 __device__ T block_reduce(T v, Combine f, T identity) {
     __shared__ T parts[32];
     __shared__ T total;
     const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    v = warp_reduce(v, f);
+    v = warp_reduce<Bug>(v, f);
     if (lane == 0) parts[warp] = v;
-    __syncthreads();
+    if (!Bug::kEarlyRead) __syncthreads();
     if (warp == 0) {
         T w = lane < warps ? parts[lane] : identity;
-        w = warp_reduce(w, f);
+        w = warp_reduce<Bug>(w, f);
         if (lane == 0) total = w;
     }
     __syncthreads();

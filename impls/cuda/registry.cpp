@@ -5,18 +5,17 @@ namespace conform {
 namespace {
 
 // Every family's registration hook, for one build.
-#define CONFORM_CUDA_CALL_HOOK(family) register_##family(r);
+#define CONFORM_CUDA_CALL_EMU_HOOK(family) cuda_emu_kernels::register_##family(r);
+#define CONFORM_CUDA_CALL_DEVICE_HOOK(family) cuda_kernels::register_##family(r);
 Registry emu_kernels() {
-    using namespace cuda_emu_kernels;
     Registry r;
-    CONFORM_CUDA_FAMILIES(CONFORM_CUDA_CALL_HOOK)
+    CONFORM_CUDA_FAMILIES(CONFORM_CUDA_CALL_EMU_HOOK)
     return r;
 }
 #if defined(CONFORM_WITH_CUDA)
 Registry device_kernels() {
-    using namespace cuda_kernels;
     Registry r;
-    CONFORM_CUDA_FAMILIES(CONFORM_CUDA_CALL_HOOK)
+    CONFORM_CUDA_FAMILIES(CONFORM_CUDA_CALL_DEVICE_HOOK)
     return r;
 }
 #endif

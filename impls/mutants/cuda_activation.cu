@@ -1,0 +1,48 @@
+// GPU mutants of the activation family (docs/cuda.md, "Mutants").
+#include "impls/cuda/activation_math.cuh"
+#include "impls/cuda/cuda.hpp"
+#include "impls/cuda/elementwise.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+namespace {
+
+struct DropTail : NoBug {
+    static constexpr bool kDropTail = true;
+};
+struct TruncateBf16 : NoBug {
+    static constexpr bool kTruncateBf16 = true;
+};
+
+// softplus through the fast intrinsic in float: __expf loses accuracy as
+// |x| grows, and log1pf adds its own.
+struct FastSoftplus {
+    __device__ double operator()(double xd) const {
+        const float x = static_cast<float>(xd);
+        return fmaxf(x, 0.0f) + log1pf(__expf(-fabsf(x)));
+    }
+};
+
+template <class Bug, class Op>
+void add(Registry& r, const char* op, const char* bug, Format f, const char* bug_class, const char* what) {
+    KernelInfo k = kernel_info(op, f, what);
+    k.name = std::string("mutant.cuda.") + op + "." + bug + "." + name(f);
+    k.variant = bug;
+    k.role = Role::mutant;
+    k.bug_class = bug_class;
+    k.description = what;
+    k.fn = [f, kernel = k.name](const KernelCall& c) { run_unary<Bug>(c, f, Op{}, kernel.c_str()); };
+    r.add(std::move(k));
+}
+
+}  // namespace
+
+void register_mutants_activation(Registry& r) {
+    add<DropTail, Silu>(r, "silu", "tail_dropped", Format::fp32, "16 GPU structure",
+                        "the elements after the last whole 16-byte pack are never written");
+    add<TruncateBf16, Silu>(r, "silu", "bf16_truncated", Format::bf16, "18 rounding mode",
+                            "bf16 stored by __float2bfloat16_rz of the float result");
+    add<NoBug, FastSoftplus>(r, "softplus", "fast_expf", Format::fp32, "16 GPU structure",
+                             "max(x, 0) + log1pf(__expf(-|x|)) in float");
+}
+
+}  // namespace conform::CONFORM_CUDA_NS
