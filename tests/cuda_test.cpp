@@ -67,6 +67,19 @@ TEST(CudaBackend, EmulationAndDeviceShareTheKernelNames) {
     EXPECT_GE(emu.size() - mutants, 39u);
 }
 
+// The two softmax conventions for an all -inf row are both judged: each
+// kernel fails under the other's declaration.
+TEST(CudaBackend, EachMaskedRowConventionFailsUnderTheOther) {
+    KernelInfo zero = *cuda_emu_registry().kernels.find("cuda.softmax.fp32");
+    KernelInfo nan = *cuda_emu_registry().kernels.find("cuda.softmax.nan_rows.fp32");
+    zero.conventions = {{"masked_row", "nan"}};
+    nan.conventions.clear();
+    props::RunConfig cfg;
+    cfg.cases = 50;
+    EXPECT_FALSE(props::run_suite(zero, cfg).passed);
+    EXPECT_FALSE(props::run_suite(nan, cfg).passed);
+}
+
 // Without a usable GPU (CI): every cuda kernel is not provided, with the
 // runtime's reason; nothing is registered that could pass.
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {

@@ -17,11 +17,19 @@ struct NoBug {
     static constexpr bool kPlainWeight = false;   // rms_norm: zero_centered ignored, w instead of 1 + w
     static constexpr bool kDropTail = false;      // elementwise: the elements after the last full pack skipped
     static constexpr bool kTruncateBf16 = false;  // elementwise: bf16 stored by truncating a float
+    static constexpr bool kSkipRescale = false;   // softmax: one side of a merge keeps its own maximum's sum
 };
+
+// A butterfly step's exchange; a struct of several values overloads it
+// (softmax.cu's running maximum and sum).
+template <class T>
+__device__ __forceinline__ T shuffle_xor(T v, int lane_mask) {
+    return __shfl_xor_sync(kFullMask, v, lane_mask);
+}
 
 template <class Bug = NoBug, class T, class Combine>
 __device__ __forceinline__ T warp_reduce(T v, Combine f) {
-    for (int m = Bug::kHalfWarp ? 8 : 16; m > 0; m /= 2) v = f(v, __shfl_xor_sync(kFullMask, v, m));
+    for (int m = Bug::kHalfWarp ? 8 : 16; m > 0; m /= 2) v = f(v, shuffle_xor(v, m));
     return v;
 }
 

@@ -1,0 +1,42 @@
+// CUDA softmax (docs/softmax.md for the formula, special values and the
+// bound): cuda.softmax.<fmt> (an all −∞ row gives 0, the oracle's
+// convention) and cuda.softmax.nan_rows.<fmt> (it gives NaN, torch's,
+// declared masked_row = nan), for fp32, fp16 and bf16 storage.
+//
+// One block per row.  The statistics take one pass: each thread keeps a
+// running maximum and sum over its strided entries (the online recurrence,
+// the rescale skipped while the maximum is −∞), and the block merges the
+// threads' pairs with the same rule through warp shuffles; the output pass
+// is exp(x − m) / l.  Everything in double (declared acc fp64), one
+// rounding into the storage format.
+#include "impls/cuda/cuda.hpp"
+#include "impls/cuda/softmax.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+namespace {
+
+template <bool kNanRows>
+void add(Registry& r) {
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        KernelInfo k = kernel_info("softmax", f, "");
+        if (kNanRows) {
+            k.name = std::string("cuda.softmax.nan_rows.") + name(f);
+            k.variant = "cuda.nan_rows";
+            k.conventions = {{"masked_row", "nan"}};
+        }
+        k.description = std::string("online max and sum per thread, merged by warp shuffles; exp(x - m) / l in double, "
+                                    "one rounding into ") +
+                        name(f) + (kNanRows ? "; an all -inf row gives NaN (masked_row = nan)" : "");
+        k.fn = [f, kernel = k.name](const KernelCall& c) { run_softmax<kNanRows>(c, f, kernel.c_str()); };
+        r.add(std::move(k));
+    }
+}
+
+}  // namespace
+
+void register_softmax(Registry& r) {
+    add<false>(r);
+    add<true>(r);
+}
+
+}  // namespace conform::CONFORM_CUDA_NS

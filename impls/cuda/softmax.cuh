@@ -1,0 +1,89 @@
+// The softmax kernel and host call (softmax.cu registers them; the GPU
+// mutants of impls/mutants/cuda_softmax.cu instantiate them with one bug).
+#pragma once
+#include <algorithm>
+
+#include "impls/cuda/elementwise.cuh"
+#include "impls/cuda/reduce.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+
+
+// The running state over some entries: m their maximum (NaN once any is
+// NaN), l = Σ exp(x − m) (0 while m = −∞).
+struct MaxSum {
+    double m, l;
+};
+
+template <>
+__device__ __forceinline__ MaxSum shuffle_xor(MaxSum v, int lane_mask) {
+    return {__shfl_xor_sync(kFullMask, v.m, lane_mask), __shfl_xor_sync(kFullMask, v.l, lane_mask)};
+}
+
+// l · exp(m − m'), which is 0 for an empty part (m = −∞) instead of NaN.
+__device__ __forceinline__ double rescaled(const MaxSum& s, double m) { return s.m == -INFINITY ? 0.0 : s.l * exp(s.m - m); }
+
+template <class Bug>
+struct Merge {
+    __device__ MaxSum operator()(const MaxSum& a, const MaxSum& b) const {
+        if (isnan(a.m) || isnan(b.m)) return {NAN, NAN};
+        const double m = fmax(a.m, b.m);
+        if (m == -INFINITY) return {m, 0.0};
+        // The mutant's bug: one side's sum kept against its own maximum.
+        return {m, (Bug::kSkipRescale ? a.l : rescaled(a, m)) + rescaled(b, m)};
+    }
+};
+
+// One entry into a running state.
+__device__ __forceinline__ MaxSum push(MaxSum s, double x) {
+    if (isnan(x) || isnan(s.m)) return {NAN, NAN};
+    if (x == -INFINITY) return s;  // contributes exp(−∞) = 0
+    if (x > s.m) return {x, rescaled(s, x) + 1.0};
+    return {s.m, s.l + exp(x - s.m)};
+}
+
+template <class S, bool kNanRows, class Bug = NoBug>
+__global__ void softmax_rows(const S* __restrict__ x, S* __restrict__ y, long long rows, int n) {
+    for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+        const S* xr = x + r * n;
+        S* yr = y + r * n;
+        MaxSum s{-INFINITY, 0.0};
+        for (int i = threadIdx.x; i < n; i += blockDim.x) s = push(s, load(xr[i]));
+        s = block_reduce(s, Merge<Bug>{}, MaxSum{-INFINITY, 0.0});
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const double v = load(xr[i]);
+            // An all −∞ row: the empty distribution, 0 (or NaN, as exp(−∞ − (−∞)) / 0 gives it).
+            const double out = s.m == -INFINITY ? (kNanRows ? NAN : 0.0) : exp(v - s.m) / s.l;
+            yr[i] = store<S>(out);
+        }
+    }
+}
+
+template <class S, bool kNanRows, class Bug = NoBug>
+void run_softmax_as(const KernelCall& c, const char* kernel) {
+    const TensorView& xv = c.in[0];
+    const int n = static_cast<int>(xv.cols());
+    const long long rows = xv.rows();
+    const std::size_t bytes = static_cast<std::size_t>(xv.numel()) * sizeof(S);
+    Stream s(kernel);
+    DeviceBuffer x(bytes, kernel), y(bytes, kernel);
+    upload(xv, x, s.get(), kernel);
+    if (rows > 0 && n > 0) {
+        auto* kernel_fn = softmax_rows<S, kNanRows, Bug>;
+        const unsigned threads = static_cast<unsigned>(std::clamp((n + 31) / 32 * 32, 32, 256));
+        CONFORM_LAUNCH(kernel_fn, dim3(static_cast<unsigned>(std::min<long long>(rows, 4096))), dim3(threads), 0,
+                       s.get())
+        (x.as<S>(), y.as<S>(), rows, n);
+        check_launch(s.get(), kernel);
+    }
+    download(y, c.out[0], s.get(), kernel);
+}
+
+template <bool kNanRows, class Bug = NoBug>
+void run_softmax(const KernelCall& c, Format f, const char* kernel) {
+    if (f == Format::fp32) return run_softmax_as<float, kNanRows, Bug>(c, kernel);
+    if (f == Format::fp16) return run_softmax_as<__half, kNanRows, Bug>(c, kernel);
+    run_softmax_as<__nv_bfloat16, kNanRows, Bug>(c, kernel);
+}
+
+}  // namespace conform::CONFORM_CUDA_NS
