@@ -20,7 +20,8 @@ const BackendRegistry& cuda_emu_registry();
 
 // Registration hooks, one per family file (register_<family>), in each
 // build's namespace.
-#define CONFORM_CUDA_FAMILIES(X) X(activation) X(gated) X(norm) X(softmax) X(mutants_activation) X(mutants_norm) X(mutants_softmax)
+#define CONFORM_CUDA_FAMILIES(X) X(activation) X(gated) X(norm) X(softmax) X(rope) X(mutants_activation) X(mutants_norm) X(mutants_softmax) \
+    X(mutants_rope)
 #define CONFORM_CUDA_DECLARE_HOOK(family) void register_##family(Registry& r);
 namespace cuda_kernels {
 CONFORM_CUDA_FAMILIES(CONFORM_CUDA_DECLARE_HOOK)

@@ -18,6 +18,7 @@ struct NoBug {
     static constexpr bool kDropTail = false;      // elementwise: the elements after the last full pack skipped
     static constexpr bool kTruncateBf16 = false;  // elementwise: bf16 stored by truncating a float
     static constexpr bool kSkipRescale = false;   // softmax: one side of a merge keeps its own maximum's sum
+    static constexpr bool kFastSincos = false;    // rope: the angle in float through __sinf/__cosf
 };
 
 // A butterfly step's exchange; a struct of several values overloads it

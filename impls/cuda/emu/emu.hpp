@@ -178,7 +178,10 @@ using std::isinf;
 using std::isnan;
 using std::log1p;
 using std::nextafter;
+using std::pow;
 using std::tanh;
+// sincos(double): the device's and glibc's, one call for both.
+inline void sincos(double a, double* s, double* c) { *s = std::sin(a), *c = std::cos(a); }
 
 // ---- atomics (blocks and threads run one at a time: plain read-modify-write) ----
 

@@ -1,0 +1,26 @@
+// GPU mutants of RoPE (docs/cuda.md, "Mutants").
+#include "impls/cuda/cuda.hpp"
+#include "impls/cuda/rope.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+namespace {
+
+struct FastSincos : NoBug {
+    static constexpr bool kFastSincos = true;
+};
+
+}  // namespace
+
+void register_mutants_rope(Registry& r) {
+    const Format f = Format::fp32;
+    KernelInfo k = kernel_info("rope", f, "");
+    k.name = "mutant.cuda.rope.fast_sincos.fp32";
+    k.variant = "fast_sincos";
+    k.role = Role::mutant;
+    k.bug_class = "16 GPU structure";
+    k.description = "the angle (offset + l) theta in float through __sinf/__cosf: wrong at long positions";
+    k.fn = [f, kernel = k.name](const KernelCall& c) { run_rope<FastSincos>(c, f, kernel.c_str()); };
+    r.add(std::move(k));
+}
+
+}  // namespace conform::CONFORM_CUDA_NS
