@@ -49,6 +49,9 @@ struct KernelInfo {
     // be sharper; a kernel that breaks its declaration fails.  Bound
     // functions read them as parameters "declared.<key>".
     std::map<std::string, double> declared;
+    // The same kernel under other launch configurations (GPU kernels: one
+    // block, one warp), each named: the determinism property checks them.
+    std::vector<std::pair<std::string, KernelFn>> launches;
 };
 
 // A mutant's entry: named mutant.<op>.<bug>.<fmt>, input and output in f,

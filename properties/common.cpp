@@ -87,6 +87,46 @@ void add_common_properties(std::vector<PropertyDef>& v) {
                      };
                  },
                  2});
+    // GPU kernels (docs/cuda.md, "Determinism"): the same inputs twice give
+    // the same bits, unless the kernel declares itself nondeterministic
+    // (atomics), when both runs must pass; every other launch configuration
+    // it names (one block, one warp) must pass on the same case, since a
+    // different block size may reorder its sums.
+    PropertyDef determinism{
+        "determinism",
+        "the same inputs twice give the same bits (or, declared nondeterministic, both within budget); every other "
+        "launch configuration within budget",
+        [](const OpSpec&) { return true; },
+        [](const KernelInfo& k, const RunConfig& cfg, Stats*) -> Testable {
+            return [&k, cfg] {
+                GenOptions opt;
+                opt.max_n = cfg.max_n;
+                const Case c = build_case(*gen_spec(*find_op(k.op), k.in, opt));
+                const bool nondeterministic = k.declared.count("nondeterministic") && k.declared.at("nondeterministic");
+                if (nondeterministic) {
+                    for (int run = 0; run < 2; ++run) {
+                        const CaseResult r = check_case(k, c.params, c.views());
+                        if (!r.pass) RC_FAIL("run " + std::to_string(run + 1) + ": " + r.message);
+                    }
+                } else {
+                    const auto a = run_kernel(k, c.params, c.views()), b = run_kernel(k, c.params, c.views());
+                    std::string where;
+                    for (std::size_t o = 0; o < a.size(); ++o)
+                        if (!identical(a[o], b[o], &where))
+                            RC_FAIL("two runs on the same inputs differ at output " + std::to_string(o) + " " + where +
+                                    " (a kernel that may must declare nondeterministic = 1)");
+                }
+                for (const auto& [name, fn] : k.launches) {
+                    KernelInfo alt = k;
+                    alt.fn = fn;
+                    const CaseResult r = check_case(alt, c.params, c.views());
+                    if (!r.pass) RC_FAIL("launch '" + name + "': " + r.message);
+                }
+            };
+        },
+        4};
+    determinism.for_kernel = [](const KernelInfo& k) { return k.backend.rfind("cuda", 0) == 0; };
+    v.push_back(std::move(determinism));
 }
 
 }  // namespace conform::props

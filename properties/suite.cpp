@@ -320,6 +320,7 @@ report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
         if (on_property) on_property(r.properties.back());
     };
     for (const PropertyDef* p : properties_for(*find_op(k.op))) {
+        if (p->for_kernel && !p->for_kernel(k)) continue;
         Stats local;
         add(run_property(*p, k, cfg, &local));
         if (p->name == "within_budget") within.merge(local);

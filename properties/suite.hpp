@@ -47,6 +47,8 @@ struct PropertyDef {
     std::function<bool(const OpSpec&)> applies;
     std::function<Testable(const KernelInfo&, const RunConfig&, Stats*)> make;
     int case_divisor = 1;  // expensive properties run cases / divisor
+    // Unset: every kernel of an op it applies to; set: only kernels it accepts.
+    std::function<bool(const KernelInfo&)> for_kernel;
 };
 
 const std::vector<PropertyDef>& property_defs();

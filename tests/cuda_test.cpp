@@ -5,6 +5,7 @@
 // reason.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <set>
 
 #include "impls/cuda/cuda.hpp"
@@ -78,6 +79,45 @@ TEST(CudaBackend, EachMaskedRowConventionFailsUnderTheOther) {
     cfg.cases = 50;
     EXPECT_FALSE(props::run_suite(zero, cfg).passed);
     EXPECT_FALSE(props::run_suite(nan, cfg).passed);
+}
+
+namespace {
+
+// The outcome of the named property in k's suite.
+const report::PropertyOutcome* outcome(const report::KernelReport& r, const std::string& name) {
+    for (const auto& p : r.properties)
+        if (p.name == name) return &p;
+    return nullptr;
+}
+
+}  // namespace
+
+// Determinism: a kernel whose two runs differ fails it; a kernel right
+// only while its grid covers the tensor (no grid-stride loop) passes every
+// other property and fails it on the one-block launch.
+TEST(CudaDeterminism, DifferingRunsAndUncoveredGridsFail) {
+    props::RunConfig cfg;
+    cfg.cases = 40;
+    KernelInfo flaky = *cuda_emu_registry().kernels.find("cuda.silu.fp32");
+    flaky.launches.clear();
+    const KernelFn fn = flaky.fn;
+    flaky.fn = [fn, calls = std::make_shared<int>(0)](const KernelCall& c) {
+        fn(c);
+        if (++*calls % 2 == 0 && c.out[0].numel() > 0) c.out[0].set_bits(0, c.out[0].bits(0) ^ 1);
+    };
+    const report::KernelReport a = props::run_suite(flaky, cfg);
+    ASSERT_NE(outcome(a, "determinism"), nullptr);
+    EXPECT_FALSE(outcome(a, "determinism")->passed);
+    EXPECT_NE(outcome(a, "determinism")->message.find("two runs on the same inputs differ"), std::string::npos)
+        << outcome(a, "determinism")->message;
+
+    const report::KernelReport b =
+        props::run_suite(*cuda_emu_registry().kernels.find("mutant.cuda.sigmoid.no_grid_stride.fp32"), cfg);
+    for (const auto& p : b.properties) EXPECT_EQ(p.passed, p.name != "determinism") << p.name << ": " << p.message;
+    EXPECT_NE(outcome(b, "determinism")->message.find("launch 'one block"), std::string::npos);
+
+    // The CPU kernels are not asked (single-threaded, deterministic by construction).
+    EXPECT_EQ(outcome(props::run_suite(*builtin_registry().find("cpu.simd.silu.fp32"), cfg), "determinism"), nullptr);
 }
 
 // Without a usable GPU (CI): every cuda kernel is not provided, with the

@@ -23,7 +23,9 @@ template <class Op>
 void add(Registry& r, const char* op, const char* what, Op (*make)(const Params&)) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = kernel_info(op, f, what);
-        k.fn = [f, make, kernel = k.name](const KernelCall& c) { run_unary(c, f, make(c.params), kernel.c_str()); };
+        with_launches(k, [f, make, kernel = k.name](Launch l) -> KernelFn {
+            return [f, make, kernel, l](const KernelCall& c) { run_unary(c, f, make(c.params), kernel.c_str(), l); };
+        });
         r.add(std::move(k));
     }
 }

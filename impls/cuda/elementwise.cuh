@@ -47,7 +47,7 @@ template <class Op, class S, class Bug = NoBug>
 __global__ void unary_kernel(const S* __restrict__ x, S* __restrict__ y, long long n, Op op) {
     constexpr int V = Pack<S>::kLanes;
     const long long tid = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-    const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+    const long long stride = Bug::kNoGridStride ? n + 1 : static_cast<long long>(gridDim.x) * blockDim.x;
     const long long packs = n / V;
     const Pack<S>* xp = reinterpret_cast<const Pack<S>*>(x);
     Pack<S>* yp = reinterpret_cast<Pack<S>*>(y);
@@ -94,22 +94,36 @@ inline KernelInfo kernel_info(const char* op, Format f, const std::string& what)
     return k;
 }
 
-constexpr unsigned kThreads = 256;
+// A launch configuration: the kernels' own (the defaults) or the
+// determinism property's others (one block, one warp), under which every
+// grid-stride loop and reduction must give a result within budget.
+struct Launch {
+    unsigned max_blocks = 4096;
+    unsigned threads = 256;  // per block, a multiple of 32
+};
 
-// Blocks for `work` items at one item per thread, at most 4096 (grid-stride beyond).
-inline unsigned blocks_for(long long work) {
-    return static_cast<unsigned>(std::clamp<long long>((work + kThreads - 1) / kThreads, 1, 4096));
+// Blocks for `work` items at one item per thread (grid-stride beyond the cap).
+inline unsigned blocks_for(long long work, const Launch& l) {
+    return static_cast<unsigned>(std::clamp<long long>((work + l.threads - 1) / l.threads, 1, l.max_blocks));
+}
+
+// k.fn = make(the default launch), and the other launches the determinism
+// property checks.
+template <class Make>
+void with_launches(KernelInfo& k, Make make) {
+    k.fn = make(Launch{});
+    k.launches = {{"one block of 256 threads", make(Launch{1, 256})}, {"one block of one warp", make(Launch{1, 32})}};
 }
 
 template <class S, class Op, class Bug = NoBug>
-void run_unary_as(const KernelCall& c, const Op& op, const char* kernel) {
+void run_unary_as(const KernelCall& c, const Op& op, const char* kernel, const Launch& l) {
     const long long n = c.in[0].numel();
     Stream s(kernel);
     DeviceBuffer x(static_cast<std::size_t>(n) * sizeof(S), kernel), y(static_cast<std::size_t>(n) * sizeof(S), kernel);
     upload(c.in[0], x, s.get(), kernel);
     if (n > 0) {
         auto* kernel_fn = unary_kernel<Op, S, Bug>;
-        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1)), dim3(kThreads), 0, s.get())
+        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1, l)), dim3(l.threads), 0, s.get())
         (x.as<S>(), y.as<S>(), n, op);
         check_launch(s.get(), kernel);
     }
@@ -117,7 +131,7 @@ void run_unary_as(const KernelCall& c, const Op& op, const char* kernel) {
 }
 
 template <class S, class Op>
-void run_binary_as(const KernelCall& c, const Op& op, const char* kernel) {
+void run_binary_as(const KernelCall& c, const Op& op, const char* kernel, const Launch& l) {
     const long long n = c.in[0].numel();
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(S);
     Stream s(kernel);
@@ -126,7 +140,7 @@ void run_binary_as(const KernelCall& c, const Op& op, const char* kernel) {
     upload(c.in[1], u, s.get(), kernel);
     if (n > 0) {
         auto* kernel_fn = binary_kernel<Op, S>;
-        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1)), dim3(kThreads), 0, s.get())
+        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1, l)), dim3(l.threads), 0, s.get())
         (g.as<S>(), u.as<S>(), h.as<S>(), n, op);
         check_launch(s.get(), kernel);
     }
@@ -134,17 +148,17 @@ void run_binary_as(const KernelCall& c, const Op& op, const char* kernel) {
 }
 
 template <class Op>
-void run_binary(const KernelCall& c, Format f, const Op& op, const char* kernel) {
-    if (f == Format::fp32) return run_binary_as<float>(c, op, kernel);
-    if (f == Format::fp16) return run_binary_as<__half>(c, op, kernel);
-    return run_binary_as<__nv_bfloat16>(c, op, kernel);
+void run_binary(const KernelCall& c, Format f, const Op& op, const char* kernel, const Launch& l = {}) {
+    if (f == Format::fp32) return run_binary_as<float>(c, op, kernel, l);
+    if (f == Format::fp16) return run_binary_as<__half>(c, op, kernel, l);
+    return run_binary_as<__nv_bfloat16>(c, op, kernel, l);
 }
 
 template <class Bug = NoBug, class Op>
-void run_unary(const KernelCall& c, Format f, const Op& op, const char* kernel) {
-    if (f == Format::fp32) return run_unary_as<float, Op, Bug>(c, op, kernel);
-    if (f == Format::fp16) return run_unary_as<__half, Op, Bug>(c, op, kernel);
-    return run_unary_as<__nv_bfloat16, Op, Bug>(c, op, kernel);
+void run_unary(const KernelCall& c, Format f, const Op& op, const char* kernel, const Launch& l = {}) {
+    if (f == Format::fp32) return run_unary_as<float, Op, Bug>(c, op, kernel, l);
+    if (f == Format::fp16) return run_unary_as<__half, Op, Bug>(c, op, kernel, l);
+    return run_unary_as<__nv_bfloat16, Op, Bug>(c, op, kernel, l);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

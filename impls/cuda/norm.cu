@@ -22,7 +22,9 @@ void add(Registry& r, const char* op, const char* what) {
         KernelInfo k = kernel_info(op, f, what);
         k.description = std::string(what) + ", in double: one block per row, warp-shuffle block sums, one rounding "
                         "into " + name(f);
-        k.fn = [f, kernel = k.name](const KernelCall& c) { run_norm<Op>(c, f, kernel.c_str()); };
+        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
+            return [f, kernel, l](const KernelCall& c) { run_norm<Op>(c, f, kernel.c_str(), l); };
+        });
         r.add(std::move(k));
     }
 }

@@ -59,11 +59,13 @@ __global__ void norm_rows(const S* __restrict__ x, const S* __restrict__ w, cons
     }
 }
 
-// Threads per block: the row length rounded up to a warp, at most 256.
-inline unsigned threads_for(int n) { return static_cast<unsigned>(std::clamp((n + 31) / 32 * 32, 32, 256)); }
+// Threads per block: the row length rounded up to a warp, at most the launch's.
+inline unsigned threads_for(int n, const Launch& l) {
+    return static_cast<unsigned>(std::clamp((n + 31) / 32 * 32, 32, static_cast<int>(l.threads)));
+}
 
 template <Norm Op, class S, class Bug = NoBug>
-void run_norm_as(const KernelCall& c, const char* kernel) {
+void run_norm_as(const KernelCall& c, const char* kernel, const Launch& l) {
     const TensorView& xv = c.in[0];
     RowArgs a;
     a.n = static_cast<int>(xv.cols());
@@ -79,8 +81,8 @@ void run_norm_as(const KernelCall& c, const char* kernel) {
     if (Op == Norm::layer) upload(c.in[2], b, s.get(), kernel);
     if (a.rows > 0 && a.n > 0) {
         auto* kernel_fn = norm_rows<Op, S, Bug>;
-        const unsigned blocks = static_cast<unsigned>(std::min<long long>(a.rows, 4096));
-        CONFORM_LAUNCH(kernel_fn, dim3(blocks), dim3(threads_for(a.n)), 0, s.get())
+        const unsigned blocks = static_cast<unsigned>(std::min<long long>(a.rows, l.max_blocks));
+        CONFORM_LAUNCH(kernel_fn, dim3(blocks), dim3(threads_for(a.n, l)), 0, s.get())
         (x.as<S>(), w.as<S>(), b.as<S>(), y.as<S>(), a);
         check_launch(s.get(), kernel);
     }
@@ -88,10 +90,10 @@ void run_norm_as(const KernelCall& c, const char* kernel) {
 }
 
 template <Norm Op, class Bug = NoBug>
-void run_norm(const KernelCall& c, Format f, const char* kernel) {
-    if (f == Format::fp32) return run_norm_as<Op, float, Bug>(c, kernel);
-    if (f == Format::fp16) return run_norm_as<Op, __half, Bug>(c, kernel);
-    return run_norm_as<Op, __nv_bfloat16, Bug>(c, kernel);
+void run_norm(const KernelCall& c, Format f, const char* kernel, const Launch& l = {}) {
+    if (f == Format::fp32) return run_norm_as<Op, float, Bug>(c, kernel, l);
+    if (f == Format::fp16) return run_norm_as<Op, __half, Bug>(c, kernel, l);
+    return run_norm_as<Op, __nv_bfloat16, Bug>(c, kernel, l);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

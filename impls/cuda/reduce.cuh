@@ -19,6 +19,7 @@ struct NoBug {
     static constexpr bool kTruncateBf16 = false;  // elementwise: bf16 stored by truncating a float
     static constexpr bool kSkipRescale = false;   // softmax: one side of a merge keeps its own maximum's sum
     static constexpr bool kFastSincos = false;    // rope: the angle in float through __sinf/__cosf
+    static constexpr bool kNoGridStride = false;  // elementwise: one pass of the grid, no loop beyond it
 };
 
 // A butterfly step's exchange; a struct of several values overloads it

@@ -12,7 +12,9 @@ void register_rope(Registry& r) {
         k.description = std::string("one thread per element: theta, the angle (offset + l) theta, sincos and the "
                                     "rotation in double, one rounding into ") +
                         name(f) + "; both pairings, NTK, partial rotary";
-        k.fn = [f, kernel = k.name](const KernelCall& c) { run_rope(c, f, kernel.c_str()); };
+        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
+            return [f, kernel, l](const KernelCall& c) { run_rope(c, f, kernel.c_str(), l); };
+        });
         r.add(std::move(k));
     }
 }

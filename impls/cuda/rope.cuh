@@ -55,7 +55,7 @@ __global__ void rope_kernel(const S* __restrict__ x, S* __restrict__ y, RopeShap
 }
 
 template <class S, class Bug = NoBug>
-void run_rope_as(const KernelCall& call, const char* kernel) {
+void run_rope_as(const KernelCall& call, const char* kernel, const Launch& l) {
     const TensorView& xv = call.in[0];
     if (xv.rank != 3) throw std::invalid_argument(std::string(kernel) + ": input 'x' must have rank 3");
     const cpu::RopeArgs p = cpu::rope_args(call.params, xv.dim(2));
@@ -73,17 +73,17 @@ void run_rope_as(const KernelCall& call, const char* kernel) {
     upload(xv, x, s.get(), kernel);
     if (xv.numel() > 0) {
         auto* kernel_fn = rope_kernel<S, Bug>;
-        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(xv.numel())), dim3(kThreads), 0, s.get())(x.as<S>(), y.as<S>(), a);
+        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(xv.numel(), l)), dim3(l.threads), 0, s.get())(x.as<S>(), y.as<S>(), a);
         check_launch(s.get(), kernel);
     }
     download(y, call.out[0], s.get(), kernel);
 }
 
 template <class Bug = NoBug>
-void run_rope(const KernelCall& c, Format f, const char* kernel) {
-    if (f == Format::fp32) return run_rope_as<float, Bug>(c, kernel);
-    if (f == Format::fp16) return run_rope_as<__half, Bug>(c, kernel);
-    run_rope_as<__nv_bfloat16, Bug>(c, kernel);
+void run_rope(const KernelCall& c, Format f, const char* kernel, const Launch& l = {}) {
+    if (f == Format::fp32) return run_rope_as<float, Bug>(c, kernel, l);
+    if (f == Format::fp16) return run_rope_as<__half, Bug>(c, kernel, l);
+    run_rope_as<__nv_bfloat16, Bug>(c, kernel, l);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

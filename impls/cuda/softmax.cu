@@ -27,7 +27,9 @@ void add(Registry& r) {
         k.description = std::string("online max and sum per thread, merged by warp shuffles; exp(x - m) / l in double, "
                                     "one rounding into ") +
                         name(f) + (kNanRows ? "; an all -inf row gives NaN (masked_row = nan)" : "");
-        k.fn = [f, kernel = k.name](const KernelCall& c) { run_softmax<kNanRows>(c, f, kernel.c_str()); };
+        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
+            return [f, kernel, l](const KernelCall& c) { run_softmax<kNanRows>(c, f, kernel.c_str(), l); };
+        });
         r.add(std::move(k));
     }
 }

@@ -60,7 +60,7 @@ __global__ void softmax_rows(const S* __restrict__ x, S* __restrict__ y, long lo
 }
 
 template <class S, bool kNanRows, class Bug = NoBug>
-void run_softmax_as(const KernelCall& c, const char* kernel) {
+void run_softmax_as(const KernelCall& c, const char* kernel, const Launch& l) {
     const TensorView& xv = c.in[0];
     const int n = static_cast<int>(xv.cols());
     const long long rows = xv.rows();
@@ -70,9 +70,9 @@ void run_softmax_as(const KernelCall& c, const char* kernel) {
     upload(xv, x, s.get(), kernel);
     if (rows > 0 && n > 0) {
         auto* kernel_fn = softmax_rows<S, kNanRows, Bug>;
-        const unsigned threads = static_cast<unsigned>(std::clamp((n + 31) / 32 * 32, 32, 256));
-        CONFORM_LAUNCH(kernel_fn, dim3(static_cast<unsigned>(std::min<long long>(rows, 4096))), dim3(threads), 0,
-                       s.get())
+        const unsigned threads = static_cast<unsigned>(std::clamp((n + 31) / 32 * 32, 32, static_cast<int>(l.threads)));
+        CONFORM_LAUNCH(kernel_fn, dim3(static_cast<unsigned>(std::min<long long>(rows, l.max_blocks))), dim3(threads),
+                       0, s.get())
         (x.as<S>(), y.as<S>(), rows, n);
         check_launch(s.get(), kernel);
     }
@@ -80,10 +80,10 @@ void run_softmax_as(const KernelCall& c, const char* kernel) {
 }
 
 template <bool kNanRows, class Bug = NoBug>
-void run_softmax(const KernelCall& c, Format f, const char* kernel) {
-    if (f == Format::fp32) return run_softmax_as<float, kNanRows, Bug>(c, kernel);
-    if (f == Format::fp16) return run_softmax_as<__half, kNanRows, Bug>(c, kernel);
-    run_softmax_as<__nv_bfloat16, kNanRows, Bug>(c, kernel);
+void run_softmax(const KernelCall& c, Format f, const char* kernel, const Launch& l = {}) {
+    if (f == Format::fp32) return run_softmax_as<float, kNanRows, Bug>(c, kernel, l);
+    if (f == Format::fp16) return run_softmax_as<__half, kNanRows, Bug>(c, kernel, l);
+    run_softmax_as<__nv_bfloat16, kNanRows, Bug>(c, kernel, l);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -9,6 +9,9 @@ namespace {
 struct DropTail : NoBug {
     static constexpr bool kDropTail = true;
 };
+struct NoGridStride : NoBug {
+    static constexpr bool kNoGridStride = true;
+};
 struct TruncateBf16 : NoBug {
     static constexpr bool kTruncateBf16 = true;
 };
@@ -30,7 +33,9 @@ void add(Registry& r, const char* op, const char* bug, Format f, const char* bug
     k.role = Role::mutant;
     k.bug_class = bug_class;
     k.description = what;
-    k.fn = [f, kernel = k.name](const KernelCall& c) { run_unary<Bug>(c, f, Op{}, kernel.c_str()); };
+    with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
+        return [f, kernel, l](const KernelCall& c) { run_unary<Bug>(c, f, Op{}, kernel.c_str(), l); };
+    });
     r.add(std::move(k));
 }
 
@@ -43,6 +48,8 @@ void register_mutants_activation(Registry& r) {
                             "bf16 stored by __float2bfloat16_rz of the float result");
     add<NoBug, FastSoftplus>(r, "softplus", "fast_expf", Format::fp32, "16 GPU structure",
                              "max(x, 0) + log1pf(__expf(-|x|)) in float");
+    add<NoGridStride, Sigmoid>(r, "sigmoid", "no_grid_stride", Format::fp32, "16 GPU structure",
+                               "each thread takes one pack and stops: right only while the grid covers the tensor");
 }
 
 }  // namespace conform::CONFORM_CUDA_NS
