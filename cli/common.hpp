@@ -87,6 +87,7 @@ struct Subcommand {
 };
 Subcommand add_synth(CLI::App& app);    // cli/synth.cpp
 Subcommand add_diverge(CLI::App& app);  // cli/diverge.cpp
+Subcommand add_cuda_bench(CLI::App& app);  // cli/cuda_bench.cpp
 Subcommand add_sensitivity(CLI::App& app);  // cli/sensitivity.cpp
 
 }  // namespace conform::cli

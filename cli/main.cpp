@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
     golden->add_option("--dir", golden_dir, "golden directory (default: the source tree's golden/)");
     add_selection(golden, sel);  // vector files by --op/--dtype; kernels (and named mutants) by all three
 
-    const Subcommand synth = add_synth(app), diverge = add_diverge(app), sensitivity = add_sensitivity(app);
+    const Subcommand synth = add_synth(app), diverge = add_diverge(app), sensitivity = add_sensitivity(app),
+                     cuda_bench = add_cuda_bench(app);
 
     try {
         app.parse(argc, argv);
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
         plug.shrink = !no_shrink;
         if (*check_plugin) return cmd_check_plugin(plug);
         if (*golden) return cmd_golden(regenerate, profiles, golden_dir, sel);
-        for (const Subcommand* c : {&synth, &diverge, &sensitivity})
+        for (const Subcommand* c : {&synth, &diverge, &sensitivity, &cuda_bench})
             if (*c->cmd) return c->action();
     } catch (const UsageError& e) {
         std::cerr << "conform: " << e.what() << "\n";

@@ -90,6 +90,28 @@ TEST(CliCuda, WithoutAGpuNothingIsCheckedAndTheRunFails) {
     fs::remove_all(dir);
 }
 
+// scripts/gpu-check on a machine without a GPU: every step runs and
+// reports, and the check fails (nothing was checked on a device).
+TEST(GpuCheck, WithoutAGpuEveryStepRunsAndTheCheckFails) {
+    std::string out;
+    ASSERT_EQ(run("list --backend cuda", &out), 0);
+    if (out.find("not provided") == std::string::npos) GTEST_SKIP() << "a GPU is usable here";
+    const fs::path dir = fresh_dir("conform_gpu_check");
+    const fs::path log = fs::temp_directory_path() / "conform_gpu_check.log";
+    const std::string cmd = "bash " CONFORM_SOURCE_DIR "/scripts/gpu-check " + dir.string() + " > " + log.string() +
+                            " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
+    std::ifstream in(dir / "device.txt");
+    const std::string device(std::istreambuf_iterator<char>(in), {});
+    EXPECT_NE(device.find("gpu-check: run exit 1"), std::string::npos) << device;
+    EXPECT_NE(device.find("gpu-check: mutate exit 1"), std::string::npos) << device;
+    EXPECT_NE(device.find("gpu-check: bench exit 1"), std::string::npos) << device;
+    EXPECT_TRUE(fs::exists(dir / "run" / "report.md"));
+    fs::remove_all(dir);
+    fs::remove(log);
+}
+
 TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
     std::string out;
     ASSERT_EQ(run("list --json", &out), 0);

@@ -17,6 +17,9 @@ namespace conform {
 const BackendRegistry& cuda_registry();
 // The same kernels under the CPU emulation.
 const BackendRegistry& cuda_emu_registry();
+// The GPU benchmarks (docs/cuda.md, "Performance") as JSON, or empty with
+// *why set when this build or machine cannot run them.
+std::string cuda_benchmarks(std::string* why);
 
 // Registration hooks, one per family file (register_<family>), in each
 // build's namespace.
@@ -27,6 +30,8 @@ namespace cuda_kernels {
 CONFORM_CUDA_FAMILIES(CONFORM_CUDA_DECLARE_HOOK)
 // Empty when a device is usable; otherwise why not.  library: the device and driver.
 std::string probe(std::string* library);
+// The GPU benchmarks (bench.cu) as a JSON array; progress on stderr.
+std::string benchmark_json();
 }  // namespace cuda_kernels
 namespace cuda_emu_kernels {
 CONFORM_CUDA_FAMILIES(CONFORM_CUDA_DECLARE_HOOK)

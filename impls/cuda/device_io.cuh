@@ -26,7 +26,10 @@ public:
     DeviceBuffer(std::size_t bytes, const char* kernel) : bytes_(bytes) {
         check(cudaMalloc(&p_, bytes ? bytes : 1), "cudaMalloc", kernel);
     }
-    ~DeviceBuffer() { cudaFree(p_); }
+    ~DeviceBuffer() {
+        if (p_) cudaFree(p_);
+    }
+    DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr; }
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
     template <class T>

@@ -115,6 +115,19 @@ void with_launches(KernelInfo& k, Make make) {
     k.launches = {{"one block of 256 threads", make(Launch{1, 256})}, {"one block of one warp", make(Launch{1, 32})}};
 }
 
+// The launches on device memory (the host calls below, and the benchmarks).
+template <class S, class Op, class Bug = NoBug>
+void launch_unary(const S* x, S* y, long long n, const Op& op, const Launch& l, cudaStream_t s) {
+    auto* kernel_fn = unary_kernel<Op, S, Bug>;
+    CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1, l)), dim3(l.threads), 0, s)(x, y, n, op);
+}
+
+template <class S, class Op>
+void launch_binary(const S* g, const S* u, S* h, long long n, const Op& op, const Launch& l, cudaStream_t s) {
+    auto* kernel_fn = binary_kernel<Op, S>;
+    CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1, l)), dim3(l.threads), 0, s)(g, u, h, n, op);
+}
+
 template <class S, class Op, class Bug = NoBug>
 void run_unary_as(const KernelCall& c, const Op& op, const char* kernel, const Launch& l) {
     const long long n = c.in[0].numel();
@@ -122,9 +135,7 @@ void run_unary_as(const KernelCall& c, const Op& op, const char* kernel, const L
     DeviceBuffer x(static_cast<std::size_t>(n) * sizeof(S), kernel), y(static_cast<std::size_t>(n) * sizeof(S), kernel);
     upload(c.in[0], x, s.get(), kernel);
     if (n > 0) {
-        auto* kernel_fn = unary_kernel<Op, S, Bug>;
-        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1, l)), dim3(l.threads), 0, s.get())
-        (x.as<S>(), y.as<S>(), n, op);
+        launch_unary<S, Op, Bug>(x.as<S>(), y.as<S>(), n, op, l, s.get());
         check_launch(s.get(), kernel);
     }
     download(y, c.out[0], s.get(), kernel);
@@ -139,9 +150,7 @@ void run_binary_as(const KernelCall& c, const Op& op, const char* kernel, const 
     upload(c.in[0], g, s.get(), kernel);
     upload(c.in[1], u, s.get(), kernel);
     if (n > 0) {
-        auto* kernel_fn = binary_kernel<Op, S>;
-        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(n / Pack<S>::kLanes + 1, l)), dim3(l.threads), 0, s.get())
-        (g.as<S>(), u.as<S>(), h.as<S>(), n, op);
+        launch_binary<S>(g.as<S>(), u.as<S>(), h.as<S>(), n, op, l, s.get());
         check_launch(s.get(), kernel);
     }
     download(h, c.out[0], s.get(), kernel);

@@ -9,37 +9,6 @@
 namespace conform::CONFORM_CUDA_NS {
 namespace {
 
-// a(g) * u, where a(g) in double may have rounded to g itself (silu and
-// gelu for g beyond ~37, where the true value lies just below g) or to 0
-// (far left tail, where it is a tiny number of g's sign): nudging it one
-// double ulp that way keeps the product on the right side of a rounding
-// midpoint that g * u may land on exactly.
-template <class Act>
-struct Glu {
-    Act act;
-    __device__ double operator()(double g, double u) const {
-        double a = act(g);
-        if (a == g && g > 0 && isfinite(g)) a = nextafter(a, 0.0);
-        if (a == 0 && g != 0 && isfinite(g)) a = copysign(4.9406564584124654e-324, g);
-        return a * u;
-    }
-};
-
-struct SituGlu {
-    Softcap cap1, cap2;
-    __device__ double operator()(double g, double u) const { return cap1(g) * Sigmoid{}(g) * cap2(u); }
-};
-
-// silu(min(g, L)) * clamp(u, -L, L), NaN kept as std::min and std::clamp keep it.
-struct SwigluClamp {
-    double limit;
-    __device__ double operator()(double g, double u) const {
-        const double gc = limit < g ? limit : g;
-        const double uc = u < -limit ? -limit : (limit < u ? limit : u);
-        return Glu<Silu>{}(gc, 1.0) * uc;
-    }
-};
-
 template <class Op>
 void add(Registry& r, const char* op, const char* what, Op (*make)(const Params&)) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {

@@ -65,6 +65,13 @@ inline unsigned threads_for(int n, const Launch& l) {
 }
 
 template <Norm Op, class S, class Bug = NoBug>
+void launch_norm(const S* x, const S* w, const S* b, S* y, const RowArgs& a, const Launch& l, cudaStream_t s) {
+    auto* kernel_fn = norm_rows<Op, S, Bug>;
+    const unsigned blocks = static_cast<unsigned>(std::min<long long>(a.rows, l.max_blocks));
+    CONFORM_LAUNCH(kernel_fn, dim3(blocks), dim3(threads_for(a.n, l)), 0, s)(x, w, b, y, a);
+}
+
+template <Norm Op, class S, class Bug = NoBug>
 void run_norm_as(const KernelCall& c, const char* kernel, const Launch& l) {
     const TensorView& xv = c.in[0];
     RowArgs a;
@@ -80,10 +87,7 @@ void run_norm_as(const KernelCall& c, const char* kernel, const Launch& l) {
     if (Op != Norm::l2) upload(c.in[1], w, s.get(), kernel);
     if (Op == Norm::layer) upload(c.in[2], b, s.get(), kernel);
     if (a.rows > 0 && a.n > 0) {
-        auto* kernel_fn = norm_rows<Op, S, Bug>;
-        const unsigned blocks = static_cast<unsigned>(std::min<long long>(a.rows, l.max_blocks));
-        CONFORM_LAUNCH(kernel_fn, dim3(blocks), dim3(threads_for(a.n, l)), 0, s.get())
-        (x.as<S>(), w.as<S>(), b.as<S>(), y.as<S>(), a);
+        launch_norm<Op, S, Bug>(x.as<S>(), w.as<S>(), b.as<S>(), y.as<S>(), a, l, s.get());
         check_launch(s.get(), kernel);
     }
     download(y, c.out[0], s.get(), kernel);

@@ -56,4 +56,18 @@ const BackendRegistry& cuda_emu_registry() {
     return reg;
 }
 
+std::string cuda_benchmarks(std::string* why) {
+    const BackendRegistry& b = cuda_registry();
+    if (b.kernels.all().empty()) {
+        *why = b.not_provided.empty() ? "no cuda kernels" : b.not_provided.front().reason;
+        return "";
+    }
+#if defined(CONFORM_WITH_CUDA)
+    return cuda_kernels::benchmark_json();
+#else
+    *why = "built without CUDA";
+    return "";
+#endif
+}
+
 }  // namespace conform

@@ -55,6 +55,12 @@ __global__ void rope_kernel(const S* __restrict__ x, S* __restrict__ y, RopeShap
 }
 
 template <class S, class Bug = NoBug>
+void launch_rope(const S* x, S* y, const RopeShape& a, const Launch& l, cudaStream_t s) {
+    auto* kernel_fn = rope_kernel<S, Bug>;
+    CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(a.rows * a.D, l)), dim3(l.threads), 0, s)(x, y, a);
+}
+
+template <class S, class Bug = NoBug>
 void run_rope_as(const KernelCall& call, const char* kernel, const Launch& l) {
     const TensorView& xv = call.in[0];
     if (xv.rank != 3) throw std::invalid_argument(std::string(kernel) + ": input 'x' must have rank 3");
@@ -72,8 +78,7 @@ void run_rope_as(const KernelCall& call, const char* kernel, const Launch& l) {
     DeviceBuffer x(bytes, kernel), y(bytes, kernel);
     upload(xv, x, s.get(), kernel);
     if (xv.numel() > 0) {
-        auto* kernel_fn = rope_kernel<S, Bug>;
-        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(xv.numel(), l)), dim3(l.threads), 0, s.get())(x.as<S>(), y.as<S>(), a);
+        launch_rope<S, Bug>(x.as<S>(), y.as<S>(), a, l, s.get());
         check_launch(s.get(), kernel);
     }
     download(y, call.out[0], s.get(), kernel);

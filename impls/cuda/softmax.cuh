@@ -60,6 +60,14 @@ __global__ void softmax_rows(const S* __restrict__ x, S* __restrict__ y, long lo
 }
 
 template <class S, bool kNanRows, class Bug = NoBug>
+void launch_softmax(const S* x, S* y, long long rows, int n, const Launch& l, cudaStream_t s) {
+    auto* kernel_fn = softmax_rows<S, kNanRows, Bug>;
+    const unsigned threads = static_cast<unsigned>(std::clamp((n + 31) / 32 * 32, 32, static_cast<int>(l.threads)));
+    CONFORM_LAUNCH(kernel_fn, dim3(static_cast<unsigned>(std::min<long long>(rows, l.max_blocks))), dim3(threads), 0,
+                   s)(x, y, rows, n);
+}
+
+template <class S, bool kNanRows, class Bug = NoBug>
 void run_softmax_as(const KernelCall& c, const char* kernel, const Launch& l) {
     const TensorView& xv = c.in[0];
     const int n = static_cast<int>(xv.cols());
@@ -69,11 +77,7 @@ void run_softmax_as(const KernelCall& c, const char* kernel, const Launch& l) {
     DeviceBuffer x(bytes, kernel), y(bytes, kernel);
     upload(xv, x, s.get(), kernel);
     if (rows > 0 && n > 0) {
-        auto* kernel_fn = softmax_rows<S, kNanRows, Bug>;
-        const unsigned threads = static_cast<unsigned>(std::clamp((n + 31) / 32 * 32, 32, static_cast<int>(l.threads)));
-        CONFORM_LAUNCH(kernel_fn, dim3(static_cast<unsigned>(std::min<long long>(rows, l.max_blocks))), dim3(threads),
-                       0, s.get())
-        (x.as<S>(), y.as<S>(), rows, n);
+        launch_softmax<S, kNanRows, Bug>(x.as<S>(), y.as<S>(), rows, n, l, s.get());
         check_launch(s.get(), kernel);
     }
     download(y, c.out[0], s.get(), kernel);
