@@ -287,7 +287,9 @@ TEST(NormGenerator, ReachesRowGroupsSpecialWeightsAndLargeMeans) {
         }
         EXPECT_GE(partial_groups, 60) << name;
         EXPECT_GE(large_mean, 25) << name;
-        if (k.op != "l2_norm") EXPECT_GE(special_weights, 30) << name;
+        if (k.op != "l2_norm") {
+            EXPECT_GE(special_weights, 30) << name;
+        }
     }
 }
 

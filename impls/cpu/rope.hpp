@@ -1,6 +1,6 @@
-// CPU RoPE kernels (op `rope`, docs/rope.md "Kernels") and their mutants.
-// The registration hooks are not yet called from builtin_registry(): the
-// kernel test builds its own Registry with them.
+// CPU RoPE kernels (op `rope`, docs/rope.md "Kernels") and their mutants,
+// registered in builtin_registry(); rope_args also validates the CUDA
+// kernels' parameters (impls/cuda/rope.cuh).
 #pragma once
 #include <cstdint>
 #include <vector>
