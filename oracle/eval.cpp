@@ -1,5 +1,7 @@
 #include "oracle/eval.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "numerics/round.hpp"
@@ -35,6 +37,19 @@ std::vector<Real> row_of(const TensorView& t, std::int64_t r, std::int64_t n, bo
     const std::int64_t base = broadcast ? 0 : r * n;
     for (std::int64_t i = 0; i < n; ++i) v[i] = from_double(t.value(base + i));
     return v;
+}
+
+// An element still undecided at kMaxBits is an exact midpoint at that
+// precision.  A value that is itself never a midpoint then lies just beside
+// it on a side its formula fixes: swiglu's and geglu's gate factor act(g)
+// for g > 0 is g (1 - delta) with delta below 2^-4096 (g beyond ~2840, or
+// e^-g below MPFR's exponent range), so act(g) u lies just toward zero
+// from the midpoint g u (swiglu_clamp likewise, with its capped gate).
+bool approaches_toward_zero(const OpSpec& op, const Params& p, const std::vector<TensorView>& in, std::int64_t i) {
+    if (op.name != "swiglu" && op.name != "geglu" && op.name != "swiglu_clamp") return false;
+    double g = in[0].value(i);
+    if (op.name == "swiglu_clamp") g = std::min(g, p.get("limit", 10));
+    return g > 0 && std::isfinite(g);
 }
 
 struct Pending {
@@ -150,8 +165,13 @@ Result evaluate(const OpSpec& op, const Params& p, const std::vector<TensorView>
             if (still.empty()) break;
             if (2 * bits >= kMaxBits) {
                 for (std::int64_t i : still) {
-                    res.rounded.set_bits(r * n + i, round_to_format(hi[i].backend().data(), out));
-                    res.exact[r * n + i] = to_double(hi[i]);
+                    Real v = hi[i];
+                    if (approaches_toward_zero(op, p, inputs, r * n + i)) {
+                        const Real zero(0);
+                        mpfr_nexttoward(v.backend().data(), zero.backend().data());
+                    }
+                    res.rounded.set_bits(r * n + i, round_to_format(v.backend().data(), out));
+                    res.exact[r * n + i] = to_double(v);
                 }
                 break;
             }

@@ -69,6 +69,20 @@ TEST(GatedOracle, SwigluClampCapsGateOnlyAbove) {
     EXPECT_TRUE(std::isnan(h("swiglu_clamp", NAN, 1, p)));
 }
 
+// g = 1.75 2^123: e^-g is below MPFR's exponent range, so silu(g) evaluates
+// to g and g u = -0x1.ffp+127 is exactly the midpoint between bf16's largest
+// finite value and infinity; the true product lies just toward zero of it,
+// so it rounds to -0x1.fep+127, not (ties to even) to -inf.  A product that
+// is not a midpoint is unaffected.
+TEST(GatedOracle, HugeGateAtAMidpointRoundsTowardZero) {
+    const double g = 0x1.cp+123, u = -0x1.24p+4;
+    EXPECT_EQ(oracle::round_scalar("swiglu", Params{}, {g, u}, Format::bf16), encode(Format::bf16, -0x1.fep+127));
+    EXPECT_EQ(oracle::round_scalar("geglu", Params{}, {g, u}, Format::bf16), encode(Format::bf16, -0x1.fep+127));
+    EXPECT_EQ(oracle::round_scalar("swiglu", Params{}, {g, -0x1.2p+4}, Format::bf16), encode(Format::bf16, g * -0x1.2p+4));
+    // A large gate whose product is representable: that value.
+    EXPECT_EQ(oracle::round_scalar("swiglu", Params{}, {3000.0, 1.0}, Format::fp32), encode(Format::fp32, 3000.0));
+}
+
 TEST(GatedExhaustive, SituSweepOfOneGateRowMatchesTheOracle) {
     // The factorised reference agrees with the oracle pair by pair (a slice
     // of the 2^32 sweep; `conform exhaustive --op situ_glu` runs it all).
