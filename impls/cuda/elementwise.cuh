@@ -57,8 +57,46 @@ __global__ void unary_kernel(const S* __restrict__ x, S* __restrict__ y, long lo
         for (int j = 0; j < V; ++j) a.v[j] = store_as<S, Bug>(op(load(a.v[j])));
         yp[p] = a;
     }
-    if (Bug::kDropTail) return;
-    for (long long i = packs * V + tid; i < n; i += stride) y[i] = store_as<S, Bug>(op(load(x[i])));
+    if constexpr (!Bug::kDropTail)
+        for (long long i = packs * V + tid; i < n; i += stride) y[i] = store_as<S, Bug>(op(load(x[i])));
+}
+
+// A row of n elements in a row kernel (one block per row): the block's
+// threads stride over it as 16-byte packs when the row is a whole number of
+// packs (every row then starts 16-byte aligned in a dense tensor), else one
+// element at a time.  row_read calls f(i, x_i); row_map stores g(i, x_i)
+// into y_i.
+template <class S, class F>
+__device__ __forceinline__ void row_read(const S* __restrict__ xr, int n, F f) {
+    constexpr int V = Pack<S>::kLanes;
+    if (n % V == 0) {
+        const Pack<S>* p = reinterpret_cast<const Pack<S>*>(xr);
+        for (int q = threadIdx.x; q < n / V; q += blockDim.x) {
+            const Pack<S> a = p[q];
+            CONFORM_UNROLL
+            for (int j = 0; j < V; ++j) f(q * V + j, load(a.v[j]));
+        }
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) f(i, load(xr[i]));
+    }
+}
+
+template <class S, class G>
+__device__ __forceinline__ void row_map(const S* __restrict__ xr, S* __restrict__ yr, int n, G g) {
+    constexpr int V = Pack<S>::kLanes;
+    if (n % V == 0) {
+        const Pack<S>* p = reinterpret_cast<const Pack<S>*>(xr);
+        Pack<S>* o = reinterpret_cast<Pack<S>*>(yr);
+        for (int q = threadIdx.x; q < n / V; q += blockDim.x) {
+            const Pack<S> a = p[q];
+            Pack<S> c;
+            CONFORM_UNROLL
+            for (int j = 0; j < V; ++j) c.v[j] = store<S>(g(q * V + j, load(a.v[j])));
+            o[q] = c;
+        }
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = store<S>(g(i, load(xr[i])));
+    }
 }
 
 // The gated ops: h = op(gate, up), two inputs of one shape.

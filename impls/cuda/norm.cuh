@@ -27,35 +27,25 @@ __global__ void norm_rows(const S* __restrict__ x, const S* __restrict__ w, cons
         double q, mu = 0;
         if (Op == Norm::layer) {
             double s = 0;
-            for (int i = threadIdx.x; i < a.n; i += blockDim.x) s += load(xr[i]);
+            row_read(xr, a.n, [&](int, double v) { s += v; });
             mu = block_reduce<Bug>(s, Add{}, 0.0) / a.n;
-            double v = 0;
-            for (int i = threadIdx.x; i < a.n; i += blockDim.x) {
-                const double d = load(xr[i]) - mu;
-                v += d * d;
-            }
-            q = 1.0 / sqrt(block_reduce<Bug>(v, Add{}, 0.0) / a.n + a.eps);
+            double v2 = 0;
+            row_read(xr, a.n, [&](int, double v) { v2 += (v - mu) * (v - mu); });
+            q = 1.0 / sqrt(block_reduce<Bug>(v2, Add{}, 0.0) / a.n + a.eps);
         } else {
             double s = 0;
-            for (int i = threadIdx.x; i < a.n; i += blockDim.x) {
-                const double v = load(xr[i]);
+            row_read(xr, a.n, [&](int, double v) {
                 s += v * v;
                 if (Bug::kFp16Sum) s = load(store<__half>(s));
-            }
+            });
             const double t = block_reduce<Bug>(s, Add{}, 0.0);
             q = 1.0 / sqrt((Op == Norm::rms ? t / a.n : t) + a.eps);
         }
-        for (int i = threadIdx.x; i < a.n; i += blockDim.x) {
-            const double v = load(xr[i]);
-            if (Op == Norm::l2) {
-                yr[i] = store<S>(v * q);
-            } else if (Op == Norm::rms) {
-                const double g = a.zero_centered && !Bug::kPlainWeight ? 1.0 + load(w[i]) : load(w[i]);
-                yr[i] = store<S>(v * q * g);
-            } else {
-                yr[i] = store<S>((v - mu) * q * load(w[i]) + load(b[i]));
-            }
-        }
+        row_map(xr, yr, a.n, [&](int i, double v) {
+            if (Op == Norm::l2) return v * q;
+            if (Op == Norm::rms) return v * q * (a.zero_centered && !Bug::kPlainWeight ? 1.0 + load(w[i]) : load(w[i]));
+            return (v - mu) * q * load(w[i]) + load(b[i]);
+        });
     }
 }
 

@@ -48,14 +48,10 @@ __global__ void softmax_rows(const S* __restrict__ x, S* __restrict__ y, long lo
         const S* xr = x + r * n;
         S* yr = y + r * n;
         MaxSum s{-INFINITY, 0.0};
-        for (int i = threadIdx.x; i < n; i += blockDim.x) s = push(s, load(xr[i]));
+        row_read(xr, n, [&](int, double v) { s = push(s, v); });
         s = block_reduce(s, Merge<Bug>{}, MaxSum{-INFINITY, 0.0});
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            const double v = load(xr[i]);
-            // An all −∞ row: the empty distribution, 0 (or NaN, as exp(−∞ − (−∞)) / 0 gives it).
-            const double out = s.m == -INFINITY ? (kNanRows ? NAN : 0.0) : exp(v - s.m) / s.l;
-            yr[i] = store<S>(out);
-        }
+        // An all −∞ row: the empty distribution, 0 (or NaN, as exp(−∞ − (−∞)) / 0 gives it).
+        row_map(xr, yr, n, [&](int, double v) { return s.m == -INFINITY ? (kNanRows ? NAN : 0.0) : exp(v - s.m) / s.l; });
     }
 }
 
