@@ -43,6 +43,14 @@ private:
 
 inline std::size_t element_bytes(Format f) { return f == Format::fp32 ? 4 : f == Format::int8 ? 1 : 2; }
 
+// An output buffer is filled with all-ones bytes (NaN in every float
+// format) before the kernel runs: an element the kernel never writes is
+// then wrong every time, instead of holding whatever a freed buffer left
+// (often the right answer of the previous call).
+inline void poison(const DeviceBuffer& d, cudaStream_t s, const char* kernel) {
+    check(cudaMemsetAsync(d.as<void>(), 0xff, d.bytes(), s), "cudaMemsetAsync", kernel);
+}
+
 // The view's elements, dense and row-major, in a device buffer.
 inline void upload(const TensorView& v, const DeviceBuffer& d, cudaStream_t s, const char* kernel) {
     const std::size_t eb = element_bytes(v.format);

@@ -171,6 +171,7 @@ void run_unary_as(const KernelCall& c, const Op& op, const char* kernel, const L
     const long long n = c.in[0].numel();
     Stream s(kernel);
     DeviceBuffer x(static_cast<std::size_t>(n) * sizeof(S), kernel), y(static_cast<std::size_t>(n) * sizeof(S), kernel);
+    poison(y, s.get(), kernel);
     upload(c.in[0], x, s.get(), kernel);
     if (n > 0) {
         launch_unary<S, Op, Bug>(x.as<S>(), y.as<S>(), n, op, l, s.get());
@@ -185,6 +186,7 @@ void run_binary_as(const KernelCall& c, const Op& op, const char* kernel, const 
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(S);
     Stream s(kernel);
     DeviceBuffer g(bytes, kernel), u(bytes, kernel), h(bytes, kernel);
+    poison(h, s.get(), kernel);
     upload(c.in[0], g, s.get(), kernel);
     upload(c.in[1], u, s.get(), kernel);
     if (n > 0) {

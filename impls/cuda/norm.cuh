@@ -73,6 +73,7 @@ void run_norm_as(const KernelCall& c, const char* kernel, const Launch& l) {
     const std::size_t row_bytes = static_cast<std::size_t>(a.n) * sizeof(S);
     Stream s(kernel);
     DeviceBuffer x(bytes, kernel), y(bytes, kernel), w(row_bytes, kernel), b(row_bytes, kernel);
+    poison(y, s.get(), kernel);
     upload(xv, x, s.get(), kernel);
     if (Op != Norm::l2) upload(c.in[1], w, s.get(), kernel);
     if (Op == Norm::layer) upload(c.in[2], b, s.get(), kernel);

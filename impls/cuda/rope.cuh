@@ -76,6 +76,7 @@ void run_rope_as(const KernelCall& call, const char* kernel, const Launch& l) {
     const std::size_t bytes = static_cast<std::size_t>(xv.numel()) * sizeof(S);
     Stream s(kernel);
     DeviceBuffer x(bytes, kernel), y(bytes, kernel);
+    poison(y, s.get(), kernel);
     upload(xv, x, s.get(), kernel);
     if (xv.numel() > 0) {
         launch_rope<S, Bug>(x.as<S>(), y.as<S>(), a, l, s.get());

@@ -71,6 +71,7 @@ void run_softmax_as(const KernelCall& c, const char* kernel, const Launch& l) {
     const std::size_t bytes = static_cast<std::size_t>(xv.numel()) * sizeof(S);
     Stream s(kernel);
     DeviceBuffer x(bytes, kernel), y(bytes, kernel);
+    poison(y, s.get(), kernel);
     upload(xv, x, s.get(), kernel);
     if (rows > 0 && n > 0) {
         launch_softmax<S, kNanRows, Bug>(x.as<S>(), y.as<S>(), rows, n, l, s.get());

@@ -272,6 +272,7 @@ cudaError_t cudaMemset(void* p, int value, std::size_t bytes) {
     std::memset(p, value, bytes);
     return cudaSuccess;
 }
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
 struct EmuStream {};
 cudaError_t cudaStreamCreate(cudaStream_t* s) {
     *s = new EmuStream;
