@@ -20,17 +20,6 @@ namespace conform::CONFORM_CUDA_NS {
 namespace {
 
 template <class Op>
-void add(Registry& r, const char* op, const char* what, Op (*make)(const Params&)) {
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = kernel_info(op, f, what);
-        with_launches(k, [f, make, kernel = k.name](Launch l) -> KernelFn {
-            return [f, make, kernel, l](const KernelCall& c) { run_unary(c, f, make(c.params), kernel.c_str(), l); };
-        });
-        r.add(std::move(k));
-    }
-}
-
-template <class Op>
 Op plain(const Params&) {
     return Op{};
 }
@@ -39,12 +28,12 @@ Softcap softcap(const Params& p) { return Softcap{p.get("beta", 30)}; }
 }  // namespace
 
 void register_activation(Registry& r) {
-    add<Sigmoid>(r, "sigmoid", "1 / (1 + exp(-x))", plain<Sigmoid>);
-    add<Silu>(r, "silu", "x / (1 + exp(-x))", plain<Silu>);
-    add<GeluErf>(r, "gelu_erf", "x/2 erfc(-x/sqrt 2)", plain<GeluErf>);
-    add<GeluTanh>(r, "gelu_tanh", "x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3)))", plain<GeluTanh>);
-    add<Softplus>(r, "softplus", "max(x, 0) + log1p(exp(-|x|))", plain<Softplus>);
-    add<Softcap>(r, "softcap", "beta tanh(x / beta)", softcap);
+    add_elementwise<1>(r, "sigmoid", "1 / (1 + exp(-x))", plain<Sigmoid>);
+    add_elementwise<1>(r, "silu", "x / (1 + exp(-x))", plain<Silu>);
+    add_elementwise<1>(r, "gelu_erf", "x/2 erfc(-x/sqrt 2)", plain<GeluErf>);
+    add_elementwise<1>(r, "gelu_tanh", "x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3)))", plain<GeluTanh>);
+    add_elementwise<1>(r, "softplus", "max(x, 0) + log1p(exp(-|x|))", plain<Softplus>);
+    add_elementwise<1>(r, "softcap", "beta tanh(x / beta)", softcap);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

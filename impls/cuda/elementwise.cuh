@@ -119,6 +119,14 @@ __global__ void binary_kernel(const S* __restrict__ g, const S* __restrict__ u, 
     for (long long i = packs * V + tid; i < n; i += stride) h[i] = store<S>(op(load(g[i]), load(u[i])));
 }
 
+// Calls fn with a value of f's storage type: float, __half or __nv_bfloat16.
+template <class Fn>
+void by_storage(Format f, Fn&& fn) {
+    if (f == Format::fp32) return fn(float{});
+    if (f == Format::fp16) return fn(__half{});
+    fn(__nv_bfloat16{});
+}
+
 // The registry entry of cuda.<op>.<fmt> (fn left to the caller).
 inline KernelInfo kernel_info(const char* op, Format f, const std::string& what) {
     KernelInfo k;
@@ -129,6 +137,19 @@ inline KernelInfo kernel_info(const char* op, Format f, const std::string& what)
     k.acc = Format::fp64;
     k.backend = CONFORM_CUDA_BACKEND;
     k.description = what + " in double, one rounding into " + name(f) + "; 16-byte packs, grid-stride";
+    return k;
+}
+
+// The registry entry of a GPU mutant, mutant.cuda.<op>.<bug>.<fmt> (fn left
+// to the caller).
+inline KernelInfo mutant_kernel_info(const char* op, const char* bug, Format f, const char* bug_class,
+                                     const char* what) {
+    KernelInfo k = kernel_info(op, f, what);
+    k.name = std::string("mutant.cuda.") + op + "." + bug + "." + name(f);
+    k.variant = bug;
+    k.role = Role::mutant;
+    k.bug_class = bug_class;
+    k.description = what;
     return k;
 }
 
@@ -198,16 +219,29 @@ void run_binary_as(const KernelCall& c, const Op& op, const char* kernel, const 
 
 template <class Op>
 void run_binary(const KernelCall& c, Format f, const Op& op, const char* kernel, const Launch& l = {}) {
-    if (f == Format::fp32) return run_binary_as<float>(c, op, kernel, l);
-    if (f == Format::fp16) return run_binary_as<__half>(c, op, kernel, l);
-    return run_binary_as<__nv_bfloat16>(c, op, kernel, l);
+    by_storage(f, [&](auto s) { run_binary_as<decltype(s)>(c, op, kernel, l); });
 }
 
 template <class Bug = NoBug, class Op>
 void run_unary(const KernelCall& c, Format f, const Op& op, const char* kernel, const Launch& l = {}) {
-    if (f == Format::fp32) return run_unary_as<float, Op, Bug>(c, op, kernel, l);
-    if (f == Format::fp16) return run_unary_as<__half, Op, Bug>(c, op, kernel, l);
-    return run_unary_as<__nv_bfloat16, Op, Bug>(c, op, kernel, l);
+    by_storage(f, [&](auto s) { run_unary_as<decltype(s), Op, Bug>(c, op, kernel, l); });
+}
+
+// cuda.<op>.<fmt> for the three storage formats of an elementwise op with
+// `Arity` inputs (activation.cu: 1, gated.cu: 2), its functor built from
+// the call's parameters by `make`, with the determinism property's launches.
+template <int Arity, class Op>
+void add_elementwise(Registry& r, const char* op, const char* what, Op (*make)(const Params&)) {
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        KernelInfo k = kernel_info(op, f, what);
+        with_launches(k, [f, make, kernel = k.name](Launch l) -> KernelFn {
+            return [f, make, kernel, l](const KernelCall& c) {
+                if constexpr (Arity == 1) run_unary(c, f, make(c.params), kernel.c_str(), l);
+                else run_binary(c, f, make(c.params), kernel.c_str(), l);
+            };
+        });
+        r.add(std::move(k));
+    }
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -86,9 +86,7 @@ void run_norm_as(const KernelCall& c, const char* kernel, const Launch& l) {
 
 template <Norm Op, class Bug = NoBug>
 void run_norm(const KernelCall& c, Format f, const char* kernel, const Launch& l = {}) {
-    if (f == Format::fp32) return run_norm_as<Op, float, Bug>(c, kernel, l);
-    if (f == Format::fp16) return run_norm_as<Op, __half, Bug>(c, kernel, l);
-    return run_norm_as<Op, __nv_bfloat16, Bug>(c, kernel, l);
+    by_storage(f, [&](auto s) { run_norm_as<Op, decltype(s), Bug>(c, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

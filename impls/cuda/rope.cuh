@@ -87,9 +87,7 @@ void run_rope_as(const KernelCall& call, const char* kernel, const Launch& l) {
 
 template <class Bug = NoBug>
 void run_rope(const KernelCall& c, Format f, const char* kernel, const Launch& l = {}) {
-    if (f == Format::fp32) return run_rope_as<float, Bug>(c, kernel, l);
-    if (f == Format::fp16) return run_rope_as<__half, Bug>(c, kernel, l);
-    run_rope_as<__nv_bfloat16, Bug>(c, kernel, l);
+    by_storage(f, [&](auto s) { run_rope_as<decltype(s), Bug>(c, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

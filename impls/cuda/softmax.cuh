@@ -82,9 +82,7 @@ void run_softmax_as(const KernelCall& c, const char* kernel, const Launch& l) {
 
 template <bool kNanRows, class Bug = NoBug>
 void run_softmax(const KernelCall& c, Format f, const char* kernel, const Launch& l = {}) {
-    if (f == Format::fp32) return run_softmax_as<float, kNanRows, Bug>(c, kernel, l);
-    if (f == Format::fp16) return run_softmax_as<__half, kNanRows, Bug>(c, kernel, l);
-    run_softmax_as<__nv_bfloat16, kNanRows, Bug>(c, kernel, l);
+    by_storage(f, [&](auto s) { run_softmax_as<decltype(s), kNanRows, Bug>(c, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

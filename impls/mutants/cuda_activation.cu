@@ -27,12 +27,7 @@ struct FastSoftplus {
 
 template <class Bug, class Op>
 void add(Registry& r, const char* op, const char* bug, Format f, const char* bug_class, const char* what) {
-    KernelInfo k = kernel_info(op, f, what);
-    k.name = std::string("mutant.cuda.") + op + "." + bug + "." + name(f);
-    k.variant = bug;
-    k.role = Role::mutant;
-    k.bug_class = bug_class;
-    k.description = what;
+    KernelInfo k = mutant_kernel_info(op, bug, f, bug_class, what);
     with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
         return [f, kernel, l](const KernelCall& c) { run_unary<Bug>(c, f, Op{}, kernel.c_str(), l); };
     });

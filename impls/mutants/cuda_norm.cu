@@ -22,12 +22,7 @@ struct PlainWeight : NoBug {
 
 template <Norm Op, class Bug>
 void add(Registry& r, const char* op, const char* bug, Format f, const char* bug_class, const char* what) {
-    KernelInfo k = kernel_info(op, f, what);
-    k.name = std::string("mutant.cuda.") + op + "." + bug + "." + name(f);
-    k.variant = bug;
-    k.role = Role::mutant;
-    k.bug_class = bug_class;
-    k.description = what;
+    KernelInfo k = mutant_kernel_info(op, bug, f, bug_class, what);
     k.fn = [f, kernel = k.name](const KernelCall& c) { run_norm<Op, Bug>(c, f, kernel.c_str()); };
     r.add(std::move(k));
 }

@@ -13,12 +13,9 @@ struct FastSincos : NoBug {
 
 void register_mutants_rope(Registry& r) {
     const Format f = Format::fp32;
-    KernelInfo k = kernel_info("rope", f, "");
-    k.name = "mutant.cuda.rope.fast_sincos.fp32";
-    k.variant = "fast_sincos";
-    k.role = Role::mutant;
-    k.bug_class = "16 GPU structure";
-    k.description = "the angle (offset + l) theta in float through __sinf/__cosf: wrong at long positions";
+    KernelInfo k = mutant_kernel_info(
+        "rope", "fast_sincos", f, "16 GPU structure",
+        "the angle (offset + l) theta in float through __sinf/__cosf: wrong at long positions");
     k.fn = [f, kernel = k.name](const KernelCall& c) { run_rope<FastSincos>(c, f, kernel.c_str()); };
     r.add(std::move(k));
 }

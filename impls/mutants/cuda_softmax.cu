@@ -13,12 +13,9 @@ struct SkipRescale : NoBug {
 
 void register_mutants_softmax(Registry& r) {
     const Format f = Format::fp32;
-    KernelInfo k = kernel_info("softmax", f, "");
-    k.name = "mutant.cuda.softmax.rescale_skipped.fp32";
-    k.variant = "rescale_skipped";
-    k.role = Role::mutant;
-    k.bug_class = "14 reduction axis/granularity";
-    k.description = "merging two threads' online states, one side's sum is not rescaled to the common maximum";
+    KernelInfo k = mutant_kernel_info(
+        "softmax", "rescale_skipped", f, "14 reduction axis/granularity",
+        "merging two threads' online states, one side's sum is not rescaled to the common maximum");
     k.fn = [f, kernel = k.name](const KernelCall& c) { run_softmax<false, SkipRescale>(c, f, kernel.c_str()); };
     r.add(std::move(k));
 }
