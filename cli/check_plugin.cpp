@@ -296,6 +296,12 @@ std::string kernel_row(const Isolated& r) {
 
 std::string failures_md(const std::string& lib, const Isolated& r) {
     std::string s = fmt::format("\n### `{}`\n\n{}", r.report.kernel, r.description.empty() ? "" : table_cell(r.description) + "\n\n");
+    if (!r.report.convention_match.empty())
+        s += fmt::format("**Passes if it declares `{}`** (every property passes under it).\n\n", r.report.convention_match);
+    else if (!r.report.conventions_tried.empty())
+        s += "No declarable convention explains the failures: a defect.\n\n";
+    for (const auto& t : r.report.conventions_tried) s += fmt::format("- tried `{}`\n", table_cell(t));
+    if (!r.report.conventions_tried.empty()) s += "\n";
     for (const auto& p : r.report.properties) {
         if (p.passed) continue;
         s += fmt::format("- **{}**: {}\n", p.name, table_cell(p.message));
@@ -337,6 +343,7 @@ void print_outcome(const std::string& lib, const Isolated& r) {
         if (!p.passed)
             std::cout << fmt::format("    {} failed: {}\n    reproduce: {}\n", p.name, p.message,
                                      p.reproduce.empty() ? "-" : reproduce_command(lib, k.kernel, p.reproduce));
+    if (const std::string c = convention_lines(k); !c.empty()) std::cout << c.substr(1) << "\n";
 }
 
 }  // namespace
@@ -348,7 +355,7 @@ int cmd_check_plugin(const CheckPluginOptions& o) {
     } catch (const plugin::LoadError& e) {
         throw UsageError(e.what());
     }
-    const std::vector<KernelInfo> ks = with_profile(select_plugin(lib, o.selection), o.profile);
+    const std::vector<KernelInfo> ks = with_profile(select_plugin(lib, o.selection), o.profile, o.conventions);
     install_interrupt_handler();
     report::RunReport rep = new_report(o.seed, o.cases, o.selection);
     rep.selection["library"] = o.library;
@@ -358,6 +365,7 @@ int cmd_check_plugin(const CheckPluginOptions& o) {
     cfg.cases = o.cases;
     cfg.reproduce = o.reproduce;
     cfg.shrink = o.shrink;
+    cfg.infer_conventions = o.infer;
     std::vector<Isolated> runs;
     write_reports(o.out, o.library, rep, runs);
     for (std::size_t i = 0; i < ks.size() && !interrupted(); ++i) {

@@ -6,7 +6,7 @@
 
 #include "cli/common.hpp"
 #include "golden/golden.hpp"
-#include "oracle/conventions.hpp"
+#include "numerics/conventions.hpp"
 #include "oracle/eval.hpp"
 #include "properties/exhaustive.hpp"
 #include "properties/suite.hpp"
@@ -26,6 +26,7 @@ std::string outcome_line(const report::KernelReport& k) {
     for (const auto& p : k.properties)
         if (!p.passed && k.role != "baseline")
             s += fmt::format("\n    {} failed: {}\n    reproduce: --reproduce '{}'", p.name, p.message, p.reproduce);
+    s += convention_lines(k);
     return s;
 }
 
@@ -79,7 +80,7 @@ std::string ops_markdown() {
                          fmt::join(op.inputs, "`, `"), fmt::join(op.outputs, "`, `"));
         if (op.params.empty()) s += "- parameters: none\n";
         for (const ParamSpec& p : op.params) s += "- parameter " + param_text(p) + "\n";
-        for (const std::string& c : oracle::conventions_for(op.name)) s += "- convention `" + c + "`\n";
+        for (const std::string& c : conventions_for(op.name)) s += "- convention `" + c + "`\n";
     }
     return s;
 }
@@ -98,7 +99,7 @@ int cmd_ops(bool json, bool markdown) {
             for (const ParamSpec& p : op.params)
                 params.push_back({{"name", p.name}, {"default", p.default_value}, {"doc", p.doc}});
             arr.push_back({{"name", op.name}, {"family", op.family}, {"inputs", op.inputs}, {"outputs", op.outputs},
-                           {"params", params}, {"conventions", oracle::conventions_for(op.name)},
+                           {"params", params}, {"conventions", conventions_for(op.name)},
                            {"formula", op.formula}});
         }
         std::cout << arr.dump(2) << "\n";
@@ -118,7 +119,7 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
     if (!s.kernels.empty()) s.roles.push_back(Role::mutant);  // a mutant named explicitly is run like any kernel
     if (s.backend != "cpu" && (mutants || exhaustive))
         throw UsageError("--mutants and --exhaustive cover the built-in kernels, not --backend " + s.backend);
-    const std::vector<KernelInfo> ks = with_profile(select(s), s.profile);
+    const std::vector<KernelInfo> ks = with_profile(select(s), s.profile, s.conventions);
     install_interrupt_handler();
     report::RunReport rep = new_report(seed, cases, s);
     rep.complete = false;
@@ -127,8 +128,9 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
     cfg.seed = seed;
     cfg.cases = cases;
     cfg.reproduce = reproduce;
-    // Built-in kernels: drift from their recorded error profiles (golden/profiles/).
-    if (s.backend == "cpu") cfg.profile_check = golden::profile_checker(golden::default_dir());
+    // Built-in kernels: drift from their recorded error profiles (golden/profiles/), which
+    // were recorded under the kernels' own conventions.
+    if (s.backend == "cpu" && s.conventions.empty()) cfg.profile_check = golden::profile_checker(golden::default_dir());
     for (std::size_t i = 0; i < ks.size() && !interrupted(); ++i) {
         progress(fmt::format("[{}/{}] {} ...", i + 1, ks.size(), ks[i].name));
         rep.kernels.push_back(props::run_suite(ks[i], cfg));

@@ -1,4 +1,7 @@
 #include "cli/common.hpp"
+
+#include <set>
+#include "numerics/conventions.hpp"
 #include "properties/profile.hpp"
 
 #include <algorithm>
@@ -141,7 +144,28 @@ std::string table_cell(std::string s) {
     return s;
 }
 
-std::vector<KernelInfo> with_profile(const std::vector<const KernelInfo*>& ks, const std::string& profile) {
+std::map<std::string, std::string> parse_key_values(const std::vector<std::string>& texts) {
+    std::map<std::string, std::string> c;
+    for (const std::string& t : texts) {
+        const auto eq = t.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == t.size())
+            throw UsageError("--convention " + t + ": expected KEY=VALUE, e.g. eps_placement=outside");
+        c[t.substr(0, eq)] = t.substr(eq + 1);
+    }
+    return c;
+}
+
+std::string convention_lines(const report::KernelReport& k) {
+    if (k.conventions_tried.empty()) return "";
+    std::string s = k.convention_match.empty()
+                        ? "\n    conventions: no declarable convention explains the failures (a defect, not a convention)"
+                        : "\n    conventions: passes if it declares " + k.convention_match;
+    for (const std::string& t : k.conventions_tried) s += "\n      tried " + t;
+    return s;
+}
+
+std::vector<KernelInfo> with_profile(const std::vector<const KernelInfo*>& ks, const std::string& profile,
+                                     const std::vector<std::string>& convention_texts) {
     if (!profile.empty()) {
         try {
             props::parse_profile(profile);
@@ -149,11 +173,27 @@ std::vector<KernelInfo> with_profile(const std::vector<const KernelInfo*>& ks, c
             throw UsageError(std::string("--profile: ") + e.what());
         }
     }
+    const Conventions declared = parse_key_values(convention_texts);
+    try {
+        check_conventions(declared);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--convention: ") + e.what());
+    }
+    std::set<std::string> used;
     std::vector<KernelInfo> out;
     for (const KernelInfo* k : ks) {
         out.push_back(*k);
         if (!profile.empty()) out.back().profile = profile;
+        for (const ConventionSpec* spec : convention_specs_for(k->op))
+            if (auto it = declared.find(spec->key); it != declared.end()) out.back().conventions[it->first] = it->second, used.insert(it->first);
+        try {
+            check_conventions(out.back().conventions, k->op);
+        } catch (const std::invalid_argument& e) {
+            throw UsageError("--convention: " + k->name + ": " + e.what());
+        }
     }
+    for (const auto& [key, value] : declared)
+        if (!used.count(key)) throw UsageError("--convention " + key + "=" + value + ": no selected kernel's op has it (see conform ops)");
     return out;
 }
 

@@ -2,6 +2,7 @@
 // --dtype / --kernel, input errors (exit status 2), progress lines.
 #pragma once
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,11 +24,24 @@ struct Selection {
     std::vector<Role> roles;
     std::string backend = "cpu";  // "cpu": the built-in registry; "onednn", "cuda", "cuda-emu": their BackendRegistry
     std::string profile;          // --profile: the accuracy profile to judge by (empty: each kernel's own)
+    std::vector<std::string> conventions;  // --convention KEY=VALUE: declared for every selected kernel whose op has KEY
 };
 
-// Copies of the kernels, each judged by `profile` when it is not empty (a
-// UsageError naming the profile when it does not parse).
-std::vector<KernelInfo> with_profile(const std::vector<const KernelInfo*>& ks, const std::string& profile);
+// Copies of the kernels, each judged by `profile` when it is not empty and
+// under the declared `conventions` ("KEY=VALUE", added to each kernel's own
+// for the ops that have KEY).  A UsageError names a profile that does not
+// parse, a convention that is malformed or unknown, or one that applies to
+// none of the kernels.
+// --convention KEY=VALUE texts as a map (a UsageError for one without '=').
+std::map<std::string, std::string> parse_key_values(const std::vector<std::string>& texts);
+
+// What convention inference found for a failing kernel, as indented lines
+// ("" when nothing was tried): "passes if it declares eps_placement=outside"
+// or "no declarable convention explains it: a defect", then each try.
+std::string convention_lines(const report::KernelReport& k);
+
+std::vector<KernelInfo> with_profile(const std::vector<const KernelInfo*>& ks, const std::string& profile,
+                                     const std::vector<std::string>& conventions = {});
 
 // Validates names (unknown op / dtype / kernel / backend is a UsageError
 // listing the known ones) and returns the matching kernels; an empty result is
@@ -72,6 +86,8 @@ struct CheckPluginOptions {
     std::string reproduce;  // a reproduction string from an earlier failure
     bool shrink = true;     // --no-shrink: report failures unshrunk (a kill check needs no smaller case)
     std::string profile;    // --profile: the accuracy profile every kernel is judged by (empty: strict)
+    std::vector<std::string> conventions;  // --convention KEY=VALUE: added to the descriptors' declarations
+    bool infer = true;      // --no-infer: skip convention inference for failing kernels
 };
 // Exit status: 0 every kernel passes, 1 some kernel failed (including a
 // crash, a hang or a write outside its outputs), 2 bad input (the library

@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
     run->add_option("--reproduce", reproduce, "reproduction string printed with a failure");
     run->add_option("--profile", sel.profile, std::string("accuracy profile to judge every kernel by: ") +
                                               conform::props::profile_help() + " (default: each kernel's own, strict)");
+    run->add_option("--convention", sel.conventions, "declare a convention KEY=VALUE for every selected kernel whose op "
+                                                      "has it, e.g. eps_placement=outside (repeatable; conform ops lists them)");
     run->add_flag("--mutants", with_mutants, "also run every selected op's mutants (kill rate in the report)");
     run->add_flag("--exhaustive", with_exhaustive, "also sweep every fp16/bf16 input of the unary simd kernels");
 
@@ -101,6 +103,11 @@ int main(int argc, char** argv) {
     check_plugin->add_option("--reproduce", plug.reproduce, "reproduction string printed with a failure");
     check_plugin->add_option("--profile", plug.profile, std::string("accuracy profile every exported kernel is judged "
                                                                     "by: ") + conform::props::profile_help());
+    check_plugin->add_option("--convention", plug.conventions, "declare a convention KEY=VALUE for every exported "
+                                                               "kernel whose op has it, beside the descriptor's own (repeatable)");
+    bool no_infer = false;
+    check_plugin->add_flag("--no-infer", no_infer, "do not re-judge a failing kernel under the alternative conventions "
+                                                   "of its op");
     bool no_shrink = false;
     check_plugin->add_flag("--no-shrink", no_shrink, "report failing cases as generated, without shrinking them");
 
@@ -129,6 +136,7 @@ int main(int argc, char** argv) {
         if (*mutate) return cmd_mutate(sel, seed, cases, mutate_out->count() ? out : "");
         if (*exh) return cmd_exhaustive(sel, exh_out->count() ? out : "", threads);
         plug.shrink = !no_shrink;
+        plug.infer = !no_infer;
         if (*check_plugin) return cmd_check_plugin(plug);
         if (*golden) return cmd_golden(regenerate, profiles, golden_dir, sel);
         for (const Subcommand* c : {&synth, &diverge, &sensitivity, &cuda_bench})

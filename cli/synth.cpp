@@ -87,16 +87,6 @@ model::ModelContract make_contract(const SynthOptions& o, CLI::App* cmd) {
     return c;
 }
 
-model::Conventions parse_conventions(const std::vector<std::string>& kv) {
-    model::Conventions conv;
-    for (const std::string& s : kv) {
-        const auto eq = s.find('=');
-        if (eq == std::string::npos) throw UsageError("--convention: expected KEY=VALUE, got '" + s + "'");
-        conv[s.substr(0, eq)] = s.substr(eq + 1);
-    }
-    return conv;
-}
-
 std::string impl_string(const model::ModelContract& c, const model::CandidateOptions& opt) {
     std::ostringstream s;
     s << "conform synth " << name(c.dtype);
@@ -110,7 +100,7 @@ int run_synth(const SynthOptions& o, CLI::App* cmd) {
     model::CandidateOptions opt;
     opt.mutant = o.mutant;
     opt.at = o.at;
-    opt.conventions = parse_conventions(o.conventions);
+    opt.conventions = parse_key_values(o.conventions);
     if (!opt.mutant.empty() && opt.at < 0) throw UsageError("--mutant needs --at LAYER");
     const auto t0 = std::chrono::steady_clock::now();
     progress("synth: " + std::to_string(c.layers) + " layers (" + c.pattern + "), width " + std::to_string(c.width) +

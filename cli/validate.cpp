@@ -11,7 +11,7 @@
 #include "io/case_file.hpp"
 #include "model/layout.hpp"
 #include "io/model_dump.hpp"
-#include "oracle/conventions.hpp"
+#include "numerics/conventions.hpp"
 #include "properties/fixed.hpp"
 #include "properties/verdict.hpp"
 #include "reports/atomic_file.hpp"
@@ -136,7 +136,7 @@ KernelInfo stored_kernel(const io::Case& c, const OpSpec& op, const Params& p, c
             k.conventions[key] = value.get<std::string>();
         }
         try {
-            oracle::check_conventions(k.conventions);
+            check_conventions(k.conventions, op.name);
         } catch (const std::invalid_argument& e) {
             throw CaseError(c.source + ": conform.conventions: " + e.what());
         }
@@ -160,18 +160,6 @@ bool set_param(Judged& j, const char* key, double value) {
 
 const std::vector<Alternative>& alternatives() {
     static const std::vector<Alternative> alts{
-        {"masked_row = nan (empty rows NaN)",
-         [](Judged& j, std::vector<Tensor>&) {
-             if (oracle::conventions_for(j.op->name).empty() || j.kernel.conventions["masked_row"] == "nan") return false;
-             j.kernel.conventions["masked_row"] = "nan";
-             return true;
-         }},
-        {"masked_row = zero (the oracle's empty rows)",
-         [](Judged& j, std::vector<Tensor>&) {
-             if (j.kernel.conventions.count("masked_row") == 0 || j.kernel.conventions["masked_row"] == "zero") return false;
-             j.kernel.conventions["masked_row"] = "zero";
-             return true;
-         }},
         {"RoPE pairing swapped (interleaved <-> half-split)",
          [](Judged& j, std::vector<Tensor>&) {
              return j.op->name == "rope" && set_param(j, "pairing", j.params.get("pairing", 0) == 0 ? 1 : 0);
@@ -195,26 +183,21 @@ const std::vector<Alternative>& alternatives() {
          }},
         {"attention softmax scale 1 (scale dropped)",
          [](Judged& j, std::vector<Tensor>&) { return j.op->name == "attention" && set_param(j, "scale", 1); }},
-        {"causal mask aligned top-left (query i sees keys j <= i)",
-         [](Judged& j, std::vector<Tensor>& scratch) {
-             if (j.op->name != "attention" || j.params.get("causal", 0) == 0 || j.params.get("window", 0) != 0) return false;
-             const std::int64_t lq = j.in[0].shape[1], lk = j.in[1].shape[1];
-             if (lq == lk) return false;
-             Tensor mask(Format::fp32, {lq, lk});
-             for (std::int64_t r = 0; r < lq; ++r)
-                 for (std::int64_t c = 0; c < lk; ++c)
-                     mask.set_value(r * lk + c, (c > r ? -INFINITY : 0.0) + (j.in.size() > 3 ? j.in[3].value(r * lk + c) : 0.0));
-             scratch.push_back(std::move(mask));
-             j.in.resize(4);
-             j.in[3] = scratch.back().view();
-             j.params.set("causal", 0);
-             return true;
-         }},
     };
     return alts;
 }
 
 std::string matching_alternative(const Judged& base) {
+    // The declarable conventions first (numerics/conventions.hpp): a match
+    // says what the case file should declare.
+    for (const auto& [text, conventions] : convention_alternatives(base.op->name, base.kernel.conventions)) {
+        Judged j = base;
+        j.kernel.conventions = conventions;
+        try {
+            if (props::check_case(j.kernel, j.params, j.in).pass) return "convention " + text + " (declare it in conform.conventions)";
+        } catch (const std::exception&) {
+        }
+    }
     for (const Alternative& a : alternatives()) {
         Judged j = base;
         std::vector<Tensor> scratch;

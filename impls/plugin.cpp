@@ -14,7 +14,7 @@
 #include <set>
 
 #include "conform/plugin.h"
-#include "oracle/conventions.hpp"
+#include "numerics/conventions.hpp"
 
 // docs/plugins.md states these layouts; a change is an ABI version bump.
 static_assert(sizeof(void*) != 8 || (sizeof(conform_tensor) == 80 && sizeof(conform_kernel) == 64 &&
@@ -282,7 +282,7 @@ Format checked_format(std::int32_t d, const std::string& where, bool allow_i32) 
     return *f;
 }
 
-std::map<std::string, std::string> checked_conventions(const char* text, const std::string& where) {
+std::map<std::string, std::string> checked_conventions(const char* text, const std::string& where, const std::string& op) {
     std::map<std::string, std::string> c;
     if (!text || !*text) return c;
     const auto j = nlohmann::json::parse(text, nullptr, false);
@@ -292,7 +292,7 @@ std::map<std::string, std::string> checked_conventions(const char* text, const s
         c[key] = value.get<std::string>();
     }
     try {
-        oracle::check_conventions(c);
+        check_conventions(c, op);
     } catch (const std::invalid_argument& e) {
         bad(where, e.what());
     }
@@ -329,7 +329,7 @@ KernelInfo wrap(const conform_kernel& d, const std::string& where0, const std::s
     const std::vector<std::int32_t> outs = output_dtypes(d, *op, where);
     for (std::int32_t o : outs) k.out_formats.push_back(*format_of(o));
     k.out = k.out_formats.at(0);
-    k.conventions = checked_conventions(d.conventions_json, where + "conventions_json");
+    k.conventions = checked_conventions(d.conventions_json, where + "conventions_json", op->name);
     k.description = d.description ? d.description : "";
     if (!d.fn) bad(where + "fn", "NULL");
     Bound b{d.fn, k.name, op, outs, handle};

@@ -13,6 +13,7 @@ namespace {
 struct Config {
     Real scale;
     bool causal = false;
+    bool top_left = false;  // the declared convention causal = top_left
     std::int64_t window = 0;
     double softcap = 0;
     std::size_t block = 0;
@@ -39,6 +40,7 @@ Config read_config(const std::string& op, const Params& p, std::int64_t d) {
     c.scale = scale != 0 ? from_double(scale) : Real(1) / sqrt(Real(static_cast<double>(d)));
     c.causal = integer_param(op, p, "causal", 0, 1) != 0;
     c.window = static_cast<std::int64_t>(integer_param(op, p, "window", 0, 1e15));
+    c.top_left = p.get("convention.causal", 0) != 0;
     c.softcap = p.get("softcap", 0.0);
     if (!(c.softcap >= 0) || std::isinf(c.softcap))
         throw std::invalid_argument(op + ": parameter 'softcap' must be finite and >= 0");
@@ -86,7 +88,7 @@ std::vector<Real> row_logits(const Problem& p, const Config& c, std::int64_t h, 
         // its logit is never formed, so a NaN in q or k_j there cannot leak.
         const bool mask_hides = !p.mask.empty() && isinf(p.mask[static_cast<std::size_t>(i * p.lk + j)]) &&
                                 p.mask[static_cast<std::size_t>(i * p.lk + j)] < 0;
-        if (mask_hides || !key_visible(i, j, p.lq, p.lk, c.causal, c.window)) {
+        if (mask_hides || !key_visible(i, j, p.lq, p.lk, c.causal, c.window, c.top_left)) {
             s[j] = neg_inf<Real>();
             continue;
         }

@@ -24,14 +24,16 @@ namespace conform::oracle {
 
 // Position of query row i when Lq queries are the last Lq of Lk positions
 // (bottom-right alignment: the last query sits at the last key).
-inline std::int64_t query_position(std::int64_t i, std::int64_t lq, std::int64_t lk) { return i + lk - lq; }
+inline std::int64_t query_position(std::int64_t i, std::int64_t lq, std::int64_t lk, bool top_left = false) {
+    return top_left ? i : i + lk - lq;
+}
 
 // Structural visibility of key j from query i.  causal: j <= pos.  window
 // W > 0: exactly the W positions (pos - W, pos]; a window implies the causal
 // upper bound.  With Lq > Lk the first Lq - Lk queries see no key at all.
 inline bool key_visible(std::int64_t i, std::int64_t j, std::int64_t lq, std::int64_t lk, bool causal,
-                        std::int64_t window) {
-    const std::int64_t pos = query_position(i, lq, lk);
+                        std::int64_t window, bool top_left = false) {
+    const std::int64_t pos = query_position(i, lq, lk, top_left);
     if ((causal || window > 0) && j > pos) return false;
     if (window > 0 && j <= pos - window) return false;
     return true;

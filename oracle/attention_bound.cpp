@@ -29,11 +29,12 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
     const std::int64_t g = kv_head_of(h, sh.hq, sh.hkv);
     const bool causal = p.get("causal", 0) != 0;
     const auto window = static_cast<std::int64_t>(p.get("window", 0));
+    const bool top_left = p.get("convention.causal", 0) != 0;
     const double cap = p.get("softcap", 0);
     RowLogits r{std::vector<double>(sh.lk, -INFINITY), std::vector<double>(sh.lk, 0), std::vector<double>(sh.lk, 0)};
     const double* qr = &q[(h * sh.lq + i) * sh.d];
     for (std::int64_t j = 0; j < sh.lk; ++j) {
-        if (!key_visible(i, j, sh.lq, sh.lk, causal, window)) continue;
+        if (!key_visible(i, j, sh.lq, sh.lk, causal, window, top_left)) continue;
         if (!mask.empty() && mask[i * sh.lk + j] == -INFINITY) continue;  // hidden like a structural mask
         const double* kr = &k[(g * sh.lk + j) * sh.d];
         double dot = 0, a = 0;

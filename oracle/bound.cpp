@@ -36,12 +36,19 @@ double half_ulp_out(Format out, double y, double rel) {
 // sqrt, the reciprocal (or division) and the two multiplies are four more
 // roundings, b = gamma_4 (gamma_5 with the 1 + w of zero-centred weights):
 // rel = a + b + a b holds for every n with n u < 1, no first-order shortcut.
+// Declared conventions (docs/norm.md, "Conventions"): eps outside the root,
+// r = sqrt(t) + eps, and l2's r = max(||x||, eps) take the computed root
+// with the same relative error and combine it with fl(eps) (one rounding) by
+// an add (one more) or an exact max; a sum or max of two positive terms has
+// at most the larger relative error of the two, so two more roundings
+// cover both: b = gamma_6 (gamma_7 zero-centred).
 std::vector<double> rms_bound(const Params& p, const RowData& r, Format acc, Format out, bool has_weight) {
     const double u = unit_roundoff(acc);
     const std::size_t n = r.x.size();
     const bool zc = has_weight && p.get("zero_centered", 0) != 0;
+    const bool beside_root = p.get("convention.eps_placement", 0) != 0 || p.get("convention.l2_form", 0) != 0;
     const double eta_t = gamma(n + 3.0, u);
-    const double a = eta_t / (2 * (1 - eta_t)), b = gamma(zc ? 5 : 4, u);
+    const double a = eta_t / (2 * (1 - eta_t)), b = gamma((zc ? 5 : 4) + (beside_root ? 2 : 0), u);
     const double rel = a + b + a * b;
     std::vector<double> bound(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -85,13 +92,27 @@ std::vector<double> layer_bound(const Params& p, const RowData& r, Format acc, F
     }
     var /= n;
     s_hat /= n;
-    const double t = var + eps;
-    const double eta_t = (gamma(n + 2.0, u) * s_hat + (2 * cross + esq) / n + u * eps) / t + u;
-    const double q = 1 / std::sqrt(t);
+    double q, rel_q;
+    if (p.get("convention.eps_placement", 0) == 0) {
+        const double t = var + eps;
+        const double eta_t = (gamma(n + 2.0, u) * s_hat + (2 * cross + esq) / n + u * eps) / t + u;
+        q = 1 / std::sqrt(t);
+        rel_q = eta_t / 2 + 4 * u;
+    } else {
+        // eps outside the root, D = sqrt(var) + eps: the computed variance is
+        // off by at most delta (absolute), so its root by at most
+        // min(delta / sqrt(var), sqrt(delta)); the root's rounding, fl(eps) and
+        // the add give rel_D, and 1 / D_hat is within rel_D / (1 - rel_D) of q.
+        const double delta = gamma(n + 2.0, u) * s_hat + (2 * cross + esq) / n + u * var;
+        const double sv = std::sqrt(var), e_root = sv > 0 ? std::min(delta / sv, std::sqrt(delta)) : std::sqrt(delta);
+        const double D = sv + eps;
+        const double rel_d = (e_root * (1 + u) + u * sv + u * eps) / D + u;
+        q = 1 / D;
+        rel_q = rel_d < 1 ? rel_d / (1 - rel_d) + 4 * u : INFINITY;  // vacuous, reported as such
+    }
     std::vector<double> bound(n);
     for (std::size_t i = 0; i < n; ++i) {
         const double w = std::fabs(r.w[i]);
-        const double rel_q = eta_t / 2 + 4 * u;
         bound[i] = w * q * (E[i] + std::fabs(d[i]) * rel_q) * (1 + 2 * rel_q) + u * std::fabs(r.y[i]) +
                    half_ulp_out(out, r.y[i], rel_q + u) + 2 * eta(acc) * (1 + w);
     }

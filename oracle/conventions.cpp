@@ -8,10 +8,8 @@
 namespace conform::oracle {
 namespace {
 
-const std::map<std::string, std::vector<std::string>>& accepted() {
-    static const std::map<std::string, std::vector<std::string>> a{{"masked_row", {"zero", "nan"}}};
-    return a;
-}
+void ieee_elements(const std::string& op, const Params& p, const std::vector<TensorView>& in, Tensor& rounded,
+                   std::vector<double>& exact);
 
 bool is_attention(const std::string& op) {
     return op == "attention" || op == "qk_norm_attention" || op == "gated_attention";
@@ -49,27 +47,11 @@ std::vector<bool> keyless_rows(const std::vector<double>& lse) {
 
 }  // namespace
 
-std::vector<std::string> conventions_for(const std::string& op) {
-    if (op == "softmax" || op == "online_softmax" || is_attention(op)) return {"masked_row = zero (default) | nan"};
-    return {};
-}
-
-void check_conventions(const Conventions& c) {
-    for (const auto& [key, value] : c) {
-        auto it = accepted().find(key);
-        if (it == accepted().end()) throw std::invalid_argument("unknown convention \"" + key + "\" (known: masked_row)");
-        bool ok = false;
-        std::string list;
-        for (const auto& v : it->second) ok = ok || v == value, list += (list.empty() ? "" : ", ") + v;
-        if (!ok) throw std::invalid_argument("convention " + key + " = \"" + value + "\": expected one of " + list);
-    }
-}
-
-void apply_conventions(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
+void apply_conventions(const std::string& op, const Conventions& c, const Params& p, const std::vector<TensorView>& in,
                        std::vector<Tensor>& rounded, std::vector<std::vector<double>>& exact) {
     check_conventions(c);
-    auto it = c.find("masked_row");
-    if (it == c.end() || it->second == "zero") return;
+    if (convention(c, "special_values") == "ieee") ieee_elements(op, p, in, rounded.at(0), exact.at(0));
+    if (convention(c, "masked_row") != "nan") return;
     if (op == "softmax" || op == "online_softmax") {
         nan_rows(all_minus_inf_rows(in.at(0)), in.at(0).cols(), rounded.at(0), exact.at(0));
     } else if (is_attention(op)) {
@@ -104,7 +86,7 @@ std::optional<double> ieee_special(const std::string& op, const Params& p, const
     if (args.size() < 2) return std::nullopt;
     const double u = args[1];
     if (op == "swiglu") return lit_silu(x) * u;
-    if (op == "geglu") return lit_gelu_erf(x) * u;
+    if (op == "geglu") return (p.get("convention.gelu", 0) != 0 ? lit_gelu_tanh(x) : lit_gelu_erf(x)) * u;
     if (op == "situ_glu")
         return lit_softcap(x, p.get("beta1", 4)) * lit_sigmoid(x) * lit_softcap(u, p.get("beta2", 25));
     if (op == "swiglu_clamp") {
@@ -113,5 +95,24 @@ std::optional<double> ieee_special(const std::string& op, const Params& p, const
     }
     return std::nullopt;
 }
+
+namespace {
+
+// special_values = ieee: every element with an infinite argument becomes the
+// literal IEEE evaluation, exact and rounded alike (a special value or a
+// finite limit, both exactly representable or compared as classes).
+void ieee_elements(const std::string& op, const Params& p, const std::vector<TensorView>& in, Tensor& rounded,
+                   std::vector<double>& exact) {
+    for (std::int64_t i = 0; i < rounded.numel(); ++i) {
+        std::vector<double> args;
+        for (const TensorView& v : in) args.push_back(v.value(i));
+        const auto lit = ieee_special(op, p, args);
+        if (!lit) continue;
+        rounded.set_value(i, *lit);
+        exact[static_cast<std::size_t>(i)] = *lit;
+    }
+}
+
+}  // namespace
 
 }  // namespace conform::oracle

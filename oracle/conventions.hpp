@@ -1,38 +1,36 @@
-// Declared conventions: the documented alternatives to the oracle's choices
-// that a kernel (or a dump) may declare, and the reference they imply.
+// The oracle side of declared conventions (numerics/conventions.hpp lists
+// them): formula conventions (eps placement, L2 form, GELU form, causal
+// alignment) are hidden parameters the evaluators read
+// (with_convention_params); the ones that change only special rows or
+// elements are applied here to the correctly rounded reference:
 //
-//   masked_row = zero (default) | nan
-//     An empty row — softmax over only -inf (or n = 0), attention for a query
-//     that sees no key — is the empty distribution: the oracle gives 0 (and
-//     lse -inf).  A literal softmax(s) @ v computes -inf - (-inf) and gives
-//     NaN; a kernel declaring `nan` is held to NaN in every output of that
-//     row (o and lse) instead, compared as a special-value class.
-//
-// Unknown keys or values are errors: a declaration the verdict ignored would
-// silently judge the kernel against the wrong reference.
+//   masked_row = nan       an empty row -- softmax over only -inf, attention
+//     for a query that sees no key -- is NaN in every output of that row (o
+//     and lse), as softmax(s) @ v computes -inf - (-inf), instead of the
+//     empty distribution (0, lse -inf); compared as a special-value class.
+//   special_values = ieee  an elementwise op at an infinite input is the
+//     formula evaluated literally in IEEE double (ieee_special) instead of
+//     its limit.
 #pragma once
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "numerics/conventions.hpp"
 #include "numerics/op.hpp"
 #include "numerics/tensor.hpp"
 
 namespace conform::oracle {
 
-using Conventions = std::map<std::string, std::string>;
+using conform::Conventions;
 
-// The conventions op `op` accepts, as "key = default | alternative ...".
-std::vector<std::string> conventions_for(const std::string& op);
-
-// Throws std::invalid_argument naming the key and the accepted values.
-void check_conventions(const Conventions& c);
-
-// The reference of op `op` under conventions c: rewrites the correctly
-// rounded outputs and their exact values in place (outputs in op order,
-// exact[o][i] for element i of output o).  `in` are the op's inputs.
-void apply_conventions(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
+// The reference of op `op` under the row and element conventions of c
+// (masked_row, special_values): rewrites the correctly rounded outputs and
+// their exact values in place (outputs in op order, exact[o][i] for element
+// i of output o).  `in` are the op's inputs, p its parameters.  Formula
+// conventions are not applied here: evaluate with with_convention_params.
+void apply_conventions(const std::string& op, const Conventions& c, const Params& p, const std::vector<TensorView>& in,
                        std::vector<Tensor>& rounded, std::vector<std::vector<double>>& exact);
 
 // The `ieee` accuracy profile (properties/profile.hpp): elementwise op `op`

@@ -24,9 +24,11 @@ Real unary(const std::string& op, const Params& p, const Real& x) {
     throw std::invalid_argument("oracle: unknown unary op '" + op + "'");
 }
 
+bool eps_outside(const Params& p) { return p.get("convention.eps_placement", 0) != 0; }
+
 Real gated(const std::string& op, const Params& p, const Real& g, const Real& u) {
     if (op == "swiglu") return swiglu(g, u);
-    if (op == "geglu") return geglu(g, u);
+    if (op == "geglu") return p.get("convention.gelu", 0) != 0 ? geglu_tanh(g, u) : geglu(g, u);
     if (op == "situ_glu") return situ_glu(g, u, p.get("beta1", 4), p.get("beta2", 25));
     if (op == "swiglu_clamp") return swiglu_clamp(g, u, p.get("limit", 10));
     throw std::invalid_argument("oracle: unknown gated op '" + op + "'");
@@ -100,9 +102,10 @@ std::vector<Real> eval_row(const OpSpec& op, const Params& p, const std::vector<
         case OpKind::structured:  // evaluated whole by evaluate_structured, never row by row
             break;
         case OpKind::row:
-            if (op.name == "rms_norm") return rms_norm(x, in[1], p.get("eps", 1e-6), p.get("zero_centered", 0) != 0);
-            if (op.name == "layer_norm") return layer_norm(x, in[1], in[2], p.get("eps", 1e-5));
-            if (op.name == "l2_norm") return l2_norm(x, p.get("eps", 1e-6));
+            if (op.name == "rms_norm")
+                return rms_norm(x, in[1], p.get("eps", 1e-6), p.get("zero_centered", 0) != 0, eps_outside(p));
+            if (op.name == "layer_norm") return layer_norm(x, in[1], in[2], p.get("eps", 1e-5), eps_outside(p));
+            if (op.name == "l2_norm") return l2_norm(x, p.get("eps", 1e-6), eps_outside(p), p.get("convention.l2_form", 0) != 0);
             if (op.name == "softmax") return softmax_row(x).y;
             break;
     }

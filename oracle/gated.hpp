@@ -20,6 +20,8 @@ template <class R> R gate_times(const R& act, const R& g, const R& u) {
 
 template <class R> R swiglu(const R& g, const R& u) { return gate_times(silu(g), g, u); }
 template <class R> R geglu(const R& g, const R& u) { return gate_times(gelu_erf(g), g, u); }
+// The convention gelu = tanh (numerics/conventions.hpp): the tanh form in the gate.
+template <class R> R geglu_tanh(const R& g, const R& u) { return gate_times(gelu_tanh(g), g, u); }
 
 // SiTU-GLU is a product of two one-argument factors; the exhaustive sweep
 // uses them separately.

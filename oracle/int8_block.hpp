@@ -78,7 +78,6 @@ OpOutputs eval_int8_block(const Params& params, const std::vector<TensorView>& i
 
 // The shape and parameter checks of the op (heads >= 1 dividing d >= 1, every
 // weight's shape, ffn >= 1): the kernels call it before touching any tensor.
-void check_int8_block_inputs(const Params& params, const std::vector<TensorView>& in);
 
 // The local budget of every stage (oracle/int8_block_bound.cpp, docs/int8.md):
 // the INT8 GEMM noise N_ij of the candidate's stage input and the real

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "numerics/op.hpp"
+#include "numerics/shape_check.hpp"
 #include "numerics/tensor.hpp"
 #include "oracle/real.hpp"
 
@@ -62,18 +63,8 @@ inline std::vector<Real> read_exact(const TensorView& t) {
     return v;
 }
 
-// Shape checks that name the op, the input and the dimension.
-inline void require_rank(const std::string& op, const std::string& input, const TensorView& t, int rank) {
-    if (t.rank != rank)
-        throw std::invalid_argument(op + ": input '" + input + "' must have rank " + std::to_string(rank) + ", has " +
-                                    std::to_string(t.rank));
-}
-inline void require_dim(const std::string& op, const std::string& input, const TensorView& t, int dim,
-                        std::int64_t expected, const std::string& why) {
-    if (t.shape[dim] != expected)
-        throw std::invalid_argument(op + ": input '" + input + "' dimension " + std::to_string(dim) + " is " +
-                                    std::to_string(t.shape[dim]) + ", expected " + std::to_string(expected) + " (" +
-                                    why + ")");
-}
+// Shape checks (numerics/shape_check.hpp), by their oracle names too.
+using conform::require_dim;
+using conform::require_rank;
 
 }  // namespace conform::oracle

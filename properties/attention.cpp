@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "numerics/conventions.hpp"
 #include "numerics/ulp.hpp"
 #include "properties/attention.hpp"
 #include "properties/common.hpp"
@@ -121,6 +122,8 @@ namespace {
 
 Case attention_case(const KernelInfo& k, GenOptions opt = {}) { return build_case(*gen_attention_spec(k.in, opt)); }
 
+bool top_left(const KernelInfo& k) { return convention(k.conventions, "causal") == "top_left"; }
+
 // Causality: with a causal or sliding mask, changing the keys and values that
 // query row i cannot see leaves row i bit-identical (the last query sees the
 // most keys; here every key after the first query's window is perturbed and
@@ -131,7 +134,8 @@ Testable causality(const KernelInfo& k) {
         c.params.set("causal", 1);
         TensorView q = c.inputs[0].view();
         const std::int64_t lq = q.shape[1], lk = c.inputs[1].view().shape[1];
-        const std::int64_t visible = lk - lq + 1;  // keys 0 .. lk - lq are visible to query 0
+        // keys 0 .. lk - lq are visible to query 0 (bottom-right), key 0 alone top-left
+        const std::int64_t visible = top_left(k) ? 1 : lk - lq + 1;
         RC_PRE(visible >= 1 && visible < lk);
         const auto before = run_kernel(k, c.params, c.views());
         for (std::size_t t = 1; t <= 2; ++t) {
@@ -232,13 +236,14 @@ Testable mask_shift_invariance(const KernelInfo& k) {
 }
 
 // Keys query row i sees, counted from the mask geometry alone (not the
-// oracle's predicate): bottom-right causal rows see i + Lk - Lq + 1 keys
-// (clamped to [0, Lk]); a window keeps at most W of them.
-std::int64_t expected_keys(std::int64_t i, std::int64_t lq, std::int64_t lk, bool causal, std::int64_t window) {
-    std::int64_t n = lk;
-    if (causal || window > 0) n = std::clamp<std::int64_t>(i + lk - lq + 1, 0, lk);
-    if (window > 0) n = std::min(n, window);
-    return n;
+// oracle's predicate): the keys at positions (pos - W, pos] (no lower end
+// without a window) that exist, pos = i + Lk - Lq bottom-right, pos = i
+// top-left (the declared convention causal = top_left).
+std::int64_t expected_keys(std::int64_t i, std::int64_t lq, std::int64_t lk, bool causal, std::int64_t window, bool tl) {
+    if (!causal && window <= 0) return lk;
+    const std::int64_t pos = tl ? i : i + lk - lq;  // top-left: pos may pass the last key
+    const std::int64_t last = std::min(pos, lk - 1), first = window > 0 ? std::max<std::int64_t>(pos - window + 1, 0) : 0;
+    return std::max<std::int64_t>(last - first + 1, 0);
 }
 
 // Exact key count per row: with q = 0 every visible logit is 0, so lse =
@@ -258,7 +263,7 @@ Testable key_count(const KernelInfo& k) {
         const auto window = static_cast<std::int64_t>(c.params.at("window"));
         for (std::int64_t h = 0; h < hq; ++h)
             for (std::int64_t i = 0; i < lq; ++i) {
-                const std::int64_t want = expected_keys(i, lq, lk, causal, window);
+                const std::int64_t want = expected_keys(i, lq, lk, causal, window, top_left(k));
                 const double lse = out[1].value(h * lq + i);
                 const bool ok = want == 0 ? lse == -INFINITY : std::fabs(std::exp(lse) - double(want)) < 0.25;
                 if (!ok)

@@ -1,5 +1,7 @@
 #include "properties/suite.hpp"
 
+#include "numerics/conventions.hpp"
+
 #include "properties/common.hpp"
 #include "properties/rope.hpp"
 #include "properties/sinkhorn.hpp"
@@ -7,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <regex>
 #include <rapidcheck.h>
 
 namespace conform::props {
@@ -214,6 +217,22 @@ std::vector<const PropertyDef*> properties_for(const OpSpec& op) {
     return v;
 }
 
+namespace {
+
+// A failure as the kernel's author should read it: RapidCheck prefixes
+// RC_FAIL's message with conform's own source location and the macro text,
+// and an exception's with "Exception thrown with message:"; neither says
+// anything about the kernel.
+std::string kernel_message(std::string d) {
+    static const std::regex rc_fail(R"(^[^\n]*:[0-9]+:\nRC_FAIL\([^\n]*\)\n\n)");
+    d = std::regex_replace(d, rc_fail, "", std::regex_constants::format_first_only);
+    static const std::string thrown = "Exception thrown with message:\n";
+    if (d.rfind(thrown, 0) == 0) d.erase(0, thrown.size());
+    return d;
+}
+
+}  // namespace
+
 report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, const RunConfig& cfg, Stats* stats) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string id = k.name + "/" + p.name;
@@ -250,7 +269,7 @@ report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, 
         out.cases = ok.numSuccess;
     } else if (result.match(bad)) {
         out.cases = bad.numSuccess + 1;
-        out.message = bad.description;
+        out.message = kernel_message(bad.description);
         out.counterexample = show_example(bad.counterExample);
         out.reproduce = reproduce_string(id, tp.seed, bad.reproduce);
     } else if (result.match(gave)) {
@@ -284,6 +303,7 @@ report::KernelReport describe_kernel(const KernelInfo& k) {
     r.acc_format = name(k.acc);
     r.budget = budget_for(k).text();
     r.stats.profile = profile_for(k).text();
+    r.conventions = conventions_text(k.conventions);
     return r;
 }
 
@@ -308,6 +328,49 @@ void fill_stats(report::ErrorStats& out, const Stats& s) {
                                s.region_max_ulp()[r]});
 }
 
+namespace {
+
+// The first property of the suite that fails for k ("" when all pass),
+// the failed ones of an earlier run first: a wrong convention shows there.
+std::string first_failure(const KernelInfo& k, const RunConfig& cfg, const std::vector<std::string>& failed_before) {
+    std::vector<const PropertyDef*> order;
+    const auto defs = properties_for(*find_op(k.op));
+    auto failed = [&](const PropertyDef* p) {
+        return std::find(failed_before.begin(), failed_before.end(), p->name) != failed_before.end();
+    };
+    for (const PropertyDef* p : defs) if (failed(p)) order.push_back(p);
+    for (const PropertyDef* p : defs) if (!failed(p)) order.push_back(p);
+    for (const PropertyDef* p : order) {
+        if (p->for_kernel && !p->for_kernel(k)) continue;
+        Stats s;
+        if (!run_property(*p, k, cfg, &s).passed) return p->name;
+    }
+    return "";
+}
+
+// Convention inference (docs/numerics.md, "Conventions"): a failing kernel
+// judged again under each single-key alternative of its declared
+// conventions.  A match is claimed only when every property passes under it.
+void infer_convention(const KernelInfo& k, const RunConfig& cfg, report::KernelReport& r) {
+    std::vector<std::string> failed;
+    for (const auto& p : r.properties)
+        if (!p.passed) failed.push_back(p.name);
+    RunConfig quick = cfg;
+    quick.shrink = false;
+    quick.collect = nullptr;
+    quick.characterize = false;
+    quick.profile_check = {};
+    for (const auto& [text, conventions] : convention_alternatives(k.op, k.conventions)) {
+        KernelInfo alt = k;
+        alt.conventions = conventions;
+        const std::string fails = first_failure(alt, quick, failed);
+        r.conventions_tried.push_back(text + (fails.empty() ? ": every property passes" : ": " + fails + " fails"));
+        if (fails.empty() && r.convention_match.empty()) r.convention_match = text;
+    }
+}
+
+}  // namespace
+
 report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
                                const std::function<void(const report::PropertyOutcome&)>& on_property) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -327,20 +390,24 @@ report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
         stats.merge(local);
     }
     for (report::PropertyOutcome& o : statistics_outcomes(k, cfg, within)) add(std::move(o));
-    // A failing within_budget stopped at its first counterexample: its
-    // statistics describe a few cases.  The report's (tightest profile met,
-    // where the errors lie) come from every case, judged without stopping.
-    const auto wb = std::find_if(r.properties.begin(), r.properties.end(),
-                                 [](const report::PropertyOutcome& o) { return o.name == "within_budget"; });
-    if (wb != r.properties.end() && !wb->passed && k.role != Role::mutant) {  // a mutant needs only its kill
+    // A failing within_budget or special_values stopped at its first
+    // counterexample: its statistics describe a few cases.  The report's
+    // (tightest profile met, where the errors lie, the worst utilization)
+    // come from every case of both, judged without stopping.
+    const bool judged_failure = std::any_of(r.properties.begin(), r.properties.end(), [](const report::PropertyOutcome& o) {
+        return !o.passed && (o.name == "within_budget" || o.name == "special_values");
+    });
+    if (judged_failure && k.role != Role::mutant) {  // a mutant needs only its kill
         RunConfig all = cfg;
         all.characterize = true;
         all.shrink = false;
         all.reproduce.clear();
         all.on_case = {};
         Stats full;
+        // special_values too: a kernel that fails there at utilization 4e5
+        // must not show within_budget's ordinary cases as its worst.
         for (const PropertyDef* p : properties_for(*find_op(k.op)))
-            if (p->name == "within_budget") run_property(*p, k, all, &full);
+            if (p->name == "within_budget" || p->name == "special_values") run_property(*p, k, all, &full);
         stats = std::move(full);
         r.stats.characterized = true;
     }
@@ -351,6 +418,7 @@ report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
         if (on_property) on_property(r.properties.back());
     }
     fill_stats(r.stats, stats);
+    if (!r.passed && cfg.infer_conventions && cfg.reproduce.empty() && k.role != Role::mutant) infer_convention(k, cfg, r);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
 }

@@ -36,6 +36,10 @@ struct RunConfig {
     // configuration and within_budget statistics; run_suite reports it as
     // the property "error_profile".  Unset: no such property.
     std::function<std::string(const KernelInfo&, const RunConfig&, const Stats&)> profile_check;
+    // A failing kernel (not a mutant) is re-judged under each single-key
+    // alternative of its op's declarable conventions; the report names the
+    // one under which the whole suite passes (KernelReport::convention_match).
+    bool infer_conventions = true;
 };
 
 // A testable: one generated case per call; fails with RC_FAIL / RC_ASSERT.

@@ -228,8 +228,17 @@ void both_tiers(F&& bound, bool model_holds, T& rigorous, T& probabilistic) {
 }
 
 // The op's parameters and the kernel's declared model ("declared.<key>").
+// The parameters the oracle evaluates under: the case's, with the kernel's
+// declared formula conventions as hidden "convention.<key>" entries and a
+// parameter a convention pins (rope_pairing) set to the declared value.
+Params oracle_params(const KernelInfo& k, const Params& p) {
+    Params o = with_convention_params(p, k.conventions);
+    if (const auto pin = pinned_param(k.op, k.conventions)) o.set(pin->first, pin->second);
+    return o;
+}
+
 Params bound_params(const KernelInfo& k, const Params& p) {
-    Params b = p;
+    Params b = oracle_params(k, p);
     for (const auto& [key, value] : k.declared) b.set("declared." + key, value);
     return b;
 }
@@ -302,9 +311,12 @@ struct References {
     std::int64_t recomputed = 0;
 };
 
-References reference(const KernelInfo& k, const OpSpec& op, const Params& p, const std::vector<TensorView>& oracle_in,
+References reference(const KernelInfo& k, const OpSpec& op, const Params& case_params, const std::vector<TensorView>& oracle_in,
                      const std::vector<TensorView>& in, const std::vector<Format>& formats,
                      const oracle::Conventions& conventions) {
+    KernelInfo declared = k;
+    declared.conventions = conventions;
+    const Params p = oracle_params(declared, case_params);
     References r;
     if (op.kind == OpKind::structured) {
         oracle::StructuredResult s = oracle::evaluate_structured(op.name, p, oracle_in, formats);
@@ -316,7 +328,7 @@ References reference(const KernelInfo& k, const OpSpec& op, const Params& p, con
         r.exact.push_back(std::move(s.exact));
         r.max_bits = s.max_bits, r.recomputed = s.recomputed;
     }
-    if (!conventions.empty()) oracle::apply_conventions(op.name, conventions, in, r.rounded, r.exact);
+    if (!conventions.empty()) oracle::apply_conventions(op.name, conventions, p, in, r.rounded, r.exact);
     return r;
 }
 
@@ -340,10 +352,11 @@ std::vector<Tensor> ieee_references(const KernelInfo& k, const OpSpec& op, const
         if (differs) alt.push_back(std::move(t));
         return alt;
     }
-    if (oracle::conventions_for(op.name).empty() || (k.conventions.count("masked_row") && k.conventions.at("masked_row") == "nan"))
-        return alt;
+    const auto& applies = convention_specs_for(op.name);
+    const bool has_masked_row = std::any_of(applies.begin(), applies.end(), [](const ConventionSpec* s) { return s->key == "masked_row"; });
+    if (!has_masked_row || convention(k.conventions, "masked_row") == "nan") return alt;
     References r = plain;
-    oracle::apply_conventions(op.name, {{"masked_row", "nan"}}, in, r.rounded, r.exact);
+    oracle::apply_conventions(op.name, {{"masked_row", "nan"}}, p, in, r.rounded, r.exact);
     for (std::size_t o = 0; o < r.rounded.size(); ++o)
         for (std::int64_t i = 0; i < r.rounded[o].numel(); ++i)
             if (r.rounded[o].bits(i) != plain.rounded[o].bits(i)) return r.rounded;
@@ -358,7 +371,7 @@ void add_alternatives(CaseEval& e, const KernelInfo& k, const OpSpec& op, const 
         References f = reference(k, op, p, flushed, flushed, formats, k.conventions);
         for (std::size_t o = 0; o < e.outputs.size(); ++o) e.outputs[o].ftz = std::move(f.rounded[o]);
     }
-    std::vector<Tensor> ieee = ieee_references(k, op, p, in, plain);
+    std::vector<Tensor> ieee = ieee_references(k, op, oracle_params(k, p), in, plain);
     for (std::size_t o = 0; o < ieee.size() && o < e.outputs.size(); ++o) e.outputs[o].ieee = std::move(ieee[o]);
 }
 

@@ -72,7 +72,8 @@ json kernel_json(const KernelReport& k) {
             {"acc_format", k.acc_format}, {"budget", k.budget},
             {"passed", k.passed},         {"stats", stats_json(k.stats)},
             {"properties", props},        {"curves", curves},
-            {"seconds", real(k.seconds)}};
+            {"seconds", real(k.seconds)}, {"conventions", k.conventions},
+            {"conventions_tried", k.conventions_tried}, {"convention_match", k.convention_match}};
 }
 
 json exhaustive_json(const ExhaustiveResult& e) {
@@ -267,6 +268,8 @@ void read_value(const json& v, const std::string& path, KernelReport& k) {
     o("out_format", k.out_format), o("acc_format", k.acc_format), o("budget", k.budget);
     o("passed", k.passed), o("stats", k.stats), o("properties", k.properties);
     o.optional("curves", k.curves), o("seconds", k.seconds);
+    o.optional("conventions", k.conventions), o.optional("conventions_tried", k.conventions_tried);
+    o.optional("convention_match", k.convention_match);
 }
 
 void read_value(const json& v, const std::string& path, ExhaustiveResult& e) {

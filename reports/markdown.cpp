@@ -120,11 +120,24 @@ std::string worst_cases_md(const ErrorStats& st) {
     return s.empty() ? s : s + "\n";
 }
 
+// Declared conventions and what inference found (docs/reports.md).
+std::string conventions_md(const KernelReport& k) {
+    std::string s;
+    if (!k.conventions.empty()) s += fmt::format("- declared conventions: `{}`\n", k.conventions);
+    if (!k.convention_match.empty())
+        s += fmt::format("- **passes if it declares `{}`** (every property passes under it)\n", k.convention_match);
+    else if (!k.conventions_tried.empty())
+        s += "- no declarable convention explains the failures: a defect\n";
+    for (const auto& t : k.conventions_tried) s += fmt::format("  - tried `{}`\n", t);
+    return s.empty() ? s : s + "\n";
+}
+
 std::string failures(const RunReport& r) {
     std::string s;
     for (const auto& k : r.kernels) {
         if (k.passed) continue;
         s += fmt::format("### {} ({}) — {}\n\n", md_text(k.kernel), md_text(k.op), detail::verdict(k));
+        s += conventions_md(k);
         s += worst_cases_md(k.stats);
         std::size_t before = s.size();
         for (const auto& p : k.properties)

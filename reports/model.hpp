@@ -88,6 +88,13 @@ struct KernelReport {
     std::vector<PropertyOutcome> properties;
     std::vector<Curve> curves;
     double seconds = 0;
+    // Declared conventions ("eps_placement=outside, ..."; "" when none) and,
+    // for a failing kernel, the inference: each single-key alternative tried
+    // ("eps_placement=outside: passes" / ": within_budget fails") and the one
+    // under which every failed property passes ("" when none explains it).
+    std::string conventions;
+    std::vector<std::string> conventions_tried;
+    std::string convention_match;
 };
 
 struct ExhaustiveResult {

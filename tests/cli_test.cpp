@@ -390,7 +390,7 @@ TEST(CliValidate, DeclaredConventionIsHonouredAndAlternativeNamed) {
     std::string text;
     EXPECT_EQ(run("validate " + (dir / "declared.safetensors").string(), &text), 0) << text;
     EXPECT_EQ(run("validate " + (dir / "undeclared.safetensors").string(), &text), 1) << text;
-    EXPECT_NE(text.find("matches masked_row = nan"), std::string::npos) << text;
+    EXPECT_NE(text.find("matches convention masked_row=nan (declare it"), std::string::npos) << text;
 }
 
 // A packed gated-delta-rule case as a PyTorch user writes it: cu_seqlens in

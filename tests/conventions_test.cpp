@@ -1,13 +1,19 @@
-// Declared conventions (oracle/conventions.hpp): a kernel that returns NaN for
-// empty rows passes only when it declares masked_row = nan, and a kernel that
-// declares it must then really return NaN there.
+// Declared conventions (numerics/conventions.hpp, oracle/conventions.hpp): a
+// kernel that follows another library's convention -- NaN for empty rows, eps
+// outside the root, x / max(||x||, eps), the tanh GELU in geglu, IEEE special
+// values, a top-left causal mask -- passes only when it declares it, a kernel
+// that declares one must then really follow it, and convention inference
+// names the declaration that explains a failing kernel (or none: a defect).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <limits>
 
 #include "impls/registry.hpp"
 #include "oracle/conventions.hpp"
+#include "properties/suite.hpp"
 #include "properties/verdict.hpp"
 
 using namespace conform;
@@ -93,15 +99,178 @@ TEST(Conventions, DeclaringNanWhileReturningZeroFails) {
 }
 
 TEST(Conventions, UnknownKeysAndValuesAreErrors) {
-    EXPECT_NO_THROW(oracle::check_conventions({{"masked_row", "nan"}}));
+    EXPECT_NO_THROW(check_conventions({{"masked_row", "nan"}}));
     try {
-        oracle::check_conventions({{"masked_row", "banana"}});
+        check_conventions({{"masked_row", "banana"}});
         FAIL() << "accepted an unknown value";
     } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("expected one of zero, nan"), std::string::npos) << e.what();
     }
-    EXPECT_THROW(oracle::check_conventions({{"rope_pairing", "x"}}), std::invalid_argument);
+    EXPECT_THROW(check_conventions({{"rope_pairing", "x"}}), std::invalid_argument);
     KernelInfo k = *builtin_registry().find("cpu.simd.attention.fp32");
     k.conventions = {{"masked_rows", "nan"}};  // a typo must not be ignored
     EXPECT_THROW(check_attention(k), std::invalid_argument);
+}
+
+// ---- formula conventions (numerics/conventions.hpp) ------------------------------
+
+namespace {
+
+// A kernel of op `op` (fp32) computing each output element in double from
+// the element's arguments and rounding once: as exact as a kernel can be,
+// so only its formula decides the verdict.
+KernelInfo elementwise_double(const std::string& op, std::function<double(double, double)> f) {
+    KernelInfo k;
+    k.name = "test." + op + ".double";
+    k.op = op;
+    k.fn = [f](const KernelCall& c) {
+        for (std::int64_t i = 0; i < c.out[0].numel(); ++i)
+            c.out[0].set_bits(i, encode(c.out[0].format, f(c.in[0].value(i), c.in.size() > 1 ? c.in[1].value(i) : 0.0)));
+    };
+    return k;
+}
+
+// l2_norm rows in double: x / max(||x||, eps), or x / (||x|| + eps).
+KernelInfo l2_double(bool max_form) {
+    KernelInfo k;
+    k.name = "test.l2_norm.double";
+    k.op = "l2_norm";
+    k.fn = [max_form](const KernelCall& c) {
+        const TensorView& x = c.in[0];
+        const double eps = c.params.get("eps", 1e-6);
+        for (std::int64_t r = 0; r < x.rows(); ++r) {
+            double s = 0;
+            for (std::int64_t j = 0; j < x.cols(); ++j) s += x.value(r * x.cols() + j) * x.value(r * x.cols() + j);
+            const double d = max_form ? std::max(std::sqrt(s), eps) : std::sqrt(s) + eps;
+            for (std::int64_t j = 0; j < x.cols(); ++j) c.out[0].set_bits(r * x.cols() + j, encode(c.out[0].format, x.value(r * x.cols() + j) / d));
+        }
+    };
+    return k;
+}
+
+props::CaseResult check_l2(const KernelInfo& k) {
+    Tensor x(Format::fp32, {3, 4});  // small rows: eps decides the result
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.set_value(i, 1e-3 * std::sin(1.0 + static_cast<double>(i)));
+    Params p;
+    p.set("eps", 1e-3);
+    return props::check_case(k, p, {x.view()});
+}
+
+KernelInfo declaring(KernelInfo k, Conventions c) {
+    k.conventions = std::move(c);
+    return k;
+}
+
+double gelu_tanh_d(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+}  // namespace
+
+TEST(Conventions, L2FormsPassOnlyUnderTheirDeclaration) {
+    const KernelInfo max_form = l2_double(true), outside = l2_double(false);
+    EXPECT_FALSE(check_l2(max_form).pass);
+    EXPECT_TRUE(check_l2(declaring(max_form, {{"l2_form", "max"}})).pass) << check_l2(declaring(max_form, {{"l2_form", "max"}})).message;
+    EXPECT_FALSE(check_l2(outside).pass);
+    EXPECT_TRUE(check_l2(declaring(outside, {{"eps_placement", "outside"}})).pass);
+    EXPECT_FALSE(check_l2(declaring(outside, {{"l2_form", "max"}})).pass);  // each form is its own reference
+}
+
+TEST(Conventions, EpsOutsideTheRootIsAConventionForRmsAndLayerNorm) {
+    // The project's eps_outside mutant computes w x / (sqrt(mean x^2) + eps).
+    const KernelInfo m = *builtin_registry().find("mutant.rms_norm.eps_outside.fp32");
+    Tensor x(Format::fp32, {2, 8}), w(Format::fp32, {8});
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.set_value(i, 0.05 * std::cos(static_cast<double>(i)));
+    for (std::int64_t i = 0; i < w.numel(); ++i) w.set_value(i, 1 + 0.1 * i);
+    Params p;
+    p.set("eps", 1e-2);
+    EXPECT_FALSE(props::check_case(m, p, {x.view(), w.view()}).pass);
+    EXPECT_TRUE(props::check_case(declaring(m, {{"eps_placement", "outside"}}), p, {x.view(), w.view()}).pass);
+    const KernelInfo good = *builtin_registry().find("cpu.simd.rms_norm.fp32");
+    EXPECT_FALSE(props::check_case(declaring(good, {{"eps_placement", "outside"}}), p, {x.view(), w.view()}).pass);
+    const KernelInfo ln = *builtin_registry().find("cpu.simd.layer_norm.fp32");
+    Tensor b(Format::fp32, {8});
+    EXPECT_TRUE(props::check_case(ln, p, {x.view(), w.view(), b.view()}).pass);
+    EXPECT_FALSE(props::check_case(declaring(ln, {{"eps_placement", "outside"}}), p, {x.view(), w.view(), b.view()}).pass);
+}
+
+TEST(Conventions, GegluTanhFormAndIeeeSpecialValues) {
+    const KernelInfo tanh_form = elementwise_double("geglu", [](double g, double u) { return gelu_tanh_d(g) * u; });
+    Tensor g(Format::fp32, {1, 64}), u(Format::fp32, {1, 64});
+    for (std::int64_t i = 0; i < 64; ++i) g.set_value(i, -4 + 0.125 * i), u.set_value(i, 1.5);
+    EXPECT_FALSE(props::check_case(tanh_form, Params{}, {g.view(), u.view()}).pass);
+    EXPECT_TRUE(props::check_case(declaring(tanh_form, {{"gelu", "tanh"}}), Params{}, {g.view(), u.view()}).pass);
+
+    // silu(-inf) = -inf * sigmoid(-inf) = -inf * 0 = NaN literally; the limit is -0.
+    const KernelInfo literal_silu = elementwise_double("silu", [](double x, double) { return x * (1 / (1 + std::exp(-x))); });
+    Tensor x(Format::fp32, {1, 4});
+    x.set_value(0, kNegInf), x.set_value(1, 1.0), x.set_value(2, -2.0), x.set_value(3, INFINITY);
+    EXPECT_FALSE(props::check_case(literal_silu, Params{}, {x.view()}).pass);
+    const auto declared = props::check_case(declaring(literal_silu, {{"special_values", "ieee"}}), Params{}, {x.view()});
+    EXPECT_TRUE(declared.pass) << declared.message;
+    EXPECT_TRUE(std::isnan(declared.ref.rounded.value(0)));  // the reference follows the declaration
+    const KernelInfo good = *builtin_registry().find("cpu.simd.silu.fp32");
+    EXPECT_FALSE(props::check_case(declaring(good, {{"special_values", "ieee"}}), Params{}, {x.view()}).pass);
+}
+
+TEST(Conventions, TopLeftCausalAlignment) {
+    // The built-in kernel with an explicit top-left mask (-inf above the
+    // diagonal j > i) and no structural causal mask.
+    KernelInfo k = *builtin_registry().find("cpu.scalar.attention.fp32");
+    const KernelFn inner = k.fn;
+    auto masks = std::make_shared<std::vector<Tensor>>();
+    k.fn = [inner, masks](const KernelCall& c) {
+        const std::int64_t lq = c.in[0].shape[1], lk = c.in[1].shape[1];
+        masks->emplace_back(Format::fp32, std::vector<std::int64_t>{lq, lk});
+        for (std::int64_t i = 0; i < lq; ++i)
+            for (std::int64_t j = 0; j < lk; ++j) masks->back().set_value(i * lk + j, j > i && c.params.get("causal", 0) != 0 ? kNegInf : 0.0);
+        Params p = c.params;
+        p.set("causal", 0);
+        KernelCall call{p, {c.in[0], c.in[1], c.in[2], masks->back().view()}, c.out};
+        inner(call);
+    };
+    const Tensor q = filled(Format::fp32, {2, 3, 8}, 0.5), kk = filled(Format::fp32, {1, 5, 8}, 0.25), v = filled(Format::fp32, {1, 5, 4}, 1);
+    Params p;
+    p.set("causal", 1);
+    EXPECT_FALSE(props::check_case(k, p, {q.view(), kk.view(), v.view()}).pass);
+    const auto declared = props::check_case(declaring(k, {{"causal", "top_left"}}), p, {q.view(), kk.view(), v.view()});
+    EXPECT_TRUE(declared.pass) << declared.message;
+}
+
+TEST(Conventions, KeysMustBelongToTheOpAndCombinationsMustMeanSomething) {
+    EXPECT_THROW(check_conventions({{"eps_placement", "outside"}}, "softmax"), std::invalid_argument);
+    EXPECT_NO_THROW(check_conventions({{"eps_placement", "outside"}}, "layer_norm"));
+    EXPECT_THROW(check_conventions({{"l2_form", "max"}, {"eps_placement", "outside"}}, "l2_norm"), std::invalid_argument);
+    // The alternatives inference tries skip the meaningless combination.
+    for (const auto& [text, c] : convention_alternatives("l2_norm", {{"l2_form", "max"}}))
+        EXPECT_NE(text, "eps_placement=outside");
+    EXPECT_EQ(convention_alternatives("silu", {}).size(), 1u);
+    EXPECT_TRUE(convention_alternatives("int8_gemm", {}).empty());
+}
+
+// ---- convention inference (properties/suite.cpp) ------------------------------------
+
+TEST(ConventionInference, NamesTheConventionAKernelFollows) {
+    KernelInfo k = *builtin_registry().find("mutant.rms_norm.eps_outside.fp32");
+    k.role = Role::kernel;  // judged as a third-party kernel would be
+    props::RunConfig cfg;
+    cfg.cases = 20;
+    cfg.shrink = false;
+    const report::KernelReport r = props::run_suite(k, cfg);
+    EXPECT_FALSE(r.passed);
+    EXPECT_EQ(r.convention_match, "eps_placement=outside");
+    ASSERT_EQ(r.conventions_tried.size(), 1u);
+    EXPECT_NE(r.conventions_tried[0].find("every property passes"), std::string::npos) << r.conventions_tried[0];
+}
+
+TEST(ConventionInference, ADefectIsNotExplainedByAConvention) {
+    KernelInfo k = *builtin_registry().find("mutant.rms_norm.eps_dropped.fp32");
+    k.role = Role::kernel;
+    props::RunConfig cfg;
+    cfg.cases = 20;
+    cfg.shrink = false;
+    const report::KernelReport r = props::run_suite(k, cfg);
+    EXPECT_FALSE(r.passed);
+    EXPECT_TRUE(r.convention_match.empty()) << r.convention_match;
+    EXPECT_EQ(r.conventions_tried.size(), 1u);
+    cfg.infer_conventions = false;
+    EXPECT_TRUE(props::run_suite(k, cfg).conventions_tried.empty());
 }

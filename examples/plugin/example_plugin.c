@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "strided.h"
+#include <conform/plugin_tensor.h>
 
 /* Reads a number parameter from the params JSON ({"eps":1e-06,...}); conform
  * always passes every parameter of the op, so a real plug-in may use any JSON

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "strided.h"
+#include <conform/plugin_tensor.h>
 
 enum { kQuiet = 8 };
 

@@ -83,7 +83,9 @@ typedef struct conform_kernel {
     const char* name;      /* unique within the library, e.g. "mylib.rms_norm.fp32" */
     int32_t in_dtype;      /* storage dtype of the floating inputs */
     int32_t out_dtype;     /* storage dtype of the outputs (unless out_dtypes says otherwise) */
-    int32_t acc_dtype;     /* accumulation precision the error budget assumes: F32 or F64 (I32 is not accepted) */
+    int32_t acc_dtype;     /* accumulation precision the derived budget assumes: F64, F32, F16 or BF16 (not
+                              I8/I32).  A narrower format widens the budget (2^16 for BF16 against F32) on the
+                              kernel's word: declare what it really accumulates in */
     int32_t n_out_dtypes;  /* 0, or the op's number of outputs when out_dtypes is given */
     const int32_t* out_dtypes;     /* optional per-output dtypes (attention's lse in F32, int8_gemm's acc in I32); NULL: all out_dtype */
     const char* conventions_json;  /* optional (NULL or ""): declared conventions as a JSON object of strings,

@@ -1,7 +1,8 @@
-/* Indexing helpers over conform_tensor views, shared by the example
- * plug-ins: element offsets from shape and strides (in elements). */
-#ifndef CONFORM_EXAMPLE_STRIDED_H
-#define CONFORM_EXAMPLE_STRIDED_H
+/* Optional indexing helpers over conform_tensor views for plug-in authors
+ * (docs/plugins.md): element offsets from shape and strides (in elements).
+ * Installed beside plugin.h; plain C99, static inline, no symbols exported. */
+#ifndef CONFORM_PLUGIN_TENSOR_H
+#define CONFORM_PLUGIN_TENSOR_H
 
 #include <conform/plugin.h>
 
@@ -34,4 +35,4 @@ static inline int64_t rows(const conform_tensor* t) {
 /* Element 0 of row r is element r * cols of the whole tensor. */
 static inline int64_t row_offset(const conform_tensor* t, int64_t r) { return elem_offset(t, r * cols(t)); }
 
-#endif
+#endif /* CONFORM_PLUGIN_TENSOR_H */
