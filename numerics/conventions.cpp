@@ -43,8 +43,9 @@ const std::vector<ConventionSpec>& convention_specs() {
         {"gelu", {"erf", "tanh"}, {"geglu"}, "the gate's GELU: the erf form, or the tanh approximation"},
         {"causal", {"bottom_right", "top_left"}, {"attention"},
          "causal mask aligned so the last query sees the last key, or so query i sees keys 0..i"},
-        {"rope_pairing", {"half", "interleaved"}, {"rope"},
-         "pins the `pairing` parameter: rotate (j, j + d/2) or (2j, 2j + 1); a kernel that implements one pairing"},
+        {"rope_pairing", {"interleaved", "half"}, {"rope"},
+         "a kernel that implements one pairing: pins the `pairing` parameter to 0, pairs (2j, 2j + 1), or 1, "
+         "pairs (j, j + r/2)"},
     };
     return v;
 }
@@ -96,7 +97,7 @@ Params with_convention_params(const Params& p, const Conventions& c) {
 }
 
 std::optional<std::pair<std::string, double>> pinned_param(const std::string& op, const Conventions& c) {
-    if (op == "rope" && c.count("rope_pairing")) return std::make_pair(std::string("pairing"), c.at("rope_pairing") == "interleaved" ? 1.0 : 0.0);
+    if (op == "rope" && c.count("rope_pairing")) return std::make_pair(std::string("pairing"), c.at("rope_pairing") == "half" ? 1.0 : 0.0);
     return std::nullopt;
 }
 

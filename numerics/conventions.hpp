@@ -11,7 +11,7 @@
 //   special_values ml | ieee                       activations, gated ops
 //   gelu           erf | tanh                      geglu
 //   causal         bottom_right | top_left         attention
-//   rope_pairing   half | interleaved              rope (pins its `pairing` parameter)
+//   rope_pairing   interleaved | half              rope (pins its `pairing` parameter to 0 | 1)
 //
 // This header is shared by the oracle (which evaluates the alternatives) and
 // the kernel side (plug-in loader, case files), so it holds no arithmetic.
@@ -57,8 +57,8 @@ std::string convention(const Conventions& c, const std::string& key);
 // Only keys whose value is not the default are set.
 Params with_convention_params(const Params& p, const Conventions& c);
 
-// A parameter a convention pins: rope_pairing = interleaved pins rope's
-// `pairing` to 1.  nullopt when c pins nothing for op.
+// A parameter a convention pins: rope_pairing = half pins rope's `pairing`
+// to 1 (interleaved: 0).  nullopt when c pins nothing for op.
 std::optional<std::pair<std::string, double>> pinned_param(const std::string& op, const Conventions& c);
 
 // Every single-key alternative to c for op `op` (each differs from c in one

@@ -177,7 +177,11 @@ Testable ntk_identity(const KernelInfo& k) {
 }
 
 // Interleaved RoPE on dims permuted so that pair (j, j + r/2) sits at
-// (2j, 2j + 1) equals half-split RoPE, bit for bit, after permuting back.
+// (2j, 2j + 1) equals half-split RoPE after permuting back: the two have the
+// same exact values, so each element of one lies within the sum of both
+// derived bounds (twice the half-split's) of the other.  Not bit for bit: the
+// two code paths may round differently (a compiler contracts each into FMAs
+// its own way), and that is no defect; a wrong pairing misses by far more.
 Testable pairing_permutation(const KernelInfo& k) {
     return [&k] {
         Case c = rope_case(k);
@@ -191,14 +195,20 @@ Testable pairing_permutation(const KernelInfo& k) {
         Params half = c.params, inter = c.params;
         half.set("pairing", 1);
         inter.set("pairing", 0);
-        const auto a = run_kernel(k, half, {x}), b = run_kernel(k, inter, {permuted.view()});
+        const CaseEval e = evaluate_case(k, half, {x});
+        const Tensor& a = e.outputs[0].got;
+        const std::vector<double>& bound = e.outputs[0].rigorous;
+        const auto b = run_kernel(k, inter, {permuted.view()});
         for (std::int64_t r = 0; r < rows; ++r)
             for (std::int64_t d = 0; d < D; ++d) {
                 const std::int64_t i = r * D + d, j = r * D + to_interleaved(d);
-                const double u = a[0].value(i), w = b[0].value(j);
-                if (a[0].bits(i) != b[0].bits(j) && !(std::isnan(u) && std::isnan(w)))
+                const double u = a.value(i), w = b[0].value(j);
+                if (a.bits(i) == b[0].bits(j) || (std::isnan(u) && std::isnan(w))) continue;
+                const double allowed = bound.empty() ? 0.0 : 2 * bound[static_cast<std::size_t>(i)];
+                if (!(std::fabs(u - w) <= allowed))  // NaN against a number, or beyond both bounds
                     RC_FAIL("dim " + std::to_string(d) + " of row " + std::to_string(r) + ": half-split " +
-                            hexfloat(u) + ", interleaved on permuted dims " + hexfloat(w));
+                            hexfloat(u) + ", interleaved on permuted dims " + hexfloat(w) + ", apart by more than " +
+                            "both derived bounds (" + hexfloat(allowed) + ")");
             }
     };
 }
@@ -258,8 +268,10 @@ void add_rope_properties(std::vector<PropertyDef>& v) {
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return position_zero_identity(k); }, 4});
     v.push_back({"ntk_identity", "(base, s) equals (base * s, 1) bit for bit", is_rope,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return ntk_identity(k); }, 4});
-    v.push_back({"pairing_permutation", "interleaved RoPE on permuted dims equals half-split, bit for bit", is_rope,
-                 [](const KernelInfo& k, const RunConfig&, Stats*) { return pairing_permutation(k); }, 4});
+    // A kernel that declares rope_pairing implements one pairing only.
+    v.push_back({"pairing_permutation", "interleaved RoPE on permuted dims equals half-split within both derived bounds", is_rope,
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return pairing_permutation(k); }, 4,
+                 [](const KernelInfo& k) { return k.conventions.count("rope_pairing") == 0; }});
     auto rope = [](const OpSpec& op) { return op.name == "rope"; };
     v.push_back({"offset_consistency",
                  "tokens 1..L-1 at offset o are bit-identical to tokens 0..L-2 at offset o + 1", rope,

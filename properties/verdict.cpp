@@ -388,8 +388,12 @@ std::string CaseEval::describe(std::size_t o, std::int64_t i) const {
     return describe_row_element(*op, views, i, out.format, out.got.bits(i), out.ref.bits(i), out.exact[ix]);
 }
 
-CaseEval evaluate_case(const KernelInfo& k, const Params& p, const std::vector<TensorView>& in, EvalOptions opt) {
+CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std::vector<TensorView>& in, EvalOptions opt) {
     const OpSpec& op = *find_op(k.op);
+    // A parameter the kernel's convention pins (rope_pairing) is the declared
+    // value for the kernel and the oracle alike.
+    Params p = case_params;
+    if (const auto pin = pinned_param(k.op, k.conventions)) p.set(pin->first, pin->second);
     CaseEval e;
     e.kernel = &k;
     e.op = &op;
