@@ -24,7 +24,7 @@ using namespace conform;
 
 constexpr std::int64_t kHq = 32, kHkv = 8, kD = 128;
 
-// The kernels as a list (Registry::add needs the op declared in numerics/op.cpp).
+// The kernels as a list (the same kernels builtin_registry() holds).
 const KernelInfo& attention_kernel(const std::string& name) {
     static const std::vector<KernelInfo> all = cpu_attention_kernels();
     for (const KernelInfo& k : all)

@@ -1,6 +1,6 @@
 // conform diverge on the size: a 32-layer hybrid synthetic model of
 // width 1024 at 128 tokens, BF16 built-in kernels (docs/diverge.md,
-// "Measured figures").  The candidate is made once, outside the timing.
+// "Checks and figures").  The candidate is made once, outside the timing.
 //   ninja -C build diverge_bench && ./build/bench/diverge_bench
 // CONFORM_DIVERGE_LAYERS / _WIDTH / _TOKENS override the size (a quick run).
 #include <benchmark/benchmark.h>

@@ -1,4 +1,4 @@
-// Throughput of the INT8 GEMM (docs/int8.md "Benchmarks"): the AVX2 kernel
+// Throughput of the INT8 GEMM (docs/int8.md "Performance"): the AVX2 kernel
 // (vpmaddwd into INT32, b packed ahead of time as weights are) at
 // 4096 x 4096 x 4096 and at decode shapes M = 1, 2, 4, 8, 16 (K = N = 4096),
 // as OP/s (2 M N K per call) and as the ratio to an FP32 GEMM through Eigen on

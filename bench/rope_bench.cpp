@@ -14,7 +14,7 @@ namespace {
 
 constexpr std::int64_t kH = 32, kL = 4096, kD = 128;
 
-// The rope kernels are not in builtin_registry() yet.
+// The rope kernels alone (builtin_registry() holds them too).
 const Registry& rope_registry() {
     static const Registry r = [] {
         Registry reg;

@@ -1,4 +1,4 @@
-// Throughput of the batched Sinkhorn kernels (docs/sinkhorn.md "Benchmarks"):
+// Throughput of the batched Sinkhorn kernels (docs/sinkhorn.md "Performance"):
 // matrices per second for n = 4, 8, 16, 32 (20 iterations, mHC's default) in
 // fp32 and bf16, cpu.simd (eight matrices per AVX2 register) beside
 // cpu.scalar, on a batch of about 2^20 logits (65 536 matrices at n = 4).

@@ -206,8 +206,8 @@ Verdict check(const KernelInfo& k, const Data& d, std::int64_t key_block, const 
     return judge(d, out, oracle::attention_bound(d.params, d.views(), d.exact, model(k.out, key_block)));
 }
 
-// The kernels and mutants as a list: Registry::add refuses ops that
-// numerics/op.cpp does not declare yet (see RegisterHooks below).
+// The kernels and mutants as a list (the hooks that add the same to a
+// Registry, as builtin_registry() does, are checked by RegisterHooks below).
 const std::vector<KernelInfo>& all_kernels() {
     static const std::vector<KernelInfo> all = [] {
         std::vector<KernelInfo> v = cpu_attention_kernels();

@@ -1,9 +1,14 @@
-// The AVX-512 paths (impls/cpu/isa.hpp: only where has_avx512()) must give
-// the same bits as the AVX2 paths they replace, which the proofs, sweeps and
-// golden profiles were established on.  Each test runs a kernel twice on one
-// machine, once with cpu::Avx2Only alive, and compares the outputs bit for
-// bit.  Skipped on CPUs without AVX-512 (the AVX2 paths are then the only
-// ones, and every other test covers them).
+// The AVX-512 paths (impls/cpu/isa.hpp: only where has_avx512()).  Most must
+// give the same bits as the AVX2 paths they replace, which the proofs, sweeps
+// and golden profiles were established on: those tests run a kernel twice on
+// one machine, once with cpu::Avx2Only alive, and compare the outputs bit for
+// bit.  The FP32 table kernels (run_lanes16: sigmoid, silu, gelu_erf,
+// gelu_tanh, softplus, geglu, situ_glu at its default caps) have their own
+// proofs and give other bits within the same 1-ulp budget; for them
+// Fp32TableKernelsLanesStandAlone checks that each lane's value depends on its
+// own inputs only and that the lanes sent to the double path get the AVX2
+// path's bits.  Skipped on CPUs without AVX-512 (the AVX2 paths are then the
+// only ones, and every other test covers them).
 #include <gtest/gtest.h>
 
 #include <algorithm>

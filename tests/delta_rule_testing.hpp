@@ -111,8 +111,8 @@ inline std::vector<Real> token_rows(const std::vector<Real>& y, std::int64_t t0,
     return std::vector<Real>(y.begin() + t0 * width, y.begin() + t1 * width);
 }
 
-// The self-check of docs/numerics.md: both forms at 128 bits agree with the
-// recurrence at 256 bits to 2^-110.
+// The self-check of docs/gdn.md (GdnOracle/KdaOracle.Precision128Vs256):
+// both forms at 128 bits agree with the recurrence at 256 bits to 2^-110.
 inline void expect_precision_self_check(const DeltaProblem<Real>& p, const oracle::DeltaRun<Real>& recurrent,
                                         const oracle::DeltaRun<Real>& chunkwise) {
     DeltaResult<Real> lo_rec, lo_chk;

@@ -73,7 +73,7 @@ double w8a8_error(const Tensor& x, const Tensor& w, const std::string& smoothing
 
 }  // namespace
 
-// SmoothQuant through the kernels (docs/int8.md "SmoothQuant, measured"):
+// SmoothQuant through the kernels (docs/int8.md "SmoothQuant through the kernels"):
 // activations N(0, 1) with four outlier channels (x20, x50, x100, x200),
 // weights N(0, 0.05^2); W8A8 error plain, smoothed for alpha in [0, 1], and
 // with the inverted-scale mutant.

@@ -1,7 +1,6 @@
 // CPU attention forward kernels and their mutants (docs/attention.md,
 // "Kernels").  Registration hooks are declared here rather than in
-// impls/registry.hpp: they are not part of builtin_registry() yet, so the
-// rest of the suite is unaffected until the family is integrated.
+// impls/registry.hpp; builtin_registry() (impls/registry.cpp) calls them.
 #pragma once
 #include <vector>
 
@@ -28,9 +27,9 @@ inline constexpr long kAttnKeyTile = 64;
 // [Hq, Lq, Dv] in the kernel's format and lse [Hq, Lq], computed in fp32 and
 // stored into whatever format the caller allocated (allocate fp32: then it is
 // the kernel's fp32 value unchanged).
-// Registry::add accepts only ops known to numerics/op.cpp; until "attention"
-// is declared there the hooks throw std::logic_error, and callers (the kernel
-// test, the benchmark) use the lists directly.
+// The kernels also as plain lists, which the kernel test and the benchmark
+// use directly (Registry::add accepts only ops known to numerics/op.cpp,
+// which declares "attention").
 std::vector<KernelInfo> cpu_attention_kernels();
 void register_cpu_attention(Registry& r);  // adds cpu_attention_kernels()
 

@@ -347,7 +347,8 @@ CONFORM_AVX2 inline void each_block8(const KernelCall& c, const Block& block) {
 inline constexpr std::int64_t kFfChunk = 256;
 // Inputs are prefetched this many floats (8 KiB) ahead, one prefetch per
 // line: out of cache on the Intel machine the loop otherwise took about the
-// sum of its arithmetic and memory times (docs/activation.md §9).
+// sum of its arithmetic and memory times (docs/activation.md §8, "The
+// 16-lane table kernels": gelu_erf 37-39 % of the streaming copy without it).
 inline constexpr std::int64_t kFfPrefetch = 2048;
 
 template <class Op>
@@ -712,8 +713,8 @@ CONFORM_AVX2 inline void lookup16(const std::uint16_t* T, const std::uint16_t* x
 // failed store-to-load forwarding per 16 elements; gathers avoid it.  One
 // prefetch per line of x, kLookupPrefetch elements ahead: without it the
 // gathers and the memory stream took about the sum of their times out of
-// cache, not the larger (docs/activation.md §9; past the end it is harmless,
-// a prefetch never faults).
+// cache, not the larger (docs/activation.md §8, "The 16-bit kernels
+// (tables)"; past the end it is harmless, a prefetch never faults).
 inline constexpr std::int64_t kLookupPrefetch = 2048;  // 4 KiB ahead: 60-76 % of the streaming copy, none: 47-49 %
 template <bool kStream>
 CONFORM_AVX512 void lookup16_avx512(const std::uint16_t* T, const std::uint16_t* x, std::uint16_t* out,
@@ -771,7 +772,9 @@ CONFORM_AVX2 inline void gated_lut_rows(const KernelCall& c, const Op& op, const
     each_block8<F, 2>(c, [&](const std::array<const elem_t<F>*, 2>& in, elem_t<F>* out) CONFORM_AVX2 {
         // The inputs kLookupPrefetch elements ahead, as lookup16_avx512 does:
         // on the Intel machine 52-57 % of the streaming copy for bf16, 62-69 %
-        // for fp16, against 33-41 % and ~60 % without (docs/gated.md §9).
+        // for fp16, against 33-41 % and ~60 % without (the bf16 figures are in
+        // docs/gated.md §8, "16-bit table kernels"; the fp16 ones are from
+        // commit 68e6859).
         prefetch_ahead(in[0], kLookupPrefetch);
         prefetch_ahead(in[1], kLookupPrefetch);
         gated_lut_block8<F>(op, G, U, in, out, store);

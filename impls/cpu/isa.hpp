@@ -5,12 +5,12 @@
 // Only some kernels have an AVX-512 path.  These give the AVX2 path's bits:
 // the 16-bit activation and gated tables (16-lane gathers instead of scalar
 // table reads), FP32 swiglu and swiglu_clamp (float-float in 16 lanes), the
-// double path in 8 lanes where an FP32 kernel takes it, and the bf16 norms
-// (16 lanes, rounding to bf16 in one instruction: AVX512_BF16).  FP32
-// sigmoid, silu, gelu_erf, gelu_tanh, softplus, geglu and situ_glu (default
-// caps) have their own 16-lane table kernels instead (run_lanes16,
-// docs/activation.md and gated.md §4: own proofs, other bits within the
-// same 1-ulp budget).  The rest use AVX2 there.
+// double path in 8 lanes where an FP32 kernel takes it, and the bf16 and
+// fp16 norms (16 lanes, where the CPU also has AVX512_BF16; bf16 rounded in
+// one instruction).  FP32 sigmoid, silu, gelu_erf, gelu_tanh, softplus, geglu
+// and situ_glu (default caps) have their own 16-lane table kernels instead
+// (run_lanes16, docs/activation.md and gated.md §4: own proofs, other bits
+// within the same 1-ulp budget).  The rest use AVX2 there.
 #pragma once
 
 namespace conform::cpu {

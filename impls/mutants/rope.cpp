@@ -1,7 +1,7 @@
 // Deliberately wrong RoPE kernels (DESIGN.md, "Mutation testing";
-// docs/rope.md, "Bug classes"): the plain formula in double (angle, cos/sin,
-// rotation; one rounding to the format) with exactly one bug each, so a
-// mutant can only be killed by its bug.
+// docs/rope.md, "Mutants and bug classes"): the plain formula in double
+// (angle, cos/sin, rotation; one rounding to the format) with exactly one bug
+// each, so a mutant can only be killed by its bug.
 #include <cmath>
 #include <string>
 #include <utility>

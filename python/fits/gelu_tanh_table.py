@@ -3,8 +3,8 @@
 (a + 0.044715 a^3), for the 16-lane FP32 gelu_tanh kernel: gelu_tanh(x) =
 x T(x), T(x) = T(-a) for x < 0 and 1 - T(-a) for x >= 0 (a = |x|), exactly
 the structure of gelu_erf with Phi replaced by T (impls/cpu/simd_math.hpp,
-vff::kGeluTanhTable; proof in docs/activation.md §4, "FP32 gelu_tanh in
-16 lanes").  Intervals, fit, rounding and the printed bounds are
+vff::kGeluTanhTable; proof in docs/activation.md §4, "FP32 gelu_tanh and
+softplus in 16 lanes").  Intervals, fit, rounding and the printed bounds are
 gelu_erf_table.py's (k = round(8a), |u| <= 1/16, degree 6, a < 3.9).
 Run: python3 python/fits/gelu_tanh_table.py > table.txt (the bounds go to stderr)
 """

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Piecewise polynomials of L(a) = log1p(e^-a) for the 16-lane FP32
 softplus kernel: softplus(x) = max(x, 0) + L(|x|) (impls/cpu/simd_math.hpp,
-vff::kSoftplusTable; proof in docs/activation.md §4, "FP32 softplus in 16
-lanes").  Interval k = round(4a) (0..31, a < 7.875), centred at k/4,
+vff::kSoftplusTable; proof in docs/activation.md §4, "FP32 gelu_tanh and
+softplus in 16 lanes").  Interval k = round(4a) (0..31, a < 7.875), centred at k/4,
 |u| <= 1/8 ([0, 1/8] for k = 0); degree 6, p0 and p1 as float pairs
 (piecewise.py).  Bound printed per interval: L as hi + lo (relative), the
 same formula as gelu_erf_table.py's Phi.
