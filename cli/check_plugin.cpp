@@ -22,10 +22,14 @@
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "golden/golden.hpp"
+#include "numerics/domain.hpp"
+#include "properties/domain.hpp"
 #include "impls/plugin.hpp"
 #include "properties/suite.hpp"
 #include "reports/atomic_file.hpp"
@@ -113,13 +117,23 @@ void install_fatal_handlers() {
 #endif
 }
 
-[[noreturn]] void child_main(const KernelInfo& k, props::RunConfig cfg, int fd) {
+// The kernel's error profile (golden/golden.hpp), recorded in the child too:
+// recording calls the kernel.  Inside its declared domain like the suite.
+void record_profile(const KernelInfo& k, const std::string& dir) {
+    const Domain domain = parse_domain(k.domain, k.op);
+    const props::DomainScope scope(domain);
+    std::filesystem::create_directories(dir);
+    golden::write_profile(golden::profile_path(dir, k.name), golden::record_profile(k));
+}
+
+[[noreturn]] void child_main(const KernelInfo& k, props::RunConfig cfg, int fd, const std::string& record_dir) {
     g_pipe = fd;
     install_fatal_handlers();
     cfg.on_case = [](const std::string& property, const std::string& reproduce) {
         send('C', dump({{"property", property}, {"reproduce", reproduce}}));
     };
     try {
+        if (!record_dir.empty()) record_profile(k, record_dir);
         const auto r = props::run_suite(k, cfg, [](const report::PropertyOutcome& p) { send('P', dump(report::to_json(p))); });
         send('K', dump(report::to_json(r)));
         _exit(0);
@@ -214,7 +228,7 @@ void add_abort(Isolated& r, const KernelInfo& k, const ChildStream& s) {
     r.report.properties.push_back(o);
 }
 
-Isolated run_isolated(const KernelInfo& k, const props::RunConfig& cfg, double timeout_s) {
+Isolated run_isolated(const KernelInfo& k, const props::RunConfig& cfg, double timeout_s, const std::string& record_dir) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
     std::cout.flush(), std::cerr.flush();
@@ -222,7 +236,7 @@ Isolated run_isolated(const KernelInfo& k, const props::RunConfig& cfg, double t
     if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
         close(fds[0]);
-        child_main(k, cfg, fds[1]);
+        child_main(k, cfg, fds[1], record_dir);
     }
     close(fds[1]);
     Isolated r;
@@ -311,6 +325,22 @@ std::string failures_md(const std::string& lib, const Isolated& r) {
     return s;
 }
 
+// What each kernel declares beyond its formats (conventions, accuracy
+// profile, ABI v2's domain and unwritten outputs): the verdict holds it to them.
+std::string declarations_md(const std::vector<Isolated>& runs) {
+    std::string s;
+    for (const auto& r : runs) {
+        const auto& k = r.report;
+        std::vector<std::string> d;
+        if (!k.conventions.empty()) d.push_back("conventions `" + k.conventions + "`");
+        if (!k.stats.profile.empty() && k.stats.profile != "strict") d.push_back("profile `" + k.stats.profile + "`");
+        if (!k.domain.empty()) d.push_back("domain `" + k.domain + "`");
+        if (!k.unwritten.empty()) d.push_back("does not write `" + join(k.unwritten) + "` (not judged)");
+        if (!d.empty()) s += fmt::format("- `{}`: {}\n", k.kernel, table_cell(fmt::format("{}", fmt::join(d, "; "))));
+    }
+    return s.empty() ? s : "\n## Declarations\n\n" + s;
+}
+
 std::string to_markdown(const std::string& lib, const report::RunReport& rep, const std::vector<Isolated>& runs) {
     int passed = 0;
     for (const auto& r : runs) passed += r.report.passed;
@@ -321,6 +351,7 @@ std::string to_markdown(const std::string& lib, const report::RunReport& rep, co
         lib, rep.seed, rep.cases, rep.started, rep.finished, rep.machine, rep.complete ? "complete" : "INTERRUPTED (partial)",
         passed, runs.size());
     for (const auto& r : runs) s += kernel_row(r);
+    s += declarations_md(runs);
     if (passed != static_cast<int>(runs.size())) s += "\n## Failures\n";
     for (const auto& r : runs)
         if (!r.report.passed) s += failures_md(lib, r);
@@ -333,6 +364,7 @@ void write_reports(const std::string& out, const std::string& lib, const report:
     std::filesystem::create_directories(out);
     report::write_file_atomic(std::filesystem::path(out) / "check-plugin.md", to_markdown(lib, rep, runs));
     report::write_file_atomic(std::filesystem::path(out) / "check-plugin.json", to_json(lib, rep, runs).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    report::write_file_atomic(std::filesystem::path(out) / "junit.xml", report::to_junit(rep));  // for CI test reporters
 }
 
 void print_outcome(const std::string& lib, const Isolated& r) {
@@ -366,11 +398,21 @@ int cmd_check_plugin(const CheckPluginOptions& o) {
     cfg.reproduce = o.reproduce;
     cfg.shrink = o.shrink;
     cfg.infer_conventions = o.infer;
+    if (!o.against_profile.empty()) {
+        // A CI gate: every selected kernel must have its recorded profile.
+        std::vector<std::string> missing;
+        for (const KernelInfo& k : ks)
+            if (!std::filesystem::exists(golden::profile_path(o.against_profile, k.name))) missing.push_back(k.name);
+        if (!missing.empty())
+            throw UsageError("--against-profile " + o.against_profile + ": no recorded profile for " + join(missing) +
+                             " (record them with --record-profile)");
+        cfg.profile_check = golden::profiles_checker(o.against_profile);
+    }
     std::vector<Isolated> runs;
     write_reports(o.out, o.library, rep, runs);
     for (std::size_t i = 0; i < ks.size() && !interrupted(); ++i) {
         progress(fmt::format("[{}/{}] {} ({}) ...", i + 1, ks.size(), ks[i].name, ks[i].op));
-        runs.push_back(run_isolated(ks[i], cfg, o.timeout_s));
+        runs.push_back(run_isolated(ks[i], cfg, o.timeout_s, o.record_profile));
         rep.kernels.push_back(runs.back().report);
         progress(fmt::format("      {} {}", report::detail::pass_fail(runs.back().report.passed), runs.back().status));
         print_outcome(o.library, runs.back());
@@ -383,7 +425,8 @@ int cmd_check_plugin(const CheckPluginOptions& o) {
     int failed = 0;
     for (const auto& r : runs) failed += !r.report.passed;
     std::cout << fmt::format("{} kernels: {} pass, {} fail\n", runs.size(), runs.size() - failed, failed);
-    if (!o.out.empty()) std::cout << "report: " << o.out << "/check-plugin.md (also check-plugin.json)\n";
+    if (!o.out.empty()) std::cout << "report: " << o.out << "/check-plugin.md (also check-plugin.json, junit.xml)\n";
+    if (!o.record_profile.empty()) std::cout << "profiles: " << o.record_profile << "/<kernel>.json\n";
     if (interrupted()) return 130;
     return failed ? 1 : 0;
 }

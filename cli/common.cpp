@@ -2,7 +2,7 @@
 
 #include <set>
 #include "numerics/conventions.hpp"
-#include "properties/profile.hpp"
+#include "numerics/profile.hpp"
 
 #include <algorithm>
 #include <atomic>

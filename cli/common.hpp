@@ -88,6 +88,8 @@ struct CheckPluginOptions {
     std::string profile;    // --profile: the accuracy profile every kernel is judged by (empty: strict)
     std::vector<std::string> conventions;  // --convention KEY=VALUE: added to the descriptors' declarations
     bool infer = true;      // --no-infer: skip convention inference for failing kernels
+    std::string record_profile;   // --record-profile DIR: write each kernel's error profile there
+    std::string against_profile;  // --against-profile DIR: fail a kernel whose profile drifted from DIR's
 };
 // Exit status: 0 every kernel passes, 1 some kernel failed (including a
 // crash, a hang or a write outside its outputs), 2 bad input (the library

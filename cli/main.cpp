@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
-#include "properties/profile.hpp"
+#include "numerics/profile.hpp"
 
 using namespace conform::cli;
 
@@ -105,6 +105,12 @@ int main(int argc, char** argv) {
                                                                     "by: ") + conform::props::profile_help());
     check_plugin->add_option("--convention", plug.conventions, "declare a convention KEY=VALUE for every exported "
                                                                "kernel whose op has it, beside the descriptor's own (repeatable)");
+    check_plugin->add_option("--record-profile", plug.record_profile,
+                             "write each kernel's error profile (its within_budget statistics case by case, seed 1, "
+                             "100 cases) into this directory, for a later --against-profile");
+    check_plugin->add_option("--against-profile", plug.against_profile,
+                             "fail a kernel whose error profile got materially worse than the one recorded in this "
+                             "directory, even while within budget (a kernel without one there is an error)");
     bool no_infer = false;
     check_plugin->add_flag("--no-infer", no_infer, "do not re-judge a failing kernel under the alternative conventions "
                                                    "of its op");

@@ -14,3 +14,23 @@ step("configure the consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consume
      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
 step("build the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 step("run the consumer's tests" ${WORK_DIR}/build/consumer_test)
+# The kernel repository's CI gate (examples/kernel-ci): its plug-in built
+# against the installed package passes check-plugin against its committed
+# profiles, and the regressed build fails the gate.
+step("configure the kernel CI example" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/kernel-ci -B ${WORK_DIR}/kernel-ci -G Ninja
+     -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
+step("build the kernel CI example" ${CMAKE_COMMAND} --build ${WORK_DIR}/kernel-ci)
+step("run its conform gate" ${CMAKE_COMMAND} -E chdir ${WORK_DIR}/kernel-ci ctest --output-on-failure)
+if(NOT EXISTS ${WORK_DIR}/kernel-ci/conform-report/junit.xml)
+  message(FATAL_ERROR "install_consumer: the gate wrote no junit.xml")
+endif()
+step("configure the regressed kernel" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/kernel-ci -B ${WORK_DIR}/kernel-ci-sloppy
+     -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DMY_KERNELS_SLOPPY=ON)
+step("build the regressed kernel" ${CMAKE_COMMAND} --build ${WORK_DIR}/kernel-ci-sloppy)
+execute_process(COMMAND ${CMAKE_COMMAND} -E chdir ${WORK_DIR}/kernel-ci-sloppy ctest --output-on-failure
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "install_consumer: the regressed kernel passed the conform gate:\n${out}")
+endif()
+message(STATUS "install_consumer: the regressed kernel fails the gate: ok")
+

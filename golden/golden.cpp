@@ -380,8 +380,12 @@ std::filesystem::path vector_file(const std::filesystem::path& dir, const std::s
     return dir / "vectors" / (op + "." + name(f) + ".json");
 }
 
+std::filesystem::path profile_path(const std::filesystem::path& profiles_dir, const std::string& kernel) {
+    return profiles_dir / (kernel + ".json");
+}
+
 std::filesystem::path profile_file(const std::filesystem::path& dir, const std::string& kernel) {
-    return dir / "profiles" / (kernel + ".json");
+    return profile_path(dir / "profiles", kernel);
 }
 
 // The widths the kernels store these outputs at whatever their input format
@@ -651,8 +655,13 @@ std::string drift(const Profile& rec, const KernelInfo& k, const props::Stats& n
 
 std::function<std::string(const KernelInfo&, const props::RunConfig&, const props::Stats&)> profile_checker(
     const std::filesystem::path& dir) {
-    return [dir](const KernelInfo& k, const props::RunConfig& cfg, const props::Stats& s) -> std::string {
-        const auto rec = read_profile(profile_file(dir, k.name));
+    return profiles_checker(dir / "profiles");
+}
+
+std::function<std::string(const KernelInfo&, const props::RunConfig&, const props::Stats&)> profiles_checker(
+    const std::filesystem::path& profiles_dir) {
+    return [profiles_dir](const KernelInfo& k, const props::RunConfig& cfg, const props::Stats& s) -> std::string {
+        const auto rec = read_profile(profile_path(profiles_dir, k.name));
         if (!rec) return "";
         if (cfg.seed == rec->seed && cfg.cases == rec->cases && cfg.max_n == props::RunConfig{}.max_n)
             return drift(*rec, k, s);

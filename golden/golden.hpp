@@ -115,7 +115,8 @@ Profile record_profile(const KernelInfo& k, int cases = kProfileCases, std::uint
 void write_profile(const std::filesystem::path& file, const Profile& p);
 // nullopt when there is none; std::runtime_error naming the file and field when malformed.
 std::optional<Profile> read_profile(const std::filesystem::path& file);
-std::filesystem::path profile_file(const std::filesystem::path& dir, const std::string& kernel);
+std::filesystem::path profile_file(const std::filesystem::path& dir, const std::string& kernel);  // dir/profiles/<kernel>.json
+std::filesystem::path profile_path(const std::filesystem::path& profiles_dir, const std::string& kernel);  // profiles_dir/<kernel>.json
 // Empty when `now` (within_budget statistics of kernel k on the recorded
 // seed and case count) shows no drift from `recorded`; otherwise what got
 // worse, with the numbers.
@@ -126,5 +127,8 @@ std::string drift(const Profile& recorded, const KernelInfo& k, const props::Sta
 // re-runs within_budget on the recorded cases for the comparison.
 std::function<std::string(const KernelInfo&, const props::RunConfig&, const props::Stats&)> profile_checker(
     const std::filesystem::path& dir);
+// The same for profiles kept directly in profiles_dir (check-plugin --against-profile).
+std::function<std::string(const KernelInfo&, const props::RunConfig&, const props::Stats&)> profiles_checker(
+    const std::filesystem::path& profiles_dir);
 
 }  // namespace conform::golden

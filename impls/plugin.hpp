@@ -49,10 +49,11 @@ class Handle;  // the dlopen handle, closed when the last kernel using it goes
 struct Library {
     std::string path;
     std::vector<KernelInfo> kernels;  // in table order; each keeps the library loaded
+    int abi_version = 1;              // of the table it exported (2: conform_plugin_v2)
 };
 
-// dlopen(path, RTLD_NOW | RTLD_LOCAL), check the ABI version and validate
-// every descriptor.  Throws LoadError naming path and the field
+// dlopen(path, RTLD_NOW | RTLD_LOCAL), take conform_plugin_v2's table (else
+// conform_plugin_v1's), check the ABI version and validate every descriptor.  Throws LoadError naming path and the field
 // ("kernels[2] \"x.silu\": op: unknown op 'silu2'").
 Library load(const std::string& path);
 

@@ -40,7 +40,7 @@ struct KernelInfo {
     // Declared deviations from the oracle's conventions (oracle/conventions.hpp),
     // e.g. {"masked_row", "nan"}: the verdict holds the kernel to them.
     std::map<std::string, std::string> conventions;
-    // The accuracy profile it is judged by (properties/profile.hpp: strict,
+    // The accuracy profile it is judged by (numerics/profile.hpp: strict,
     // cr, faithful, rigorous, ulp:N, +ftz, +ieee); empty: strict.
     std::string profile;
     // What it declares about its own arithmetic, beyond formats (the family
@@ -49,6 +49,14 @@ struct KernelInfo {
     // be sharper; a kernel that breaks its declaration fails.  Bound
     // functions read them as parameters "declared.<key>".
     std::map<std::string, double> declared;
+    // The inputs it supports (plug-in ABI v2), as a JSON object of rules by
+    // dimension or parameter name (properties/domain.hpp); generated cases
+    // are projected into it.  Empty: every input the generators draw.
+    std::string domain;
+    // Outputs (by name) the kernel does not write (plug-in ABI v2, e.g. an
+    // attention kernel that returns o but not lse): not judged, and the
+    // properties that need them are not run.
+    std::vector<std::string> unwritten;
     // The same kernel under other launch configurations (GPU kernels: one
     // block, one warp), each named: the determinism property checks them.
     std::vector<std::pair<std::string, KernelFn>> launches;

@@ -33,7 +33,7 @@ using conform::Conventions;
 void apply_conventions(const std::string& op, const Conventions& c, const Params& p, const std::vector<TensorView>& in,
                        std::vector<Tensor>& rounded, std::vector<std::vector<double>>& exact);
 
-// The `ieee` accuracy profile (properties/profile.hpp): elementwise op `op`
+// The `ieee` accuracy profile (numerics/profile.hpp): elementwise op `op`
 // evaluated literally in IEEE double arithmetic (silu(x) = x * sigmoid(x),
 // so silu(-inf) = -inf * 0 = NaN) when one of its arguments is infinite;
 // nullopt when none is, or for ops that are not elementwise.  The oracle

@@ -15,7 +15,7 @@ Testable parameter_sensitivity(const KernelInfo& k, const RunConfig& cfg) {
         const OpSpec& op = *find_op(k.op);
         GenOptions opt;
         opt.max_n = std::min(cfg.max_n, 256);
-        CaseSpec spec = *gen_spec(op, k.in, opt);
+        CaseSpec spec = in_domain(*gen_spec(op, k.in, opt));
         for (auto& f : spec.families) f = Family::around_cap;
         const Case c = build_case(spec);
         const ParamSpec& ps = op.params[*rc::gen::inRange<std::size_t>(0, op.params.size())];
@@ -46,7 +46,7 @@ Testable softcap_bound(const KernelInfo& k, const RunConfig& cfg) {
     return [&k, cfg] {
         GenOptions opt;
         opt.max_n = std::min(cfg.max_n, 1024);
-        const std::string f = softcap_bound_check(k, build_case(*gen_spec(*find_op(k.op), k.in, opt)));
+        const std::string f = softcap_bound_check(k, build_case(in_domain(*gen_spec(*find_op(k.op), k.in, opt))));
         if (!f.empty()) RC_FAIL(f);
     };
 }

@@ -6,6 +6,7 @@
 #include "numerics/ulp.hpp"
 #include "properties/attention.hpp"
 #include "properties/common.hpp"
+#include "properties/domain.hpp"
 
 namespace conform::props {
 namespace {
@@ -120,7 +121,7 @@ Case build_attention_case(const CaseSpec& spec) {
 
 namespace {
 
-Case attention_case(const KernelInfo& k, GenOptions opt = {}) { return build_case(*gen_attention_spec(k.in, opt)); }
+Case attention_case(const KernelInfo& k, GenOptions opt = {}) { return build_case(in_domain(*gen_attention_spec(k.in, opt))); }
 
 bool top_left(const KernelInfo& k) { return convention(k.conventions, "causal") == "top_left"; }
 
@@ -187,7 +188,8 @@ Testable gqa_replication(const KernelInfo& k) {
 Testable tile_invariance(const KernelInfo& k) {
     return [&k] {
         Case c = attention_case(k);
-        c.params.set("block", *rc::gen::element(1.0, 3.0, 8.0, 24.0, 1000.0));
+        // A kernel that declares its tiles (tunables, plug-in ABI v2) gets them.
+        c.params.set("block", in_domain_param("block", *rc::gen::element(1.0, 3.0, 8.0, 24.0, 1000.0)));
         const CaseResult r = check_case(k, c.params, c.views());
         if (!r.pass) RC_FAIL("block " + std::to_string(static_cast<int>(c.params.at("block"))) + ": " + r.message);
     };
@@ -227,7 +229,7 @@ namespace {
 
 Testable mask_shift_invariance(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = *gen_attention_spec(k.in, GenOptions{});
+        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}));
         spec.dims[6] = 1;
         const Case c = build_case(spec);
         const double shift = *rc::gen::element(1e4, -1e4, 1000.0, -64.0);
@@ -251,7 +253,7 @@ std::int64_t expected_keys(std::int64_t i, std::int64_t lq, std::int64_t lk, boo
 // the count the geometry gives, under causal and sliding masks.
 Testable key_count(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = *gen_attention_spec(k.in, GenOptions{});
+        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}));
         spec.dims[6] = 0;
         Case c = build_case(spec);
         c.params.set("causal", *rc::gen::element(0.0, 1.0));
@@ -291,7 +293,7 @@ std::uint64_t max_ulp_apart(const Tensor& a, const Tensor& b) {
 
 Testable parameter_sensitivity(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = *gen_attention_spec(k.in, GenOptions{});
+        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}));
         spec.dims[2] = std::max<std::int64_t>(spec.dims[2], 2);
         spec.dims[3] = std::max<std::int64_t>(spec.dims[3], 8);
         spec.dims[6] = 0;
@@ -324,6 +326,7 @@ void add_attention_properties(std::vector<PropertyDef>& v) {
     v.push_back({"key_count", "with q = 0, exp(lse) is the number of keys the causal/sliding geometry leaves visible",
                  [](const OpSpec& op) { return op.name == "attention"; },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return key_count(k); }, 2});
+    v.back().needs = {"lse"};
     v.push_back({"parameter_sensitivity",
                  "changing scale, softcap or window changes the output wherever it moves the correctly rounded output",
                  [](const OpSpec& op) { return op.name == "attention"; },

@@ -14,7 +14,7 @@ Testable situ_bound(const KernelInfo& k, const RunConfig& cfg) {
     return [&k, cfg] {
         GenOptions opt;
         opt.max_n = std::min(cfg.max_n, 1024);
-        const std::string f = situ_bound_check(k, build_case(*gen_spec(*find_op(k.op), k.in, opt)));
+        const std::string f = situ_bound_check(k, build_case(in_domain(*gen_spec(*find_op(k.op), k.in, opt))));
         if (!f.empty()) RC_FAIL(f);
     };
 }
@@ -39,7 +39,7 @@ Testable situ_to_swiglu(const KernelInfo& k, const RunConfig& cfg) {
     return [&k, cfg] {
         GenOptions opt;
         opt.max_n = std::min(cfg.max_n, 256);
-        CaseSpec spec = *gen_spec(*find_op(k.op), k.in, opt);
+        CaseSpec spec = in_domain(*gen_spec(*find_op(k.op), k.in, opt));
         spec.scale_exp = std::min(spec.scale_exp, 6);
         for (auto& f : spec.families) f = *rc::gen::element(Family::normal, Family::uniform, Family::tiny);
         const double big = std::ldexp(1.0, 40);
@@ -57,7 +57,7 @@ Testable situ_near_zero(const KernelInfo& k, const RunConfig& cfg) {
     return [&k, cfg] {
         GenOptions opt;
         opt.max_n = std::min(cfg.max_n, 256);
-        CaseSpec spec = *gen_spec(*find_op(k.op), k.in, opt);
+        CaseSpec spec = in_domain(*gen_spec(*find_op(k.op), k.in, opt));
         const Case raw = build_case(spec);
         const double beta = std::min(spec.params.get("beta1", 4), spec.params.get("beta2", 25));
         const double lim = beta * std::ldexp(1.0, k.in == Format::fp32 ? -20 : -8);

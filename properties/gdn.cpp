@@ -248,7 +248,7 @@ bool is_delta_op(const OpSpec& op) { return op.family == "gdn"; }
 
 // A generated case of kernel k's op, with at most max_t tokens (0: any).
 CaseSpec delta_spec(const KernelInfo& k, std::int64_t max_t = 0) {
-    CaseSpec spec = *gen_delta_spec(k.op, k.in, GenOptions{});
+    CaseSpec spec = in_domain(*gen_delta_spec(k.op, k.in, GenOptions{}));
     spec.dims[7] = 1;  // one sequence: the metamorphic properties cut and carry tokens themselves
     if (max_t > 0) spec.dims[0] = std::min(spec.dims[0], max_t), spec.dims[1] = std::min<std::int64_t>(spec.dims[1], 2);
     return spec;
@@ -445,6 +445,7 @@ void add_gdn_properties(std::vector<PropertyDef>& v) {
     v.push_back({"chunk_invariance",
                  "chunks 16, 32 and 64 on the same case, each within the derived bound",
                  is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return chunk_invariance(k); }, 4});
+    v.back().needs = {"state"};
     v.push_back({"split_invariance",
                  "running [0, t) and then [t, T) from the carried fp32 state stays within the bound, for every t",
                  is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return split_invariance(k); }, 5});
@@ -452,6 +453,7 @@ void add_gdn_properties(std::vector<PropertyDef>& v) {
                  "2 to 4 sequences packed with cu_seqlens (empty ones included): each sequence's y and final state "
                  "within the bound of the sequence run alone",
                  is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return varlen_packing(k); }, 4});
+    v.back().needs = {"state"};
     v.push_back({"causality", "changing the tokens from t on leaves y of the earlier tokens bit-identical",
                  is_delta_op, [](const KernelInfo& k, const RunConfig&, Stats*) { return gdn_causality(k); }, 4});
     v.push_back({"finite_gates",

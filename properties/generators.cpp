@@ -175,7 +175,8 @@ const std::vector<Family>& value_families() {
     return v;
 }
 
-Case build_case(const CaseSpec& spec) {
+Case build_case(const CaseSpec& spec0) {
+    const CaseSpec spec = in_domain(spec0);
     if (spec.op == "rope") return build_rope_case(spec);
     if (spec.op == "attention") return build_attention_case(spec);
     if (spec.op == "lse_merge") return build_lse_merge_case(spec);
@@ -206,7 +207,8 @@ Case build_case(const CaseSpec& spec) {
     return c;
 }
 
-void showValue(const CaseSpec& s, std::ostream& os) {
+void showValue(const CaseSpec& s0, std::ostream& os) {
+    const CaseSpec s = in_domain(s0);  // the case that ran
     os << "CaseSpec{op=" << s.op << ", format=" << name(s.format) << ", rows=" << s.rows << ", n=" << s.n
        << ", families=";
     for (auto f : s.families) os << name(f) << " ";

@@ -49,7 +49,14 @@ struct Case {
     std::vector<TensorView> views() const;
 };
 
+// Builds the tensors of a spec, first projected into the active domain
+// (properties/domain.hpp): a kernel is never called outside what it declares.
 Case build_case(const CaseSpec& spec);
+
+// The spec projected into the active domain (properties/domain.hpp); the
+// properties take every generated spec through it, so what they read from
+// the spec is what build_case builds.
+CaseSpec in_domain(const CaseSpec& spec);
 
 struct GenOptions {
     bool specials = false;      // inject special values

@@ -133,7 +133,7 @@ bool log_domain_token(const Case& c, std::int64_t t) {
 // A row-stochastic or unprojected B breaks it.
 Testable streams_l1_nonexpansive(const KernelInfo& k) {
     return [&k] {
-        Case c = build_case(*gen_hc_residual_spec(k.op, k.in, GenOptions{}));
+        Case c = build_case(in_domain(*gen_hc_residual_spec(k.op, k.in, GenOptions{})));
         Tensor& f = c.inputs[1];
         for (std::int64_t e = 0; e < f.numel(); ++e) f.set_value(e, 0.0);
         const auto out = run_kernel(k, c.params, c.views());
@@ -163,7 +163,7 @@ Testable streams_l1_nonexpansive(const KernelInfo& k) {
 // every sum adds exact zeros; -0 may come back as +0).
 Testable identity_path_exact(const KernelInfo& k) {
     return [&k] {
-        Case c = build_case(*gen_hc_residual_spec(k.op, k.in, GenOptions{}));
+        Case c = build_case(in_domain(*gen_hc_residual_spec(k.op, k.in, GenOptions{})));
         const bool project = k.op == "mhc_residual";
         Tensor &x = c.inputs[0], &b = c.inputs[3], &cl = c.inputs[4];
         const std::int64_t n = x.shape()[1];
@@ -189,7 +189,7 @@ Testable identity_path_exact(const KernelInfo& k) {
 // NaN or +inf logit) are NaN, judged by special_values.
 Testable b_column_marginals(const KernelInfo& k) {
     return [&k] {
-        const Case c = build_case(*gen_hc_residual_spec(k.op, k.in, GenOptions{}));
+        const Case c = build_case(in_domain(*gen_hc_residual_spec(k.op, k.in, GenOptions{})));
         const auto out = run_kernel(k, c.params, c.views());
         const Tensor &l = c.inputs[3], &b = out.at(2);
         const std::int64_t n = l.shape()[1], nn = n * n;
@@ -221,9 +221,11 @@ void add_hc_residual_properties(std::vector<PropertyDef>& v) {
     auto is_mhc = [](const OpSpec& op) { return op.name == "mhc_residual"; };
     v.push_back({"identity_path_exact", "with B = I and C = 0 the update returns the streams bit for bit", is_hc,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return identity_path_exact(k); }});
+    v.back().needs = {"x_next"};
     v.push_back({"streams_l1_nonexpansive",
                  "with f = 0, sum_i |x_next_i| <= (1 + column bound)(1 + gamma_n)(1 + u_out) sum_j |x_j| per channel",
                  is_mhc, [](const KernelInfo& k, const RunConfig&, Stats*) { return streams_l1_nonexpansive(k); }});
+    v.back().needs = {"x_next"};
     v.push_back({"b_column_marginals", "every column of the returned projection b sums to 1 within the last normalization's rounding",
                  is_mhc, [](const KernelInfo& k, const RunConfig&, Stats*) { return b_column_marginals(k); }});
 }

@@ -153,7 +153,7 @@ namespace {
 // entries that are no tie (the +-127 s maxima) are skipped.
 Testable ties_to_even(const KernelInfo& k) {
     return [&k] {
-        const CaseSpec spec = with_ties(*gen_quantize_spec(k.in, GenOptions{}));
+        const CaseSpec spec = with_ties(in_domain(*gen_quantize_spec(k.in, GenOptions{})));
         const Case c = build_case(spec);
         const auto out = run_kernel(k, c.params, c.views());
         const Tensor scale =
@@ -174,7 +174,7 @@ Testable ties_to_even(const KernelInfo& k) {
 // codes unchanged.
 Testable outlier_token_isolation(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = *gen_quantize_spec(k.in, GenOptions{});
+        CaseSpec spec = in_domain(*gen_quantize_spec(k.in, GenOptions{}));
         spec.params = Params({{"axis", 1}, {"scale", 0}});
         spec.dims[0] = std::max<std::int64_t>(spec.dims[0], 2);
         if (spec.families[0] == Family::near_overflow || spec.families[0] == Family::bit_patterns) spec.families = {Family::normal};
@@ -195,7 +195,7 @@ Testable outlier_token_isolation(const KernelInfo& k) {
 // Sorted inputs, one scale: the codes never decrease.
 Testable monotone(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = *gen_quantize_spec(k.in, GenOptions{});
+        CaseSpec spec = in_domain(*gen_quantize_spec(k.in, GenOptions{}));
         spec.params.set("axis", 0);
         const std::string f = quantize_monotone_check(k, build_case(spec));
         if (!f.empty()) RC_FAIL(f);
@@ -271,6 +271,7 @@ void add_int8_properties(std::vector<PropertyDef>& v) {
     v.push_back({"extreme_operands", "constant -128/-127/127 operands, K up to 65536: acc = K a b exactly",
                  [](const OpSpec& op) { return op.name == "int8_gemm"; },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return extreme_operands(k); }, 4});
+    v.back().needs = {"acc"};
 }
 
 }  // namespace conform::props

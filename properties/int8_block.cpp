@@ -82,7 +82,7 @@ namespace {
 // inputs alone) within the propagated budget.
 Testable end_to_end(const KernelInfo& k) {
     return [&k] {
-        const Case c = build_case(*gen_int8_block_spec(k.in, GenOptions{}));
+        const Case c = build_case(in_domain(*gen_int8_block_spec(k.in, GenOptions{})));
         const std::vector<Tensor> got = run_kernel(k, c.params, c.views());
         std::vector<TensorView> staged = c.views();
         for (const Tensor& t : got) staged.push_back(t.view());

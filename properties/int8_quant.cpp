@@ -136,7 +136,7 @@ namespace {
 // derived bound of 1/2 ulp admits either neighbour of a midpoint).
 Testable correctly_rounded(const KernelInfo& k) {
     return [&k] {
-        const Case c = build_case(*gen_dequantize_spec(k.in, GenOptions{}));
+        const Case c = build_case(in_domain(*gen_dequantize_spec(k.in, GenOptions{})));
         const CaseResult r = check_case(k, c.params, c.views(), nullptr);
         std::string where;
         if (!identical(r.outputs[0], r.all_ref[0], &where)) RC_FAIL("y is not the correctly rounded q * scale: " + where);
@@ -148,7 +148,7 @@ Testable correctly_rounded(const KernelInfo& k) {
 // (|x| <= 127.5 s; all of them for dynamic scales unless s underflows).
 Testable round_trip(const KernelInfo& k) {
     return [&k] {
-        const CaseSpec spec = *gen_quantize_spec(k.out, GenOptions{});
+        const CaseSpec spec = in_domain(*gen_quantize_spec(k.out, GenOptions{}));
         Params p({{"axis", spec.params.get("axis", 0)}});
         const Case qc = build_case(spec);
         const std::int64_t rows = spec.dims[0], cols = spec.dims[1];
@@ -176,7 +176,7 @@ Testable round_trip(const KernelInfo& k) {
 // Changing the scale of one group changes no element of any other group.
 Testable scale_locality(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = *gen_dequantize_spec(k.in, GenOptions{});
+        CaseSpec spec = in_domain(*gen_dequantize_spec(k.in, GenOptions{}));
         spec.params.set("axis", 1 + static_cast<double>(spec.seed % 2));
         spec.dims[0] = std::max<std::int64_t>(spec.dims[0], 2);
         spec.dims[1] = std::max<std::int64_t>(spec.dims[1], 3);
@@ -220,7 +220,7 @@ SmoothRun run_smooth(const KernelInfo& k, CaseSpec spec) {
 // 24-bit values exact, gamma_C on the sums of magnitudes).
 Testable product_preserved(const KernelInfo& k) {
     return [&k] {
-        const SmoothRun r = run_smooth(k, *gen_smooth_quant_spec(k.in, GenOptions{}));
+        const SmoothRun r = run_smooth(k, in_domain(*gen_smooth_quant_spec(k.in, GenOptions{})));
         const std::int64_t t = r.c.inputs[0].shape()[0], c = r.c.inputs[0].shape()[1], n = r.c.inputs[1].shape()[1];
         const double g = oracle::gamma(static_cast<double>(c), unit_roundoff(Format::fp64)), slack = 1 + 4 * unit_roundoff(Format::fp64);
         for (std::int64_t i = 0; i < t; ++i)
@@ -248,7 +248,7 @@ Testable product_preserved(const KernelInfo& k) {
 // element bounds of the column of xs and the row of ws.
 Testable alpha_half_balances(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = *gen_smooth_quant_spec(k.in, GenOptions{});
+        CaseSpec spec = in_domain(*gen_smooth_quant_spec(k.in, GenOptions{}));
         spec.params.set("alpha", 0.5);
         const SmoothRun r = run_smooth(k, spec);
         const std::int64_t t = spec.dims[0], c = spec.dims[1], n = spec.dims[2];
@@ -285,8 +285,10 @@ void add_int8_quant_properties(std::vector<PropertyDef>& v) {
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return scale_locality(k); }, 2});
     v.push_back({"product_preserved", "xs ws = x w within the derived budget of the kernel's xs and ws", smooth,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return product_preserved(k); }, 2});
+    v.back().needs = {"ws"};
     v.push_back({"alpha_half_balances", "alpha = 1/2: max|xs_j| = max|ws_j| per channel within the element bounds",
                  smooth, [](const KernelInfo& k, const RunConfig&, Stats*) { return alpha_half_balances(k); }, 2});
+    v.back().needs = {"ws"};
 }
 
 }  // namespace conform::props

@@ -15,7 +15,7 @@ Testable scale_invariance(const KernelInfo& k, const RunConfig& cfg) {
         const OpSpec& op = *find_op(k.op);
         GenOptions opt;
         opt.max_n = cfg.max_n;
-        CaseSpec spec = *gen_spec(op, k.in, opt);
+        CaseSpec spec = in_domain(*gen_spec(op, k.in, opt));
         spec.params.set("eps", 0.0);
         if (*rc::gen::inRange(0, 3) == 0) spec.families[0] = Family::near_overflow;
         const Case c = build_case(spec);
@@ -38,7 +38,7 @@ Testable zero_centered_equivalence(const KernelInfo& k, const RunConfig& cfg) {
     return [&k, cfg] {
         GenOptions opt;
         opt.max_n = std::min(cfg.max_n, 1024);
-        CaseSpec spec = *gen_spec(*find_op(k.op), k.in, opt);
+        CaseSpec spec = in_domain(*gen_spec(*find_op(k.op), k.in, opt));
         spec.params.set("zero_centered", 0.0);
         const Case c = build_case(spec);  // weights around 1
         Tensor v(k.in, {spec.n}), w(k.in, {spec.n});

@@ -66,7 +66,7 @@ namespace {
 
 // A generated case with at least min_l tokens and a head dim of at least min_d.
 Case rope_case(const KernelInfo& k, std::int64_t min_l = 1, std::int64_t min_d = 2) {
-    CaseSpec spec = *gen_rope_spec(k.in, GenOptions{});
+    CaseSpec spec = in_domain(*gen_rope_spec(k.in, GenOptions{}));
     spec.dims[1] = std::max(spec.dims[1], min_l);
     spec.dims[2] = std::max(spec.dims[2], min_d);
     spec.n = static_cast<int>(spec.dims[2]);

@@ -28,7 +28,7 @@ Testable shift_invariance(const KernelInfo& k, const RunConfig& cfg) {
     return [&k, cfg] {
         GenOptions opt;
         opt.max_n = std::min(cfg.max_n, 1024);
-        const Case base = build_case(*gen_spec(*find_op(k.op), k.in, opt));
+        const Case base = build_case(in_domain(*gen_spec(*find_op(k.op), k.in, opt)));
         const double c = *rc::gen::element(1e4, -1e4, 1000.0, -1000.0, 100.0, 64.0, -0.5);
         const Tensor x = quantize_for_shift(base.inputs[0], c);
         Tensor shifted(x.format(), x.shape());
@@ -51,7 +51,7 @@ Testable masked_rows(const KernelInfo& k, const RunConfig& cfg) {
     return [&k, cfg] {
         GenOptions opt;
         opt.max_n = std::min(cfg.max_n, 1024);
-        CaseSpec spec = *gen_spec(*find_op(k.op), k.in, opt);
+        CaseSpec spec = in_domain(*gen_spec(*find_op(k.op), k.in, opt));
         spec.families[0] = Family::masked;
         const Case c = build_case(spec);
         const CaseResult r = check_case(k, c.params, c.views());
@@ -75,7 +75,7 @@ Testable masked_rows(const KernelInfo& k, const RunConfig& cfg) {
 // empty) = (0, -inf) without NaN.
 Testable empty_identity(const KernelInfo& k) {
     return [&k] {
-        Case c = build_case(*gen_lse_merge_spec(k.in, GenOptions{}));
+        Case c = build_case(in_domain(*gen_lse_merge_spec(k.in, GenOptions{})));
         const bool left = *rc::gen::arbitrary<bool>();
         const std::size_t empty = left ? 1 : 3, kept = left ? 3 : 1;  // lse_a or lse_b
         for (std::int64_t r = 0; r < c.inputs[empty].numel(); ++r) c.inputs[empty].set_value(r, -INFINITY);
@@ -144,6 +144,7 @@ void add_softmax_properties(std::vector<PropertyDef>& v) {
     v.push_back({"empty_identity", "merging with the empty state (0, -inf) returns the other state bit for bit",
                  [](const OpSpec& op) { return op.name == "lse_merge"; },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return empty_identity(k); }, 2});
+    v.back().needs = {"lse"};
     v.push_back({"shift_invariance",
                  "softmax(x + c) within budget and equal in the oracle to softmax(x), c up to +-1e4 (x + c exact)",
                  [](const OpSpec& op) { return op.name == "softmax"; },

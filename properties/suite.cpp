@@ -1,6 +1,7 @@
 #include "properties/suite.hpp"
 
 #include "numerics/conventions.hpp"
+#include "properties/domain.hpp"
 
 #include "properties/common.hpp"
 #include "properties/rope.hpp"
@@ -304,6 +305,9 @@ report::KernelReport describe_kernel(const KernelInfo& k) {
     r.budget = budget_for(k).text();
     r.stats.profile = profile_for(k).text();
     r.conventions = conventions_text(k.conventions);
+    r.domain = parse_domain(k.domain, k.op).text();
+    if (r.domain == "{}") r.domain.clear();
+    r.unwritten = k.unwritten;
     return r;
 }
 
@@ -328,6 +332,13 @@ void fill_stats(report::ErrorStats& out, const Stats& s) {
                                s.region_max_ulp()[r]});
 }
 
+bool runs_for(const PropertyDef& p, const KernelInfo& k) {
+    if (p.for_kernel && !p.for_kernel(k)) return false;
+    for (const std::string& o : p.needs)
+        if (std::find(k.unwritten.begin(), k.unwritten.end(), o) != k.unwritten.end()) return false;
+    return true;
+}
+
 namespace {
 
 // The first property of the suite that fails for k ("" when all pass),
@@ -341,7 +352,7 @@ std::string first_failure(const KernelInfo& k, const RunConfig& cfg, const std::
     for (const PropertyDef* p : defs) if (failed(p)) order.push_back(p);
     for (const PropertyDef* p : defs) if (!failed(p)) order.push_back(p);
     for (const PropertyDef* p : order) {
-        if (p->for_kernel && !p->for_kernel(k)) continue;
+        if (!runs_for(*p, k)) continue;
         Stats s;
         if (!run_property(*p, k, cfg, &s).passed) return p->name;
     }
@@ -375,6 +386,8 @@ report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
                                const std::function<void(const report::PropertyOutcome&)>& on_property) {
     const auto t0 = std::chrono::steady_clock::now();
     report::KernelReport r = describe_kernel(k);
+    const Domain domain = parse_domain(k.domain, k.op);
+    const DomainScope domain_scope(domain);  // every generated case inside what k declares
     Stats stats, within;
     r.passed = true;
     auto add = [&](report::PropertyOutcome o) {
@@ -383,7 +396,7 @@ report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
         if (on_property) on_property(r.properties.back());
     };
     for (const PropertyDef* p : properties_for(*find_op(k.op))) {
-        if (p->for_kernel && !p->for_kernel(k)) continue;
+        if (!runs_for(*p, k)) continue;
         Stats local;
         add(run_property(*p, k, cfg, &local));
         if (p->name == "within_budget") within.merge(local);

@@ -53,7 +53,14 @@ struct PropertyDef {
     int case_divisor = 1;  // expensive properties run cases / divisor
     // Unset: every kernel of an op it applies to; set: only kernels it accepts.
     std::function<bool(const KernelInfo&)> for_kernel;
+    // Outputs other than the first whose values it interprets: not run for a
+    // kernel that does not write one of them (KernelInfo::unwritten).
+    std::vector<std::string> needs = {};
 };
+
+// Whether property p runs for kernel k (its for_kernel, and every output it
+// needs written).
+bool runs_for(const PropertyDef& p, const KernelInfo& k);
 
 const std::vector<PropertyDef>& property_defs();
 std::vector<const PropertyDef*> properties_for(const OpSpec& op);

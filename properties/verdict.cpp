@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "numerics/ulp.hpp"
@@ -437,6 +438,7 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
         out.exact = ref.exact.at(o);
         if (o < rig.size() && !rig[o].empty()) out.rigorous = rig[o], out.probabilistic = prob[o];
         fill_regions(out, op, in);
+        out.judged = std::find(k.unwritten.begin(), k.unwritten.end(), out.name) == k.unwritten.end();
         e.outputs.push_back(std::move(out));
     }
     e.first.rounded = ref.rounded.at(0);
@@ -603,6 +605,13 @@ void record(Stats& s, const Element& el, const OutputEval& o, std::size_t i, con
 // zero).  Such misses say nothing about the rounding mode and cast no vote;
 // a truncating kernel's misses lie anywhere in the upper half of the
 // interval and 7 in 8 of them still vote.
+// 4 significant digits: "0.9375", "1.531", "3.444e+41".
+std::string short_number(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+}
+
 bool misrounded_at_a_tie(const OutputEval& out, std::int64_t i) {
     if (ulp_distance(out.format, out.got.bits(i), out.ref.bits(i)) != 1) return false;
     const double got = out.got.value(i), ref = out.ref.value(i);
@@ -629,6 +638,7 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
     };
     for (std::size_t o = 0; o < e.outputs.size(); ++o) {
         const OutputEval& out = e.outputs[o];
+        if (!out.judged) continue;
         const std::size_t unit = elementwise ? 1 : per_row ? static_cast<std::size_t>(std::max<std::int64_t>(1, out.got.view().cols())) : 0;
         for (std::size_t i = 0; i < out.exact.size(); ++i) {
             if (unit && i % unit == 0 && i > 0) vote();
@@ -658,7 +668,7 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
                     const double util = gate ? el.util_gate : el.util_rig;
                     why = "error " + hexfloat(std::fabs(out.got.value(static_cast<std::int64_t>(i)) - out.exact[i])) +
                           " exceeds the " + (gate && model_holds ? "probabilistic" : "rigorous") + " bound " +
-                          hexfloat(bound) + " (utilization " + std::to_string(util) + ")";
+                          hexfloat(bound) + " (utilization " + short_number(util) + ")";
                 } else {
                     why = std::to_string(el.ulps) + " ulp exceeds the budget of " + rank_text(profile.rank) +
                           " (element meets " + rank_text(rank) + ")";
@@ -676,7 +686,8 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
                 record(*stats, el, out, i, ranks, [&] { return e.describe(o, static_cast<std::int64_t>(i)); });
                 const auto ii = static_cast<std::int64_t>(i);
                 const bool random_position = out.region[i] == Region::normal || out.region[i] == Region::tail;
-                if (model_holds && el.finite && random_position && out.got.bits(ii) != out.ref.bits(ii) &&
+                // By value: -0 for +0 is no misrounding (the two compare equal) and votes nothing.
+                if (model_holds && el.finite && random_position && out.got.value(ii) != out.ref.value(ii) &&
                     !misrounded_at_a_tie(out, ii)) {
                     above += out.got.value(ii) > out.ref.value(ii) ? 1 : -1;
                     away += std::fabs(out.got.value(ii)) > std::fabs(out.ref.value(ii)) ? 1 : -1;
@@ -685,6 +696,8 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
             if (!why.empty() && res.pass) {
                 res.pass = false;
                 res.message = why + ": " + e.describe(o, static_cast<std::int64_t>(i));
+                res.failed_output = o;
+                res.failed_element = static_cast<std::int64_t>(i);
             }
         }
         if (unit) vote();

@@ -6,7 +6,7 @@
 // one (Higham & Mary), which gates by default where its model holds.  An
 // element whose bound is infinite or as large as the result itself is not
 // judged, never passed.  The standard is the kernel's accuracy profile
-// (properties/profile.hpp; strict unless the kernel declares another).
+// (numerics/profile.hpp; strict unless the kernel declares another).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include "impls/registry.hpp"
 #include "numerics/tensor.hpp"
 #include "oracle/eval.hpp"
-#include "properties/profile.hpp"
+#include "numerics/profile.hpp"
 
 namespace conform::props {
 
@@ -137,6 +137,9 @@ struct OutputEval {
     // The references under the ftz and ieee alternatives (profile.hpp);
     // absent when they were not asked for or equal the plain one.
     std::optional<Tensor> ftz, ieee;
+    // false for an output the kernel declares it does not write
+    // (KernelInfo::unwritten): evaluated, never judged.
+    bool judged = true;
     bool bounded() const { return !rigorous.empty(); }
 };
 
@@ -168,6 +171,8 @@ struct CaseResult {
     bool pass = true;       // no element failed
     std::int64_t judged = 0, not_judged = 0;
     std::string message;    // the first failing element, with values in hex
+    std::size_t failed_output = 0;     // where that element is: output index
+    std::int64_t failed_element = -1;  // and flat element index (-1: none failed)
     std::vector<Tensor> outputs;
     oracle::Result ref;           // the first output (every output: all_ref)
     std::vector<Tensor> all_ref;  // structured ops: every output, correctly rounded

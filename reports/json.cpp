@@ -73,7 +73,8 @@ json kernel_json(const KernelReport& k) {
             {"passed", k.passed},         {"stats", stats_json(k.stats)},
             {"properties", props},        {"curves", curves},
             {"seconds", real(k.seconds)}, {"conventions", k.conventions},
-            {"conventions_tried", k.conventions_tried}, {"convention_match", k.convention_match}};
+            {"conventions_tried", k.conventions_tried}, {"convention_match", k.convention_match},
+            {"domain", k.domain},         {"unwritten", k.unwritten}};
 }
 
 json exhaustive_json(const ExhaustiveResult& e) {
@@ -269,7 +270,8 @@ void read_value(const json& v, const std::string& path, KernelReport& k) {
     o("passed", k.passed), o("stats", k.stats), o("properties", k.properties);
     o.optional("curves", k.curves), o("seconds", k.seconds);
     o.optional("conventions", k.conventions), o.optional("conventions_tried", k.conventions_tried);
-    o.optional("convention_match", k.convention_match);
+    o.optional("convention_match", k.convention_match), o.optional("domain", k.domain);
+    o.optional("unwritten", k.unwritten);
 }
 
 void read_value(const json& v, const std::string& path, ExhaustiveResult& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "reports/writers.hpp"
 
@@ -124,6 +125,8 @@ std::string worst_cases_md(const ErrorStats& st) {
 std::string conventions_md(const KernelReport& k) {
     std::string s;
     if (!k.conventions.empty()) s += fmt::format("- declared conventions: `{}`\n", k.conventions);
+    if (!k.domain.empty()) s += fmt::format("- declared domain: `{}`\n", k.domain);
+    if (!k.unwritten.empty()) s += fmt::format("- outputs it does not write (not judged): `{}`\n", fmt::join(k.unwritten, "`, `"));
     if (!k.convention_match.empty())
         s += fmt::format("- **passes if it declares `{}`** (every property passes under it)\n", k.convention_match);
     else if (!k.conventions_tried.empty())

@@ -95,6 +95,10 @@ struct KernelReport {
     std::string conventions;
     std::vector<std::string> conventions_tried;
     std::string convention_match;
+    // Plug-in ABI v2 declarations: the domain (JSON text, "" when none) and
+    // the outputs the kernel does not write.
+    std::string domain;
+    std::vector<std::string> unwritten;
 };
 
 struct ExhaustiveResult {

@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "impls/plugin.hpp"
@@ -44,6 +46,11 @@ fs::path fresh_dir(const std::string& name) {
     const fs::path d = fs::temp_directory_path() / (name + "." + std::to_string(getpid()));
     fs::remove_all(d);
     return d;
+}
+
+std::string read_text(const fs::path& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 json read_json(const fs::path& p) {
@@ -216,6 +223,53 @@ TEST(CheckPlugin, TheExamplePluginPasses) {
     EXPECT_TRUE(fs::exists(d / "check-plugin.md"));
 }
 
+// ABI v2: mixed input dtypes, an attention kernel that writes o only, a
+// domain the kernel rejects outside of (it returns an error there), a
+// tunable key tile, declared conventions -- every kernel passes, and the
+// report states each declaration.
+TEST(CheckPlugin, TheV2ExamplePluginPassesInsideItsDeclarations) {
+    const fs::path d = fresh_dir("conform_plugin_example_v2");
+    const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_EXAMPLE_V2 + " --cases 30 --out " + d.string());
+    EXPECT_EQ(r.status, 0) << r.output;
+    const auto m = results(read_json(d / "check-plugin.json"));
+    ASSERT_EQ(m.size(), 3u);
+    for (const auto& [name, k] : m)
+        EXPECT_TRUE(k.report.at("passed").get<bool>()) << name << ": " << first_failure(k.report).dump();
+    const auto& attention = m.at("example2.attention.o_only").report;
+    EXPECT_EQ(attention.at("unwritten"), nlohmann::json::array({"lse"}));
+    EXPECT_EQ(attention.at("domain"), "{\"block\":[4,16],\"head_dim\":[4,8]}");
+    EXPECT_EQ(attention.at("in_format"), "fp16");  // generated in the narrowest declared input dtype
+    std::set<std::string> ran;
+    for (const auto& p : attention.at("properties")) ran.insert(p.at("name"));
+    EXPECT_TRUE(ran.count("tile_invariance") && ran.count("gqa_replication"));
+    EXPECT_FALSE(ran.count("key_count"));  // it needs lse
+    EXPECT_EQ(m.at("example2.rms_norm.bf16").report.at("conventions"), "eps_placement=outside");
+    EXPECT_EQ(m.at("example2.l2_norm.fp32").report.at("conventions"), "l2_form=max");
+    const std::string md = read_text(d / "check-plugin.md");
+    EXPECT_NE(md.find("head_dim"), std::string::npos) << md;
+}
+
+// Without its declaration the same kernel fails, and inference names it.
+TEST(CheckPlugin, AnUndeclaredConventionIsInferred) {
+    const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_EXAMPLE_V2 +
+                              " --kernel example2.l2_norm.fp32 --convention l2_form=sqrt --cases 30 --no-shrink");
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("passes if it declares l2_form=max"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("RC_FAIL"), std::string::npos) << r.output;  // the suite's own location is not shown
+}
+
+TEST(PluginLoader, V2DescriptorsBecomeKernelsWithTheirDeclarations) {
+    const auto lib = conform::plugin::load(PLUGIN_EXAMPLE_V2);
+    EXPECT_EQ(lib.abi_version, 2);
+    ASSERT_EQ(lib.kernels.size(), 3u);
+    const conform::KernelInfo& a = lib.kernels[0];
+    EXPECT_EQ(a.unwritten, std::vector<std::string>{"lse"});
+    EXPECT_EQ(a.in, conform::Format::fp16);
+    EXPECT_EQ(a.acc, conform::Format::fp64);
+    EXPECT_EQ(lib.kernels[1].in, conform::Format::bf16);
+    EXPECT_EQ(lib.kernels[1].out, conform::Format::bf16);
+}
+
 // Each fault is that kernel's failure, with the property and a reproduction
 // string; the kernels after it still run, and the good one passes.
 TEST(CheckPlugin, CrashHangOverflowInputWriteAndErrorAreEachThatKernelsFailure) {
@@ -223,8 +277,11 @@ TEST(CheckPlugin, CrashHangOverflowInputWriteAndErrorAreEachThatKernelsFailure) 
     const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_MISBEHAVING + " --cases 30 --timeout 5 --out " + d.string());
     EXPECT_EQ(r.status, 1) << r.output;
     const auto m = results(read_json(d / "check-plugin.json"));
-    ASSERT_EQ(m.size(), 7u);
+    ASSERT_EQ(m.size(), 8u);
     const std::map<std::string, std::pair<std::string, std::string>> expected{
+        // Half the cases pass padded rows (row_padding): both faults show there.
+        {"misbehaving.padding", {"completed", "wrote into the padding between elements"}},
+        {"misbehaving.ignores_strides", {"completed", "wrote into the padding between elements"}},
         {"misbehaving.segfault", {"crashed", "SIGSEGV"}},
         {"misbehaving.hang", {"timed out", "killed"}},
         {"misbehaving.overflow", {"", "past the end of output 'y'"}},  // canary (completed) or guard page (crashed)
@@ -288,10 +345,16 @@ TEST(CheckPlugin, BadLibrariesExitTwoNamingTheFileAndField) {
     const std::vector<std::pair<std::string, std::string>> cases{
         {text.string(), "cannot load"},
         {(d / "missing.so").string(), "no such file"},
-        {PLUGIN_NO_ENTRY, "no symbol conform_plugin_v1"},
+        {PLUGIN_NO_ENTRY, "no symbol conform_plugin_v2 or conform_plugin_v1"},
         {PLUGIN_BAD_ABI, "abi_version: 99"},
         {PLUGIN_BAD_OP, "kernels[1] \"broken.kernel\": op: unknown op 'no_such_op'"},
         {PLUGIN_NULL_FN, "fn: NULL"},
+        {PLUGIN_V2_F16_BF16, "kernels[1] \"broken.kernel\": in_dtypes: F16 and BF16 inputs together"},
+        {PLUGIN_V2_NARROW_ACC, "acc_dtype: bf16 accumulation widens the derived budget"},
+        {PLUGIN_V2_BAD_DOMAIN, "domain_json: \"head_size\": not a dimension or parameter of attention"},
+        {PLUGIN_V2_FIRST_UNWRITTEN, "out_dtypes[0] (o): 0, but the first output must be written"},
+        {PLUGIN_V2_N_IN, "n_in_dtypes: 3 with in_dtypes set (expected 4, one per input of attention)"},
+        {PLUGIN_V2_BAD_TUNABLE, "tunables_json: \"causal\": not a tunable parameter of attention (tunables: block)"},
     };
     for (const auto& [lib, field] : cases) {
         const Ran r = run_conform("check-plugin " + lib);

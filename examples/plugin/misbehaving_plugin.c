@@ -58,6 +58,17 @@ static int padding(const char* p, const conform_tensor* in, int n_in, conform_te
     return good(p, in, n_in, out, n_out);
 }
 
+/* Ignores the strides: reads and writes both tensors as dense arrays (right
+ * only while conform passes dense views; padded rows hold 0xFF, NaN). */
+static int ignores_strides(const char* p, const conform_tensor* in, int n_in, conform_tensor* out, int n_out) {
+    (void)p, (void)n_in, (void)n_out;
+    for (int64_t i = 0; i < numel(&in[0]); ++i) {
+        const double v = ((const float*)in[0].data)[i];
+        ((float*)out[0].data)[i] = (float)(v == -INFINITY ? -0.0 : v / (1.0 + exp(-v)));
+    }
+    return 0;
+}
+
 /* Scribbles on its input (inputs are read-only: this faults). */
 static int writes_input(const char* p, const conform_tensor* in, int n_in, conform_tensor* out, int n_out) {
     if (numel(&in[0]) > kQuiet) ((float*)in[0].data)[0] = 0.0f;
@@ -74,7 +85,7 @@ static const conform_kernel kernels[] = {
     SILU("misbehaving.segfault", segfault), SILU("misbehaving.hang", hang),
     SILU("misbehaving.overflow", overflow), SILU("misbehaving.writes_input", writes_input),
     SILU("misbehaving.error", error),       SILU("misbehaving.good", good),
-    SILU("misbehaving.padding", padding),
+    SILU("misbehaving.padding", padding),   SILU("misbehaving.ignores_strides", ignores_strides),
 };
 
 static const conform_plugin table = {CONFORM_PLUGIN_ABI_VERSION, sizeof kernels / sizeof kernels[0], kernels};

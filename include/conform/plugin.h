@@ -1,9 +1,11 @@
 /*
- * conform plug-in ABI, version 1 (docs/plugins.md).
+ * conform plug-in ABI, versions 1 and 2 (docs/plugins.md).
  *
  * A shared library exports compiled kernels to conform through this header:
- * it defines one function, conform_plugin_v1(), that returns a table of
- * kernel descriptors.  `conform check-plugin LIB.so` loads the library with
+ * it defines one function, conform_plugin_v2() (or, in a version 1 plug-in,
+ * conform_plugin_v1()), that returns a table of kernel descriptors.  Write
+ * new plug-ins against version 2; version 1 plug-ins are still loaded and
+ * judged as before.  `conform check-plugin LIB.so` loads the library with
  * dlopen, validates the table and runs the full property suite against every
  * kernel, each in a child process with a time limit.
  *
@@ -20,13 +22,17 @@
 extern "C" {
 #endif
 
-/* The ABI version this header describes.  A plug-in returns it in
- * conform_plugin.abi_version; conform refuses a table of another version
- * (layouts may differ) with exit status 2. */
+/* Version 1: conform_plugin_v1() returns a conform_plugin whose abi_version
+ * is CONFORM_PLUGIN_ABI_VERSION (1).  A table of another version is refused
+ * with exit status 2. */
 #define CONFORM_PLUGIN_ABI_VERSION 1
-
-/* The name of the entry symbol, for dlsym. */
 #define CONFORM_PLUGIN_ENTRY "conform_plugin_v1"
+
+/* Version 2: conform_plugin_v2() returns a conform_plugin_table_v2 whose
+ * abi_version is CONFORM_PLUGIN_ABI_VERSION_2.  conform looks for the v2
+ * entry first. */
+#define CONFORM_PLUGIN_ABI_VERSION_2 2
+#define CONFORM_PLUGIN_ENTRY_V2 "conform_plugin_v2"
 
 /* Highest tensor rank passed to a kernel. */
 #define CONFORM_MAX_RANK 4
@@ -40,7 +46,7 @@ typedef enum conform_dtype {
     CONFORM_F16 = 3,
     CONFORM_BF16 = 4,
     CONFORM_I8 = 5,
-    CONFORM_I32 = 6 /* only as an output dtype (int8_gemm's exact accumulator "acc") */
+    CONFORM_I32 = 6 /* v1: only as an output dtype (int8_gemm's "acc"); v2: also integer inputs (cu_seqlens) */
 } conform_dtype;
 
 /* A strided view of a tensor owned by conform.
@@ -102,13 +108,70 @@ typedef struct conform_plugin {
     const conform_kernel* kernels;   /* n_kernels descriptors */
 } conform_plugin;
 
-/* The entry point every plug-in defines (with default visibility). */
+/* ---- version 2 ------------------------------------------------------------
+ *
+ * What version 2 adds to a descriptor (docs/plugins.md, "Version 2"):
+ *
+ * in_dtypes: one dtype per op input, in docs/ops.md order, optional inputs
+ *   included (Q in F32 with K/V and the mask in F16; cu_seqlens in I32; an
+ *   int8_gemm's codes in I8).  conform converts each input to its dtype
+ *   exactly (cases are generated in the narrowest declared floating dtype,
+ *   so every value is representable in the others; mixing F16 and BF16
+ *   inputs is refused).  `in` always has one entry per op input (n_in is the
+ *   op's input count): an optional input the case does not use has
+ *   data == NULL (and rank 0), never an empty tensor.
+ * out_dtypes: one per op output; 0 marks an output the kernel does not
+ *   write (an attention kernel that returns o but not lse): it is passed
+ *   with its shape, dtype 0 and data == NULL, and it is not judged, nor is
+ *   any property that needs it run.  The first output must be written.
+ * domain_json: the inputs the kernel supports, by dimension name
+ *   (docs/plugins.md lists each op's: rows, cols, head_dim, q_len, ...) and
+ *   by parameter: a list of allowed values or an object with "min", "max",
+ *   "multiple_of", e.g. {"head_dim":[64,128],"rows":{"multiple_of":8}}.
+ *   Generated cases are projected into it; the report prints it.
+ * tunables_json: parameters that choose how, not what, the kernel
+ *   computes, which the suite varies within the given values (attention's
+ *   key tile: {"block":[16,64]}); tile_invariance then compares them.
+ * profile: the accuracy profile the kernel is judged by ("strict",
+ *   "ulp:4+ftz", ...; NULL or "": strict).  An acc_dtype narrower than F32
+ *   widens the derived budget, and is accepted only with a profile set:
+ *   reports print both.
+ * conventions_json: every declarable convention (docs/ops.md), not only
+ *   masked_row: {"eps_placement":"outside","l2_form":"max"}.
+ */
+
+typedef struct conform_kernel_v2 {
+    uint32_t struct_size;           /* sizeof(conform_kernel_v2): lets later minor versions append fields */
+    const char* op;                 /* registry op name */
+    const char* name;               /* unique within the library */
+    const char* description;        /* optional (NULL): one line for reports */
+    int32_t n_in_dtypes;            /* the op's number of inputs */
+    const int32_t* in_dtypes;       /* n_in_dtypes dtypes, one per op input */
+    int32_t n_out_dtypes;           /* the op's number of outputs */
+    const int32_t* out_dtypes;      /* n_out_dtypes dtypes; 0: the kernel does not write that output */
+    int32_t acc_dtype;              /* accumulation precision the derived budget assumes */
+    int32_t reserved;               /* 0 */
+    const char* conventions_json;   /* optional: {"eps_placement":"outside"} */
+    const char* domain_json;        /* optional: {"head_dim":[64,128],"rows":{"multiple_of":8}} */
+    const char* tunables_json;      /* optional: {"block":[16,64]} */
+    const char* profile;            /* optional: "strict" (default), "ulp:4+ftz", ... */
+    conform_kernel_fn fn;           /* the kernel; must not be NULL */
+} conform_kernel_v2;
+
+typedef struct conform_plugin_table_v2 {
+    uint32_t abi_version;              /* CONFORM_PLUGIN_ABI_VERSION_2 */
+    int32_t n_kernels;                 /* >= 1 */
+    const conform_kernel_v2* kernels;  /* n_kernels descriptors */
+} conform_plugin_table_v2;
+
+/* The entry points (a plug-in defines one of them, with default visibility). */
 #if defined(_WIN32)
 #define CONFORM_PLUGIN_EXPORT __declspec(dllexport)
 #else
 #define CONFORM_PLUGIN_EXPORT __attribute__((visibility("default")))
 #endif
 CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_v1(void);
+CONFORM_PLUGIN_EXPORT const conform_plugin_table_v2* conform_plugin_v2(void);
 
 #ifdef __cplusplus
 }

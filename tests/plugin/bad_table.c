@@ -41,7 +41,7 @@ static const conform_kernel kernels[] = {
 static const conform_plugin table = {ABI, 2, kernels};
 
 #if defined(NO_ENTRY)
-const conform_plugin* conform_plugin_v2(void) { return &table; }  /* the wrong symbol */
+const conform_plugin* conform_plugin_v3(void) { return &table; }  /* the wrong symbol */
 #else
 const conform_plugin* conform_plugin_v1(void) { return &table; }
 #endif

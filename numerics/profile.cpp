@@ -1,4 +1,4 @@
-#include "properties/profile.hpp"
+#include "numerics/profile.hpp"
 
 #include <charconv>
 #include <stdexcept>
