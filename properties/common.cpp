@@ -2,8 +2,11 @@
 // every value family, and special values matched by class.
 #include "properties/common.hpp"
 
+#include <cctype>
 #include <cmath>
+#include <optional>
 
+#include "numerics/conventions.hpp"
 #include "numerics/ulp.hpp"
 
 namespace conform::props {
@@ -68,15 +71,125 @@ Case row_slice(const Case& c, std::int64_t r, std::int64_t c0, std::int64_t len)
     return s;
 }
 
-// A failure of a row op (norms, softmax) reduced to the smallest slice of
-// the failing case that still fails: the fewest elements of the failing row
-// around the failing one, alone as a one-row case.  Data are
+// Attention: the failing query row alone -- its query head, the KV head it
+// reads, and only the keys it can see, [first, pos] (pos = i + Lk - Lq;
+// with a window, the last W of them).  With one query the slice's last key
+// is again pos, so the bottom-right causal mask and the window see exactly
+// what they saw.  nullopt for a row that sees no key, or a declared
+// top-left alignment (one query would move its position).
+std::optional<Case> attention_slice(const KernelInfo& k, const Case& c, const CaseResult& r, std::string& what) {
+    const TensorView q = c.inputs[0].view(), kk = c.inputs[1].view(), v = c.inputs[2].view();
+    const std::int64_t hq = q.shape[0], lq = q.shape[1], d = q.shape[2], hkv = kk.shape[0], lk = kk.shape[1], dv = v.shape[2];
+    const std::int64_t e = r.failed_element;
+    const std::int64_t h = r.failed_output == 0 ? e / (lq * dv) : e / lq, i = r.failed_output == 0 ? (e / dv) % lq : e % lq;
+    const bool causal = c.params.get("causal", 0) != 0;
+    const auto window = static_cast<std::int64_t>(c.params.get("window", 0));
+    if ((causal || window > 0) && convention(k.conventions, "causal") == "top_left") return std::nullopt;
+    const std::int64_t pos = causal || window > 0 ? i + lk - lq : lk - 1;
+    if (pos < 0) return std::nullopt;
+    const std::int64_t first = window > 0 ? std::max<std::int64_t>(pos - window + 1, 0) : 0, keys = pos - first + 1;
+    const std::int64_t g = h / (hq / hkv);
+    Case s;
+    s.op = c.op;
+    s.params = c.params;
+    auto take = [](const TensorView& t, std::vector<std::int64_t> shape, std::int64_t from, std::int64_t count) {
+        Tensor out(t.format, std::move(shape));
+        for (std::int64_t j = 0; j < count; ++j) out.set_bits(j, t.bits(from + j));
+        return out;
+    };
+    s.inputs.push_back(take(q, {1, 1, d}, (h * lq + i) * d, d));
+    s.inputs.push_back(take(kk, {1, keys, d}, (g * lk + first) * d, keys * d));
+    s.inputs.push_back(take(v, {1, keys, dv}, (g * lk + first) * dv, keys * dv));
+    if (c.inputs.size() > 3) s.inputs.push_back(take(c.inputs[3].view(), {1, keys}, i * lk + first, keys));
+    what = "head " + std::to_string(h) + ", query " + std::to_string(i) + " alone (1 head, 1 query, keys " +
+           std::to_string(first) + ".." + std::to_string(pos) + ")";
+    return s;
+}
+
+// Delta rule (gdn, kda): a failing output y[t, h] alone -- head h and the
+// tokens 0..t (y_t depends on no later token), its initial state sliced
+// alike.  nullopt for packed cases of several sequences and for failures in
+// the final state (they need every token).
+std::optional<Case> delta_slice(const Case& c, const CaseResult& r, std::string& what) {
+    if (r.failed_output != 0) return std::nullopt;
+    const TensorView q = c.inputs[0].view(), v = c.inputs[2].view();
+    const std::int64_t T = q.shape[0], H = q.shape[1], dv = v.shape[2];
+    const std::int64_t t = r.failed_element / (H * dv), h = (r.failed_element / dv) % H;
+    if (c.inputs.size() > 6 && c.inputs[6].view().numel() != 2) return std::nullopt;  // several sequences
+    Case s;
+    s.op = c.op;
+    s.params = c.params;
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+        const TensorView in = c.inputs[i].view();
+        if (i == 6) {  // cu_seqlens {0, T} -> {0, t + 1}
+            Tensor cu(in.format, {2});
+            cu.set_value(0, 0), cu.set_value(1, static_cast<double>(t + 1));
+            s.inputs.push_back(std::move(cu));
+            continue;
+        }
+        if (i == 5) {  // initial_state [H, dk, dv] or [1, H, dk, dv]; empty: none
+            if (in.numel() == 0) {
+                s.inputs.push_back(c.inputs[i]);
+                continue;
+            }
+            const std::int64_t per_head = in.numel() / H;
+            std::vector<std::int64_t> shape(in.shape.begin(), in.shape.begin() + in.rank);
+            shape[in.rank == 4 ? 1 : 0] = 1;
+            Tensor st(in.format, shape);
+            for (std::int64_t j = 0; j < per_head; ++j) st.set_bits(j, in.bits(h * per_head + j));
+            s.inputs.push_back(std::move(st));
+            continue;
+        }
+        // [T, H, ...]: tokens 0..t of head h
+        std::vector<std::int64_t> shape(in.shape.begin(), in.shape.begin() + in.rank);
+        const std::int64_t inner = in.numel() / (T * H);
+        shape[0] = t + 1, shape[1] = 1;
+        Tensor part(in.format, shape);
+        for (std::int64_t tok = 0; tok <= t; ++tok)
+            for (std::int64_t j = 0; j < inner; ++j) part.set_bits(tok * inner + j, in.bits((tok * H + h) * inner + j));
+        s.inputs.push_back(std::move(part));
+    }
+    what = "head " + std::to_string(h) + ", tokens 0.." + std::to_string(t) + " alone (1 head, " + std::to_string(t + 1) +
+           (t == 0 ? " token)" : " tokens)");
+    return s;
+}
+
+// A failure reduced to the smallest slice of the failing case that still
+// fails: for a row op (norms, softmax) the fewest elements of the failing
+// row around the failing one, alone as a one-row case; for attention the
+// failing query alone (attention_slice); for the delta rule the failing
+// token's prefix of its head (delta_slice).  Data are
 // kept, not regenerated, so the failure survives where RapidCheck's
 // shrinking, which draws new values for a smaller shape, loses it.  "" when
 // nothing smaller fails.
+// The kind of an element failure ("special-value class mismatch", "error",
+// "N ulp ..."): a slice must fail the same way to stand for the case.
+std::string failure_kind(const std::string& message) {
+    const std::string s = message.substr(0, message.find_first_of(" (:"));
+    return std::isdigit(static_cast<unsigned char>(s.empty() ? 'x' : s[0])) ? "ulp" : s;
+}
+
 std::string smallest_failing_slice(const KernelInfo& k, const Case& c, const CaseResult& r) {
+    if (r.failed_element < 0 || c.inputs.empty()) return "";
+    const bool delta = c.op->name == "gdn" || c.op->name == "kda";
+    if (c.op->name == "attention" || delta) {
+        std::string what;
+        const std::optional<Case> s = delta ? delta_slice(c, r, what) : attention_slice(k, c, r, what);
+        if (!s) return "";
+        CaseResult sr;
+        try {
+            sr = check_case(k, s->params, s->views());
+        } catch (const std::exception&) {
+            return "";
+        }
+        // Not smaller when every dimension kept its size.
+        bool smaller = false;
+        for (std::size_t i = 0; i < s->inputs.size(); ++i) smaller = smaller || s->inputs[i].numel() < c.inputs[i].numel();
+        if (sr.pass || failure_kind(sr.message) != failure_kind(r.message) || !smaller) return "";
+        return "\nsmallest failing slice: " + what + ": " + sr.message + "\n" + show_inputs(*s->op, s->params, s->views());
+    }
     // Elementwise ops: the message already names the one element's inputs.
-    if (c.op->kind != OpKind::row || r.failed_output != 0 || r.failed_element < 0 || c.inputs.empty()) return "";
+    if (c.op->kind != OpKind::row || r.failed_output != 0) return "";
     const TensorView x = c.inputs[0].view();
     const std::int64_t n = x.cols(), row = r.failed_element / n, col = r.failed_element % n;
     for (std::int64_t len = 1; len <= n; len = std::min(n, len * 2) + (len == n)) {
@@ -88,7 +201,7 @@ std::string smallest_failing_slice(const KernelInfo& k, const Case& c, const Cas
         } catch (const std::exception&) {
             continue;  // a slice the kernel refuses says nothing
         }
-        if (sr.pass) continue;
+        if (sr.pass || failure_kind(sr.message) != failure_kind(r.message)) continue;
         if (len == n && x.rows() == 1) return "";  // nothing smaller than the case itself
         return "\nsmallest failing slice: row " + std::to_string(row) + ", elements " + std::to_string(c0) + ".." +
                std::to_string(c0 + len - 1) + " alone (1 x " + std::to_string(len) + "): " + sr.message + "\n" +

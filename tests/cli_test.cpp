@@ -280,8 +280,12 @@ TEST(CliValidate, PassingFailingAndAlternativeConventions) {
     fs::create_directories(dir);
     const Tensor x = wave(Format::fp32, {3, 16}, 2), w = wave(Format::fp32, {16}, 1);
     io::write_case_safetensors(computed_case("cpu.simd.rms_norm.fp32", {{"eps", 1e-6}}, {x, w}), dir / "a_rms.safetensors");
-    // An epsilon-outside-the-root kernel: fails, and no alternative explains it.
+    // An epsilon-outside-the-root kernel: fails, and the declarable convention explains it.
     io::write_case_npy_dir(computed_case("mutant.rms_norm.eps_outside.fp32", {{"eps", 1e-2}}, {x, w}), dir / "b_mut");
+    // The same outputs declaring it: they pass.
+    io::Case declared = computed_case("mutant.rms_norm.eps_outside.fp32", {{"eps", 1e-2}}, {x, w});
+    declared.conventions = nlohmann::json{{"eps_placement", "outside"}};
+    io::write_case_safetensors(declared, dir / "d_declared.safetensors");
     // gate and up given in the other order.
     const Tensor g = wave(Format::bf16, {2, 8}, 3), u = wave(Format::bf16, {2, 8}, 1);
     io::Case swapped = computed_case("cpu.simd.swiglu.bf16", nlohmann::json::object(), {u, g});
@@ -291,15 +295,17 @@ TEST(CliValidate, PassingFailingAndAlternativeConventions) {
     std::string text;
     EXPECT_EQ(run("validate " + dir.string() + " --out " + out.string(), &text), 1) << text;
     const auto j = validate_json(out)["cases"];
-    ASSERT_EQ(j.size(), 3u) << text;
+    ASSERT_EQ(j.size(), 4u) << text;
     EXPECT_EQ(j[0]["status"], "PASS") << j[0];
     EXPECT_TRUE(j[0]["has_bound"].get<bool>());
     EXPECT_LE(j[0]["max_util"].get<double>(), 1.0);
     EXPECT_EQ(j[1]["status"], "FAIL") << j[1];
     EXPECT_NE(j[1]["worst"].get<std::string>(), "");
+    EXPECT_EQ(j[1]["matches_alternative"], "convention eps_placement=outside (declare it in conform.conventions)") << j[1];
     EXPECT_EQ(j[2]["status"], "FAIL") << j[2];
     EXPECT_EQ(j[2]["matches_alternative"], "gate and up swapped");
-    EXPECT_NE(text.find("3 cases: 1 pass, 2 fail, 0 not judged"), std::string::npos) << text;
+    EXPECT_EQ(j[3]["status"], "PASS") << j[3];
+    EXPECT_NE(text.find("4 cases: 2 pass, 2 fail, 0 not judged"), std::string::npos) << text;
 }
 
 // The op's fixed-data properties run on the stored outputs: a SiTU-GLU output

@@ -98,3 +98,27 @@ TEST(PropertyRunner, RopeKernelsGetTheInvarianceCurveAsACheck) {
     EXPECT_FALSE(bad.passed);
     EXPECT_TRUE(run_suite(*builtin_registry().find("cpu.simd.silu.fp32"), cfg).curves.empty());
 }
+
+// A failure of a row op, attention or the delta rule also names the
+// smallest slice of the failing case that fails the same way, with its
+// values: a one-element rms_norm row, one attention head and query, one
+// gdn head and token.
+TEST(SmallestFailingSlice, RowsAndAttentionQueriesReduceToWhatStillFails) {
+    conform::props::RunConfig cfg;
+    cfg.cases = 20;
+    cfg.shrink = false;
+    auto within = [&](const std::string& name) {
+        const conform::KernelInfo& k = *conform::builtin_registry().find(name);
+        for (const auto& p : conform::props::run_suite(k, cfg).properties)
+            if (p.name == "within_budget") return p.message;
+        return std::string();
+    };
+    const std::string norm = within("mutant.rms_norm.eps_dropped.fp32");
+    EXPECT_NE(norm.find("smallest failing slice: row "), std::string::npos) << norm;
+    EXPECT_NE(norm.find("(1 x 1)"), std::string::npos) << norm;
+    EXPECT_EQ(norm.find("RC_FAIL"), std::string::npos) << norm;
+    const std::string attention = within("mutant.attention.scale_dropped.fp32");
+    EXPECT_NE(attention.find("alone (1 head, 1 query, keys "), std::string::npos) << attention;
+    const std::string delta = within("mutant.gdn.initial_state_dropped.bf16");
+    EXPECT_NE(delta.find("tokens 0..0 alone (1 head, 1 token)"), std::string::npos) << delta;
+}
