@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <functional>
+#include <algorithm>
+#include <vector>
 #include <memory>
 #include <limits>
 
@@ -273,4 +275,83 @@ TEST(ConventionInference, ADefectIsNotExplainedByAConvention) {
     EXPECT_EQ(r.conventions_tried.size(), 1u);
     cfg.infer_conventions = false;
     EXPECT_TRUE(props::run_suite(k, cfg).conventions_tried.empty());
+}
+
+// The derived bounds of the declared forms hold for float kernels of those
+// forms over the whole suite (every value family, large-mean rows, special
+// values): a two-pass FP32 layer_norm with eps outside the root, and an
+// FP32 l2_norm of the max form, each as a library would write it.
+namespace {
+
+// Two-pass in float on the row scaled by a power of two (no overflow, no
+// rounding in the scaling but underflow), then y = d / (sd + eps), all in
+// the scaled units: eps * 2^-e.  Rows with a NaN or an infinity in double.
+KernelInfo float_layer_norm_eps_outside() {
+    KernelInfo k;
+    k.name = "test.layer_norm.eps_outside.fp32";
+    k.op = "layer_norm";
+    k.conventions = {{"eps_placement", "outside"}};
+    k.fn = [](const KernelCall& c) {
+        const TensorView& x = c.in[0];
+        const double eps = c.params.get("eps", 1e-5);
+        const std::int64_t n = x.cols();
+        for (std::int64_t r = 0; r < x.rows(); ++r) {
+            float m = 0;
+            for (std::int64_t j = 0; j < n; ++j) m = std::max(m, std::fabs(static_cast<float>(x.value(r * n + j))));
+            int e = 0;
+            if (std::isfinite(m) && m > 0) std::frexp(m, &e);
+            const float scale = std::ldexp(1.0f, -e);
+            std::vector<float> xs(static_cast<std::size_t>(n));
+            for (std::int64_t j = 0; j < n; ++j) xs[static_cast<std::size_t>(j)] = static_cast<float>(x.value(r * n + j)) * scale;
+            float sum = 0;
+            for (float v : xs) sum += v;
+            const float mu = sum / static_cast<float>(n);
+            float q = 0;
+            for (float v : xs) q += (v - mu) * (v - mu);
+            const float den = std::sqrt(q / static_cast<float>(n)) + static_cast<float>(std::ldexp(eps, -e));
+            for (std::int64_t j = 0; j < n; ++j) {
+                const float y = (xs[static_cast<std::size_t>(j)] - mu) / den * static_cast<float>(c.in[1].value(j)) +
+                                static_cast<float>(c.in[2].value(j));
+                c.out[0].set_bits(r * n + j, encode(c.out[0].format, y));
+            }
+        }
+    };
+    return k;
+}
+
+KernelInfo float_l2_norm_max_form() {
+    KernelInfo k;
+    k.name = "test.l2_norm.max.fp32";
+    k.op = "l2_norm";
+    k.conventions = {{"l2_form", "max"}};
+    k.fn = [](const KernelCall& c) {
+        const TensorView& x = c.in[0];
+        const float eps = static_cast<float>(c.params.get("eps", 1e-6));
+        const std::int64_t n = x.cols();
+        for (std::int64_t r = 0; r < x.rows(); ++r) {
+            double s = 0;  // the norm in double: no overflow for a float row (|x| up to 2^128)
+            for (std::int64_t j = 0; j < n; ++j) s += x.value(r * n + j) * x.value(r * n + j);
+            const double norm = std::sqrt(s), d = norm < eps ? static_cast<double>(eps) : norm;
+            for (std::int64_t j = 0; j < n; ++j)
+                c.out[0].set_bits(r * n + j, encode(c.out[0].format, static_cast<float>(x.value(r * n + j) / d)));
+        }
+    };
+    return k;
+}
+
+}  // namespace
+
+TEST(Conventions, FloatKernelsOfTheDeclaredFormsPassTheWholeSuite) {
+    props::RunConfig cfg;
+    cfg.cases = 60;
+    for (const KernelInfo& k : {float_layer_norm_eps_outside(), float_l2_norm_max_form()}) {
+        const report::KernelReport r = props::run_suite(k, cfg);
+        for (const auto& p : r.properties) EXPECT_TRUE(p.passed) << k.name << " / " << p.name << ": " << p.message;
+        KernelInfo undeclared = k;
+        undeclared.conventions.clear();
+        cfg.infer_conventions = true;
+        const report::KernelReport u = props::run_suite(undeclared, cfg);
+        EXPECT_FALSE(u.passed) << k.name;
+        EXPECT_EQ(u.convention_match, conventions_text(k.conventions)) << k.name;
+    }
 }
