@@ -47,6 +47,7 @@ DomainRule parse_rule(const nlohmann::json& v, const std::string& key, bool dime
         for (double x : r.values)
             if (x < 1 || x != std::floor(x)) bad(key, "dimension values must be positive integers");
     if (dimension && r.max && *r.max < 1) bad(key, "max must be >= 1");
+    if (dimension && r.min && *r.min < 1) bad(key, "min must be >= 1 (a dimension of 0 elements is no case)");
     return r;
 }
 

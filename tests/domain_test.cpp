@@ -32,6 +32,7 @@ TEST(Domain, ParseErrorsNameTheKey) {
     EXPECT_NE(parse_error(R"({"rows":{"min":8,"max":4}})", "rms_norm").find("min > max"), std::string::npos);
     EXPECT_NE(parse_error(R"({"rows":{"multiple_of":2.5}})", "rms_norm").find("positive integer"), std::string::npos);
     EXPECT_NE(parse_error(R"({"cols":[0]})", "silu").find("positive integers"), std::string::npos);
+    EXPECT_NE(parse_error(R"({"rows":{"min":0}})", "silu").find("min must be >= 1"), std::string::npos);
     EXPECT_NE(parse_error(R"({"cols":{"step":2}})", "silu").find("unknown rule \"step\""), std::string::npos);
     EXPECT_NE(parse_error("[1]", "silu").find("not a JSON object"), std::string::npos);
     EXPECT_EQ(parse_error(R"({"head_dim":[64,128],"causal":[1]})", "attention"), "");
