@@ -41,15 +41,37 @@ double half_ulp_out(Format out, double y, double rel) {
 // with the same relative error and combine it with fl(eps) (one rounding) by
 // an add (one more) or an exact max; a sum or max of two positive terms has
 // at most the larger relative error of the two, so two more roundings
-// cover both: b = gamma_6 (gamma_7 zero-centred).
+// cover both: b = gamma_6 (gamma_7 zero-centred).  Underflow (docs/norm.md):
+// with eps beside the root, squares or a mean that underflow err by up to
+// eta_abs absolutely (eta for the mean of squares, n eta / 2 + eta / 2 for
+// l2's sum), which the root turns into min(sqrt(eta_abs), eta_abs / sqrt(m))
+// on r -- relative e / r, not covered by the relative terms when eps is tiny;
+// and a max form computed as max(sum x^2, fl(eps)^2) errs by eta / 2 on a
+// subnormal eps^2, relative eta / (4 eps^2) on the root, where the max can
+// pick eps (||x|| < 2 eps).
 std::vector<double> rms_bound(const Params& p, const RowData& r, Format acc, Format out, bool has_weight) {
     const double u = unit_roundoff(acc);
     const std::size_t n = r.x.size();
     const bool zc = has_weight && p.get("zero_centered", 0) != 0;
-    const bool beside_root = p.get("convention.eps_placement", 0) != 0 || p.get("convention.l2_form", 0) != 0;
+    const bool outside = p.get("convention.eps_placement", 0) != 0, max_form = p.get("convention.l2_form", 0) != 0;
     const double eta_t = gamma(n + 3.0, u);
-    const double a = eta_t / (2 * (1 - eta_t)), b = gamma((zc ? 5 : 4) + (beside_root ? 2 : 0), u);
-    const double rel = a + b + a * b;
+    const double a = eta_t / (2 * (1 - eta_t)), b = gamma((zc ? 5 : 4) + (outside || max_form ? 2 : 0), u);
+    double uf = 0;  // relative error of the root from underflow (declared forms only)
+    if (outside || max_form) {
+        const double eps = p.get("eps", 1e-6);
+        double s = 0;
+        for (double v : r.x) s += v * v;
+        const double m = has_weight ? s / static_cast<double>(n) : s;
+        if (outside) {
+            const double eta_abs = has_weight ? eta(acc) : (static_cast<double>(n) + 1) * eta(acc) / 2;
+            const double e_root = m > 0 ? std::min(std::sqrt(eta_abs), eta_abs / std::sqrt(m)) : std::sqrt(eta_abs);
+            uf = e_root / (std::sqrt(m) + eps);
+        } else if (eps > 0 && std::sqrt(m) < 2 * eps) {
+            uf = eta(acc) / (4 * eps * eps);
+        }
+        uf = uf < 1 ? uf / (1 - uf) : INFINITY;  // on 1 / r: exact, not first order
+    }
+    const double rel = (1 + a) * (1 + b) * (1 + uf) - 1;
     std::vector<double> bound(n);
     for (std::size_t i = 0; i < n; ++i) {
         const double w = has_weight ? std::fabs(zc ? 1 + r.w[i] : r.w[i]) : 1.0;
@@ -79,7 +101,9 @@ std::vector<double> layer_bound(const Params& p, const RowData& r, Format acc, F
     // gamma_{n+1} times the mean |x - x[0]| plus one rounding of mu: the
     // error follows the spread of the row, not its magnitude.
     const bool centred = p.get("declared.centred_mean", 0) != 0;
-    const double e_mu = centred ? gamma(n + 1.0, u) * A_c * (1 + u) + u * std::fabs(mu) : gamma(n + 1.0, u) * A;
+    // + eta/2: the mean's rounding when it is subnormal (an absolute error the
+    // relative terms miss on a narrow row of subnormal values).
+    const double e_mu = (centred ? gamma(n + 1.0, u) * A_c * (1 + u) + u * std::fabs(mu) : gamma(n + 1.0, u) * A) + eta(acc) / 2;
     std::vector<double> d(n), E(n);
     double var = 0, cross = 0, esq = 0, s_hat = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -95,7 +119,8 @@ std::vector<double> layer_bound(const Params& p, const RowData& r, Format acc, F
     double q, rel_q;
     if (p.get("convention.eps_placement", 0) == 0) {
         const double t = var + eps;
-        const double eta_t = (gamma(n + 2.0, u) * s_hat + (2 * cross + esq) / n + u * eps) / t + u;
+        // + eta: squares and the division by n underflowing (absolute).
+        const double eta_t = (gamma(n + 2.0, u) * s_hat + (2 * cross + esq) / n + u * eps + eta(acc)) / t + u;
         q = 1 / std::sqrt(t);
         rel_q = eta_t / 2 + 4 * u;
     } else {
@@ -103,10 +128,10 @@ std::vector<double> layer_bound(const Params& p, const RowData& r, Format acc, F
         // off by at most delta (absolute), so its root by at most
         // min(delta / sqrt(var), sqrt(delta)); the root's rounding, fl(eps) and
         // the add give rel_D, and 1 / D_hat is within rel_D / (1 - rel_D) of q.
-        const double delta = gamma(n + 2.0, u) * s_hat + (2 * cross + esq) / n + u * var;
+        const double delta = gamma(n + 2.0, u) * s_hat + (2 * cross + esq) / n + u * var + eta(acc);
         const double sv = std::sqrt(var), e_root = sv > 0 ? std::min(delta / sv, std::sqrt(delta)) : std::sqrt(delta);
         const double D = sv + eps;
-        const double rel_d = (e_root * (1 + u) + u * sv + u * eps) / D + u;
+        const double rel_d = (e_root * (1 + u) + u * sv + u * eps) * (1 + u) / D + u;  // the add rounds it all
         q = 1 / D;
         rel_q = rel_d < 1 ? rel_d / (1 - rel_d) + 4 * u : INFINITY;  // vacuous, reported as such
     }

@@ -347,7 +347,7 @@ TEST(Conventions, FloatKernelsOfTheDeclaredFormsPassTheWholeSuite) {
     for (const KernelInfo& k : {float_layer_norm_eps_outside(), float_l2_norm_max_form()}) {
         const report::KernelReport r = props::run_suite(k, cfg);
         for (const auto& p : r.properties) EXPECT_TRUE(p.passed) << k.name << " / " << p.name << ": " << p.message;
-        // Measured 0.43 (layer_norm) and 0.16 (l2): the bounds are used, not vacuously wide.
+        // Measured 0.43 (layer_norm) and 0.16 (l2, its norm in double): the bounds are used, not vacuously wide.
         EXPECT_GT(r.stats.max_util, 0.05) << k.name;
         KernelInfo undeclared = k;
         undeclared.conventions.clear();
@@ -355,5 +355,69 @@ TEST(Conventions, FloatKernelsOfTheDeclaredFormsPassTheWholeSuite) {
         const report::KernelReport u = props::run_suite(undeclared, cfg);
         EXPECT_FALSE(u.passed) << k.name;
         EXPECT_EQ(u.convention_match, conventions_text(k.conventions)) << k.name;
+    }
+}
+
+// Underflow in the norms' bounds (docs/norm.md): found by probing the
+// derivations -- squares or a mean that underflow, and a max form computed
+// through a subnormal fl(eps)^2, err absolutely by what no relative term
+// covers once eps is tiny; each row here failed a correct FP32 kernel
+// (utilization 4125, 484, 23) before the bounds took those errors in.
+namespace {
+
+props::CaseResult l2_case(const KernelInfo& k, std::vector<double> xs, double eps) {
+    Tensor x(Format::fp32, {1, static_cast<std::int64_t>(xs.size())});
+    for (std::size_t i = 0; i < xs.size(); ++i) x.set_value(static_cast<std::int64_t>(i), xs[i]);
+    Params p;
+    p.set("eps", eps);
+    return props::check_case(k, p, {x.view()});
+}
+
+// x / (||x|| + eps) and x * rsqrt(max(sum x^2, eps^2)), every step in float.
+KernelInfo plain_l2(bool max_form) {
+    KernelInfo k;
+    k.name = max_form ? "test.l2_norm.max_via_eps_squared" : "test.l2_norm.outside.float";
+    k.op = "l2_norm";
+    k.conventions = {{max_form ? "l2_form" : "eps_placement", max_form ? "max" : "outside"}};
+    k.fn = [max_form](const KernelCall& c) {
+        const TensorView& x = c.in[0];
+        const float eps = static_cast<float>(c.params.get("eps", 1e-6));
+        float s = 0;
+        for (std::int64_t j = 0; j < x.cols(); ++j) s += static_cast<float>(x.value(j)) * static_cast<float>(x.value(j));
+        const float inv = max_form ? 1.0f / std::sqrt(std::max(s, eps * eps)) : 1.0f / (std::sqrt(s) + eps);
+        for (std::int64_t j = 0; j < x.cols(); ++j) c.out[0].set_bits(j, encode(Format::fp32, static_cast<float>(x.value(j)) * inv));
+    };
+    return k;
+}
+
+}  // namespace
+
+TEST(Conventions, UnderflowIsInTheDeclaredFormsBounds) {
+    const double tiny = std::ldexp(1.0, -75);
+    const auto outside = l2_case(plain_l2(false), {0.9 * tiny, 0.7 * tiny}, std::ldexp(1.0, -66));
+    EXPECT_TRUE(outside.pass) << outside.message;
+    const auto max_form = l2_case(plain_l2(true), {5e-23, 2.5e-23}, 1e-21);
+    EXPECT_TRUE(max_form.pass) << max_form.message;
+    // Not vacuous: a kernel off by far more still fails there.
+    KernelInfo off = plain_l2(false);
+    const KernelFn inner = off.fn;
+    off.fn = [inner](const KernelCall& c) {
+        inner(c);
+        c.out[0].set_bits(0, encode(Format::fp32, 2 * c.out[0].value(0)));
+    };
+    EXPECT_FALSE(l2_case(off, {0.9 * tiny, 0.7 * tiny}, std::ldexp(1.0, -66)).pass);
+}
+
+TEST(Conventions, ASubnormalMeanIsInTheLayerNormBound) {
+    // A narrow row of subnormals: the mean rounds in the subnormal range.
+    const double eta = std::ldexp(1.0, -149);
+    Tensor x(Format::fp32, {1, 3}), w(Format::fp32, {3}), b(Format::fp32, {3});
+    x.set_value(0, eta), x.set_value(1, 2 * eta), x.set_value(2, 2 * eta);
+    for (std::int64_t j = 0; j < 3; ++j) w.set_value(j, 1);
+    for (double eps : {1e-5, 1e-12}) {
+        Params p;
+        p.set("eps", eps);
+        const auto r = props::check_case(*builtin_registry().find("cpu.scalar.layer_norm.fp32"), p, {x.view(), w.view(), b.view()});
+        EXPECT_TRUE(r.pass) << eps << ": " << r.message;
     }
 }
