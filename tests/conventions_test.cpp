@@ -263,6 +263,17 @@ TEST(ConventionInference, NamesTheConventionAKernelFollows) {
     EXPECT_NE(r.conventions_tried[0].find("every property passes"), std::string::npos) << r.conventions_tried[0];
 }
 
+TEST(ConventionInference, NamesTheTopLeftAlignmentOfAnAttentionKernel) {
+    KernelInfo k = *builtin_registry().find("mutant.attention.top_left_causal.fp32");
+    k.role = Role::kernel;
+    props::RunConfig cfg;
+    cfg.cases = 20;
+    cfg.shrink = false;
+    const report::KernelReport r = props::run_suite(k, cfg);
+    EXPECT_FALSE(r.passed);
+    EXPECT_EQ(r.convention_match, "causal=top_left");
+}
+
 TEST(ConventionInference, ADefectIsNotExplainedByAConvention) {
     KernelInfo k = *builtin_registry().find("mutant.rms_norm.eps_dropped.fp32");
     k.role = Role::kernel;

@@ -82,7 +82,10 @@ std::vector<double> flash_row(const std::vector<double>& s, const double* v, std
     std::vector<double> acc(dv + 1, 0.0);
     for (std::size_t b0 = 0; b0 < s.size(); b0 += kBlock) {
         const std::size_t b1 = std::min(s.size(), b0 + kBlock);
-        const double m_new = std::max(m, *std::max_element(s.begin() + b0, s.begin() + b1));
+        // The tile max propagates a NaN logit (std::max would drop it and
+        // empty the row): each mutant has its one bug and no other.
+        double m_new = m;
+        for (std::size_t j = b0; j < b1; ++j) m_new = std::isnan(m_new) || std::isnan(s[j]) ? NAN : std::max(m_new, s[j]);
         if (guarded && m_new == -INFINITY) continue;
         const double alpha = guarded && m == -INFINITY ? 0.0 : std::exp(m - m_new);  // NaN unguarded: -inf - -inf
         l *= alpha;
