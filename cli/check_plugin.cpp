@@ -28,8 +28,6 @@
 
 #include "cli/common.hpp"
 #include "golden/golden.hpp"
-#include "numerics/domain.hpp"
-#include "properties/domain.hpp"
 #include "impls/plugin.hpp"
 #include "properties/suite.hpp"
 #include "reports/atomic_file.hpp"
@@ -117,11 +115,9 @@ void install_fatal_handlers() {
 #endif
 }
 
-// The kernel's error profile (golden/golden.hpp), recorded in the child too:
-// recording calls the kernel.  Inside its declared domain like the suite.
+// The kernel's error profile (golden/golden.hpp, recorded inside its
+// declared domain), in the child too: recording calls the kernel.
 void record_profile(const KernelInfo& k, const std::string& dir) {
-    const Domain domain = parse_domain(k.domain, k.op);
-    const props::DomainScope scope(domain);
     std::filesystem::create_directories(dir);
     golden::write_profile(golden::profile_path(dir, k.name), golden::record_profile(k));
 }

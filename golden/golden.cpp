@@ -10,6 +10,8 @@
 #include <stdexcept>
 
 #include "impls/cpu/isa.hpp"
+#include "numerics/domain.hpp"
+#include "properties/domain.hpp"
 #include "io/files.hpp"
 #include "io/format_error.hpp"
 #include "io/json_text.hpp"
@@ -528,7 +530,11 @@ KernelCheck check_kernel(const KernelInfo& k, const std::vector<Vector>& vectors
 
 namespace {
 
+// within_budget alone, inside the kernel's declared domain as in run_suite
+// (a plug-in is never called outside it).
 props::Stats within_budget_stats(const KernelInfo& k, int cases, std::uint64_t seed) {
+    const Domain domain = parse_domain(k.domain, k.op);
+    const props::DomainScope scope(domain);
     props::RunConfig cfg;
     cfg.seed = seed;
     cfg.cases = cases;

@@ -473,20 +473,25 @@ Format generation_format(const std::vector<std::int32_t>& in, const std::string&
     bad(where, "no floating input: the op's data inputs must be F64, F32, F16 or BF16");
 }
 
+// A v2 dtype array: exactly one entry per op input (names: op.inputs) or
+// output, `field` "in_dtypes" or "out_dtypes", counted by "n_" + field.
+std::vector<std::int32_t> dtype_array(const std::int32_t* a, std::int32_t n, const std::vector<std::string>& names,
+                                      const std::string& field, const std::string& of, const std::string& where) {
+    if (!a || n != static_cast<std::int32_t>(names.size()))
+        bad(where + "n_" + field, std::to_string(n) + " with " + field + " " + (a ? "set" : "NULL") + " (expected " +
+                                      std::to_string(names.size()) + ", one per " + of + ")");
+    return std::vector<std::int32_t>(a, a + n);
+}
+
 std::vector<std::int32_t> input_dtypes_v2(const conform_kernel_v2& d, const OpSpec& op, const std::string& where) {
-    if (!d.in_dtypes || d.n_in_dtypes != static_cast<std::int32_t>(op.inputs.size()))
-        bad(where + "n_in_dtypes", std::to_string(d.n_in_dtypes) + " with in_dtypes " + (d.in_dtypes ? "set" : "NULL") +
-                                       " (expected " + std::to_string(op.inputs.size()) + ", one per input of " + op.name + ")");
-    std::vector<std::int32_t> v(d.in_dtypes, d.in_dtypes + d.n_in_dtypes);
+    const std::vector<std::int32_t> v = dtype_array(d.in_dtypes, d.n_in_dtypes, op.inputs, "in_dtypes", "input of " + op.name, where);
     for (std::size_t i = 0; i < v.size(); ++i) checked_format(v[i], where + "in_dtypes[" + std::to_string(i) + "] (" + op.inputs[i] + ")", true);
     return v;
 }
 
 std::vector<std::int32_t> output_dtypes_v2(const conform_kernel_v2& d, const OpSpec& op, const std::string& where) {
-    if (!d.out_dtypes || d.n_out_dtypes != static_cast<std::int32_t>(op.outputs.size()))
-        bad(where + "n_out_dtypes", std::to_string(d.n_out_dtypes) + " with out_dtypes " + (d.out_dtypes ? "set" : "NULL") +
-                                        " (expected " + std::to_string(op.outputs.size()) + ", one per output of " + op.name + ")");
-    std::vector<std::int32_t> v(d.out_dtypes, d.out_dtypes + d.n_out_dtypes);
+    const std::vector<std::int32_t> v =
+        dtype_array(d.out_dtypes, d.n_out_dtypes, op.outputs, "out_dtypes", "output of " + op.name, where);
     for (std::size_t o = 0; o < v.size(); ++o) {
         const std::string field = where + "out_dtypes[" + std::to_string(o) + "] (" + op.outputs[o] + ")";
         if (v[o] == 0 && o == 0) bad(field, "0, but the first output must be written");
@@ -496,8 +501,10 @@ std::vector<std::int32_t> output_dtypes_v2(const conform_kernel_v2& d, const OpS
 }
 
 // domain_json and tunables_json merged into one domain object (tunables are
-// parameters only; a key in both is an error).
-std::string domain_of(const conform_kernel_v2& d, const OpSpec& op, const std::string& where) {
+// tunable parameters only; a key in both is an error); `tunables` gets
+// their names (passed to the kernel in params_json).
+std::string domain_of(const conform_kernel_v2& d, const OpSpec& op, const std::string& where,
+                      std::vector<std::string>& tunables) {
     auto parsed = [&](const char* text, const std::string& field, bool params_only) {
         nlohmann::json j = nlohmann::json::object();
         if (!text || !*text) return j;
@@ -509,10 +516,11 @@ std::string domain_of(const conform_kernel_v2& d, const OpSpec& op, const std::s
         return nlohmann::json::parse(text);
     };
     nlohmann::json dom = parsed(d.domain_json, "domain_json", false);
-    const nlohmann::json tunables = parsed(d.tunables_json, "tunables_json", true);
-    for (const auto& [key, value] : tunables.items()) {
+    const nlohmann::json tun = parsed(d.tunables_json, "tunables_json", true);
+    for (const auto& [key, value] : tun.items()) {
         if (dom.contains(key)) bad(where + "tunables_json", "\"" + key + "\" is also in domain_json");
         dom[key] = value;
+        tunables.push_back(key);
     }
     return dom.empty() ? "" : dom.dump();
 }
@@ -547,13 +555,12 @@ KernelInfo wrap_v2(const conform_kernel_v2& d, const std::string& where0, const 
     }
     k.out = k.out_formats.at(0);
     k.conventions = checked_conventions(d.conventions_json, where + "conventions_json", op->name);
-    k.domain = domain_of(d, *op, where);
+    std::vector<std::string> tunables;
+    k.domain = domain_of(d, *op, where, tunables);
     k.profile = profile_of(d, k.acc, where);
     k.description = d.description ? d.description : "";
     if (!d.fn) bad(where + "fn", "NULL");
-    Bound b{d.fn, k.name, op, outs, handle, ins, {}};
-    for (const auto& [key, rule] : parse_domain(d.tunables_json ? d.tunables_json : "", op->name, true).rules)
-        b.tunables.push_back(key);
+    const Bound b{d.fn, k.name, op, outs, handle, ins, tunables};
     k.fn = [b](const KernelCall& c) { call(b, c); };
     return k;
 }

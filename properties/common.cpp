@@ -154,14 +154,6 @@ std::optional<Case> delta_slice(const Case& c, const CaseResult& r, std::string&
     return s;
 }
 
-// A failure reduced to the smallest slice of the failing case that still
-// fails: for a row op (norms, softmax) the fewest elements of the failing
-// row around the failing one, alone as a one-row case; for attention the
-// failing query alone (attention_slice); for the delta rule the failing
-// token's prefix of its head (delta_slice).  Data are
-// kept, not regenerated, so the failure survives where RapidCheck's
-// shrinking, which draws new values for a smaller shape, loses it.  "" when
-// nothing smaller fails.
 // The kind of an element failure ("special-value class mismatch", "error",
 // "N ulp ..."): a slice must fail the same way to stand for the case.
 std::string failure_kind(const std::string& message) {
@@ -169,43 +161,50 @@ std::string failure_kind(const std::string& message) {
     return std::isdigit(static_cast<unsigned char>(s.empty() ? 'x' : s[0])) ? "ulp" : s;
 }
 
+// The report of slice s (described by `what`) of case c when it is smaller
+// than c and fails the way c did (r); "" otherwise, or when the kernel
+// refuses it (a slice it refuses says nothing).
+std::string failing_slice_report(const KernelInfo& k, const Case& c, const CaseResult& r, const Case& s,
+                                 const std::string& what) {
+    bool smaller = false;
+    for (std::size_t i = 0; i < s.inputs.size() && i < c.inputs.size(); ++i)
+        smaller = smaller || s.inputs[i].numel() < c.inputs[i].numel();
+    if (!smaller) return "";
+    CaseResult sr;
+    try {
+        sr = check_case(k, s.params, s.views());
+    } catch (const std::exception&) {
+        return "";
+    }
+    if (sr.pass || failure_kind(sr.message) != failure_kind(r.message)) return "";
+    return "\nsmallest failing slice: " + what + ": " + sr.message + "\n" + show_inputs(*s.op, s.params, s.views());
+}
+
+// A failure reduced to the smallest slice of the failing case that still
+// fails: for a row op (norms, softmax) the fewest elements of the failing
+// row around the failing one (1, 2, 4, ...), alone as a one-row case; for
+// attention the failing query alone (attention_slice); for the delta rule
+// the failing token's prefix of its head (delta_slice).  Data are kept, not
+// regenerated, so the failure survives where RapidCheck's shrinking, which
+// draws new values for a smaller shape, loses it.  "" when nothing smaller
+// fails.
 std::string smallest_failing_slice(const KernelInfo& k, const Case& c, const CaseResult& r) {
     if (r.failed_element < 0 || c.inputs.empty()) return "";
     const bool delta = c.op->name == "gdn" || c.op->name == "kda";
     if (c.op->name == "attention" || delta) {
         std::string what;
         const std::optional<Case> s = delta ? delta_slice(c, r, what) : attention_slice(k, c, r, what);
-        if (!s) return "";
-        CaseResult sr;
-        try {
-            sr = check_case(k, s->params, s->views());
-        } catch (const std::exception&) {
-            return "";
-        }
-        // Not smaller when every dimension kept its size.
-        bool smaller = false;
-        for (std::size_t i = 0; i < s->inputs.size(); ++i) smaller = smaller || s->inputs[i].numel() < c.inputs[i].numel();
-        if (sr.pass || failure_kind(sr.message) != failure_kind(r.message) || !smaller) return "";
-        return "\nsmallest failing slice: " + what + ": " + sr.message + "\n" + show_inputs(*s->op, s->params, s->views());
+        return s ? failing_slice_report(k, c, r, *s, what) : "";
     }
     // Elementwise ops: the message already names the one element's inputs.
     if (c.op->kind != OpKind::row || r.failed_output != 0) return "";
-    const TensorView x = c.inputs[0].view();
-    const std::int64_t n = x.cols(), row = r.failed_element / n, col = r.failed_element % n;
+    const std::int64_t n = c.inputs[0].view().cols(), row = r.failed_element / n, col = r.failed_element % n;
     for (std::int64_t len = 1; len <= n; len = std::min(n, len * 2) + (len == n)) {
         const std::int64_t c0 = std::clamp<std::int64_t>(col - len / 2, 0, n - len);
-        const Case s = row_slice(c, row, c0, len);
-        CaseResult sr;
-        try {
-            sr = check_case(k, s.params, s.views());
-        } catch (const std::exception&) {
-            continue;  // a slice the kernel refuses says nothing
-        }
-        if (sr.pass || failure_kind(sr.message) != failure_kind(r.message)) continue;
-        if (len == n && x.rows() == 1) return "";  // nothing smaller than the case itself
-        return "\nsmallest failing slice: row " + std::to_string(row) + ", elements " + std::to_string(c0) + ".." +
-               std::to_string(c0 + len - 1) + " alone (1 x " + std::to_string(len) + "): " + sr.message + "\n" +
-               show_inputs(*s.op, s.params, s.views());
+        const std::string what = "row " + std::to_string(row) + ", elements " + std::to_string(c0) + ".." +
+                                 std::to_string(c0 + len - 1) + " alone (1 x " + std::to_string(len) + ")";
+        if (std::string report = failing_slice_report(k, c, r, row_slice(c, row, c0, len), what); !report.empty())
+            return report;
     }
     return "";
 }

@@ -228,16 +228,12 @@ void both_tiers(F&& bound, bool model_holds, T& rigorous, T& probabilistic) {
     if (!model_holds) probabilistic = rigorous;
 }
 
-// The op's parameters and the kernel's declared model ("declared.<key>").
-// The parameters the oracle evaluates under: the case's, with the kernel's
-// declared formula conventions as hidden "convention.<key>" entries and a
-// parameter a convention pins (rope_pairing) set to the declared value.
-Params oracle_params(const KernelInfo& k, const Params& p) {
-    Params o = with_convention_params(p, k.conventions);
-    if (const auto pin = pinned_param(k.op, k.conventions)) o.set(pin->first, pin->second);
-    return o;
-}
+// The parameters the oracle evaluates under: the case's (a parameter a
+// convention pins already set by evaluate_case), with the kernel's declared
+// formula conventions as hidden "convention.<key>" entries.
+Params oracle_params(const KernelInfo& k, const Params& p) { return with_convention_params(p, k.conventions); }
 
+// The oracle's parameters and the kernel's declared model ("declared.<key>").
 Params bound_params(const KernelInfo& k, const Params& p) {
     Params b = oracle_params(k, p);
     for (const auto& [key, value] : k.declared) b.set("declared." + key, value);
@@ -313,11 +309,8 @@ struct References {
 };
 
 References reference(const KernelInfo& k, const OpSpec& op, const Params& case_params, const std::vector<TensorView>& oracle_in,
-                     const std::vector<TensorView>& in, const std::vector<Format>& formats,
-                     const oracle::Conventions& conventions) {
-    KernelInfo declared = k;
-    declared.conventions = conventions;
-    const Params p = oracle_params(declared, case_params);
+                     const std::vector<TensorView>& in, const std::vector<Format>& formats) {
+    const Params p = oracle_params(k, case_params);
     References r;
     if (op.kind == OpKind::structured) {
         oracle::StructuredResult s = oracle::evaluate_structured(op.name, p, oracle_in, formats);
@@ -329,39 +322,27 @@ References reference(const KernelInfo& k, const OpSpec& op, const Params& case_p
         r.exact.push_back(std::move(s.exact));
         r.max_bits = s.max_bits, r.recomputed = s.recomputed;
     }
-    if (!conventions.empty()) oracle::apply_conventions(op.name, conventions, p, in, r.rounded, r.exact);
+    if (!k.conventions.empty()) oracle::apply_conventions(op.name, k.conventions, p, in, r.rounded, r.exact);
     return r;
 }
 
-// The ieee alternative: elementwise ops evaluated literally where an input is
-// infinite, masked rows NaN.  Empty tensors when nothing differs.
-std::vector<Tensor> ieee_references(const KernelInfo& k, const OpSpec& op, const Params& p,
-                                    const std::vector<TensorView>& in, const References& plain) {
-    std::vector<Tensor> alt;
-    if (op.kind == OpKind::unary || op.kind == OpKind::gated) {
-        Tensor t = plain.rounded[0];
-        bool differs = false;
-        for (std::int64_t i = 0; i < t.numel(); ++i) {
-            std::vector<double> args;
-            for (const TensorView& v : in) args.push_back(v.value(i));
-            const auto lit = oracle::ieee_special(op.name, p, args);
-            if (!lit) continue;
-            const std::uint64_t bits = encode(t.format(), *lit);
-            differs = differs || bits != t.bits(i);
-            t.set_bits(i, bits);
-        }
-        if (differs) alt.push_back(std::move(t));
-        return alt;
-    }
+// The ieee alternative (profile +ieee): the reference under IEEE's
+// conventions -- elementwise ops evaluated literally where an input is
+// infinite (special_values = ieee), empty rows NaN (masked_row = nan) --
+// through oracle::apply_conventions.  Empty when nothing differs (also when
+// the kernel declares that convention: the plain reference is it already).
+std::vector<Tensor> ieee_references(const OpSpec& op, const Params& p, const std::vector<TensorView>& in,
+                                    const References& plain) {
+    const bool elementwise = op.kind == OpKind::unary || op.kind == OpKind::gated;
+    const std::string key = elementwise ? "special_values" : "masked_row";
     const auto& applies = convention_specs_for(op.name);
-    const bool has_masked_row = std::any_of(applies.begin(), applies.end(), [](const ConventionSpec* s) { return s->key == "masked_row"; });
-    if (!has_masked_row || convention(k.conventions, "masked_row") == "nan") return alt;
+    if (std::none_of(applies.begin(), applies.end(), [&](const ConventionSpec* s) { return s->key == key; })) return {};
     References r = plain;
-    oracle::apply_conventions(op.name, {{"masked_row", "nan"}}, p, in, r.rounded, r.exact);
+    oracle::apply_conventions(op.name, {{key, elementwise ? "ieee" : "nan"}}, p, in, r.rounded, r.exact);
     for (std::size_t o = 0; o < r.rounded.size(); ++o)
         for (std::int64_t i = 0; i < r.rounded[o].numel(); ++i)
             if (r.rounded[o].bits(i) != plain.rounded[o].bits(i)) return r.rounded;
-    return alt;
+    return {};
 }
 
 void add_alternatives(CaseEval& e, const KernelInfo& k, const OpSpec& op, const Params& p,
@@ -369,10 +350,10 @@ void add_alternatives(CaseEval& e, const KernelInfo& k, const OpSpec& op, const 
     std::vector<Tensor> owned;
     std::vector<TensorView> flushed;
     if (flush_inputs(in, owned, flushed) && !op.staged) {
-        References f = reference(k, op, p, flushed, flushed, formats, k.conventions);
+        References f = reference(k, op, p, flushed, flushed, formats);
         for (std::size_t o = 0; o < e.outputs.size(); ++o) e.outputs[o].ftz = std::move(f.rounded[o]);
     }
-    std::vector<Tensor> ieee = ieee_references(k, op, oracle_params(k, p), in, plain);
+    std::vector<Tensor> ieee = ieee_references(op, oracle_params(k, p), in, plain);
     for (std::size_t o = 0; o < ieee.size() && o < e.outputs.size(); ++o) e.outputs[o].ieee = std::move(ieee[o]);
 }
 
@@ -406,7 +387,7 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
     std::vector<TensorView> oracle_in = in;
     if (op.staged)
         for (const Tensor& t : got) oracle_in.push_back(t.view());
-    References ref = reference(k, op, p, oracle_in, in, formats, k.conventions);
+    References ref = reference(k, op, p, oracle_in, in, formats);
     e.model_breach = probabilistic_model_breach(op, p, in, k.acc);
     const bool model_holds = e.model_breach.empty();
     const Budget budget = budget_for(k);

@@ -250,13 +250,24 @@ TEST(Conventions, KeysMustBelongToTheOpAndCombinationsMustMeanSomething) {
 
 // ---- convention inference (properties/suite.cpp) ------------------------------------
 
-TEST(ConventionInference, NamesTheConventionAKernelFollows) {
-    KernelInfo k = *builtin_registry().find("mutant.rms_norm.eps_outside.fp32");
-    k.role = Role::kernel;  // judged as a third-party kernel would be
+namespace {
+
+// Built-in entry `name` judged as a third-party kernel would be (a mutant is
+// never re-judged under conventions), at 20 unshrunk cases.
+report::KernelReport judged_as_kernel(const std::string& name, bool infer = true) {
+    KernelInfo k = *builtin_registry().find(name);
+    k.role = Role::kernel;
     props::RunConfig cfg;
     cfg.cases = 20;
     cfg.shrink = false;
-    const report::KernelReport r = props::run_suite(k, cfg);
+    cfg.infer_conventions = infer;
+    return props::run_suite(k, cfg);
+}
+
+}  // namespace
+
+TEST(ConventionInference, NamesTheConventionAKernelFollows) {
+    const report::KernelReport r = judged_as_kernel("mutant.rms_norm.eps_outside.fp32");
     EXPECT_FALSE(r.passed);
     EXPECT_EQ(r.convention_match, "eps_placement=outside");
     ASSERT_EQ(r.conventions_tried.size(), 1u);
@@ -264,28 +275,17 @@ TEST(ConventionInference, NamesTheConventionAKernelFollows) {
 }
 
 TEST(ConventionInference, NamesTheTopLeftAlignmentOfAnAttentionKernel) {
-    KernelInfo k = *builtin_registry().find("mutant.attention.top_left_causal.fp32");
-    k.role = Role::kernel;
-    props::RunConfig cfg;
-    cfg.cases = 20;
-    cfg.shrink = false;
-    const report::KernelReport r = props::run_suite(k, cfg);
+    const report::KernelReport r = judged_as_kernel("mutant.attention.top_left_causal.fp32");
     EXPECT_FALSE(r.passed);
     EXPECT_EQ(r.convention_match, "causal=top_left");
 }
 
 TEST(ConventionInference, ADefectIsNotExplainedByAConvention) {
-    KernelInfo k = *builtin_registry().find("mutant.rms_norm.eps_dropped.fp32");
-    k.role = Role::kernel;
-    props::RunConfig cfg;
-    cfg.cases = 20;
-    cfg.shrink = false;
-    const report::KernelReport r = props::run_suite(k, cfg);
+    const report::KernelReport r = judged_as_kernel("mutant.rms_norm.eps_dropped.fp32");
     EXPECT_FALSE(r.passed);
     EXPECT_TRUE(r.convention_match.empty()) << r.convention_match;
     EXPECT_EQ(r.conventions_tried.size(), 1u);
-    cfg.infer_conventions = false;
-    EXPECT_TRUE(props::run_suite(k, cfg).conventions_tried.empty());
+    EXPECT_TRUE(judged_as_kernel("mutant.rms_norm.eps_dropped.fp32", false).conventions_tried.empty());
 }
 
 // The derived bounds of the declared forms hold for float kernels of those

@@ -13,20 +13,11 @@
 #include <conform/plugin_tensor.h>
 
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-static double param(const char* json, const char* key, double fallback) {
-    const char* at = strstr(json, key);
-    if (!at) return fallback;
-    at = strchr(at, ':');
-    return at ? strtod(at + 1, NULL) : fallback;
-}
 
 static int rms_norm(const char* params, const conform_tensor* in, int n_in, conform_tensor* out, int n_out) {
     if (n_in != 2 || n_out != 1) return 1;
-    const double eps = param(params, "\"eps\"", 1e-6);
-    const int zc = param(params, "\"zero_centered\"", 0) != 0;
+    const double eps = conform_param(params, "eps", 1e-6);
+    const int zc = conform_param(params, "zero_centered", 0) != 0;
     const int64_t n = cols(&in[0]);
     for (int64_t r = 0; r < rows(&in[0]); ++r) {
         const float* x = (const float*)in[0].data + row_offset(&in[0], r);

@@ -11,27 +11,8 @@
 #include <conform/plugin.h>
 
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <conform/plugin_tensor.h>
-
-/* Reads a number parameter from the params JSON ({"eps":1e-06,...}); conform
- * always passes every parameter of the op, so a real plug-in may use any JSON
- * parser it already has. */
-static double param(const char* json, const char* key, double fallback) {
-    char pattern[64];
-    size_t n = strlen(key);
-    if (n + 3 >= sizeof pattern) return fallback;
-    pattern[0] = '"';
-    memcpy(pattern + 1, key, n);
-    pattern[n + 1] = '"';
-    pattern[n + 2] = 0;
-    const char* at = strstr(json, pattern);
-    if (!at) return fallback;
-    at = strchr(at + n + 2, ':');
-    return at ? strtod(at + 1, NULL) : fallback;
-}
 
 static int same_rows(const conform_tensor* a, const conform_tensor* b) {
     if (a->rank != b->rank) return 0;
@@ -51,8 +32,8 @@ static int f32_only(const conform_tensor* in, int n_in, const conform_tensor* ou
 /* y = w * x / sqrt(mean(x^2) + eps); zero_centered: (1 + w). */
 static int rms_norm(const char* params, const conform_tensor* in, int n_in, conform_tensor* out, int n_out) {
     if (n_in != 2 || n_out != 1 || !f32_only(in, n_in, out, n_out) || !same_rows(&in[0], &out[0])) return 1;
-    const double eps = param(params, "eps", 1e-6);
-    const int zero_centered = param(params, "zero_centered", 0) != 0;
+    const double eps = conform_param(params, "eps", 1e-6);
+    const int zero_centered = conform_param(params, "zero_centered", 0) != 0;
     const int64_t n = cols(&in[0]);
     if (in[1].rank != 1 || in[1].shape[0] != n) return 2;
     const float* w = (const float*)in[1].data;

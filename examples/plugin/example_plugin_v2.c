@@ -22,21 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads a number parameter from the params JSON (every parameter is there). */
-static double param(const char* json, const char* key, double fallback) {
-    char pattern[64];
-    size_t n = strlen(key);
-    if (n + 3 >= sizeof pattern) return fallback;
-    pattern[0] = '"';
-    memcpy(pattern + 1, key, n);
-    pattern[n + 1] = '"';
-    pattern[n + 2] = 0;
-    const char* at = strstr(json, pattern);
-    if (!at) return fallback;
-    at = strchr(at + n + 2, ':');
-    return at ? strtod(at + 1, NULL) : fallback;
-}
-
 /* Element i of a tensor by its dtype, as double. */
 static double get(const conform_tensor* t, int64_t i) {
     const int64_t at = elem_offset(t, i);
@@ -83,12 +68,12 @@ static int attention(const char* params, const conform_tensor* in, int n_in, con
     const conform_tensor *q = &in[0], *k = &in[1], *v = &in[2], *mask = in[3].data ? &in[3] : NULL;
     const int64_t hq = q->shape[0], lq = q->shape[1], d = q->shape[2], hkv = k->shape[0], lk = k->shape[1], dv = v->shape[2];
     if (d != 4 && d != 8) return 3; /* outside the declared domain */
-    const double block = param(params, "block", 0);
+    const double block = conform_param(params, "block", 0);
     if (block != 4 && block != 16) return 4; /* a tile it does not have */
-    const double scale0 = param(params, "scale", 0), cap = param(params, "softcap", 0);
+    const double scale0 = conform_param(params, "scale", 0), cap = conform_param(params, "softcap", 0);
     const double scale = scale0 != 0 ? scale0 : 1 / sqrt((double)d);
-    const int causal = param(params, "causal", 0) != 0;
-    const int64_t window = (int64_t)param(params, "window", 0);
+    const int causal = conform_param(params, "causal", 0) != 0;
+    const int64_t window = (int64_t)conform_param(params, "window", 0);
     double* s = malloc(sizeof(double) * (size_t)(lk ? lk : 1));
     if (!s) return 5;
     for (int64_t h = 0; h < hq; ++h)
@@ -130,8 +115,8 @@ static int attention(const char* params, const conform_tensor* in, int n_in, con
 static int rms_norm(const char* params, const conform_tensor* in, int n_in, conform_tensor* out, int n_out) {
     if (n_in != 2 || n_out != 1) return 1;
     if (rows(&in[0]) % 2 != 0) return 3; /* outside the declared domain */
-    const double eps = param(params, "eps", 1e-6);
-    const int zc = param(params, "zero_centered", 0) != 0;
+    const double eps = conform_param(params, "eps", 1e-6);
+    const int zc = conform_param(params, "zero_centered", 0) != 0;
     const int64_t n = cols(&in[0]);
     for (int64_t r = 0; r < rows(&in[0]); ++r) {
         double s = 0;
@@ -149,7 +134,7 @@ static int rms_norm(const char* params, const conform_tensor* in, int n_in, conf
 /* y = x / max(||x||, eps) per row. */
 static int l2_norm(const char* params, const conform_tensor* in, int n_in, conform_tensor* out, int n_out) {
     if (n_in != 1 || n_out != 1) return 1;
-    const double eps = param(params, "eps", 1e-6);
+    const double eps = conform_param(params, "eps", 1e-6);
     const int64_t n = cols(&in[0]);
     for (int64_t r = 0; r < rows(&in[0]); ++r) {
         double s = 0;
