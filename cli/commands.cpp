@@ -20,18 +20,19 @@ void write_if(const std::string& out, const report::RunReport& r) {
     if (!out.empty()) report::write_report_dir(out, r);
 }
 
-std::string outcome_line(const report::KernelReport& k) {
+}  // namespace
+
+std::string kernel_outcome_line(const report::KernelReport& k) {
     std::string s = fmt::format("{:<40} {:<8} {}", k.kernel, report::detail::verdict(k),
                                 k.stats.has_bound ? fmt::format("max util {:.3f}", k.stats.max_util)
                                                   : fmt::format("max ulp {}", k.stats.max_ulp));
     for (const auto& p : k.properties)
         if (!p.passed && k.role != "baseline")
-            s += fmt::format("\n    {} failed: {}\n    reproduce: --reproduce '{}'", p.name, p.message, p.reproduce);
+            s += fmt::format("\n    {} failed: {}{}", p.name, p.message,
+                             p.reproduce.empty() ? "" : "\n    reproduce: --reproduce '" + p.reproduce + "'");
     s += convention_lines(k);
     return s;
 }
-
-}  // namespace
 
 int run_mutants(const std::vector<const KernelInfo*>& ks, const props::RunConfig& cfg, report::RunReport& rep);
 void run_unary_sweeps(const std::vector<const KernelInfo*>& ks, report::RunReport& rep, const std::string& out);
@@ -140,7 +141,7 @@ int cmd_run(const Selection& s0, std::uint64_t seed, int cases, const std::strin
     for (std::size_t i = 0; i < ks.size() && !interrupted(); ++i) {
         progress(fmt::format("[{}/{}] {} ...", i + 1, ks.size(), ks[i].name));
         rep.kernels.push_back(props::run_suite(ks[i], cfg));
-        std::cerr << "      " << outcome_line(rep.kernels.back()) << "\n";
+        std::cerr << "      " << kernel_outcome_line(rep.kernels.back()) << "\n";
         rep.finished = now_iso8601();
         write_if(out, rep);  // partial results survive an interruption
     }

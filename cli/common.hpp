@@ -40,6 +40,11 @@ std::map<std::string, std::string> parse_key_values(const std::vector<std::strin
 // or "no declarable convention explains it: a defect", then each try.
 std::string convention_lines(const report::KernelReport& k);
 
+// A kernel's verdict line as conform run prints it: name, verdict, worst
+// error, each failed property with its message and reproduction string,
+// and what convention inference found.
+std::string kernel_outcome_line(const report::KernelReport& k);
+
 std::vector<KernelInfo> with_profile(const std::vector<const KernelInfo*>& ks, const std::string& profile,
                                      const std::vector<std::string>& conventions = {});
 
@@ -107,5 +112,6 @@ Subcommand add_synth(CLI::App& app);    // cli/synth.cpp
 Subcommand add_diverge(CLI::App& app);  // cli/diverge.cpp
 Subcommand add_cuda_bench(CLI::App& app);  // cli/cuda_bench.cpp
 Subcommand add_sensitivity(CLI::App& app);  // cli/sensitivity.cpp
+Subcommand add_cases(CLI::App& app);        // cli/cases.cpp
 
 }  // namespace conform::cli

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     add_selection(golden, sel);  // vector files by --op/--dtype; kernels (and named mutants) by all three
 
     const Subcommand synth = add_synth(app), diverge = add_diverge(app), sensitivity = add_sensitivity(app),
-                     cuda_bench = add_cuda_bench(app);
+                     cuda_bench = add_cuda_bench(app), cases_cmd = add_cases(app);
 
     try {
         app.parse(argc, argv);
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
         plug.infer = !no_infer;
         if (*check_plugin) return cmd_check_plugin(plug);
         if (*golden) return cmd_golden(regenerate, profiles, golden_dir, sel);
-        for (const Subcommand* c : {&synth, &diverge, &sensitivity, &cuda_bench})
+        for (const Subcommand* c : {&synth, &diverge, &sensitivity, &cuda_bench, &cases_cmd})
             if (*c->cmd) return c->action();
     } catch (const UsageError& e) {
         std::cerr << "conform: " << e.what() << "\n";

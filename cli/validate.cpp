@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/validate.hpp"
 #include "io/case_file.hpp"
 #include "model/layout.hpp"
 #include "io/model_dump.hpp"
@@ -19,24 +20,6 @@
 
 namespace conform::cli {
 namespace {
-
-struct CaseVerdict {
-    std::string path, op, impl;
-    std::string status;  // PASS, FAIL or ERROR (the case could not be judged)
-    std::string message;
-    std::int64_t elements = 0;
-    std::uint64_t max_ulp = 0;
-    bool has_util = false;
-    double max_util = 0;
-    std::string worst;
-    std::string matches;  // the alternative convention the data matches, when it fails
-    std::string profile, tightest;  // the profile it was judged by, the tightest profile it meets
-    std::string concentration;      // where results beyond strict lie (report::detail::error_concentration)
-    std::int64_t not_judged = 0;
-    // The op's fixed-data properties (properties/fixed.hpp): name and "" when
-    // it holds, else the violation.
-    std::vector<std::pair<std::string, std::string>> properties;
-};
 
 // Thrown for a case that is well-formed as a file but wrong for its op.
 struct CaseError : std::runtime_error {
@@ -251,6 +234,8 @@ report::ErrorStats::Region region_of_stats(const props::Stats& s, std::size_t r)
             s.region_max_ulp()[r]};
 }
 
+}  // namespace
+
 CaseVerdict judge_case(const std::filesystem::path& path, const std::string& default_profile) {
     CaseVerdict v;
     v.path = path.string();
@@ -261,6 +246,11 @@ CaseVerdict judge_case(const std::filesystem::path& path, const std::string& def
     try {
         const io::Case c = io::read_case(path);
         v.op = c.op, v.impl = c.impl;
+        if (c.outputs.empty()) {  // written by conform cases and never filled
+            v.status = "NOT RUN";
+            v.message = c.source + ": no outputs (out.*): the case was never run (python/conform_cases.py fill)";
+            return v;
+        }
         Judged j;
         j.op = find_op(c.op);
         if (!j.op) throw CaseError(fmt::format("{}: conform.op: unknown op \"{}\" (see conform ops)", c.source, c.op));
@@ -303,6 +293,8 @@ CaseVerdict judge_case(const std::filesystem::path& path, const std::string& def
 
 // ---- output -------------------------------------------------------------------
 
+namespace {
+
 nlohmann::json properties_json(const CaseVerdict& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& [name, violation] : v.properties)
@@ -316,6 +308,8 @@ std::string properties_cell(const CaseVerdict& v) {
     return cells.empty() ? "-" : fmt::format("{}", fmt::join(cells, ", "));
 }
 
+}  // namespace
+
 nlohmann::json to_json(const std::vector<CaseVerdict>& vs) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& v : vs)
@@ -325,6 +319,8 @@ nlohmann::json to_json(const std::vector<CaseVerdict>& vs) {
                      {"worst", v.worst}, {"matches_alternative", v.matches}, {"properties", properties_json(v)},
                      {"profile", v.profile}, {"tightest_profile", v.tightest}, {"not_judged", v.not_judged},
                      {"beyond_strict", v.concentration}});
+    for (std::size_t i = 0; i < vs.size(); ++i)
+        if (!vs[i].property.empty()) a[i]["property"] = vs[i].property;
     return {{"schema", "conform.validate/1"}, {"cases", a}};
 }
 
@@ -341,6 +337,8 @@ std::string to_markdown(const std::vector<CaseVerdict>& vs) {
                          properties_cell(v), table_cell(v.message));
     return s;
 }
+
+namespace {
 
 // The cases under `ps`, without the model dumps a directory scan found (each noted).
 std::vector<std::filesystem::path> cases_under(const std::vector<std::filesystem::path>& ps) {
@@ -363,8 +361,42 @@ std::vector<std::filesystem::path> cases_under(const std::vector<std::filesystem
 
 }  // namespace
 
+std::string verdict_line(const CaseVerdict& v, std::size_t i, std::size_t n) {
+    const std::string measure = v.has_util ? fmt::format("max util {:.3g}", v.max_util) : fmt::format("max ulp {}", v.max_ulp);
+    const bool plain = v.status == "PASS" || v.status == "FAIL";
+    return fmt::format("[{}/{}] {} {} {}{}", i + 1, n, v.status, v.path,
+                       !plain ? v.message
+                              : fmt::format("({}; profile {}, tightest met {})", measure, v.profile,
+                                            v.tightest.empty() ? "-" : v.tightest),
+                       v.matches.empty() ? "" : "; matches " + v.matches);
+}
+
+void VerdictTally::add(const CaseVerdict& v) {
+    ++cases;
+    errors += v.status == "ERROR", failures += v.status == "FAIL", unjudged += v.status == "NOT JUDGED",
+        not_run += v.status == "NOT RUN";
+}
+
+std::string VerdictTally::summary() const {
+    return fmt::format("{} cases: {} pass, {} fail, {} not judged (every bound vacuous), {}{} errors (could not be "
+                       "read or checked)",
+                       cases, cases - failures - errors - unjudged - not_run, failures, unjudged,
+                       not_run ? fmt::format("{} not run (no outputs), ", not_run) : "", errors);
+}
+
+int VerdictTally::exit_status() const { return errors ? 2 : failures || unjudged || not_run ? 1 : 0; }
+
+void write_verdicts(const std::string& out, const std::vector<CaseVerdict>& vs) {
+    if (out.empty()) return;
+    std::filesystem::create_directories(out);
+    report::write_file_atomic(std::filesystem::path(out) / "validate.md", to_markdown(vs));
+    report::write_file_atomic(std::filesystem::path(out) / "validate.json", to_json(vs).dump(2) + "\n");
+}
+
 int cmd_validate(const std::vector<std::string>& paths, const std::string& out, const std::string& profile) {
     if (!profile.empty()) (void)with_profile({}, profile);  // a bad --profile is a usage error before any case
+    if (paths.size() == 1 && std::filesystem::is_regular_file(std::filesystem::path(paths[0]) / "manifest.json"))
+        return validate_case_set(paths[0], out, profile);
     std::vector<std::filesystem::path> cases;
     try {
         cases = cases_under({paths.begin(), paths.end()});
@@ -373,28 +405,15 @@ int cmd_validate(const std::vector<std::string>& paths, const std::string& out, 
         return 2;
     }
     std::vector<CaseVerdict> vs;
-    int errors = 0, failures = 0, unjudged = 0;
+    VerdictTally tally;
     for (std::size_t i = 0; i < cases.size(); ++i) {
         vs.push_back(judge_case(cases[i], profile));
-        const CaseVerdict& v = vs.back();
-        errors += v.status == "ERROR", failures += v.status == "FAIL", unjudged += v.status == "NOT JUDGED";
-        const std::string measure = v.has_util ? fmt::format("max util {:.3g}", v.max_util) : fmt::format("max ulp {}", v.max_ulp);
-        std::cout << fmt::format("[{}/{}] {} {} {}{}\n", i + 1, cases.size(), v.status, v.path,
-                                 v.status == "ERROR" || v.status == "NOT JUDGED"
-                                     ? v.message
-                                     : fmt::format("({}; profile {}, tightest met {})", measure, v.profile,
-                                                   v.tightest.empty() ? "-" : v.tightest),
-                                 v.matches.empty() ? "" : "; matches " + v.matches);
-        if (!out.empty()) {  // after every case: an interrupted run keeps what it judged
-            std::filesystem::create_directories(out);
-            report::write_file_atomic(std::filesystem::path(out) / "validate.md", to_markdown(vs));
-            report::write_file_atomic(std::filesystem::path(out) / "validate.json", to_json(vs).dump(2) + "\n");
-        }
+        tally.add(vs.back());
+        std::cout << verdict_line(vs.back(), i, cases.size()) << "\n";
+        write_verdicts(out, vs);  // after every case: an interrupted run keeps what it judged
     }
-    std::cout << fmt::format("{} cases: {} pass, {} fail, {} not judged (every bound vacuous), {} errors (could not be "
-                             "read or checked)\n",
-                             vs.size(), vs.size() - failures - errors - unjudged, failures, unjudged, errors);
-    return errors ? 2 : failures || unjudged ? 1 : 0;
+    std::cout << tally.summary() << "\n";
+    return tally.exit_status();
 }
 
 }  // namespace conform::cli

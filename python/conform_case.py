@@ -194,8 +194,11 @@ def write_case(path, op, inputs, outputs, params=None, impl="", conventions=None
         raise ValueError("fmt must be 'safetensors' or 'npy', not %r" % (fmt,))
 
 
+_FROM_STORED = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I8": "|i1", "I32": "<i4", "BF16": "<u2"}
+
+
 def _read_safetensors(path):
-    """Header and raw tensor bytes (for the self-test; the C++ reader is the real one)."""
+    """Header and raw tensor bytes (the C++ reader checks untrusted files; this one reads conform's own)."""
     with open(path, "rb") as f:
         data = f.read()
     (length,) = struct.unpack("<Q", data[:8])
@@ -203,6 +206,46 @@ def _read_safetensors(path):
     block = data[8 + length:]
     return header, {name: block[e["data_offsets"][0]:e["data_offsets"][1]]
                     for name, e in header.items() if name != "__metadata__"}
+
+
+def _stored_array(st_dtype, shape, raw):
+    a = np.frombuffer(raw, dtype=_FROM_STORED[st_dtype]).reshape(shape).copy()
+    return BF16(a) if st_dtype == "BF16" else a
+
+
+def read_case(path):
+    """Read a case written by write_case or `conform cases` (either form).
+
+    Returns a dict: op, params, impl, conventions (None when absent), profile
+    (None when absent), inputs and outputs (name -> NumPy array, bfloat16 as
+    BF16 holding the bit patterns; outputs without "out.").  For conform's own
+    files; untrusted ones are for the C++ reader (conform validate).
+    """
+    path = os.fspath(path)
+    tensors = {}
+    if os.path.isdir(path):
+        with open(os.path.join(path, "case.json")) as f:
+            manifest = json.load(f)
+        meta = {"op": manifest["op"], "params": manifest.get("params") or {}, "impl": manifest.get("impl") or "",
+                "conventions": manifest.get("conventions"), "profile": manifest.get("profile")}
+        for name, entry in manifest.get("tensors", {}).items():
+            a = np.load(os.path.join(path, entry.get("file", name + ".npy")), allow_pickle=False)
+            tensors[name] = BF16(a) if entry.get("dtype") == "bf16" else a
+    else:
+        header, raw = _read_safetensors(path)
+        md = header.get("__metadata__", {})
+        if md.get("conform.format") != FORMAT:
+            raise ValueError("%s: __metadata__ conform.format: not %s" % (path, FORMAT))
+        meta = {"op": md["conform.op"], "params": json.loads(md.get("conform.params", "{}")),
+                "impl": md.get("conform.impl", ""),
+                "conventions": json.loads(md["conform.conventions"]) if "conform.conventions" in md else None,
+                "profile": md.get("conform.profile")}
+        for name, e in header.items():
+            if name != "__metadata__":
+                tensors[name] = _stored_array(e["dtype"], e["shape"], raw[name])
+    meta["inputs"] = {n: t for n, t in tensors.items() if not n.startswith(OUTPUT_PREFIX)}
+    meta["outputs"] = {n[len(OUTPUT_PREFIX):]: t for n, t in tensors.items() if n.startswith(OUTPUT_PREFIX)}
+    return meta
 
 
 def _self_test():
@@ -233,6 +276,10 @@ def _self_test():
         assert header["x"]["shape"] == [3, 2] and header["x"]["dtype"] == "F32", header
         assert np.array_equal(np.frombuffer(raw["x"], dtype="<f4").reshape(3, 2), x)
         assert (8 + len(json.dumps(header, separators=(",", ":")))) <= os.path.getsize(st)
+        back = read_case(st)
+        assert back["op"] == "silu" and back["params"] == {"n": 3} and back["impl"] == "self-test", back
+        assert np.array_equal(back["inputs"]["x"], x) and back["inputs"]["x"].dtype == np.dtype("<f4")
+        assert np.array_equal(back["outputs"]["y"].bits, bf16(x).bits), "bf16 outputs read back as bits"
 
         d = os.path.join(tmp, "c")
         write_case(d, "silu", {"x": x}, {"y": bf16(x)}, conventions={"a": "b"}, fmt="npy", profile="ulp:4+ftz")
@@ -245,6 +292,9 @@ def _self_test():
         assert manifest["conventions"] == {"a": "b"}
         assert np.array_equal(np.load(os.path.join(d, "x.npy")), x)
         assert np.load(os.path.join(d, "out.y.npy")).dtype == np.dtype("<u2")
+        back = read_case(d)
+        assert back["conventions"] == {"a": "b"} and back["profile"] == "ulp:4+ftz", back
+        assert np.array_equal(back["outputs"]["y"].bits, bf16(x).bits) and np.array_equal(back["inputs"]["x"], x)
         for bad_name in ({"out.x": x}, {"": x}):
             try:
                 write_case(d, "silu", bad_name, {}, fmt="npy")

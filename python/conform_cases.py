@@ -1,0 +1,262 @@
+"""Check a kernel called from Python against conform's property suite.
+
+    import sys; sys.path.insert(0, "conform/python")
+    import conform_cases
+
+    def rms_norm(inputs, params):               # NumPy in, outputs by name out
+        x = inputs["x"].astype(np.float32)
+        ...
+        return {"y": y}                         # NumPy, __dlpack__ or .cpu().numpy()
+
+    conform_cases.check("rms_norm", "bf16", rms_norm)    # AssertionError on a failure
+
+`check` runs `conform cases` (the inputs the property suite would give a
+kernel of that op and format: special values, edge shapes, the related
+inputs of metamorphic properties), `fill` (calls `fn` on every case and
+writes its outputs into the case files) and `conform validate` (every case
+against the oracle, every group by its relation).  `fill` alone serves a
+kernel that runs on another machine: generate there with `conform cases`,
+fill on the machine with the kernel, validate anywhere.  docs/cases.md
+describes the case set; docs/dumps.md the case files.
+
+Inputs reach `fn` as NumPy arrays by the op's input names (`conform ops`);
+bfloat16 ones as `ml_dtypes.bfloat16` arrays when ml_dtypes is installed,
+else as float32 arrays of the same values whose attribute `conform_dtype`
+is "bf16".  `params` is a dict of the op's parameters.  Outputs are
+converted to the case set's output format (rounded to nearest even when a
+value is not representable: return the kernel's own output dtype to judge
+exactly what it computed).
+
+Declared conventions (docs/numerics.md, "Conventions"), e.g.
+`conventions={"masked_row": "nan"}`, are written into every case and passed
+to `conform cases`; `profile` (e.g. "ulp:4") is the accuracy profile claimed.
+
+Standard library and NumPy only at import time.  `python3 conform_cases.py
+--self-test` checks the conversions without conform.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import conform_case as cc  # noqa: E402  (the case writer and reader beside this file)
+
+CASE_SET_FORMAT = "conform.cases/1"
+
+
+class BF16Values(np.ndarray):
+    """float32 values of a bfloat16 input (ml_dtypes absent): conform_dtype names the format."""
+
+    conform_dtype = "bf16"
+
+
+def _ml_bfloat16():
+    try:
+        import ml_dtypes  # optional: a real bfloat16 dtype for NumPy
+    except ImportError:
+        return None
+    return ml_dtypes.bfloat16
+
+
+def _bf16_from_bits(bits):
+    bits = np.ascontiguousarray(bits, dtype="<u2")
+    bf = _ml_bfloat16()
+    if bf is not None:
+        return bits.view(bf)
+    values = (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return values.view(BF16Values)
+
+
+def _user_input(value):
+    if isinstance(value, cc.BF16):
+        return _bf16_from_bits(value.bits)
+    return value
+
+
+def _as_numpy(value, where):
+    """An output as a NumPy array: NumPy, PyTorch (.cpu().numpy()), JAX (__array__), DLPack producers."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "cpu") and hasattr(value, "numpy"):  # PyTorch, on any device
+        t = value.detach().cpu() if hasattr(value, "detach") else value.cpu()
+        if str(getattr(t, "dtype", "")) == "torch.bfloat16":  # NumPy has no bfloat16: the bits, exactly
+            return _BF16Bits(cc.bf16_bits(t.float().numpy()))
+        return t.numpy()
+    if hasattr(value, "__array__"):
+        return np.asarray(value)
+    if hasattr(value, "__dlpack__"):
+        return np.from_dlpack(value)
+    if hasattr(value, "get"):  # CuPy without DLPack support in this NumPy
+        return np.asarray(value.get())
+    if isinstance(value, (list, tuple, float, int)):
+        return np.asarray(value)
+    raise TypeError("%s: %s is not an array (NumPy, __dlpack__, .cpu().numpy())" % (where, type(value).__name__))
+
+
+class _BF16Bits:
+    """bfloat16 bit patterns of an output (a PyTorch bf16 tensor without ml_dtypes)."""
+
+    def __init__(self, bits):
+        self.bits = bits
+        self.shape = bits.shape
+
+
+def _to_f32_round_to_odd(a):
+    """float64 -> float32 rounded to odd: rounding that to bf16 (to nearest) is then correctly rounded."""
+    a = np.asarray(a, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = a.astype(np.float32)
+        toward_zero = np.abs(f.astype(np.float64)) > np.abs(a)
+        f = np.where(toward_zero & np.isfinite(a), np.nextafter(f, np.float32(0)), f).astype(np.float32)
+        inexact = (f.astype(np.float64) != a) & np.isfinite(a)
+    bits = f.view(np.uint32).copy()
+    bits[inexact] |= np.uint32(1)
+    return bits.view(np.float32)
+
+
+def _convert_output(value, dtype, shape, where):
+    """An output converted to the case set's format: an array for write_case (bf16 as cc.BF16)."""
+    a = value if isinstance(value, _BF16Bits) else _as_numpy(value, where)
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError("%s: shape %s, the case expects %s" % (where, list(a.shape), list(shape)))
+    bf = _ml_bfloat16()
+    is_bf16 = isinstance(a, _BF16Bits) or (bf is not None and a.dtype == bf)
+    if dtype == "bf16":
+        if isinstance(a, _BF16Bits):
+            return cc.BF16(np.ascontiguousarray(a.bits, dtype="<u2"))
+        if is_bf16:
+            return cc.BF16(np.ascontiguousarray(a).view(np.uint16).copy())
+        if a.dtype == np.float64:
+            return cc.bf16(_to_f32_round_to_odd(a))
+        return cc.bf16(np.asarray(a, dtype=np.float32))
+    if is_bf16:
+        a = (a.bits.astype(np.uint32) << np.uint32(16)).view(np.float32) if isinstance(a, _BF16Bits) \
+            else a.astype(np.float32)
+    targets = {"fp32": np.float32, "fp16": np.float16, "fp64": np.float64}
+    if dtype in targets:
+        if a.dtype.kind not in "fiu":
+            raise TypeError("%s: dtype %s is not numeric" % (where, a.dtype))
+        return np.asarray(a, dtype=targets[dtype])  # NumPy's float conversions round to nearest even
+    if dtype == "int8":
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a) & (a == np.round(a))):
+            raise ValueError("%s: int8 output holds values that are not integers" % where)
+        if np.any((a < -128) | (a > 127)):
+            raise ValueError("%s: int8 output outside [-128, 127]" % where)
+        return np.asarray(a).astype(np.int8)
+    raise ValueError("%s: unknown output format %r" % (where, dtype))
+
+
+def read_manifest(case_dir):
+    path = os.path.join(os.fspath(case_dir), "manifest.json")
+    with open(path) as f:
+        manifest = json.load(f)
+    if manifest.get("format") != CASE_SET_FORMAT:
+        raise ValueError("%s: format: %r is not %s" % (path, manifest.get("format"), CASE_SET_FORMAT))
+    return manifest
+
+
+def fill(case_dir, fn, conventions=None, impl="", profile=None):
+    """Call fn(inputs, params) on every case of a case set and store its outputs in the case files.
+
+    fn returns a dict of outputs by the op's output names.  `conventions`
+    (a dict) and `profile` are declared in every case; `impl` names who
+    produced the outputs.  Returns the number of cases filled.
+    """
+    manifest = read_manifest(case_dir)
+    for entry in manifest["cases"]:
+        path = os.path.join(os.fspath(case_dir), entry["file"])
+        case = cc.read_case(path)
+        inputs = {name: _user_input(t) for name, t in case["inputs"].items()}
+        outputs = fn(inputs, dict(case["params"]))
+        if not isinstance(outputs, dict):
+            raise TypeError("%s: fn returned %s, not a dict of outputs by name" % (path, type(outputs).__name__))
+        want = entry["outputs"]
+        unknown = sorted(set(outputs) - set(want))
+        if unknown:
+            raise ValueError("%s: fn returned outputs %s; %s has %s" % (path, unknown, manifest["op"], sorted(want)))
+        stored = {name: _convert_output(outputs[name], spec["dtype"], spec["shape"], "%s: output %r" % (path, name))
+                  for name, spec in want.items() if name in outputs}
+        declared = dict(case["conventions"] or {})
+        declared.update(conventions or {})
+        cc.write_case(path, manifest["op"], case["inputs"], stored, params=case["params"], impl=impl,
+                      conventions=declared or None, profile=profile)
+    return len(manifest["cases"])
+
+
+def _first_failure(report_dir, case_dir):
+    """conform's first failure: a failing case (property, element, inputs in hex, path), else a failing property."""
+    with open(os.path.join(report_dir, "validate.json")) as f:
+        cases = json.load(f)["cases"]
+    for c in cases:
+        if c["status"] != "PASS":
+            text = "%s %s: %s" % (c.get("property", "case"), c["status"], c["message"])
+            if c.get("matches_alternative"):
+                text += "\nmatches " + c["matches_alternative"]
+            return text + "\ncase: " + c["path"]
+    with open(os.path.join(report_dir, "report.json")) as f:
+        report = json.load(f)
+    for k in report["kernels"]:
+        for p in k["properties"]:
+            if not p["passed"]:
+                return "%s failed: %s" % (p["name"], p["message"])
+    return "conform validate failed (see %s)" % report_dir
+
+
+def check(op, dtype, fn, cases=100, seed=1, conform="conform", conventions=None, profile=None, impl="", keep=False):
+    """Generate the suite's cases for (op, dtype), fill them with fn, judge them; AssertionError on a failure.
+
+    The message is conform's first failure with the case file's path; the
+    case set is kept then (and with keep=True) under a temporary directory
+    the message names.  Returns the validate summary line on a pass.
+    """
+    work = tempfile.mkdtemp(prefix="conform-%s-%s-" % (op, dtype))
+    case_dir, report_dir = os.path.join(work, "cases"), os.path.join(work, "report")
+    declared = ["--convention=%s=%s" % kv for kv in sorted((conventions or {}).items())]
+    gen = subprocess.run([conform, "cases", "--op", op, "--dtype", dtype, "--cases", str(cases), "--seed", str(seed),
+                          "--out", case_dir] + declared, capture_output=True, text=True)
+    if gen.returncode != 0:
+        shutil.rmtree(work, ignore_errors=True)
+        raise RuntimeError("conform cases failed (exit %d): %s" % (gen.returncode, gen.stderr.strip()))
+    fill(case_dir, fn, conventions=conventions, impl=impl, profile=profile)
+    val = subprocess.run([conform, "validate", case_dir, "--out", report_dir], capture_output=True, text=True)
+    if val.returncode == 0:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+        summary = [line for line in val.stdout.splitlines() if line.split(" ")[0].isdigit() and " cases: " in line]
+        return summary[-1] if summary else val.stdout
+    if val.returncode != 1:
+        raise RuntimeError("conform validate could not judge the cases (exit %d): %s%s" %
+                           (val.returncode, val.stderr.strip(), val.stdout[-2000:]))
+    raise AssertionError("%s %s: %s\n(case set kept in %s)" % (op, dtype, _first_failure(report_dir, case_dir), work))
+
+
+def _self_test():
+    bits = np.array([0x3F80, 0xBF81, 0x7F80, 0x7FC0, 0x0001], dtype=np.uint16)
+    x = _bf16_from_bits(bits)
+    back = _convert_output(x, "bf16", (5,), "self-test")
+    assert back.bits.tolist() == bits.tolist(), back.bits
+    f32 = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8], dtype=np.float32)
+    assert _convert_output(f32, "bf16", (3,), "t").bits.tolist() == [0x3F80, 0x3F80, 0x3F82]
+    # float64 just above a bf16 midpoint: rounding through float32 to nearest would tie to even and round down
+    f64 = np.array([1 + 2**-8 + 2**-40], dtype=np.float64)
+    assert _convert_output(f64, "bf16", (1,), "t").bits.tolist() == [0x3F81], "round to odd"
+    assert _convert_output(np.array([1e300]), "bf16", (1,), "t").bits.tolist() == [0x7F80]
+    assert _convert_output(np.array([3.0, -2.0]), "int8", (2,), "t").dtype == np.int8
+    for bad in ((np.array([1.5]), "int8", (1,)), (np.zeros(3), "fp32", (4,))):
+        try:
+            _convert_output(*bad, "t")
+            raise AssertionError("accepted %s" % (bad,))
+        except ValueError:
+            pass
+    assert _as_numpy([1.0, 2.0], "t").tolist() == [1.0, 2.0]
+    print("conform_cases self-test: ok")
+
+
+if __name__ == "__main__":
+    cc.command_line(__doc__, _self_test)
