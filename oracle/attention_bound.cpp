@@ -49,6 +49,20 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
 
 double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
 
+// The error of a chain of n block FMAs of k products each (the tensor-core
+// model) relative to the sum of its terms' magnitudes, and its absolute
+// part (every block's final truncation may fall in FP32's subnormal range).
+// Truncation errors all lean toward zero, so no probabilistic tier: the
+// worst case in both.
+struct ChainError {
+    double rel, abs;
+};
+ChainError block_fma_chain(int k, double n) {
+    const double c = 2 * (k + 2) * kU;  // (k + 2) 2^-23 per block FMA
+    const double grow = std::pow(1 + c, n);
+    return {c * n * grow, n * kEta * grow};
+}
+
 // p * rho where p may have underflowed to 0 in double and rho overflowed to
 // inf (logits so large that their FP32 error exceeds ~700 in the exponent):
 // then the kernel's weight is unbounded and so is the bound (inf, never NaN).
@@ -70,7 +84,26 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
     const double nb = model.key_block > 0 ? std::ceil(static_cast<double>(sh.lk) / model.key_block)
                                           : static_cast<double>(sh.lk);
     const double kk = sh.lk + nb;  // terms of each accumulation: products and rescales
-    const double g2 = 2 * gamma(kk + 2, kU), gk = gamma(kk, kU);
+    const double splits = static_cast<double>(std::max<std::int64_t>(1, model.splits));
+    // The denominator l (FP32 sums, the division, and with splits their
+    // merge: S products w_s o_s and S-term sums); the numerator the same, or
+    // with tensor cores a chain of block FMAs over the keys in blocks of
+    // mma_k (at most ceil(Lk / mma_k) + S blocks) and the rescales.
+    const double merge_terms = splits > 1 ? splits + 1 : 0;
+    const double g_den = gamma(kk + 2 + merge_terms, kU), gk = gamma(kk, kU);
+    ChainError pv{0, 0};
+    double g_num = g_den;
+    if (model.mma_k > 0) {
+        pv = block_fma_chain(model.mma_k, std::ceil(static_cast<double>(sh.lk) / model.mma_k) + splits);
+        g_num = (1 + pv.rel) * (1 + gamma(nb + 2 + merge_terms, kU)) - 1;
+    }
+    // The logits: an FP32 dot product of D terms and the scale (2 roundings),
+    // or ceil(D / mma_k) block FMAs and the scale.
+    double g_dot = gamma(sh.d + 2.0, kU), dot_abs = 0;
+    if (model.mma_k > 0) {
+        const ChainError qk = block_fma_chain(model.mma_k, std::ceil(static_cast<double>(sh.d) / model.mma_k));
+        g_dot = (1 + qk.rel) * (1 + gamma(2, kU)) - 1, dot_abs = qk.abs;
+    }
     const std::int64_t n_o = sh.hq * sh.lq * sh.dv;
     std::vector<double> bound(static_cast<std::size_t>(n_o + sh.hq * sh.lq), 0.0);
     std::vector<double> rho(sh.lk), pr(sh.lk);
@@ -90,12 +123,18 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
             double mm = 0, l = 0;          // M = max |s_j| over visible keys; l = sum exp(s_j - m)
             for (double s : r.s)
                 if (s != -INFINITY) mm = std::max(mm, std::fabs(s)), l += std::exp(s - m);
+            // Split-KV: each split's lse_s = m_s + log l_s (l_s in [1, Lk], its sum off by gamma_K) and
+            // the merge's w_s = exp(lse_s - max) act on every key of the split like a logit error.
+            const double log_lk = std::log(static_cast<double>(std::max<std::int64_t>(sh.lk, 1)));
+            const double d_merge = splits > 1 ? gk / (1 - gk) + model.e_log * log_lk + 3 * kU * (mm + log_lk) +
+                                                    model.e_exp
+                                              : 0;
             // 1. logit perturbation delta_j; 2. weights: rho_j with E = sum p_k (e^delta_k - 1)
             double big_e = 0;
             for (std::int64_t j = 0; j < sh.lk; ++j) {
                 pr[j] = r.s[j] == -INFINITY ? 0 : std::exp(r.s[j] - m) / l;
                 if (pr[j] == 0 && r.s[j] == -INFINITY) continue;
-                const double delta = gamma(sh.d + 2.0, kU) * std::fabs(scale) * r.a[j] +
+                const double delta = g_dot * std::fabs(scale) * r.a[j] + dot_abs * std::fabs(scale) + d_merge +
                                      (softcap ? (model.e_tanh + 3 * kU) * std::fabs(r.capped[j]) : 0) +
                                      (mask.empty() ? 0 : kU * std::fabs(r.s[j])) +  // the mask add rounds once
                                      4 * kU * (std::fabs(r.s[j]) + std::fabs(m)) +
@@ -107,18 +146,25 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                 if (r.s[j] != -INFINITY) rho[j] = (1 + rho[j]) * (1 + big_e) - 1;
             // 3. accumulation and output rounding, per output column d
             for (std::int64_t d = 0; d < sh.dv; ++d) {
-                double vd = 0, td = 0, vmax = 0;
+                double vd = 0, td = 0, vmax = 0, sq = 0;  // sq: sum of the squared terms p_j (1 + rho_j) |v_jd|
                 for (std::int64_t j = 0; j < sh.lk; ++j) {
                     if (r.s[j] == -INFINITY) continue;
-                    const double av = std::fabs(vh[j * sh.dv + d]);
-                    vd += pr[j] * av, td += weighted(pr[j], rho[j]) * av, vmax = std::max(vmax, av);
+                    const double av = std::fabs(vh[j * sh.dv + d]), x = (pr[j] + weighted(pr[j], rho[j])) * av;
+                    vd += pr[j] * av, td += weighted(pr[j], rho[j]) * av, vmax = std::max(vmax, av), sq += x * x;
                 }
                 const double od = std::fabs(to_double(exact.values[0][row * sh.dv + d]));
-                const double pre = td + g2 * (vd + td);  // bound before the output rounding
+                // bound before the output rounding: the weights' error, their rounding to the P format,
+                // the numerator's and the denominator's arithmetic, and the subnormal absolute parts
+                const double w = vd + td;
+                const double pre = td + rounding_sum(model.p_unit, w, std::sqrt(sq)) +
+                                   (g_num + g_den) * (1 + model.p_unit) * w + pv.abs +
+                                   sh.lk * model.p_eta * vmax;
                 ob[d] = pre + half_ulp(model.out, od + pre) + sh.lk * kEta * vmax;
             }
             const double lse = std::fabs(to_double(exact.values[1][row]));
-            const double pre = std::log1p(big_e) + gk / (1 - gk) + model.e_log * std::fabs(std::log(l)) + kU * lse;
+            const double g_merge = splits > 1 ? gamma(splits, kU) + model.e_log * std::log(splits) : 0;
+            const double pre = std::log1p(big_e) + gk / (1 - gk) + g_merge + model.e_log * std::fabs(std::log(l)) +
+                               kU * lse;
             lb = pre + half_ulp(model.lse_out, lse + pre);
         }
     }

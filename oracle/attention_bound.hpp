@@ -20,6 +20,16 @@ struct FlashErrorModel {
     double e_tanh = 8 * 0x1p-24;    // relative error of its tanh inside the softcap
     double e_log = 4 * 0x1p-24;     // relative error of its log (lse)
     std::int64_t key_block = 0;     // B_k: N_b = ceil(Lk / B_k); 0 = unknown (N_b = Lk)
+    // Tensor cores (docs/attention.md, "Tensor-core accumulation"): dot
+    // products and P V in block FMAs of mma_k products (0: FP32 operations
+    // each rounded to nearest), each off by (mma_k + 2) 2^-23 of its terms'
+    // magnitudes (impls/cuda/emu/mma_model.hpp).
+    int mma_k = 0;
+    // The weights rounded to a narrower format before P V: its unit
+    // roundoff and half its smallest subnormal spacing (0: not rounded).
+    double p_unit = 0, p_eta = 0;
+    // KV splits merged by lse_merge (1: none).
+    std::int64_t splits = 1;
 };
 
 // Bounds on |kernel - exact| for every element of the attention op's outputs,

@@ -59,6 +59,11 @@ Tier current_tier();
 double gamma(double k, double u);
 double gamma_rigorous(double k, double u);
 double gamma_probabilistic(double k, double u, double lambda = kLambda);
+// |sum_j theta_j x_j| for independent roundings |theta_j| <= u of terms
+// whose magnitudes sum to l1 and whose squares sum to l2^2: u l1 in the
+// rigorous tier; in the probabilistic one also at most lambda u l2
+// (Hoeffding, the failure probability of one gamma constant).
+double rounding_sum(double u, double l1, double l2);
 
 struct RowData {
     std::vector<double> x, w, b;  // exact inputs (w, b empty when the op has none)

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "impls/cuda/emu/mma_model.hpp"
 #include "numerics/format.hpp"
 
 namespace conform::cuda_emu {
@@ -71,8 +72,14 @@ struct Thread {
     std::uint64_t warp_ops = 0;  // warp synchronization points passed (parity picks the buffer)
 };
 
+// One lane's operands of an mma.sync.
+struct MmaFragments {
+    std::uint32_t a[4], b[2];
+};
+
 struct Warp {
     std::uint64_t slot[2][warpSize] = {};  // deposited values, double-buffered by op parity
+    MmaFragments mma[2][warpSize] = {};    // deposited mma operands, likewise
     unsigned arrived[2] = {};              // the lanes that took part in the op of that parity
 };
 
@@ -249,6 +256,44 @@ unsigned warp_ballot(unsigned mask, bool predicate) {
     for (int l = 0; l < warpSize; ++l)
         if ((mask >> l & 1u) && (w.arrived[parity] >> l & 1u) && w.slot[parity][l]) ballot |= 1u << l;
     return ballot;
+}
+
+namespace {
+
+// Element e (0 or 1) of a register of two 16-bit values, decoded.
+double half_of(std::uint32_t reg, int e, bool bf16) {
+    const auto bits = static_cast<std::uint16_t>(reg >> (16 * e));
+    return bf16 ? bf16_to_float(bits) : fp16_to_float(bits);
+}
+
+}  // namespace
+
+void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], const float c[4], bool bf16) {
+    Warp& w = my_warp();
+    const std::size_t parity = (me().warp_ops + 1) & 1;
+    const int lane = lane_id();
+    MmaFragments& mine = w.mma[parity][lane];
+    std::memcpy(mine.a, a, sizeof mine.a), std::memcpy(mine.b, b, sizeof mine.b);
+    syncwarp(0xffffffffu);
+    if (w.arrived[parity] != 0xffffffffu)
+        throw std::runtime_error("mma.sync with lanes missing (arrived 0x" + std::to_string(w.arrived[parity]) +
+                                 "): every lane of the warp must execute it");
+    // A[r][k] and B[k][n] from the lanes that hold them (the layout above).
+    auto a_at = [&](int r, int k) {
+        const MmaFragments& f = w.mma[parity][(r % 8) * 4 + (k % 8) / 2];
+        return half_of(f.a[(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1, bf16);
+    };
+    auto b_at = [&](int k, int n) {
+        const MmaFragments& f = w.mma[parity][n * 4 + (k % 8) / 2];
+        return half_of(f.b[k >= 8 ? 1 : 0], k & 1, bf16);
+    };
+    const int group = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+        const int r = group + (i >= 2 ? 8 : 0), n = 2 * t + (i & 1);
+        double products[16];
+        for (int k = 0; k < 16; ++k) products[k] = a_at(r, k) * b_at(k, n);  // exact: 11 x 11 or 8 x 8 bits
+        d[i] = block_fma_truncated(c[i], products, 16);
+    }
 }
 
 // ---- runtime API ----

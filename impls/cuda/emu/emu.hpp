@@ -55,6 +55,16 @@ void syncwarp(unsigned mask);
 std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int src);
 // Deposits a predicate and returns the warp's ballot over `mask`.
 unsigned warp_ballot(unsigned mask, bool predicate);
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.f32: every lane of the
+// warp deposits its fragments (a: 4 registers of two 16-bit values, b: 2,
+// c: 4 floats) at one warp synchronization point and gets its 4 floats of
+// D = C + A B, laid out as the PTX ISA documents for this shape (lane =
+// 4 group + t: A rows group and group + 8, columns 2t, 2t + 1 and 8 more;
+// B rows 2t, 2t + 1 (+ 8), column group; C and D rows group, group + 8,
+// columns 2t, 2t + 1; the lower half of a register holds the element of
+// lower index).  The arithmetic is block_fma_truncated (mma_model.hpp).
+// Every lane of the warp must take part, as .aligned requires.
+void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], const float c[4], bool bf16);
 
 // The thread's linear index in its block, and its lane in its warp.
 inline int linear_thread() {
@@ -137,6 +147,11 @@ float __half2float(__half h);
 __half __float2half_rn(float f);
 __half __double2half(double d);
 float __bfloat162float(__nv_bfloat16 h);
+inline unsigned short __half_as_ushort(__half h) { return h.x; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
+inline __half __ushort_as_half(unsigned short x) { return {x}; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short x) { return {x}; }
+
 __nv_bfloat16 __float2bfloat16(float f);     // round to nearest even
 __nv_bfloat16 __float2bfloat16_rn(float f);
 __nv_bfloat16 __float2bfloat16_rz(float f);  // toward zero
@@ -180,6 +195,7 @@ using std::isnan;
 using std::log1p;
 using std::nextafter;
 using std::pow;
+using std::signbit;
 using std::tanh;
 // sincos(double): the device's and glibc's, one call for both.
 inline void sincos(double a, double* s, double* c) { *s = std::sin(a), *c = std::cos(a); }

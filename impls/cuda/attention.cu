@@ -1,0 +1,47 @@
+// CUDA attention (docs/attention.md for the formula, conventions and bound;
+// docs/cuda.md for the kernels): cuda.attention.fp16 and .bf16 on tensor
+// cores, cuda.attention.fp32 without; each returns o in its format and lse
+// in FP32, splits the keys for decoding (Lq <= 16, long Lk) and merges the
+// splits with lse_merge.
+#include "impls/cuda/attention.cuh"
+#include "impls/cuda/cuda.hpp"
+
+namespace conform::CONFORM_CUDA_NS {
+
+// The arithmetic the bound must cover (impls/registry.hpp, "declared"):
+// up to kMaxSplits KV splits merged (max_splits); on tensor cores, dot
+// products in block FMAs of 16 (mma_k) and the weights rounded to the input
+// format before P V (p_unit, p_eta: that format's unit roundoff and half its
+// smallest subnormal spacing).
+KernelInfo attention_info(KernelInfo k, Format f) {
+    k.acc = Format::fp32;
+    k.out_formats = {f, Format::fp32};
+    k.declared["max_splits"] = kMaxSplits;
+    if (f == Format::fp32) return k;
+    k.declared["mma_k"] = 16;
+    k.declared["p_unit"] = f == Format::fp16 ? 0x1p-11 : 0x1p-8;
+    k.declared["p_eta"] = f == Format::fp16 ? 0x1p-25 : 0x1p-134;
+    return k;
+}
+
+void register_attention(Registry& r) {
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        KernelInfo k = attention_info(kernel_info("attention", f, ""), f);
+        k.description = f == Format::fp32
+                            ? std::string("FP32 without tensor cores: a warp per query row, 32 keys a step, FMA dots; "
+                                          "KV splits for decoding merged by lse_merge")
+                            : std::string("FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, FP32 "
+                                          "accumulators), 16 query rows a warp, K/V tiles in shared memory, online "
+                                          "softmax in FP32, P rounded to ") +
+                                  name(f) + "; KV splits for decoding merged by lse_merge";
+        const std::string kernel = k.name;
+        auto make = [f, kernel](AttnLaunch l) -> KernelFn {
+            return [f, kernel, l](const KernelCall& c) { run_attention(c, f, kernel.c_str(), l); };
+        };
+        k.fn = make({});
+        k.launches = {{"one warp per block", make({1, 0})}, {"the keys in 3 splits", make({0, 3})}};
+        r.add(std::move(k));
+    }
+}
+
+}  // namespace conform::CONFORM_CUDA_NS

@@ -1,0 +1,518 @@
+// The attention kernels and their host call (attention.cu registers them;
+// the GPU mutants of impls/mutants/cuda_attention.cu instantiate them with
+// one bug).  docs/attention.md has the formula, the conventions and the
+// bound; docs/cuda.md the kernels' design.
+//
+//   attention_tc   FP16/BF16 on tensor cores (mma.sync m16n8k16, FP32
+//                  accumulators): a FlashAttention-2 forward pass, 16 query
+//                  rows per warp, K and V tiles through shared memory, the
+//                  online softmax in FP32 registers.
+//   attention_simt FP32 without tensor cores: one warp per query row, 32
+//                  keys per step (a lane per key), FMA dot products.
+//   attention_merge  the split-KV partials (o_s, lse_s) merged by lse_merge.
+// Both forward kernels take a key range per blockIdx.z (a KV split): with
+// one split they write o and lse, with several the FP32 partials the merge
+// reads.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "impls/cuda/elementwise.cuh"
+#include "impls/cuda/mma.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+
+// The GPU attention mutants' bugs (impls/mutants/cuda_attention.cu), all off in the kernels.
+struct AttnNoBug {
+    static constexpr bool kCausalPerTile = false;     // the causal mask decides whole key tiles, not elements
+    static constexpr bool kTopLeft = false;           // causal aligned top-left (pos_i = i)
+    static constexpr bool kTileMaxOnly = false;       // each tile's weights against its own max, nothing carried
+    static constexpr bool kSkipORescale = false;      // the running sum is rescaled when the max grows, o is not
+    static constexpr bool kUnguardedMinusInf = false; // exp(s - m) with m = -inf: NaN for a fully hidden tile
+    static constexpr bool kFp16Accumulator = false;   // o accumulated in FP16 (rounded after every mma)
+    static constexpr bool kGqaModulo = false;         // KV head h mod Hkv instead of h / (Hq / Hkv)
+    static constexpr bool kSoftcapAfterMask = false;  // cap(s + mask) instead of cap(s) + mask
+    static constexpr bool kEmptySplitLseZero = false; // the merge reads an empty split's -inf lse as 0
+};
+
+// Everything about a call but the tensors.
+struct AttnArgs {
+    int hq, hkv, lq, lk, d, dv;
+    float scale, softcap;
+    int causal, window, has_mask;
+    int splits, split_keys;  // KV splits (blockIdx.z) and the keys of each
+    int block;               // keys per tile (tensor cores: at most the kernel's kBk)
+};
+
+__device__ __forceinline__ float nan_max(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+template <class Bug>
+__device__ __forceinline__ int kv_head(const AttnArgs& a, int h) {
+    return Bug::kGqaModulo ? h % a.hkv : h / (a.hq / a.hkv);
+}
+
+// The query's position among the keys: bottom-right alignment.
+template <class Bug>
+__device__ __forceinline__ int query_pos(const AttnArgs& a, int i) {
+    return Bug::kTopLeft ? i : i + a.lk - a.lq;
+}
+
+// The structural mask (causal, window) of query i and key j.
+template <class Bug>
+__device__ __forceinline__ bool structurally_visible(const AttnArgs& a, int i, int j) {
+    if (!a.causal && a.window <= 0) return true;
+    const int pos = query_pos<Bug>(a, i);
+    return j <= pos && (a.window <= 0 || j > pos - a.window);
+}
+
+// The keys [lo, hi) that rows [r0, r1] of a block may see within split z.
+template <class Bug>
+__device__ __forceinline__ void key_range(const AttnArgs& a, int r0, int r1, int z, int* lo, int* hi) {
+    *lo = z * a.split_keys;
+    *hi = imin(a.lk, *lo + a.split_keys);
+    if (a.causal || a.window > 0) {
+        *hi = imin(*hi, query_pos<Bug>(a, r1) + 1);
+        if (a.window > 0) *lo = imax(*lo, query_pos<Bug>(a, r0) - a.window + 1);
+    }
+}
+
+// The final logit of a visible key: cap(scale * dot) + mask.
+template <class Bug>
+__device__ __forceinline__ float logit(const AttnArgs& a, float dot, float mask) {
+    float x = dot * a.scale;
+    if (Bug::kSoftcapAfterMask) x += mask;
+    if (a.softcap > 0) x = a.softcap * tanhf(x / a.softcap);
+    return Bug::kSoftcapAfterMask ? x : x + mask;
+}
+
+template <class T>
+__device__ __forceinline__ float mask_at(const T* mask, const AttnArgs& a, int i, int j) {
+    return a.has_mask ? static_cast<float>(load(mask[static_cast<long long>(i) * a.lk + j])) : 0.0f;
+}
+
+// The row's result: o = acc / l and lse = m + log l, or the empty row
+// (0, -inf) when no key was visible.  With several splits the FP32 partial.
+template <class S>
+__device__ __forceinline__ void store_row_value(S* o, float* part_o, const AttnArgs& a, int z, int h, int i, int col,
+                                                float acc, float m, float l) {
+    const float v = m == -INFINITY ? 0.0f : acc / l;
+    const long long at = (static_cast<long long>(h) * a.lq + i) * a.dv + col;
+    if (a.splits > 1) part_o[static_cast<long long>(z) * a.hq * a.lq * a.dv + at] = v;
+    else o[at] = store<S>(v);
+}
+
+__device__ __forceinline__ void store_row_lse(float* lse, float* part_lse, const AttnArgs& a, int z, int h, int i,
+                                              float m, float l) {
+    const float v = m == -INFINITY ? -INFINITY : m + logf(l);
+    const long long at = static_cast<long long>(h) * a.lq + i;
+    if (a.splits > 1) part_lse[static_cast<long long>(z) * a.hq * a.lq + at] = v;
+    else lse[at] = v;
+}
+
+// ---------------------------------------------------------------------------
+// Tensor cores.  P: the head dimensions padded to a multiple of 16 (zeros
+// in shared memory and in the Q fragments contribute exact zeros);
+// kBk keys per tile.
+
+template <int P>
+struct TcTile {
+    static constexpr int kBk = P >= 256 ? 32 : 64;  // K and V tiles within 48 KiB of static shared memory
+    static constexpr int kStride = P + 8;           // row pitch in 16-bit elements (bank offset)
+};
+
+// Online-softmax state of the two rows a lane holds (group and group + 8).
+struct RowState {
+    float m[2] = {-INFINITY, -INFINITY};
+    float l[2] = {0, 0};  // this lane's part of the row sum (the 4 lanes of a group are added at the end)
+};
+
+// Loads keys [k0, k0 + kBk) of K and V into shared memory as raw 16-bit
+// values, zero beyond the head dimensions and beyond `hi`.  A non-finite
+// value of V is stored as 0 (the tensor cores would spread it to rows that
+// do not see its key: 0 * NaN) and reported: the tile's entry in *nonfinite
+// is set to tile + 1, and the rows that see the key add it separately.
+template <int P>
+__device__ __forceinline__ void load_kv_tile(const unsigned short* kh, const unsigned short* vh, const AttnArgs& a,
+                                             int k0, int hi, unsigned short (*ks)[TcTile<P>::kStride],
+                                             unsigned short (*vs)[TcTile<P>::kStride], bool bf16, int tile,
+                                             int* nonfinite) {
+    constexpr int kBk = TcTile<P>::kBk;
+    for (int e = threadIdx.x; e < kBk * P; e += blockDim.x) {
+        const int r = e / P, c = e % P, j = k0 + r;
+        const bool in = j < hi;
+        ks[r][c] = in && c < a.d ? kh[static_cast<long long>(j) * a.d + c] : 0;
+        unsigned short vb = in && c < a.dv ? vh[static_cast<long long>(j) * a.dv + c] : 0;
+        // An all-ones exponent: Inf or NaN in either format.
+        const bool special = bf16 ? (vb & 0x7f80) == 0x7f80 : (vb & 0x7c00) == 0x7c00;
+        if (special) *nonfinite = tile + 1, vb = 0;
+        vs[r][c] = vb;
+    }
+}
+
+template <class S, int P, class Bug = AttnNoBug>
+__global__ void attention_tc(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                             const unsigned short* __restrict__ v, const S* __restrict__ mask, AttnArgs a,
+                             S* __restrict__ o, float* __restrict__ lse, float* __restrict__ part_o,
+                             float* __restrict__ part_lse) {
+    constexpr int kBk = TcTile<P>::kBk, kStride = TcTile<P>::kStride, kQc = P / 16, kOn = P / 8, kSn = kBk / 8;
+    constexpr bool kBf16 = std::is_same_v<S, __nv_bfloat16>;
+    __shared__ unsigned short ks[kBk][kStride];
+    __shared__ unsigned short vs[kBk][kStride];
+    __shared__ int nonfinite;
+    const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int group = lane / 4, t = lane % 4;
+    const int h = blockIdx.y, z = blockIdx.z, g = kv_head<Bug>(a, h);
+    const int block_row0 = blockIdx.x * 16 * warps, row0 = block_row0 + warp * 16;
+    const int rows[2] = {row0 + group, row0 + group + 8};
+    const int qcs = (a.d + 15) / 16, ons = (a.dv + 7) / 8;  // fragments that are not all padding
+
+    // Q fragments (A operand), straight from global memory, zero outside the tensor.
+    auto q_bits = [&](int r, int c) -> unsigned short {
+        return r < a.lq && c < a.d ? q[(static_cast<long long>(h) * a.lq + r) * a.d + c] : 0;
+    };
+    std::uint32_t qf[kQc][4];
+    CONFORM_UNROLL
+    for (int kc = 0; kc < kQc; ++kc)
+        for (int x = 0; x < 4; ++x) {
+            const int r = rows[x & 1], c = kc * 16 + 2 * t + (x >= 2 ? 8 : 0);
+            qf[kc][x] = static_cast<std::uint32_t>(q_bits(r, c)) | static_cast<std::uint32_t>(q_bits(r, c + 1)) << 16;
+        }
+    float of[kOn][4];
+    CONFORM_UNROLL
+    for (int n = 0; n < kOn; ++n) of[n][0] = of[n][1] = of[n][2] = of[n][3] = 0;
+    RowState st;
+
+    int lo, hi;
+    key_range<Bug>(a, block_row0, imin(a.lq, block_row0 + 16 * warps) - 1, z, &lo, &hi);
+    const unsigned short* kh = k + static_cast<long long>(g) * a.lk * a.d;
+    const unsigned short* vh = v + static_cast<long long>(g) * a.lk * a.dv;
+    if (threadIdx.x == 0) nonfinite = 0;
+    int tile = 0;
+    for (int k0 = lo; k0 < hi; k0 += a.block, ++tile) {
+        const int tile_hi = imin(hi, k0 + a.block), sns = (tile_hi - k0 + 7) / 8;  // keys, 8-key blocks
+        __syncthreads();  // the previous tile is consumed (and the flag's reset is visible)
+        load_kv_tile<P>(kh, vh, a, k0, tile_hi, ks, vs, kBf16, tile, &nonfinite);
+        __syncthreads();
+
+        // S = Q K^T for the tile: kSn blocks of 8 keys.
+        float sf[kSn][4];
+        CONFORM_UNROLL
+        for (int n = 0; n < kSn; ++n) {
+            sf[n][0] = sf[n][1] = sf[n][2] = sf[n][3] = 0;
+            CONFORM_UNROLL
+            for (int kc = 0; kc < kQc; ++kc) {
+                if (kc >= qcs || n >= sns) break;  // padding, or keys past the tile: hidden below
+                const std::uint32_t b[2] = {pair_at(&ks[n * 8 + group][kc * 16 + 2 * t]),
+                                            pair_at(&ks[n * 8 + group][kc * 16 + 2 * t + 8])};
+                mma16816<S>(sf[n], qf[kc], b, sf[n]);
+            }
+        }
+        // Logits; hidden keys -inf whatever their dot product (a NaN in q or k there must not reach the row).
+        float tmax[2] = {-INFINITY, -INFINITY};
+        CONFORM_UNROLL
+        for (int n = 0; n < kSn; ++n)
+            for (int x = 0; x < 4; ++x) {
+                const int i = rows[x >> 1], j = k0 + n * 8 + 2 * t + (x & 1);
+                bool visible = i < a.lq && j < tile_hi && (Bug::kCausalPerTile || structurally_visible<Bug>(a, i, j));
+                const float mk = visible ? mask_at(mask, a, i, j) : 0.0f;
+                visible = visible && mk != -INFINITY;
+                sf[n][x] = visible ? logit<Bug>(a, sf[n][x], mk) : -INFINITY;
+                tmax[x >> 1] = nan_max(tmax[x >> 1], sf[n][x]);
+            }
+        float scale_by[2];
+        for (int rr = 0; rr < 2; ++rr) {
+            tmax[rr] = nan_max(tmax[rr], __shfl_xor_sync(kFullMask, tmax[rr], 1));
+            tmax[rr] = nan_max(tmax[rr], __shfl_xor_sync(kFullMask, tmax[rr], 2));
+            const float m_old = st.m[rr];
+            const float m_new = Bug::kTileMaxOnly ? tmax[rr] : nan_max(m_old, tmax[rr]);
+            // exp(m_old - m_new), 0 while nothing was visible (-inf - x), 1 while nothing is (-inf - (-inf)).
+            scale_by[rr] = Bug::kTileMaxOnly ? 1.0f
+                           : m_new == -INFINITY ? 1.0f
+                           : m_old == -INFINITY ? 0.0f
+                                                : expf(m_old - m_new);
+            st.m[rr] = m_new;
+            st.l[rr] *= scale_by[rr];
+        }
+        if (!Bug::kSkipORescale)
+            CONFORM_UNROLL
+            for (int n = 0; n < kOn; ++n) of[n][0] *= scale_by[0], of[n][1] *= scale_by[0], of[n][2] *= scale_by[1],
+                                          of[n][3] *= scale_by[1];
+        // Weights p = exp(s - m), FP32; a hidden key's is -0 (the marker the non-finite V pass reads).
+        CONFORM_UNROLL
+        for (int n = 0; n < kSn; ++n)
+            for (int x = 0; x < 4; ++x) {
+                const float m = st.m[x >> 1], s = sf[n][x];
+                float p;
+                if (s == -INFINITY && (m == -INFINITY ? !Bug::kUnguardedMinusInf : true)) p = -0.0f;
+                else p = expf(s - m);
+                st.l[x >> 1] += p;
+                sf[n][x] = p;
+            }
+        // O += P V: P rounded to S as the A operand (its C layout is the A layout of two key blocks).
+        // Blocks of keys past the tile hold only zero weights: skipped, c + 0 being exactly c.
+        CONFORM_UNROLL
+        for (int kc = 0; kc < kBk / 16; ++kc) {
+            if (2 * kc >= sns) break;
+            const std::uint32_t pa[4] = {pack2<S>(sf[2 * kc][0], sf[2 * kc][1]), pack2<S>(sf[2 * kc][2], sf[2 * kc][3]),
+                                         pack2<S>(sf[2 * kc + 1][0], sf[2 * kc + 1][1]),
+                                         pack2<S>(sf[2 * kc + 1][2], sf[2 * kc + 1][3])};
+            CONFORM_UNROLL
+            for (int n = 0; n < kOn; ++n) {
+                if (n >= ons) break;
+                const int col = n * 8 + group, key = kc * 16 + 2 * t;
+                const std::uint32_t b[2] = {
+                    static_cast<std::uint32_t>(vs[key][col]) | static_cast<std::uint32_t>(vs[key + 1][col]) << 16,
+                    static_cast<std::uint32_t>(vs[key + 8][col]) | static_cast<std::uint32_t>(vs[key + 9][col]) << 16};
+                mma16816<S>(of[n], pa, b, of[n]);
+                if (Bug::kFp16Accumulator)
+                    for (int x = 0; x < 4; ++x) of[n][x] = __half2float(__float2half_rn(of[n][x]));
+            }
+        }
+        if (nonfinite == tile + 1) {  // final since the barrier after the load
+            // The non-finite values of V this tile zeroed, added by the rows that see their key:
+            // p v with p this row's rounded weight (a hidden key's -0 marker skips it).
+            for (int key = 0; key < kBk; ++key) {
+                const int src = group * 4 + (key % 8) / 2, n = key / 8, x = key & 1;
+                float pk[2] = {__shfl_sync(kFullMask, sf[n][x], src), __shfl_sync(kFullMask, sf[n][2 + x], src)};
+                const int j = k0 + key;
+                if (j >= tile_hi) continue;
+                for (int on = 0; on < ons; ++on)
+                    for (int e = 0; e < 2; ++e) {
+                        const int col = on * 8 + 2 * t + e;
+                        if (col >= a.dv) continue;
+                        const float vj = value_of<S>(vh[static_cast<long long>(j) * a.dv + col]);
+                        if (isfinite(vj)) continue;
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const float p = value_of<S>(bits_of<S>(pk[rr]));
+                            if (p == 0 && signbit(p)) continue;
+                            of[on][2 * rr + e] += p * vj;
+                        }
+                    }
+            }
+        }
+    }
+    // The row sums: the four lanes of a group hold parts of each.
+    for (int rr = 0; rr < 2; ++rr) {
+        st.l[rr] += __shfl_xor_sync(kFullMask, st.l[rr], 1);
+        st.l[rr] += __shfl_xor_sync(kFullMask, st.l[rr], 2);
+    }
+    for (int rr = 0; rr < 2; ++rr) {
+        const int i = rows[rr];
+        if (i >= a.lq) continue;
+        for (int n = 0; n < ons; ++n)
+            for (int e = 0; e < 2; ++e)
+                if (n * 8 + 2 * t + e < a.dv)
+                    store_row_value(o, part_o, a, z, h, i, n * 8 + 2 * t + e, of[n][2 * rr + e], st.m[rr], st.l[rr]);
+        if (t == 0) store_row_lse(lse, part_lse, a, z, h, i, st.m[rr], st.l[rr]);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// FP32 without tensor cores: a warp per query row, a lane per key of each
+// 32-key step, lanes over the value columns for the accumulation.
+
+constexpr int kSimtCols = 8;  // value columns per lane: Dv <= 256
+
+template <class Bug = AttnNoBug>
+__global__ void attention_simt(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                               const float* __restrict__ mask, AttnArgs a, float* __restrict__ o,
+                               float* __restrict__ lse, float* __restrict__ part_o, float* __restrict__ part_lse) {
+    const int warps = blockDim.x / 32, lane = threadIdx.x % 32;
+    const int i = blockIdx.x * warps + threadIdx.x / 32, h = blockIdx.y, z = blockIdx.z, g = kv_head<Bug>(a, h);
+    if (i >= a.lq) return;  // no block-wide barrier below: a warp past the last row leaves
+    const float* qr = q + (static_cast<long long>(h) * a.lq + i) * a.d;
+    const float* kh = k + static_cast<long long>(g) * a.lk * a.d;
+    const float* vh = v + static_cast<long long>(g) * a.lk * a.dv;
+    float acc[kSimtCols] = {};
+    float m = -INFINITY, l = 0;
+    int lo, hi;
+    key_range<Bug>(a, i, i, z, &lo, &hi);
+    const int step = a.block > 0 && a.block < 32 ? a.block : 32;  // keys a step: param block, at most a lane each
+    for (int k0 = lo; k0 < hi; k0 += step) {
+        const int j = k0 + lane;
+        bool visible = lane < step && j < hi && structurally_visible<Bug>(a, i, j);
+        const float mk = visible ? mask_at(mask, a, i, j) : 0.0f;
+        visible = visible && mk != -INFINITY;
+        float s = -INFINITY;
+        if (visible) {
+            float dot = 0;
+            for (int c = 0; c < a.d; ++c) dot = fmaf(qr[c], kh[static_cast<long long>(j) * a.d + c], dot);
+            s = logit<Bug>(a, dot, mk);
+        }
+        float smax = s;
+        for (int off = 16; off > 0; off /= 2) smax = nan_max(smax, __shfl_xor_sync(kFullMask, smax, off));
+        const float m_new = nan_max(m, smax);
+        const float scale_by = m_new == -INFINITY ? 1.0f : m == -INFINITY ? 0.0f : expf(m - m_new);
+        m = m_new;
+        const float p = s == -INFINITY ? 0.0f : expf(s - m);
+        float psum = p;
+        for (int off = 16; off > 0; off /= 2) psum += __shfl_xor_sync(kFullMask, psum, off);
+        l = l * scale_by + psum;
+        for (int c = 0; c < kSimtCols; ++c) acc[c] *= scale_by;
+        for (int key = 0; key < 32; ++key) {
+            const float pk = __shfl_sync(kFullMask, p, key);
+            const int seen = __shfl_sync(kFullMask, static_cast<int>(visible), key);
+            if (!seen) continue;  // a hidden key's value is never read
+            const float* vr = vh + static_cast<long long>(k0 + key) * a.dv;
+            for (int c = 0; c < kSimtCols; ++c)
+                if (lane + 32 * c < a.dv) acc[c] = fmaf(pk, vr[lane + 32 * c], acc[c]);
+        }
+    }
+    for (int c = 0; c < kSimtCols; ++c)
+        if (lane + 32 * c < a.dv) store_row_value(o, part_o, a, z, h, i, lane + 32 * c, acc[c], m, l);
+    if (lane == 0) store_row_lse(lse, part_lse, a, z, h, i, m, l);
+}
+
+// ---------------------------------------------------------------------------
+// Split-KV merge (lse_merge over the splits): lse = max_s lse_s + log sum_s
+// w_s, w_s = exp(lse_s - max), o = sum_s w_s o_s / sum_s w_s.  An empty
+// split (lse_s = -inf) weighs 0; all empty: (0, -inf).  A warp per row.
+
+template <class S, class Bug = AttnNoBug>
+__global__ void attention_merge(const float* __restrict__ part_o, const float* __restrict__ part_lse, AttnArgs a,
+                                S* __restrict__ o, float* __restrict__ lse) {
+    const int warps = blockDim.x / 32, lane = threadIdx.x % 32;
+    const long long row = static_cast<long long>(blockIdx.x) * warps + threadIdx.x / 32;
+    const long long rows = static_cast<long long>(a.hq) * a.lq;
+    if (row >= rows) return;
+    auto split_lse = [&](int s) {
+        const float x = part_lse[s * rows + row];
+        return Bug::kEmptySplitLseZero && x == -INFINITY ? 0.0f : x;
+    };
+    float top = -INFINITY;
+    for (int s = 0; s < a.splits; ++s) top = nan_max(top, split_lse(s));
+    float den = 0;
+    for (int s = 0; s < a.splits; ++s) den += split_lse(s) == -INFINITY ? 0.0f : expf(split_lse(s) - top);
+    for (int c = lane; c < a.dv; c += 32) {
+        float num = 0;
+        for (int s = 0; s < a.splits; ++s) {
+            const float w = split_lse(s) == -INFINITY ? 0.0f : expf(split_lse(s) - top);
+            num += w * part_o[(s * rows + row) * a.dv + c];  // an empty split's o_s is 0
+        }
+        o[row * a.dv + c] = store<S>(top == -INFINITY ? 0.0f : num / den);
+    }
+    if (lane == 0) lse[row] = top == -INFINITY ? -INFINITY : top + logf(den);
+}
+
+// ---------------------------------------------------------------------------
+// Host side.
+
+// A registry entry completed for attention in format f: lse in FP32, and the
+// arithmetic the bound must cover declared (attention.cu).
+KernelInfo attention_info(KernelInfo k, Format f);
+
+// Launch choices: warps per block (0: 4 for prefill, 1 for Lq <= 16) and KV
+// splits (0: the kernel's choice, param `splits` when given).
+struct AttnLaunch {
+    int warps = 0;
+    int splits = 0;
+};
+
+inline constexpr int kMaxSplits = 64;
+
+// The kernel's split count: param `splits`, else the launch's, else for
+// decode-like shapes (Lq <= 16) one split per 512 keys, at most 32.
+inline int choose_splits(const Params& p, const AttnLaunch& l, int lq, int lk) {
+    int s = static_cast<int>(p.get("splits", 0));
+    if (s <= 0) s = l.splits;
+    if (s <= 0) s = lq <= 16 ? std::clamp(lk / 512, 1, 32) : 1;
+    return std::clamp(s, 1, kMaxSplits);
+}
+
+inline AttnArgs attention_args(const KernelCall& c, const AttnLaunch& l) {
+    const TensorView &qv = c.in[0], &kv = c.in[1], &vv = c.in[2];
+    AttnArgs a{};
+    a.hq = static_cast<int>(qv.shape[0]), a.lq = static_cast<int>(qv.shape[1]), a.d = static_cast<int>(qv.shape[2]);
+    a.hkv = static_cast<int>(kv.shape[0]), a.lk = static_cast<int>(kv.shape[1]), a.dv = static_cast<int>(vv.shape[2]);
+    const double scale = c.params.get("scale", 0);
+    a.scale = static_cast<float>(scale != 0 ? scale : 1 / std::sqrt(static_cast<double>(a.d)));
+    a.softcap = static_cast<float>(c.params.get("softcap", 0));
+    a.causal = c.params.get("causal", 0) != 0;
+    a.window = static_cast<int>(c.params.get("window", 0));
+    a.has_mask = c.in.size() > 3 && c.in[3].numel() > 0;
+    a.splits = choose_splits(c.params, l, a.lq, a.lk);
+    a.split_keys = std::max(1, (a.lk + a.splits - 1) / a.splits);
+    a.block = static_cast<int>(c.params.get("block", 0));  // the tunable key tile; 0: the kernel's
+    return a;
+}
+
+// The padded head dimension of the tensor-core kernel.
+inline int padded_dim(int d, int dv) {
+    const int m = std::max(d, dv);
+    for (int p : {32, 64, 128, 256})
+        if (m <= p) return p;
+    throw std::invalid_argument("head dimension " + std::to_string(m) + " > 256: not supported by the CUDA attention kernels");
+}
+
+template <class S, class Bug>
+struct AttnLaunchFn {
+    template <int P>
+    static void tc(AttnArgs a, dim3 grid, dim3 block, const DeviceBuffer* in, const S* mask, S* o, float* lse,
+                   float* po, float* pl, cudaStream_t s) {
+        constexpr int kBk = TcTile<P>::kBk;
+        a.block = a.block > 0 && a.block < kBk ? a.block : kBk;
+        auto* kernel_fn = attention_tc<S, P, Bug>;
+        CONFORM_LAUNCH(kernel_fn, grid, block, 0, s)(in[0].as<unsigned short>(), in[1].as<unsigned short>(),
+                                                    in[2].as<unsigned short>(), mask, a, o, lse, po, pl);
+    }
+};
+
+template <class S, class Bug = AttnNoBug>
+void run_attention_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
+    const AttnArgs a = attention_args(c, l);
+    Stream s(kernel);
+    DeviceBuffer in[3] = {DeviceBuffer(c.in[0].numel() * sizeof(S), kernel),
+                          DeviceBuffer(c.in[1].numel() * sizeof(S), kernel),
+                          DeviceBuffer(c.in[2].numel() * sizeof(S), kernel)};
+    for (int t = 0; t < 3; ++t) upload(c.in[t], in[t], s.get(), kernel);
+    DeviceBuffer mask(a.has_mask ? c.in[3].numel() * sizeof(S) : 0, kernel);
+    if (a.has_mask) upload(c.in[3], mask, s.get(), kernel);
+    const long long rows = static_cast<long long>(a.hq) * a.lq;
+    DeviceBuffer o(rows * a.dv * sizeof(S), kernel), lse(rows * sizeof(float), kernel);
+    const long long parts = a.splits > 1 ? a.splits : 0;
+    DeviceBuffer po(parts * rows * a.dv * sizeof(float), kernel), pl(parts * rows * sizeof(float), kernel);
+    poison(o, s.get(), kernel), poison(lse, s.get(), kernel), poison(po, s.get(), kernel), poison(pl, s.get(), kernel);
+    if (rows > 0) {
+        const S* mp = a.has_mask ? mask.as<S>() : nullptr;
+        if constexpr (std::is_same_v<S, float>) {
+            const int warps = l.warps > 0 ? l.warps : 4;
+            auto* kernel_fn = attention_simt<Bug>;
+            CONFORM_LAUNCH(kernel_fn, dim3((a.lq + warps - 1) / warps, a.hq, a.splits), dim3(32 * warps), 0, s.get())(
+                in[0].as<float>(), in[1].as<float>(), in[2].as<float>(), mp, a, o.as<float>(), lse.as<float>(),
+                po.as<float>(), pl.as<float>());
+        } else {
+            const int warps = l.warps > 0 ? l.warps : a.lq <= 16 ? 1 : 4;
+            const dim3 grid((a.lq + 16 * warps - 1) / (16 * warps), a.hq, a.splits), block(32 * warps);
+            using F = AttnLaunchFn<S, Bug>;
+            S* op = o.as<S>();
+            float *lp = lse.as<float>(), *pop = po.as<float>(), *plp = pl.as<float>();
+            switch (padded_dim(a.d, a.dv)) {
+                case 32: F::template tc<32>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
+                case 64: F::template tc<64>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
+                case 128: F::template tc<128>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
+                default: F::template tc<256>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
+            }
+        }
+        check_launch(s.get(), kernel);
+        if (a.splits > 1) {
+            auto* merge_fn = attention_merge<S, Bug>;
+            CONFORM_LAUNCH(merge_fn, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, s.get())(
+                po.as<float>(), pl.as<float>(), a, o.as<S>(), lse.as<float>());
+            check_launch(s.get(), kernel);
+        }
+    }
+    download(o, c.out[0], s.get(), kernel);
+    download(lse, c.out[1], s.get(), kernel);
+}
+
+template <class Bug = AttnNoBug>
+void run_attention(const KernelCall& c, Format f, const char* kernel, const AttnLaunch& l = {}) {
+    by_storage(f, [&](auto s) { run_attention_as<decltype(s), Bug>(c, kernel, l); });
+}
+
+}  // namespace conform::CONFORM_CUDA_NS
