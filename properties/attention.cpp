@@ -195,6 +195,20 @@ Testable tile_invariance(const KernelInfo& k) {
     };
 }
 
+// Split-KV invariance: a kernel that splits the keys and merges the
+// partial (o, lse) by lse_merge (declared max_splits > 1) stays within its
+// bound for 1, 2, 7 and 32 splits (param splits): the split count moves
+// rounding only.  32 splits of a short key range leave most splits empty,
+// so the merge's empty state (0, -inf) is exercised too.
+Testable split_invariance(const KernelInfo& k) {
+    return [&k] {
+        Case c = attention_case(k);
+        c.params.set("splits", *rc::gen::element(1.0, 2.0, 7.0, 32.0));
+        const CaseResult r = check_case(k, c.params, c.views());
+        if (!r.pass) RC_FAIL(std::to_string(static_cast<int>(c.params.at("splits"))) + " splits: " + r.message);
+    };
+}
+
 }  // namespace
 
 // softmax(s + c) = softmax(s): the mask entries are quantized to multiples
@@ -339,6 +353,12 @@ void add_attention_properties(std::vector<PropertyDef>& v) {
                  [](const OpSpec& op) { return op.name == "attention"; },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return mask_shift_invariance(k); }, 2});
     auto attn = [](const OpSpec& op) { return op.name == "attention"; };
+    v.push_back({"split_invariance", "KV splits 1, 2, 7 and 32 merged by lse_merge each stay within the derived bound",
+                 attn, [](const KernelInfo& k, const RunConfig&, Stats*) { return split_invariance(k); }, 2});
+    v.back().for_kernel = [](const KernelInfo& k) {
+        const auto s = k.declared.find("max_splits");
+        return s != k.declared.end() && s->second > 1;
+    };
     v.push_back({"causality", "causal: perturbing keys and values a query cannot see leaves its output bit-identical",
                  attn, [](const KernelInfo& k, const RunConfig&, Stats*) { return causality(k); }, 2});
     v.push_back({"gqa_replication", "GQA output equals MHA with the KV heads repeated, bit for bit", attn,

@@ -108,8 +108,39 @@ TEST(GpuCheck, WithoutAGpuEveryStepRunsAndTheCheckFails) {
     EXPECT_NE(device.find("gpu-check: mutate exit 1"), std::string::npos) << device;
     EXPECT_NE(device.find("gpu-check: bench exit 1"), std::string::npos) << device;
     EXPECT_TRUE(fs::exists(dir / "run" / "report.md"));
+    // The attention comparison with PyTorch runs only where PyTorch imports, and says so otherwise.
+    EXPECT_TRUE(device.find("gpu-check: attention-vs-torch exit") != std::string::npos ||
+                device.find("PyTorch is not importable") != std::string::npos)
+        << device;
     fs::remove_all(dir);
     fs::remove(log);
+}
+
+// bench/attention_torch.py without a GPU: nothing is measured (exit 2), and
+// a shape it cannot read is an error naming it.
+TEST(GpuCheck, AttentionComparisonMeasuresNothingWithoutAGpu) {
+    if (std::system("python3 -c pass > /dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+    const fs::path dir = fresh_dir("conform_attention_torch");
+    fs::create_directories(dir);
+    const auto write = [&](const std::string& shape) {
+        std::ofstream(dir / "bench.json") << "[{\"kernel\": \"cuda.attention.bf16\", \"shape\": \"" << shape
+                                          << "\", \"flops\": 1e12, \"ms\": 10, \"tflop_per_s\": 100}]";
+    };
+    const std::string cmd = "python3 " CONFORM_SOURCE_DIR "/bench/attention_torch.py --conform-json " +
+                            (dir / "bench.json").string() + " > " + (dir / "log").string() + " 2>&1";
+    write("BH=512 Lq=1024 Lk=1024 causal");
+    int rc = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2) << rc;
+    std::ifstream log(dir / "log");
+    const std::string text(std::istreambuf_iterator<char>(log), {});
+    EXPECT_NE(text.find("nothing measured"), std::string::npos) << text;
+    write("L=1024");
+    rc = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
+    std::ifstream log2(dir / "log");
+    const std::string text2(std::istreambuf_iterator<char>(log2), {});
+    EXPECT_NE(text2.find("unrecognised attention shape 'L=1024'"), std::string::npos) << text2;
+    fs::remove_all(dir);
 }
 
 TEST(Cli, ListShowsKernelsBaselinesAndMutants) {

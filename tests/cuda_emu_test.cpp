@@ -4,11 +4,16 @@
 // barrier is an error naming the threads, not a hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <stdexcept>
 #include <vector>
 
 #include "impls/cuda/emu/emu.hpp"
+#include "impls/cuda/emu/mma_model.hpp"
+#include "numerics/format.hpp"
 
 namespace {
 
@@ -163,3 +168,108 @@ TEST(CudaEmu, ConversionsRoundAsTheDevice) {
 }
 
 }  // namespace
+
+// ---- tensor cores: mma.sync m16n8k16 (impls/cuda/mma.cuh, emu/mma_model.hpp) ----
+
+namespace {
+
+// One warp loads A (16 x 16, row-major) and B (16 x 8, row-major) into the
+// fragments the PTX ISA documents for m16n8k16, written out here
+// independently of the emulation, and stores D by the C layout.
+__global__ void one_mma(const std::uint16_t* a, const std::uint16_t* b, const float* c, float* d, bool bf16) {
+    const int lane = static_cast<int>(threadIdx.x), group = lane / 4, t = lane % 4;
+    auto a_pair = [&](int r, int col) { return static_cast<std::uint32_t>(a[r * 16 + col]) | static_cast<std::uint32_t>(a[r * 16 + col + 1]) << 16; };
+    auto b_pair = [&](int row, int col) { return static_cast<std::uint32_t>(b[row * 8 + col]) | static_cast<std::uint32_t>(b[(row + 1) * 8 + col]) << 16; };
+    const std::uint32_t af[4] = {a_pair(group, 2 * t), a_pair(group + 8, 2 * t), a_pair(group, 2 * t + 8),
+                                 a_pair(group + 8, 2 * t + 8)};
+    const std::uint32_t bf[2] = {b_pair(2 * t, group), b_pair(2 * t + 8, group)};
+    const float cf[4] = {c[group * 8 + 2 * t], c[group * 8 + 2 * t + 1], c[(group + 8) * 8 + 2 * t],
+                         c[(group + 8) * 8 + 2 * t + 1]};
+    float df[4];
+    mma_m16n8k16(df, af, bf, cf, bf16);
+    d[group * 8 + 2 * t] = df[0], d[group * 8 + 2 * t + 1] = df[1];
+    d[(group + 8) * 8 + 2 * t] = df[2], d[(group + 8) * 8 + 2 * t + 1] = df[3];
+}
+
+std::vector<float> run_mma(const std::vector<double>& a, const std::vector<double>& b, const std::vector<float>& c,
+                           bool bf16) {
+    const conform::Format f = bf16 ? conform::Format::bf16 : conform::Format::fp16;
+    std::vector<std::uint16_t> ab(256), bb(128);
+    for (int i = 0; i < 256; ++i) ab[i] = static_cast<std::uint16_t>(conform::encode(f, a[i]));
+    for (int i = 0; i < 128; ++i) bb[i] = static_cast<std::uint16_t>(conform::encode(f, b[i]));
+    std::vector<float> d(128, NAN);
+    auto* k = one_mma;
+    CONFORM_LAUNCH(k, dim3(1), dim3(32), 0, nullptr)(ab.data(), bb.data(), c.data(), d.data(), bf16);
+    return d;
+}
+
+}  // namespace
+
+// Small integers: every product and sum is exact, so D must be the integer
+// product; A, B and C asymmetric, so a transposed or shifted fragment index
+// gives another matrix.
+TEST(CudaEmuMma, FragmentsFollowThePtxLayout) {
+    std::vector<double> a(256), b(128);
+    std::vector<float> c(128);
+    for (int i = 0; i < 256; ++i) a[i] = (i * 7 % 13) - 6;
+    for (int i = 0; i < 128; ++i) b[i] = (i * 5 % 11) - 5, c[i] = static_cast<float>(i % 9);
+    for (bool bf16 : {false, true}) {
+        const std::vector<float> d = run_mma(a, b, c, bf16);
+        for (int r = 0; r < 16; ++r)
+            for (int n = 0; n < 8; ++n) {
+                double want = c[r * 8 + n];
+                for (int k = 0; k < 16; ++k) want += a[r * 16 + k] * b[k * 8 + n];
+                EXPECT_EQ(d[r * 8 + n], want) << "D[" << r << "][" << n << "] bf16=" << bf16;
+            }
+    }
+}
+
+// The model drops what lies below 2^(E - 23): sixteen products of 2^-25
+// added to 1 vanish (round to nearest at each step would lose them too, but
+// the exact sum 1 + 2^-21 is an FP32 value), and the error stays within
+// (n + 2) 2^-23 of the terms' magnitudes on random terms.
+TEST(CudaEmuMma, BlockFmaTruncatesBelowTheLargestTerm) {
+    double tiny[16];
+    std::fill(tiny, tiny + 16, 0x1p-25);
+    EXPECT_EQ(block_fma_truncated(1.0f, tiny, 16), 1.0f);
+    EXPECT_EQ(block_fma_truncated(0.0f, tiny, 16), 0x1p-21f) << "alone, the small terms are exact";
+    // -(1 + 2^-23) - 1.75 2^-23: c truncates to -2^-23, so -(1 + 2 2^-23), where rounding to
+    // nearest would give -(1 + 3 2^-23): toward zero for negative sums too.
+    double neg[1] = {-0x1.000002p0};
+    EXPECT_EQ(block_fma_truncated(-0x1.cp-23f, neg, 1), -0x1.000004p0f);
+    std::uint64_t state = 1;
+    auto next = [&] {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<double>(state >> 11) * 0x1p-53 * 2 - 1;
+    };
+    for (int trial = 0; trial < 2000; ++trial) {
+        double p[16], mags = 0, exact = 0;
+        const float c = static_cast<float>(next() * 100);
+        for (double& x : p) x = next() * std::ldexp(1.0, static_cast<int>(next() * 20));
+        for (double x : p) mags += std::fabs(x), exact += x;
+        mags += std::fabs(c), exact += c;
+        const float d = block_fma_truncated(c, p, 16);
+        EXPECT_LE(std::fabs(d - exact), 18 * 0x1p-23 * mags) << trial;
+    }
+}
+
+TEST(CudaEmuMma, SpecialValuesFollowIeee) {
+    double p[2] = {1.0, INFINITY};
+    EXPECT_EQ(block_fma_truncated(1.0f, p, 2), INFINITY);
+    p[0] = -INFINITY;
+    EXPECT_TRUE(std::isnan(block_fma_truncated(1.0f, p, 2)));
+    p[0] = NAN, p[1] = 0;
+    EXPECT_TRUE(std::isnan(block_fma_truncated(1.0f, p, 2)));
+    p[0] = 0x1p-140, p[1] = 0x1p-141;  // a subnormal sum truncates to FP32's subnormal grid
+    EXPECT_EQ(block_fma_truncated(0.0f, p, 2), static_cast<float>(0x1p-140 + 0x1p-141));
+}
+
+// mma.sync is .aligned: a warp with lanes missing is an error, not a result.
+TEST(CudaEmuMma, EveryLaneMustTakePart) {
+    std::vector<float> c(128, 0);
+    std::vector<std::uint16_t> ab(256, 0x3c00), bb(128, 0x3c00);
+    std::vector<float> d(128);
+    auto* k = one_mma;
+    EXPECT_THROW(CONFORM_LAUNCH(k, dim3(1), dim3(16), 0, nullptr)(ab.data(), bb.data(), c.data(), d.data(), false),
+                 std::runtime_error);
+}

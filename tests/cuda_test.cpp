@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
 #include <set>
 
 #include "impls/cuda/cuda.hpp"
 #include "kernel_suite.hpp"
+#include "properties/verdict.hpp"
 
 namespace conform {
 namespace {
@@ -118,6 +120,56 @@ TEST(CudaDeterminism, DifferingRunsAndUncoveredGridsFail) {
 
     // The CPU kernels are not asked (single-threaded, deterministic by construction).
     EXPECT_EQ(outcome(props::run_suite(*builtin_registry().find("cpu.simd.silu.fp32"), cfg), "determinism"), nullptr);
+}
+
+namespace {
+
+// q [hq, lq, d], k [hkv, lk, d], v [hkv, lk, d] of normal values in format f.
+std::vector<Tensor> attention_inputs(Format f, std::int64_t hq, std::int64_t hkv, std::int64_t lq, std::int64_t lk,
+                                     std::int64_t d, std::uint64_t seed) {
+    std::mt19937_64 g(seed);
+    std::normal_distribution<double> n;
+    std::vector<Tensor> t = {Tensor(f, {hq, lq, d}), Tensor(f, {hkv, lk, d}), Tensor(f, {hkv, lk, d})};
+    for (Tensor& x : t)
+        for (std::int64_t i = 0; i < x.numel(); ++i) x.set_value(i, n(g));
+    return t;
+}
+
+std::vector<TensorView> views(const std::vector<Tensor>& t) {
+    std::vector<TensorView> v;
+    for (const Tensor& x : t) v.push_back(x.view());
+    return v;
+}
+
+}  // namespace
+
+// The tensor-core kernels pad any head dimension up to 256 with zeros (the
+// padded tile widths 32, 64, 128, 256); prefill (four warps a block, GQA,
+// causal with Lq < Lk, two key tiles) and decode (one warp, the keys in
+// splits merged by lse_merge) stay within the derived bound for each, and
+// a head dimension over 256 is refused by name.
+TEST(CudaAttention, EveryHeadDimensionUpTo256PrefillAndDecode) {
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        const KernelInfo& k = *cuda_emu_registry().kernels.find(std::string("cuda.attention.") + name(f));
+        for (std::int64_t d : {24, 40, 96, 200, 256}) {
+            Params p = Params::defaults(*find_op("attention"));
+            p.set("causal", 1);
+            const auto prefill = attention_inputs(f, 2, 1, 18, 70, d, static_cast<std::uint64_t>(d));
+            const props::CaseResult a = props::check_case(k, p, views(prefill));
+            EXPECT_TRUE(a.pass) << k.name << " D=" << d << " prefill: " << a.message;
+        }
+        const auto decode = attention_inputs(f, 2, 1, 1, 1100, 64, 7);  // 2 splits by the kernel's own choice
+        const Params none = Params::defaults(*find_op("attention"));
+        const props::CaseResult b = props::check_case(k, none, views(decode));
+        EXPECT_TRUE(b.pass) << k.name << " decode: " << b.message;
+        const auto wide = attention_inputs(f, 1, 1, 2, 3, 264, 1);
+        try {
+            props::check_case(k, none, views(wide));
+            ADD_FAILURE() << k.name << ": head dimension 264 accepted";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find("264"), std::string::npos) << e.what();
+        }
+    }
 }
 
 // Without a usable GPU (CI): every cuda kernel is not provided, with the

@@ -465,6 +465,7 @@ struct AttnLaunchFn {
 template <class S, class Bug = AttnNoBug>
 void run_attention_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
     const AttnArgs a = attention_args(c, l);
+    const int padded = padded_dim(a.d, a.dv);  // refuses head dimensions over 256 before any work
     Stream s(kernel);
     DeviceBuffer in[3] = {DeviceBuffer(c.in[0].numel() * sizeof(S), kernel),
                           DeviceBuffer(c.in[1].numel() * sizeof(S), kernel),
@@ -491,7 +492,7 @@ void run_attention_as(const KernelCall& c, const char* kernel, const AttnLaunch&
             using F = AttnLaunchFn<S, Bug>;
             S* op = o.as<S>();
             float *lp = lse.as<float>(), *pop = po.as<float>(), *plp = pl.as<float>();
-            switch (padded_dim(a.d, a.dv)) {
+            switch (padded) {
                 case 32: F::template tc<32>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
                 case 64: F::template tc<64>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
                 case 128: F::template tc<128>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;

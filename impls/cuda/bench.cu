@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "impls/cuda/activation_math.cuh"
+#include "impls/cuda/attention.cuh"
 #include "impls/cuda/cuda.hpp"
 #include "impls/cuda/norm.cuh"
 #include "impls/cuda/rope.cuh"
@@ -53,6 +54,7 @@ double time_ms(const std::function<void()>& f, cudaStream_t s, int reps = 20) {
 struct Row {
     std::string kernel, shape;
     double bytes, ms, copy_ms;
+    double flops = 0;  // attention: its FLOPs per call (bytes and copy_ms unused)
 };
 
 class Bench {
@@ -70,6 +72,14 @@ public:
         const Row& r = rows_.back();
         std::fprintf(stderr, "%-28s %-16s %8.3f ms  %7.1f GB/s  copy %7.1f GB/s  share %.2f\n", r.kernel.c_str(),
                      r.shape.c_str(), r.ms, r.bytes / r.ms / 1e6, r.bytes / r.copy_ms / 1e6, r.copy_ms / r.ms);
+    }
+    // Kernel doing `flops` per call (attention): TFLOP/s, fewer repetitions for long calls.
+    void add_flops(const std::string& kernel, const std::string& shape, double flops, const std::function<void()>& f) {
+        const double first = time_ms(f, s_.get(), 1);
+        rows_.push_back({kernel, shape, 0, time_ms(f, s_.get(), first > 50 ? 3 : 20), 0, flops});
+        const Row& r = rows_.back();
+        std::fprintf(stderr, "%-28s %-24s %8.3f ms  %7.1f TFLOP/s\n", r.kernel.c_str(), r.shape.c_str(), r.ms,
+                     r.flops / r.ms / 1e9);
     }
     cudaStream_t stream() const { return s_.get(); }
     const std::vector<Row>& rows() const { return rows_; }
@@ -153,6 +163,42 @@ void all_of_format(Bench& b, const char* fmt) {
     rope<S>(b, fmt);
 }
 
+// cuda.attention.bf16 on the shapes of docs/cuda.md's table: B H = 32 x 16
+// heads (MHA), D = 128, prefill L = 1k, 4k, 16k causal and not, decode
+// Lq = 1 over Lk = 32k; FLOPs 4 B H Lq Lk D, halved for causal prefill.
+void attention(Bench& b) {
+    using S = __nv_bfloat16;
+    const int heads = 32 * 16, d = 128;
+    auto one = [&](int lq, int lk, bool causal) {
+        AttnArgs a{};
+        a.hq = a.hkv = heads, a.lq = lq, a.lk = lk, a.d = a.dv = d;
+        a.scale = static_cast<float>(1 / std::sqrt(static_cast<double>(d)));
+        a.causal = causal;
+        a.splits = choose_splits(Params{}, AttnLaunch{}, lq, lk);
+        a.split_keys = (lk + a.splits - 1) / a.splits;
+        a.block = TcTile<128>::kBk;
+        const long long nq = 1ll * heads * lq * d, nk = 1ll * heads * lk * d, rows = 1ll * heads * lq;
+        DeviceBuffer in[3] = {b.filled<S>(nq, 1), b.filled<S>(nk, 2), b.filled<S>(nk, 3)};
+        DeviceBuffer o(nq * sizeof(S), kWhere), lse(rows * sizeof(float), kWhere);
+        DeviceBuffer po((a.splits > 1 ? a.splits : 0) * nq * sizeof(float), kWhere);
+        DeviceBuffer pl((a.splits > 1 ? a.splits : 0) * rows * sizeof(float), kWhere);
+        const int warps = lq <= 16 ? 1 : 4;
+        const dim3 grid((lq + 16 * warps - 1) / (16 * warps), heads, a.splits), block(32 * warps);
+        const double flops = 4.0 * heads * lq * lk * d * (causal && lq == lk ? 0.5 : 1.0);
+        const std::string shape = "BH=512 Lq=" + std::to_string(lq) + " Lk=" + std::to_string(lk) + (causal ? " causal" : "");
+        b.add_flops("cuda.attention.bf16", shape, flops, [&] {
+            AttnLaunchFn<S, AttnNoBug>::tc<128>(a, grid, block, in, nullptr, o.as<S>(), lse.as<float>(), po.as<float>(),
+                                                 pl.as<float>(), b.stream());
+            if (a.splits > 1)
+                attention_merge<S><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, b.stream()>>>(
+                    po.as<float>(), pl.as<float>(), a, o.as<S>(), lse.as<float>());
+        });
+    };
+    for (int l : {1024, 4096, 16384})
+        for (bool causal : {false, true}) one(l, l, causal);
+    one(1, 32768, false);
+}
+
 }  // namespace
 
 std::string benchmark_json() {
@@ -160,10 +206,20 @@ std::string benchmark_json() {
     all_of_format<float>(b, "fp32");
     all_of_format<__half>(b, "fp16");
     all_of_format<__nv_bfloat16>(b, "bf16");
+    attention(b);
     std::string j = "[\n";
     for (std::size_t i = 0; i < b.rows().size(); ++i) {
         const Row& r = b.rows()[i];
         char line[512];
+        if (r.flops > 0) {
+            std::snprintf(line, sizeof line,
+                          "  {\"kernel\": \"%s\", \"shape\": \"%s\", \"flops\": %.0f, \"ms\": %.6f, "
+                          "\"tflop_per_s\": %.3f}%s\n",
+                          r.kernel.c_str(), r.shape.c_str(), r.flops, r.ms, r.flops / r.ms / 1e9,
+                          i + 1 < b.rows().size() ? "," : "");
+            j += line;
+            continue;
+        }
         std::snprintf(line, sizeof line,
                       "  {\"kernel\": \"%s\", \"shape\": \"%s\", \"bytes\": %.0f, \"ms\": %.6f, \"gb_per_s\": %.2f, "
                       "\"copy_gb_per_s\": %.2f, \"share_of_copy\": %.4f}%s\n",
