@@ -73,14 +73,16 @@ TEST(CudaBackend, EmulationAndDeviceShareTheKernelNames) {
 // The two softmax conventions for an all -inf row are both judged: each
 // kernel fails under the other's declaration.
 TEST(CudaBackend, EachMaskedRowConventionFailsUnderTheOther) {
-    KernelInfo zero = *cuda_emu_registry().kernels.find("cuda.softmax.fp32");
-    KernelInfo nan = *cuda_emu_registry().kernels.find("cuda.softmax.nan_rows.fp32");
-    zero.conventions = {{"masked_row", "nan"}};
-    nan.conventions.clear();
-    props::RunConfig cfg;
-    cfg.cases = 50;
-    EXPECT_FALSE(props::run_suite(zero, cfg).passed);
-    EXPECT_FALSE(props::run_suite(nan, cfg).passed);
+    for (const char* op : {"softmax", "attention"}) {
+        KernelInfo zero = *cuda_emu_registry().kernels.find(std::string("cuda.") + op + ".fp32");
+        KernelInfo nan = *cuda_emu_registry().kernels.find(std::string("cuda.") + op + ".nan_rows.fp32");
+        zero.conventions = {{"masked_row", "nan"}};
+        nan.conventions.clear();
+        props::RunConfig cfg;
+        cfg.cases = 50;
+        EXPECT_FALSE(props::run_suite(zero, cfg).passed) << op;
+        EXPECT_FALSE(props::run_suite(nan, cfg).passed) << op;
+    }
 }
 
 namespace {

@@ -24,9 +24,20 @@ KernelInfo attention_info(KernelInfo k, Format f) {
     return k;
 }
 
-void register_attention(Registry& r) {
+namespace {
+
+// cuda.attention.<fmt>, or with kNanRows cuda.attention.nan_rows.<fmt>: a
+// query that sees no key gives NaN (declared masked_row = nan, PyTorch's
+// math backend) instead of (0, -inf).
+template <bool kNanRows>
+void add(Registry& r) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = attention_info(kernel_info("attention", f, ""), f);
+        if (kNanRows) {
+            k.name = std::string("cuda.attention.nan_rows.") + name(f);
+            k.variant = "cuda.nan_rows";
+            k.conventions = {{"masked_row", "nan"}};
+        }
         k.description = f == Format::fp32
                             ? std::string("FP32 without tensor cores: a warp per query row, 32 keys a step, FMA dots; "
                                           "KV splits for decoding merged by lse_merge")
@@ -34,14 +45,23 @@ void register_attention(Registry& r) {
                                           "accumulators), 16 query rows a warp, K/V tiles in shared memory, online "
                                           "softmax in FP32, P rounded to ") +
                                   name(f) + "; KV splits for decoding merged by lse_merge";
+        if (kNanRows) k.description += "; a query that sees no key gives NaN (masked_row = nan)";
         const std::string kernel = k.name;
         auto make = [f, kernel](AttnLaunch l) -> KernelFn {
+            l.nan_rows = kNanRows;
             return [f, kernel, l](const KernelCall& c) { run_attention(c, f, kernel.c_str(), l); };
         };
         k.fn = make({});
         k.launches = {{"one warp per block", make({1, 0})}, {"the keys in 3 splits", make({0, 3})}};
         r.add(std::move(k));
     }
+}
+
+}  // namespace
+
+void register_attention(Registry& r) {
+    add<false>(r);
+    add<true>(r);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -45,6 +45,7 @@ struct AttnArgs {
     int causal, window, has_mask;
     int splits, split_keys;  // KV splits (blockIdx.z) and the keys of each
     int block;               // keys per tile (tensor cores: at most the kernel's kBk)
+    int nan_rows;            // a row that sees no key gives NaN, not (0, -inf) (declared masked_row = nan)
 };
 
 __device__ __forceinline__ float nan_max(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }
@@ -97,21 +98,21 @@ __device__ __forceinline__ float mask_at(const T* mask, const AttnArgs& a, int i
 
 // The row's result: o = acc / l and lse = m + log l, or the empty row
 // (0, -inf) when no key was visible.  With several splits the FP32 partial.
+// A split's partial is always the empty state (0, -inf) (another split may
+// see keys); the final result of an empty row follows the convention.
 template <class S>
 __device__ __forceinline__ void store_row_value(S* o, float* part_o, const AttnArgs& a, int z, int h, int i, int col,
                                                 float acc, float m, float l) {
-    const float v = m == -INFINITY ? 0.0f : acc / l;
     const long long at = (static_cast<long long>(h) * a.lq + i) * a.dv + col;
-    if (a.splits > 1) part_o[static_cast<long long>(z) * a.hq * a.lq * a.dv + at] = v;
-    else o[at] = store<S>(v);
+    if (a.splits > 1) part_o[static_cast<long long>(z) * a.hq * a.lq * a.dv + at] = m == -INFINITY ? 0.0f : acc / l;
+    else o[at] = store<S>(m == -INFINITY ? (a.nan_rows ? NAN : 0.0f) : acc / l);
 }
 
 __device__ __forceinline__ void store_row_lse(float* lse, float* part_lse, const AttnArgs& a, int z, int h, int i,
                                               float m, float l) {
-    const float v = m == -INFINITY ? -INFINITY : m + logf(l);
     const long long at = static_cast<long long>(h) * a.lq + i;
-    if (a.splits > 1) part_lse[static_cast<long long>(z) * a.hq * a.lq + at] = v;
-    else lse[at] = v;
+    if (a.splits > 1) part_lse[static_cast<long long>(z) * a.hq * a.lq + at] = m == -INFINITY ? -INFINITY : m + logf(l);
+    else lse[at] = m == -INFINITY ? (a.nan_rows ? NAN : -INFINITY) : m + logf(l);
 }
 
 // ---------------------------------------------------------------------------
@@ -394,9 +395,9 @@ __global__ void attention_merge(const float* __restrict__ part_o, const float* _
             const float w = split_lse(s) == -INFINITY ? 0.0f : expf(split_lse(s) - top);
             num += w * part_o[(s * rows + row) * a.dv + c];  // an empty split's o_s is 0
         }
-        o[row * a.dv + c] = store<S>(top == -INFINITY ? 0.0f : num / den);
+        o[row * a.dv + c] = store<S>(top == -INFINITY ? (a.nan_rows ? NAN : 0.0f) : num / den);
     }
-    if (lane == 0) lse[row] = top == -INFINITY ? -INFINITY : top + logf(den);
+    if (lane == 0) lse[row] = top == -INFINITY ? (a.nan_rows ? NAN : -INFINITY) : top + logf(den);
 }
 
 // ---------------------------------------------------------------------------
@@ -407,10 +408,12 @@ __global__ void attention_merge(const float* __restrict__ part_o, const float* _
 KernelInfo attention_info(KernelInfo k, Format f);
 
 // Launch choices: warps per block (0: 4 for prefill, 1 for Lq <= 16) and KV
-// splits (0: the kernel's choice, param `splits` when given).
+// splits (0: the kernel's choice, param `splits` when given); and the
+// empty-row convention of the kernel.
 struct AttnLaunch {
     int warps = 0;
     int splits = 0;
+    bool nan_rows = false;
 };
 
 inline constexpr int kMaxSplits = 64;
@@ -438,6 +441,7 @@ inline AttnArgs attention_args(const KernelCall& c, const AttnLaunch& l) {
     a.splits = choose_splits(c.params, l, a.lq, a.lk);
     a.split_keys = std::max(1, (a.lk + a.splits - 1) / a.splits);
     a.block = static_cast<int>(c.params.get("block", 0));  // the tunable key tile; 0: the kernel's
+    a.nan_rows = l.nan_rows;
     return a;
 }
 

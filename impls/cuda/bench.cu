@@ -6,6 +6,8 @@
 // after 3 warm-up launches.
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -14,6 +16,7 @@
 #include "impls/cuda/activation_math.cuh"
 #include "impls/cuda/attention.cuh"
 #include "impls/cuda/cuda.hpp"
+#include "impls/cuda/emu/mma_model.hpp"
 #include "impls/cuda/norm.cuh"
 #include "impls/cuda/rope.cuh"
 #include "impls/cuda/softmax.cuh"
@@ -199,6 +202,84 @@ void attention(Bench& b) {
     one(1, 32768, false);
 }
 
+// ---- the tensor cores' accumulation against the model (docs/attention.md,
+// "Tensor-core accumulation") ----
+
+// Block `blockIdx.x`: D = C + A B for A [16 x 16], B [16 x 8] (row-major
+// 16-bit values) and C [16 x 8], through the fragments of mma.cuh.
+template <class S>
+__global__ void mma_probe_kernel(const unsigned short* a, const unsigned short* b, const float* c, float* d) {
+    const int lane = threadIdx.x, group = lane / 4, t = lane % 4;
+    a += blockIdx.x * 256, b += blockIdx.x * 128, c += blockIdx.x * 128, d += blockIdx.x * 128;
+    const std::uint32_t af[4] = {pair_at(a + group * 16 + 2 * t), pair_at(a + (group + 8) * 16 + 2 * t),
+                                 pair_at(a + group * 16 + 2 * t + 8), pair_at(a + (group + 8) * 16 + 2 * t + 8)};
+    const std::uint32_t bf[2] = {
+        static_cast<std::uint32_t>(b[2 * t * 8 + group]) | static_cast<std::uint32_t>(b[(2 * t + 1) * 8 + group]) << 16,
+        static_cast<std::uint32_t>(b[(2 * t + 8) * 8 + group]) | static_cast<std::uint32_t>(b[(2 * t + 9) * 8 + group]) << 16};
+    const float cf[4] = {c[group * 8 + 2 * t], c[group * 8 + 2 * t + 1], c[(group + 8) * 8 + 2 * t],
+                         c[(group + 8) * 8 + 2 * t + 1]};
+    float df[4];
+    mma16816<S>(df, af, bf, cf);
+    d[group * 8 + 2 * t] = df[0], d[group * 8 + 2 * t + 1] = df[1];
+    d[(group + 8) * 8 + 2 * t] = df[2], d[(group + 8) * 8 + 2 * t + 1] = df[3];
+}
+
+struct ProbeResult {
+    std::string name;
+    long long elements = 0, equal_to_model = 0, equal_to_nearest = 0;
+    double max_util = 0;  // |d - exact| / ((16 + 2) 2^-23 sum |terms| + eta): <= 1 inside the model's bound
+};
+
+// Random blocks with exponents in [-6, 6] and random signs (the exact sum
+// then fits a double), half of them with C set to cancel most of the sum.
+template <class S>
+ProbeResult mma_probe(const char* name, Format f, int blocks) {
+    std::uint64_t state = 12345;
+    auto uniform = [&] {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<double>(state >> 11) * 0x1p-53;
+    };
+    auto value = [&] { return (uniform() < 0.5 ? -1 : 1) * (1 + uniform()) * std::ldexp(1.0, static_cast<int>(uniform() * 13) - 6); };
+    std::vector<unsigned short> a(blocks * 256), b(blocks * 128);
+    std::vector<double> av(a.size()), bv(b.size());
+    std::vector<float> c(blocks * 128), d(c.size());
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<unsigned short>(encode(f, value())), av[i] = decode(f, a[i]);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned short>(encode(f, value())), bv[i] = decode(f, b[i]);
+    auto products = [&](int blk, int r, int n, double* p) {
+        for (int k = 0; k < 16; ++k) p[k] = av[blk * 256 + r * 16 + k] * bv[blk * 128 + k * 8 + n];
+    };
+    for (int blk = 0; blk < blocks; ++blk)
+        for (int e = 0; e < 128; ++e) {
+            double p[16], sum = 0;
+            products(blk, e / 8, e % 8, p);
+            for (double x : p) sum += x;
+            c[blk * 128 + e] = static_cast<float>(blk % 2 ? -sum * (1 + 0x1p-10 * uniform()) : value());
+        }
+    DeviceBuffer da(a.size() * 2, kWhere), db(b.size() * 2, kWhere), dc(c.size() * 4, kWhere), dd(d.size() * 4, kWhere);
+    check(cudaMemcpy(da.as<void>(), a.data(), a.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy", kWhere);
+    check(cudaMemcpy(db.as<void>(), b.data(), b.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy", kWhere);
+    check(cudaMemcpy(dc.as<void>(), c.data(), c.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy", kWhere);
+    mma_probe_kernel<S><<<blocks, 32>>>(da.as<unsigned short>(), db.as<unsigned short>(), dc.as<float>(), dd.as<float>());
+    check(cudaDeviceSynchronize(), "mma probe", kWhere);
+    check(cudaMemcpy(d.data(), dd.as<void>(), d.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy", kWhere);
+    ProbeResult r;
+    r.name = name;
+    for (int blk = 0; blk < blocks; ++blk)
+        for (int e = 0; e < 128; ++e) {
+            double p[16], exact = c[blk * 128 + e], mags = std::fabs(c[blk * 128 + e]);
+            products(blk, e / 8, e % 8, p);
+            for (double x : p) exact += x, mags += std::fabs(x);  // exact: the terms span < 53 bits
+            const float got = d[blk * 128 + e];
+            ++r.elements;
+            r.equal_to_model += got == ::conform::cuda_emu::block_fma_truncated(c[blk * 128 + e], p, 16);
+            r.equal_to_nearest += got == static_cast<float>(exact);
+            r.max_util = std::max(r.max_util, std::fabs(got - exact) / (18 * 0x1p-23 * mags + 0x1p-149));
+        }
+    std::fprintf(stderr, "%-28s %lld elements: max error %.3f of the model's bound; equal to the model %lld, to "
+                 "round-to-nearest %lld\n", name, r.elements, r.max_util, r.equal_to_model, r.equal_to_nearest);
+    return r;
+}
+
 }  // namespace
 
 std::string benchmark_json() {
@@ -207,7 +288,18 @@ std::string benchmark_json() {
     all_of_format<__half>(b, "fp16");
     all_of_format<__nv_bfloat16>(b, "bf16");
     attention(b);
+    const ProbeResult probes[] = {mma_probe<__half>("mma.m16n8k16.f16", Format::fp16, 2048),
+                                  mma_probe<__nv_bfloat16>("mma.m16n8k16.bf16", Format::bf16, 2048)};
     std::string j = "[\n";
+    for (const ProbeResult& p : probes) {
+        char line[512];
+        std::snprintf(line, sizeof line,
+                      "  {\"probe\": \"%s\", \"elements\": %lld, \"max_error_over_model_bound\": %.6f, "
+                      "\"within_model\": %s, \"equal_to_model\": %lld, \"equal_to_nearest\": %lld},\n",
+                      p.name.c_str(), p.elements, p.max_util, p.max_util <= 1 ? "true" : "false", p.equal_to_model,
+                      p.equal_to_nearest);
+        j += line;
+    }
     for (std::size_t i = 0; i < b.rows().size(); ++i) {
         const Row& r = b.rows()[i];
         char line[512];
