@@ -86,7 +86,8 @@ std::vector<TensorView> read_inputs(const io::Case& c, const OpSpec& op, std::ve
 
 // The kernel whose outputs are the stored ones, checked against the shapes
 // the op gives these inputs.
-KernelInfo stored_kernel(const io::Case& c, const OpSpec& op, const Params& p, const std::vector<TensorView>& in) {
+KernelInfo stored_kernel(const io::Case& c, const OpSpec& op, const Params& p, const std::vector<TensorView>& in,
+                        const std::vector<std::string>& unwritten) {
     const auto shapes = output_shapes(op, in, p);
     KernelInfo k;
     k.name = "dump:" + (c.impl.empty() ? std::string("unnamed") : c.impl);
@@ -96,8 +97,15 @@ KernelInfo stored_kernel(const io::Case& c, const OpSpec& op, const Params& p, c
     k.in = in[0].format;
     k.acc = Format::fp32;  // docs/dumps.md: bounds assume FP32 accumulation
     std::vector<TensorView> outs;
+    k.unwritten = unwritten;
     for (std::size_t o = 0; o < op.outputs.size(); ++o) {
         const std::string field = "out." + op.outputs[o];
+        const bool declared_unwritten = std::find(unwritten.begin(), unwritten.end(), op.outputs[o]) != unwritten.end();
+        if (declared_unwritten && !c.outputs.count(op.outputs[o])) {  // evaluated, never judged
+            k.out_formats.push_back(k.in);
+            outs.emplace_back();
+            continue;
+        }
         if (!c.outputs.count(op.outputs[o])) throw CaseError(fmt::format("{}: tensor \"{}\" missing", c.source, field));
         const TensorView v = numeric_view(c, c.outputs.at(op.outputs[o]), field);
         const std::vector<std::int64_t> got(v.shape.begin(), v.shape.begin() + v.rank);
@@ -110,7 +118,8 @@ KernelInfo stored_kernel(const io::Case& c, const OpSpec& op, const Params& p, c
     k.out = k.out_formats[0];
     k.fn = [outs](const KernelCall& call) {
         for (std::size_t o = 0; o < outs.size(); ++o)
-            for (std::int64_t i = 0; i < outs[o].numel(); ++i) call.out[o].set_bits(i, outs[o].bits(i));
+            if (outs[o].data)
+                for (std::int64_t i = 0; i < outs[o].numel(); ++i) call.out[o].set_bits(i, outs[o].bits(i));
     };
     if (c.conventions) {
         if (!c.conventions->is_object()) throw CaseError(c.source + ": conform.conventions: expected a JSON object");
@@ -236,7 +245,8 @@ report::ErrorStats::Region region_of_stats(const props::Stats& s, std::size_t r)
 
 }  // namespace
 
-CaseVerdict judge_case(const std::filesystem::path& path, const std::string& default_profile) {
+CaseVerdict judge_case(const std::filesystem::path& path, const std::string& default_profile,
+                       const std::vector<std::string>& unwritten) {
     CaseVerdict v;
     v.path = path.string();
     if (io::is_model_dump(path)) {
@@ -257,7 +267,7 @@ CaseVerdict judge_case(const std::filesystem::path& path, const std::string& def
         j.params = read_params(c, *j.op);
         j.owned.reserve(j.op->inputs.size());  // views into owned stay valid
         j.in = read_inputs(c, *j.op, j.owned);
-        j.kernel = stored_kernel(c, *j.op, j.params, j.in);
+        j.kernel = stored_kernel(c, *j.op, j.params, j.in, unwritten);
         j.kernel.profile = v.profile = case_profile(c, default_profile);
         props::Stats stats;
         props::CaseResult r;

@@ -33,7 +33,10 @@ struct CaseVerdict {
 
 // One case judged against the oracle: special values, the budget, the
 // alternative conventions when it fails, the fixed-data properties.
-CaseVerdict judge_case(const std::filesystem::path& path, const std::string& default_profile);
+// Outputs named in `unwritten` may be absent: evaluated, never judged (a
+// case set's declaration, docs/cases.md).
+CaseVerdict judge_case(const std::filesystem::path& path, const std::string& default_profile,
+                       const std::vector<std::string>& unwritten = {});
 
 // The one-line progress text of a judged case ("[i/n] STATUS path (...)").
 std::string verdict_line(const CaseVerdict& v, std::size_t i, std::size_t n);

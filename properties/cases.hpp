@@ -50,8 +50,11 @@ public:
     void set_mode(Mode m) { mode_ = m; }
     Mode mode() const { return mode_; }
     // A new group (one generated case of `property`); groups with no call are
-    // dropped when the next one begins.
-    void begin_group(const std::string& property);
+    // dropped when the next one begins.  A `single_call` group keeps its
+    // first call only: within_budget's and special_values' later calls are
+    // the smallest failing slice of a failure, which a replay need not answer
+    // (failing_slice_report takes a refused slice as no slice).
+    void begin_group(const std::string& property, bool single_call = false);
     // The case of this call (recorded in record mode); nullopt for a miss in
     // verify mode.  In replay mode a miss throws std::runtime_error whose
     // message holds kNotAmongTheCases.
@@ -77,6 +80,7 @@ private:
     std::vector<CallCase> cases_;
     std::multimap<std::uint64_t, std::size_t> index_;
     std::vector<CaseGroup> groups_;
+    bool single_call_ = false;
     std::int64_t misses_ = 0;
 };
 
@@ -85,9 +89,13 @@ private:
 Params op_params(const OpSpec& op, const Params& p);
 
 // Kernel k whose calls go through the book: `base` computes the outputs (a
-// built-in kernel while recording); `perturb` flips the last bit of every
-// finite output so that a property whose later inputs depend on earlier
-// outputs asks for other inputs (CaseBook::Mode::verify finds it).
+// built-in kernel while recording).  Where `base` declares conventions its
+// own kernel does not follow, outputs that fail base's verdict are replaced
+// by the oracle's, so that no property takes the failure path (its smallest
+// failing slice would add calls no kernel that passes makes).  `perturb`
+// flips the last bit of every finite output so that a property whose later
+// inputs depend on earlier outputs asks for other inputs
+// (CaseBook::Mode::verify finds it).
 KernelInfo recording_kernel(const KernelInfo& base, std::shared_ptr<CaseBook> book, bool perturb = false);
 
 // Kernel k answering each call with the outputs `answer` gives for the

@@ -50,6 +50,11 @@ import conform_case as cc  # noqa: E402  (the case writer and reader beside this
 CASE_SET_FORMAT = "conform.cases/1"
 
 
+class Unsupported(Exception):
+    """Raised by fn for a case the kernel cannot run (a parameter it lacks): the case stays without
+    outputs, so it and every property with a group holding it are reported "not run", never passed."""
+
+
 class BF16Values(np.ndarray):
     """float32 values of a bfloat16 input (ml_dtypes absent): conform_dtype names the format."""
 
@@ -161,32 +166,51 @@ def read_manifest(case_dir):
     return manifest
 
 
-def fill(case_dir, fn, conventions=None, impl="", profile=None):
+def fill(case_dir, fn, conventions=None, impl="", profile=None, unwritten=None):
     """Call fn(inputs, params) on every case of a case set and store its outputs in the case files.
 
-    fn returns a dict of outputs by the op's output names.  `conventions`
-    (a dict) and `profile` are declared in every case; `impl` names who
-    produced the outputs.  Returns the number of cases filled.
+    fn returns a dict of outputs by the op's output names, or raises
+    Unsupported for a case the kernel cannot run (left without outputs:
+    "not run").  `unwritten` names outputs the kernel does not compute (not
+    the first; written into manifest.json: evaluated, never judged, and the
+    properties that need them are not run).  `conventions` (a dict) and
+    `profile` are declared in every case; `impl` names who produced the
+    outputs.  Returns (filled, unsupported) counts.
     """
     manifest = read_manifest(case_dir)
+    unwritten = list(unwritten or [])
+    filled = unsupported = 0
     for entry in manifest["cases"]:
         path = os.path.join(os.fspath(case_dir), entry["file"])
         case = cc.read_case(path)
         inputs = {name: _user_input(t) for name, t in case["inputs"].items()}
-        outputs = fn(inputs, dict(case["params"]))
+        try:
+            outputs = fn(inputs, dict(case["params"]))
+        except Unsupported:
+            unsupported += 1
+            continue
         if not isinstance(outputs, dict):
             raise TypeError("%s: fn returned %s, not a dict of outputs by name" % (path, type(outputs).__name__))
         want = entry["outputs"]
         unknown = sorted(set(outputs) - set(want))
         if unknown:
             raise ValueError("%s: fn returned outputs %s; %s has %s" % (path, unknown, manifest["op"], sorted(want)))
+        missing = [name for name in want if name not in outputs and name not in unwritten]
+        if missing:
+            raise ValueError("%s: fn returned no %s (declare unwritten=%s if the kernel does not compute it)"
+                             % (path, missing, missing))
         stored = {name: _convert_output(outputs[name], spec["dtype"], spec["shape"], "%s: output %r" % (path, name))
                   for name, spec in want.items() if name in outputs}
         declared = dict(case["conventions"] or {})
         declared.update(conventions or {})
         cc.write_case(path, manifest["op"], case["inputs"], stored, params=case["params"], impl=impl,
                       conventions=declared or None, profile=profile)
-    return len(manifest["cases"])
+        filled += 1
+    if unwritten or "unwritten" in manifest:
+        manifest["unwritten"] = unwritten
+        cc._replace_file(os.path.join(os.fspath(case_dir), "manifest.json"),
+                         (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
+    return filled, unsupported
 
 
 def _first_failure(report_dir, case_dir):
@@ -194,7 +218,7 @@ def _first_failure(report_dir, case_dir):
     with open(os.path.join(report_dir, "validate.json")) as f:
         cases = json.load(f)["cases"]
     for c in cases:
-        if c["status"] != "PASS":
+        if c["status"] not in ("PASS", "NOT JUDGED"):  # not judged: counted, as conform run does, never failed
             text = "%s %s: %s" % (c.get("property", "case"), c["status"], c["message"])
             if c.get("matches_alternative"):
                 text += "\nmatches " + c["matches_alternative"]
@@ -208,32 +232,70 @@ def _first_failure(report_dir, case_dir):
     return "conform validate failed (see %s)" % report_dir
 
 
-def check(op, dtype, fn, cases=100, seed=1, conform="conform", conventions=None, profile=None, impl="", keep=False):
+class Verdict:
+    """What conform validate said about a filled case set.
+
+    passed: every case and covered property passed; summary: the case tally
+    line; properties: [(name, "PASS" | "FAIL" | "NOT RUN", message)] as
+    replayed; first_failure: conform's first failure (None on a pass);
+    work: the directory holding cases/ and report/.
+    """
+
+    def __init__(self, passed, summary, properties, first_failure, work):
+        self.passed, self.summary, self.properties = passed, summary, properties
+        self.first_failure, self.work = first_failure, work
+
+
+def judge(op, dtype, fn, cases=100, seed=1, conform="conform", conventions=None, profile=None, impl="",
+          domain=None, unwritten=None):
+    """conform cases, fill, conform validate; returns a Verdict (the case set stays in verdict.work).
+
+    `domain` (a dict, docs/plugins.md "Domains") restricts the generated
+    inputs to what the kernel supports; see fill for the rest.
+    """
+    work = tempfile.mkdtemp(prefix="conform-%s-%s-" % (op, dtype))
+    case_dir, report_dir = os.path.join(work, "cases"), os.path.join(work, "report")
+    args = [conform, "cases", "--op", op, "--dtype", dtype, "--cases", str(cases), "--seed", str(seed),
+            "--out", case_dir]
+    args += ["--convention=%s=%s" % kv for kv in sorted((conventions or {}).items())]
+    if domain:
+        args += ["--domain", json.dumps(domain)]
+    gen = subprocess.run(args, capture_output=True, text=True)
+    if gen.returncode != 0:
+        shutil.rmtree(work, ignore_errors=True)
+        raise RuntimeError("conform cases failed (exit %d): %s" % (gen.returncode, gen.stderr.strip()))
+    fill(case_dir, fn, conventions=conventions, impl=impl, profile=profile, unwritten=unwritten)
+    val = subprocess.run([conform, "validate", case_dir, "--out", report_dir], capture_output=True, text=True)
+    if val.returncode not in (0, 1):
+        raise RuntimeError("conform validate could not judge the cases (exit %d): %s%s" %
+                           (val.returncode, val.stderr.strip(), val.stdout[-2000:]))
+    summary = [line for line in val.stdout.splitlines() if line.split(" ")[0].isdigit() and " cases: " in line]
+    with open(os.path.join(report_dir, "report.json")) as f:
+        report = json.load(f)
+    properties = []
+    for p in report["kernels"][0]["properties"]:
+        status = "PASS" if p["passed"] else "NOT RUN" if p["message"].startswith("not run:") else "FAIL"
+        properties.append((p["name"], status, p["message"]))
+    passed = val.returncode == 0
+    return Verdict(passed, summary[-1] if summary else "", properties,
+                   None if passed else _first_failure(report_dir, case_dir), work)
+
+
+def check(op, dtype, fn, cases=100, seed=1, conform="conform", conventions=None, profile=None, impl="", keep=False,
+          domain=None, unwritten=None):
     """Generate the suite's cases for (op, dtype), fill them with fn, judge them; AssertionError on a failure.
 
     The message is conform's first failure with the case file's path; the
     case set is kept then (and with keep=True) under a temporary directory
     the message names.  Returns the validate summary line on a pass.
     """
-    work = tempfile.mkdtemp(prefix="conform-%s-%s-" % (op, dtype))
-    case_dir, report_dir = os.path.join(work, "cases"), os.path.join(work, "report")
-    declared = ["--convention=%s=%s" % kv for kv in sorted((conventions or {}).items())]
-    gen = subprocess.run([conform, "cases", "--op", op, "--dtype", dtype, "--cases", str(cases), "--seed", str(seed),
-                          "--out", case_dir] + declared, capture_output=True, text=True)
-    if gen.returncode != 0:
-        shutil.rmtree(work, ignore_errors=True)
-        raise RuntimeError("conform cases failed (exit %d): %s" % (gen.returncode, gen.stderr.strip()))
-    fill(case_dir, fn, conventions=conventions, impl=impl, profile=profile)
-    val = subprocess.run([conform, "validate", case_dir, "--out", report_dir], capture_output=True, text=True)
-    if val.returncode == 0:
-        if not keep:
-            shutil.rmtree(work, ignore_errors=True)
-        summary = [line for line in val.stdout.splitlines() if line.split(" ")[0].isdigit() and " cases: " in line]
-        return summary[-1] if summary else val.stdout
-    if val.returncode != 1:
-        raise RuntimeError("conform validate could not judge the cases (exit %d): %s%s" %
-                           (val.returncode, val.stderr.strip(), val.stdout[-2000:]))
-    raise AssertionError("%s %s: %s\n(case set kept in %s)" % (op, dtype, _first_failure(report_dir, case_dir), work))
+    v = judge(op, dtype, fn, cases=cases, seed=seed, conform=conform, conventions=conventions, profile=profile,
+              impl=impl, domain=domain, unwritten=unwritten)
+    if not v.passed:
+        raise AssertionError("%s %s: %s\n(case set kept in %s)" % (op, dtype, v.first_failure, v.work))
+    if not keep:
+        shutil.rmtree(v.work, ignore_errors=True)
+    return v.summary
 
 
 def _self_test():

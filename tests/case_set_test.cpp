@@ -227,3 +227,51 @@ TEST(CaseSet, BadInputNamesTheFileAndField) {
     EXPECT_EQ(run("validate " + dir.string(), &text), 2);
     EXPECT_NE(text.find("manifest.json: \"seed\": missing"), std::string::npos) << text;
 }
+
+// --domain keeps every generated case inside what the kernel supports (here
+// rows of 8 elements), and validate replays inside the same domain.
+TEST(CaseSet, DomainRestrictsTheGeneratedCases) {
+    const fs::path dir = fresh("conform_case_set_domain");
+    std::string text;
+    ASSERT_EQ(run("cases --op silu --dtype fp32 --cases 8 --domain '{\"cols\":[8]}' --out " + dir.string(), &text), 0)
+        << text;
+    const auto manifest = read_json(dir / "manifest.json");
+    EXPECT_EQ(manifest["kernel"]["domain"], "{\"cols\":[8]}");
+    for (const auto& e : manifest["cases"]) EXPECT_EQ(e["outputs"]["y"]["shape"].back(), 8) << e;
+    fill_with(dir, "cpu.simd.silu.fp32");
+    EXPECT_EQ(run("validate " + dir.string(), &text), 0) << text;
+    EXPECT_EQ(run("cases --op silu --dtype fp32 --domain '{\"width\":[8]}' --out " + dir.string(), &text), 2);
+    EXPECT_NE(text.find("--domain: "), std::string::npos) << text;
+    EXPECT_NE(text.find("width"), std::string::npos) << text;
+}
+
+// An output the kernel does not compute (attention's lse from a library that
+// returns o alone) is declared in the manifest: absent from every case,
+// never judged, and the properties that need it are not run; undeclared,
+// its absence is an error naming the case and the tensor.
+TEST(CaseSet, DeclaredUnwrittenOutputsAreNotJudged) {
+    const fs::path dir = fresh("conform_case_set_unwritten");
+    std::string text;
+    ASSERT_EQ(run("cases --op attention --dtype fp32 --cases 4 --out " + dir.string(), &text), 0) << text;
+    fill_with(dir, "cpu.simd.attention.fp32");
+    auto manifest = read_json(dir / "manifest.json");
+    for (const auto& e : manifest["cases"]) {
+        io::Case c = io::read_case(dir / e["file"].get<std::string>());
+        c.outputs.erase("lse");
+        io::write_case_safetensors(c, dir / e["file"].get<std::string>());
+    }
+    EXPECT_EQ(run("validate " + dir.string(), &text), 2) << text;
+    EXPECT_NE(text.find("tensor \"out.lse\" missing"), std::string::npos) << text;
+    manifest["unwritten"] = {"lse"};
+    std::ofstream(dir / "manifest.json") << manifest.dump();
+    EXPECT_EQ(run("validate " + dir.string(), &text), 0) << text;
+    const auto line = text.find("property key_count ");
+    ASSERT_NE(line, std::string::npos) << text;
+    EXPECT_NE(text.substr(line, text.find('\n', line) - line).find("not run: it needs an output the kernel does not write (lse)"),
+              std::string::npos) << text;
+    manifest["unwritten"] = {"o"};
+    std::ofstream(dir / "manifest.json") << manifest.dump();
+    EXPECT_EQ(run("validate " + dir.string(), &text), 2) << text;
+    EXPECT_NE(text.find("\"unwritten\": \"o\" is not an output of attention other than the first"), std::string::npos)
+        << text;
+}

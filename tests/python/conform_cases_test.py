@@ -101,7 +101,8 @@ class Fill(unittest.TestCase):
 
     def test_filled_outputs_are_stored_in_the_case_format(self):
         d = self.generate("silu", "bf16")
-        n = conform_cases.fill(d, lambda i, p: {"y": np.asarray(i["x"], np.float32)}, impl="identity")
+        n, unsupported = conform_cases.fill(d, lambda i, p: {"y": np.asarray(i["x"], np.float32)}, impl="identity")
+        self.assertEqual(unsupported, 0)
         manifest = conform_cases.read_manifest(d)
         self.assertEqual(n, len(manifest["cases"]))
         case = conform_cases.cc.read_case(os.path.join(d, manifest["cases"][0]["file"]))
