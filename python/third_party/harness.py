@@ -1,0 +1,94 @@
+"""The shared part of the third-party checks (docs/third_party.md): each check
+is one library operator mapped onto one conform op and format, judged through
+a case set (python/conform_cases.py judge); the results are printed as the
+Markdown rows of docs/third_party.md and compared with the verdicts recorded
+there (EXPECTED in each script), so that CTest notices when a verdict moves.
+
+    python3 python/third_party/onnxruntime_check.py --conform build/conform [--only KEY] [--cases N] [--shard I/N]
+                                                    [--json FILE] [--keep] [--record]
+
+Exit status: 0 every verdict as recorded (or nothing recorded: the GPU
+script); 1 some verdict differs (printed); 77 the library is not importable
+(a CTest skip).
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import conform_cases  # noqa: E402
+
+CASES = 50  # per property: the figure docs/third_party.md was measured with
+SEED = 1
+
+
+class Check:
+    """One row: `name` the library's operator as used, mapped onto conform `op` in `dtype`."""
+
+    def __init__(self, name, op, dtype, fn, conventions=None, domain=None, unwritten=None, note="", cases=None,
+                 weight=1):
+        self.name, self.op, self.dtype, self.fn, self.cases, self.weight = name, op, dtype, fn, cases, weight
+        self.conventions, self.domain, self.unwritten, self.note = conventions, domain, unwritten, note
+
+    def key(self):
+        return "%s/%s%s" % (self.name, self.dtype, "" if not self.conventions else " " + ",".join(
+            "%s=%s" % kv for kv in sorted(self.conventions.items())))
+
+
+def shard_of(checks, shards):
+    """The shard of each check: the heaviest first, each onto the least loaded shard (deterministic)."""
+    load, out = [0] * shards, [0] * len(checks)
+    for i in sorted(range(len(checks)), key=lambda i: (-checks[i].weight, i)):
+        out[i] = min(range(shards), key=lambda s: (load[s], s))
+        load[out[i]] += checks[i].weight
+    return out
+
+
+def _short(message, limit=400):
+    message = " ".join(message.split())
+    return message if len(message) <= limit else message[:limit] + " ..."
+
+
+def run_checks(checks, expected, library, argv=None):
+    parser = argparse.ArgumentParser(description=library + " through conform case sets")
+    parser.add_argument("--conform", default="conform")
+    parser.add_argument("--only", action="append", default=[], help="a check's key (repeatable)")
+    parser.add_argument("--cases", type=int, help="per property (default: each check's own, CASES unless it says)")
+    parser.add_argument("--record", action="store_true", help="print the EXPECTED dict of these verdicts")
+    parser.add_argument("--json", help="write every verdict with its first failure here")
+    parser.add_argument("--keep", action="store_true", help="keep the case set of each failing check (--json names it)")
+    parser.add_argument("--shard", default="0/1", help="I/N: only every N-th check from the I-th (CTest's time limit)")
+    args = parser.parse_args(argv)
+    results, differ = {}, []
+    shard, shards = (int(v) for v in args.shard.split("/"))
+    mine = shard_of(checks, shards)
+    for i, c in enumerate(checks):
+        if (args.only and c.key() not in args.only) or mine[i] != shard:
+            continue
+        cases = args.cases or c.cases or CASES
+        v = conform_cases.judge(c.op, c.dtype, c.fn, cases=cases, seed=SEED, conform=args.conform,
+                                conventions=c.conventions, domain=c.domain, unwritten=c.unwritten, impl=library)
+        verdicts = {name: status for name, status, _ in v.properties}
+        results[c.key()] = {"op": c.op, "dtype": c.dtype, "cases_per_property": cases, "verdicts": verdicts,
+                            "cases": v.summary,
+                            "first_failure": v.first_failure, "note": c.note, "work": v.work}
+        cells = ", ".join("%s %s" % (n, s) for n, s in verdicts.items())
+        tally = re.sub(r", 0 [a-z ]+", "", re.sub(r" \([^)]*\)", "", v.summary))
+        print("| %s | `%s` %s | %s | %s | %s |" % (c.key(), c.op, c.dtype, cells, tally,
+                                                 "-" if v.passed else _short(v.first_failure or "")))
+        sys.stdout.flush()
+        if expected and not args.cases and expected.get(c.key()) != verdicts:  # recorded at each check's count
+            differ.append("%s: recorded %s, measured %s" % (c.key(), expected.get(c.key()), verdicts))
+        if v.passed or not args.keep:
+            conform_cases.shutil.rmtree(v.work, ignore_errors=True)
+        if args.json:  # after every check: an interrupted run keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+    if args.record:
+        print(json.dumps({k: r["verdicts"] for k, r in results.items()}, indent=1))
+    for d in differ:
+        print("DIFFERS " + d)
+    return 1 if differ else 0

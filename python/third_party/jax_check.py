@@ -1,0 +1,108 @@
+"""JAX on the CPU checked through conform case sets (docs/third_party.md):
+jax.nn activations, softmax and dot_product_attention in FP32 and BF16.
+
+Inputs reach JAX in the case's format (bf16 as jnp.bfloat16); the outputs
+are JAX's, in that format.  Nothing is computed by the harness but the
+layout: attention's q [Hq, Lq, D] becomes [1, Lq, Hq, D], and the
+log-sum-exp comes from return_residual=True.
+
+    python3 python/third_party/jax_check.py --conform build/conform
+"""
+import os
+import sys
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+try:
+    import numpy as np
+    import jax
+    import jax.numpy as jnp
+except ImportError as e:
+    print("SKIP: %s (bash scripts/setup installs jax into /opt/conform-venv)" % e)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Check, run_checks  # noqa: E402
+from conform_cases import Unsupported  # noqa: E402
+
+JNP = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
+
+
+def unary(f, dtype):
+    def fn(inputs, params):
+        return {"y": np.asarray(f(jnp.asarray(inputs["x"], dtype=JNP[dtype])))}
+    return fn
+
+
+def softmax(dtype):
+    return unary(lambda x: jax.nn.softmax(x, axis=-1), dtype)
+
+
+def _attention(q, k, v, bias, scale, causal, window):
+    out, lse = jax.nn.dot_product_attention(
+        q.transpose(1, 0, 2)[None], k.transpose(1, 0, 2)[None], v.transpose(1, 0, 2)[None],
+        bias=None if bias is None else bias[None, None], scale=scale, is_causal=causal,
+        local_window_size=(window - 1, 0) if window > 0 else None, return_residual=True)
+    return out[0].transpose(1, 0, 2), lse[0].transpose(1, 0)
+
+
+_attention_jit = jax.jit(_attention, static_argnames=("scale", "causal", "window"))  # one compilation per shape
+
+
+def attention(dtype):
+    def fn(inputs, params):
+        if params["softcap"] > 0:
+            raise Unsupported("dot_product_attention has no logit softcap")
+        q, k, v = (jnp.asarray(inputs[n], dtype=JNP[dtype]) for n in ("q", "k", "v"))
+        if v.shape[2] != q.shape[2]:
+            raise Unsupported("dot_product_attention takes one head size for keys and values")
+        bias = jnp.asarray(inputs["mask"], dtype=JNP[dtype]) if "mask" in inputs else None
+        window = int(params["window"])
+        o, lse = _attention_jit(q, k, v, bias, scale=None if params["scale"] == 0 else float(params["scale"]),
+                                causal=bool(params["causal"]) or window > 0, window=window)
+        return {"o": np.asarray(o), "lse": np.asarray(lse.astype(jnp.float32))}
+    return fn
+
+
+# dot_product_attention: no softcap, and one head size for keys and values.
+DOMAIN = {"softcap": [0], "head_dim": [16], "v_head_dim": [16]}
+CHECKS = []
+for dt in ("fp32", "bf16"):
+    CHECKS += [
+        Check("jax.nn.sigmoid", "sigmoid", dt, unary(jax.nn.sigmoid, dt)),
+        Check("jax.nn.silu", "silu", dt, unary(jax.nn.silu, dt)),
+        Check("jax.nn.gelu(approximate=False)", "gelu_erf", dt, unary(lambda x: jax.nn.gelu(x, approximate=False), dt)),
+        Check("jax.nn.gelu(approximate=True)", "gelu_tanh", dt, unary(lambda x: jax.nn.gelu(x, approximate=True), dt)),
+        Check("jax.nn.softplus", "softplus", dt, unary(jax.nn.softplus, dt)),
+        Check("jax.nn.softmax", "softmax", dt, softmax(dt)),
+        Check("jax.nn.dot_product_attention", "attention", dt, attention(dt), domain=DOMAIN,
+              cases=12, weight=4, note="head sizes 16 (one size for keys and values); softcap cases (parameter_sensitivity) are not run"),
+        Check("jax.nn.dot_product_attention", "attention", dt, attention(dt), domain=DOMAIN,
+              conventions={"causal": "top_left"}, cases=12, weight=4),
+        Check("jax.nn.dot_product_attention", "attention", dt, attention(dt), domain=DOMAIN,
+              conventions={"causal": "top_left", "masked_row": "nan"}, cases=12, weight=4),
+    ]
+
+EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's case count
+    'jax.nn.sigmoid/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.silu/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.gelu(approximate=False)/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.gelu(approximate=True)/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.softplus/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.softmax/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'shift_invariance': 'FAIL', 'masked_rows': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/fp32 causal=top_left': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/fp32 causal=top_left,masked_row=nan': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.sigmoid/bf16': {'within_budget': 'FAIL', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.silu/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.gelu(approximate=False)/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.gelu(approximate=True)/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.softplus/bf16': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'FAIL'},
+    'jax.nn.softmax/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'shift_invariance': 'FAIL', 'masked_rows': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/bf16 causal=top_left': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/bf16 causal=top_left,masked_row=nan': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
+}
+
+if __name__ == "__main__":
+    sys.exit(run_checks(CHECKS, EXPECTED, "jax " + jax.__version__))

@@ -1,0 +1,114 @@
+"""PyTorch's kernels checked through conform case sets (docs/third_party.md):
+F.scaled_dot_product_attention under each backend it offers (flash,
+memory-efficient, cuDNN, math) in FP16 and BF16 — causal and GQA cases come
+from the suite's generators — and F.rms_norm, F.silu, F.gelu (both forms).
+
+Made for a GPU (scripts/gpu-third-party runs it there); --device cpu runs the
+same checks on PyTorch's CPU kernels (the math backend only).  A case a
+backend refuses ("No available kernel", an unsupported mask or shape) is
+left without outputs: it and its properties are reported not run.  SDPA
+returns no log-sum-exp, so `lse` is declared unwritten.  SDPA takes either a
+mask or is_causal: a causal case with a mask gets is_causal's own mask
+(top-left, torch.ones(Lq, Lk).tril()) added to it as -inf.
+
+    python3 python/third_party/torch_check.py --conform build/conform [--device cuda] [--json out.json]
+"""
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:
+    print("SKIP: %s" % e)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Check, run_checks  # noqa: E402
+from conform_cases import Unsupported  # noqa: E402
+
+DEVICE = "cuda"
+for i, a in enumerate(sys.argv):
+    if a == "--device" and i + 1 < len(sys.argv):
+        DEVICE = sys.argv[i + 1]
+        del sys.argv[i:i + 2]
+        break
+TORCH = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def tensor(a, dtype):
+    """A case input on the device in the case's format (bf16 arrives as ml_dtypes or float32 values: exact)."""
+    return torch.from_numpy(np.asarray(a, dtype=np.float32)).to(DEVICE).to(TORCH[dtype])
+
+
+def unary(f, dtype):
+    def fn(inputs, params):
+        return {"y": f(tensor(inputs["x"], dtype))}
+    return fn
+
+
+def rms_norm(dtype):
+    def fn(inputs, params):
+        if params.get("zero_centered", 0):
+            raise Unsupported("F.rms_norm has no zero-centred weight")
+        x = tensor(inputs["x"], dtype)
+        return {"y": F.rms_norm(x, (x.shape[-1],), weight=tensor(inputs["weight"], dtype), eps=float(params["eps"]))}
+    return fn
+
+
+def backends():
+    from torch.nn.attention import SDPBackend
+    names = {"math": SDPBackend.MATH}
+    if DEVICE == "cuda":
+        names.update(flash=SDPBackend.FLASH_ATTENTION, efficient=SDPBackend.EFFICIENT_ATTENTION,
+                     cudnn=SDPBackend.CUDNN_ATTENTION)
+    return names
+
+
+def sdpa(dtype, backend):
+    from torch.nn.attention import sdpa_kernel
+
+    def fn(inputs, params):
+        if params["softcap"] > 0 or params["window"] > 0:
+            raise Unsupported("scaled_dot_product_attention has no softcap or window")
+        q, k, v = (tensor(inputs[n], dtype)[None] for n in ("q", "k", "v"))  # [1, H, L, D]
+        mask = tensor(inputs["mask"], dtype) if "mask" in inputs else None
+        causal = bool(params["causal"])
+        if causal and mask is not None:  # SDPA takes one or the other: is_causal's own mask (top-left) added in
+            lq, lk = q.shape[2], k.shape[2]
+            hidden = torch.ones(lq, lk, dtype=torch.bool, device=DEVICE).tril().logical_not()
+            mask = mask.masked_fill(hidden, float("-inf"))
+            causal = False
+        try:
+            with sdpa_kernel([backends()[backend]]):
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                                   scale=None if params["scale"] == 0 else float(params["scale"]),
+                                                   enable_gqa=q.shape[1] != k.shape[1])
+        except RuntimeError as e:  # the backend refuses these inputs
+            raise Unsupported(str(e))
+        return {"o": o[0]}
+    return fn
+
+
+DOMAIN = {"softcap": [0], "window": [0]}
+CHECKS = []
+for dt in ("fp16", "bf16"):
+    for b in backends():
+        for conv in (None, {"causal": "top_left"}):
+            CHECKS.append(Check("F.scaled_dot_product_attention[%s]" % b, "attention", dt, sdpa(dt, b),
+                                domain=DOMAIN, unwritten=["lse"], conventions=conv))
+    CHECKS += [
+        Check("F.rms_norm", "rms_norm", dt, rms_norm(dt), domain={"zero_centered": [0]}),
+        Check("F.silu", "silu", dt, unary(F.silu, dt)),
+        Check("F.gelu(approximate='none')", "gelu_erf", dt, unary(F.gelu, dt)),
+        Check("F.gelu(approximate='tanh')", "gelu_tanh", dt, unary(lambda x: F.gelu(x, approximate="tanh"), dt)),
+    ]
+
+EXPECTED = {}  # never run on a GPU: nothing recorded (docs/third_party.md)
+
+if __name__ == "__main__":
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        print("SKIP: torch.cuda.is_available() is False (use --device cpu for PyTorch's CPU kernels)")
+        sys.exit(77)
+    sys.exit(run_checks(CHECKS, EXPECTED, "torch %s %s" % (torch.__version__, DEVICE)))
