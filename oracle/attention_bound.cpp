@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "oracle/attention.hpp"
 #include "oracle/bound.hpp"
@@ -57,10 +59,28 @@ double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
 struct ChainError {
     double rel, abs;
 };
-ChainError block_fma_chain(int k, double n) {
-    const double c = 2 * (k + 2) * kU;  // (k + 2) 2^-23 per block FMA
+// A block with k_b products errs by (k_b + 2) 2^-23 of its terms, so n
+// blocks holding `products` products in all: 2u (products + 2n), grown by
+// (1 + c)^n for the partial sums carried as c.
+ChainError block_fma_chain(int k, double products, double n) {
+    const double c = 2 * (k + 2) * kU;  // (k + 2) 2^-23 per full block FMA
     const double grow = std::pow(1 + c, n);
-    return {c * n * grow, n * kEta * grow};
+    return {2 * kU * (products + 2 * n) * grow, n * kEta * grow};
+}
+
+// The rounding groups of a row's visible keys (hidden keys: -1): keys whose
+// weights lie in one interval [k s, (k + 1) s) of the grid of a format with
+// unit roundoff u (s = 2^e 2u in the binade [2^e, 2^(e+1))) share a group.
+std::vector<int> rounding_groups(const std::vector<double>& p, const std::vector<double>& s, double u) {
+    std::map<std::pair<int, double>, int> ids;
+    std::vector<int> group(p.size(), -1);
+    for (std::size_t j = 0; j < p.size(); ++j) {
+        if (s[j] == -INFINITY) continue;
+        const int e = p[j] > 0 ? std::ilogb(p[j]) : std::numeric_limits<int>::min();
+        const double cell = p[j] > 0 ? std::floor(p[j] / std::ldexp(2 * u, e)) : 0;
+        group[j] = ids.emplace(std::make_pair(e, cell), static_cast<int>(ids.size())).first->second;
+    }
+    return group;
 }
 
 // p * rho where p may have underflowed to 0 in double and rho overflowed to
@@ -94,14 +114,20 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
     ChainError pv{0, 0};
     double g_num = g_den;
     if (model.mma_k > 0) {
-        pv = block_fma_chain(model.mma_k, std::ceil(static_cast<double>(sh.lk) / model.mma_k) + splits);
+        // Tiles of model.key_tile keys (param block; else whole blocks of mma_k), each starting at
+        // most one partial block: ceil(Lk / mma_k) + tiles + S blocks, tiles <= ceil(Lk / tile) + S.
+        const double tile = model.key_tile > 0 ? static_cast<double>(model.key_tile) : model.mma_k;
+        const double tiles = std::ceil(static_cast<double>(sh.lk) / tile) + splits;
+        pv = block_fma_chain(model.mma_k, static_cast<double>(sh.lk),
+                             std::ceil(static_cast<double>(sh.lk) / model.mma_k) + tiles + splits);
         g_num = (1 + pv.rel) * (1 + gamma(nb + 2 + merge_terms, kU)) - 1;
     }
     // The logits: an FP32 dot product of D terms and the scale (2 roundings),
     // or ceil(D / mma_k) block FMAs and the scale.
     double g_dot = gamma(sh.d + 2.0, kU), dot_abs = 0;
     if (model.mma_k > 0) {
-        const ChainError qk = block_fma_chain(model.mma_k, std::ceil(static_cast<double>(sh.d) / model.mma_k));
+        const ChainError qk =
+            block_fma_chain(model.mma_k, static_cast<double>(sh.d), std::ceil(static_cast<double>(sh.d) / model.mma_k));
         g_dot = (1 + qk.rel) * (1 + gamma(2, kU)) - 1, dot_abs = qk.abs;
     }
     const std::int64_t n_o = sh.hq * sh.lq * sh.dv;
@@ -144,22 +170,32 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
             }
             for (std::int64_t j = 0; j < sh.lk; ++j)
                 if (r.s[j] != -INFINITY) rho[j] = (1 + rho[j]) * (1 + big_e) - 1;
+            // Weights that round together: the keys whose weights share one interval of the P
+            // format's grid (equal logits above all) get the same rounding error, so the
+            // probabilistic tier takes each such group as one term.
+            const std::vector<int> group = model.p_unit > 0 ? rounding_groups(pr, r.s, model.p_unit) : std::vector<int>{};
+            std::vector<double> gsum(group.empty() ? 0 : *std::max_element(group.begin(), group.end()) + 1);
             // 3. accumulation and output rounding, per output column d
             for (std::int64_t d = 0; d < sh.dv; ++d) {
-                double vd = 0, td = 0, vmax = 0, sq = 0;  // sq: sum of the squared terms p_j (1 + rho_j) |v_jd|
+                double vd = 0, td = 0, vmax = 0;
+                std::fill(gsum.begin(), gsum.end(), 0.0);
                 for (std::int64_t j = 0; j < sh.lk; ++j) {
                     if (r.s[j] == -INFINITY) continue;
-                    const double av = std::fabs(vh[j * sh.dv + d]), x = (pr[j] + weighted(pr[j], rho[j])) * av;
-                    vd += pr[j] * av, td += weighted(pr[j], rho[j]) * av, vmax = std::max(vmax, av), sq += x * x;
+                    const double av = std::fabs(vh[j * sh.dv + d]);
+                    vd += pr[j] * av, td += weighted(pr[j], rho[j]) * av, vmax = std::max(vmax, av);
+                    if (!group.empty()) gsum[group[j]] += (pr[j] + weighted(pr[j], rho[j])) * av;
                 }
+                double sq = 0;  // the groups' terms p_j (1 + rho_j) |v_jd|, squared
+                for (double g : gsum) sq += g * g;
                 const double od = std::fabs(to_double(exact.values[0][row * sh.dv + d]));
                 // bound before the output rounding: the weights' error, their rounding to the P format,
                 // the numerator's and the denominator's arithmetic, and the subnormal absolute parts
                 const double w = vd + td;
                 const double pre = td + rounding_sum(model.p_unit, w, std::sqrt(sq)) +
                                    (g_num + g_den) * (1 + model.p_unit) * w + pv.abs +
-                                   sh.lk * model.p_eta * vmax;
-                ob[d] = pre + half_ulp(model.out, od + pre) + sh.lk * kEta * vmax;
+                                   (model.p_eta > 0 ? (1 + g_num + g_den) * sh.lk * model.p_eta * vmax : 0);
+                // eta: weights (and with splits the merge's weights and products) below FP32's normal range
+                ob[d] = pre + half_ulp(model.out, od + pre) + (sh.lk + 3 * merge_terms) * kEta * vmax;
             }
             const double lse = std::fabs(to_double(exact.values[1][row]));
             const double g_merge = splits > 1 ? gamma(splits, kU) + model.e_log * std::log(splits) : 0;

@@ -25,6 +25,8 @@ struct FlashErrorModel {
     // each rounded to nearest), each off by (mma_k + 2) 2^-23 of its terms'
     // magnitudes (impls/cuda/emu/mma_model.hpp).
     int mma_k = 0;
+    // Its key tile when param block sets one (0: whole blocks of mma_k).
+    std::int64_t key_tile = 0;
     // The weights rounded to a narrower format before P V: its unit
     // roundoff and half its smallest subnormal spacing (0: not rounded).
     double p_unit = 0, p_eta = 0;

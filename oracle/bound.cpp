@@ -218,6 +218,7 @@ double gamma(double k, double u) {
 }
 
 double rounding_sum(double u, double l1, double l2) {
+    if (u == 0) return 0;  // no rounding (and no 0 * inf for an infinite term)
     const double rigorous = u * l1;
     if (tls_tier == Tier::rigorous) return rigorous;
     const double prob = kLambda * u * l2;
@@ -249,6 +250,7 @@ std::vector<std::vector<double>> attention_bound_split(const Params& p, const st
     if (p.get("declared.key_block", 0) > 0) model.key_block = static_cast<std::int64_t>(p.get("block", 0) > 0 ? p.get("block", 0) : p.get("declared.key_block", 0));
     // Tensor cores, weights rounded before P V, KV splits (param splits, else the most the kernel declares).
     model.mma_k = static_cast<int>(p.get("declared.mma_k", 0));
+    model.key_tile = static_cast<std::int64_t>(p.get("block", 0));
     model.p_unit = p.get("declared.p_unit", 0), model.p_eta = p.get("declared.p_eta", 0);
     const double max_splits = p.get("declared.max_splits", 1), splits = p.get("splits", 0);
     model.splits = static_cast<std::int64_t>(std::max(1.0, splits > 0 ? std::min(splits, max_splits) : max_splits));

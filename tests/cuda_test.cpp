@@ -174,6 +174,28 @@ TEST(CudaAttention, EveryHeadDimensionUpTo256PrefillAndDecode) {
     }
 }
 
+// An infinite v at a visible key whose weight underflows (a logit 200 below
+// the row's maximum): the exact weight is positive, so o is infinite in that
+// column -- never 0 * inf = NaN -- through the tensor cores' zeroed tile, the
+// FP32 kernel's FMA and the split merge.
+TEST(CudaAttention, AnInfiniteValueCountsWhereItsWeightUnderflows) {
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16})
+        for (double splits : {1.0, 3.0}) {
+            const KernelInfo& k = *cuda_emu_registry().kernels.find(std::string("cuda.attention.") + name(f));
+            std::vector<Tensor> in = attention_inputs(f, 1, 1, 2, 40, 16, 3);
+            for (std::int64_t i = 0; i < in[0].numel(); ++i) in[0].set_value(i, 0.0);  // logits = the mask
+            Tensor mask(f, {2, 40});
+            for (std::int64_t i = 0; i < mask.numel(); ++i) mask.set_value(i, 0.0);
+            mask.set_value(5, -200.0), mask.set_value(40 + 5, -200.0);
+            in[2].set_value(5 * 16 + 3, INFINITY);
+            in.push_back(std::move(mask));
+            Params p = Params::defaults(*find_op("attention"));
+            p.set("splits", splits);
+            const props::CaseResult r = props::check_case(k, p, views(in));
+            EXPECT_TRUE(r.pass) << k.name << " splits " << splits << ": " << r.message;
+        }
+}
+
 // Without a usable GPU (CI): every cuda kernel is not provided, with the
 // runtime's reason; nothing is registered that could pass.
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {

@@ -96,6 +96,10 @@ __device__ __forceinline__ float mask_at(const T* mask, const AttnArgs& a, int i
     return a.has_mask ? static_cast<float>(load(mask[static_cast<long long>(i) * a.lk + j])) : 0.0f;
 }
 
+// acc exp(m_old - m_new): an infinite acc (an infinite v at a visible key)
+// stays infinite when the factor underflows to 0, as the exact weights are positive.
+__device__ __forceinline__ float rescaled(float acc, float factor) { return isinf(acc) ? acc : acc * factor; }
+
 // The row's result: o = acc / l and lse = m + log l, or the empty row
 // (0, -inf) when no key was visible.  With several splits the FP32 partial.
 // A split's partial is always the empty state (0, -inf) (another split may
@@ -143,15 +147,33 @@ __device__ __forceinline__ void load_kv_tile(const unsigned short* kh, const uns
                                              unsigned short (*vs)[TcTile<P>::kStride], bool bf16, int tile,
                                              int* nonfinite) {
     constexpr int kBk = TcTile<P>::kBk;
+    // An all-ones exponent: Inf or NaN in either format.
+    auto finite_or_zero = [&](unsigned short vb) -> unsigned short {
+        const bool special = bf16 ? (vb & 0x7f80) == 0x7f80 : (vb & 0x7c00) == 0x7c00;
+        if (special) *nonfinite = tile + 1;
+        return special ? 0 : vb;
+    };
+    using Pack8 = Pack<unsigned short>;  // 16 bytes
+    if (a.d % 8 == 0 && a.dv % 8 == 0) {
+        // Whole 16-byte packs: every row of K and V starts 16-byte aligned, and so does
+        // every 8-column group of a shared row (the pitch P + 8 is a multiple of 8).
+        for (int e = threadIdx.x; e < kBk * P / 8; e += blockDim.x) {
+            const int r = e / (P / 8), c = e % (P / 8) * 8, j = k0 + r;
+            Pack8 kp{}, vp{};
+            if (j < hi && c < a.d) kp = *reinterpret_cast<const Pack8*>(kh + static_cast<long long>(j) * a.d + c);
+            if (j < hi && c < a.dv) vp = *reinterpret_cast<const Pack8*>(vh + static_cast<long long>(j) * a.dv + c);
+            CONFORM_UNROLL
+            for (int x = 0; x < 8; ++x) vp.v[x] = finite_or_zero(vp.v[x]);
+            *reinterpret_cast<Pack8*>(&ks[r][c]) = kp;
+            *reinterpret_cast<Pack8*>(&vs[r][c]) = vp;
+        }
+        return;
+    }
     for (int e = threadIdx.x; e < kBk * P; e += blockDim.x) {
         const int r = e / P, c = e % P, j = k0 + r;
         const bool in = j < hi;
         ks[r][c] = in && c < a.d ? kh[static_cast<long long>(j) * a.d + c] : 0;
-        unsigned short vb = in && c < a.dv ? vh[static_cast<long long>(j) * a.dv + c] : 0;
-        // An all-ones exponent: Inf or NaN in either format.
-        const bool special = bf16 ? (vb & 0x7f80) == 0x7f80 : (vb & 0x7c00) == 0x7c00;
-        if (special) *nonfinite = tile + 1, vb = 0;
-        vs[r][c] = vb;
+        vs[r][c] = finite_or_zero(in && c < a.dv ? vh[static_cast<long long>(j) * a.dv + c] : 0);
     }
 }
 
@@ -162,8 +184,12 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
                              float* __restrict__ part_lse) {
     constexpr int kBk = TcTile<P>::kBk, kStride = TcTile<P>::kStride, kQc = P / 16, kOn = P / 8, kSn = kBk / 8;
     constexpr bool kBf16 = std::is_same_v<S, __nv_bfloat16>;
-    __shared__ unsigned short ks[kBk][kStride];
-    __shared__ unsigned short vs[kBk][kStride];
+    struct alignas(16) Tiles {  // 16-byte aligned rows for the packed loads
+        unsigned short k[kBk][kStride], v[kBk][kStride];
+    };
+    __shared__ Tiles tiles;
+    auto& ks = tiles.k;
+    auto& vs = tiles.v;
     __shared__ int nonfinite;
     const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int group = lane / 4, t = lane % 4;
@@ -241,8 +267,8 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
         }
         if (!Bug::kSkipORescale)
             CONFORM_UNROLL
-            for (int n = 0; n < kOn; ++n) of[n][0] *= scale_by[0], of[n][1] *= scale_by[0], of[n][2] *= scale_by[1],
-                                          of[n][3] *= scale_by[1];
+            for (int n = 0; n < kOn; ++n)
+                for (int x = 0; x < 4; ++x) of[n][x] = rescaled(of[n][x], scale_by[x >> 1]);
         // Weights p = exp(s - m), FP32; a hidden key's is -0 (the marker the non-finite V pass reads).
         CONFORM_UNROLL
         for (int n = 0; n < kSn; ++n)
@@ -275,11 +301,15 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
             }
         }
         if (nonfinite == tile + 1) {  // final since the barrier after the load
-            // The non-finite values of V this tile zeroed, added by the rows that see their key:
-            // p v with p this row's rounded weight (a hidden key's -0 marker skips it).
+            // The non-finite values of V this tile zeroed, added by the rows that see their key
+            // (a hidden key's -0 marker skips it): p v, or v itself where p rounded to 0 -- the
+            // exact weight is positive, so an infinite v makes o infinite, never 0 * inf = NaN.
+            // A rare path, left rolled: unrolling it with the fragments' constant indices multiplies
+            // the kernel's code by the tile's keys times the value blocks (ptxas then runs for tens of
+            // minutes); its runtime indices cost local memory for sf and of instead.
             for (int key = 0; key < kBk; ++key) {
                 const int src = group * 4 + (key % 8) / 2, n = key / 8, x = key & 1;
-                float pk[2] = {__shfl_sync(kFullMask, sf[n][x], src), __shfl_sync(kFullMask, sf[n][2 + x], src)};
+                const float pk[2] = {__shfl_sync(kFullMask, sf[n][x], src), __shfl_sync(kFullMask, sf[n][2 + x], src)};
                 const int j = k0 + key;
                 if (j >= tile_hi) continue;
                 for (int on = 0; on < ons; ++on)
@@ -291,7 +321,7 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
                         for (int rr = 0; rr < 2; ++rr) {
                             const float p = value_of<S>(bits_of<S>(pk[rr]));
                             if (p == 0 && signbit(p)) continue;
-                            of[on][2 * rr + e] += p * vj;
+                            of[on][2 * rr + e] += p > 0 ? p * vj : vj;
                         }
                     }
             }
@@ -305,10 +335,13 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
     for (int rr = 0; rr < 2; ++rr) {
         const int i = rows[rr];
         if (i >= a.lq) continue;
-        for (int n = 0; n < ons; ++n)
+        CONFORM_UNROLL
+        for (int n = 0; n < kOn; ++n) {  // constant indices keep of[] in registers
+            if (n >= ons) break;
             for (int e = 0; e < 2; ++e)
                 if (n * 8 + 2 * t + e < a.dv)
                     store_row_value(o, part_o, a, z, h, i, n * 8 + 2 * t + e, of[n][2 * rr + e], st.m[rr], st.l[rr]);
+        }
         if (t == 0) store_row_lse(lse, part_lse, a, z, h, i, st.m[rr], st.l[rr]);
     }
 }
@@ -354,14 +387,17 @@ __global__ void attention_simt(const float* __restrict__ q, const float* __restr
         float psum = p;
         for (int off = 16; off > 0; off /= 2) psum += __shfl_xor_sync(kFullMask, psum, off);
         l = l * scale_by + psum;
-        for (int c = 0; c < kSimtCols; ++c) acc[c] *= scale_by;
+        for (int c = 0; c < kSimtCols; ++c) acc[c] = rescaled(acc[c], scale_by);
         for (int key = 0; key < 32; ++key) {
             const float pk = __shfl_sync(kFullMask, p, key);
             const int seen = __shfl_sync(kFullMask, static_cast<int>(visible), key);
             if (!seen) continue;  // a hidden key's value is never read
             const float* vr = vh + static_cast<long long>(k0 + key) * a.dv;
-            for (int c = 0; c < kSimtCols; ++c)
-                if (lane + 32 * c < a.dv) acc[c] = fmaf(pk, vr[lane + 32 * c], acc[c]);
+            for (int c = 0; c < kSimtCols; ++c) {
+                if (lane + 32 * c >= a.dv) continue;
+                const float vj = vr[lane + 32 * c];  // an infinite v counts whole even where p underflowed
+                acc[c] = isinf(vj) ? acc[c] + vj : fmaf(pk, vj, acc[c]);
+            }
         }
     }
     for (int c = 0; c < kSimtCols; ++c)
@@ -393,7 +429,8 @@ __global__ void attention_merge(const float* __restrict__ part_o, const float* _
         float num = 0;
         for (int s = 0; s < a.splits; ++s) {
             const float w = split_lse(s) == -INFINITY ? 0.0f : expf(split_lse(s) - top);
-            num += w * part_o[(s * rows + row) * a.dv + c];  // an empty split's o_s is 0
+            const float os = part_o[(s * rows + row) * a.dv + c];  // an empty split's o_s is 0
+            num += isinf(os) ? os : w * os;  // a split's weight is positive even where w underflowed
         }
         o[row * a.dv + c] = store<S>(top == -INFINITY ? (a.nan_rows ? NAN : 0.0f) : num / den);
     }
@@ -459,6 +496,8 @@ struct AttnLaunchFn {
     static void tc(AttnArgs a, dim3 grid, dim3 block, const DeviceBuffer* in, const S* mask, S* o, float* lse,
                    float* po, float* pl, cudaStream_t s) {
         constexpr int kBk = TcTile<P>::kBk;
+        // Param block may cut a tile short of whole 16-key blocks; the bound counts one block FMA more
+        // per tile (docs/attention.md, "Accumulation").
         a.block = a.block > 0 && a.block < kBk ? a.block : kBk;
         auto* kernel_fn = attention_tc<S, P, Bug>;
         CONFORM_LAUNCH(kernel_fn, grid, block, 0, s)(in[0].as<unsigned short>(), in[1].as<unsigned short>(),

@@ -230,8 +230,12 @@ struct ProbeResult {
     double max_util = 0;  // |d - exact| / ((16 + 2) 2^-23 sum |terms| + eta): <= 1 inside the model's bound
 };
 
-// Random blocks with exponents in [-6, 6] and random signs (the exact sum
-// then fits a double), half of them with C set to cancel most of the sum.
+// Random blocks of three kinds, random signs throughout: values with
+// exponents in [-6, 6]; the same with C set to cancel most of the sum; and A
+// in the format's subnormal range and just above it (the attention weights
+// P that the bound's p_eta assumes are multiplied exactly), with a C of the
+// products' size.  Each block's terms span fewer than 53 bits, so their sum
+// in double is exact.
 template <class S>
 ProbeResult mma_probe(const char* name, Format f, int blocks) {
     std::uint64_t state = 12345;
@@ -239,12 +243,18 @@ ProbeResult mma_probe(const char* name, Format f, int blocks) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;
         return static_cast<double>(state >> 11) * 0x1p-53;
     };
-    auto value = [&] { return (uniform() < 0.5 ? -1 : 1) * (1 + uniform()) * std::ldexp(1.0, static_cast<int>(uniform() * 13) - 6); };
+    auto value = [&](int lo, int hi) {
+        return (uniform() < 0.5 ? -1 : 1) * (1 + uniform()) * std::ldexp(1.0, lo + static_cast<int>(uniform() * (hi - lo + 1)));
+    };
+    const int tiny = f == Format::fp16 ? -24 : -133;  // the smallest subnormal's exponent
     std::vector<unsigned short> a(blocks * 256), b(blocks * 128);
     std::vector<double> av(a.size()), bv(b.size());
     std::vector<float> c(blocks * 128), d(c.size());
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<unsigned short>(encode(f, value())), av[i] = decode(f, a[i]);
-    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned short>(encode(f, value())), bv[i] = decode(f, b[i]);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const bool sub = i / 256 % 3 == 2;
+        a[i] = static_cast<unsigned short>(encode(f, sub ? value(tiny, tiny + 12) : value(-6, 6))), av[i] = decode(f, a[i]);
+    }
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned short>(encode(f, value(-6, 6))), bv[i] = decode(f, b[i]);
     auto products = [&](int blk, int r, int n, double* p) {
         for (int k = 0; k < 16; ++k) p[k] = av[blk * 256 + r * 16 + k] * bv[blk * 128 + k * 8 + n];
     };
@@ -253,7 +263,10 @@ ProbeResult mma_probe(const char* name, Format f, int blocks) {
             double p[16], sum = 0;
             products(blk, e / 8, e % 8, p);
             for (double x : p) sum += x;
-            c[blk * 128 + e] = static_cast<float>(blk % 2 ? -sum * (1 + 0x1p-10 * uniform()) : value());
+            const int kind = blk % 3;
+            c[blk * 128 + e] = static_cast<float>(kind == 1 ? -sum * (1 + 0x1p-10 * uniform())
+                                                  : kind == 2 ? sum * uniform()
+                                                              : value(-6, 6));
         }
     DeviceBuffer da(a.size() * 2, kWhere), db(b.size() * 2, kWhere), dc(c.size() * 4, kWhere), dd(d.size() * 4, kWhere);
     check(cudaMemcpy(da.as<void>(), a.data(), a.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy", kWhere);
