@@ -33,11 +33,7 @@ template <bool kNanRows>
 void add(Registry& r) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = attention_info(kernel_info("attention", f, ""), f);
-        if (kNanRows) {
-            k.name = std::string("cuda.attention.nan_rows.") + name(f);
-            k.variant = "cuda.nan_rows";
-            k.conventions = {{"masked_row", "nan"}};
-        }
+        if (kNanRows) make_nan_rows(k, "attention", f);
         k.description = f == Format::fp32
                             ? std::string("FP32 without tensor cores: a warp per query row, 32 keys a step, FMA dots; "
                                           "KV splits for decoding merged by lse_merge")

@@ -490,25 +490,60 @@ inline int padded_dim(int d, int dv) {
     throw std::invalid_argument("head dimension " + std::to_string(m) + " > 256: not supported by the CUDA attention kernels");
 }
 
-template <class S, class Bug>
-struct AttnLaunchFn {
-    template <int P>
-    static void tc(AttnArgs a, dim3 grid, dim3 block, const DeviceBuffer* in, const S* mask, S* o, float* lse,
-                   float* po, float* pl, cudaStream_t s) {
-        constexpr int kBk = TcTile<P>::kBk;
-        // Param block may cut a tile short of whole 16-key blocks; the bound counts one block FMA more
-        // per tile (docs/attention.md, "Accumulation").
-        a.block = a.block > 0 && a.block < kBk ? a.block : kBk;
-        auto* kernel_fn = attention_tc<S, P, Bug>;
-        CONFORM_LAUNCH(kernel_fn, grid, block, 0, s)(in[0].as<unsigned short>(), in[1].as<unsigned short>(),
-                                                    in[2].as<unsigned short>(), mask, a, o, lse, po, pl);
-    }
+// The device buffers of one call: q, k, v, the mask (null without one), o,
+// lse, and the split partials (used when a.splits > 1).
+template <class S>
+struct AttnBuffers {
+    const S *q, *k, *v, *mask;
+    S* o;
+    float *lse, *part_o, *part_lse;
 };
+
+template <class S, class Bug, int P>
+void launch_attention_tc(AttnArgs a, dim3 grid, dim3 block, const AttnBuffers<S>& b, cudaStream_t s) {
+    constexpr int kBk = TcTile<P>::kBk;
+    // Param block may cut a tile short of whole 16-key blocks; the bound counts one block FMA more
+    // per tile (docs/attention.md, "Accumulation").
+    a.block = a.block > 0 && a.block < kBk ? a.block : kBk;
+    auto* kernel_fn = attention_tc<S, P, Bug>;
+    CONFORM_LAUNCH(kernel_fn, grid, block, 0, s)(reinterpret_cast<const unsigned short*>(b.q),
+                                                reinterpret_cast<const unsigned short*>(b.k),
+                                                reinterpret_cast<const unsigned short*>(b.v), b.mask, a, b.o, b.lse,
+                                                b.part_o, b.part_lse);
+}
+
+// The forward kernel of S (FP32: attention_simt; FP16/BF16: attention_tc of
+// the padded head dimension) and, with several splits, the merge; `warps`
+// per block, 0 for the kernel's own (the kernel call and the benchmark).
+template <class S, class Bug = AttnNoBug>
+void launch_attention(const AttnArgs& a, const AttnBuffers<S>& b, int warps, cudaStream_t s) {
+    if constexpr (std::is_same_v<S, float>) {
+        if (warps <= 0) warps = 4;
+        auto* kernel_fn = attention_simt<Bug>;
+        CONFORM_LAUNCH(kernel_fn, dim3((a.lq + warps - 1) / warps, a.hq, a.splits), dim3(32 * warps), 0, s)(
+            b.q, b.k, b.v, b.mask, a, b.o, b.lse, b.part_o, b.part_lse);
+    } else {
+        if (warps <= 0) warps = a.lq <= 16 ? 1 : 4;
+        const dim3 grid((a.lq + 16 * warps - 1) / (16 * warps), a.hq, a.splits), block(32 * warps);
+        switch (padded_dim(a.d, a.dv)) {
+            case 32: launch_attention_tc<S, Bug, 32>(a, grid, block, b, s); break;
+            case 64: launch_attention_tc<S, Bug, 64>(a, grid, block, b, s); break;
+            case 128: launch_attention_tc<S, Bug, 128>(a, grid, block, b, s); break;
+            default: launch_attention_tc<S, Bug, 256>(a, grid, block, b, s); break;
+        }
+    }
+    if (a.splits > 1) {
+        const long long rows = static_cast<long long>(a.hq) * a.lq;
+        auto* merge_fn = attention_merge<S, Bug>;
+        CONFORM_LAUNCH(merge_fn, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, s)(b.part_o, b.part_lse, a,
+                                                                                             b.o, b.lse);
+    }
+}
 
 template <class S, class Bug = AttnNoBug>
 void run_attention_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
     const AttnArgs a = attention_args(c, l);
-    const int padded = padded_dim(a.d, a.dv);  // refuses head dimensions over 256 before any work
+    padded_dim(a.d, a.dv);  // refuses head dimensions over 256 before any work
     Stream s(kernel);
     DeviceBuffer in[3] = {DeviceBuffer(c.in[0].numel() * sizeof(S), kernel),
                           DeviceBuffer(c.in[1].numel() * sizeof(S), kernel),
@@ -522,33 +557,10 @@ void run_attention_as(const KernelCall& c, const char* kernel, const AttnLaunch&
     DeviceBuffer po(parts * rows * a.dv * sizeof(float), kernel), pl(parts * rows * sizeof(float), kernel);
     poison(o, s.get(), kernel), poison(lse, s.get(), kernel), poison(po, s.get(), kernel), poison(pl, s.get(), kernel);
     if (rows > 0) {
-        const S* mp = a.has_mask ? mask.as<S>() : nullptr;
-        if constexpr (std::is_same_v<S, float>) {
-            const int warps = l.warps > 0 ? l.warps : 4;
-            auto* kernel_fn = attention_simt<Bug>;
-            CONFORM_LAUNCH(kernel_fn, dim3((a.lq + warps - 1) / warps, a.hq, a.splits), dim3(32 * warps), 0, s.get())(
-                in[0].as<float>(), in[1].as<float>(), in[2].as<float>(), mp, a, o.as<float>(), lse.as<float>(),
-                po.as<float>(), pl.as<float>());
-        } else {
-            const int warps = l.warps > 0 ? l.warps : a.lq <= 16 ? 1 : 4;
-            const dim3 grid((a.lq + 16 * warps - 1) / (16 * warps), a.hq, a.splits), block(32 * warps);
-            using F = AttnLaunchFn<S, Bug>;
-            S* op = o.as<S>();
-            float *lp = lse.as<float>(), *pop = po.as<float>(), *plp = pl.as<float>();
-            switch (padded) {
-                case 32: F::template tc<32>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
-                case 64: F::template tc<64>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
-                case 128: F::template tc<128>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
-                default: F::template tc<256>(a, grid, block, in, mp, op, lp, pop, plp, s.get()); break;
-            }
-        }
+        const AttnBuffers<S> b{in[0].as<S>(), in[1].as<S>(), in[2].as<S>(), a.has_mask ? mask.as<S>() : nullptr,
+                               o.as<S>(),     lse.as<float>(), po.as<float>(), pl.as<float>()};
+        launch_attention<S, Bug>(a, b, l.warps, s.get());
         check_launch(s.get(), kernel);
-        if (a.splits > 1) {
-            auto* merge_fn = attention_merge<S, Bug>;
-            CONFORM_LAUNCH(merge_fn, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, s.get())(
-                po.as<float>(), pl.as<float>(), a, o.as<S>(), lse.as<float>());
-            check_launch(s.get(), kernel);
-        }
     }
     download(o, c.out[0], s.get(), kernel);
     download(lse, c.out[1], s.get(), kernel);

@@ -179,23 +179,16 @@ void attention(Bench& b) {
         a.causal = causal;
         a.splits = choose_splits(Params{}, AttnLaunch{}, lq, lk);
         a.split_keys = (lk + a.splits - 1) / a.splits;
-        a.block = TcTile<128>::kBk;
         const long long nq = 1ll * heads * lq * d, nk = 1ll * heads * lk * d, rows = 1ll * heads * lq;
-        DeviceBuffer in[3] = {b.filled<S>(nq, 1), b.filled<S>(nk, 2), b.filled<S>(nk, 3)};
+        DeviceBuffer q = b.filled<S>(nq, 1), k = b.filled<S>(nk, 2), v = b.filled<S>(nk, 3);
         DeviceBuffer o(nq * sizeof(S), kWhere), lse(rows * sizeof(float), kWhere);
         DeviceBuffer po((a.splits > 1 ? a.splits : 0) * nq * sizeof(float), kWhere);
         DeviceBuffer pl((a.splits > 1 ? a.splits : 0) * rows * sizeof(float), kWhere);
-        const int warps = lq <= 16 ? 1 : 4;
-        const dim3 grid((lq + 16 * warps - 1) / (16 * warps), heads, a.splits), block(32 * warps);
+        const AttnBuffers<S> buf{q.as<S>(), k.as<S>(), v.as<S>(), nullptr, o.as<S>(), lse.as<float>(),
+                                 po.as<float>(), pl.as<float>()};
         const double flops = 4.0 * heads * lq * lk * d * (causal && lq == lk ? 0.5 : 1.0);
         const std::string shape = "BH=512 Lq=" + std::to_string(lq) + " Lk=" + std::to_string(lk) + (causal ? " causal" : "");
-        b.add_flops("cuda.attention.bf16", shape, flops, [&] {
-            AttnLaunchFn<S, AttnNoBug>::tc<128>(a, grid, block, in, nullptr, o.as<S>(), lse.as<float>(), po.as<float>(),
-                                                 pl.as<float>(), b.stream());
-            if (a.splits > 1)
-                attention_merge<S><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, b.stream()>>>(
-                    po.as<float>(), pl.as<float>(), a, o.as<S>(), lse.as<float>());
-        });
+        b.add_flops("cuda.attention.bf16", shape, flops, [&] { launch_attention<S>(a, buf, 0, b.stream()); });
     };
     for (int l : {1024, 4096, 16384})
         for (bool causal : {false, true}) one(l, l, causal);

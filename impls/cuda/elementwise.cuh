@@ -140,6 +140,14 @@ inline KernelInfo kernel_info(const char* op, Format f, const std::string& what)
     return k;
 }
 
+// cuda.<op>.nan_rows.<fmt>: the variant of k whose empty rows (softmax: all
+// -inf; attention: a query that sees no key) give NaN, declared masked_row = nan.
+inline void make_nan_rows(KernelInfo& k, const char* op, Format f) {
+    k.name = std::string("cuda.") + op + ".nan_rows." + name(f);
+    k.variant = "cuda.nan_rows";
+    k.conventions = {{"masked_row", "nan"}};
+}
+
 // The registry entry of a GPU mutant, mutant.cuda.<op>.<bug>.<fmt> (fn left
 // to the caller).
 inline KernelInfo mutant_kernel_info(const char* op, const char* bug, Format f, const char* bug_class,

@@ -19,11 +19,7 @@ template <bool kNanRows>
 void add(Registry& r) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = kernel_info("softmax", f, "");
-        if (kNanRows) {
-            k.name = std::string("cuda.softmax.nan_rows.") + name(f);
-            k.variant = "cuda.nan_rows";
-            k.conventions = {{"masked_row", "nan"}};
-        }
+        if (kNanRows) make_nan_rows(k, "softmax", f);
         k.description = std::string("online max and sum per thread, merged by warp shuffles; exp(x - m) / l in double, "
                                     "one rounding into ") +
                         name(f) + (kNanRows ? "; an all -inf row gives NaN (masked_row = nan)" : "");
