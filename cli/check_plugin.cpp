@@ -394,6 +394,8 @@ int cmd_check_plugin(const CheckPluginOptions& o) {
     cfg.reproduce = o.reproduce;
     cfg.shrink = o.shrink;
     cfg.infer_conventions = o.infer;
+    cfg.fail_fast = o.fail_fast;
+    if (o.fail_fast) rep.selection["fail_fast"] = "true";
     if (!o.against_profile.empty()) {
         // A CI gate: every selected kernel must have its recorded profile.
         std::vector<std::string> missing;

@@ -93,6 +93,7 @@ struct CheckPluginOptions {
     std::string profile;    // --profile: the accuracy profile every kernel is judged by (empty: strict)
     std::vector<std::string> conventions;  // --convention KEY=VALUE: added to the descriptors' declarations
     bool infer = true;      // --no-infer: skip convention inference for failing kernels
+    bool fail_fast = false; // --fail-fast: a kernel's suite stops at its first failing property
     std::string record_profile;   // --record-profile DIR: write each kernel's error profile there
     std::string against_profile;  // --against-profile DIR: fail a kernel whose profile drifted from DIR's
 };

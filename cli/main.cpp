@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
                                                    "of its op");
     bool no_shrink = false;
     check_plugin->add_flag("--no-shrink", no_shrink, "report failing cases as generated, without shrinking them");
+    check_plugin->add_flag("--fail-fast", plug.fail_fast,
+                           "stop each kernel's suite at its first failing property (a gate's verdict sooner; the "
+                           "properties after it, the failure's statistics and the convention inference are not run)");
 
     auto* golden = app.add_subcommand("golden", "check the golden vectors (the oracle reproduces every stored output; "
                                                 "every selected kernel passes them), or regenerate them and the error "

@@ -155,6 +155,13 @@ struct ChunkBound {
         DMat aabs(c, c), labs(c, c), lsig(c, c), ta(c, c), tl(c, c), ea(c, c), el(c, c);
         DMat ks(c, dk), ksig(c, dk), qs(c, dk), ke(c, dk), kesig(c, dk);
         std::vector<double> tqs(ix(c)), tks(ix(c)), tke(ix(c)), decay(ix(dk));
+        // Underflow of decayed entries.  A factor f_hat = exp(...) may itself be
+        // subnormal or 0 (absolute error <= eta), and the kernel multiplies it
+        // by the entry: |x_hat f_hat - x f| gains |x_hat| eta + eta (the
+        // product's own rounding), so the absolute part scales with |x|, not
+        // with the factor.  wq, wk carry the kernel's |q_hat| <= |q| wq.
+        const double wq = (1 + p.eta_q) * (1 + u), wk = (1 + p.eta_k) * (1 + u);
+        DMat uq(c, dk), uk(c, dk);  // eta (1 + |q_hat|), eta (1 + |k_hat|)
         for (std::int64_t r = 0; r < c; ++r) {
             for (std::int64_t i = 0; i <= r; ++i) {
                 double a = 0, l = 0, ls = 0, ha = 0, hl = 0;
@@ -162,7 +169,11 @@ struct ChunkBound {
                     const double f = i == r ? 1.0 : d.f(r, i, ch);
                     const double qa = std::fabs(d.q(r, ch)), kr = std::fabs(d.k(r, ch)), ki = std::fabs(d.k(i, ch));
                     a += qa * f * ki, l += kr * f * ki, ls += d.k(r, ch) * f * d.k(i, ch);
-                    ha += 2 + qa + ki + qa * ki, hl += 2 + kr + ki + kr * ki;
+                    // A pair across KDA sub-chunks is a product of two decayed
+                    // entries, (q e^a)(k e^b), each off by eta (1 + |x|):
+                    // eta (1 + |q| + |k| + 2 |q| |k|), plus the product's rounding.
+                    ha += 2 + qa * wq + ki * wk + 2 * qa * wq * ki * wk;
+                    hl += 2 + (kr + ki) * wk + 2 * kr * ki * wk * wk;
                 }
                 const double tf = (1 + factor_error(d, r, i, m)) * (1 + gam(dk));
                 aabs(r, i) = a, ta(r, i) = tf * (1 + p.eta_q) * (1 + p.eta_k) - 1, ea(r, i) = kEta * ha;
@@ -172,6 +183,7 @@ struct ChunkBound {
             tqs[ix(r)] = (1 + ts) * (1 + p.eta_q) - 1, tks[ix(r)] = (1 + ts) * (1 + p.eta_k) - 1;
             tke[ix(r)] = (1 + te) * (1 + p.eta_k) - 1;
             for (std::int64_t ch = 0; ch < dk; ++ch) {
+                uq(r, ch) = kEta * (1 + std::fabs(d.q(r, ch)) * wq), uk(r, ch) = kEta * (1 + std::fabs(d.k(r, ch)) * wk);
                 const double fs = d.f(r, -1, ch), fe = r == c - 1 ? 1.0 : d.f(c - 1, r, ch);
                 ks(r, ch) = std::fabs(d.k(r, ch)) * fs, ksig(r, ch) = d.k(r, ch) * fs;
                 qs(r, ch) = std::fabs(d.q(r, ch)) * fs;
@@ -179,7 +191,7 @@ struct ChunkBound {
             }
         }
         for (std::int64_t ch = 0; ch < dk; ++ch) decay[ix(ch)] = d.f(c - 1, -1, ch);
-        const double td = factor_error(d, c - 1, -1, m), ev = 2 * kEta;  // ev: underflow of one decayed entry
+        const double td = factor_error(d, c - 1, -1, m), ev = 2 * kEta;  // ev: underflow of the decay d_hat and of d_hat S
 
         // Exact R = V - K_s S and V~ = X Diag(beta) R; X and |X| Diag(|beta|).
         const DMat x = unit_lower_inverse(lsig, d.beta);
@@ -201,12 +213,8 @@ struct ChunkBound {
 
         // |S_hat| <= |S| + E (elementwise: |dS_cm| <= ||dS_:m||_2).
         DMat sabs(dk, dv);
-        std::vector<double> ssum(ix(dv), 0.0);
         for (std::int64_t ch = 0; ch < dk; ++ch)
-            for (std::int64_t mm = 0; mm < dv; ++mm) {
-                sabs(ch, mm) = std::fabs(S(ch, mm)) + E[ix(mm)];
-                ssum[ix(mm)] += sabs(ch, mm);
-            }
+            for (std::int64_t mm = 0; mm < dv; ++mm) sabs(ch, mm) = std::fabs(S(ch, mm)) + E[ix(mm)];
         auto row_times_sabs = [&](const DMat& w, std::int64_t r, std::int64_t mm) {
             double s = 0;
             for (std::int64_t ch = 0; ch < dk; ++ch) s += w(r, ch) * sabs(ch, mm);
@@ -219,7 +227,7 @@ struct ChunkBound {
         for (std::int64_t r = 0; r < c; ++r) {
             for (std::int64_t mm = 0; mm < dv; ++mm) {
                 const double kss = row_times_sabs(ks, r, mm), va = std::fabs(d.v(r, mm));
-                dr(r, mm) = (gr * (1 + tks[ix(r)]) + tks[ix(r)]) * kss + gr * va + ev * ssum[ix(mm)] * (1 + gr) +
+                dr(r, mm) = (gr * (1 + tks[ix(r)]) + tks[ix(r)]) * kss + gr * va + row_times_sabs(uk, r, mm) * (1 + gr) +
                             (dk + 1) * kEta;
                 rabs(r, mm) = va + kss + dr(r, mm);
             }
@@ -276,7 +284,7 @@ struct ChunkBound {
             prop = std::sqrt(qn);
             for (std::int64_t j = 0; j <= r; ++j) prop *= d.rho[ix(j)];
             for (std::int64_t mm = 0; mm < dv; ++mm) {
-                double e = (go * (1 + tqs[ix(r)]) + tqs[ix(r)]) * row_times_sabs(qs, r, mm) + ev * ssum[ix(mm)] * (1 + go) +
+                double e = (go * (1 + tqs[ix(r)]) + tqs[ix(r)]) * row_times_sabs(qs, r, mm) + row_times_sabs(uq, r, mm) * (1 + go) +
                            (dk + r + 1) * kEta;
                 for (std::int64_t i = 0; i <= r; ++i) {
                     const double vh = vt_abs(i, mm) + dvt(i, mm);

@@ -401,6 +401,11 @@ report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
         add(run_property(*p, k, cfg, &local));
         if (p->name == "within_budget") within.merge(local);
         stats.merge(local);
+        if (cfg.fail_fast && !r.passed) {
+            fill_stats(r.stats, stats);
+            r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            return r;
+        }
     }
     for (report::PropertyOutcome& o : statistics_outcomes(k, cfg, within)) add(std::move(o));
     // A failing within_budget or special_values stopped at its first

@@ -40,6 +40,9 @@ struct RunConfig {
     // alternative of its op's declarable conventions; the report names the
     // one under which the whole suite passes (KernelReport::convention_match).
     bool infer_conventions = true;
+    // Stop a kernel's suite at its first failing property: nothing after it
+    // runs (no further properties, statistics re-run, curves or inference).
+    bool fail_fast = false;
 };
 
 // A testable: one generated case per call; fails with RC_FAIL / RC_ASSERT.

@@ -192,6 +192,31 @@ TEST(GdnKernel, SaturatedGatesAndResetsStayFiniteAndWithinTheBound) {
     }
 }
 
+// A decay factor below the smallest subnormal is 0 in FP32, and the kernel
+// multiplies it by the entry: q_r e^{G_r} loses |q_r| 2^-150, not 2^-150
+// (docs/gdn.md, error bound, step 2).  With q = 2^20 and S0 = 2^11 the lost
+// output is ~2^-130, which an entry-independent underflow term (2 eta sum|S|,
+// ~2^-137) does not cover; the bound must, and the kernel must stay within it.
+TEST(GdnKernel, UnderflowedDecayTimesALargeEntryStaysWithinTheBound) {
+    for (const char* variant : {"scalar", "simd"})
+        for (const std::string& name : names(variant)) {
+            const KernelInfo& k = kernel(name);
+            if (k.in != Format::fp32) continue;
+            props::Case c = make_case(k.op, k.in, {24, 1, 4, 4}, props::saturated_gates, 11, 64, props::zero_betas);
+            const std::int64_t width = c.inputs[3].numel() / 24;  // gates per token (1 or d_k)
+            std::int64_t r = 0;
+            for (double sum = c.inputs[3].value(0); sum > -150 * std::log(2.0); sum += c.inputs[3].value(r * width)) ++r;
+            ASSERT_LT(r, 24) << name;
+            c.inputs[0].set_value(r * 4, 0x1p20);                                 // q[r, 0, 0]
+            for (std::int64_t m = 0; m < 4; ++m) c.inputs[5].set_value(m, 0x1p11);  // S0[0, m]
+            const auto ref = fp64_reference(k.op, c.params, c.views());
+            const Checked got = check(k, c);
+            EXPECT_LE(std::max(got.util_y, got.util_state), 1) << name;
+            const double err = std::fabs(got.out[0].value(r * 4) - ref.y[static_cast<std::size_t>(r * 4)]);
+            EXPECT_GT(err, 0x1p-136) << name << ": the factor did not underflow at token " << r;
+        }
+}
+
 // The scaled form's range: C |g_min| < ln(max).  The split_exp mutants (the
 // scaled form's factors exp(G_r) exp(-G_i) in fp32) are finite and within
 // the bound up to that chunk and return Inf/NaN one token beyond it.

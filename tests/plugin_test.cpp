@@ -370,7 +370,9 @@ TEST(CheckPlugin, BadLibrariesExitTwoNamingTheFileAndField) {
 // Every registered mutant, exported through the C ABI, is killed by the suite.
 TEST(CheckPlugin, EveryMutantIsKilledThroughThePluginPath) {
     const fs::path d = fresh_dir("conform_plugin_mutants");
-    const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_MUTANTS + " --cases 40 --no-shrink --out " + d.string());
+    // --fail-fast --no-infer: a kill needs one failing property, nothing after it.
+    const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_MUTANTS +
+                              " --cases 40 --no-shrink --fail-fast --no-infer --out " + d.string());
     EXPECT_EQ(r.status, 1) << r.output;
     const auto m = results(read_json(d / "check-plugin.json"));
     std::size_t mutants = 0;
@@ -380,6 +382,10 @@ TEST(CheckPlugin, EveryMutantIsKilledThroughThePluginPath) {
         ASSERT_TRUE(m.count(k.name)) << k.name << " not exported";
         const KernelResult& got = m.at(k.name);
         EXPECT_FALSE(got.report.at("passed").get<bool>()) << k.name << " survived (" << k.description << ")";
+        const auto& props = got.report.at("properties");
+        ASSERT_FALSE(props.empty()) << k.name;
+        for (std::size_t i = 0; i + 1 < props.size(); ++i)
+            EXPECT_TRUE(props[i].at("passed").get<bool>()) << k.name << ": --fail-fast ran past " << props[i].at("name");
         EXPECT_EQ(got.isolation.at("status"), "completed") << k.name << ": " << got.isolation.dump();
     }
     EXPECT_EQ(m.size(), mutants);
