@@ -8,6 +8,14 @@
 #include <cmath>
 #include <cstdint>
 
+// Also device code: the CUDA kernels (impls/cuda/sinkhorn.cuh) decide with
+// the same predicates.
+#if defined(__CUDACC__)
+#define CONFORM_SINKHORN_HD __host__ __device__
+#else
+#define CONFORM_SINKHORN_HD
+#endif
+
 namespace conform {
 
 // e^-64 ~ 2^-92: every shifted start entry of a narrower matrix is a normal
@@ -21,7 +29,17 @@ inline constexpr double kSinkhornWideSpread = 64;
 // up, treats them the same way (compared in double: L and m are the stored
 // inputs).
 inline constexpr double kSinkhornZeroSpread = 0x1p62 * 0.6931471805599453;
-inline bool sinkhorn_below_range(double l, double row_max) { return l - row_max < -kSinkhornZeroSpread; }
+CONFORM_SINKHORN_HD inline bool sinkhorn_below_range(double l, double row_max) {
+    return l - row_max < -kSinkhornZeroSpread;
+}
+
+// The entry (i, j) makes its matrix wide: a finite logit more than the
+// spread below its row's finite maximum (comparisons only: NaN is never
+// wide, and NaN or +inf matrices are excluded before).
+CONFORM_SINKHORN_HD inline bool sinkhorn_wide_entry(double l, double row_max) {
+    return l > -HUGE_VAL && l < HUGE_VAL && row_max > -HUGE_VAL && row_max < HUGE_VAL &&
+           l - row_max < -kSinkhornWideSpread;
+}
 
 // `at(i, j)` the logit (i, j) of an n x n matrix as a double.  Matrices with a
 // NaN or +inf logit are not wide (they are NaN on every path).
@@ -34,8 +52,8 @@ template <class At> bool sinkhorn_wide(std::int64_t n, const At& at) {
             if (std::isnan(v) || v == INFINITY) return false;
             m = std::fmax(m, v);
         }
-        for (std::int64_t j = 0; j < n && std::isfinite(m); ++j)
-            if (std::isfinite(at(i, j)) && at(i, j) - m < -kSinkhornWideSpread) wide = true;
+        for (std::int64_t j = 0; j < n; ++j)
+            if (sinkhorn_wide_entry(at(i, j), m)) wide = true;
     }
     return wide;
 }

@@ -198,6 +198,34 @@ TEST(CudaAttention, AnInfiniteValueCountsWhereItsWeightUnderflows) {
         }
 }
 
+// Sinkhorn, one warp per matrix: every row bucket (n = 4, 8, 16, 32) in a
+// batch larger than the grid's warps, and a wide matrix (a column 200 below
+// its row maxima: the log domain), within the bound; n = 33 refused by name.
+TEST(CudaSinkhorn, EveryRowBucketAndTheLogDomainWithinTheBound) {
+    const KernelInfo& k = *cuda_emu_registry().kernels.find("cuda.sinkhorn.fp32");
+    const Params p = Params::defaults(*find_op("sinkhorn"));
+    std::mt19937_64 g(5);
+    std::normal_distribution<double> normal(0.0, 2.0);
+    for (std::int64_t n : {3, 8, 13, 32}) {
+        const std::int64_t count = n <= 8 ? 70 : 3;
+        std::vector<Tensor> in;
+        in.emplace_back(Format::fp32, std::vector<std::int64_t>{count, n, n});
+        for (std::int64_t i = 0; i < in[0].numel(); ++i) in[0].set_value(i, normal(g));
+        if (n == 13)
+            for (std::int64_t i = 0; i < n; ++i) in[0].set_value(i * n + 4, -200.0);  // matrix 0: wide
+        const props::CaseResult r = props::check_case(k, p, views(in));
+        EXPECT_TRUE(r.pass) << "n = " << n << ": " << r.message;
+    }
+    std::vector<Tensor> big;
+    big.emplace_back(Format::fp32, std::vector<std::int64_t>{33, 33});
+    try {
+        props::check_case(k, p, views(big));
+        ADD_FAILURE() << "n = 33 accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("n = 33 > 32"), std::string::npos) << e.what();
+    }
+}
+
 // Without a usable GPU (CI): every cuda kernel is not provided, with the
 // runtime's reason; nothing is registered that could pass.
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {

@@ -23,8 +23,8 @@ std::string cuda_benchmarks(std::string* why);
 
 // Registration hooks, one per family file (register_<family>), in each
 // build's namespace.
-#define CONFORM_CUDA_FAMILIES(X) X(activation) X(gated) X(norm) X(softmax) X(rope) X(attention) X(mutants_activation) X(mutants_norm) X(mutants_softmax) \
-    X(mutants_rope) X(mutants_attention)
+#define CONFORM_CUDA_FAMILIES(X) X(activation) X(gated) X(norm) X(softmax) X(rope) X(attention) X(sinkhorn) \
+    X(mutants_activation) X(mutants_norm) X(mutants_softmax) X(mutants_rope) X(mutants_attention) X(mutants_sinkhorn)
 #define CONFORM_CUDA_DECLARE_HOOK(family) void register_##family(Registry& r);
 namespace cuda_kernels {
 CONFORM_CUDA_FAMILIES(CONFORM_CUDA_DECLARE_HOOK)
