@@ -181,6 +181,52 @@ def int8_gemm(dtype):
     return fn
 
 
+def group_query_attention(dtype):
+    """com.microsoft GroupQueryAttention, batch 1, no rotary: q [Hq, Lq, D] as query [1, Lq, Hq*D]; the first
+    Lk - Lq keys and values as past_key/past_value [1, Hkv, Lk - Lq, D] (BNSH), the last Lq as key/value
+    [1, Lq, Hkv*D]; seqlens_k = Lk - 1, total_sequence_length = Lk; the mask as attention_bias [1, 1, Lq, Lk];
+    the attribute causal = the case's causal, and a window W as local_window_size W with causal 1 (ORT's
+    local_window_size counts the query's own key, as conform's window does)."""
+    def fn(inputs, params):
+        q, k, v = (arr(inputs[n], dtype) for n in ("q", "k", "v"))
+        heads, lq, d = q.shape
+        kv_heads, lk, dv = v.shape
+        if dv != d:
+            raise Unsupported("GroupQueryAttention takes one head size for keys and values")
+        if lq > lk:
+            raise Unsupported("the new queries are the last of the total sequence: Lq > Lk is not expressible")
+        window = int(params["window"])
+        causal = 1 if params["causal"] or window > 0 else 0
+        scale, softcap = float(params["scale"]), float(params["softcap"])
+        mask = arr(inputs["mask"], dtype) if "mask" in inputs else None
+        attrs = {"num_heads": heads, "kv_num_heads": kv_heads, "causal": causal}
+        if window > 0:
+            attrs["local_window_size"] = window
+        if scale != 0:
+            attrs["scale"] = scale
+        if softcap != 0:
+            attrs["softcap"] = softcap
+        names = ["q", "k", "v", "pk", "pv", "seqlens_k", "total"] + (["", "", "", "bias"] if mask is not None else [])
+        e = ELEM[dtype]
+        s = session(("gqa", dtype, mask is not None) + tuple(sorted(attrs.items())), [helper.make_node(
+            "GroupQueryAttention", names, ["o", "present_k", "present_v"], domain="com.microsoft", **attrs)],
+            [vi("q", e, 3), vi("k", e, 3), vi("v", e, 3), vi("pk", e, 4), vi("pv", e, 4),
+             vi("seqlens_k", TensorProto.INT32, 1), helper.make_tensor_value_info("total", TensorProto.INT32, [])]
+            + ([vi("bias", e, 4)] if mask is not None else []),
+            [vi("o", e, 3), vi("present_k", e, 4), vi("present_v", e, 4)], ms_opset=1)
+        past = lk - lq
+        feeds = {"q": np.ascontiguousarray(q.transpose(1, 0, 2).reshape(1, lq, heads * d)),
+                 "k": np.ascontiguousarray(k[:, past:].transpose(1, 0, 2).reshape(1, lq, kv_heads * d)),
+                 "v": np.ascontiguousarray(v[:, past:].transpose(1, 0, 2).reshape(1, lq, kv_heads * dv)),
+                 "pk": np.ascontiguousarray(k[None, :, :past]), "pv": np.ascontiguousarray(v[None, :, :past]),
+                 "seqlens_k": np.array([lk - 1], np.int32), "total": np.array(lk, np.int32)}
+        if mask is not None:
+            feeds["bias"] = mask[None, None]
+        o = s.run(["o"], feeds)[0]
+        return {"o": np.ascontiguousarray(o.reshape(lq, heads, dv).transpose(1, 0, 2))}
+    return fn
+
+
 CHECKS = [
     Check("LayerNormalization", "layer_norm", "fp32", layer_norm("fp32")),
     Check("LayerNormalization", "layer_norm", "fp16", layer_norm("fp16")),
@@ -202,6 +248,18 @@ CHECKS = [
     Check("MatMulInteger+MatMulIntegerToFloat", "int8_gemm", "fp32", int8_gemm("fp32"),
           note="cases with a per-row scale_a are not expressible: not run"),
 ]
+# GroupQueryAttention takes one head size for keys and values, and its queries are the newest tokens of the
+# sequence (Lq <= Lk: kv_len at least 16, the longest q_len the generator draws); it returns no lse.
+GQA_DOMAIN = {"head_dim": [16], "v_head_dim": [16], "kv_len": {"min": 16}}
+GQA_NOTE = ("layout only: past_key/past_value hold the first Lk - Lq keys and values, key/value the last Lq; "
+            "head sizes 16, Lk >= 16; lse unwritten (key_count not run)")
+for dt in ("fp32", "fp16"):
+    CHECKS += [
+        Check("GroupQueryAttention", "attention", dt, group_query_attention(dt), domain=GQA_DOMAIN,
+              unwritten=["lse"], cases=12, weight=4, note=GQA_NOTE),
+        Check("GroupQueryAttention", "attention", dt, group_query_attention(dt), domain=GQA_DOMAIN,
+              unwritten=["lse"], conventions={"masked_row": "nan"}, cases=12, weight=4, note=GQA_NOTE),
+    ]
 
 EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's case count
     'LayerNormalization/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
@@ -220,6 +278,10 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's ca
     'QuantizeLinear/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'ties_to_even': 'PASS', 'outlier_token_isolation': 'PASS', 'monotone': 'PASS', 'rounding_bias': 'PASS'},
     'MatMulInteger/fp32': {'within_budget': 'PASS', 'special_values': 'PASS', 'extreme_operands': 'PASS', 'rounding_bias': 'PASS'},
     'MatMulInteger+MatMulIntegerToFloat/fp32': {'within_budget': 'NOT RUN', 'special_values': 'NOT RUN', 'extreme_operands': 'PASS'},
+    'GroupQueryAttention/fp32': {'within_budget': 'PASS', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
+    'GroupQueryAttention/fp32 masked_row=nan': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'PASS', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
+    'GroupQueryAttention/fp16': {'within_budget': 'PASS', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
+    'GroupQueryAttention/fp16 masked_row=nan': {'within_budget': 'PASS', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'PASS', 'mask_shift_invariance': 'PASS', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
 }
 
 if __name__ == "__main__":
