@@ -226,6 +226,24 @@ TEST(CudaSinkhorn, EveryRowBucketAndTheLogDomainWithinTheBound) {
     }
 }
 
+// The HC mixings keep a channel's streams in registers and mHC's B in one
+// warp's lanes: more than 32 streams is refused by name, not miscomputed.
+TEST(CudaHcResidual, MoreThan32StreamsRefusedByName) {
+    for (const char* name : {"cuda.hc_residual.fp32", "cuda.mhc_residual.fp32"}) {
+        const KernelInfo& k = *cuda_emu_registry().kernels.find(name);
+        const std::int64_t t = 1, n = 33, d = 2;
+        std::vector<Tensor> in;
+        for (const auto& shape : std::vector<std::vector<std::int64_t>>{{t, n, d}, {t, d}, {t, n}, {t, n, n}, {t, n}})
+            in.emplace_back(Format::fp32, shape);
+        try {
+            props::check_case(k, Params::defaults(*find_op(k.op)), views(in));
+            ADD_FAILURE() << name << ": 33 streams accepted";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find("n = 33 > 32"), std::string::npos) << e.what();
+        }
+    }
+}
+
 // Without a usable GPU (CI): every cuda kernel is not provided, with the
 // runtime's reason; nothing is registered that could pass.
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {

@@ -14,6 +14,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "impls/cpu/sinkhorn.hpp"  // sinkhorn_params: the parameters' validation, shared
 #include "impls/cuda/elementwise.cuh"
@@ -112,37 +113,49 @@ __device__ void sinkhorn_exp_domain(float (&c)[N], int iters, float eps) {
     }
 }
 
+// One matrix by the calling warp: its logits `in` (n x n, n <= N) into c,
+// lane j's column of the projection (NaN everywhere for a NaN or +inf
+// logit).  Every lane of the warp must call it.
+template <class S, int N, class Bug = SinkhornNoBug>
+__device__ void sinkhorn_project(const S* __restrict__ in, int n, int iters, float eps, float (&c)[N]) {
+    const int lane = threadIdx.x % 32;
+    const bool mine = lane < n;
+    bool poisoned = false, wide = false;
+    CONFORM_UNROLL
+    for (int i = 0; i < N; ++i) {
+        c[i] = mine && i < n ? static_cast<float>(load(in[i * n + lane])) : -INFINITY;
+        poisoned = poisoned || isnan(c[i]) || c[i] == INFINITY;
+    }
+    poisoned = __any_sync(kFullMask, poisoned);
+    if (!poisoned && eps == 0.0f && !Bug::kExpDomainOnly) {
+        CONFORM_UNROLL
+        for (int i = 0; i < N; ++i) {
+            const double row_max = warp_max(static_cast<double>(c[i]));  // every lane shuffles: no short circuit
+            wide = sinkhorn_wide_entry(c[i], row_max) || wide;
+        }
+        wide = __any_sync(kFullMask, wide);
+    }
+    if (wide) sinkhorn_log_domain<N>(c, n, iters);
+    else if (!poisoned) sinkhorn_exp_domain<N, Bug>(c, iters, eps);
+    if (poisoned) {
+        CONFORM_UNROLL
+        for (int i = 0; i < N; ++i) c[i] = NAN;
+    }
+}
+
 template <class S, int N, class Bug>
 __global__ void sinkhorn_kernel(const S* __restrict__ logits, S* __restrict__ b, long long count, int n, int iters,
                                 float eps) {
     const int lane = threadIdx.x % 32;
     const long long warp = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
     const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
-    const bool mine = lane < n;
     for (long long k = warp; k < count; k += warps) {  // warp-uniform: every lane takes part in the shuffles
-        const S* in = logits + k * n * n;
-        S* out = b + k * n * n;
         float c[N];
-        bool poisoned = false, wide = false;
-        CONFORM_UNROLL
-        for (int i = 0; i < N; ++i) {
-            c[i] = mine && i < n ? static_cast<float>(load(in[i * n + lane])) : -INFINITY;
-            poisoned = poisoned || isnan(c[i]) || c[i] == INFINITY;
-        }
-        poisoned = __any_sync(kFullMask, poisoned);
-        if (!poisoned && eps == 0.0f && !Bug::kExpDomainOnly) {
-            CONFORM_UNROLL
-            for (int i = 0; i < N; ++i) {
-                const double row_max = warp_max(static_cast<double>(c[i]));  // every lane shuffles: no short circuit
-                wide = sinkhorn_wide_entry(c[i], row_max) || wide;
-            }
-            wide = __any_sync(kFullMask, wide);
-        }
-        if (wide) sinkhorn_log_domain<N>(c, n, iters);
-        else if (!poisoned) sinkhorn_exp_domain<N, Bug>(c, iters, eps);
+        sinkhorn_project<S, N, Bug>(logits + k * n * n, n, iters, eps, c);
+        S* out = b + k * n * n;
         CONFORM_UNROLL
         for (int i = 0; i < N; ++i)
-            if (mine && i < n) out[i * n + lane] = store<S>(poisoned ? NAN : static_cast<double>(c[i]));
+            if (lane < n && i < n) out[i * n + lane] = store<S>(static_cast<double>(c[i]));
     }
 }
 
@@ -177,13 +190,19 @@ void launch_sinkhorn_n(const S* l, S* b, SinkhornShape g, int iters, float eps, 
     CONFORM_LAUNCH(kernel_fn, dim3(blocks), dim3(lc.threads), 0, s)(l, b, g.count, g.n, iters, eps);
 }
 
-// The row bucket N: the smallest of 4, 8, 16, 32 that holds n.
+// Calls fn with std::integral_constant<int, N>, N the smallest of 4, 8, 16,
+// 32 that holds n (the row bucket of the registers a lane keeps).
+template <class Fn>
+void by_row_bucket(int n, Fn&& fn) {
+    if (n <= 4) fn(std::integral_constant<int, 4>{});
+    else if (n <= 8) fn(std::integral_constant<int, 8>{});
+    else if (n <= 16) fn(std::integral_constant<int, 16>{});
+    else fn(std::integral_constant<int, 32>{});
+}
+
 template <class S, class Bug = SinkhornNoBug>
 void launch_sinkhorn(const S* l, S* b, SinkhornShape g, int iters, float eps, const Launch& lc, cudaStream_t s) {
-    if (g.n <= 4) launch_sinkhorn_n<S, 4, Bug>(l, b, g, iters, eps, lc, s);
-    else if (g.n <= 8) launch_sinkhorn_n<S, 8, Bug>(l, b, g, iters, eps, lc, s);
-    else if (g.n <= 16) launch_sinkhorn_n<S, 16, Bug>(l, b, g, iters, eps, lc, s);
-    else launch_sinkhorn_n<S, 32, Bug>(l, b, g, iters, eps, lc, s);
+    by_row_bucket(g.n, [&](auto bucket) { launch_sinkhorn_n<S, decltype(bucket)::value, Bug>(l, b, g, iters, eps, lc, s); });
 }
 
 template <class S, class Bug = SinkhornNoBug>
