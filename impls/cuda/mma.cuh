@@ -1,4 +1,4 @@
-// Tensor-core matrix products for the attention kernels: one warp computes
+// Tensor-core matrix products for the attention and INT8 GEMM kernels: one warp computes
 // D (16 x 8, FP32) = C + A (16 x 16) B (16 x 8) with A and B in FP16 or
 // BF16 (mma.sync m16n8k16, sm_80 and newer).  Under the emulation the same
 // call gathers the warp's fragments and evaluates the model of
@@ -73,6 +73,37 @@ __device__ __forceinline__ void mma16816(float d[4], const std::uint32_t a[4], c
             : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
               "f"(c[3]));
+#endif
+}
+
+// d = c + a b for one warp on the integer tensor cores: A 16 x 32 and B
+// 32 x 8 INT8 (four bytes to a register, the lowest byte the lowest index),
+// C and D INT32 (mma.sync m16n8k32, sm_80 and newer).  Fragments (lane = 4
+// group + t): a[0] = (row group, cols 4t..4t+3), a[1] = (row group + 8,
+// same cols), a[2], a[3] = the same rows, cols 16 + 4t..; b[0] = (rows
+// 4t..4t+3, col group), b[1] = (rows 16 + 4t.., col group); c, d as above.
+// kUnsignedA reads A's bytes as u8 (a GPU mutant's bug).
+template <bool kUnsignedA = false>
+__device__ __forceinline__ void mma16832_s8(int d[4], const std::uint32_t a[4], const std::uint32_t b[2], const int c[4]) {
+#if defined(CONFORM_CUDA_EMU)
+    std::int32_t out[4];
+    ::conform::cuda_emu::mma_m16n8k32_s8(out, a, b, c, kUnsignedA);
+    for (int i = 0; i < 4; ++i) d[i] = out[i];
+#else
+    if constexpr (kUnsignedA)
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%11,%12,%13};\n"
+            : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]),
+              "r"(c[3]));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%11,%12,%13};\n"
+            : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]),
+              "r"(c[3]));
 #endif
 }
 

@@ -65,6 +65,14 @@ unsigned warp_ballot(unsigned mask, bool predicate);
 // lower index).  The arithmetic is block_fma_truncated (mma_model.hpp).
 // Every lane of the warp must take part, as .aligned requires.
 void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], const float c[4], bool bf16);
+// mma.sync.aligned.m16n8k32.row.col.s32.{s8,u8}.s8.s32: A 16 x 32 and B 32 x 8
+// bytes, four to a register (the lowest byte the lowest index): A rows
+// group and group + 8, columns 4t..4t + 3 and 16 more; B rows 4t..4t + 3
+// (+ 16), column group; C and D as for m16n8k16, INT32.  Exact integer
+// arithmetic, wrapping modulo 2^32 as the s32 accumulator does without
+// .satfinite.  a_unsigned reads A's bytes as u8 (the .u8 variant).
+void mma_m16n8k32_s8(std::int32_t d[4], const std::uint32_t a[4], const std::uint32_t b[2], const std::int32_t c[4],
+                     bool a_unsigned);
 
 // The thread's linear index in its block, and its lane in its warp.
 inline int linear_thread() {

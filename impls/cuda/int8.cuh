@@ -1,0 +1,164 @@
+// The INT8 GEMM kernel and host call (int8.cu registers cuda.int8_gemm.<out>;
+// the GPU mutants of impls/mutants/cuda_int8.cu instantiate it with one
+// bug).  docs/int8.md holds the formula and the budget: acc exact, y from
+// acc * s_a * s_b in double, one rounding.
+//
+// Integer tensor cores (mma.sync m16n8k32 s8 x s8 -> s32): a block of four
+// warps computes a 64 x 32 tile of acc, each warp 16 rows x 4 fragments of
+// 8 columns.  K advances by 32: the block stages a 64 x 32 tile of a
+// (row-major: four consecutive k of a row are one 32-bit word) and a 32 x 32
+// tile of b transposed (column-major words: four consecutive k of a column)
+// in shared memory, zero outside the matrices, so every fragment register
+// is one aligned word.  The INT32 accumulator is exact for K <= 2^17
+// (|acc| <= K 2^14); the epilogue writes acc and y.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "impls/cuda/elementwise.cuh"
+#include "impls/cuda/mma.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+
+// The GPU mutants' bugs, all off in the kernel.
+struct Int8NoBug {
+    static constexpr bool kUnsignedA = false;  // mma .u8.s8: a's negative codes read as 256 + q
+    static constexpr bool kInt16Acc = false;   // each k tile's sums added into a wrapping INT16 accumulator
+};
+
+constexpr int kGemmTm = 64, kGemmTn = 32, kGemmTk = 32, kGemmWords = kGemmTk / 4;
+
+struct GemmArgs {
+    int m, n, k;
+    int per_row_a, per_col_b;  // scale_a per row (else [1]), scale_b per column (else [1])
+};
+
+template <class Out, class Bug>
+__global__ void int8_gemm_tc(const std::int8_t* __restrict__ a, const std::int8_t* __restrict__ b,
+                             const float* __restrict__ sa, const float* __restrict__ sb, GemmArgs g,
+                             std::int32_t* __restrict__ acc, Out* __restrict__ y) {
+    // +1 word per row: a fragment's 8 groups read 8 different banks.
+    __shared__ std::uint32_t as[kGemmTm][kGemmWords + 1], bs[kGemmTn][kGemmWords + 1];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t = lane % 4;
+    const int tiles_n = (g.n + kGemmTn - 1) / kGemmTn, tiles_m = (g.m + kGemmTm - 1) / kGemmTm;
+    for (long long tile = blockIdx.x; tile < static_cast<long long>(tiles_m) * tiles_n; tile += gridDim.x) {
+        const int row0 = static_cast<int>(tile / tiles_n) * kGemmTm, col0 = static_cast<int>(tile % tiles_n) * kGemmTn;
+        int c[4][4] = {};
+        short c16[4][4] = {};
+        for (int k0 = 0; k0 < g.k; k0 += kGemmTk) {
+            auto* as_bytes = reinterpret_cast<std::int8_t*>(&as[0][0]);
+            auto* bs_bytes = reinterpret_cast<std::int8_t*>(&bs[0][0]);
+            for (int e = threadIdx.x; e < kGemmTm * kGemmTk; e += blockDim.x) {  // coalesced along k
+                const int r = e / kGemmTk, kk = e % kGemmTk, row = row0 + r, k = k0 + kk;
+                as_bytes[r * (kGemmWords + 1) * 4 + kk] = row < g.m && k < g.k ? a[static_cast<long long>(row) * g.k + k] : 0;
+            }
+            for (int e = threadIdx.x; e < kGemmTk * kGemmTn; e += blockDim.x) {  // coalesced along n
+                const int kk = e / kGemmTn, cn = e % kGemmTn, col = col0 + cn, k = k0 + kk;
+                bs_bytes[cn * (kGemmWords + 1) * 4 + kk] = col < g.n && k < g.k ? b[static_cast<long long>(k) * g.n + col] : 0;
+            }
+            __syncthreads();
+            const int r = warp * 16 + group;
+            const std::uint32_t af[4] = {as[r][t], as[r + 8][t], as[r][4 + t], as[r + 8][4 + t]};
+            CONFORM_UNROLL
+            for (int j = 0; j < 4; ++j) {
+                const std::uint32_t bf[2] = {bs[8 * j + group][t], bs[8 * j + group][4 + t]};
+                if constexpr (Bug::kInt16Acc) {
+                    int part[4] = {};
+                    const int zero[4] = {};
+                    mma16832_s8<Bug::kUnsignedA>(part, af, bf, zero);
+                    for (int i = 0; i < 4; ++i) c16[j][i] = static_cast<short>(c16[j][i] + part[i]);
+                } else {
+                    mma16832_s8<Bug::kUnsignedA>(c[j], af, bf, c[j]);
+                }
+            }
+            __syncthreads();  // the tiles are the next k step's after this
+        }
+        CONFORM_UNROLL
+        for (int j = 0; j < 4; ++j)
+            for (int i = 0; i < 4; ++i) {
+                const int row = row0 + warp * 16 + group + (i >= 2 ? 8 : 0), col = col0 + 8 * j + 2 * t + (i & 1);
+                if (row >= g.m || col >= g.n) continue;
+                const int v = Bug::kInt16Acc ? c16[j][i] : c[j][i];
+                acc[static_cast<long long>(row) * g.n + col] = v;
+                // In double: acc * s_a * s_b neither overflows nor underflows (2^31 2^128 2^128), so a
+                // huge scale times a zero one is 0, not inf * 0; one rounding into y's format.
+                const double yv = static_cast<double>(v) * sa[g.per_row_a ? row : 0] * sb[g.per_col_b ? col : 0];
+                y[static_cast<long long>(row) * g.n + col] = store<Out>(yv);
+            }
+    }
+}
+
+inline GemmArgs gemm_args(const KernelCall& c, const char* kernel) {
+    const std::string who = kernel;
+    if (c.in.size() != 4 || c.out.size() != 2) throw std::invalid_argument(who + ": expects a, b, scale_a, scale_b -> acc, y");
+    const TensorView &a = c.in[0], &b = c.in[1];
+    if (a.rank != 2 || b.rank != 2 || b.shape[0] != a.shape[1] || a.format != Format::int8 || b.format != Format::int8)
+        throw std::invalid_argument(who + ": expects int8 a [M, K] and b [K, N]");
+    if (a.shape[1] > (std::int64_t{1} << 17)) throw std::invalid_argument(who + ": K > 2^17 may overflow INT32");
+    GemmArgs g{static_cast<int>(a.shape[0]), static_cast<int>(b.shape[1]), static_cast<int>(a.shape[1]), 0, 0};
+    const std::int64_t na = c.in[2].numel(), nb = c.in[3].numel();
+    if ((na != 1 && na != g.m) || (nb != 1 && nb != g.n)) throw std::invalid_argument(who + ": scale sizes");
+    g.per_row_a = na != 1, g.per_col_b = nb != 1;
+    return g;
+}
+
+// Four warps a block (the tile's 64 rows); lc.max_blocks caps the grid,
+// which strides over the tiles beyond it.
+template <class Out, class Bug = Int8NoBug>
+void run_int8_gemm_as(const KernelCall& c, const char* kernel, const Launch& lc) {
+    const GemmArgs g = gemm_args(c, kernel);
+    Stream s(kernel);
+    DeviceBuffer a(static_cast<std::size_t>(c.in[0].numel()), kernel), b(static_cast<std::size_t>(c.in[1].numel()), kernel);
+    DeviceBuffer sa(static_cast<std::size_t>(c.in[2].numel()) * 4, kernel), sb(static_cast<std::size_t>(c.in[3].numel()) * 4, kernel);
+    for (int i = 0; i < 4; ++i) upload(c.in[i], i == 0 ? a : i == 1 ? b : i == 2 ? sa : sb, s.get(), kernel);
+    const std::size_t mn = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(g.n);
+    DeviceBuffer acc(mn * 4, kernel), y(mn * sizeof(Out), kernel);
+    poison(acc, s.get(), kernel), poison(y, s.get(), kernel);
+    if (mn > 0) {
+        const long long tiles = static_cast<long long>((g.m + kGemmTm - 1) / kGemmTm) * ((g.n + kGemmTn - 1) / kGemmTn);
+        auto* kernel_fn = int8_gemm_tc<Out, Bug>;
+        CONFORM_LAUNCH(kernel_fn, dim3(static_cast<unsigned>(std::min<long long>(tiles, lc.max_blocks))), dim3(128), 0,
+                       s.get())(a.as<std::int8_t>(), b.as<std::int8_t>(), sa.as<float>(), sb.as<float>(), g,
+                                acc.as<std::int32_t>(), y.as<Out>());
+        check_launch(s.get(), kernel);
+    }
+    // acc is stored as fp64 (exact integers): through the host.
+    std::vector<std::int32_t> host(mn);
+    if (mn > 0) {
+        check(cudaMemcpyAsync(host.data(), acc.as<void>(), mn * 4, cudaMemcpyDeviceToHost, s.get()), "cudaMemcpyAsync", kernel);
+        check(cudaStreamSynchronize(s.get()), "cudaStreamSynchronize", kernel);
+    }
+    for (std::size_t i = 0; i < mn; ++i) c.out[0].set_bits(static_cast<std::int64_t>(i), encode(Format::fp64, host[i]));
+    download(y, c.out[1], s.get(), kernel);
+}
+
+}  // namespace conform::CONFORM_CUDA_NS
+
+namespace conform::CONFORM_CUDA_NS {
+
+// k.fn and the determinism property's other launch (one block: every tile
+// by the grid-stride loop).
+template <class Bug = Int8NoBug>
+void with_gemm_launches(KernelInfo& k, Format out) {
+    auto make = [out, kernel = k.name](Launch l) -> KernelFn {
+        return [out, kernel, l](const KernelCall& c) {
+            if (out == Format::fp16) run_int8_gemm_as<__half, Bug>(c, kernel.c_str(), l);
+            else run_int8_gemm_as<float, Bug>(c, kernel.c_str(), l);
+        };
+    };
+    k.fn = make(Launch{});
+    k.launches = {{"one block of four warps", make(Launch{1, 128})}};
+}
+
+// The registry entry of cuda.int8_gemm.<out> (or a mutant's, from `base`).
+inline KernelInfo int8_gemm_info(KernelInfo k, Format out) {
+    k.in = Format::int8;
+    k.out = out;
+    k.acc = Format::fp64;  // the dequantization; the product is exact INT32
+    k.out_formats = {Format::fp64, out};
+    return k;
+}
+
+}  // namespace conform::CONFORM_CUDA_NS

@@ -1,0 +1,34 @@
+// GPU mutants of the INT8 GEMM (docs/int8.md, "GPU mutants"): the kernel of
+// impls/cuda/int8.cuh with one bug each, fp32 y.
+#include "impls/cuda/cuda.hpp"
+#include "impls/cuda/int8.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+namespace {
+
+struct UnsignedA : Int8NoBug {
+    static constexpr bool kUnsignedA = true;
+};
+struct Int16Acc : Int8NoBug {
+    static constexpr bool kInt16Acc = true;
+};
+
+template <class Bug>
+void add(Registry& r, const char* bug, const char* bug_class, const char* what) {
+    const Format out = Format::fp32;
+    KernelInfo k = int8_gemm_info(mutant_kernel_info("int8_gemm", bug, out, bug_class, what), out);
+    with_gemm_launches<Bug>(k, out);
+    r.add(std::move(k));
+}
+
+}  // namespace
+
+void register_mutants_int8(Registry& r) {
+    add<UnsignedA>(r, "u8_times_s8", "13 rounding/saturation",
+                   "mma .u8.s8: a's signed codes read as unsigned (q < 0 as 256 + q), as a dp4a or mma on the "
+                   "wrong variant does");
+    add<Int16Acc>(r, "int16_accumulator", "6 low-precision accumulation/storage",
+                  "each k step's products added into a wrapping INT16 accumulator");
+}
+
+}  // namespace conform::CONFORM_CUDA_NS
