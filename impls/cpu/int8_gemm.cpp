@@ -160,15 +160,6 @@ CONFORM_AVX2 void gemm_block(const std::int32_t* ap, const std::int16_t* panel, 
     }
 }
 
-void check_gemm(const KernelCall& c, std::int64_t& m, std::int64_t& k, std::int64_t& n) {
-    const TensorView &a = c.in.at(0), &b = c.in.at(1);
-    if (a.rank != 2 || b.rank != 2 || b.shape[0] != a.shape[1] || a.format != Format::int8 || b.format != Format::int8)
-        throw std::invalid_argument("int8_gemm kernel: expects int8 a [M, K] and b [K, N]");
-    m = a.shape[0], k = a.shape[1], n = b.shape[1];
-    if (k > (std::int64_t{1} << 17)) throw std::invalid_argument("int8_gemm kernel: K > 2^17 may overflow INT32");
-    const std::int64_t sa = c.in.at(2).numel(), sb = c.in.at(3).numel();
-    if ((sa != 1 && sa != m) || (sb != 1 && sb != n)) throw std::invalid_argument("int8_gemm kernel: scale sizes");
-}
 
 template <Format F>
 void add_quantize(Registry& r) {
@@ -206,6 +197,16 @@ void add_gemm(Registry& r) {
 }
 
 }  // namespace
+
+void check_gemm(const KernelCall& c, std::int64_t& m, std::int64_t& k, std::int64_t& n) {
+    const TensorView &a = c.in.at(0), &b = c.in.at(1);
+    if (a.rank != 2 || b.rank != 2 || b.shape[0] != a.shape[1] || a.format != Format::int8 || b.format != Format::int8)
+        throw std::invalid_argument("int8_gemm kernel: expects int8 a [M, K] and b [K, N]");
+    m = a.shape[0], k = a.shape[1], n = b.shape[1];
+    if (k > (std::int64_t{1} << 17)) throw std::invalid_argument("int8_gemm kernel: K > 2^17 may overflow INT32");
+    const std::int64_t sa = c.in.at(2).numel(), sb = c.in.at(3).numel();
+    if ((sa != 1 && sa != m) || (sb != 1 && sb != n)) throw std::invalid_argument("int8_gemm kernel: scale sizes");
+}
 
 void quantize_scalar(const KernelCall& c, const QuantizeFlaws& f) {
     const QuantCall q = read_quant(c);

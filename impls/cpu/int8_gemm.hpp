@@ -54,6 +54,11 @@ struct PackedInt8B {
 PackedInt8B pack_int8_b(const std::int8_t* b, std::int64_t k, std::int64_t n);
 void int8_matmul_avx2_packed(const std::int8_t* a, const PackedInt8B& b, std::int32_t* acc, std::int64_t m);
 
+// The int8_gemm call's shapes (int8 a [M, K], b [K, N], K <= 2^17, scales
+// [1] or per row / column), or std::invalid_argument naming what is wrong;
+// the CUDA kernel checks its calls with it too.
+void check_gemm(const KernelCall& c, std::int64_t& m, std::int64_t& k, std::int64_t& n);
+
 // The int8_gemm op on one call: the product by AVX2 (simd, when available)
 // or the scalar loop (with any flaws), then y = acc * scale_a[i] * scale_b[j]
 // in double (no intermediate overflow), rounded once into y's format.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "impls/cpu/int8_gemm.hpp"  // check_gemm: the call's shapes, shared
 #include "impls/cuda/elementwise.cuh"
 #include "impls/cuda/mma.cuh"
 
@@ -93,14 +94,10 @@ __global__ void int8_gemm_tc(const std::int8_t* __restrict__ a, const std::int8_
 inline GemmArgs gemm_args(const KernelCall& c, const char* kernel) {
     const std::string who = kernel;
     if (c.in.size() != 4 || c.out.size() != 2) throw std::invalid_argument(who + ": expects a, b, scale_a, scale_b -> acc, y");
-    const TensorView &a = c.in[0], &b = c.in[1];
-    if (a.rank != 2 || b.rank != 2 || b.shape[0] != a.shape[1] || a.format != Format::int8 || b.format != Format::int8)
-        throw std::invalid_argument(who + ": expects int8 a [M, K] and b [K, N]");
-    if (a.shape[1] > (std::int64_t{1} << 17)) throw std::invalid_argument(who + ": K > 2^17 may overflow INT32");
-    GemmArgs g{static_cast<int>(a.shape[0]), static_cast<int>(b.shape[1]), static_cast<int>(a.shape[1]), 0, 0};
-    const std::int64_t na = c.in[2].numel(), nb = c.in[3].numel();
-    if ((na != 1 && na != g.m) || (nb != 1 && nb != g.n)) throw std::invalid_argument(who + ": scale sizes");
-    g.per_row_a = na != 1, g.per_col_b = nb != 1;
+    std::int64_t m, k, n;
+    cpu::check_gemm(c, m, k, n);
+    GemmArgs g{static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 0, 0};
+    g.per_row_a = c.in[2].numel() != 1, g.per_col_b = c.in[3].numel() != 1;
     return g;
 }
 

@@ -266,25 +266,32 @@ double half_of(std::uint32_t reg, int e, bool bf16) {
     return bf16 ? bf16_to_float(bits) : fp16_to_float(bits);
 }
 
-}  // namespace
-
-void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], const float c[4], bool bf16) {
+// Every lane deposits its mma operands and, once the whole warp has, reads
+// all 32 lanes' (the returned array); .aligned demands every lane.
+const MmaFragments* exchange_fragments(const std::uint32_t a[4], const std::uint32_t b[2]) {
     Warp& w = my_warp();
     const std::size_t parity = (me().warp_ops + 1) & 1;
-    const int lane = lane_id();
-    MmaFragments& mine = w.mma[parity][lane];
+    MmaFragments& mine = w.mma[parity][lane_id()];
     std::memcpy(mine.a, a, sizeof mine.a), std::memcpy(mine.b, b, sizeof mine.b);
     syncwarp(0xffffffffu);
     if (w.arrived[parity] != 0xffffffffu)
         throw std::runtime_error("mma.sync with lanes missing (arrived 0x" + std::to_string(w.arrived[parity]) +
                                  "): every lane of the warp must execute it");
+    return w.mma[parity];
+}
+
+}  // namespace
+
+void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], const float c[4], bool bf16) {
+    const MmaFragments* lanes = exchange_fragments(a, b);
+    const int lane = lane_id();
     // A[r][k] and B[k][n] from the lanes that hold them (the layout above).
     auto a_at = [&](int r, int k) {
-        const MmaFragments& f = w.mma[parity][(r % 8) * 4 + (k % 8) / 2];
+        const MmaFragments& f = lanes[(r % 8) * 4 + (k % 8) / 2];
         return half_of(f.a[(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1, bf16);
     };
     auto b_at = [&](int k, int n) {
-        const MmaFragments& f = w.mma[parity][n * 4 + (k % 8) / 2];
+        const MmaFragments& f = lanes[n * 4 + (k % 8) / 2];
         return half_of(f.b[k >= 8 ? 1 : 0], k & 1, bf16);
     };
     const int group = lane / 4, t = lane % 4;
@@ -298,24 +305,17 @@ void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2]
 
 void mma_m16n8k32_s8(std::int32_t d[4], const std::uint32_t a[4], const std::uint32_t b[2], const std::int32_t c[4],
                      bool a_unsigned) {
-    Warp& w = my_warp();
-    const std::size_t parity = (me().warp_ops + 1) & 1;
+    const MmaFragments* lanes = exchange_fragments(a, b);
     const int lane = lane_id();
-    MmaFragments& mine = w.mma[parity][lane];
-    std::memcpy(mine.a, a, sizeof mine.a), std::memcpy(mine.b, b, sizeof mine.b);
-    syncwarp(0xffffffffu);
-    if (w.arrived[parity] != 0xffffffffu)
-        throw std::runtime_error("mma.sync with lanes missing (arrived 0x" + std::to_string(w.arrived[parity]) +
-                                 "): every lane of the warp must execute it");
     auto byte_of = [](std::uint32_t reg, int e) { return static_cast<std::uint8_t>(reg >> (8 * e)); };
     // A[r][k] and B[k][n] from the lanes that hold them (the layout above).
     auto a_at = [&](int r, int k) -> std::int64_t {
-        const MmaFragments& f = w.mma[parity][(r % 8) * 4 + (k % 16) / 4];
+        const MmaFragments& f = lanes[(r % 8) * 4 + (k % 16) / 4];
         const std::uint8_t v = byte_of(f.a[(r >= 8 ? 1 : 0) + (k >= 16 ? 2 : 0)], k % 4);
         return a_unsigned ? static_cast<std::int64_t>(v) : static_cast<std::int64_t>(static_cast<std::int8_t>(v));
     };
     auto b_at = [&](int k, int n) -> std::int64_t {
-        const MmaFragments& f = w.mma[parity][n * 4 + (k % 16) / 4];
+        const MmaFragments& f = lanes[n * 4 + (k % 16) / 4];
         return static_cast<std::int8_t>(byte_of(f.b[k >= 16 ? 1 : 0], k % 4));
     };
     const int group = lane / 4, t = lane % 4;
