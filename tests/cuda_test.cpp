@@ -11,6 +11,8 @@
 
 #include "impls/cuda/cuda.hpp"
 #include "kernel_suite.hpp"
+#include "properties/gdn.hpp"
+#include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
 namespace conform {
@@ -45,7 +47,9 @@ class CudaEmuMutant : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaEmuMutant, IsKilled) {
     const KernelInfo& k = *cuda_emu_registry().kernels.find(GetParam());
-    EXPECT_FALSE(props::run_suite(k, testing::env_config()).passed) << k.name << " (" << k.description << ") survived";
+    props::RunConfig cfg = testing::env_config();
+    cfg.fail_fast = true;  // killed is one failing property
+    EXPECT_FALSE(props::run_suite(k, cfg).passed) << k.name << " (" << k.description << ") survived";
 }
 
 INSTANTIATE_TEST_SUITE_P(Emu, CudaEmuMutant, ::testing::ValuesIn(names(cuda_emu_registry(), Role::mutant)),
@@ -242,6 +246,45 @@ TEST(CudaHcResidual, MoreThan32StreamsRefusedByName) {
             EXPECT_NE(std::string(e.what()).find("n = 33 > 32"), std::string::npos) << e.what();
         }
     }
+}
+
+// The CUDA chunk step is the CPU kernels' with the same roundings in the
+// same order: under the emulation (the host's expf) it equals cpu.scalar bit
+// for bit without l2norm (whose sum of squares the GPU takes by a warp
+// butterfly), for both ops and formats, chunks from 5 to 256, saturated and
+// burst gates, and packed calls (cu_seqlens in the grid against the CPU's
+// call per sequence) with and without initial states.
+TEST(CudaGdn, EmulationEqualsTheScalarCpuKernelBitForBit) {
+    struct Setting {
+        std::int64_t T, H, dk, dv, state;
+        props::DeltaGates gates;
+        std::int64_t sequences;
+        double chunk;
+    };
+    const Setting settings[] = {{70, 2, 5, 3, 1, props::mixed_gates, 1, 16}, {130, 1, 8, 4, 0, props::burst_gates, 1, 64},
+                                {40, 2, 3, 2, 1, props::saturated_gates, 1, 5},
+                                {300, 1, 4, 2, 1, props::near_one_gates, 1, 256},
+                                {90, 2, 4, 3, 1, props::mixed_gates, 3, 32}, {50, 1, 2, 5, 0, props::burst_gates, 4, 16}};
+    int compared = 0;
+    for (const char* op : {"gdn", "kda"})
+        for (Format f : {Format::fp32, Format::bf16}) {
+            const KernelInfo& gpu = *cuda_emu_registry().kernels.find(std::string("cuda.") + op + "." + name(f));
+            const KernelInfo& cpu = *builtin_registry().find(std::string("cpu.scalar.") + op + "." + name(f));
+            std::uint64_t seed = 11;
+            for (const Setting& s : settings) {
+                const props::Case c = props::build_case(props::structured_spec(
+                    op, f, {s.T, s.H, s.dk, s.dv, s.state, s.gates, props::mixed_betas, s.sequences, props::unit_keys},
+                    Params({{"chunk", s.chunk}, {"l2norm", 0}, {"scale", 0}}), props::Family::normal, 0, ++seed, 0));
+                const std::vector<Tensor> want = run_kernel(cpu, c.params, c.views()), got = run_kernel(gpu, c.params, c.views());
+                for (std::size_t o = 0; o < 2; ++o)
+                    for (std::int64_t i = 0; i < want[o].numel(); ++i)
+                        ASSERT_EQ(got[o].bits(i), want[o].bits(i))
+                            << gpu.name << ", chunk " << s.chunk << ", " << s.sequences << " sequence(s), output " << o
+                            << " [" << i << "]: " << got[o].value(i) << " vs " << want[o].value(i);
+                ++compared;
+            }
+        }
+    EXPECT_EQ(compared, 24);
 }
 
 // Without a usable GPU (CI): every cuda kernel is not provided, with the

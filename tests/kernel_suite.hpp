@@ -80,7 +80,11 @@ inline void expect_killed(const std::string& name) {
     const KernelInfo* k = builtin_registry().find(name);
     ASSERT_NE(k, nullptr);
     ASSERT_EQ(k->role, Role::mutant);
-    const auto r = props::run_suite(*k, env_config());
+    // Killed is one failing property: the suite stops there (conform mutate
+    // runs every property, for the report).
+    props::RunConfig cfg = env_config();
+    cfg.fail_fast = true;
+    const auto r = props::run_suite(*k, cfg);
     EXPECT_FALSE(r.passed) << "mutant " << name << " (" << k->description << ") survived every property";
 }
 

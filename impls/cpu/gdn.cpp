@@ -50,15 +50,6 @@ void require(bool ok, const std::string& what) {
 
 // ---- problem geometry -------------------------------------------------------------
 
-struct Geometry {
-    long tokens = 0, heads = 0, dk = 0, dv = 0;
-    long dkp = 0, dvp = 0;  // head dims padded with zeros to multiples of 8 (exact: zeros add nothing)
-    long gw = 1;            // gates per token and head: 1 (GDN) or dk (KDA)
-    bool per_channel = false, l2norm = false, has_state = false;
-    float l2_eps = 1e-6f, scale = 1;
-    long chunk = 64, cp = 64;  // chunk size; cp = round8(chunk), the pitch of the [C, C] matrices
-};
-
 bool packed(const TensorView& t) {
     std::int64_t stride = 1;
     for (int a = t.rank - 1; a >= 0; --a) {
@@ -68,37 +59,19 @@ bool packed(const TensorView& t) {
     return true;
 }
 
+struct Geometry : DeltaCall {
+    long dkp = 0, dvp = 0;  // head dims padded with zeros to multiples of 8 (exact: zeros add nothing)
+    long gw = 1;            // gates per token and head: 1 (GDN) or dk (KDA)
+    bool per_channel = false;
+    long cp = 64;  // round8(chunk), the pitch of the [C, C] matrices
+};
+
 Geometry read_geometry(const KernelCall& c, Format f, bool per_channel) {
-    require(c.in.size() >= 5 && c.in.size() <= 7 && !delta_packed(c.in),
-            "expects q, k, v, g, beta and an optional initial_state of one sequence");
-    require(c.out.size() == 2, "expects outputs y and state");
-    const TensorView &q = c.in[0], &k = c.in[1], &v = c.in[2], &g = c.in[3], &beta = c.in[4];
-    require(q.rank == 3 && k.rank == 3 && v.rank == 3, "q, k, v must have rank 3");
     Geometry geo;
-    geo.tokens = q.shape[0], geo.heads = q.shape[1], geo.dk = q.shape[2], geo.dv = v.shape[2];
+    static_cast<DeltaCall&>(geo) = delta_call(c, f, per_channel);
     geo.per_channel = per_channel;
     geo.gw = per_channel ? geo.dk : 1;
-    require(geo.heads >= 1 && geo.dk >= 1 && geo.dv >= 1, "needs H, d_k, d_v >= 1");
-    require(k.shape[0] == geo.tokens && k.shape[1] == geo.heads && k.shape[2] == geo.dk, "k must be shaped as q");
-    require(v.shape[0] == geo.tokens && v.shape[1] == geo.heads, "v must be [T, H, d_v]");
-    require(g.numel() == geo.tokens * geo.heads * geo.gw, per_channel ? "g must be [T, H, d_k]" : "g must be [T, H]");
-    require(beta.numel() == geo.tokens * geo.heads, "beta must be [T, H]");
-    for (int i = 0; i < 5; ++i) require(c.in[i].format == f && packed(c.in[i]), "inputs must be packed, in the kernel's format");
-    geo.has_state = delta_input_given(c.in, kDeltaInitialState);
-    if (geo.has_state) require(c.in[5].numel() == geo.heads * geo.dk * geo.dv, "initial_state must be [H, d_k, d_v]");
-    require(c.out[0].numel() == geo.tokens * geo.heads * geo.dv && c.out[0].format == f && packed(c.out[0]),
-            "y must be [T, H, d_v], packed, in the kernel's format");
-    require(c.out[1].numel() == geo.heads * geo.dk * geo.dv, "state must be [H, d_k, d_v]");
-    geo.dkp = round8(geo.dk), geo.dvp = round8(geo.dv);
-    geo.l2norm = c.params.get("l2norm", 0) != 0;
-    geo.l2_eps = static_cast<float>(c.params.get("l2_eps", 1e-6));
-    const double scale = c.params.get("scale", 1);
-    // 1/sqrt(d_k) rounded once to fp32 (the budget counts this rounding).
-    geo.scale = static_cast<float>(scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(geo.dk)));
-    const double chunk = c.params.get("chunk", 64);
-    require(chunk >= 1 && chunk <= kDeltaMaxChunk && chunk == std::floor(chunk),
-            "parameter 'chunk' must be an integer in [1, " + std::to_string(kDeltaMaxChunk) + "]");
-    geo.chunk = static_cast<long>(chunk), geo.cp = round8(geo.chunk);
+    geo.dkp = round8(geo.dk), geo.dvp = round8(geo.dv), geo.cp = round8(geo.chunk);
     return geo;
 }
 
@@ -590,6 +563,38 @@ void add_format(std::vector<KernelInfo>& reg, const std::string& op, bool per_ch
 }  // namespace
 
 void delta_exp_avx2(float* x, long n) { SimdPath::exp(x, n); }
+
+DeltaCall delta_call(const KernelCall& c, Format f, bool per_channel) {
+    require(c.in.size() >= 5 && c.in.size() <= 7 && !delta_packed(c.in),
+            "expects q, k, v, g, beta and an optional initial_state of one sequence");
+    require(c.out.size() == 2, "expects outputs y and state");
+    const TensorView &q = c.in[0], &k = c.in[1], &v = c.in[2], &g = c.in[3], &beta = c.in[4];
+    require(q.rank == 3 && k.rank == 3 && v.rank == 3, "q, k, v must have rank 3");
+    DeltaCall d;
+    d.tokens = q.shape[0], d.heads = q.shape[1], d.dk = q.shape[2], d.dv = v.shape[2];
+    const long gw = per_channel ? d.dk : 1;
+    require(d.heads >= 1 && d.dk >= 1 && d.dv >= 1, "needs H, d_k, d_v >= 1");
+    require(k.shape[0] == d.tokens && k.shape[1] == d.heads && k.shape[2] == d.dk, "k must be shaped as q");
+    require(v.shape[0] == d.tokens && v.shape[1] == d.heads, "v must be [T, H, d_v]");
+    require(g.numel() == d.tokens * d.heads * gw, per_channel ? "g must be [T, H, d_k]" : "g must be [T, H]");
+    require(beta.numel() == d.tokens * d.heads, "beta must be [T, H]");
+    for (int i = 0; i < 5; ++i) require(c.in[i].format == f && packed(c.in[i]), "inputs must be packed, in the kernel's format");
+    d.has_state = delta_input_given(c.in, kDeltaInitialState);
+    if (d.has_state) require(c.in[5].numel() == d.heads * d.dk * d.dv, "initial_state must be [H, d_k, d_v]");
+    require(c.out[0].numel() == d.tokens * d.heads * d.dv && c.out[0].format == f && packed(c.out[0]),
+            "y must be [T, H, d_v], packed, in the kernel's format");
+    require(c.out[1].numel() == d.heads * d.dk * d.dv, "state must be [H, d_k, d_v]");
+    d.l2norm = c.params.get("l2norm", 0) != 0;
+    d.l2_eps = static_cast<float>(c.params.get("l2_eps", 1e-6));
+    const double scale = c.params.get("scale", 1);
+    // 1/sqrt(d_k) rounded once to fp32 (the budget counts this rounding).
+    d.scale = static_cast<float>(scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(d.dk)));
+    const double chunk = c.params.get("chunk", 64);
+    require(chunk >= 1 && chunk <= kDeltaMaxChunk && chunk == std::floor(chunk),
+            "parameter 'chunk' must be an integer in [1, " + std::to_string(kDeltaMaxChunk) + "]");
+    d.chunk = static_cast<long>(chunk);
+    return d;
+}
 
 }  // namespace conform::cpu
 

@@ -20,6 +20,18 @@ inline constexpr long kDeltaMaxChunk = 1024;
 // The AVX2 kernels' exp, in place over n floats (NaN kept, overflow +inf,
 // one rounding into the subnormals); call only when has_avx2().  For tests.
 void delta_exp_avx2(float* x, long n);
+
+// One sequence's call (not packed) as the chunkwise kernels read it, every
+// shape, format and parameter checked (std::invalid_argument naming what is
+// wrong): the CPU kernels' and the CUDA kernels' (impls/cuda/gdn.cuh) checks.
+struct DeltaCall {
+    long tokens = 0, heads = 0, dk = 0, dv = 0;
+    long chunk = 64;  // param chunk, 1 .. kDeltaMaxChunk
+    bool l2norm = false, has_state = false;
+    float l2_eps = 1e-6f;  // param l2_eps rounded to fp32
+    float scale = 1;       // param scale, or 1/sqrt(d_k) when 0, rounded once to fp32
+};
+DeltaCall delta_call(const KernelCall& c, Format f, bool per_channel);
 }  // namespace cpu
 
 // A packed call (cu_seqlens, numerics/delta_varlen.hpp) run as one call of

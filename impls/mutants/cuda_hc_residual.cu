@@ -19,8 +19,9 @@ void add(Registry& r, const char* bug, const char* what) {
     const Format f = Format::fp32;
     KernelInfo k = mutant_kernel_info(kProject ? "mhc_residual" : "hc_residual", bug, f, "16 GPU structure", what);
     k.acc = Format::fp32;
-    with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-        return [f, kernel, l](const KernelCall& c) { run_hc_residual<kProject, Bug>(c, f, kernel.c_str(), l); };
+    // FP32 only: one storage type instantiated (build time).
+    with_launches(k, [kernel = k.name](Launch l) -> KernelFn {
+        return [kernel, l](const KernelCall& c) { run_hc_residual_as<float, kProject, Bug>(c, kernel.c_str(), l); };
     });
     r.add(std::move(k));
 }

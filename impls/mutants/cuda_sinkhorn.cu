@@ -18,7 +18,8 @@ void add(Registry& r, const char* bug, const char* bug_class, const char* what) 
     const Format f = Format::fp32;
     KernelInfo k = mutant_kernel_info("sinkhorn", bug, f, bug_class, what);
     k.acc = Format::fp32;
-    k.fn = [f, kernel = k.name](const KernelCall& c) { run_sinkhorn<Bug>(c, f, kernel.c_str()); };
+    // FP32 only: one storage type instantiated (build time).
+    k.fn = [kernel = k.name](const KernelCall& c) { run_sinkhorn_as<float, Bug>(c, kernel.c_str(), Launch{}); };
     r.add(std::move(k));
 }
 
