@@ -287,6 +287,44 @@ TEST(CudaGdn, EmulationEqualsTheScalarCpuKernelBitForBit) {
     EXPECT_EQ(compared, 24);
 }
 
+// quantize, dequantize and smooth_quant make the CPU kernels' decisions in
+// the same double arithmetic: under the emulation (the host's exp and log)
+// they equal cpu.scalar bit for bit, every axis, a static scale, NaN, Inf
+// and zero channels included.
+TEST(CudaInt8, QuantizeDequantizeAndSmoothQuantEqualTheScalarCpuKernels) {
+    std::mt19937_64 g(7);
+    std::normal_distribution<double> normal(0.0, 3.0);
+    auto filled = [&](Format f, std::vector<std::int64_t> shape) {
+        Tensor t(f, std::move(shape));
+        for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, f == Format::int8 ? double(int(g() % 255) - 127) : normal(g));
+        return t;
+    };
+    auto same = [](const std::string& op, Format f, const Params& p, const std::vector<Tensor>& in) {
+        const KernelInfo& gpu = *cuda_emu_registry().kernels.find("cuda." + op + "." + name(f));
+        const KernelInfo& cpu = *builtin_registry().find("cpu.scalar." + op + "." + name(f));
+        const std::vector<Tensor> want = run_kernel(cpu, p, views(in)), got = run_kernel(gpu, p, views(in));
+        for (std::size_t o = 0; o < want.size(); ++o)
+            for (std::int64_t i = 0; i < want[o].numel(); ++i)
+                ASSERT_EQ(got[o].bits(i), want[o].bits(i)) << gpu.name << " output " << o << " [" << i << "]";
+    };
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        for (double axis : {0.0, 1.0, 2.0}) {
+            for (double fixed : {0.0, 0.03}) {
+                std::vector<Tensor> x{filled(f, {5, 37})};
+                x[0].set_value(40, NAN), x[0].set_value(77, INFINITY);
+                same("quantize", f, Params({{"axis", axis}, {"scale", fixed}}), x);
+            }
+            const std::int64_t groups = axis == 0 ? 1 : axis == 1 ? 6 : 19;
+            std::vector<Tensor> d{filled(Format::int8, {6, 19}), filled(Format::fp32, {groups})};
+            same("dequantize", f, Params({{"axis", axis}}), d);
+        }
+        std::vector<Tensor> sq{filled(f, {7, 13}), filled(f, {13, 9})};
+        for (std::int64_t i = 0; i < 7; ++i) sq[0].set_value(i * 13 + 2, 0.0);  // channel 2 of x all zero
+        sq[1].set_value(5 * 9 + 4, NAN);                                         // channel 5 of w not finite
+        for (double alpha : {0.5, 0.8}) same("smooth_quant", f, Params({{"alpha", alpha}}), sq);
+    }
+}
+
 // Without a usable GPU (CI): every cuda kernel is not provided, with the
 // runtime's reason; nothing is registered that could pass.
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {

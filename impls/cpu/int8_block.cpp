@@ -45,23 +45,23 @@ struct Quantized {
 };
 
 // The quantize kernel on x (axis 0 tensor, 1 token, 2 channel).
-Quantized quantize(const TensorView& x, int axis, bool simd) {
+Quantized quantize(const TensorView& x, int axis, const BlockStages& st) {
     Quantized q{Tensor(Format::int8, {x.shape[0], x.shape[1]}), Tensor(Format::fp32, {x.shape[0], x.shape[1]})};
     const Params p({{"axis", static_cast<double>(axis)}});
-    quantize_call(KernelCall{p, {x}, {q.codes.view(), q.scales.view()}}, simd);
+    st.quantize(KernelCall{p, {x}, {q.codes.view(), q.scales.view()}});
     return q;
 }
 
 // c X~ W~ in double, before its store: X [m, k] quantized per token (or per
 // tensor: the mutant), W [k, n] per output channel, the product in INT32.
-std::vector<double> int8_linear(const TensorView& x, const TensorView& w, double c, bool simd, bool x_per_tensor = false) {
+std::vector<double> int8_linear(const TensorView& x, const TensorView& w, double c, const BlockStages& st,
+                                bool x_per_tensor = false) {
     const std::int64_t m = x.shape[0], k = x.shape[1], n = w.shape[1];
-    const Quantized qx = quantize(x, x_per_tensor ? 0 : 1, simd), qw = quantize(w, 2, simd);
+    const Quantized qx = quantize(x, x_per_tensor ? 0 : 1, st), qw = quantize(w, 2, st);
     std::vector<std::int32_t> acc(ix(m * n));
     const auto* a = static_cast<const std::int8_t*>(qx.codes.data());
     const auto* b = static_cast<const std::int8_t*>(qw.codes.data());
-    if (simd && has_avx2()) int8_matmul_avx2(a, b, acc.data(), m, k, n);
-    else int8_matmul_scalar(a, b, acc.data(), m, k, n);
+    st.matmul(a, b, acc.data(), m, k, n);
     // The group scales once (the quantize op stores them per element).
     const auto* sx = static_cast<const float*>(qx.scales.data());
     const auto* sw = static_cast<const float*>(qw.scales.data());
@@ -81,16 +81,18 @@ const KernelFn& row_kernel(const std::string& op, bool simd) {
     return k->fn;
 }
 
-void layer_norm(const TensorView& x, const TensorView& g, const TensorView& b, double eps, const TensorView& y, bool simd) {
+void layer_norm(const TensorView& x, const TensorView& g, const TensorView& b, double eps, const TensorView& y,
+                const BlockStages& st) {
     const Params p({{"eps", eps}});
-    row_kernel("layer_norm", simd)(KernelCall{p, {x, g, b}, {y}});
+    st.layer_norm(KernelCall{p, {x, g, b}, {y}});
 }
 
 // r + fl16(y) in FP32, stored in FP16; the residual quantized per token first
 // for the residual_int8 mutant.
-void residual(const TensorView& r, const std::vector<double>& y, const TensorView& out, bool simd, bool int8_residual) {
+void residual(const TensorView& r, const std::vector<double>& y, const TensorView& out, const BlockStages& st,
+              bool int8_residual) {
     Quantized rq;
-    if (int8_residual) rq = quantize(r, 1, simd);
+    if (int8_residual) rq = quantize(r, 1, st);
     for (std::int64_t i = 0; i < out.numel(); ++i) {
         const double rv = int8_residual ? rq.codes.value(i) * rq.scales.value(i) : r.value(i);
         const float sum = static_cast<float>(rv) + static_cast<float>(fp16(y[ix(i)]));
@@ -111,23 +113,23 @@ void check(const KernelCall& c) {
 }
 
 // Attention: s, p and o from q, k, v (outputs x1..v already written).
-void attention(const KernelCall& c, bool simd, const BlockFlaws& f) {
+void attention(const KernelCall& c, const BlockStages& st, const BlockFlaws& f) {
     const TensorView &q = c.out[q_o], &k = c.out[k_o], &v = c.out[v_o], &s = c.out[s_o], &p = c.out[p_o], &o = c.out[o_o];
     const std::int64_t heads = s.shape[0], t = s.shape[1], d = q.shape[1], dh = d / heads;
     const double scale = f.unscaled_scores ? 1.0 : 1 / std::sqrt(static_cast<double>(dh));
     for (std::int64_t hd = 0; hd < heads; ++hd) {
         const std::vector<double> sh =
-            int8_linear(block_of(q, 0, t, hd * dh, dh).view(), block_of(k, 0, t, hd * dh, dh, true).view(), scale, simd);
+            int8_linear(block_of(q, 0, t, hd * dh, dh).view(), block_of(k, 0, t, hd * dh, dh, true).view(), scale, st);
         for (std::int64_t i = 0; i < t; ++i)
             for (std::int64_t j = 0; j < t; ++j)
                 s.set_bits((hd * t + i) * t + j, encode(Format::fp16, j <= i ? sh[ix(i * t + j)] : -INFINITY));
     }
     const TensorView s_rows = TensorView::contiguous(s.data, s.format, {heads * t, t});
     const TensorView p_rows = TensorView::contiguous(p.data, p.format, {heads * t, t});
-    row_kernel("softmax", simd)(KernelCall{Params(), {s_rows}, {p_rows}});
+    st.softmax(KernelCall{Params(), {s_rows}, {p_rows}});
     for (std::int64_t hd = 0; hd < heads; ++hd) {
         const std::vector<double> oh =
-            int8_linear(block_of(p_rows, hd * t, t, 0, t).view(), block_of(v, 0, t, hd * dh, dh).view(), 1, simd, f.pv_per_tensor);
+            int8_linear(block_of(p_rows, hd * t, t, 0, t).view(), block_of(v, 0, t, hd * dh, dh).view(), 1, st, f.pv_per_tensor);
         for (std::int64_t i = 0; i < t; ++i)
             for (std::int64_t e = 0; e < dh; ++e) o.set_bits(i * d + hd * dh + e, encode(Format::fp16, oh[ix(i * dh + e)]));
     }
@@ -135,24 +137,39 @@ void attention(const KernelCall& c, bool simd, const BlockFlaws& f) {
 
 }  // namespace
 
-void int8_block_call(const KernelCall& c, bool simd, const BlockFlaws& f) {
+void int8_block_call(const KernelCall& c, const BlockStages& st, const BlockFlaws& f) {
     check(c);
     const double eps = c.params.get("eps", 1e-5);
     const auto& in = c.in;
     const auto& out = c.out;
-    layer_norm(in[h_in], in[ln1_g], in[ln1_b], eps, out[x1_o], simd);
-    store(int8_linear(out[x1_o], in[wq], 1, simd), out[q_o]);
-    store(int8_linear(out[x1_o], in[wk], 1, simd), out[k_o]);
-    store(int8_linear(out[x1_o], in[wv], 1, simd), out[v_o]);
-    attention(c, simd, f);
-    residual(in[h_in], int8_linear(out[o_o], in[wo], 1, simd), out[u_o], simd, f.residual_int8);
-    layer_norm(out[u_o], in[ln2_g], in[ln2_b], eps, out[x2_o], simd);
-    std::vector<double> a = int8_linear(out[x2_o], in[w1], 1, simd);
+    layer_norm(in[h_in], in[ln1_g], in[ln1_b], eps, out[x1_o], st);
+    store(int8_linear(out[x1_o], in[wq], 1, st), out[q_o]);
+    store(int8_linear(out[x1_o], in[wk], 1, st), out[k_o]);
+    store(int8_linear(out[x1_o], in[wv], 1, st), out[v_o]);
+    attention(c, st, f);
+    residual(in[h_in], int8_linear(out[o_o], in[wo], 1, st), out[u_o], st, f.residual_int8);
+    layer_norm(out[u_o], in[ln2_g], in[ln2_b], eps, out[x2_o], st);
+    std::vector<double> a = int8_linear(out[x2_o], in[w1], 1, st);
     for (double& v : a)
         if (!(v > 0) && !std::isnan(v)) v = 0;  // ReLU; NaN stays NaN
     store(a, out[a_o]);
-    residual(out[u_o], int8_linear(out[a_o], in[w2], 1, simd), out[out_o], simd, f.residual_int8);
+    residual(out[u_o], int8_linear(out[a_o], in[w2], 1, st), out[out_o], st, f.residual_int8);
 }
+
+BlockStages cpu_block_stages(bool simd) {
+    BlockStages st;
+    st.quantize = [simd](const KernelCall& c) { quantize_call(c, simd); };
+    st.matmul = [simd](const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                       std::int64_t n) {
+        if (simd && has_avx2()) int8_matmul_avx2(a, b, acc, m, k, n);
+        else int8_matmul_scalar(a, b, acc, m, k, n);
+    };
+    st.layer_norm = row_kernel("layer_norm", simd);
+    st.softmax = row_kernel("softmax", simd);
+    return st;
+}
+
+void int8_block_call(const KernelCall& c, bool simd, const BlockFlaws& f) { int8_block_call(c, cpu_block_stages(simd), f); }
 
 }  // namespace conform::cpu
 

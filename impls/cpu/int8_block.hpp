@@ -4,6 +4,9 @@
 // the layer_norm and softmax row kernels; residual adds in FP32, every stage
 // stored in FP16.
 #pragma once
+#include <cstdint>
+#include <functional>
+
 #include "impls/registry.hpp"
 
 namespace conform {
@@ -19,8 +22,24 @@ struct BlockFlaws {
     bool unscaled_scores = false;  // q k^T without the 1/sqrt(d_h)
 };
 
-// One int8_block call; `simd`: the AVX2 quantize/GEMM and the simd row
-// kernels, else the scalar ones.
+// The kernels a block is composed of: the CPU kernels' and the CUDA
+// kernel's (impls/cuda/int8_block.cu) blocks differ only here; the glue
+// (dequantization in double, ReLU, residual adds in FP32, FP16 stores) is
+// the same code.
+struct BlockStages {
+    KernelFn quantize;  // op quantize: x [rows, cols] fp16 (param axis) -> int8 codes, fp32 scales
+    // acc [m, n] = a [m, k] b [k, n] in INT32, row-major.
+    std::function<void(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                       std::int64_t n)>
+        matmul;
+    KernelFn layer_norm;  // fp16 rows x, gamma, beta (param eps) -> y
+    KernelFn softmax;     // fp16 rows -> fp16 rows
+};
+// `simd`: the AVX2 quantize/GEMM and the simd row kernels, else the scalar ones.
+BlockStages cpu_block_stages(bool simd);
+
+// One int8_block call through the given stages, or the CPU's.
+void int8_block_call(const KernelCall& c, const BlockStages& stages, const BlockFlaws& flaws = {});
 void int8_block_call(const KernelCall& c, bool simd, const BlockFlaws& flaws = {});
 
 }  // namespace cpu

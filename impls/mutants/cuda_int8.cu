@@ -1,7 +1,9 @@
-// GPU mutants of the INT8 GEMM (docs/int8.md, "GPU mutants"): the kernel of
-// impls/cuda/int8.cuh with one bug each, fp32 y.
+// GPU mutants of the INT8 family (docs/int8.md, "GPU mutants"): the GEMM
+// kernel of impls/cuda/int8.cuh (fp32 y) and the quantize kernel of
+// impls/cuda/int8_quant.cuh with one bug each.
 #include "impls/cuda/cuda.hpp"
 #include "impls/cuda/int8.cuh"
+#include "impls/cuda/int8_quant.cuh"
 
 namespace conform::CONFORM_CUDA_NS {
 namespace {
@@ -21,9 +23,21 @@ void add(Registry& r, const char* bug, const char* bug_class, const char* what) 
     r.add(std::move(k));
 }
 
+struct TiesAway : QuantNoBug {
+    static constexpr bool kTiesAway = true;
+};
+
 }  // namespace
 
 void register_mutants_int8(Registry& r) {
+    KernelInfo q = mutant_kernel_info("quantize", "ties_away", Format::fp16, "13 rounding/saturation",
+                                      "codes by round() (half away from zero) instead of rint() (half to even)");
+    q.out = Format::int8;
+    q.out_formats = {Format::int8, Format::fp32};
+    with_launches(q, [kernel = q.name](Launch l) -> KernelFn {
+        return [kernel, l](const KernelCall& c) { run_quantize_as<__half, TiesAway>(c, kernel.c_str(), l); };
+    });
+    r.add(std::move(q));
     add<UnsignedA>(r, "u8_times_s8", "13 rounding/saturation",
                    "mma .u8.s8: a's signed codes read as unsigned (q < 0 as 256 + q), as a dp4a or mma on the "
                    "wrong variant does");
