@@ -13,8 +13,12 @@ its target.  Needs only PyTorch and the standard library.
 
 import argparse
 import json
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_timing import time_ms  # noqa: E402
 
 
 def parse_shape(shape):
@@ -45,17 +49,7 @@ def time_sdpa(torch, heads, lq, lk, d, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     def timed():
-        for _ in range(3):
-            call()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        reps = 5 if lq * lk * heads > 2**33 else 20
-        a.record()
-        for _ in range(reps):
-            call()
-        b.record()
-        torch.cuda.synchronize()
-        return a.elapsed_time(b) / reps
+        return time_ms(torch, call)
 
     if ctx is None:
         return timed(), backend

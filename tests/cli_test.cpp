@@ -112,6 +112,11 @@ TEST(GpuCheck, WithoutAGpuEveryStepRunsAndTheCheckFails) {
     EXPECT_TRUE(device.find("gpu-check: attention-vs-torch exit") != std::string::npos ||
                 device.find("PyTorch is not importable") != std::string::npos)
         << device;
+    // The third-party checks run or say why not (no torch, no fla, no GPU: skipped, not failed).
+    for (const char* name : {"torch", "fla"})
+        EXPECT_TRUE(device.find(std::string("gpu-check: ") + name + "-third-party exit 0") != std::string::npos &&
+                    device.find(std::string("gpu-check: ") + name + " skipped") != std::string::npos)
+            << device;
     fs::remove_all(dir);
     fs::remove(log);
 }

@@ -2,11 +2,14 @@
 // only): bytes/s of each kernel on 4096 x 8192 rows (norms, softmax) or
 // 2^26 elements (activations, gated, RoPE as [32, 16384, 128]), beside a
 // device-to-device cudaMemcpy of the same bytes in the same run; the share
-// of that copy is the figure.  Times are CUDA events around 20 launches
-// after 3 warm-up launches.
+// of that copy is the figure; attention and the INT8 GEMM in (integer)
+// operations per second, the delta rule in tokens per second.  Times are
+// CUDA events around 20 launches (3 for calls over 50 ms) after 3 warm-up
+// launches.
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -17,6 +20,8 @@
 #include "impls/cuda/attention.cuh"
 #include "impls/cuda/cuda.hpp"
 #include "impls/cuda/emu/mma_model.hpp"
+#include "impls/cuda/gdn.cuh"
+#include "impls/cuda/int8.cuh"
 #include "impls/cuda/norm.cuh"
 #include "impls/cuda/rope.cuh"
 #include "impls/cuda/softmax.cuh"
@@ -57,7 +62,8 @@ double time_ms(const std::function<void()>& f, cudaStream_t s, int reps = 20) {
 struct Row {
     std::string kernel, shape;
     double bytes, ms, copy_ms;
-    double flops = 0;  // attention: its FLOPs per call (bytes and copy_ms unused)
+    double flops = 0;   // attention, INT8 GEMM: its (integer) operations per call (bytes and copy_ms unused)
+    double tokens = 0;  // gdn, kda: tokens per call (bytes and copy_ms unused)
 };
 
 class Bench {
@@ -83,6 +89,15 @@ public:
         const Row& r = rows_.back();
         std::fprintf(stderr, "%-28s %-24s %8.3f ms  %7.1f TFLOP/s\n", r.kernel.c_str(), r.shape.c_str(), r.ms,
                      r.flops / r.ms / 1e9);
+    }
+    // Kernel processing `tokens` tokens per call (the delta rule): tokens/s.
+    void add_tokens(const std::string& kernel, const std::string& shape, double tokens, const std::function<void()>& f) {
+        const double first = time_ms(f, s_.get(), 1);
+        Row r{kernel, shape, 0, time_ms(f, s_.get(), first > 50 ? 3 : 20), 0};
+        r.tokens = tokens;
+        rows_.push_back(r);
+        std::fprintf(stderr, "%-28s %-24s %8.3f ms  %9.0f tokens/s\n", r.kernel.c_str(), r.shape.c_str(), r.ms,
+                     r.tokens / r.ms * 1e3);
     }
     cudaStream_t stream() const { return s_.get(); }
     const std::vector<Row>& rows() const { return rows_; }
@@ -195,6 +210,61 @@ void attention(Bench& b) {
     one(1, 32768, false);
 }
 
+// A log-decay in (-0.1, 0] from values of order 1 (the delta rule's gates).
+template <class S>
+__global__ void to_log_decay(S* p, long long n) {
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<long long>(gridDim.x) * blockDim.x)
+        p[i] = store<S>(-fabs(load(p[i])) / 30);
+}
+
+// cuda.gdn.bf16 and cuda.kda.bf16 on one sequence of T = 4k and 32k tokens,
+// H = 16, d_k = d_v = 128, chunk 64, l2norm, scale 1/sqrt(128), no initial
+// state: tokens/s (bench/gdn_fla.py times flash-linear-attention on the same shapes).
+template <bool PerChannel>
+void delta(Bench& b, const char* kernel) {
+    using S = __nv_bfloat16;
+    const int heads = 16, d = 128;
+    for (long long t : {4096LL, 32768LL}) {
+        const long long nq = t * heads * d, ng = t * heads * (PerChannel ? d : 1);
+        DeviceBuffer q = b.filled<S>(nq, 1), k = b.filled<S>(nq, 2), v = b.filled<S>(nq, 3);
+        DeviceBuffer g = b.filled<S>(ng, 4), beta = b.filled<S>(t * heads, 5);
+        auto* decay_fn = to_log_decay<S>;
+        decay_fn<<<1024, 256, 0, b.stream()>>>(g.as<S>(), ng);
+        const long long cu_host[2] = {0, t};
+        DeviceBuffer cu(sizeof cu_host, kWhere), y(nq * sizeof(S), kWhere), state(4ll * heads * d * d, kWhere);
+        check(cudaMemcpy(cu.as<void>(), cu_host, sizeof cu_host, cudaMemcpyHostToDevice), "cudaMemcpy", kWhere);
+        const DeltaArgs a{heads, d, d, 64, 1, 0, 1, 1e-6f, static_cast<float>(1 / std::sqrt(128.0))};
+        const DeltaLayout lay = delta_layout(64, d, d, PerChannel);
+        DeviceBuffer ws(static_cast<std::size_t>(lay.total) * delta_blocks(a, Launch{}) * 4, kWhere);
+        const DeltaIo<S> io{q.as<S>(), k.as<S>(), v.as<S>(), g.as<S>(), beta.as<S>(), nullptr,
+                            cu.as<long long>(), y.as<S>(), state.as<float>(), ws.as<float>()};
+        b.add_tokens(kernel, "T=" + std::to_string(t) + " H=16 d=128", static_cast<double>(t),
+                     [&] { launch_delta<S, PerChannel>(io, a, lay, Launch{}, b.stream()); });
+    }
+}
+
+// cuda.int8_gemm.fp32 at M = N = K = 4096 and M = 16, N = K = 8192: integer
+// operations 2 M N K per call (bench/int8_torch.py times torch._int_mm,
+// cuBLASLt's INT8 GEMM, on the same shapes).
+void int8_gemm(Bench& b) {
+    for (const auto& [m, n, k] : {std::array<int, 3>{4096, 4096, 4096}, std::array<int, 3>{16, 8192, 8192}}) {
+        DeviceBuffer a(1ull * m * k, kWhere), w(1ull * k * n, kWhere), sa(4, kWhere), sb(4, kWhere);
+        DeviceBuffer acc(4ull * m * n, kWhere), y(4ull * m * n, kWhere);
+        check(cudaMemset(a.as<void>(), 0x35, a.bytes()), "cudaMemset", kWhere);
+        check(cudaMemset(w.as<void>(), 0xc7, w.bytes()), "cudaMemset", kWhere);
+        const float one = 1;
+        check(cudaMemcpy(sa.as<void>(), &one, 4, cudaMemcpyHostToDevice), "cudaMemcpy", kWhere);
+        check(cudaMemcpy(sb.as<void>(), &one, 4, cudaMemcpyHostToDevice), "cudaMemcpy", kWhere);
+        const GemmArgs g{m, n, k, 0, 0};
+        b.add_flops("cuda.int8_gemm.fp32", "M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k),
+                    2.0 * m * n * k, [&] {
+                        launch_int8_gemm<float>(a.as<std::int8_t>(), w.as<std::int8_t>(), sa.as<float>(), sb.as<float>(),
+                                                g, acc.as<std::int32_t>(), y.as<float>(), Launch{}, b.stream());
+                    });
+    }
+}
+
 // ---- the tensor cores' accumulation against the model (docs/attention.md,
 // "Tensor-core accumulation") ----
 
@@ -294,6 +364,9 @@ std::string benchmark_json() {
     all_of_format<__half>(b, "fp16");
     all_of_format<__nv_bfloat16>(b, "bf16");
     attention(b);
+    delta<false>(b, "cuda.gdn.bf16");
+    delta<true>(b, "cuda.kda.bf16");
+    int8_gemm(b);
     const ProbeResult probes[] = {mma_probe<__half>("mma.m16n8k16.f16", Format::fp16, 2048),
                                   mma_probe<__nv_bfloat16>("mma.m16n8k16.bf16", Format::bf16, 2048)};
     std::string j = "[\n";
@@ -309,6 +382,15 @@ std::string benchmark_json() {
     for (std::size_t i = 0; i < b.rows().size(); ++i) {
         const Row& r = b.rows()[i];
         char line[512];
+        if (r.tokens > 0) {
+            std::snprintf(line, sizeof line,
+                          "  {\"kernel\": \"%s\", \"shape\": \"%s\", \"tokens\": %.0f, \"ms\": %.6f, "
+                          "\"tokens_per_s\": %.1f}%s\n",
+                          r.kernel.c_str(), r.shape.c_str(), r.tokens, r.ms, r.tokens / r.ms * 1e3,
+                          i + 1 < b.rows().size() ? "," : "");
+            j += line;
+            continue;
+        }
         if (r.flops > 0) {
             std::snprintf(line, sizeof line,
                           "  {\"kernel\": \"%s\", \"shape\": \"%s\", \"flops\": %.0f, \"ms\": %.6f, "

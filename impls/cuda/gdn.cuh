@@ -360,6 +360,21 @@ __global__ void delta_chunkwise(DeltaIo<S> io, DeltaArgs a, DeltaLayout lay) {
 
 // ---- host ---------------------------------------------------------------------------
 
+// Blocks of a launch: one per work item, capped (the grid strides beyond);
+// io.ws must hold lay.total floats for each.
+template <class Bug = DeltaNoBug>
+unsigned delta_blocks(const DeltaArgs& a, const Launch& lc) {
+    const int items = Bug::kGridIgnoresSequences ? a.heads : a.heads * a.sequences;
+    return static_cast<unsigned>(std::min<long long>(items, lc.max_blocks));
+}
+
+// The launch on device memory (the host call below, and the benchmarks).
+template <class S, bool PerChannel, class Bug = DeltaNoBug>
+void launch_delta(const DeltaIo<S>& io, const DeltaArgs& a, const DeltaLayout& lay, const Launch& lc, cudaStream_t s) {
+    auto* kernel_fn = delta_chunkwise<S, PerChannel, Bug>;
+    CONFORM_LAUNCH(kernel_fn, dim3(delta_blocks<Bug>(a, lc)), dim3(lc.threads), 0, s)(io, a, lay);
+}
+
 // The call's geometry: sequence 0 checked as the CPU kernels check a call,
 // then what packing adds (cu_seqlens, [N, H, d_k, d_v] states).
 inline cpu::DeltaCall delta_geometry(const KernelCall& c, Format f, bool per_channel, std::vector<long long>& cu,
@@ -404,13 +419,11 @@ void run_delta_as(const KernelCall& c, Format f, const char* kernel, const Launc
     check(cudaMemcpyAsync(cu_d.as<void>(), cu.data(), cu.size() * 8, cudaMemcpyHostToDevice, s.get()), "cudaMemcpyAsync", kernel);
     DeviceBuffer y(static_cast<std::size_t>(c.out[0].numel()) * sizeof(S), kernel);
     poison(y, s.get(), kernel), poison(state, s.get(), kernel);
-    const int items = Bug::kGridIgnoresSequences ? a.heads : a.heads * sequences;
-    const unsigned blocks = static_cast<unsigned>(std::min<long long>(items, lc.max_blocks));
+    const unsigned blocks = delta_blocks<Bug>(a, lc);
     DeviceBuffer ws(static_cast<std::size_t>(lay.total) * blocks * 4, kernel);
     const DeltaIo<S> io{in[0].as<S>(), in[1].as<S>(), in[2].as<S>(), in[3].as<S>(), in[4].as<S>(), s0.as<float>(),
                         cu_d.as<long long>(), y.as<S>(), state.as<float>(), ws.as<float>()};
-    auto* kernel_fn = delta_chunkwise<S, PerChannel, Bug>;
-    CONFORM_LAUNCH(kernel_fn, dim3(blocks), dim3(lc.threads), 0, s.get())(io, a, lay);
+    launch_delta<S, PerChannel, Bug>(io, a, lay, lc, s.get());
     check_launch(s.get(), kernel);
     download(y, c.out[0], s.get(), kernel);
     check(cudaMemcpyAsync(host.data(), state.as<void>(), host.size() * 4, cudaMemcpyDeviceToHost, s.get()), "cudaMemcpyAsync", kernel);

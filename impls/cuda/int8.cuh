@@ -102,7 +102,17 @@ inline GemmArgs gemm_args(const KernelCall& c, const char* kernel) {
 }
 
 // Four warps a block (the tile's 64 rows); lc.max_blocks caps the grid,
-// which strides over the tiles beyond it.
+// which strides over the tiles beyond it.  On device memory (the host call
+// below, and the benchmarks).
+template <class Out, class Bug = Int8NoBug>
+void launch_int8_gemm(const std::int8_t* a, const std::int8_t* b, const float* sa, const float* sb, const GemmArgs& g,
+                      std::int32_t* acc, Out* y, const Launch& lc, cudaStream_t s) {
+    const long long tiles = static_cast<long long>((g.m + kGemmTm - 1) / kGemmTm) * ((g.n + kGemmTn - 1) / kGemmTn);
+    auto* kernel_fn = int8_gemm_tc<Out, Bug>;
+    CONFORM_LAUNCH(kernel_fn, dim3(static_cast<unsigned>(std::min<long long>(tiles, lc.max_blocks))), dim3(128), 0, s)(
+        a, b, sa, sb, g, acc, y);
+}
+
 template <class Out, class Bug = Int8NoBug>
 void run_int8_gemm_as(const KernelCall& c, const char* kernel, const Launch& lc) {
     const GemmArgs g = gemm_args(c, kernel);
@@ -114,11 +124,8 @@ void run_int8_gemm_as(const KernelCall& c, const char* kernel, const Launch& lc)
     DeviceBuffer acc(mn * 4, kernel), y(mn * sizeof(Out), kernel);
     poison(acc, s.get(), kernel), poison(y, s.get(), kernel);
     if (mn > 0) {
-        const long long tiles = static_cast<long long>((g.m + kGemmTm - 1) / kGemmTm) * ((g.n + kGemmTn - 1) / kGemmTn);
-        auto* kernel_fn = int8_gemm_tc<Out, Bug>;
-        CONFORM_LAUNCH(kernel_fn, dim3(static_cast<unsigned>(std::min<long long>(tiles, lc.max_blocks))), dim3(128), 0,
-                       s.get())(a.as<std::int8_t>(), b.as<std::int8_t>(), sa.as<float>(), sb.as<float>(), g,
-                                acc.as<std::int32_t>(), y.as<Out>());
+        launch_int8_gemm<Out, Bug>(a.as<std::int8_t>(), b.as<std::int8_t>(), sa.as<float>(), sb.as<float>(), g,
+                                   acc.as<std::int32_t>(), y.as<Out>(), lc, s.get());
         check_launch(s.get(), kernel);
     }
     // acc is stored as fp64 (exact integers): through the host.
