@@ -10,6 +10,7 @@
 
 #include "oracle/attention.hpp"
 #include "oracle/bound.hpp"
+#include "oracle/tensor_core.hpp"
 
 namespace conform::oracle {
 namespace {
@@ -50,23 +51,6 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
 }
 
 double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
-
-// The error of a chain of n block FMAs of k products each (the tensor-core
-// model) relative to the sum of its terms' magnitudes, and its absolute
-// part (every block's final truncation may fall in FP32's subnormal range).
-// Truncation errors all lean toward zero, so no probabilistic tier: the
-// worst case in both.
-struct ChainError {
-    double rel, abs;
-};
-// A block with k_b products errs by (k_b + 2) 2^-23 of its terms, so n
-// blocks holding `products` products in all: 2u (products + 2n), grown by
-// (1 + c)^n for the partial sums carried as c.
-ChainError block_fma_chain(int k, double products, double n) {
-    const double c = 2 * (k + 2) * kU;  // (k + 2) 2^-23 per full block FMA
-    const double grow = std::pow(1 + c, n);
-    return {2 * kU * (products + 2 * n) * grow, n * kEta * grow};
-}
 
 // The rounding groups of a row's visible keys (hidden keys: -1): keys whose
 // weights lie in one interval [k s, (k + 1) s) of the grid of a format with

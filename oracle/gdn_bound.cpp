@@ -3,6 +3,7 @@
 // and a bound E_m on the 2-norm of the kernel's state error in value column m
 // (columns evolve independently under the delta rule).
 #include "oracle/gdn_bound.hpp"
+#include "oracle/tensor_core.hpp"
 
 #include "numerics/delta_varlen.hpp"
 
@@ -294,18 +295,33 @@ struct ChunkBound {
             }
         }
 
-        // State: S_hat' = fl(d_hat S_hat + K_e_hat^T V~_hat), c + 1 terms each.
+        // State: S_hat' = fl(d_hat S_hat + K_e_hat^T V~_hat), c + 1 terms each:
+        // FP32 sums (gamma_{c+1} on every term), or the declared tensor-core
+        // update -- d_hat S_hat rounded once (u) into the accumulator, then
+        // ceil(c / mma_k) block FMAs over the products -- with K_e and V~
+        // rounded into the operand format first.  An operand k' =
+        // fl_b(K_e_hat) is K_e (1 + tke') plus an absolute part ue' (the
+        // factor's underflow, eta (1 + |k_hat|), and the rounding's, update_eta),
+        // v' = fl_b(V~_hat) is within dvt' = dvt + u_b vh + eta_b of V~ and at
+        // most vh' = (1 + u_b) vh + eta_b; then per product
+        // |k' v' (1 + theta) - K_e V~| <= K_e dvt' + ((g (1 + tke') + tke') K_e + ue' (1 + g)) vh'.
         double pchunk = 1;
         for (double rho : d.rho) pchunk *= rho;
-        const double gs = gam(c + 1.0);
+        const ChainError tc = m.mma_k > 0 ? block_fma_chain(m.mma_k, static_cast<double>(c), std::ceil(static_cast<double>(c) / m.mma_k))
+                                          : ChainError{0, 0};
+        const double gs = m.mma_k > 0 ? tc.rel : gam(c + 1.0);                      // the products' sum
+        const double gd = m.mma_k > 0 ? (1 + u) * (1 + tc.rel) - 1 : gam(c + 1.0);  // d S, then the sum
+        const double ub = m.update_unit, eb = m.update_eta;
         DMat ds(dk, dv);
         for (std::int64_t ch = 0; ch < dk; ++ch)
             for (std::int64_t mm = 0; mm < dv; ++mm) {
-                double e = (gs * (1 + td) + td) * decay[ix(ch)] * sabs(ch, mm) + ev * sabs(ch, mm) * (1 + gs) +
-                           (c + 1) * kEta;
+                double e = (gd * (1 + td) + td) * decay[ix(ch)] * sabs(ch, mm) + ev * sabs(ch, mm) * (1 + gd) +
+                           (c + 1) * kEta + tc.abs;
                 for (std::int64_t r = 0; r < c; ++r) {
                     const double vh = vt_abs(r, mm) + dvt(r, mm);
-                    e += ((gs * (1 + tke[ix(r)]) + tke[ix(r)]) * ke(r, ch) + ev * (1 + gs)) * vh + ke(r, ch) * dvt(r, mm);
+                    const double vh_b = (1 + ub) * vh + eb, dvt_b = dvt(r, mm) + ub * vh + eb;
+                    const double tke_b = (1 + tke[ix(r)]) * (1 + ub) - 1, ue_b = uk(r, ch) * (1 + ub) + eb;
+                    e += ((gs * (1 + tke_b) + tke_b) * ke(r, ch) + ue_b * (1 + gs)) * vh_b + ke(r, ch) * dvt_b;
                 }
                 ds(ch, mm) = e;
             }
@@ -397,6 +413,8 @@ std::vector<std::vector<double>> registry_bound(bool per_channel, const Params& 
     m.out = out.at(0);
     m.state_out = out.size() > 1 ? out[1] : Format::fp32;
     m.acc = acc;
+    read_declared_update(m, params.get("declared.update_unit", 0), params.get("declared.update_eta", 0),
+                         params.get("declared.mma_k", 0));
     if (!delta_packed(in)) {
         DeltaBound b = delta_rule_bound(params, in, exact.at(0), m);
         return {std::move(b.y), std::move(b.state)};
@@ -416,6 +434,11 @@ std::vector<std::vector<double>> registry_bound(bool per_channel, const Params& 
 }
 
 }  // namespace
+
+void read_declared_update(DeltaErrorModel& m, double update_unit, double update_eta, double mma_k) {
+    m.update_unit = update_unit, m.update_eta = update_eta;
+    m.mma_k = static_cast<int>(mma_k);
+}
 
 std::vector<std::vector<double>> gdn_bound(const Params& params, const std::vector<TensorView>& in,
                                            const std::vector<std::vector<double>>& exact, Format acc,

@@ -34,7 +34,19 @@ struct DeltaErrorModel {
     double u = 0x1p-24;               // unit roundoff of the state and the arithmetic (FP32)
     double e_exp = 4 * 0x1p-24;       // relative error of its exp (expf, the AVX2 polynomial: <= 2 ulp)
     std::vector<std::int64_t> chunk_starts;  // first token of every chunk: 0 < ... < T (empty: regular chunks of param chunk)
+    // The state update S' = d S + K_e^T V~ on tensor cores, as a kernel
+    // declares it (declared.update_unit, declared.update_eta, declared.mma_k):
+    // K_e and V~ rounded into a narrower format first (its unit roundoff, and
+    // half its smallest subnormal: the absolute error of a subnormal result;
+    // 0: FP32 operands, no rounding), and the sum a chain of block FMAs of
+    // mma_k products with d S as the accumulator (0: FP32 sums).
+    double update_unit = 0, update_eta = 0;
+    int mma_k = 0;
 };
+
+// The state update's declaration of a kernel, from its parameters
+// "declared.<key>" (the registry's bound) or its KernelInfo::declared.
+void read_declared_update(DeltaErrorModel& m, double update_unit, double update_eta, double mma_k);
 
 struct DeltaBound {
     std::vector<double> y;      // [T, H, d_v]

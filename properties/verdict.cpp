@@ -516,6 +516,15 @@ Element rank_element(const OutputEval& o, std::size_t i, bool model_holds) {
         el.rig_vacuous = vacuous(el.rig_bound, o.scale[i]);
         el.gate_vacuous = vacuous(el.gate_bound, o.scale[i]);
     }
+    // An infinity where the exact value is finite is the rounding of a value
+    // past the overflow threshold (max + half an ulp: RNE's tie goes to Inf):
+    // within the bound when the bound reaches that threshold on the same side,
+    // judged by the least error it implies, threshold - |exact| (the mirror of
+    // a finite result for a reference that overflowed).
+    const double threshold = max_finite(o.format) + 0.5 * ulp_at(o.format, max_finite(o.format));
+    const bool overflowed = el.bounded && std::isfinite(exact) && std::isinf(value) && (value > 0) == (exact > 0) &&
+                            !el.rig_vacuous && std::fabs(exact) + el.rig_bound >= threshold;
+    if (overflowed) el.finite = true;
     if (!c.class_match && !(el.bounded && el.finite)) {
         el.class_text = std::string("special-value class mismatch (want ") + name(c.ref_class) + ", got " +
                         name(c.got_class) + ")";
@@ -528,7 +537,7 @@ Element rank_element(const OutputEval& o, std::size_t i, bool model_holds) {
     el.ulps = c.class_match ? c.ulps : ulps_from(o.format, ref, got);
     el.rank = free_rank(o.format, ref, got, exact, el.ulps, el.bounded);
     if (!el.bounded || !el.finite) return el;
-    const double err = std::fabs(value - exact);
+    const double err = overflowed ? threshold - std::fabs(exact) : std::fabs(value - exact);
     // A zero bound demands an exact result; an infinite one judges nothing.
     auto util = [err](double b) { return err == 0 ? 0.0 : err / b; };
     el.util_gate = util(el.gate_bound), el.util_rig = util(el.rig_bound);

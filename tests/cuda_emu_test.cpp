@@ -46,6 +46,37 @@ TEST(CudaEmu, TwoDimensionalCoordinates) {
     EXPECT_EQ(out[3 * 64 + 63], 1000 + 100 + 70 + 7);
 }
 
+// Dynamic shared memory: the launch's bytes, one buffer per block, all-ones
+// bytes (NaN) at every block's start -- what the previous block left is
+// never seen -- and a request past the opt-in limit refused.
+__global__ void dynamic_smem(unsigned* first, unsigned* sums) {
+    auto* s = static_cast<unsigned*>(dynamic_shared());
+    if (threadIdx.x == 0) first[blockIdx.x] = s[blockDim.x - 1];  // before anyone writes
+    __syncthreads();
+    s[threadIdx.x] = threadIdx.x + blockIdx.x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned sum = 0;
+        for (unsigned t = 0; t < blockDim.x; ++t) sum += s[t];
+        sums[blockIdx.x] = sum;
+    }
+}
+
+TEST(CudaEmu, DynamicSharedMemoryIsPerBlockAndPoisoned) {
+    std::vector<unsigned> first(3, 0), sums(3, 0);
+    auto* k = dynamic_smem;
+    CONFORM_LAUNCH(k, dim3(3), dim3(64), 64 * sizeof(unsigned), nullptr)(first.data(), sums.data());
+    for (unsigned b = 0; b < 3; ++b) {
+        EXPECT_EQ(first[b], 0xffffffffu) << b;
+        EXPECT_EQ(sums[b], 64 * 63 / 2 + 64 * b) << b;
+    }
+    int limit = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+    EXPECT_EQ(limit, 232448);
+    EXPECT_EQ(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit), cudaSuccess);
+    EXPECT_NE(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit + 1), cudaSuccess);
+}
+
 // A tree reduction in shared memory: with the barriers every block's sum
 // is right; without them a thread reads partner slots its peers have not
 // yet written (the emulation runs each thread until it synchronizes).

@@ -217,6 +217,28 @@ TEST(GdnKernel, UnderflowedDecayTimesALargeEntryStaysWithinTheBound) {
         }
 }
 
+// The same for K_e in the state update: the factor from token 0 to the
+// chunk's end, e^-105, is 0 in FP32, so K_e[0] = k_0 * 0 loses |k_0| e^-105
+// (k_0 = 2^20) times V~_0 = beta_0 v_0 = 2^60: the final state is off by
+// ~2^-71.5, far above an entry-independent 2 eta |V~| (~2^-88).  The bound's
+// K_e term must scale with |k| (eta (1 + |k_hat|), as K_s's and Q_s's do).
+TEST(GdnKernel, UnderflowedEndDecayTimesALargeKeyStaysWithinTheBound) {
+    for (const char* variant : {"scalar", "simd"})
+        for (const std::string& name : names(variant)) {
+            const KernelInfo& k = kernel(name);
+            if (k.in != Format::fp32) continue;
+            props::Case c = make_case(k.op, k.in, {2, 1, 1, 1}, props::mixed_gates, 3, 64, props::uniform_betas);
+            const double values[][2] = {{0, 0}, {0x1p20, 1}, {0x1p100, 1}, {0, -105}, {0x1p-40, 0}};  // q, k, v, g, beta
+            for (int i = 0; i < 5; ++i)
+                for (std::int64_t t = 0; t < 2; ++t) c.inputs[static_cast<std::size_t>(i)].set_value(t, values[i][t]);
+            c.inputs[5].set_value(0, 0);
+            const auto ref = fp64_reference(k.op, c.params, c.views());
+            const Checked got = check(k, c);
+            EXPECT_LE(got.util_state, 1) << name;
+            EXPECT_GT(std::fabs(got.out[1].value(0) - ref.state[0]), 0x1p-80) << name << ": the factor did not underflow";
+        }
+}
+
 // The scaled form's range: C |g_min| < ln(max).  The split_exp mutants (the
 // scaled form's factors exp(G_r) exp(-G_i) in fp32) are finite and within
 // the bound up to that chunk and return Inf/NaN one token beyond it.

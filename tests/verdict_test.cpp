@@ -113,6 +113,26 @@ TEST(Verdict, EachElementMeetsTheTightestRungItCan) {
     EXPECT_TRUE(judge_case(tight, parse_profile("ulp:2")).pass);
 }
 
+// An infinity where the exact value is finite: the rounding of a value past
+// the overflow threshold (max + half an ulp = 2^128 - 2^103 in FP32) passes
+// when the bound reaches it on the same side, with utilization (threshold -
+// |exact|) / bound; a bound short of it, or the other sign, is a class
+// mismatch (lse_merge of two rows of FLT_MAX: weights summing to 1 + u).
+TEST(Verdict, AnOverflowWithinTheBoundOfTheThresholdPasses) {
+    const double max = 0x1.fffffep+127;
+    Stats s;
+    const CaseResult ok = judge_case(handmade(Format::fp32, {INFINITY}, {max}, {0x1p106}), parse_profile("strict"), &s);
+    EXPECT_TRUE(ok.pass) << ok.message;
+    EXPECT_EQ(ok.judged, 1);
+    EXPECT_DOUBLE_EQ(s.max_util(), 0x1p103 / 0x1p106);
+    const CaseResult short_of = judge_case(handmade(Format::fp32, {INFINITY}, {max}, {0x1p100}), parse_profile("strict"));
+    EXPECT_FALSE(short_of.pass);
+    EXPECT_NE(short_of.message.find("special-value class mismatch (want finite, got +Inf)"), std::string::npos)
+        << short_of.message;
+    EXPECT_FALSE(judge_case(handmade(Format::fp32, {-INFINITY}, {max}, {0x1p106}), parse_profile("strict")).pass);
+    EXPECT_FALSE(judge_case(handmade(Format::fp32, {INFINITY}, {2}, {1}), parse_profile("strict")).pass);
+}
+
 // An infinite bound or one at least the result's magnitude judges nothing:
 // the element is counted, never passed; a case of nothing else is no pass.
 TEST(Verdict, VacuousBoundsLeaveElementsNotJudged) {

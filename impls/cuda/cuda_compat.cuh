@@ -25,3 +25,18 @@ using namespace ::conform::cuda_emu;
 #define CONFORM_UNROLL _Pragma("unroll")
 #define CONFORM_LAUNCH(kernel, grid, block, shared, stream) kernel<<<grid, block, shared, stream>>>
 #endif
+
+namespace conform::CONFORM_CUDA_NS {
+
+// The block's dynamic shared memory (the launch's `shared` bytes) as T*.
+template <class T>
+__device__ __forceinline__ T* dynamic_shared() {
+#if defined(CONFORM_CUDA_EMU)
+    return static_cast<T*>(::conform::cuda_emu::dynamic_shared());
+#else
+    extern __shared__ __align__(16) unsigned char conform_dynamic_smem[];
+    return reinterpret_cast<T*>(conform_dynamic_smem);
+#endif
+}
+
+}  // namespace conform::CONFORM_CUDA_NS

@@ -8,8 +8,9 @@
 // One block per (sequence, head): packed sequences (cu_seqlens) are the
 // grid's own work items, each from its own initial state (or zero), chunks
 // restarting at the sequence's first token.  The block keeps the FP32 state
-// and the chunk's buffers in its slice of a global workspace (L1/L2
-// resident) and runs the chunk step as phases separated by barriers, every
+// and the chunk's buffers in dynamic shared memory when they fit (else in its
+// slice of a global workspace, L1/L2 resident: launch_delta) and runs the
+// chunk step as phases separated by barriers, every
 // element of every phase computed by one thread in a fixed order (so any
 // block size gives the same bits):
 //   load      q, k (l2norm: a warp per row, eps inside the root; q * scale), v, g, beta
@@ -27,10 +28,12 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "impls/cpu/gdn.hpp"  // kKdaSubChunk, delta_call: the call's checks, shared
 #include "impls/cuda/elementwise.cuh"
+#include "impls/cuda/mma.cuh"
 #include "numerics/delta_varlen.hpp"
 
 namespace conform::CONFORM_CUDA_NS {
@@ -267,6 +270,43 @@ struct DeltaRows {
     __device__ float decay(int p) const { return PerChannel ? b.decay[p] : b.fac[(c - 1) * (C + 1)]; }
 };
 
+// The BF16 kernels' state update on tensor cores: S (16 x 8 tiles, a warp
+// per tile) = d (.) S (one FP32 rounding, the accumulator) + K_e^T V~ by
+// ceil(c / 16) mma.m16n8k16 with K_e^T and V~ rounded to BF16 in the
+// fragments (declared: update_unit 2^-8, update_eta 2^-134, mma_k 16; the
+// bound's tensor-core state update).  Rows, columns and tokens past the
+// edges are zero operands (exact) and their results are not stored.
+template <bool PerChannel, class Bug>
+__device__ void delta_update_tc(const DeltaArgs& a, const DeltaBufs& b, const DeltaRows<PerChannel>& rows) {
+    using B16 = __nv_bfloat16;
+    const int dk = a.dk, dv = a.dv, c = rows.c;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const int group = lane / 4, t = lane % 4, tiles_m = (dv + 7) / 8, tiles = (dk + 15) / 16 * tiles_m;
+    const auto ke = [&](int r, int p) { return r < c && p < dk ? rows.ke(r, p) : 0.0f; };
+    const auto vt = [&](int r, int m) { return r < c && m < dv ? b.v[r * dv + m] : 0.0f; };
+    for (int tile = warp; tile < tiles; tile += warps) {
+        const int p0 = tile / tiles_m * 16, m0 = tile % tiles_m * 8;
+        float acc[4];
+        for (int i = 0; i < 4; ++i) {
+            const int p = p0 + group + (i >= 2 ? 8 : 0), m = m0 + 2 * t + (i & 1);
+            acc[i] = p < dk && m < dv ? b.s[p * dv + m] * rows.decay(p) : 0.0f;
+        }
+        const int pa = p0 + group, pb = pa + 8, mb = m0 + group;
+        for (int r0 = 0; r0 < c; r0 += 16) {
+            const int ra = r0 + 2 * t, rb = ra + 8;
+            // A = K_e^T [16 channels x 16 tokens], B = V~ [16 tokens x 8 columns].
+            const std::uint32_t af[4] = {pack2<B16>(ke(ra, pa), ke(ra + 1, pa)), pack2<B16>(ke(ra, pb), ke(ra + 1, pb)),
+                                         pack2<B16>(ke(rb, pa), ke(rb + 1, pa)), pack2<B16>(ke(rb, pb), ke(rb + 1, pb))};
+            const std::uint32_t bf[2] = {pack2<B16>(vt(ra, mb), vt(ra + 1, mb)), pack2<B16>(vt(rb, mb), vt(rb + 1, mb))};
+            mma16816<B16>(acc, af, bf, acc);
+        }
+        for (int i = 0; i < 4; ++i) {
+            const int p = p0 + group + (i >= 2 ? 8 : 0), m = m0 + 2 * t + (i & 1);
+            if (p < dk && m < dv) b.s[p * dv + m] = Bug::kBf16State ? bf16_round(acc[i]) : acc[i];
+        }
+    }
+}
+
 template <class S, bool PerChannel, class Bug>
 __device__ void delta_state_phases(const DeltaIo<S>& io, const DeltaArgs& a, const DeltaBufs& b,
                                    const DeltaRows<PerChannel>& rows, int h, long long t0) {
@@ -298,11 +338,15 @@ __device__ void delta_state_phases(const DeltaIo<S>& io, const DeltaArgs& a, con
     }
     __syncthreads();  // every read of S is done
     // S <- d (.) S + K_e^T V~; the chunk's last gates kept (a mutant reads them).
-    for (int e = threadIdx.x; e < dk * dv; e += blockDim.x) {
-        const int p = e / dv, m = e % dv;
-        float x = b.s[e] * rows.decay(p);
-        for (int r = 0; r < c; ++r) x = x + rows.ke(r, p) * b.v[r * dv + m];
-        b.s[e] = Bug::kBf16State ? bf16_round(x) : x;
+    if constexpr (std::is_same_v<S, __nv_bfloat16>) {
+        delta_update_tc<PerChannel, Bug>(a, b, rows);
+    } else {
+        for (int e = threadIdx.x; e < dk * dv; e += blockDim.x) {
+            const int p = e / dv, m = e % dv;
+            float x = b.s[e] * rows.decay(p);
+            for (int r = 0; r < c; ++r) x = x + rows.ke(r, p) * b.v[r * dv + m];
+            b.s[e] = Bug::kBf16State ? bf16_round(x) : x;
+        }
     }
     const int gw = PerChannel ? dk : 1;
     for (int p = threadIdx.x; p < gw; p += blockDim.x) b.gprev[p] = b.g[(c - 1) * gw + p];
@@ -333,8 +377,8 @@ __device__ void delta_chunk(const DeltaIo<S>& io, const DeltaArgs& a, const Delt
 // kGridIgnoresSequences bug a work item is a head and runs every sequence
 // on one state.
 template <class S, bool PerChannel, class Bug>
-__global__ void delta_chunkwise(DeltaIo<S> io, DeltaArgs a, DeltaLayout lay) {
-    const DeltaBufs b = delta_bufs(io.ws + blockIdx.x * lay.total, lay);
+__global__ void delta_chunkwise(DeltaIo<S> io, DeltaArgs a, DeltaLayout lay, bool on_chip) {
+    const DeltaBufs b = delta_bufs(on_chip ? dynamic_shared<float>() : io.ws + blockIdx.x * lay.total, lay);
     const int per_item = Bug::kGridIgnoresSequences ? a.sequences : 1;
     const int items = a.heads * a.sequences / per_item;
     const long long hs = static_cast<long long>(a.dk) * a.dv;
@@ -360,6 +404,14 @@ __global__ void delta_chunkwise(DeltaIo<S> io, DeltaArgs a, DeltaLayout lay) {
 
 // ---- host ---------------------------------------------------------------------------
 
+// What a kernel (or a mutant) of storage f declares: FP32 arithmetic, y in
+// f, the state in FP32; the BF16 kernels' tensor-core state update.
+inline void delta_declare(KernelInfo& k, Format f) {
+    k.acc = Format::fp32;
+    k.out_formats = {f, Format::fp32};
+    if (f == Format::bf16) k.declared = {{"update_unit", 0x1p-8}, {"update_eta", 0x1p-134}, {"mma_k", 16}};
+}
+
 // Blocks of a launch: one per work item, capped (the grid strides beyond);
 // io.ws must hold lay.total floats for each.
 template <class Bug = DeltaNoBug>
@@ -369,10 +421,21 @@ unsigned delta_blocks(const DeltaArgs& a, const Launch& lc) {
 }
 
 // The launch on device memory (the host call below, and the benchmarks).
+// The chunk on chip: the block's buffers in dynamic shared memory when they
+// fit the device's opt-in limit (227 KiB on H100/H200: GDN at d_k = d_v =
+// 128 and chunk 64 takes ~210 KiB), else in io.ws (L1/L2).
 template <class S, bool PerChannel, class Bug = DeltaNoBug>
 void launch_delta(const DeltaIo<S>& io, const DeltaArgs& a, const DeltaLayout& lay, const Launch& lc, cudaStream_t s) {
+    constexpr const char* kWhere = "gdn/kda launch";
     auto* kernel_fn = delta_chunkwise<S, PerChannel, Bug>;
-    CONFORM_LAUNCH(kernel_fn, dim3(delta_blocks<Bug>(a, lc)), dim3(lc.threads), 0, s)(io, a, lay);
+    int limit = 0;
+    check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "cudaDeviceGetAttribute", kWhere);
+    const long long bytes = lay.total * 4;
+    const bool on_chip = bytes <= limit;
+    if (on_chip)
+        check(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+              "cudaFuncSetAttribute", kWhere);
+    CONFORM_LAUNCH(kernel_fn, dim3(delta_blocks<Bug>(a, lc)), dim3(lc.threads), on_chip ? bytes : 0, s)(io, a, lay, on_chip);
 }
 
 // The call's geometry: sequence 0 checked as the CPU kernels check a call,

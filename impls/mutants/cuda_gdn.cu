@@ -28,8 +28,7 @@ template <bool PerChannel, class Bug, class S>
 void add(Registry& r, const char* bug, const char* bug_class, const char* what) {
     const Format f = std::is_same_v<S, float> ? Format::fp32 : Format::bf16;
     KernelInfo k = mutant_kernel_info(PerChannel ? "kda" : "gdn", bug, f, bug_class, what);
-    k.acc = Format::fp32;
-    k.out_formats = {f, Format::fp32};
+    delta_declare(k, f);
     // Only the mutant's own storage type instantiated (build time).
     with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
         return [f, kernel, l](const KernelCall& c) {

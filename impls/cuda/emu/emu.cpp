@@ -2,6 +2,9 @@
 // points as the only places where one thread's values reach another.
 #include "impls/cuda/emu/emu.hpp"
 
+#include <cstddef>
+#include <cstring>
+
 #include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>
 #include <cstdlib>
@@ -86,6 +89,7 @@ struct Warp {
 struct BlockState {
     std::vector<Thread> threads;
     std::vector<Warp> warps;
+    std::vector<std::max_align_t> shared;  // dynamic shared memory
     Thread* running = nullptr;
     std::exception_ptr error;
 };
@@ -197,7 +201,7 @@ void run_block(BlockState& b, const std::function<void()>& body) {
 
 const Coords& coords() { return me().coords; }
 
-void launch(dim3 grid, dim3 block, const std::function<void()>& body) {
+void launch(dim3 grid, dim3 block, std::size_t shared, const std::function<void()>& body) {
     const std::size_t n = static_cast<std::size_t>(block.x) * block.y * block.z;
     if (n == 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0)
         throw std::runtime_error("invalid launch configuration: " + std::to_string(n) + " threads per block");
@@ -213,6 +217,8 @@ void launch(dim3 grid, dim3 block, const std::function<void()>& body) {
             for (unsigned bx = 0; bx < grid.x; ++bx) {
                 b.threads.clear();
                 b.threads.resize(n);
+                b.shared.assign((shared + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t), std::max_align_t{});
+                if (shared) std::memset(b.shared.data(), 0xff, b.shared.size() * sizeof(std::max_align_t));
                 b.warps.assign((n + warpSize - 1) / warpSize, Warp{});
                 std::size_t i = 0;
                 for (unsigned tz = 0; tz < block.z; ++tz)
@@ -222,6 +228,8 @@ void launch(dim3 grid, dim3 block, const std::function<void()>& body) {
                 run_block(b, body);
             }
 }
+
+void* dynamic_shared() { return g_block->shared.empty() ? nullptr : g_block->shared.data(); }
 
 void syncthreads() { suspend(Wait::barrier); }
 

@@ -42,9 +42,14 @@ struct Coords {
 const Coords& coords();
 
 // Runs body(block coordinates) as grid x block threads: every block in
-// turn, its threads as fibers.  Throws std::runtime_error on a
-// synchronization error or when the body throws.
-void launch(dim3 grid, dim3 block, const std::function<void()>& body);
+// turn, its threads as fibers, with `shared` bytes of dynamic shared memory
+// (filled with all-ones bytes, NaN in every float format, at every block's
+// start: a read of what the block never wrote is wrong every time).  Throws
+// std::runtime_error on a synchronization error or when the body throws.
+void launch(dim3 grid, dim3 block, std::size_t shared, const std::function<void()>& body);
+inline void launch(dim3 grid, dim3 block, const std::function<void()>& body) { launch(grid, block, 0, body); }
+// The running block's dynamic shared memory (extern __shared__), 16-byte aligned.
+void* dynamic_shared();
 
 // Synchronization points.
 void syncthreads();
@@ -132,15 +137,30 @@ template <class... P>
 struct Launcher {
     void (*kernel)(P...);
     dim3 grid, block;
+    std::size_t shared;
     template <class... A>
     void operator()(A&&... args) const {
         std::tuple<std::decay_t<P>...> bound(std::forward<A>(args)...);
-        launch(grid, block, [&] { std::apply(kernel, bound); });
+        launch(grid, block, shared, [&] { std::apply(kernel, bound); });
     }
 };
 template <class... P>
-Launcher<P...> launcher(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t, cudaStream_t) {
-    return {kernel, grid, block};
+Launcher<P...> launcher(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t shared, cudaStream_t) {
+    return {kernel, grid, block, shared};
+}
+
+// Opting a kernel into more than 48 KiB of dynamic shared memory, and the
+// device's limit for it: the emulation's is the H100/H200's 227 KiB.
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+inline constexpr int kEmuMaxSharedOptin = 232448;
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int) {
+    *value = kEmuMaxSharedOptin;
+    return cudaSuccess;
+}
+template <class... P>
+cudaError_t cudaFuncSetAttribute(void (*)(P...), cudaFuncAttribute, int value) {
+    return value >= 0 && value <= kEmuMaxSharedOptin ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 // ---- 16-bit formats (raw bits; conversions round as the device's do) ----
