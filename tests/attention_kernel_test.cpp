@@ -23,6 +23,7 @@
 #include "impls/cpu/attention.hpp"
 #include "oracle/attention.hpp"
 #include "oracle/attention_bound.hpp"
+#include "properties/verdict.hpp"
 
 using namespace conform;
 
@@ -356,6 +357,32 @@ TEST(AttentionKernel, HiddenKeysAndValuesDoNotLeak) {
         }
     }
     EXPECT_GT(checked, 0);
+}
+
+// An infinite v at a visible key whose weight underflows (a logit 200 below
+// the row's maximum): the exact weight is positive, so o is infinite in that
+// column -- never 0 * inf = NaN -- in the vector path (the careful
+// accumulation of a KV head with an infinity) and the scalar one, with the
+// key first (its weight then rescaled to 0 by the later maximum) or later.
+TEST(AttentionKernel, AnInfiniteValueCountsWhereItsWeightUnderflows) {
+    for (const std::string variant : {"simd", "scalar"})
+        for (const KernelInfo* k : kernels(variant))
+            for (std::int64_t key : {0, 5}) {
+                const std::int64_t lq = 2, lk = 40, d = 16;
+                std::vector<Tensor> in = {Tensor(k->in, {1, lq, d}), Tensor(k->in, {1, lk, d}), Tensor(k->in, {1, lk, d}),
+                                          Tensor(k->in, {lq, lk})};
+                std::mt19937_64 g(3);
+                std::normal_distribution<double> n;
+                for (std::int64_t i = 0; i < in[1].numel(); ++i) in[1].set_value(i, n(g)), in[2].set_value(i, n(g));
+                for (std::int64_t i = 0; i < in[0].numel(); ++i) in[0].set_value(i, 0.0);  // logits = the mask
+                for (std::int64_t i = 0; i < in[3].numel(); ++i) in[3].set_value(i, 0.0);
+                in[3].set_value(key, -200.0), in[3].set_value(lk + key, -200.0);
+                in[2].set_value(key * d + 3, INFINITY);
+                std::vector<TensorView> views;
+                for (const Tensor& t : in) views.push_back(t.view());
+                const props::CaseResult r = props::check_case(*k, Params::defaults(*find_op("attention")), views);
+                EXPECT_TRUE(r.pass) << k->name << " key " << key << ": " << r.message;
+            }
 }
 
 // GQA (and MQA) give bit for bit what MHA gives with KV heads repeat-interleaved.

@@ -123,6 +123,25 @@ struct RowState {
 // m_new (> -inf): 0 while nothing was accumulated (m = -inf, acc = l = 0).
 float rescale_factor(float m, float m_new) { return m == -kInf ? 0.0f : std::exp(m - m_new); }
 
+// An infinite v at a visible key counts whole even where its weight
+// underflowed to 0 (the exact weight is positive: w v = +-inf, never
+// 0 * inf = NaN), and an infinite accumulator stays infinite when its
+// rescale factor underflows.  Scalar; the vector path takes it for a KV head
+// whose V holds an infinity (Workspace::v_inf).
+inline float weighted(float w, float v) { return std::isinf(v) ? v : w * v; }
+inline float rescaled(float acc, float alpha) { return std::isinf(acc) ? acc : acc * alpha; }
+
+// acc[0, dv) = rescaled by alpha, then + the weighted v of the visible keys.
+void careful_accumulate(float* acc, long dv, long dvp, float alpha, bool rescale, const float* w, const float* s, long n,
+                        const float* v) {
+    if (rescale)
+        for (long d = 0; d < dv; ++d) acc[d] = rescaled(acc[d], alpha);
+    for (long j = 0; j < n; ++j) {
+        if (s[j] == -kInf) continue;  // masked: weight 0 and v_j not read (a NaN there must not leak)
+        for (long d = 0; d < dv; ++d) acc[d] += weighted(w[j], v[j * dvp + d]);
+    }
+}
+
 // ---- portable scalar path ---------------------------------------------------------
 
 struct ScalarPath {
@@ -139,7 +158,7 @@ struct ScalarPath {
         }
     }
 
-    static void update(const Geometry& g, RowState& st, const float* s, long n, const float* v, float* e) {
+    static void update(const Geometry& g, RowState& st, const float* s, long n, const float* v, float* e, bool) {
         float mt = -kInf;
         for (long j = 0; j < n; ++j) {
             if (std::isnan(s[j]) || s[j] == kInf) st.bad = true;
@@ -148,17 +167,13 @@ struct ScalarPath {
         if (st.bad) return;
         const float m_new = std::fmax(st.m, mt);
         if (m_new == -kInf) return;  // nothing visible yet: keep the empty state
-        if (m_new != st.m) {
-            const float alpha = rescale_factor(st.m, m_new);
-            st.l *= alpha;
-            for (long d = 0; d < g.dv; ++d) st.acc[d] *= alpha;
-        }
+        const float alpha = m_new != st.m ? rescale_factor(st.m, m_new) : 1.0f;
+        st.l *= alpha;
         for (long j = 0; j < n; ++j) {
-            if (s[j] == -kInf) continue;  // masked: weight 0 and v_j not read (a NaN there must not leak)
-            const float w = std::exp(s[j] - m_new);
-            st.l += w;
-            for (long d = 0; d < g.dv; ++d) st.acc[d] += w * v[j * g.dvp + d];
+            e[j] = s[j] == -kInf ? 0.0f : std::exp(s[j] - m_new);
+            st.l += e[j];
         }
+        careful_accumulate(st.acc, g.dv, g.dvp, alpha, m_new != st.m, e, s, n, v);
         st.m = m_new;
     }
 };
@@ -247,7 +262,8 @@ struct SimdPath {
         }
     }
 
-    CONFORM_AVX2 static void update(const Geometry& g, RowState& st, const float* s, long n, const float* v, float* e) {
+    CONFORM_AVX2 static void update(const Geometry& g, RowState& st, const float* s, long n, const float* v, float* e,
+                                    bool v_inf) {
         __m256 vmax = _mm256_set1_ps(-kInf), bad = _mm256_setzero_ps();
         for (long j = 0; j < n; j += 8) {  // lanes past n hold -inf (logits())
             const __m256 x = _mm256_loadu_ps(s + j);
@@ -259,11 +275,9 @@ struct SimdPath {
         if (st.bad) return;
         const float m_new = std::fmax(st.m, hmax8(vmax));
         if (m_new == -kInf) return;  // nothing visible yet: keep the empty state
-        if (m_new != st.m) {
-            const float alpha = rescale_factor(st.m, m_new);
-            st.l *= alpha;
-            scale_acc(st.acc, g.dvp, alpha);
-        }
+        const float alpha = m_new != st.m ? rescale_factor(st.m, m_new) : 1.0f;
+        st.l *= alpha;
+        if (m_new != st.m && !v_inf) scale_acc(st.acc, g.dvp, alpha);
         const __m256 vm = _mm256_set1_ps(m_new), ninf = _mm256_set1_ps(-kInf);
         __m256 sum = _mm256_setzero_ps();
         for (long j = 0; j < n; j += 8) {
@@ -274,7 +288,8 @@ struct SimdPath {
             sum = _mm256_add_ps(sum, w);
         }
         st.l += hsum8(sum);
-        accumulate(st.acc, g.dvp, e, s, n, v);
+        if (v_inf) careful_accumulate(st.acc, g.dv, g.dvp, alpha, m_new != st.m, e, s, n, v);
+        else accumulate(st.acc, g.dvp, e, s, n, v);
         st.m = m_new;
     }
 };
@@ -283,6 +298,7 @@ struct SimdPath {
 
 struct Workspace {
     std::vector<float> q, k, v, mask;  // fp32 copies: q of one head, k/v of one KV head, mask [Lq, Lk + pad]
+    bool v_inf = false;                // v holds an infinity: the careful accumulation (weighted, rescaled)
     std::vector<float> acc, s, e;      // per query tile: accumulators; per (row, key tile): logits, weights
     long mask_pitch = 0;
 };
@@ -323,7 +339,7 @@ void query_tile(const Geometry& g, Workspace& w, std::vector<RowState>& st, long
             if (jb >= je) continue;
             const float* mask = g.has_mask ? w.mask.data() + i * w.mask_pitch : nullptr;
             Path::logits(g, w.q.data() + i * g.dp, w.k.data(), mask, jb, je, w.s.data());
-            Path::update(g, st[i - i0], w.s.data(), je - jb, w.v.data() + jb * g.dvp, w.e.data());
+            Path::update(g, st[i - i0], w.s.data(), je - jb, w.v.data() + jb * g.dvp, w.e.data(), w.v_inf);
         }
     }
 }
@@ -351,6 +367,7 @@ void flash_attention(const KernelCall& c) {
         if (kvh != loaded) {
             load_rows<F>(c.in[1], kvh * g.lk, g.lk, g.d, g.dp, w.k.data());
             load_rows<F>(c.in[2], kvh * g.lk, g.lk, g.dv, g.dvp, w.v.data());
+            w.v_inf = std::any_of(w.v.begin(), w.v.end(), [](float x) { return std::isinf(x); });
             loaded = kvh;
         }
         load_rows<F>(c.in[0], h * g.lq, g.lq, g.d, g.dp, w.q.data());
