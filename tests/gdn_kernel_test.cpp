@@ -14,6 +14,7 @@
 #include <string>
 
 #include "impls/cpu/gdn.hpp"
+#include "impls/cuda/cuda.hpp"
 #include "impls/cpu/isa.hpp"
 #include "impls/registry.hpp"
 #include "numerics/delta_varlen.hpp"
@@ -68,6 +69,11 @@ oracle::DeltaErrorModel model_of(const KernelInfo& k) {
     m.out = k.out;
     m.state_out = output_format(k, 1);
     m.acc = k.acc;
+    const auto declared = [&k](const char* key) {
+        const auto it = k.declared.find(key);
+        return it == k.declared.end() ? 0.0 : it->second;
+    };
+    oracle::read_declared_update(m, declared("update_unit"), declared("update_eta"), declared("mma_k"));
     return m;
 }
 
@@ -236,6 +242,27 @@ TEST(GdnKernel, UnderflowedEndDecayTimesALargeKeyStaysWithinTheBound) {
             const Checked got = check(k, c);
             EXPECT_LE(got.util_state, 1) << name;
             EXPECT_GT(std::fabs(got.out[1].value(0) - ref.state[0]), 0x1p-80) << name << ": the factor did not underflow";
+        }
+}
+
+// The CUDA kernels (under the emulation) at the models' head size, d_k =
+// d_v = 128, and at d_k != d_v, where the MPFR suite cannot go: within the
+// bound against the FP64 tier, with l2norm and an initial state, over three
+// chunks.  GDN's chunk of 64 at d = 128 fits on chip (~210 KiB), KDA's does
+// not (the global workspace): both paths.
+TEST(GdnKernel, CudaKernelsAtHeadSize128AndUnequalHeadSizes) {
+    for (const char* op : {"gdn", "kda"})
+        for (const char* f : {"fp32", "bf16"}) {
+            const KernelInfo& k = *cuda_emu_registry().kernels.find(std::string("cuda.") + op + "." + f);
+            for (const Shape& s : {Shape{150, 1, 128, 128}, Shape{70, 2, 128, 64}, Shape{70, 1, 32, 128}}) {
+                const props::Case c = make_case(op, k.in, s, props::mixed_gates, 21, 64, props::uniform_betas, 1);
+                const Checked got = check(k, c);
+                EXPECT_LE(std::max(got.util_y, got.util_state), 1)
+                    << k.name << " d_k " << s.dk << " d_v " << s.dv << ": y " << got.util_y << ", state " << got.util_state;
+                EXPECT_EQ(got.out[0].numel(), s.T * s.H * s.dv);
+                std::printf("[ cuda-emu ] %-16s d_k %3lld d_v %3lld: utilization y %.3g, state %.3g\n", k.name.c_str(),
+                            static_cast<long long>(s.dk), static_cast<long long>(s.dv), got.util_y, got.util_state);
+            }
         }
 }
 
