@@ -51,6 +51,7 @@ TEST_P(CudaEmuMutant, IsKilled) {
     const KernelInfo& k = *cuda_emu_registry().kernels.find(GetParam());
     props::RunConfig cfg = testing::env_config();
     cfg.fail_fast = true;  // killed is one failing property
+    cfg.cases *= 2;        // as expect_killed: rare shapes are not left to the seed's luck
     EXPECT_FALSE(props::run_suite(k, cfg).passed) << k.name << " (" << k.description << ") survived";
 }
 
