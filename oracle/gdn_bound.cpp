@@ -440,6 +440,14 @@ void read_declared_update(DeltaErrorModel& m, double update_unit, double update_
     m.mma_k = static_cast<int>(mma_k);
 }
 
+void read_declared_update(DeltaErrorModel& m, const std::map<std::string, double>& declared) {
+    const auto get = [&declared](const char* key) {
+        const auto it = declared.find(key);
+        return it == declared.end() ? 0.0 : it->second;
+    };
+    read_declared_update(m, get("update_unit"), get("update_eta"), get("mma_k"));
+}
+
 std::vector<std::vector<double>> gdn_bound(const Params& params, const std::vector<TensorView>& in,
                                            const std::vector<std::vector<double>>& exact, Format acc,
                                            const std::vector<Format>& out) {

@@ -14,6 +14,8 @@
 // inputs; their own relative error (~1e-15) moves the bound by as much.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "numerics/format.hpp"
@@ -45,8 +47,10 @@ struct DeltaErrorModel {
 };
 
 // The state update's declaration of a kernel, from its parameters
-// "declared.<key>" (the registry's bound) or its KernelInfo::declared.
+// "declared.<key>" (the registry's bound) or its KernelInfo::declared
+// (absent keys: 0, the FP32 update).
 void read_declared_update(DeltaErrorModel& m, double update_unit, double update_eta, double mma_k);
+void read_declared_update(DeltaErrorModel& m, const std::map<std::string, double>& declared);
 
 struct DeltaBound {
     std::vector<double> y;      // [T, H, d_v]

@@ -261,11 +261,7 @@ oracle::DeltaErrorModel error_model(const KernelInfo& k, std::vector<std::int64_
     m.state_out = output_format(k, 1);
     m.acc = k.acc;
     m.chunk_starts = std::move(starts);
-    const auto declared = [&k](const char* key) {
-        const auto it = k.declared.find(key);
-        return it == k.declared.end() ? 0.0 : it->second;
-    };
-    oracle::read_declared_update(m, declared("update_unit"), declared("update_eta"), declared("mma_k"));
+    oracle::read_declared_update(m, k.declared);
     return m;
 }
 

@@ -306,7 +306,7 @@ TEST(CudaGdn, Bf16StateUpdateNeedsItsDeclaredTensorCoreBound) {
         oracle::DeltaErrorModel plain;
         plain.per_channel = std::string(op) == "kda", plain.out = Format::bf16;
         oracle::DeltaErrorModel tc = plain;
-        oracle::read_declared_update(tc, k.declared.at("update_unit"), k.declared.at("update_eta"), k.declared.at("mma_k"));
+        oracle::read_declared_update(tc, k.declared);
         double util_plain = 0, util_tc = 0;
         const oracle::DeltaBound bp = oracle::delta_rule_bound(c.params, c.views(), ex.exact[0], plain);
         const oracle::DeltaBound bt = oracle::delta_rule_bound(c.params, c.views(), ex.exact[0], tc);

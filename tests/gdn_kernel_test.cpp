@@ -69,11 +69,7 @@ oracle::DeltaErrorModel model_of(const KernelInfo& k) {
     m.out = k.out;
     m.state_out = output_format(k, 1);
     m.acc = k.acc;
-    const auto declared = [&k](const char* key) {
-        const auto it = k.declared.find(key);
-        return it == k.declared.end() ? 0.0 : it->second;
-    };
-    oracle::read_declared_update(m, declared("update_unit"), declared("update_eta"), declared("mma_k"));
+    oracle::read_declared_update(m, k.declared);
     return m;
 }
 

@@ -236,7 +236,7 @@ void delta(Bench& b, const char* kernel) {
         check(cudaMemcpy(cu.as<void>(), cu_host, sizeof cu_host, cudaMemcpyHostToDevice), "cudaMemcpy", kWhere);
         const DeltaArgs a{heads, d, d, 64, 1, 0, 1, 1e-6f, static_cast<float>(1 / std::sqrt(128.0))};
         const DeltaLayout lay = delta_layout(64, d, d, PerChannel);
-        DeviceBuffer ws(static_cast<std::size_t>(lay.total) * delta_blocks(a, Launch{}) * 4, kWhere);
+        DeviceBuffer ws(static_cast<std::size_t>(delta_workspace(a, lay, Launch{})) * 4, kWhere);
         const DeltaIo<S> io{q.as<S>(), k.as<S>(), v.as<S>(), g.as<S>(), beta.as<S>(), nullptr,
                             cu.as<long long>(), y.as<S>(), state.as<float>(), ws.as<float>()};
         b.add_tokens(kernel, "T=" + std::to_string(t) + " H=16 d=128", static_cast<double>(t),

@@ -78,6 +78,13 @@ struct DeltaArgs {
     float l2_eps, scale;
 };
 
+// The grid's work items: a (sequence, head) each, or with the
+// kGridIgnoresSequences bug a head running every sequence.
+template <class Bug>
+__host__ __device__ inline int delta_items(const DeltaArgs& a) {
+    return Bug::kGridIgnoresSequences ? a.heads : a.heads * a.sequences;
+}
+
 template <class S>
 struct DeltaIo {
     const S *q, *k, *v, *g, *beta;
@@ -379,8 +386,7 @@ __device__ void delta_chunk(const DeltaIo<S>& io, const DeltaArgs& a, const Delt
 template <class S, bool PerChannel, class Bug>
 __global__ void delta_chunkwise(DeltaIo<S> io, DeltaArgs a, DeltaLayout lay, bool on_chip) {
     const DeltaBufs b = delta_bufs(on_chip ? dynamic_shared<float>() : io.ws + blockIdx.x * lay.total, lay);
-    const int per_item = Bug::kGridIgnoresSequences ? a.sequences : 1;
-    const int items = a.heads * a.sequences / per_item;
+    const int per_item = Bug::kGridIgnoresSequences ? a.sequences : 1, items = delta_items<Bug>(a);
     const long long hs = static_cast<long long>(a.dk) * a.dv;
     for (int item = blockIdx.x; item < items; item += gridDim.x) {
         const int h = item % a.heads, n0 = item / a.heads * per_item;
@@ -412,29 +418,40 @@ inline void delta_declare(KernelInfo& k, Format f) {
     if (f == Format::bf16) k.declared = {{"update_unit", 0x1p-8}, {"update_eta", 0x1p-134}, {"mma_k", 16}};
 }
 
-// Blocks of a launch: one per work item, capped (the grid strides beyond);
-// io.ws must hold lay.total floats for each.
+// Blocks of a launch: one per work item, capped (the grid strides beyond).
 template <class Bug = DeltaNoBug>
 unsigned delta_blocks(const DeltaArgs& a, const Launch& lc) {
-    const int items = Bug::kGridIgnoresSequences ? a.heads : a.heads * a.sequences;
-    return static_cast<unsigned>(std::min<long long>(items, lc.max_blocks));
+    return static_cast<unsigned>(std::min<long long>(delta_items<Bug>(a), lc.max_blocks));
 }
 
-// The launch on device memory (the host call below, and the benchmarks).
-// The chunk on chip: the block's buffers in dynamic shared memory when they
-// fit the device's opt-in limit (227 KiB on H100/H200: GDN at d_k = d_v =
-// 128 and chunk 64 takes ~210 KiB), else in io.ws (L1/L2).
+// The chunk on chip: a block's buffers fit the device's opt-in limit of
+// dynamic shared memory (227 KiB on H100/H200: GDN at d_k = d_v = 128 and
+// chunk 64 takes ~210 KiB).
+inline bool delta_on_chip(const DeltaLayout& lay) {
+    int limit = 0;
+    check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "cudaDeviceGetAttribute",
+          "gdn/kda launch");
+    return lay.total * 4 <= limit;
+}
+
+// Floats of global workspace io.ws must hold: none when the chunk is on
+// chip, else lay.total for each block.
+template <class Bug = DeltaNoBug>
+long long delta_workspace(const DeltaArgs& a, const DeltaLayout& lay, const Launch& lc) {
+    return delta_on_chip(lay) ? 0 : lay.total * delta_blocks<Bug>(a, lc);
+}
+
+// The launch on device memory (the host call below, and the benchmarks):
+// the block's buffers in dynamic shared memory when they fit, else in io.ws
+// (L1/L2).
 template <class S, bool PerChannel, class Bug = DeltaNoBug>
 void launch_delta(const DeltaIo<S>& io, const DeltaArgs& a, const DeltaLayout& lay, const Launch& lc, cudaStream_t s) {
-    constexpr const char* kWhere = "gdn/kda launch";
     auto* kernel_fn = delta_chunkwise<S, PerChannel, Bug>;
-    int limit = 0;
-    check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "cudaDeviceGetAttribute", kWhere);
     const long long bytes = lay.total * 4;
-    const bool on_chip = bytes <= limit;
+    const bool on_chip = delta_on_chip(lay);
     if (on_chip)
         check(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-              "cudaFuncSetAttribute", kWhere);
+              "cudaFuncSetAttribute", "gdn/kda launch");
     CONFORM_LAUNCH(kernel_fn, dim3(delta_blocks<Bug>(a, lc)), dim3(lc.threads), on_chip ? bytes : 0, s)(io, a, lay, on_chip);
 }
 
@@ -482,8 +499,7 @@ void run_delta_as(const KernelCall& c, Format f, const char* kernel, const Launc
     check(cudaMemcpyAsync(cu_d.as<void>(), cu.data(), cu.size() * 8, cudaMemcpyHostToDevice, s.get()), "cudaMemcpyAsync", kernel);
     DeviceBuffer y(static_cast<std::size_t>(c.out[0].numel()) * sizeof(S), kernel);
     poison(y, s.get(), kernel), poison(state, s.get(), kernel);
-    const unsigned blocks = delta_blocks<Bug>(a, lc);
-    DeviceBuffer ws(static_cast<std::size_t>(lay.total) * blocks * 4, kernel);
+    DeviceBuffer ws(static_cast<std::size_t>(delta_workspace<Bug>(a, lay, lc)) * 4, kernel);
     const DeltaIo<S> io{in[0].as<S>(), in[1].as<S>(), in[2].as<S>(), in[3].as<S>(), in[4].as<S>(), s0.as<float>(),
                         cu_d.as<long long>(), y.as<S>(), state.as<float>(), ws.as<float>()};
     launch_delta<S, PerChannel, Bug>(io, a, lay, lc, s.get());

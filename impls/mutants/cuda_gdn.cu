@@ -31,10 +31,7 @@ void add(Registry& r, const char* bug, const char* bug_class, const char* what) 
     delta_declare(k, f);
     // Only the mutant's own storage type instantiated (build time).
     with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-        return [f, kernel, l](const KernelCall& c) {
-            if constexpr (std::is_same_v<S, float>) run_delta_as<float, PerChannel, Bug>(c, f, kernel.c_str(), l);
-            else run_delta_as<__nv_bfloat16, PerChannel, Bug>(c, f, kernel.c_str(), l);
-        };
+        return [f, kernel, l](const KernelCall& c) { run_delta_as<S, PerChannel, Bug>(c, f, kernel.c_str(), l); };
     });
     r.add(std::move(k));
 }
