@@ -42,6 +42,103 @@ TEST(Int8Kernels, Avx2EqualsScalarOnRaggedShapes) {
 
 namespace {
 
+using Product = void (*)(const std::int8_t*, const std::int8_t*, std::int32_t*, std::int64_t, std::int64_t, std::int64_t);
+
+struct SimdProduct {
+    const char* name;
+    bool available;
+    Product fn;
+};
+
+std::vector<SimdProduct> simd_products() {
+    return {{"avx512_vnni", cpu::has_avx512_vnni(), cpu::int8_matmul_vnni512},
+            {"avx_vnni", cpu::has_avx_vnni(), cpu::int8_matmul_vnni256},
+            {"avx2", cpu::has_avx2(), cpu::int8_matmul_avx2}};
+}
+
+}  // namespace
+
+// Every row-tile remainder (1..5 rows), K not a multiple of 4 and past one
+// packed block (2048), N past one panel and not a multiple of 16: the VNNI
+// paths (b shifted to u8, -128 rowsum(a) taken back) agree with the scalar
+// INT32 loop bit for bit, the codes -128 and 127 included.
+TEST(Int8Kernels, VnniEqualsScalarAcrossTilesBlocksAndPanels) {
+    std::mt19937_64 g(32);
+    int ran = 0;
+    for (const SimdProduct& p : simd_products()) {
+        if (!p.available) continue;
+        ++ran;
+        for (std::int64_t m : {1, 4, 7, 13})
+            for (std::int64_t k : {1, 3, 4, 65, 2049, 4100})
+                for (std::int64_t n : {1, 17, 64, 97, 200}) {
+                    auto a = codes(g, m * k), b = codes(g, k * n);
+                    a[0] = -128, b[0] = -128, b.back() = 127;
+                    std::vector<std::int32_t> x(static_cast<std::size_t>(m * n), 12345), y(x.size());
+                    p.fn(a.data(), b.data(), x.data(), m, k, n);
+                    cpu::int8_matmul_scalar(a.data(), b.data(), y.data(), m, k, n);
+                    ASSERT_EQ(x, y) << p.name << " " << m << "x" << k << "x" << n;
+                }
+    }
+    if (!ran) GTEST_SKIP() << "no SIMD INT8 path on this CPU";
+}
+
+// The INT32 limit: with every code -128 the product is K 2^14, which fits
+// INT32 up to K = 2^17 - 1 (2^31 - 2^14) and not at K = 2^17 (2^31), where
+// the kernels refuse the call.  vpdpbusd's u8 sums wrap past 2^31 on the way
+// (255 * 128 per product): the result is still exact, by the modular identity.
+TEST(Int8Kernels, TheLargestKIsExactAndTheNextIsRefused) {
+    const std::int64_t k = (std::int64_t{1} << 17) - 1;
+    const std::vector<std::int8_t> a(static_cast<std::size_t>(k), -128), b(a);
+    for (const SimdProduct& p : simd_products()) {
+        if (!p.available) continue;
+        std::int32_t acc = 0;
+        p.fn(a.data(), b.data(), &acc, 1, k, 1);
+        EXPECT_EQ(acc, (std::int64_t{1} << 31) - (1 << 14)) << p.name;
+    }
+    const KernelInfo* kern = builtin_registry().find("cpu.scalar.int8_gemm.fp32");
+    ASSERT_NE(kern, nullptr);
+    for (const std::int64_t kk : {k, k + 1}) {
+        Tensor ta(Format::int8, {1, kk}), tb(Format::int8, {kk, 1}), sa(Format::fp32, {1}), sb(Format::fp32, {1});
+        for (std::int64_t i = 0; i < kk; ++i) ta.set_value(i, -128), tb.set_value(i, -128);
+        sa.set_value(0, 1), sb.set_value(0, 1);
+        if (kk == k) {
+            const auto out = run_kernel(*kern, Params(), {ta.view(), tb.view(), sa.view(), sb.view()});
+            EXPECT_EQ(out[0].value(0), 2147467264.0);
+        } else {
+            EXPECT_THROW(run_kernel(*kern, Params(), {ta.view(), tb.view(), sa.view(), sb.view()}), std::invalid_argument);
+        }
+    }
+}
+
+// The registered kernels end to end: the simd kernel's 4-lane dequantization
+// (vcvtpd2ps) gives the scalar kernel's bits for acc and y, with scales that
+// make y overflow, underflow to subnormals and zero, and NaNs with payloads.
+TEST(Int8Kernels, SimdDequantizationEqualsScalarBitForBit) {
+    const KernelInfo* simd = builtin_registry().find("cpu.simd.int8_gemm.fp32");
+    const KernelInfo* scalar = builtin_registry().find("cpu.scalar.int8_gemm.fp32");
+    ASSERT_TRUE(simd && scalar);
+    std::mt19937_64 g(33);
+    const double specials[] = {3e38, 0x1p-140, 0.0, std::nan(""), 0x1p-149, 1.5};
+    for (std::int64_t m : {1, 5})
+        for (std::int64_t n : {3, 9, 70}) {
+            const std::int64_t k = 37;
+            const auto av = codes(g, m * k), bv = codes(g, k * n);
+            Tensor a(Format::int8, {m, k}), b(Format::int8, {k, n}), sa(Format::fp32, {m}), sb(Format::fp32, {n});
+            for (std::int64_t i = 0; i < m * k; ++i) a.set_value(i, av[static_cast<std::size_t>(i)]);
+            for (std::int64_t i = 0; i < k * n; ++i) b.set_value(i, bv[static_cast<std::size_t>(i)]);
+            for (std::int64_t i = 0; i < m; ++i) sa.set_value(i, i % 2 ? 0x1p-7 : specials[static_cast<std::size_t>(i) % 6]);
+            for (std::int64_t j = 0; j < n; ++j) sb.set_value(j, specials[static_cast<std::size_t>(j) % 6]);
+            sb.set_bits(n - 1, 0xFFC12345);  // a negative NaN with a payload: y's NaN is encode()'s
+            if (n > 4) sb.set_bits(4, 0x7F812345);  // a signalling one
+            const std::vector<TensorView> in{a.view(), b.view(), sa.view(), sb.view()};
+            const auto x = run_kernel(*simd, Params(), in), y = run_kernel(*scalar, Params(), in);
+            for (int o = 0; o < 2; ++o)
+                for (std::int64_t i = 0; i < m * n; ++i) ASSERT_EQ(x[o].bits(i), y[o].bits(i)) << "output " << o << " element " << i;
+        }
+}
+
+namespace {
+
 // X W through the registered kernels: smooth_quant (alpha; none when
 // `smoothing` is empty), per-token quantize of the activations, per-channel
 // quantize of the weights, int8_gemm; the relative Frobenius error against X W

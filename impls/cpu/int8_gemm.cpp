@@ -2,9 +2,12 @@
 //   cpu.simd.quantize.<fmt>      AVX2: amax by vector max of |x|, codes from
 //                                x / s in double (4 lanes), RNE by vroundpd
 //   cpu.scalar.quantize.<fmt>    portable, the same decisions
-//   cpu.simd.int8_gemm.<out>     AVX2: int8 sign-extended to int16 pairs,
-//                                vpmaddwd into INT32 (6 rows x 16 columns
-//                                per block), then the dequantization in double
+//   cpu.simd.int8_gemm.<out>     the product by the best path the CPU has:
+//                                AVX-512 VNNI or AVX-VNNI vpdpbusd
+//                                (impls/cpu/int8_vnni.cpp), else AVX2 (int8
+//                                sign-extended to int16 pairs, vpmaddwd into
+//                                INT32, 6 rows x 16 columns per block); then
+//                                the dequantization in double, 4 lanes
 //   cpu.scalar.int8_gemm.<out>   portable INT32 triple loop, same dequantization
 // The code of x with scale s is round_half_even(x / s) clamped to [-127, 127]
 // with the quotient in double: x and s have at most 24-bit significands, so a
@@ -14,11 +17,13 @@
 // vpmaddubsw is not used: it multiplies an unsigned by a signed byte and
 // saturates its pair sums to INT16 (255 * 127 * 2 > 32767); vpmaddwd on
 // sign-extended int16 pairs cannot saturate (2 * 128 * 128 = 2^15 fits its
-// INT32 lanes), and |acc| <= K 2^14 fits INT32 for K <= 2^17.
+// INT32 lanes), and vpdpbusd adds its four products into INT32 without
+// saturation.  |acc| <= K 2^14 < 2^31 fits INT32 for K < 2^17.
 #include "impls/cpu/int8_gemm.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -160,6 +165,51 @@ CONFORM_AVX2 void gemm_block(const std::int32_t* ap, const std::int16_t* panel, 
     }
 }
 
+// ---- the dequantization, 4 lanes -------------------------------------------
+
+bool dense(const TensorView& v, Format f) {
+    return v.format == f && (v.rank < 2 || (v.strides[v.rank - 1] == 1 && v.strides[v.rank - 2] == v.shape[v.rank - 1]));
+}
+
+// FP32 scales, an FP64 acc and an FP32 y, all dense: the AVX2 epilogue.
+bool fast_dequant(const KernelCall& c) {
+    return has_avx2() && dense(c.in[2], Format::fp32) && dense(c.in[3], Format::fp32) && dense(c.out.at(0), Format::fp64) &&
+           dense(c.out.at(1), Format::fp32);
+}
+
+// The scalar loop's arithmetic lane by lane: double(acc) * s_a * s_b in
+// double (vmulpd twice, left to right), one RNE rounding to FP32
+// (vcvtpd2ps, as encode() rounds, subnormals included), NaN as encode()'s
+// quiet NaN.
+CONFORM_AVX2 void dequantize_avx2(const KernelCall& c, const std::int32_t* acc, std::int64_t m, std::int64_t n) {
+    const float* sa = static_cast<const float*>(c.in[2].data);
+    const float* sb = static_cast<const float*>(c.in[3].data);
+    const bool sa_rows = c.in[2].numel() != 1, sb_cols = c.in[3].numel() != 1;
+    auto* acc_out = static_cast<double*>(c.out[0].data);
+    auto* y = static_cast<float*>(c.out[1].data);
+    const std::uint32_t nan_bits = static_cast<std::uint32_t>(encode(Format::fp32, std::numeric_limits<double>::quiet_NaN()));
+    const __m128 qnan = _mm_castsi128_ps(_mm_set1_epi32(static_cast<int>(nan_bits)));
+    for (std::int64_t i = 0; i < m; ++i) {
+        const double si = sa[sa_rows ? i : 0];
+        const __m256d siv = _mm256_set1_pd(si);
+        const std::int32_t* row = acc + i * n;
+        std::int64_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const __m256d v = _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)));
+            _mm256_storeu_pd(acc_out + i * n + j, v);
+            const __m256d s = sb_cols ? _mm256_cvtps_pd(_mm_loadu_ps(sb + j)) : _mm256_set1_pd(sb[0]);
+            const __m128 t = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_mul_pd(v, siv), s));
+            _mm_storeu_ps(y + i * n + j, _mm_blendv_ps(t, qnan, _mm_cmpunord_ps(t, t)));
+        }
+        for (; j < n; ++j) {
+            acc_out[i * n + j] = row[j];
+            const double yv = static_cast<double>(row[j]) * si * static_cast<double>(sb[sb_cols ? j : 0]);
+            const std::uint32_t bits = static_cast<std::uint32_t>(encode(Format::fp32, yv));
+            std::memcpy(y + i * n + j, &bits, 4);
+        }
+    }
+}
+
 
 template <Format F>
 void add_quantize(Registry& r) {
@@ -188,8 +238,8 @@ void add_gemm(Registry& r) {
         k.out = Out;
         k.acc = Format::fp32;  // the dequantization; the product is exact INT32
         k.out_formats = {Format::fp64, Out};
-        k.description = simd ? "AVX2: int8 sign-extended to int16 pairs, vpmaddwd into INT32 (6 x 16 blocks), "
-                               "y = double(acc) * sa * sb rounded once to the output (scalar loop without AVX2)"
+        k.description = simd ? "AVX-512 VNNI / AVX-VNNI vpdpbusd (b + 128 as u8, -128 rowsum(a) taken back) or AVX2 "
+                               "vpmaddwd into INT32, by CPU; y = double(acc) * sa * sb rounded once to the output"
                              : "portable INT32 triple loop, y = double(acc) * sa * sb rounded once";
         k.fn = [simd](const KernelCall& c) { int8_gemm_call(c, simd); };
         r.add(std::move(k));
@@ -203,7 +253,8 @@ void check_gemm(const KernelCall& c, std::int64_t& m, std::int64_t& k, std::int6
     if (a.rank != 2 || b.rank != 2 || b.shape[0] != a.shape[1] || a.format != Format::int8 || b.format != Format::int8)
         throw std::invalid_argument("int8_gemm kernel: expects int8 a [M, K] and b [K, N]");
     m = a.shape[0], k = a.shape[1], n = b.shape[1];
-    if (k > (std::int64_t{1} << 17)) throw std::invalid_argument("int8_gemm kernel: K > 2^17 may overflow INT32");
+    // K = 2^17 with every code -128 gives 2^31, one past INT32's maximum.
+    if (k >= (std::int64_t{1} << 17)) throw std::invalid_argument("int8_gemm kernel: K >= 2^17 may overflow INT32");
     const std::int64_t sa = c.in.at(2).numel(), sb = c.in.at(3).numel();
     if ((sa != 1 && sa != m) || (sb != 1 && sb != n)) throw std::invalid_argument("int8_gemm kernel: scale sizes");
 }
@@ -293,14 +344,30 @@ CONFORM_AVX2 void int8_matmul_avx2_packed(const std::int8_t* a, const PackedInt8
     }
 }
 
+void int8_matmul_simd(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                      std::int64_t n) {
+    if (has_avx512_vnni()) int8_matmul_vnni512(a, b, acc, m, k, n);
+    else if (has_avx_vnni()) int8_matmul_vnni256(a, b, acc, m, k, n);
+    else if (has_avx2()) int8_matmul_avx2(a, b, acc, m, k, n);
+    else int8_matmul_scalar(a, b, acc, m, k, n);
+}
+
+const char* int8_matmul_simd_path() {
+    return has_avx512_vnni() ? "avx512_vnni" : has_avx_vnni() ? "avx_vnni" : has_avx2() ? "avx2" : "scalar";
+}
+
 void int8_gemm_call(const KernelCall& c, bool simd, const GemmFlaws& f) {
     std::int64_t m, k, n;
     check_gemm(c, m, k, n);
     const auto* a = static_cast<const std::int8_t*>(c.in[0].data);
     const auto* b = static_cast<const std::int8_t*>(c.in[1].data);
-    std::vector<std::int32_t> acc(static_cast<std::size_t>(m * n));
-    if (simd && has_avx2()) int8_matmul_avx2(a, b, acc.data(), m, k, n);
+    // Kept by the thread between calls (a fresh mmap per call costs its page
+    // faults); every element is written by the product before it is read.
+    thread_local std::vector<std::int32_t> acc;
+    if (acc.size() < static_cast<std::size_t>(m * n)) acc.resize(static_cast<std::size_t>(m * n));
+    if (simd) int8_matmul_simd(a, b, acc.data(), m, k, n);
     else int8_matmul_scalar(a, b, acc.data(), m, k, n, f);
+    if (simd && fast_dequant(c)) return dequantize_avx2(c, acc.data(), m, n);
     const TensorView &sa = c.in[2], &sb = c.in[3], &acc_out = c.out.at(0), &y = c.out.at(1);
     for (std::int64_t i = 0; i < m; ++i) {
         const double si = sa.value(sa.numel() == 1 || f.scale_a_tensor ? 0 : i);

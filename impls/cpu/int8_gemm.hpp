@@ -37,12 +37,25 @@ struct GemmFlaws {
     bool scale_a_tensor = false;  // scale_a[0] for every row (per-token scales read as per-tensor)
 };
 
-// acc [M, N] = a [M, K] b [K, N] in INT32 (exact for K <= 2^17), row-major.
+// acc [M, N] = a [M, K] b [K, N] in INT32, row-major: exact for K < 2^17
+// (|acc| <= K 2^14 < 2^31; at K = 2^17 all-(-128) operands reach 2^31).
 void int8_matmul_scalar(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
                         std::int64_t n, const GemmFlaws& flaws = {});
 // The same with AVX2 (sign-extended int16 pairs, vpmaddwd); requires has_avx2().
 void int8_matmul_avx2(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
                       std::int64_t n);
+
+// The same by vpdpbusd (impls/cpu/int8_vnni.cpp; b shifted to u8, the
+// shift taken back by -128 rowsum(a)); requires has_avx512_vnni() or
+// has_avx_vnni().  Bit-identical to the scalar loop for K < 2^17.
+void int8_matmul_vnni512(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                         std::int64_t n);
+void int8_matmul_vnni256(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                         std::int64_t n);
+// The fastest of the three the CPU has (AVX-512 VNNI, AVX-VNNI, AVX2).
+void int8_matmul_simd(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                      std::int64_t n);
+const char* int8_matmul_simd_path();  // "avx512_vnni", "avx_vnni", "avx2" or "scalar"
 
 // b [K, N] packed once for the AVX2 product (weights are packed ahead of
 // time): int16 pairs (b[2p][j], b[2p+1][j]) by blocks of 16 columns, N
@@ -54,12 +67,12 @@ struct PackedInt8B {
 PackedInt8B pack_int8_b(const std::int8_t* b, std::int64_t k, std::int64_t n);
 void int8_matmul_avx2_packed(const std::int8_t* a, const PackedInt8B& b, std::int32_t* acc, std::int64_t m);
 
-// The int8_gemm call's shapes (int8 a [M, K], b [K, N], K <= 2^17, scales
+// The int8_gemm call's shapes (int8 a [M, K], b [K, N], K < 2^17, scales
 // [1] or per row / column), or std::invalid_argument naming what is wrong;
 // the CUDA kernel checks its calls with it too.
 void check_gemm(const KernelCall& c, std::int64_t& m, std::int64_t& k, std::int64_t& n);
 
-// The int8_gemm op on one call: the product by AVX2 (simd, when available)
+// The int8_gemm op on one call: the product by int8_matmul_simd (simd)
 // or the scalar loop (with any flaws), then y = acc * scale_a[i] * scale_b[j]
 // in double (no intermediate overflow), rounded once into y's format.
 void int8_gemm_call(const KernelCall& c, bool simd, const GemmFlaws& flaws = {});

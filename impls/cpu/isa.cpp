@@ -43,6 +43,22 @@ bool has_avx512_bf16() {
     return cpu && has_avx512();
 }
 
+bool has_avx512_vnni() {
+    static const bool cpu = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512vnni");
+    }();
+    return cpu && has_avx512();
+}
+
+bool has_avx_vnni() {
+    static const bool cpu = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avxvnni");
+    }();
+    return cpu && has_avx2();
+}
+
 const char* isa_name() { return has_avx512() ? "avx512" : has_avx2() ? "avx2" : "scalar"; }
 
 Avx2Only::Avx2Only() { avx2_only_depth.fetch_add(1); }

@@ -18,6 +18,8 @@ namespace conform::cpu {
 bool has_avx2();          // AVX2 + FMA + F16C, and not disabled by CONFORM_ISA
 bool has_avx512();        // has_avx2() + AVX-512 F/BW/VL/DQ, not capped by CONFORM_ISA or Avx2Only
 bool has_avx512_bf16();   // has_avx512() + AVX512_BF16 (vcvtneps2bf16)
+bool has_avx512_vnni();   // has_avx512() + AVX512_VNNI (vpdpbusd on 512 bits)
+bool has_avx_vnni();      // has_avx2() + AVX-VNNI (vpdpbusd, VEX, 256 bits)
 const char* isa_name();   // "avx512", "avx2" or "scalar"
 
 // While one is alive, has_avx512() answers false, so a test can run the AVX2
