@@ -100,38 +100,54 @@ inline void register_copies(const std::string& suffix, std::int64_t bytes) {
     benchmark::RegisterBenchmark(("copy_stream" + suffix).c_str(), copy_stream_bandwidth)->Arg(bytes);
 }
 
-// A kernel call moving `bytes` (read + written) against the streaming copy of
-// the same bytes, timed alternately in every iteration (manual time = the
-// kernel's).  The counter `share` is the median of the per-iteration ratios
-// copy time / kernel time: pairing the two cancels the slow swings of a
-// shared machine (+-20 % between runs on the development VM), which a copy
-// measured in another benchmark seconds apart does not.
-inline void paired_share(benchmark::State& state, std::int64_t bytes, const std::function<void()>& kernel) {
-    const std::size_t half = static_cast<std::size_t>(bytes / 2);  // the copy reads half, writes half
-    const Buffer a = page_buffer(half, 1), b = page_buffer(half, 0);
+// Two calls timed alternately in every iteration (which one goes first
+// alternates too, so neither always pays the other's write-backs); manual
+// time = the first's.  Pairing cancels the slow swings of a shared machine
+// (+-20 % between runs on the development VM), which two benchmarks seconds
+// apart do not.  Returns the per-iteration seconds of each.
+struct PairTimes {
+    std::vector<double> first, second;
+};
+inline PairTimes time_alternately(benchmark::State& state, const std::function<void()>& first,
+                                  const std::function<void()>& second) {
     using Clock = std::chrono::steady_clock;
-    const auto seconds = [](const auto& f) {
+    const auto seconds = [](const std::function<void()>& f) {
         const auto t0 = Clock::now();
         f();
         return std::chrono::duration<double>(Clock::now() - t0).count();
     };
-    std::vector<double> ratio, tk_all, tc_all;
-    bool copy_first = true;  // alternated: neither pays the other's write-back every time
+    PairTimes t;
+    bool first_first = true;
     for (auto _ : state) {
-        const auto copy = [&] { stream_copy(a.get(), b.get(), half); };
-        double tc, tk;
-        if (copy_first) tc = seconds(copy), tk = seconds(kernel);
-        else tk = seconds(kernel), tc = seconds(copy);
-        copy_first = !copy_first;
-        state.SetIterationTime(tk);
-        ratio.push_back(tc / tk);
-        tk_all.push_back(tk);
-        tc_all.push_back(tc);
+        double t1, t2;
+        if (first_first) t1 = seconds(first), t2 = seconds(second);
+        else t2 = seconds(second), t1 = seconds(first);
+        first_first = !first_first;
+        state.SetIterationTime(t1);
+        t.first.push_back(t1);
+        t.second.push_back(t2);
     }
+    return t;
+}
+
+// The median over iterations of a / b.
+inline double median_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+    std::vector<double> r(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) r[i] = a[i] / b[i];
+    return median(r);
+}
+
+// A kernel call moving `bytes` (read + written) against the streaming copy of
+// the same bytes, timed alternately.  The counter `share` is the median of
+// the per-iteration ratios copy time / kernel time.
+inline void paired_share(benchmark::State& state, std::int64_t bytes, const std::function<void()>& kernel) {
+    const std::size_t half = static_cast<std::size_t>(bytes / 2);  // the copy reads half, writes half
+    const Buffer a = page_buffer(half, 1), b = page_buffer(half, 0);
+    const PairTimes t = time_alternately(state, kernel, [&] { stream_copy(a.get(), b.get(), half); });
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
-    state.counters["share"] = median(ratio);
-    state.counters["kernel_GBps"] = static_cast<double>(bytes) / median(tk_all) / 1e9;
-    state.counters["copy_GBps"] = static_cast<double>(bytes) / median(tc_all) / 1e9;
+    state.counters["share"] = median_ratio(t.second, t.first);
+    state.counters["kernel_GBps"] = static_cast<double>(bytes) / median(t.first) / 1e9;
+    state.counters["copy_GBps"] = static_cast<double>(bytes) / median(t.second) / 1e9;
 }
 
 // A registered kernel's call on `in`, the output ([out_shape], preallocated)

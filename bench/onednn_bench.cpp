@@ -1,16 +1,22 @@
 // conform's CPU kernels beside oneDNN's on the same op, format and shape,
-// measured in one run, single-threaded on both sides (oneDNN's OpenMP pool
-// is set to one thread: conform's kernels are single-threaded).  Row and
-// elementwise ops: bytes/s (inputs read + output written).  INT8 GEMM:
-// FLOP/s (2 M N K) of y = (a b) * s_a * s_b with per-tensor s_a and
-// per-column s_b.  At the end a table gives each pair's throughputs and the
-// ratio oneDNN / conform (docs/onednn.md).
-//   ninja -C build onednn_bench && ./build/bench/onednn_bench --benchmark_min_time=0.2
+// single-threaded on both sides (oneDNN's OpenMP pool is set to one thread:
+// conform's kernels are single-threaded).  Each benchmark times the two
+// calls alternately in every iteration (bench_util.hpp time_alternately),
+// so the ratio is taken on the same machine state.  Row and elementwise ops:
+// bytes/s (inputs read + output written).  INT8 GEMM: FLOP/s (2 M N K) of
+// y = (a b) * s_a * s_b with per-tensor s_a and per-column s_b.  Counters:
+// `conform` and `onednn` (each side's median rate), `onednn_over_conform`
+// (median over iterations of conform's time / oneDNN's).  At the end a table
+// gives each pair (docs/onednn.md; bench/ratio_table.py --onednn reads the
+// JSON).
+//   ninja -C build onednn_bench && ./build/bench/onednn_bench --benchmark_min_time=0.3s
 #include <dnnl.hpp>
 #include <omp.h>
 
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,29 +31,37 @@ struct Shape {
 };
 std::string shape_name(Shape s) { return std::to_string(s.rows) + "x" + std::to_string(s.cols); }
 
+// A call that owns its data, and the work it does (bytes or FLOPs).
+struct Call {
+    std::function<void()> run;
+    double work = 0;
+    std::string label;
+};
+
 // A registered kernel on [rows, cols] N(0,1) inputs ([cols] weight and bias
-// for layer_norm), output preallocated; bytes/s.
-void run_rows(benchmark::State& state, const KernelInfo* k, Shape s) {
-    if (!k) return state.SkipWithError("kernel not available");
-    const OpSpec& op = *find_op(k->op);
-    std::vector<Tensor> in{normal_tensor(k->in, s.rows, s.cols)};
-    for (std::size_t i = 1; i < op.inputs.size(); ++i)
-        in.push_back(normal_tensor(k->in, 1, s.cols, 2 + static_cast<unsigned>(i)));
-    Tensor y(k->out, {s.rows, s.cols});
-    const Params params = Params::defaults(op);
-    KernelCall call{params, {}, {y.view()}};
-    std::int64_t bytes = y.numel() * info(y.format()).bytes;
-    for (std::size_t i = 0; i < in.size(); ++i) {
-        const TensorView v = in[i].view();
-        call.in.push_back(i ? TensorView::contiguous(v.data, v.format, {s.cols}) : v);  // weight, bias: [n]
-        bytes += in[i].numel() * info(in[i].format()).bytes;
+// for layer_norm), output preallocated; work = bytes read + written.
+Call rows_call(const KernelInfo& k, Shape s) {
+    const OpSpec& op = *find_op(k.op);
+    struct Data {
+        std::vector<Tensor> in;
+        Tensor y;
+        Params params;
+        std::unique_ptr<KernelCall> call;  // refers to params
+    };
+    auto d = std::make_shared<Data>();
+    d->in.push_back(normal_tensor(k.in, s.rows, s.cols));
+    for (std::size_t i = 1; i < op.inputs.size(); ++i) d->in.push_back(normal_tensor(k.in, 1, s.cols, 2 + static_cast<unsigned>(i)));
+    d->y = Tensor(k.out, {s.rows, s.cols});
+    d->params = Params::defaults(op);
+    d->call = std::make_unique<KernelCall>(KernelCall{d->params, {}, {d->y.view()}});
+    double bytes = static_cast<double>(d->y.numel() * info(d->y.format()).bytes);
+    for (std::size_t i = 0; i < d->in.size(); ++i) {
+        const TensorView v = d->in[i].view();
+        d->call->in.push_back(i ? TensorView::contiguous(v.data, v.format, {s.cols}) : v);  // weight, bias: [n]
+        bytes += static_cast<double>(d->in[i].numel() * info(d->in[i].format()).bytes);
     }
-    for (auto _ : state) {
-        k->fn(call);
-        benchmark::DoNotOptimize(y.data());
-        benchmark::ClobberMemory();
-    }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+    const KernelInfo* kp = &k;
+    return {[d, kp] { kp->fn(*d->call); }, bytes, ""};
 }
 
 // ---- INT8 GEMM ---------------------------------------------------------------
@@ -55,6 +69,7 @@ void run_rows(benchmark::State& state, const KernelInfo* k, Shape s) {
 struct Gemm {
     std::int64_t m, k, n;
 };
+std::string gemm_name(Gemm g) { return std::to_string(g.m) + "x" + std::to_string(g.k) + "x" + std::to_string(g.n); }
 
 struct GemmData {
     Tensor a, b, sa, sb, acc, y;
@@ -69,86 +84,96 @@ struct GemmData {
     }
 };
 
-void set_flops(benchmark::State& state, Gemm g) {
-    state.counters["FLOP/s"] = benchmark::Counter(2.0 * g.m * g.n * g.k * static_cast<double>(state.iterations()),
-                                                  benchmark::Counter::kIsRate);
-}
+double flops(Gemm g) { return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k); }
 
 // conform's registered cpu.simd.int8_gemm.fp32 (both outputs, one GEMM).
-void run_cpu_gemm(benchmark::State& state, Gemm g) {
+Call cpu_gemm_call(Gemm g) {
     const KernelInfo* k = builtin_registry().find("cpu.simd.int8_gemm.fp32");
-    GemmData d(g);
-    const Params params;
-    KernelCall call{params, {d.a.view(), d.b.view(), d.sa.view(), d.sb.view()}, {d.acc.view(), d.y.view()}};
-    for (auto _ : state) {
-        k->fn(call);
-        benchmark::DoNotOptimize(d.y.data());
-    }
-    set_flops(state, g);
+    struct Data {
+        GemmData d;
+        Params params;
+        KernelCall call;
+        explicit Data(Gemm g) : d(g), call{params, {d.a.view(), d.b.view(), d.sa.view(), d.sb.view()}, {d.acc.view(), d.y.view()}} {}
+    };
+    auto d = std::make_shared<Data>(g);
+    return {[d, k] { k->fn(d->call); }, flops(g), ""};
 }
 
 // oneDNN's matmul primitive for y alone, created once and executed in the
 // loop as a oneDNN user would (the registered onednn.int8_gemm kernel also
 // runs a second s32 matmul for the op's `acc` output, which would halve it).
-void run_onednn_gemm(benchmark::State& state, Gemm g) {
+Call onednn_gemm_call(Gemm g) {
     using dnnl::memory;
     using dt = memory::data_type;
-    GemmData d(g);
-    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-    dnnl::stream strm(eng);
+    struct Data {
+        GemmData d;
+        dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+        dnnl::stream strm{eng};
+        std::unique_ptr<dnnl::matmul> mm;
+        memory xa, xb, xy;
+        explicit Data(Gemm g) : d(g) {}
+    };
+    auto d = std::make_shared<Data>(g);
     const memory::desc ma({g.m, g.k}, dt::s8, memory::format_tag::ab), mb({g.k, g.n}, dt::s8, memory::format_tag::ab),
         my({g.m, g.n}, dt::f32, memory::format_tag::ab);
     std::vector<float> scales(static_cast<std::size_t>(g.n));
     for (std::int64_t j = 0; j < g.n; ++j)
-        scales[static_cast<std::size_t>(j)] = static_cast<float>(d.sb.value(j)) * static_cast<float>(d.sa.value(0));
+        scales[static_cast<std::size_t>(j)] = static_cast<float>(d->d.sb.value(j)) * static_cast<float>(d->d.sa.value(0));
     dnnl::primitive_attr attr;
     attr.set_output_scales(1 << 1, scales);
-    const dnnl::matmul::primitive_desc pd({ma, mb, my}, attr, eng);
-    state.SetLabel(pd.impl_info_str());
-    const dnnl::matmul mm(pd);
-    memory xa(ma, eng, d.a.data()), xb(mb, eng, d.b.data()), xy(my, eng, d.y.data());
-    for (auto _ : state) {
-        mm.execute(strm, {{DNNL_ARG_SRC, xa}, {DNNL_ARG_WEIGHTS, xb}, {DNNL_ARG_DST, xy}});
-        strm.wait();
-        benchmark::DoNotOptimize(d.y.data());
-    }
-    set_flops(state, g);
+    const dnnl::matmul::primitive_desc pd({ma, mb, my}, attr, d->eng);
+    d->mm = std::make_unique<dnnl::matmul>(pd);
+    d->xa = memory(ma, d->eng, d->d.a.data()), d->xb = memory(mb, d->eng, d->d.b.data()), d->xy = memory(my, d->eng, d->d.y.data());
+    return {[d] {
+                d->mm->execute(d->strm, {{DNNL_ARG_SRC, d->xa}, {DNNL_ARG_WEIGHTS, d->xb}, {DNNL_ARG_DST, d->xy}});
+                d->strm.wait();
+            },
+            flops(g), pd.impl_info_str()};
+}
+
+// ---- one pair ----------------------------------------------------------------
+
+void run_pair(benchmark::State& state, const std::function<Call()>& conform_side, const std::function<Call()>& onednn_side,
+              const char* unit) {
+    const Call c = conform_side(), o = onednn_side();
+    if (!c.run || !o.run) return state.SkipWithError("kernel not available");
+    state.SetLabel(o.label);
+    const PairTimes t = time_alternately(state, c.run, o.run);
+    state.counters["conform"] = c.work / median(t.first);
+    state.counters["onednn"] = o.work / median(t.second);
+    state.counters["onednn_over_conform"] = median_ratio(t.first, t.second);
+    state.counters[unit] = 1;  // the unit of the two rates
 }
 
 // ---- the ratio table --------------------------------------------------------------
 
-// Benchmarks are named "<op>/<shape>/<side>"; the reporter keeps each run's
-// rate and prints conform vs oneDNN per (op, shape) after the console output.
+// Prints each pair's medians and ratio after the console output.
 class RatioReporter : public benchmark::ConsoleReporter {
 public:
     void ReportRuns(const std::vector<Run>& runs) override {
         ConsoleReporter::ReportRuns(runs);
         for (const auto& r : runs) {
-            const std::string n = r.benchmark_name();
-            const auto cut = n.rfind('/');
-            if (cut == std::string::npos || r.error_occurred) continue;
-            for (const char* c : {"bytes_per_second", "FLOP/s"})
-                if (auto it = r.counters.find(c); it != r.counters.end())
-                    rates_[n.substr(0, cut)][n.substr(cut + 1)] = {it->second.value, c};
+            if (r.error_occurred || !r.counters.count("onednn_over_conform")) continue;
+            const bool gemm = r.counters.count("FLOP/s");
+            std::string name = r.benchmark_name();
+            if (const auto cut = name.find("/manual_time"); cut != std::string::npos) name.erase(cut);
+            rows_.push_back({name, gemm ? "GFLOP/s" : "GB/s", r.counters.at("conform").value / 1e9,
+                             r.counters.at("onednn").value / 1e9, r.counters.at("onednn_over_conform").value});
         }
     }
     void print_table() const {
         std::printf("\n| op / shape | unit | conform cpu.simd | oneDNN | oneDNN / conform |\n|---|---|---|---|---|\n");
-        for (const auto& [what, sides] : rates_) {
-            const auto c = sides.find("cpu"), o = sides.find("onednn");
-            if (c == sides.end() || o == sides.end()) continue;
-            const bool flops = c->second.unit == std::string("FLOP/s");
-            std::printf("| %s | %s | %.3g | %.3g | %.2f |\n", what.c_str(), flops ? "GFLOP/s" : "GB/s",
-                        c->second.value / 1e9, o->second.value / 1e9, o->second.value / c->second.value);
-        }
+        for (const Row& r : rows_)
+            std::printf("| %s | %s | %.3g | %.3g | %.2f |\n", r.name.c_str(), r.unit, r.conform, r.onednn, r.ratio);
     }
 
 private:
-    struct Rate {
-        double value;
+    struct Row {
+        std::string name;
         const char* unit;
+        double conform, onednn, ratio;
     };
-    std::map<std::string, std::map<std::string, Rate>> rates_;
+    std::vector<Row> rows_;
 };
 
 void register_all() {
@@ -157,16 +182,20 @@ void register_all() {
     for (const char* op : {"softmax", "layer_norm", "silu", "gelu_erf", "gelu_tanh", "sigmoid", "softplus"})
         for (Shape s : rows) {
             if (std::string(op) != "softmax" && std::string(op) != "layer_norm" && s.rows != 4096) continue;
-            const std::string base = std::string(op) + ".fp32/" + shape_name(s);
-            const std::string cpu = std::string("cpu.simd.") + op + ".fp32", dnn = std::string("onednn.") + op + ".fp32";
-            benchmark::RegisterBenchmark((base + "/cpu").c_str(), run_rows, builtin_registry().find(cpu), s);
-            benchmark::RegisterBenchmark((base + "/onednn").c_str(), run_rows, onednn.find(dnn), s);
+            const KernelInfo* c = builtin_registry().find(std::string("cpu.simd.") + op + ".fp32");
+            const KernelInfo* o = onednn.find(std::string("onednn.") + op + ".fp32");
+            const auto side = [s](const KernelInfo* k) { return [k, s] { return k ? rows_call(*k, s) : Call{}; }; };
+            benchmark::RegisterBenchmark((std::string(op) + ".fp32/" + shape_name(s)).c_str(), run_pair, side(c), side(o),
+                                         "bytes/s")
+                ->UseManualTime();
         }
-    for (Gemm g : {Gemm{128, 4096, 4096}, Gemm{512, 1024, 1024}}) {
-        const std::string base = "int8_gemm.fp32/" + std::to_string(g.m) + "x" + std::to_string(g.k) + "x" + std::to_string(g.n);
-        benchmark::RegisterBenchmark((base + "/cpu").c_str(), run_cpu_gemm, g)->Unit(benchmark::kMillisecond);
-        benchmark::RegisterBenchmark((base + "/onednn").c_str(), run_onednn_gemm, g)->Unit(benchmark::kMillisecond);
-    }
+    // The two shapes, one whose sizes are multiples of 8 but not of
+    // the kernels' tiles, and a ragged one (K not a multiple of 4).
+    for (Gemm g : {Gemm{128, 4096, 4096}, Gemm{512, 1024, 1024}, Gemm{200, 1032, 2056}, Gemm{129, 1023, 1001}})
+        benchmark::RegisterBenchmark(("int8_gemm.fp32/" + gemm_name(g)).c_str(), run_pair, [g] { return cpu_gemm_call(g); },
+                                     [g] { return onednn_gemm_call(g); }, "FLOP/s")
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

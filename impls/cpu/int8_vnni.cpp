@@ -42,13 +42,14 @@ inline V dot_bcast(V c, V u8, const std::int8_t* p) {
     std::memcpy(&x, p, 4);
     return dot(c, u8, _mm512_set1_epi32(x));
 }
-// Four rows x 64 columns (b + c, row stride n) to the quads of four
-// 16-column groups, shifted to u8: byte and word unpacks interleave the rows
-// within each 128-bit lane (lane l of x_j: the quads of columns 16l + 4j ..
-// 16l + 4j + 3), then a 4 x 4 transpose of 128-bit lanes gathers group l.
+// Four rows x 64 columns (src, row stride n) to the quads of the first
+// `groups` of their four 16-column groups, shifted to u8, at out(c + 16 g):
+// byte and word unpacks interleave the rows within each 128-bit lane (lane l
+// of x_j: the quads of columns 16l + 4j .. 16l + 4j + 3), then a 4 x 4
+// transpose of 128-bit lanes gathers group l.
 constexpr std::int64_t kPackCols = 64;
 template <class Out>
-inline void pack_columns(const std::int8_t* src, std::int64_t n, Out out, std::int64_t c) {
+inline void pack_columns(const std::int8_t* src, std::int64_t n, Out out, std::int64_t c, std::int64_t groups) {
     const V r0 = load(src), r1 = load(src + n), r2 = load(src + 2 * n), r3 = load(src + 3 * n);
     const V lo01 = _mm512_unpacklo_epi8(r0, r1), hi01 = _mm512_unpackhi_epi8(r0, r1);
     const V lo23 = _mm512_unpacklo_epi8(r2, r3), hi23 = _mm512_unpackhi_epi8(r2, r3);
@@ -57,10 +58,9 @@ inline void pack_columns(const std::int8_t* src, std::int64_t n, Out out, std::i
     const V t0 = _mm512_shuffle_i64x2(x0, x1, 0x44), t1 = _mm512_shuffle_i64x2(x2, x3, 0x44);
     const V t2 = _mm512_shuffle_i64x2(x0, x1, 0xEE), t3 = _mm512_shuffle_i64x2(x2, x3, 0xEE);
     const V flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    store(out(c), _mm512_xor_si512(_mm512_shuffle_i64x2(t0, t1, 0x88), flip));
-    store(out(c + 16), _mm512_xor_si512(_mm512_shuffle_i64x2(t0, t1, 0xDD), flip));
-    store(out(c + 32), _mm512_xor_si512(_mm512_shuffle_i64x2(t2, t3, 0x88), flip));
-    store(out(c + 48), _mm512_xor_si512(_mm512_shuffle_i64x2(t2, t3, 0xDD), flip));
+    const V g[4] = {_mm512_shuffle_i64x2(t0, t1, 0x88), _mm512_shuffle_i64x2(t0, t1, 0xDD),
+                    _mm512_shuffle_i64x2(t2, t3, 0x88), _mm512_shuffle_i64x2(t2, t3, 0xDD)};
+    for (std::int64_t j = 0; j < groups; ++j) store(out(c + 16 * j), _mm512_xor_si512(g[j], flip));
 }
 #include "impls/cpu/int8_vnni_body.inc"
 }  // namespace vnni512
@@ -91,10 +91,11 @@ inline V dot_bcast(V c, V u8, const std::int8_t* p) {  // VEX has no embedded br
     std::memcpy(&x, p, 4);
     return dot(c, u8, _mm256_set1_epi32(x));
 }
-// Four rows x 16 columns to their quads, shifted to u8, by byte and word unpacks.
+// Four rows x 16 columns to their quads, shifted to u8, by byte and word
+// unpacks (`groups` is always 1 here).
 constexpr std::int64_t kPackCols = 16;
 template <class Out>
-inline void pack_columns(const std::int8_t* src, std::int64_t n, Out out, std::int64_t c) {
+inline void pack_columns(const std::int8_t* src, std::int64_t n, Out out, std::int64_t c, std::int64_t /*groups*/) {
     const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
     const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + n));
     const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * n));
