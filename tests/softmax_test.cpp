@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include "impls/cpu/isa.hpp"
@@ -174,6 +177,42 @@ TEST(SoftmaxKernels, SpecialRowsFollowTheOracle) {
             const Tensor x = row_of(k->in, v);
             const auto r = props::check_case(*k, Params(), {x.view()});
             EXPECT_TRUE(r.pass) << name << ": " << r.message;
+        }
+    }
+}
+
+// Rows of several 1024-element chunks whose running max grows chunk by chunk
+// (each earlier chunk rescaled once), whose first chunks sit 100 below the
+// max (recomputed from x, no subnormal factor) or are all -inf (a masked
+// prefix), and whose NaN or +inf comes in a later chunk: the chunked online
+// form of cpu.simd.softmax within softmax_bound, on the AVX-512 path and
+// on the AVX2 path (cpu::Avx2Only) alike.
+TEST(SoftmaxKernels, ChunkedOnlineFormOnBothPaths) {
+    std::mt19937_64 g(41);
+    std::normal_distribution<double> normal;
+    using Shape = std::function<double(long, long)>;  // element i of n
+    const std::vector<std::pair<const char*, Shape>> rows = {
+        {"rising", [&](long i, long) { return normal(g) + 10.0 * static_cast<double>(i / 1024); }},
+        {"far first", [&](long i, long) { return normal(g) - (i < 1024 ? 100.0 : 0.0); }},
+        {"masked prefix", [&](long i, long) { return i < 2048 ? -INFINITY : normal(g); }},
+        {"late NaN", [&](long i, long n) { return i == n - 3 ? NAN : normal(g); }},
+        {"late +inf", [&](long i, long n) { return i == n - 1 ? INFINITY : normal(g); }}};
+    for (const bool avx2 : {false, true}) {
+        if (!cpu::has_avx2() || (!avx2 && !cpu::has_avx512())) continue;
+        std::optional<cpu::Avx2Only> cap;
+        if (avx2) cap.emplace();
+        for (const char* name : {"cpu.simd.softmax.fp32", "cpu.simd.softmax.fp16", "cpu.simd.softmax.bf16"}) {
+            const KernelInfo* k = builtin_registry().find(name);
+            ASSERT_NE(k, nullptr) << name;
+            for (const long n : {1025L, 3000L, 4096L, 5003L})
+                for (const auto& [what, f] : rows) {
+                    std::vector<double> v(static_cast<std::size_t>(n));
+                    for (long i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = f(i, n);
+                    const Tensor x = row_of(k->in, v);
+                    const auto r = props::check_case(*k, Params(), {x.view()});
+                    EXPECT_TRUE(r.pass) << name << (avx2 ? " (avx2)" : " (avx512)") << " n=" << n << " " << what << ": "
+                                        << r.message;
+                }
         }
     }
 }

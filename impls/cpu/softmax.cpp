@@ -1,15 +1,18 @@
 // CPU softmax kernels over the last dimension (docs/softmax.md):
-// cpu.simd (AVX2, 8-lane float, exp by vf::exp_neg), cpu.scalar (portable,
-// expf) and cpu.naive (every intermediate rounded to the storage format), for
-// fp32, fp16 and bf16.  Three passes with FP32 state: the row max m, the sum
-// S of exp(x - m), then y = exp(x - m) * (1/S) (the exp is recomputed rather
-// than stored, so a 16-bit output never holds an unrounded intermediate).
-// The error budget this meets is derived in docs/softmax.md.
+// cpu.simd (AVX-512 16 lanes or AVX2 8 lanes, exp by vf::exp_neg's
+// operations, the chunked online form below), cpu.scalar (portable, expf,
+// three passes: max, sum of exp(x - m), y = exp(x - m) * (1/S)) and
+// cpu.naive (every intermediate rounded to the storage format), for fp32,
+// fp16 and bf16, FP32 state.  The error budget this meets is derived in
+// docs/softmax.md.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "impls/cpu/elementwise.hpp"
+#include "impls/cpu/simd_lanes.hpp"
 #include "impls/cpu/simd_math.hpp"
 
 namespace conform::cpu {
@@ -47,64 +50,225 @@ void scalar_row(const storage_t<F>* x, storage_t<F>* y, long n) {
     for (long i = 0; i < n; ++i) Storage<F>::store(y, i, std::exp(Storage<F>::load(x, i) - m) * r);
 }
 
-// ---- AVX2 --------------------------------------------------------------------
-// Full 8-element blocks in vector code; the tail goes through the same code
-// on a copy padded with -inf (exp(-inf - m) = 0 adds nothing to the sum).
+// ---- SIMD: AVX2 (F8) and AVX-512 (F16) ------------------------------------
+// One pass over the row in chunks of kChunk elements (4 KiB of fp32, held in
+// L1 between the chunk's two loops): the chunk's max updates the running max
+// M_c; the chunk's exponentials e_i = exp(x_i - M_c) go to a float scratch
+// row and their sum s_c is kept with M_c.  With m the last M_c,
+//     S = sum_c s_c exp(M_c - m),   y_i = e_i * fl(exp(M_c - m) * (1/S)),
+// one rescaling per chunk, never a chain of them, and none at all for the
+// chunks whose M_c is m (every chunk of a row of at most kChunk elements:
+// their bits are those of exp(x - m) * (1/S)).  A chunk whose M_c is below
+// m - 80 (or -inf) is recomputed from x with m instead, so that no rescaling
+// factor is subnormal.  The second pass writes y once (streaming stores for
+// outputs beyond the caches).  Why this stays within softmax_bound:
+// docs/softmax.md, "The chunked online form".
+constexpr long kChunk = 1024;
+constexpr float kFarBelow = 80.0f;  // e^-80 > 2^-116: the factors stay normal
 
-template <Format F>
-CONFORM_AVX2 __attribute__((noinline)) __m256 load_tail(const storage_t<F>* x, long i, long n) {
-    alignas(32) float buf[8];
-    for (long j = 0; j < 8; ++j) buf[j] = i + j < n ? Storage<F>::load(x, i + j) : -kInf;
-    return _mm256_load_ps(buf);
+template <class L>
+struct RowLanes;
+
+template <>
+struct RowLanes<F8> {
+    using R = __m256;
+    static constexpr long W = 8;
+    template <Format F>
+    CONFORM_AVX2 static R load(const storage_t<F>* p) { return load8_as<F>(p); }
+    template <Format F>
+    CONFORM_AVX2 static R load_part(const storage_t<F>* p, long count) {  // -inf past count
+        alignas(32) float buf[8];
+        for (long j = 0; j < 8; ++j) buf[j] = j < count ? Storage<F>::load(p, j) : -kInf;
+        return _mm256_load_ps(buf);
+    }
+    template <Format F>
+    CONFORM_AVX2 static void store(storage_t<F>* p, R v) { store8_as<F>(p, v); }
+    template <Format F>
+    CONFORM_AVX2 static void store_part(storage_t<F>* p, R v, long count) {
+        alignas(32) float buf[8];
+        _mm256_store_ps(buf, v);
+        for (long j = 0; j < count; ++j) Storage<F>::store(p, j, buf[j]);
+    }
+    CONFORM_AVX2 static R exp_neg(R x) { return vf::exp_neg(x); }
+    CONFORM_AVX2 static R unordered(R a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+    CONFORM_AVX2 static bool any(R mask) { return _mm256_movemask_ps(mask) != 0; }
+    CONFORM_AVX2 static float hmax(R v) {
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        return std::fmax(_mm_cvtss_f32(m), _mm_cvtss_f32(_mm_shuffle_ps(m, m, 1)));
+    }
+    CONFORM_AVX2 static float hsum(R v) {
+        alignas(32) float b[8];
+        _mm256_store_ps(b, v);
+        return ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+    }
+};
+
+template <>
+struct RowLanes<F16> {
+    using R = __m512;
+    static constexpr long W = 16;
+    CONFORM_AVX512 static __mmask16 first(long count) { return static_cast<__mmask16>((1u << count) - 1); }
+    template <Format F>
+    CONFORM_AVX512 static R load(const storage_t<F>* p) {
+        if constexpr (F == Format::fp32) return _mm512_loadu_ps(p);
+        else return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), F);
+    }
+    template <Format F>
+    CONFORM_AVX512 static R load_part(const storage_t<F>* p, long count) {
+        const __mmask16 k = first(count);
+        if constexpr (F == Format::fp32) return _mm512_mask_loadu_ps(_mm512_set1_ps(-kInf), k, p);
+        else return _mm512_mask_blend_ps(k, _mm512_set1_ps(-kInf), widen16(_mm256_maskz_loadu_epi16(k, p), F));
+    }
+    template <Format F>
+    CONFORM_AVX512 static void store(storage_t<F>* p, R v) {
+        if constexpr (F == Format::fp32) _mm512_storeu_ps(p, v);
+        else _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow16(v, F));
+    }
+    template <Format F>
+    CONFORM_AVX512 static void store_part(storage_t<F>* p, R v, long count) {
+        if constexpr (F == Format::fp32) _mm512_mask_storeu_ps(p, first(count), v);
+        else _mm256_mask_storeu_epi16(p, first(count), narrow16(v, F));
+    }
+    // vf::exp_neg<false> lane for lane: the same operations in 16 lanes.
+    CONFORM_AVX512 static R set(float v) { return _mm512_set1_ps(v); }
+    CONFORM_AVX512 static R exp_neg(R x) {
+        const R hi = _mm512_max_ps(x, set(-105.0f));
+        const R k = _mm512_roundscale_ps(_mm512_mul_ps(hi, set(0x1.715476p+0f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        R r = _mm512_fnmadd_ps(k, set(0.693359375f), hi);
+        r = _mm512_fnmadd_ps(k, set(-2.12194440e-4f), r);
+        R p = _mm512_fmadd_ps(set(1.9875691500E-4f), r, set(1.3981999507E-3f));
+        p = _mm512_fmadd_ps(p, r, set(8.3334519073E-3f));
+        p = _mm512_fmadd_ps(p, r, set(4.1665795894E-2f));
+        p = _mm512_fmadd_ps(p, r, set(1.6666665459E-1f));
+        p = _mm512_fmadd_ps(p, r, set(5.0000001201E-1f));
+        p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, set(1.0f)));
+        const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127 + 100)), 23);
+        return _mm512_mul_ps(_mm512_mul_ps(p, _mm512_castsi512_ps(e)), set(0x1p-100f));
+    }
+    CONFORM_AVX512 static R unordered(R a) {
+        return _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)));
+    }
+    CONFORM_AVX512 static bool any(R mask) { return _mm512_movepi32_mask(_mm512_castps_si512(mask)) != 0; }
+    CONFORM_AVX512 static float hmax(R v) { return RowLanes<F8>::hmax(_mm256_max_ps(lo8(v), hi8(v))); }
+    CONFORM_AVX512 static float hsum(R v) { return RowLanes<F8>::hsum(_mm256_add_ps(lo8(v), hi8(v))); }
+};
+
+struct Chunk {
+    float max, sum;  // M_c and s_c
+};
+
+// Loops over blocks of W elements are written out (no lambdas): a lambda
+// has no target attribute, so the vector operations inside it would not be
+// inlined.  The last, partial block takes load_part / store_part.
+
+// The chunk [c0, c1): its max into the running max m (false once a NaN is
+// seen), then e = exp(x - m) into e[c0..c1) and their sum.
+template <class L, Format F>
+[[gnu::always_inline]] inline Chunk first_pass(const storage_t<F>* x, float* e, long c0, long c1, float& m, bool& nan) {
+    using V = RowLanes<L>;
+    constexpr long W = V::W;
+    typename V::R vmax = L::set(-kInf), vnan = L::zero();
+    long i = c0;
+    for (; i + W <= c1; i += W) {
+        const auto v = V::template load<F>(x + i);
+        vnan = L::or_(vnan, V::unordered(v));
+        vmax = L::max(vmax, v);
+    }
+    if (i < c1) {
+        const auto v = V::template load_part<F>(x + i, c1 - i);
+        vnan = L::or_(vnan, V::unordered(v));
+        vmax = L::max(vmax, v);
+    }
+    nan = nan || V::any(vnan);
+    m = std::fmax(m, V::hmax(vmax));
+    if (nan || m == kInf || m == -kInf) return {m, 0};  // a special row, or nothing yet above -inf
+    const auto vm = L::set(m);
+    auto s = L::zero();
+    for (i = c0; i + W <= c1; i += W) {
+        const auto ei = V::exp_neg(L::sub(V::template load<F>(x + i), vm));
+        V::template store<Format::fp32>(e + i, ei);
+        s = L::add(s, ei);
+    }
+    if (i < c1) {  // the padding's -inf gives 0
+        const auto ei = V::exp_neg(L::sub(V::template load_part<F>(x + i, c1 - i), vm));
+        V::template store_part<Format::fp32>(e + i, ei, c1 - i);
+        s = L::add(s, ei);
+    }
+    return {m, V::hsum(s)};
 }
 
-template <Format F>
-CONFORM_AVX2 __attribute__((noinline)) void store_tail(storage_t<F>* y, long i, long n, __m256 v) {
-    alignas(32) float buf[8];
-    _mm256_store_ps(buf, v);
-    for (long j = 0; i + j < n; ++j) Storage<F>::store(y, i + j, buf[j]);
+// x or e over [i, i + count), count <= W, as a vector.
+template <class L, Format F>
+[[gnu::always_inline]] inline typename L::R load_block(const storage_t<F>* p, long count) {
+    using V = RowLanes<L>;
+    return count == V::W ? V::template load<F>(p) : V::template load_part<F>(p, count);
 }
 
-// The full-block path stays inline in the row loops; only the tail calls out.
-template <Format F>
-CONFORM_AVX2 inline __m256 load_padded(const storage_t<F>* x, long i, long n) {
-    return i + 8 <= n ? load8_as<F>(x + i) : load_tail<F>(x, i, n);
+// The sum of exp(x - m) over [c0, c1), for the chunks recomputed from x.
+template <class L, Format F>
+[[gnu::always_inline]] inline float plain_sum(const storage_t<F>* x, long c0, long c1, float m) {
+    using V = RowLanes<L>;
+    auto s = L::zero();
+    const auto vm = L::set(m);
+    for (long i = c0; i < c1; i += V::W) s = L::add(s, V::exp_neg(L::sub(load_block<L, F>(x + i, std::min(V::W, c1 - i)), vm)));
+    return V::hsum(s);
 }
 
-template <Format F>
-CONFORM_AVX2 inline void store_padded(storage_t<F>* y, long i, long n, __m256 v) {
-    if (i + 8 <= n) store8_as<F>(y + i, v);
-    else store_tail<F>(y, i, n, v);
+// y over [c0, c1): e * g, or (recompute) exp(x - m) * g.
+template <class L, Format F>
+[[gnu::always_inline]] inline void second_pass(const storage_t<F>* x, const float* e, storage_t<F>* y, long c0, long c1,
+                                               float m, float g, bool recompute) {
+    using V = RowLanes<L>;
+    constexpr long W = V::W;
+    const auto vg = L::set(g), vm = L::set(m);
+    long i = c0;
+    if (!recompute)
+        for (; i + W <= c1; i += W) V::template store<F>(y + i, L::mul(V::template load<Format::fp32>(e + i), vg));
+    for (; i < c1; i += W) {
+        const long count = std::min(W, c1 - i);
+        auto v = recompute ? V::exp_neg(L::sub(load_block<L, F>(x + i, count), vm)) : load_block<L, Format::fp32>(e + i, count);
+        v = L::mul(v, vg);
+        if (count == W) V::template store<F>(y + i, v);
+        else V::template store_part<F>(y + i, v, count);
+    }
 }
 
-CONFORM_AVX2 inline float hmax(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    return std::fmax(_mm_cvtss_f32(m), _mm_cvtss_f32(_mm_shuffle_ps(m, m, 1)));
-}
-
-CONFORM_AVX2 inline float hsum(__m256 v) {
-    alignas(32) float b[8];
-    _mm256_store_ps(b, v);
-    return ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+template <class L, Format F>
+[[gnu::always_inline]] inline void chunked_row(const storage_t<F>* x, storage_t<F>* y, long n) {
+    thread_local std::vector<float> scratch;
+    thread_local std::vector<Chunk> chunks;
+    if (scratch.size() < static_cast<std::size_t>(n)) scratch.resize(static_cast<std::size_t>(n));
+    const long count = (n + kChunk - 1) / kChunk;
+    chunks.resize(static_cast<std::size_t>(count));
+    float m = -kInf;
+    bool nan = false;
+    for (long c = 0; c < count; ++c)
+        chunks[static_cast<std::size_t>(c)] = first_pass<L, F>(x, scratch.data(), c * kChunk, std::min(n, (c + 1) * kChunk), m, nan);
+    if (special_row<F>(y, n, m, nan)) return;
+    auto far = [m](const Chunk& ch) { return !(ch.max >= m - kFarBelow); };  // -inf, or far below m
+    float sum = 0;
+    for (long c = 0; c < count; ++c) {
+        const Chunk& ch = chunks[static_cast<std::size_t>(c)];
+        if (far(ch)) sum += plain_sum<L, F>(x, c * kChunk, std::min(n, (c + 1) * kChunk), m);
+        else sum += ch.max == m ? ch.sum : ch.sum * std::exp(ch.max - m);
+    }
+    const float r = 1.0f / sum;
+    for (long c = 0; c < count; ++c) {
+        const Chunk& ch = chunks[static_cast<std::size_t>(c)];
+        const float g = far(ch) || ch.max == m ? r : std::exp(ch.max - m) * r;
+        second_pass<L, F>(x, scratch.data(), y, c * kChunk, std::min(n, (c + 1) * kChunk), m, g, far(ch));
+    }
 }
 
 template <Format F>
 CONFORM_AVX2 void simd_row(const storage_t<F>* x, storage_t<F>* y, long n) {
-    __m256 vmax = _mm256_set1_ps(-kInf), nan = _mm256_setzero_ps();
-    for (long i = 0; i < n; i += 8) {
-        const __m256 v = load_padded<F>(x, i, n);
-        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        vmax = _mm256_max_ps(vmax, v);
-    }
-    const float m = hmax(vmax);
-    if (special_row<F>(y, n, m, _mm256_movemask_ps(nan) != 0)) return;
-    const __m256 vm = _mm256_set1_ps(m);
-    __m256 s = _mm256_setzero_ps();
-    for (long i = 0; i < n; i += 8) s = _mm256_add_ps(s, vf::exp_neg(_mm256_sub_ps(load_padded<F>(x, i, n), vm)));
-    const __m256 r = _mm256_set1_ps(1.0f / hsum(s));
-    for (long i = 0; i < n; i += 8)
-        store_padded<F>(y, i, n, _mm256_mul_ps(vf::exp_neg(_mm256_sub_ps(load_padded<F>(x, i, n), vm)), r));
+    chunked_row<F8, F>(x, y, n);
+}
+
+template <Format F>
+CONFORM_AVX512 void simd_row16(const storage_t<F>* x, storage_t<F>* y, long n) {
+    chunked_row<F16, F>(x, y, n);
 }
 
 // ---- naive: every intermediate rounded to the storage format ------------------
@@ -128,7 +292,8 @@ void each_row(const KernelCall& c) {
 
 template <Format F>
 void simd_kernel(const KernelCall& c) {
-    if (has_avx2()) each_row<F, simd_row<F>>(c);
+    if (has_avx512()) each_row<F, simd_row16<F>>(c);
+    else if (has_avx2()) each_row<F, simd_row<F>>(c);
     else each_row<F, scalar_row<F>>(c);
 }
 
@@ -137,7 +302,8 @@ void add_format(Registry& reg) {
     const std::string contract = "max, sum of exp(x - max) and 1/sum in fp32, y = exp(x - max) * (1/sum), one "
                                  "rounding to the format";
     reg.add(kernel_info("softmax", "simd", F, Format::fp32, Role::kernel,
-                        "AVX2 8-lane float (exp within 2 ulps), scalar path without AVX2; " + contract,
+                        "AVX-512 16 / AVX2 8-lane float (exp within 2 ulps), one pass for the max and the sum by chunks "
+                        "of 1024 (online form, one rescaling per chunk), scalar path without AVX2; " + contract,
                         simd_kernel<F>));
     reg.add(kernel_info("softmax", "scalar", F, Format::fp32, Role::kernel, "portable scalar, expf; " + contract,
                         each_row<F, scalar_row<F>>));
