@@ -146,6 +146,28 @@ TEST(LseMergeBound, CorrectlyRoundedLseInANarrowerFormatPasses) {
     }
 }
 
+// The 16-lane exp (exp_neg_l<F16>, the AVX-512 softmax path) gives the
+// 8-lane one's bits on every 61st float in [-105, 0] and on -inf.
+CONFORM_AVX512 int exp16_differences() {
+    int differ = 0;
+    alignas(64) float in[16], out16[16], out8[16];
+    std::uint32_t bits = 0x80000000u;
+    for (bool done = false; !done;) {
+        for (int j = 0; j < 16; ++j, bits += 61) std::memcpy(&in[j], &bits, 4);
+        done = in[0] < -105.0f;
+        if (done) in[15] = -INFINITY;
+        _mm512_store_ps(out16, cpu::vf::exp_neg_l<cpu::F16, false>(_mm512_load_ps(in), _mm512_load_ps(in)));
+        for (int h = 0; h < 2; ++h) _mm256_store_ps(out8 + 8 * h, cpu::vf::exp_neg(_mm256_load_ps(in + 8 * h)));
+        differ += std::memcmp(out16, out8, sizeof out8) != 0;
+    }
+    return differ;
+}
+
+TEST(SoftmaxKernels, SixteenLaneExpEqualsTheEightLaneOne) {
+    if (!cpu::has_avx512()) GTEST_SKIP() << "no AVX-512";
+    EXPECT_EQ(exp16_differences(), 0);
+}
+
 TEST(SoftmaxKernels, VectorExpIsWithinTwoUlps) {
     if (!cpu::has_avx2()) GTEST_SKIP() << "no AVX2";
     const double worst = max_exp_error_ulps();

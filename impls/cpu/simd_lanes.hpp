@@ -58,6 +58,12 @@ struct F8 {
         const __m256i k = _mm256_add_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(127));
         return _mm256_castsi256_ps(_mm256_slli_epi32(k, 23));
     }
+    // x rounded to the nearest integer, ties to even (x's format).
+    CONFORM_AVX2 static R round_even(R x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    // 2^(k + bias) for integer-valued k with k + bias + 127 in [1, 254].
+    CONFORM_AVX2 static R pow2(R k, int bias) {
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127 + bias)), 23));
+    }
     // Every lane has |x| <= limit (false for NaN).
     CONFORM_AVX2 static bool all_abs_le(R x, float limit) {
         const R ok = _mm256_cmp_ps(_mm256_or_ps(x, set(-0.0f)), set(-limit), _CMP_GE_OQ);
@@ -85,6 +91,13 @@ struct F16 {
     CONFORM_AVX512 static R pow2_shifted(R s) {
         const __m512i k = _mm512_add_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(127));
         return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, k, 23));
+    }
+    CONFORM_AVX512 static R round_even(R x) {
+        return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+    CONFORM_AVX512 static R pow2(R k, int bias) {
+        const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127 + bias));
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, e, 23));
     }
 };
 

@@ -249,28 +249,31 @@ namespace vf {
 CONFORM_AVX2 inline __m256 set(float v) { return _mm256_set1_ps(v); }
 CONFORM_AVX2 inline __m256 abs(__m256 x) { return _mm256_andnot_ps(set(-0.0f), x); }
 
-// e^(hi + lo) for hi + lo <= 0, lo in [-2, 0] (lo = 0 for a plain e^hi).
+// e^(hi + lo) for hi + lo <= 0, lo in [-2, 0] (lo = 0 for a plain e^hi), in
+// 8 (F8) or 16 (F16) lanes, the same operations per lane.
 // hi is clamped at -105 (e^-105 < FLT_TRUE_MIN / 2, so the result is 0 there);
 // the reduction hi - k*C1 is exact, the scale 2^k is applied as 2^(k+100) (a
 // normal number for k >= -160) and then 2^-100, so a subnormal result is
 // rounded once.  Cephes expf polynomial; relative error ~2^-23.
+template <class L, bool kHasLo = true, class R = typename L::R>
+CONFORM_LANES R exp_neg_l(R hi, R lo) {
+    hi = L::max(hi, L::set(-105.0f));
+    const R sum = kHasLo ? L::add(hi, lo) : hi;
+    const R k = L::round_even(L::mul(sum, L::set(0x1.715476p+0f)));
+    R r = L::fnmadd(k, L::set(0.693359375f), hi);
+    if constexpr (kHasLo) r = L::add(r, lo);
+    r = L::fnmadd(k, L::set(-2.12194440e-4f), r);
+    R p = L::fmadd(L::set(1.9875691500E-4f), r, L::set(1.3981999507E-3f));
+    p = L::fmadd(p, r, L::set(8.3334519073E-3f));
+    p = L::fmadd(p, r, L::set(4.1665795894E-2f));
+    p = L::fmadd(p, r, L::set(1.6666665459E-1f));
+    p = L::fmadd(p, r, L::set(5.0000001201E-1f));
+    p = L::fmadd(p, L::mul(r, r), L::add(r, L::set(1.0f)));
+    return L::mul(L::mul(p, L::pow2(k, 100)), L::set(0x1p-100f));
+}
 template <bool kHasLo = true>
 CONFORM_AVX2 inline __m256 exp_neg(__m256 hi, __m256 lo) {
-    hi = _mm256_max_ps(hi, set(-105.0f));
-    const __m256 sum = kHasLo ? _mm256_add_ps(hi, lo) : hi;
-    const __m256 k = _mm256_round_ps(_mm256_mul_ps(sum, set(0x1.715476p+0f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, set(0.693359375f), hi);
-    if constexpr (kHasLo) r = _mm256_add_ps(r, lo);
-    r = _mm256_fnmadd_ps(k, set(-2.12194440e-4f), r);
-    __m256 p = _mm256_fmadd_ps(set(1.9875691500E-4f), r, set(1.3981999507E-3f));
-    p = _mm256_fmadd_ps(p, r, set(8.3334519073E-3f));
-    p = _mm256_fmadd_ps(p, r, set(4.1665795894E-2f));
-    p = _mm256_fmadd_ps(p, r, set(1.6666665459E-1f));
-    p = _mm256_fmadd_ps(p, r, set(5.0000001201E-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, set(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127 + 100)), 23);
-    return _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), set(0x1p-100f));
+    return exp_neg_l<F8, kHasLo>(hi, lo);
 }
 CONFORM_AVX2 inline __m256 exp_neg(__m256 x) { return exp_neg<false>(x, x); }
 

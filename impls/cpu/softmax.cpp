@@ -130,22 +130,7 @@ struct RowLanes<F16> {
         if constexpr (F == Format::fp32) _mm512_mask_storeu_ps(p, first(count), v);
         else _mm256_mask_storeu_epi16(p, first(count), narrow16(v, F));
     }
-    // vf::exp_neg<false> lane for lane: the same operations in 16 lanes.
-    CONFORM_AVX512 static R set(float v) { return _mm512_set1_ps(v); }
-    CONFORM_AVX512 static R exp_neg(R x) {
-        const R hi = _mm512_max_ps(x, set(-105.0f));
-        const R k = _mm512_roundscale_ps(_mm512_mul_ps(hi, set(0x1.715476p+0f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        R r = _mm512_fnmadd_ps(k, set(0.693359375f), hi);
-        r = _mm512_fnmadd_ps(k, set(-2.12194440e-4f), r);
-        R p = _mm512_fmadd_ps(set(1.9875691500E-4f), r, set(1.3981999507E-3f));
-        p = _mm512_fmadd_ps(p, r, set(8.3334519073E-3f));
-        p = _mm512_fmadd_ps(p, r, set(4.1665795894E-2f));
-        p = _mm512_fmadd_ps(p, r, set(1.6666665459E-1f));
-        p = _mm512_fmadd_ps(p, r, set(5.0000001201E-1f));
-        p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, set(1.0f)));
-        const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127 + 100)), 23);
-        return _mm512_mul_ps(_mm512_mul_ps(p, _mm512_castsi512_ps(e)), set(0x1p-100f));
-    }
+    CONFORM_AVX512 static R exp_neg(R x) { return vf::exp_neg_l<F16, false>(x, x); }
     CONFORM_AVX512 static R unordered(R a) {
         return _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)));
     }
