@@ -22,6 +22,15 @@ and the streaming copy alternately in every iteration; their counters (the
 median over the iterations of copy time / kernel time, and each one's
 median GB/s) go into a second table.  On a shared machine whose bandwidth
 swings between runs, that paired share is the figure to read.
+
+bench/onednn_bench's pairs (conform's kernel and oneDNN's timed alternately,
+counters `conform`, `onednn`, `onednn_over_conform` and the unit
+`bytes/s` or `FLOP/s`) make a third table: each side's median rate and the
+median per-iteration ratio oneDNN / conform (below 1: conform is faster),
+the figure docs/int8.md and docs/softmax.md quote.
+
+  build/bench/onednn_bench --benchmark_format=json --benchmark_out=dnn.json
+  python3 bench/ratio_table.py dnn.json
 """
 import json
 import re
@@ -62,16 +71,29 @@ def copy_ref(m, prefix, r, c, fmt):
     return v if v is not None else m.get(f"{prefix}/{r * c * SIZE[fmt]}")
 
 
+def onednn_pairs(recs):
+    """Rows of the conform-vs-oneDNN table."""
+    rows = []
+    for name, r in recs.items():
+        if "onednn_over_conform" not in r:
+            continue
+        unit = "GFLOP/s" if "FLOP/s" in r else "GB/s"
+        what = name.removesuffix("/manual_time")
+        rows.append((what, unit, r["conform"] / 1e9, r["onednn"] / 1e9, r["onednn_over_conform"]))
+    return rows
+
+
 def gb(v):
     return f"{v / 1e9:.2f}" if v else "–"
 
 
 def main(paths):
-    rows, pairs = [], []
+    rows, pairs, dnn = [], [], []
     for path in paths:
         recs = records(path)
         pairs += paired(recs)
-        m = {n: r["bytes_per_second"] for n, r in recs.items()}
+        dnn += onednn_pairs(recs)
+        m = {n: r["bytes_per_second"] for n, r in recs.items() if "bytes_per_second" in r}
         for name, bps in m.items():
             k = re.match(rf"{KERNEL}$", name)
             if not k:
@@ -93,6 +115,13 @@ def main(paths):
         print("|---|---|---|---|---|")
         for kernel, shape, g, c, share in pairs:
             print(f"| {kernel} | {shape} | {g:.2f} | {c:.2f} | {100 * share:.0f} % |")
+    if dnn:
+        if rows or pairs:
+            print()
+        print("| op / shape | unit | conform cpu.simd | oneDNN | oneDNN / conform |")
+        print("|---|---|---|---|---|")
+        for what, unit, c, o, ratio in dnn:
+            print(f"| {what} | {unit} | {c:.3g} | {o:.3g} | {ratio:.2f} |")
 
 
 if __name__ == "__main__":

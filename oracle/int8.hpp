@@ -51,7 +51,8 @@ std::vector<double> dequantize(const std::vector<std::int8_t>& q, std::int64_t r
                                const std::vector<double>& scales);
 
 // acc = A B, exactly: A [M, K] and B [K, N] codes (any int8, -128 included),
-// row-major.  |acc| <= K 2^14, so INT32 accumulation is exact for K <= 2^17.
+// row-major, in INT64.  |acc| <= K 2^14, so an INT32 accumulator holds it
+// for K < 2^17 (K = 2^17 codes of -128 give 2^31).
 std::vector<std::int64_t> int8_matmul(const std::vector<std::int8_t>& a, const std::vector<std::int8_t>& b,
                                       std::int64_t m, std::int64_t k, std::int64_t n);
 

@@ -51,24 +51,28 @@ struct SimdProduct {
 };
 
 std::vector<SimdProduct> simd_products() {
-    return {{"avx512_vnni", cpu::has_avx512_vnni(), cpu::int8_matmul_vnni512},
+    return {{"amx_int8", cpu::has_amx_int8(), cpu::int8_matmul_amx},
+            {"amx_int8 (emulated tiles)", true, cpu::int8_matmul_amx_emulated},
+            {"avx512_vnni", cpu::has_avx512_vnni(), cpu::int8_matmul_vnni512},
             {"avx_vnni", cpu::has_avx_vnni(), cpu::int8_matmul_vnni256},
             {"avx2", cpu::has_avx2(), cpu::int8_matmul_avx2}};
 }
 
 }  // namespace
 
-// Every row-tile remainder (1..5 rows), K not a multiple of 4 and past one
-// packed block (2048), N past one panel and not a multiple of 16: the VNNI
-// paths (b shifted to u8, -128 rowsum(a) taken back) agree with the scalar
-// INT32 loop bit for bit, the codes -128 and 127 included.
-TEST(Int8Kernels, VnniEqualsScalarAcrossTilesBlocksAndPanels) {
+// Every row-tile remainder (1..5 rows; AMX: 32-row blocks), K not a
+// multiple of 4 (AMX: 64) and past one packed block (2048), N past one panel
+// and not a multiple of 16: the VNNI paths (b shifted to u8, -128 rowsum(a)
+// taken back) and the AMX tiling (on the CPU's tiles where it has them,
+// emulated everywhere) agree with the scalar INT32 loop bit for bit, the
+// codes -128 and 127 included.
+TEST(Int8Kernels, SimdPathsEqualScalarAcrossTilesBlocksAndPanels) {
     std::mt19937_64 g(32);
     int ran = 0;
     for (const SimdProduct& p : simd_products()) {
         if (!p.available) continue;
         ++ran;
-        for (std::int64_t m : {1, 4, 7, 13})
+        for (std::int64_t m : {1, 4, 7, 13, 33})
             for (std::int64_t k : {1, 3, 4, 65, 2049, 4100})
                 for (std::int64_t n : {1, 17, 64, 97, 200}) {
                     auto a = codes(g, m * k), b = codes(g, k * n);

@@ -83,6 +83,13 @@ def main():
                       copy_GBps=12.0)])
     expect(out, "| silu.bf16 | 2048×8192 | 6.00 | 8.00 | 12.00 | 50 % |")
     expect(out, "| silu.bf16 | 2048×8192 | 5.80 | 12.00 | 48 % |")
+    # onednn_bench's pairs: the third table, medians and the median ratio, /manual_time dropped.
+    out = run([median("int8_gemm.fp32/128x4096x4096/manual_time", 0, conform=6.5e11, onednn=7.1e11,
+                      onednn_over_conform=1.09, **{"FLOP/s": 1}),
+               median("softmax.fp32/64x4096/manual_time", 0, conform=2.5e10, onednn=1.9e10, onednn_over_conform=0.76,
+                      **{"bytes/s": 1})])
+    expect(out, "| int8_gemm.fp32/128x4096x4096 | GFLOP/s | 650 | 710 | 1.09 |")
+    expect(out, "| softmax.fp32/64x4096 | GB/s | 25 | 19 | 0.76 |")
     print("ratio_table: all expected lines present")
     check_names(sys.argv[1:])
 

@@ -239,6 +239,29 @@ TEST(SoftmaxKernels, ChunkedOnlineFormOnBothPaths) {
     }
 }
 
+// An output beyond the caches (>= 16 MiB) is written by streaming stores on
+// the rows aligned for them (n = 4100: every other fp32 row is not 64-byte
+// aligned): each row's bits equal those of the same row computed alone.
+TEST(SoftmaxKernels, StreamedOutputsEqualRowsComputedAlone) {
+    std::mt19937 g(43);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (const Format f : {Format::fp32, Format::bf16}) {
+        const KernelInfo* k = builtin_registry().find(std::string("cpu.simd.softmax.") + name(f));
+        ASSERT_NE(k, nullptr);
+        const std::int64_t cols = 4100, rows = (std::int64_t{16} << 20) / (cols * info(f).bytes) + 1;
+        Tensor x(f, {rows, cols});
+        for (std::int64_t i = 0; i < x.numel(); ++i) x.set_value(i, normal(g));
+        const Tensor y = run_kernel(*k, Params(), {x.view()})[0];
+        for (const std::int64_t r : {std::int64_t{0}, std::int64_t{1}, rows / 2 + 1, rows - 1}) {
+            Tensor xr(f, {1, cols});
+            for (std::int64_t j = 0; j < cols; ++j) xr.set_bits(j, x.bits(r * cols + j));
+            const Tensor yr = run_kernel(*k, Params(), {xr.view()})[0];
+            for (std::int64_t j = 0; j < cols; ++j)
+                ASSERT_EQ(yr.bits(j), y.bits(r * cols + j)) << name(f) << " row " << r << " col " << j;
+        }
+    }
+}
+
 }  // namespace
 
 CONFORM_FAMILY_SUITES(Softmax, "softmax");

@@ -161,7 +161,7 @@ BlockStages cpu_block_stages(bool simd) {
     st.quantize = [simd](const KernelCall& c) { quantize_call(c, simd); };
     st.matmul = [simd](const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
                        std::int64_t n) {
-        if (simd && has_avx2()) int8_matmul_avx2(a, b, acc, m, k, n);
+        if (simd) int8_matmul_simd(a, b, acc, m, k, n);
         else int8_matmul_scalar(a, b, acc, m, k, n);
     };
     st.layer_norm = row_kernel("layer_norm", simd);
@@ -183,7 +183,7 @@ void register_cpu_int8_block(Registry& r) {
         k.variant = simd ? "simd" : "scalar";
         k.in = k.out = Format::fp16;
         k.acc = Format::fp32;  // LayerNorm, softmax and the residual adds; the GEMMs are exact INT32
-        k.description = std::string(simd ? "AVX2 quantize and INT8 GEMM (vpmaddwd), simd layer_norm and softmax"
+        k.description = std::string(simd ? "AVX2 quantize, the INT8 GEMM by the best path the CPU has (AMX, VNNI, vpmaddwd), simd layer_norm and softmax"
                                          : "scalar quantize, INT32 triple loop, scalar layer_norm and softmax") +
                         "; stages stored in FP16, residual adds in FP32";
         k.fn = [simd](const KernelCall& c) { cpu::int8_block_call(c, simd); };

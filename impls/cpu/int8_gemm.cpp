@@ -3,6 +3,7 @@
 //                                x / s in double (4 lanes), RNE by vroundpd
 //   cpu.scalar.quantize.<fmt>    portable, the same decisions
 //   cpu.simd.int8_gemm.<out>     the product by the best path the CPU has:
+//                                AMX-INT8 tdpbssd (impls/cpu/int8_amx.cpp),
 //                                AVX-512 VNNI or AVX-VNNI vpdpbusd
 //                                (impls/cpu/int8_vnni.cpp), else AVX2 (int8
 //                                sign-extended to int16 pairs, vpmaddwd into
@@ -238,7 +239,7 @@ void add_gemm(Registry& r) {
         k.out = Out;
         k.acc = Format::fp32;  // the dequantization; the product is exact INT32
         k.out_formats = {Format::fp64, Out};
-        k.description = simd ? "AVX-512 VNNI / AVX-VNNI vpdpbusd (b + 128 as u8, -128 rowsum(a) taken back) or AVX2 "
+        k.description = simd ? "AMX-INT8 tdpbssd, or AVX-512 VNNI / AVX-VNNI vpdpbusd (b + 128 as u8, -128 rowsum(a) taken back) or AVX2 "
                                "vpmaddwd into INT32, by CPU; y = double(acc) * sa * sb rounded once to the output"
                              : "portable INT32 triple loop, y = double(acc) * sa * sb rounded once";
         k.fn = [simd](const KernelCall& c) { int8_gemm_call(c, simd); };
@@ -346,14 +347,15 @@ CONFORM_AVX2 void int8_matmul_avx2_packed(const std::int8_t* a, const PackedInt8
 
 void int8_matmul_simd(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
                       std::int64_t n) {
-    if (has_avx512_vnni()) int8_matmul_vnni512(a, b, acc, m, k, n);
+    if (has_amx_int8()) int8_matmul_amx(a, b, acc, m, k, n);
+    else if (has_avx512_vnni()) int8_matmul_vnni512(a, b, acc, m, k, n);
     else if (has_avx_vnni()) int8_matmul_vnni256(a, b, acc, m, k, n);
     else if (has_avx2()) int8_matmul_avx2(a, b, acc, m, k, n);
     else int8_matmul_scalar(a, b, acc, m, k, n);
 }
 
 const char* int8_matmul_simd_path() {
-    return has_avx512_vnni() ? "avx512_vnni" : has_avx_vnni() ? "avx_vnni" : has_avx2() ? "avx2" : "scalar";
+    return has_amx_int8() ? "amx_int8" : has_avx512_vnni() ? "avx512_vnni" : has_avx_vnni() ? "avx_vnni" : has_avx2() ? "avx2" : "scalar";
 }
 
 void int8_gemm_call(const KernelCall& c, bool simd, const GemmFlaws& f) {

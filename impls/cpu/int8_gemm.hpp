@@ -52,10 +52,17 @@ void int8_matmul_vnni512(const std::int8_t* a, const std::int8_t* b, std::int32_
                          std::int64_t n);
 void int8_matmul_vnni256(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
                          std::int64_t n);
-// The fastest of the three the CPU has (AVX-512 VNNI, AVX-VNNI, AVX2).
+// The same on AMX-INT8 tiles (impls/cpu/int8_amx.cpp; tdpbssd, signed by
+// signed): int8_matmul_amx requires has_amx_int8(); the emulated twin runs
+// the same tiling with the tile instructions done in C++ (any CPU, tests).
+void int8_matmul_amx(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
+                     std::int64_t n);
+void int8_matmul_amx_emulated(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m,
+                              std::int64_t k, std::int64_t n);
+// The fastest path the CPU has: AMX-INT8, AVX-512 VNNI, AVX-VNNI, AVX2.
 void int8_matmul_simd(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
                       std::int64_t n);
-const char* int8_matmul_simd_path();  // "avx512_vnni", "avx_vnni", "avx2" or "scalar"
+const char* int8_matmul_simd_path();  // "amx_int8", "avx512_vnni", "avx_vnni", "avx2" or "scalar"
 
 // b [K, N] packed once for the AVX2 product (weights are packed ahead of
 // time): int16 pairs (b[2p][j], b[2p+1][j]) by blocks of 16 columns, N

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "impls/cpu/int8_gemm.hpp"
+#include "impls/cpu/int8_pack.hpp"
 #include "impls/cpu/isa.hpp"
 
 namespace conform::cpu {
@@ -91,23 +92,12 @@ inline V dot_bcast(V c, V u8, const std::int8_t* p) {  // VEX has no embedded br
     std::memcpy(&x, p, 4);
     return dot(c, u8, _mm256_set1_epi32(x));
 }
-// Four rows x 16 columns to their quads, shifted to u8, by byte and word
-// unpacks (`groups` is always 1 here).
+// Four rows x 16 columns to their quads, shifted to u8 (`groups` is
+// always 1 here).
 constexpr std::int64_t kPackCols = 16;
 template <class Out>
 inline void pack_columns(const std::int8_t* src, std::int64_t n, Out out, std::int64_t c, std::int64_t /*groups*/) {
-    const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-    const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + n));
-    const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * n));
-    const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 3 * n));
-    const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
-    const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
-    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
-    __m128i* dst = reinterpret_cast<__m128i*>(out(c));
-    _mm_storeu_si128(dst + 0, _mm_xor_si128(_mm_unpacklo_epi16(lo01, lo23), flip));
-    _mm_storeu_si128(dst + 1, _mm_xor_si128(_mm_unpackhi_epi16(lo01, lo23), flip));
-    _mm_storeu_si128(dst + 2, _mm_xor_si128(_mm_unpacklo_epi16(hi01, hi23), flip));
-    _mm_storeu_si128(dst + 3, _mm_xor_si128(_mm_unpackhi_epi16(hi01, hi23), flip));
+    pack16(src, n, out(c), 0x80);
 }
 #include "impls/cpu/int8_vnni_body.inc"
 }  // namespace vnni256

@@ -4,6 +4,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace conform::cpu {
 
 namespace {
@@ -57,6 +62,23 @@ bool has_avx_vnni() {
         return __builtin_cpu_supports("avxvnni");
     }();
     return cpu && has_avx2();
+}
+
+// AMX tile data is off until the process asks Linux for it
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); without the grant the
+// first tile instruction faults.
+bool has_amx_int8() {
+    static const bool cpu = [] {
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8")) return false;
+#ifdef __linux__
+        constexpr long kReqXcompPerm = 0x1023, kXtiledata = 18;
+        return syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0;
+#else
+        return false;
+#endif
+    }();
+    return cpu && has_avx512();
 }
 
 const char* isa_name() { return has_avx512() ? "avx512" : has_avx2() ? "avx2" : "scalar"; }

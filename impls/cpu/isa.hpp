@@ -20,6 +20,7 @@ bool has_avx512();        // has_avx2() + AVX-512 F/BW/VL/DQ, not capped by CONF
 bool has_avx512_bf16();   // has_avx512() + AVX512_BF16 (vcvtneps2bf16)
 bool has_avx512_vnni();   // has_avx512() + AVX512_VNNI (vpdpbusd on 512 bits)
 bool has_avx_vnni();      // has_avx2() + AVX-VNNI (vpdpbusd, VEX, 256 bits)
+bool has_amx_int8();      // has_avx512() + AMX-TILE/AMX-INT8, and the OS grants the tile data (Linux)
 const char* isa_name();   // "avx512", "avx2" or "scalar"
 
 // While one is alive, has_avx512() answers false, so a test can run the AVX2

@@ -14,6 +14,7 @@
 #include "impls/cpu/elementwise.hpp"
 #include "impls/cpu/simd_lanes.hpp"
 #include "impls/cpu/simd_math.hpp"
+#include "impls/cpu/streaming.hpp"
 
 namespace conform::cpu {
 namespace {
@@ -89,6 +90,9 @@ struct RowLanes<F8> {
         _mm256_store_ps(buf, v);
         for (long j = 0; j < count; ++j) Storage<F>::store(p, j, buf[j]);
     }
+    template <Format F>
+    CONFORM_AVX2 static void stream(storage_t<F>* p, R v) { stream8_as<F>(p, v); }  // p 16-byte aligned
+    static constexpr std::size_t kStreamAlign = 16;
     CONFORM_AVX2 static R exp_neg(R x) { return vf::exp_neg(x); }
     CONFORM_AVX2 static R unordered(R a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
     CONFORM_AVX2 static bool any(R mask) { return _mm256_movemask_ps(mask) != 0; }
@@ -130,6 +134,12 @@ struct RowLanes<F16> {
         if constexpr (F == Format::fp32) _mm512_mask_storeu_ps(p, first(count), v);
         else _mm256_mask_storeu_epi16(p, first(count), narrow16(v, F));
     }
+    template <Format F>
+    CONFORM_AVX512 static void stream(storage_t<F>* p, R v) {  // p 64-byte (fp32) or 32-byte aligned
+        if constexpr (F == Format::fp32) _mm512_stream_ps(p, v);
+        else _mm256_stream_si256(reinterpret_cast<__m256i*>(p), narrow16(v, F));
+    }
+    static constexpr std::size_t kStreamAlign = 64;
     CONFORM_AVX512 static R exp_neg(R x) { return vf::exp_neg_l<F16, false>(x, x); }
     CONFORM_AVX512 static R unordered(R a) {
         return _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)));
@@ -203,11 +213,13 @@ template <class L, Format F>
 // y over [c0, c1): e * g, or (recompute) exp(x - m) * g.
 template <class L, Format F>
 [[gnu::always_inline]] inline void second_pass(const storage_t<F>* x, const float* e, storage_t<F>* y, long c0, long c1,
-                                               float m, float g, bool recompute) {
+                                               float m, float g, bool recompute, bool stream) {
     using V = RowLanes<L>;
     constexpr long W = V::W;
     const auto vg = L::set(g), vm = L::set(m);
     long i = c0;
+    if (!recompute && stream)
+        for (; i + W <= c1; i += W) V::template stream<F>(y + i, L::mul(V::template load<Format::fp32>(e + i), vg));
     if (!recompute)
         for (; i + W <= c1; i += W) V::template store<F>(y + i, L::mul(V::template load<Format::fp32>(e + i), vg));
     for (; i < c1; i += W) {
@@ -220,7 +232,7 @@ template <class L, Format F>
 }
 
 template <class L, Format F>
-[[gnu::always_inline]] inline void chunked_row(const storage_t<F>* x, storage_t<F>* y, long n) {
+[[gnu::always_inline]] inline void chunked_row(const storage_t<F>* x, storage_t<F>* y, long n, bool stream) {
     thread_local std::vector<float> scratch;
     thread_local std::vector<Chunk> chunks;
     if (scratch.size() < static_cast<std::size_t>(n)) scratch.resize(static_cast<std::size_t>(n));
@@ -242,18 +254,20 @@ template <class L, Format F>
     for (long c = 0; c < count; ++c) {
         const Chunk& ch = chunks[static_cast<std::size_t>(c)];
         const float g = far(ch) || ch.max == m ? r : std::exp(ch.max - m) * r;
-        second_pass<L, F>(x, scratch.data(), y, c * kChunk, std::min(n, (c + 1) * kChunk), m, g, far(ch));
+        second_pass<L, F>(x, scratch.data(), y, c * kChunk, std::min(n, (c + 1) * kChunk), m, g, far(ch), stream);
     }
 }
 
+// `stream`: the output row written by streaming stores (outputs beyond the
+// caches, rows aligned for them).
 template <Format F>
-CONFORM_AVX2 void simd_row(const storage_t<F>* x, storage_t<F>* y, long n) {
-    chunked_row<F8, F>(x, y, n);
+CONFORM_AVX2 void simd_row(const storage_t<F>* x, storage_t<F>* y, long n, bool stream) {
+    chunked_row<F8, F>(x, y, n, stream);
 }
 
 template <Format F>
-CONFORM_AVX512 void simd_row16(const storage_t<F>* x, storage_t<F>* y, long n) {
-    chunked_row<F16, F>(x, y, n);
+CONFORM_AVX512 void simd_row16(const storage_t<F>* x, storage_t<F>* y, long n, bool stream) {
+    chunked_row<F16, F>(x, y, n, stream);
 }
 
 // ---- naive: every intermediate rounded to the storage format ------------------
@@ -275,10 +289,22 @@ void each_row(const KernelCall& c) {
     for (std::int64_t r = 0; r < x.rows(); ++r) Row(x.row<const storage_t<F>>(r), y.row<storage_t<F>>(r), x.cols());
 }
 
+template <Format F, class L>
+void chunked_rows(const KernelCall& c, void (*row)(const storage_t<F>*, storage_t<F>*, long, bool)) {
+    const TensorView &x = c.in[0], &y = c.out[0];
+    const bool stream = streaming_output(y);
+    for (std::int64_t r = 0; r < x.rows(); ++r) {
+        storage_t<F>* yr = y.row<storage_t<F>>(r);
+        row(x.row<const storage_t<F>>(r), yr, x.cols(),
+            stream && reinterpret_cast<std::uintptr_t>(yr) % RowLanes<L>::kStreamAlign == 0);
+    }
+    if (stream) _mm_sfence();
+}
+
 template <Format F>
 void simd_kernel(const KernelCall& c) {
-    if (has_avx512()) each_row<F, simd_row16<F>>(c);
-    else if (has_avx2()) each_row<F, simd_row<F>>(c);
+    if (has_avx512()) chunked_rows<F, F16>(c, simd_row16<F>);
+    else if (has_avx2()) chunked_rows<F, F8>(c, simd_row<F>);
     else each_row<F, scalar_row<F>>(c);
 }
 
