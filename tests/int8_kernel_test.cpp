@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -115,7 +116,8 @@ TEST(Int8Kernels, TheLargestKIsExactAndTheNextIsRefused) {
 }
 
 // The registered kernels end to end: the simd kernel's 4-lane dequantization
-// (vcvtpd2ps) gives the scalar kernel's bits for acc and y, with scales that
+// (vcvtpd2ps; 8 lanes on AVX-512, 4 on AVX2) gives the scalar kernel's bits
+// for acc and y, with scales that
 // make y overflow, underflow to subnormals and zero, and NaNs with payloads.
 TEST(Int8Kernels, SimdDequantizationEqualsScalarBitForBit) {
     const KernelInfo* simd = builtin_registry().find("cpu.simd.int8_gemm.fp32");
@@ -123,22 +125,28 @@ TEST(Int8Kernels, SimdDequantizationEqualsScalarBitForBit) {
     ASSERT_TRUE(simd && scalar);
     std::mt19937_64 g(33);
     const double specials[] = {3e38, 0x1p-140, 0.0, std::nan(""), 0x1p-149, 1.5};
-    for (std::int64_t m : {1, 5})
-        for (std::int64_t n : {3, 9, 70}) {
-            const std::int64_t k = 37;
-            const auto av = codes(g, m * k), bv = codes(g, k * n);
-            Tensor a(Format::int8, {m, k}), b(Format::int8, {k, n}), sa(Format::fp32, {m}), sb(Format::fp32, {n});
-            for (std::int64_t i = 0; i < m * k; ++i) a.set_value(i, av[static_cast<std::size_t>(i)]);
-            for (std::int64_t i = 0; i < k * n; ++i) b.set_value(i, bv[static_cast<std::size_t>(i)]);
-            for (std::int64_t i = 0; i < m; ++i) sa.set_value(i, i % 2 ? 0x1p-7 : specials[static_cast<std::size_t>(i) % 6]);
-            for (std::int64_t j = 0; j < n; ++j) sb.set_value(j, specials[static_cast<std::size_t>(j) % 6]);
-            sb.set_bits(n - 1, 0xFFC12345);  // a negative NaN with a payload: y's NaN is encode()'s
-            if (n > 4) sb.set_bits(4, 0x7F812345);  // a signalling one
-            const std::vector<TensorView> in{a.view(), b.view(), sa.view(), sb.view()};
-            const auto x = run_kernel(*simd, Params(), in), y = run_kernel(*scalar, Params(), in);
-            for (int o = 0; o < 2; ++o)
-                for (std::int64_t i = 0; i < m * n; ++i) ASSERT_EQ(x[o].bits(i), y[o].bits(i)) << "output " << o << " element " << i;
-        }
+    for (const bool avx2 : {false, true}) {  // the AVX-512 (8-lane) and AVX2 (4-lane) dequantizations
+        std::optional<cpu::Avx2Only> cap;
+        if (avx2) cap.emplace();
+        for (std::int64_t m : {1, 5})
+            for (std::int64_t n : {3, 9, 70}) {
+                const std::int64_t k = 37;
+                const auto av = codes(g, m * k), bv = codes(g, k * n);
+                Tensor a(Format::int8, {m, k}), b(Format::int8, {k, n}), sa(Format::fp32, {m}), sb(Format::fp32, {n});
+                for (std::int64_t i = 0; i < m * k; ++i) a.set_value(i, av[static_cast<std::size_t>(i)]);
+                for (std::int64_t i = 0; i < k * n; ++i) b.set_value(i, bv[static_cast<std::size_t>(i)]);
+                for (std::int64_t i = 0; i < m; ++i) sa.set_value(i, i % 2 ? 0x1p-7 : specials[static_cast<std::size_t>(i) % 6]);
+                for (std::int64_t j = 0; j < n; ++j) sb.set_value(j, specials[static_cast<std::size_t>(j) % 6]);
+                sb.set_bits(n - 1, 0xFFC12345);  // a negative NaN with a payload: y's NaN is encode()'s
+                if (n > 4) sb.set_bits(4, 0x7F812345);  // a signalling one
+                const std::vector<TensorView> in{a.view(), b.view(), sa.view(), sb.view()};
+                const auto x = run_kernel(*simd, Params(), in), y = run_kernel(*scalar, Params(), in);
+                for (int o = 0; o < 2; ++o)
+                    for (std::int64_t i = 0; i < m * n; ++i)
+                        ASSERT_EQ(x[o].bits(i), y[o].bits(i))
+                            << (avx2 ? "avx2 " : "") << "output " << o << " element " << i;
+            }
+    }
 }
 
 namespace {

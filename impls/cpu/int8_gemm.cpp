@@ -182,7 +182,8 @@ bool fast_dequant(const KernelCall& c) {
 // double (vmulpd twice, left to right), one RNE rounding to FP32
 // (vcvtpd2ps, as encode() rounds, subnormals included), NaN as encode()'s
 // quiet NaN.
-CONFORM_AVX2 void dequantize_avx2(const KernelCall& c, const std::int32_t* acc, std::int64_t m, std::int64_t n) {
+CONFORM_AVX2 void dequantize_avx2(const KernelCall& c, const std::int32_t* acc, std::int64_t m, std::int64_t n,
+                                  std::int64_t j_begin = 0) {
     const float* sa = static_cast<const float*>(c.in[2].data);
     const float* sb = static_cast<const float*>(c.in[3].data);
     const bool sa_rows = c.in[2].numel() != 1, sb_cols = c.in[3].numel() != 1;
@@ -194,7 +195,7 @@ CONFORM_AVX2 void dequantize_avx2(const KernelCall& c, const std::int32_t* acc, 
         const double si = sa[sa_rows ? i : 0];
         const __m256d siv = _mm256_set1_pd(si);
         const std::int32_t* row = acc + i * n;
-        std::int64_t j = 0;
+        std::int64_t j = j_begin;
         for (; j + 4 <= n; j += 4) {
             const __m256d v = _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)));
             _mm256_storeu_pd(acc_out + i * n + j, v);
@@ -211,6 +212,31 @@ CONFORM_AVX2 void dequantize_avx2(const KernelCall& c, const std::int32_t* acc, 
     }
 }
 
+
+// The same 8 lanes at a time (the same operations per lane, so the same bits).
+CONFORM_AVX512 void dequantize_avx512(const KernelCall& c, const std::int32_t* acc, std::int64_t m, std::int64_t n) {
+    const float* sb = static_cast<const float*>(c.in[3].data);
+    const bool sb_cols = c.in[3].numel() != 1;
+    auto* acc_out = static_cast<double*>(c.out[0].data);
+    auto* y = static_cast<float*>(c.out[1].data);
+    const float* sa = static_cast<const float*>(c.in[2].data);
+    const bool sa_rows = c.in[2].numel() != 1;
+    const std::uint32_t nan_bits = static_cast<std::uint32_t>(encode(Format::fp32, std::numeric_limits<double>::quiet_NaN()));
+    const __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(nan_bits)));
+    std::int64_t tail = n / 8 * 8;
+    for (std::int64_t i = 0; i < m; ++i) {
+        const __m512d siv = _mm512_set1_pd(sa[sa_rows ? i : 0]);
+        const std::int32_t* row = acc + i * n;
+        for (std::int64_t j = 0; j < tail; j += 8) {
+            const __m512d v = _mm512_cvtepi32_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j)));
+            _mm512_storeu_pd(acc_out + i * n + j, v);
+            const __m512d s = sb_cols ? _mm512_cvtps_pd(_mm256_loadu_ps(sb + j)) : _mm512_set1_pd(sb[0]);
+            const __m256 t = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_mul_pd(v, siv), s));
+            _mm256_storeu_ps(y + i * n + j, _mm256_blendv_ps(t, qnan, _mm256_cmp_ps(t, t, _CMP_UNORD_Q)));
+        }
+    }
+    if (tail < n) dequantize_avx2(c, acc, m, n, tail);  // the last n % 8 columns
+}
 
 template <Format F>
 void add_quantize(Registry& r) {
@@ -369,7 +395,7 @@ void int8_gemm_call(const KernelCall& c, bool simd, const GemmFlaws& f) {
     if (acc.size() < static_cast<std::size_t>(m * n)) acc.resize(static_cast<std::size_t>(m * n));
     if (simd) int8_matmul_simd(a, b, acc.data(), m, k, n);
     else int8_matmul_scalar(a, b, acc.data(), m, k, n, f);
-    if (simd && fast_dequant(c)) return dequantize_avx2(c, acc.data(), m, n);
+    if (simd && fast_dequant(c)) return has_avx512() ? dequantize_avx512(c, acc.data(), m, n) : dequantize_avx2(c, acc.data(), m, n);
     const TensorView &sa = c.in[2], &sb = c.in[3], &acc_out = c.out.at(0), &y = c.out.at(1);
     for (std::int64_t i = 0; i < m; ++i) {
         const double si = sa.value(sa.numel() == 1 || f.scale_a_tensor ? 0 : i);
