@@ -62,7 +62,7 @@ std::vector<SimdProduct> simd_products() {
 }  // namespace
 
 // Every row-tile remainder (1..5 rows; AMX: 32-row blocks), K not a
-// multiple of 4 (AMX: 64) and past one packed block (2048), N past one panel
+// multiple of 4 (AMX: 64) and past one packed block (1024; AMX 2048), N past one panel
 // and not a multiple of 16: the VNNI paths (b shifted to u8, -128 rowsum(a)
 // taken back) and the AMX tiling (on the CPU's tiles where it has them,
 // emulated everywhere) agree with the scalar INT32 loop bit for bit, the

@@ -1,5 +1,5 @@
 // The INT8 GEMM's VNNI paths (docs/int8.md "Kernels"): vpdpbusd on 512-bit
-// vectors (AVX-512 VNNI, 6 rows x 64 columns per register tile) and on
+// vectors (AVX-512 VNNI, 4 rows x 96 columns per register tile) and on
 // 256-bit vectors (AVX-VNNI, the VEX form on AVX2-only CPUs that have it:
 // 6 x 16 in its 16 registers).  One body (int8_vnni_body.inc) is compiled
 // twice, each copy inside its own `#pragma GCC target` region and namespace,

@@ -181,6 +181,9 @@ template <class L, Format F>
     const auto vm = L::set(m);
     auto s = L::zero();
     for (i = c0; i + W <= c1; i += W) {
+        // The next chunk, a line per block, while this one computes (from L1):
+        // the hardware's stream alone falls behind between the chunk's loops.
+        _mm_prefetch(reinterpret_cast<const char*>(x + i + kChunk), _MM_HINT_T0);
         const auto ei = V::exp_neg(L::sub(V::template load<F>(x + i), vm));
         V::template store<Format::fp32>(e + i, ei);
         s = L::add(s, ei);
