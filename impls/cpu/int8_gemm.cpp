@@ -8,7 +8,7 @@
 //                                (impls/cpu/int8_vnni.cpp), else AVX2 (int8
 //                                sign-extended to int16 pairs, vpmaddwd into
 //                                INT32, 6 rows x 16 columns per block); then
-//                                the dequantization in double, 4 lanes
+//                                the dequantization in double, 8 or 4 lanes
 //   cpu.scalar.int8_gemm.<out>   portable INT32 triple loop, same dequantization
 // The code of x with scale s is round_half_even(x / s) clamped to [-127, 127]
 // with the quotient in double: x and s have at most 24-bit significands, so a
