@@ -89,16 +89,27 @@ TEST(Int8Kernels, SimdPathsEqualScalarAcrossTilesBlocksAndPanels) {
 
 // The INT32 limit: with every code -128 the product is K 2^14, which fits
 // INT32 up to K = 2^17 - 1 (2^31 - 2^14) and not at K = 2^17 (2^31), where
-// the kernels refuse the call.  vpdpbusd's u8 sums wrap past 2^31 on the way
-// (255 * 128 per product): the result is still exact, by the modular identity.
+// the kernels refuse the call.  At the largest K, the extreme codes
+// (-128 x -128, -128 x 127, 127 x 127) on every path, the vpdpbusd paths'
+// u8 shift (b + 128 = 255 for 127) included: their accumulators run from
+// -128 rowsum(a) (up to 2^31 - 2^14 in magnitude here) to the product and
+// stay within INT32
+// (docs/int8.md, "Exactness of the vpdpbusd paths").
 TEST(Int8Kernels, TheLargestKIsExactAndTheNextIsRefused) {
     const std::int64_t k = (std::int64_t{1} << 17) - 1;
-    const std::vector<std::int8_t> a(static_cast<std::size_t>(k), -128), b(a);
-    for (const SimdProduct& p : simd_products()) {
-        if (!p.available) continue;
-        std::int32_t acc = 0;
-        p.fn(a.data(), b.data(), &acc, 1, k, 1);
-        EXPECT_EQ(acc, (std::int64_t{1} << 31) - (1 << 14)) << p.name;
+    const struct {
+        int a, b;
+        std::int64_t want;
+    } cases[] = {{-128, -128, k * 16384}, {-128, 127, -k * 16256}, {127, 127, k * 16129}};
+    for (const auto& c : cases) {
+        const std::vector<std::int8_t> a(static_cast<std::size_t>(k), static_cast<std::int8_t>(c.a));
+        const std::vector<std::int8_t> b(static_cast<std::size_t>(k), static_cast<std::int8_t>(c.b));
+        for (const SimdProduct& p : simd_products()) {
+            if (!p.available) continue;
+            std::int32_t acc = 0;
+            p.fn(a.data(), b.data(), &acc, 1, k, 1);
+            EXPECT_EQ(acc, c.want) << p.name << " a = " << c.a << ", b = " << c.b;
+        }
     }
     const KernelInfo* kern = builtin_registry().find("cpu.scalar.int8_gemm.fp32");
     ASSERT_NE(kern, nullptr);

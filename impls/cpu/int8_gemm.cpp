@@ -169,7 +169,9 @@ CONFORM_AVX2 void gemm_block(const std::int32_t* ap, const std::int16_t* panel, 
 // ---- the dequantization, 4 lanes -------------------------------------------
 
 bool dense(const TensorView& v, Format f) {
-    return v.format == f && (v.rank < 2 || (v.strides[v.rank - 1] == 1 && v.strides[v.rank - 2] == v.shape[v.rank - 1]));
+    if (v.format != f || v.rank > 2) return false;
+    if (v.rank == 0) return true;
+    return v.strides[v.rank - 1] == 1 && (v.rank == 1 || v.strides[0] == v.shape[1]);
 }
 
 // FP32 scales, an FP64 acc and an FP32 y, all dense: the AVX2 epilogue.
@@ -180,8 +182,9 @@ bool fast_dequant(const KernelCall& c) {
 
 // The scalar loop's arithmetic lane by lane: double(acc) * s_a * s_b in
 // double (vmulpd twice, left to right), one RNE rounding to FP32
-// (vcvtpd2ps, as encode() rounds, subnormals included), NaN as encode()'s
-// quiet NaN.
+// (vcvtpd2ps, as encode() rounds, subnormals included: under the default
+// MXCSR, round to nearest and no flush to zero, which the kernels assume),
+// NaN as encode()'s quiet NaN.
 CONFORM_AVX2 void dequantize_avx2(const KernelCall& c, const std::int32_t* acc, std::int64_t m, std::int64_t n,
                                   std::int64_t j_begin = 0) {
     const float* sa = static_cast<const float*>(c.in[2].data);

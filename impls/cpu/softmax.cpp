@@ -246,7 +246,9 @@ template <class L, Format F>
     for (long c = 0; c < count; ++c)
         chunks[static_cast<std::size_t>(c)] = first_pass<L, F>(x, scratch.data(), c * kChunk, std::min(n, (c + 1) * kChunk), m, nan);
     if (special_row<F>(y, n, m, nan)) return;
-    auto far = [m](const Chunk& ch) { return !(ch.max >= m - kFarBelow); };  // -inf, or far below m
+    // -inf, or far below m.  ch.max - m is exact (Sterbenz, or -inf): the very
+    // argument exp gets (m - kFarBelow rounds, by up to 64 for |m| near 2^30).
+    auto far = [m](const Chunk& ch) { return !(ch.max - m >= -kFarBelow); };
     float sum = 0;
     for (long c = 0; c < count; ++c) {
         const Chunk& ch = chunks[static_cast<std::size_t>(c)];
