@@ -158,7 +158,10 @@ void matmul(Ops& ops, const std::int8_t* a, const std::int8_t* b, std::int32_t* 
     ops.configure();
     for (std::int64_t q0 = 0; q0 < kq; q0 += kKcQuads) {
         const std::int64_t q1 = std::min(kq, q0 + kKcQuads), quads = q1 - q0;
-        pack_quads(b, k, n, q0, q1, np, 16, 0, reinterpret_cast<std::uint8_t*>(bp.data()));
+        pack_quads<16>(b, k, n, q0, q1, np, 16, reinterpret_cast<std::uint8_t*>(bp.data()),
+                       [](const std::int8_t* src, std::int64_t stride, auto at, std::int64_t c, std::int64_t) {
+                           pack16(src, stride, at(c), 0);  // signed: tdpbssd needs no shift
+                       });
         for (std::int64_t j = 0; j < np; j += kBlock) {
             const std::int8_t* p0 = bp.data() + j / 16 * quads * kTileBytes;
             for (std::int64_t i = 0; i < mp; i += kBlock)
