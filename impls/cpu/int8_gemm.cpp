@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "impls/cpu/elementwise.hpp"
+#include "impls/cpu/simd_lanes.hpp"
 
 namespace conform::cpu {
 namespace {
@@ -166,7 +167,7 @@ CONFORM_AVX2 void gemm_block(const std::int32_t* ap, const std::int16_t* panel, 
     }
 }
 
-// ---- the dequantization, 4 lanes -------------------------------------------
+// ---- the dequantization, 8 or 4 lanes -----------------------------------------
 
 bool dense(const TensorView& v, Format f) {
     if (v.format != f || v.rank > 2) return false;
@@ -184,61 +185,63 @@ bool fast_dequant(const KernelCall& c) {
 // double (vmulpd twice, left to right), one RNE rounding to FP32
 // (vcvtpd2ps, as encode() rounds, subnormals included: under the default
 // MXCSR, round to nearest and no flush to zero, which the kernels assume),
-// NaN as encode()'s quiet NaN.
-CONFORM_AVX2 void dequantize_avx2(const KernelCall& c, const std::int32_t* acc, std::int64_t m, std::int64_t n,
-                                  std::int64_t j_begin = 0) {
+// NaN as encode()'s quiet NaN.  8 double lanes (D8) while they fit where
+// `wide`, then 4 (D4), then one at a time: the same operations per lane, so
+// the same bits at either width.
+struct DequantRow {
+    const std::int32_t* acc;  // this row of acc, acc_out and y
+    double* acc_out;
+    float* y;
+    double sa;
+    const float* sb;
+    bool sb_cols;
+    float nan;
+};
+
+// Columns [j, n) of one row by D's width while it fits; returns where it
+// stopped.  (A function, not a lambda: a lambda has no target attribute,
+// and D's operations would not inline into it.)
+template <class D>
+CONFORM_LANES std::int64_t dequantize_lanes(const DequantRow& r, std::int64_t j, std::int64_t n) {
+    for (; j + D::kWidth <= n; j += D::kWidth) {
+        const typename D::R v = D::from_i32(r.acc + j);
+        D::storeu(r.acc_out + j, v);
+        const typename D::R s = r.sb_cols ? D::from_f32(r.sb + j) : D::set(r.sb[0]);
+        D::store_f32(r.y + j, D::mul(D::mul(v, D::set(r.sa)), s), r.nan);
+    }
+    return j;
+}
+
+template <bool kWide>
+CONFORM_LANES void dequantize_rows(const KernelCall& c, const std::int32_t* acc, std::int64_t m, std::int64_t n) {
     const float* sa = static_cast<const float*>(c.in[2].data);
-    const float* sb = static_cast<const float*>(c.in[3].data);
-    const bool sa_rows = c.in[2].numel() != 1, sb_cols = c.in[3].numel() != 1;
-    auto* acc_out = static_cast<double*>(c.out[0].data);
-    auto* y = static_cast<float*>(c.out[1].data);
+    const bool sa_rows = c.in[2].numel() != 1;
     const std::uint32_t nan_bits = static_cast<std::uint32_t>(encode(Format::fp32, std::numeric_limits<double>::quiet_NaN()));
-    const __m128 qnan = _mm_castsi128_ps(_mm_set1_epi32(static_cast<int>(nan_bits)));
+    DequantRow r{nullptr, nullptr, nullptr, 0, static_cast<const float*>(c.in[3].data), c.in[3].numel() != 1, 0};
+    std::memcpy(&r.nan, &nan_bits, 4);
     for (std::int64_t i = 0; i < m; ++i) {
-        const double si = sa[sa_rows ? i : 0];
-        const __m256d siv = _mm256_set1_pd(si);
-        const std::int32_t* row = acc + i * n;
-        std::int64_t j = j_begin;
-        for (; j + 4 <= n; j += 4) {
-            const __m256d v = _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)));
-            _mm256_storeu_pd(acc_out + i * n + j, v);
-            const __m256d s = sb_cols ? _mm256_cvtps_pd(_mm_loadu_ps(sb + j)) : _mm256_set1_pd(sb[0]);
-            const __m128 t = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_mul_pd(v, siv), s));
-            _mm_storeu_ps(y + i * n + j, _mm_blendv_ps(t, qnan, _mm_cmpunord_ps(t, t)));
-        }
+        r.acc = acc + i * n;
+        r.acc_out = static_cast<double*>(c.out[0].data) + i * n;
+        r.y = static_cast<float*>(c.out[1].data) + i * n;
+        r.sa = sa[sa_rows ? i : 0];
+        std::int64_t j = 0;
+        if constexpr (kWide) j = dequantize_lanes<D8>(r, j, n);
+        j = dequantize_lanes<D4>(r, j, n);
         for (; j < n; ++j) {
-            acc_out[i * n + j] = row[j];
-            const double yv = static_cast<double>(row[j]) * si * static_cast<double>(sb[sb_cols ? j : 0]);
+            r.acc_out[j] = r.acc[j];
+            const double yv = static_cast<double>(r.acc[j]) * r.sa * static_cast<double>(r.sb[r.sb_cols ? j : 0]);
             const std::uint32_t bits = static_cast<std::uint32_t>(encode(Format::fp32, yv));
-            std::memcpy(y + i * n + j, &bits, 4);
+            std::memcpy(r.y + j, &bits, 4);
         }
     }
 }
 
+CONFORM_AVX2 void dequantize_avx2(const KernelCall& c, const std::int32_t* acc, std::int64_t m, std::int64_t n) {
+    dequantize_rows<false>(c, acc, m, n);
+}
 
-// The same 8 lanes at a time (the same operations per lane, so the same bits).
 CONFORM_AVX512 void dequantize_avx512(const KernelCall& c, const std::int32_t* acc, std::int64_t m, std::int64_t n) {
-    const float* sb = static_cast<const float*>(c.in[3].data);
-    const bool sb_cols = c.in[3].numel() != 1;
-    auto* acc_out = static_cast<double*>(c.out[0].data);
-    auto* y = static_cast<float*>(c.out[1].data);
-    const float* sa = static_cast<const float*>(c.in[2].data);
-    const bool sa_rows = c.in[2].numel() != 1;
-    const std::uint32_t nan_bits = static_cast<std::uint32_t>(encode(Format::fp32, std::numeric_limits<double>::quiet_NaN()));
-    const __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(nan_bits)));
-    std::int64_t tail = n / 8 * 8;
-    for (std::int64_t i = 0; i < m; ++i) {
-        const __m512d siv = _mm512_set1_pd(sa[sa_rows ? i : 0]);
-        const std::int32_t* row = acc + i * n;
-        for (std::int64_t j = 0; j < tail; j += 8) {
-            const __m512d v = _mm512_cvtepi32_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j)));
-            _mm512_storeu_pd(acc_out + i * n + j, v);
-            const __m512d s = sb_cols ? _mm512_cvtps_pd(_mm256_loadu_ps(sb + j)) : _mm512_set1_pd(sb[0]);
-            const __m256 t = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_mul_pd(v, siv), s));
-            _mm256_storeu_ps(y + i * n + j, _mm256_blendv_ps(t, qnan, _mm256_cmp_ps(t, t, _CMP_UNORD_Q)));
-        }
-    }
-    if (tail < n) dequantize_avx2(c, acc, m, n, tail);  // the last n % 8 columns
+    dequantize_rows<true>(c, acc, m, n);
 }
 
 template <Format F>

@@ -18,6 +18,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "impls/cpu/convert.hpp"  // CONFORM_AVX2, CONFORM_AVX512
 
 #define CONFORM_LANES [[gnu::always_inline]] inline
@@ -106,7 +108,19 @@ struct F16 {
 // operation the same IEEE operation at either width.
 struct D4 {
     using R = __m256d;
+    static constexpr int kWidth = 4;
     CONFORM_SAME_NAMED_OPS(CONFORM_AVX2, _mm256, pd, double)
+    CONFORM_AVX2 static void storeu(double* p, R v) { _mm256_storeu_pd(p, v); }
+    // kWidth int32 or floats, widened exactly.
+    CONFORM_AVX2 static R from_i32(const std::int32_t* p) {
+        return _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    CONFORM_AVX2 static R from_f32(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+    // Rounded to float (vcvtpd2ps, the MXCSR's rounding), NaN lanes as `nan`.
+    CONFORM_AVX2 static void store_f32(float* p, R v, float nan) {
+        const __m128 t = _mm256_cvtpd_ps(v);
+        _mm_storeu_ps(p, _mm_blendv_ps(t, _mm_set1_ps(nan), _mm_cmpunord_ps(t, t)));
+    }
     CONFORM_AVX2 static R min(R a, R b) { return _mm256_min_pd(a, b); }
     CONFORM_AVX2 static R max(R a, R b) { return _mm256_max_pd(a, b); }
     // Lanes of `sel` with the sign bit set take b, the others a.
@@ -120,7 +134,17 @@ struct D4 {
 
 struct D8 {
     using R = __m512d;
+    static constexpr int kWidth = 8;
     CONFORM_SAME_NAMED_OPS(CONFORM_AVX512, _mm512, pd, double)
+    CONFORM_AVX512 static void storeu(double* p, R v) { _mm512_storeu_pd(p, v); }
+    CONFORM_AVX512 static R from_i32(const std::int32_t* p) {
+        return _mm512_cvtepi32_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    }
+    CONFORM_AVX512 static R from_f32(const float* p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
+    CONFORM_AVX512 static void store_f32(float* p, R v, float nan) {
+        const __m256 t = _mm512_cvtpd_ps(v);
+        _mm256_storeu_ps(p, _mm256_blendv_ps(t, _mm256_set1_ps(nan), _mm256_cmp_ps(t, t, _CMP_UNORD_Q)));
+    }
     CONFORM_AVX512 static R min(R a, R b) { return _mm512_maskz_min_pd(0xFF, a, b); }
     CONFORM_AVX512 static R max(R a, R b) { return _mm512_maskz_max_pd(0xFF, a, b); }
     CONFORM_AVX512 static R blend_sign(R a, R b, R sel) {
