@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "impls/cpu/elementwise.hpp"
+#include "impls/cpu/scratch.hpp"
 #include "impls/cpu/simd_lanes.hpp"
 
 namespace conform::cpu {
@@ -386,27 +387,21 @@ void int8_matmul_simd(const std::int8_t* a, const std::int8_t* b, std::int32_t* 
     else int8_matmul_scalar(a, b, acc, m, k, n);
 }
 
-const char* int8_matmul_simd_path() {
-    return has_amx_int8() ? "amx_int8" : has_avx512_vnni() ? "avx512_vnni" : has_avx_vnni() ? "avx_vnni" : has_avx2() ? "avx2" : "scalar";
-}
-
 void int8_gemm_call(const KernelCall& c, bool simd, const GemmFlaws& f) {
     std::int64_t m, k, n;
     check_gemm(c, m, k, n);
     const auto* a = static_cast<const std::int8_t*>(c.in[0].data);
     const auto* b = static_cast<const std::int8_t*>(c.in[1].data);
-    // Kept by the thread between calls (a fresh mmap per call costs its page
-    // faults); every element is written by the product before it is read.
-    thread_local std::vector<std::int32_t> acc;
-    if (acc.size() < static_cast<std::size_t>(m * n)) acc.resize(static_cast<std::size_t>(m * n));
-    if (simd) int8_matmul_simd(a, b, acc.data(), m, k, n);
-    else int8_matmul_scalar(a, b, acc.data(), m, k, n, f);
-    if (simd && fast_dequant(c)) return has_avx512() ? dequantize_avx512(c, acc.data(), m, n) : dequantize_avx2(c, acc.data(), m, n);
+    thread_local std::vector<std::int32_t> acc_buffer;  // every element written by the product
+    std::int32_t* acc = grown(acc_buffer, m * n);
+    if (simd) int8_matmul_simd(a, b, acc, m, k, n);
+    else int8_matmul_scalar(a, b, acc, m, k, n, f);
+    if (simd && fast_dequant(c)) return has_avx512() ? dequantize_avx512(c, acc, m, n) : dequantize_avx2(c, acc, m, n);
     const TensorView &sa = c.in[2], &sb = c.in[3], &acc_out = c.out.at(0), &y = c.out.at(1);
     for (std::int64_t i = 0; i < m; ++i) {
         const double si = sa.value(sa.numel() == 1 || f.scale_a_tensor ? 0 : i);
         for (std::int64_t j = 0; j < n; ++j) {
-            const std::int32_t v = acc[static_cast<std::size_t>(i * n + j)];
+            const std::int32_t v = acc[i * n + j];
             acc_out.set_bits(i * n + j, encode(Format::fp64, v));
             // In double: acc * s_a * s_b can neither overflow nor underflow there
             // (2^31 2^128 2^128), so an FP32 scale near the top of the range

@@ -62,7 +62,6 @@ void int8_matmul_amx_emulated(const std::int8_t* a, const std::int8_t* b, std::i
 // The fastest path the CPU has: AMX-INT8, AVX-512 VNNI, AVX-VNNI, AVX2.
 void int8_matmul_simd(const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m, std::int64_t k,
                       std::int64_t n);
-const char* int8_matmul_simd_path();  // "amx_int8", "avx512_vnni", "avx_vnni", "avx2" or "scalar"
 
 // b [K, N] packed once for the AVX2 product (weights are packed ahead of
 // time): int16 pairs (b[2p][j], b[2p+1][j]) by blocks of 16 columns, N

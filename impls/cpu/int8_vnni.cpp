@@ -15,6 +15,7 @@
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/int8_pack.hpp"
 #include "impls/cpu/isa.hpp"
+#include "impls/cpu/scratch.hpp"
 
 namespace conform::cpu {
 namespace {
@@ -118,15 +119,6 @@ struct QuadRows {
     }
 };
 
-// Scratch kept by the thread between calls, grown as needed: a fresh
-// allocation of megabytes per call is a fresh mmap, and its page faults cost
-// as much as packing (8 MiB of packed b at N = 4096).
-template <class T>
-T* scratch(std::vector<T>& v, std::int64_t count) {
-    if (v.size() < static_cast<std::size_t>(count)) v.resize(static_cast<std::size_t>(count));
-    return v.data();
-}
-
 template <class Body>
 void run_vnni(Body body, std::int64_t nc, std::int64_t kc_quads, const std::int8_t* a, const std::int8_t* b, std::int32_t* acc, std::int64_t m,
               std::int64_t k, std::int64_t n) {
@@ -134,7 +126,7 @@ void run_vnni(Body body, std::int64_t nc, std::int64_t kc_quads, const std::int8
     thread_local std::vector<std::uint8_t> bp;
     thread_local std::vector<std::int32_t> rs;
     const std::int64_t np = (n + nc - 1) / nc * nc;
-    body(rows.data, rows.lda, b, acc, m, k, n, scratch(bp, std::min(kc_quads, (k + 3) / 4 + 1) * 4 * np), scratch(rs, m));
+    body(rows.data, rows.lda, b, acc, m, k, n, grown(bp, std::min(kc_quads, (k + 3) / 4 + 1) * 4 * np), grown(rs, m));
 }
 
 }  // namespace

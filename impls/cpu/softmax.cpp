@@ -13,6 +13,7 @@
 
 #include "impls/cpu/elementwise.hpp"
 #include "impls/cpu/simd_lanes.hpp"
+#include "impls/cpu/scratch.hpp"
 #include "impls/cpu/simd_math.hpp"
 #include "impls/cpu/streaming.hpp"
 
@@ -150,7 +151,8 @@ struct RowLanes<F16> {
 };
 
 struct Chunk {
-    float max, sum;  // M_c and s_c
+    float max, sum;     // M_c and s_c
+    float factor = 0;   // exp(M_c - m) once m is known; 0: recomputed from x
 };
 
 // Loops over blocks of W elements are written out (no lambdas): a lambda
@@ -236,30 +238,30 @@ template <class L, Format F>
 
 template <class L, Format F>
 [[gnu::always_inline]] inline void chunked_row(const storage_t<F>* x, storage_t<F>* y, long n, bool stream) {
-    thread_local std::vector<float> scratch;
-    thread_local std::vector<Chunk> chunks;
-    if (scratch.size() < static_cast<std::size_t>(n)) scratch.resize(static_cast<std::size_t>(n));
+    thread_local std::vector<float> scratch_row;
+    thread_local std::vector<Chunk> chunk_buffer;
+    float* e = grown(scratch_row, n);
     const long count = (n + kChunk - 1) / kChunk;
-    chunks.resize(static_cast<std::size_t>(count));
+    Chunk* chunks = grown(chunk_buffer, count);
+    const auto end = [n](long c) { return std::min(n, (c + 1) * kChunk); };
     float m = -kInf;
     bool nan = false;
-    for (long c = 0; c < count; ++c)
-        chunks[static_cast<std::size_t>(c)] = first_pass<L, F>(x, scratch.data(), c * kChunk, std::min(n, (c + 1) * kChunk), m, nan);
+    for (long c = 0; c < count; ++c) chunks[c] = first_pass<L, F>(x, e, c * kChunk, end(c), m, nan);
     if (special_row<F>(y, n, m, nan)) return;
+    // Each chunk's factor exp(M_c - m), or 0 for a chunk recomputed from x:
     // -inf, or far below m.  ch.max - m is exact (Sterbenz, or -inf): the very
     // argument exp gets (m - kFarBelow rounds, by up to 64 for |m| near 2^30).
-    auto far = [m](const Chunk& ch) { return !(ch.max - m >= -kFarBelow); };
     float sum = 0;
     for (long c = 0; c < count; ++c) {
-        const Chunk& ch = chunks[static_cast<std::size_t>(c)];
-        if (far(ch)) sum += plain_sum<L, F>(x, c * kChunk, std::min(n, (c + 1) * kChunk), m);
-        else sum += ch.max == m ? ch.sum : ch.sum * std::exp(ch.max - m);
+        Chunk& ch = chunks[c];
+        const bool far = !(ch.max - m >= -kFarBelow);
+        ch.factor = far ? 0.0f : ch.max == m ? 1.0f : std::exp(ch.max - m);
+        sum += far ? plain_sum<L, F>(x, c * kChunk, end(c), m) : ch.max == m ? ch.sum : ch.sum * ch.factor;
     }
     const float r = 1.0f / sum;
     for (long c = 0; c < count; ++c) {
-        const Chunk& ch = chunks[static_cast<std::size_t>(c)];
-        const float g = far(ch) || ch.max == m ? r : std::exp(ch.max - m) * r;
-        second_pass<L, F>(x, scratch.data(), y, c * kChunk, std::min(n, (c + 1) * kChunk), m, g, far(ch), stream);
+        const float f = chunks[c].factor;
+        second_pass<L, F>(x, e, y, c * kChunk, end(c), m, f == 0 || f == 1 ? r : f * r, f == 0, stream);
     }
 }
 
