@@ -16,7 +16,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_timing import arguments, conform_rows, cuda_torch, ratio_cells, time_ms, write  # noqa: E402
+from torch_timing import arguments, conform_rows, cuda_torch, ratio_cells, time_ms  # noqa: E402
 
 
 def main():
@@ -33,6 +33,7 @@ def main():
         return 2
     lines = [f"GPU: {torch.cuda.get_device_name(0)}, PyTorch {torch.__version__}", "",
              "| kernel | shape | conform tokens/s | fla tokens/s | ratio | target |", "|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)  # each row as it is measured: fla's first calls compile for minutes
     missed = 0
     for r in rows:
         m = re.match(r"T=(\d+) H=(\d+) d=(\d+)$", r.get("shape", ""))
@@ -48,7 +49,10 @@ def main():
         cells, miss = ratio_cells(r["tokens_per_s"], t / ms * 1e3, 0.5)
         missed += miss
         lines.append(f"| {r['kernel']} | {r['shape']} | {cells} |")
-    write("\n".join(lines) + "\n", args.out)
+        print(lines[-1], flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
     return 1 if missed else 0
 
 

@@ -1,10 +1,9 @@
 // The RoPE kernel and host call (rope.cu registers them; the GPU mutants of
 // impls/mutants/cuda_rope.cu instantiate them with one bug).
 //
-// One thread per output element, grid-stride over x [H, L, D]: a rotated
-// dim finds its pair (interleaved (2j, 2j+1) or half-split (j, j + r/2)),
-// forms θ_j = (b s)^(−2j/r) and the angle (offset + l) θ_j in double, takes
-// sincos in double (full range reduction: the angle's own rounding is the
+// One thread per position and pair (interleaved (2j, 2j+1) or half-split
+// (j, j + r/2)), for every head: it forms θ_j = (b s)^(−2j/r) and the angle
+// (offset + l) θ_j in double once, takes sincos in double (full range reduction: the angle's own rounding is the
 // only position-dependent error, 2^-53 relative) and rotates in double,
 // rounding once; a dim past rotary_dim is copied (bit-identical when the
 // formats agree).  Parameters are validated as the CPU kernels do.
@@ -32,32 +31,42 @@ __device__ __forceinline__ void angle_sincos(double m, int j, const RopeShape& a
     }
 }
 
+// One thread per (position l, pair j), grid-stride: the angle and its sincos
+// depend on (l, j) alone, so they are formed once and applied to that pair
+// in every head (x is [H, L, D]); a dim past rotary_dim is one item of its
+// own, copied in every head.  Neighbouring threads take neighbouring pairs,
+// so each head's row is read and written contiguously across a warp.
 template <class S, class Bug = NoBug>
 __global__ void rope_kernel(const S* __restrict__ x, S* __restrict__ y, RopeShape a) {
-    const long long n = a.rows * a.D;
-    const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
     const int half = a.r / 2;
-    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n; i += stride) {
-        const int d = static_cast<int>(i % a.D);
-        if (d >= a.r) {
-            y[i] = store<S>(load(x[i]));
+    const int per_pos = half + (a.D - a.r);  // pairs, then passed-through dims
+    const long long items = static_cast<long long>(a.L) * per_pos, heads = a.rows / a.L;
+    const long long head_stride = static_cast<long long>(a.L) * a.D;
+    const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < items; i += stride) {
+        const int l = static_cast<int>(i / per_pos), k = static_cast<int>(i % per_pos);
+        const long long row0 = static_cast<long long>(l) * a.D;
+        if (k >= half) {
+            const int d = a.r + (k - half);
+            for (long long h = 0; h < heads; ++h) y[h * head_stride + row0 + d] = store<S>(load(x[h * head_stride + row0 + d]));
             continue;
         }
-        const long long row = i / a.D;
-        const bool first = a.pairing == 0 ? d % 2 == 0 : d < half;
-        const int j = a.pairing == 0 ? d / 2 : d % half;
-        const int da = a.pairing == 0 ? 2 * j : j, db = a.pairing == 0 ? 2 * j + 1 : j + half;
-        const double xa = load(x[row * a.D + da]), xb = load(x[row * a.D + db]);
+        const int da = a.pairing == 0 ? 2 * k : k, db = a.pairing == 0 ? 2 * k + 1 : k + half;
         double s, c;
-        angle_sincos<Bug>(a.offset + static_cast<double>(row % a.L), j, a, &s, &c);
-        y[i] = store<S>(first ? xa * c - xb * s : xa * s + xb * c);
+        angle_sincos<Bug>(a.offset + static_cast<double>(l), k, a, &s, &c);
+        for (long long h = 0; h < heads; ++h) {
+            const long long at = h * head_stride + row0;
+            const double xa = load(x[at + da]), xb = load(x[at + db]);
+            y[at + da] = store<S>(xa * c - xb * s);
+            y[at + db] = store<S>(xa * s + xb * c);
+        }
     }
 }
 
 template <class S, class Bug = NoBug>
 void launch_rope(const S* x, S* y, const RopeShape& a, const Launch& l, cudaStream_t s) {
     auto* kernel_fn = rope_kernel<S, Bug>;
-    CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(a.rows * a.D, l)), dim3(l.threads), 0, s)(x, y, a);
+    CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(static_cast<long long>(a.L) * (a.r / 2 + a.D - a.r), l)), dim3(l.threads), 0, s)(x, y, a);
 }
 
 template <class S, class Bug = NoBug>
