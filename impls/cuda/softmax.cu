@@ -7,8 +7,10 @@
 // running maximum and sum over its strided entries (the online recurrence,
 // the rescale skipped while the maximum is −∞), and the block merges the
 // threads' pairs with the same rule through warp shuffles; the output pass
-// is exp(x − m) / l.  Everything in double (declared acc fp64), one
-// rounding into the storage format.
+// is exp(x − m) · (1/l).  The terms by expf in float, the sums and rescales
+// in double (declared acc fp32: docs/softmax.md's bound with u = 2^-24 and
+// e_exp = 4u, CUDA's expf being within 2 ulps), one rounding into the
+// storage format.
 #include "impls/cuda/cuda.hpp"
 #include "impls/cuda/softmax.cuh"
 
@@ -19,9 +21,10 @@ template <bool kNanRows>
 void add(Registry& r) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = kernel_info("softmax", f, "");
+        k.acc = Format::fp32;
         if (kNanRows) make_nan_rows(k, "softmax", f);
-        k.description = std::string("online max and sum per thread, merged by warp shuffles; exp(x - m) / l in double, "
-                                    "one rounding into ") +
+        k.description = std::string("online max and sum per thread, merged by warp shuffles; terms by expf, sums in double; "
+                                    "exp(x - m) * (1/l) in float, one rounding into ") +
                         name(f) + (kNanRows ? "; an all -inf row gives NaN (masked_row = nan)" : "");
         with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
             return [f, kernel, l](const KernelCall& c) { run_softmax<kNanRows>(c, f, kernel.c_str(), l); };

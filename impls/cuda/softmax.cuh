@@ -10,9 +10,15 @@ namespace conform::CONFORM_CUDA_NS {
 
 
 // The running state over some entries: m their maximum (NaN once any is
-// NaN), l = Σ exp(x − m) (0 while m = −∞).
+// NaN), l = Σ exp(x − m) (0 while m = −∞).  Each term exp(x − m) is an expf
+// of a float difference (docs/softmax.md's plain-exp model with acc = fp32,
+// e_exp = 4u for CUDA's 2-ulp expf); l is held in double and rescaled, when
+// the maximum grows, by a factor exp(m − m') in double, so the rescales
+// (at most a few per thread and one per merge) add only double roundings
+// and the sum stays far inside the bound's γ_{n−1}.
 struct MaxSum {
-    double m, l;
+    float m;
+    double l;
 };
 
 template <>
@@ -21,25 +27,30 @@ __device__ __forceinline__ MaxSum shuffle_xor(MaxSum v, int lane_mask) {
 }
 
 // l · exp(m − m'), which is 0 for an empty part (m = −∞) instead of NaN.
-__device__ __forceinline__ double rescaled(const MaxSum& s, double m) { return s.m == -INFINITY ? 0.0 : s.l * exp(s.m - m); }
+__device__ __forceinline__ double rescaled(const MaxSum& s, float m) {
+    return s.m == -INFINITY ? 0.0 : s.l * exp(static_cast<double>(s.m) - static_cast<double>(m));
+}
 
 template <class Bug>
 struct Merge {
     __device__ MaxSum operator()(const MaxSum& a, const MaxSum& b) const {
         if (isnan(a.m) || isnan(b.m)) return {NAN, NAN};
-        const double m = fmax(a.m, b.m);
+        const float m = fmaxf(a.m, b.m);
         if (m == -INFINITY) return {m, 0.0};
         // The mutant's bug: one side's sum kept against its own maximum.
         return {m, (Bug::kSkipRescale ? a.l : rescaled(a, m)) + rescaled(b, m)};
     }
 };
 
+// exp(x − m) as the model has it: the difference rounded once to float, expf.
+__device__ __forceinline__ float term(float x, float m) { return expf(x - m); }
+
 // One entry into a running state.
-__device__ __forceinline__ MaxSum push(MaxSum s, double x) {
+__device__ __forceinline__ MaxSum push(MaxSum s, float x) {
     if (isnan(x) || isnan(s.m)) return {NAN, NAN};
     if (x == -INFINITY) return s;  // contributes exp(−∞) = 0
     if (x > s.m) return {x, rescaled(s, x) + 1.0};
-    return {s.m, s.l + exp(x - s.m)};
+    return {s.m, s.l + term(x, s.m)};
 }
 
 template <class S, bool kNanRows, class Bug = NoBug>
@@ -48,10 +59,15 @@ __global__ void softmax_rows(const S* __restrict__ x, S* __restrict__ y, long lo
         const S* xr = x + r * n;
         S* yr = y + r * n;
         MaxSum s{-INFINITY, 0.0};
-        row_read(xr, n, [&](int, double v) { s = push(s, v); });
+        row_read(xr, n, [&](int, double v) { s = push(s, static_cast<float>(v)); });
         s = block_reduce(s, Merge<Bug>{}, MaxSum{-INFINITY, 0.0});
+        // exp(x − m) · (1/l): 1/l in double, rounded once to float (with the
+        // product, the two roundings the bound's γ_2 grants the division).
+        const float inv = static_cast<float>(1.0 / s.l);
         // An all −∞ row: the empty distribution, 0 (or NaN, as exp(−∞ − (−∞)) / 0 gives it).
-        row_map(xr, yr, n, [&](int, double v) { return s.m == -INFINITY ? (kNanRows ? NAN : 0.0) : exp(v - s.m) / s.l; });
+        row_map(xr, yr, n, [&](int, double v) -> double {
+            return s.m == -INFINITY ? (kNanRows ? NAN : 0.0) : term(static_cast<float>(v), s.m) * inv;
+        });
     }
 }
 

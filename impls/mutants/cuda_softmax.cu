@@ -16,6 +16,7 @@ void register_mutants_softmax(Registry& r) {
     KernelInfo k = mutant_kernel_info(
         "softmax", "rescale_skipped", f, "14 reduction axis/granularity",
         "merging two threads' online states, one side's sum is not rescaled to the common maximum");
+    k.acc = Format::fp32;  // as the kernel declares
     k.fn = [f, kernel = k.name](const KernelCall& c) { run_softmax<false, SkipRescale>(c, f, kernel.c_str()); };
     r.add(std::move(k));
 }
