@@ -239,11 +239,16 @@ int cmd_exhaustive(const Selection& s0, const std::string& out, int threads) {
         if (find_op(op) && find_op(op)->kind == OpKind::row)
             throw UsageError("'" + op + "' is a row reduction; exhaustive sweeps cover elementwise and gated ops");
     auto ks = select(s);
-    if (s0.kernels.empty()) {  // default: the simd kernel of each op and dtype
+    if (s0.kernels.empty() && s.backend == "cpu") {  // default: the simd kernel of each op and dtype
         std::vector<const KernelInfo*> simd;
         for (const auto* k : ks)
             if (k->variant == "simd") simd.push_back(k);
         ks = simd;
+    }
+    if (ks.empty()) {  // nothing swept is never a pass
+        std::cerr << "conform: no kernel of backend " << s.backend << " matches the selection (see conform list --backend "
+                  << s.backend << ")\n";
+        return 1;
     }
     report::RunReport rep = new_report(0, 0, s);
     install_interrupt_handler();

@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
 
     auto* exh = app.add_subcommand("exhaustive", "every fp16/bf16 input (unary) or every (gate, up) pair (gated)");
     add_selection(exh, sel);
+    add_backend(exh, sel);
     exh->add_option("--threads", threads, "worker threads (default: all cores)");
     auto* exh_out = exh->add_option("--out", out, "also write a report directory");
 

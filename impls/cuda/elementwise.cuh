@@ -43,6 +43,33 @@ __device__ __forceinline__ S store_as(double d) {
         return store<S>(d);
 }
 
+// The 16-bit formats' float path (docs/cuda.md, "The float path of the
+// 16-bit formats"): a result within 2^-14 relative, rounded once into the
+// format, is within one ulp of the exact value.  Its limit keeps results
+// clear of the format's overflow threshold, which a relative error could
+// cross; special inputs, results past the limit and NaN (the functor
+// declining) take the double path, whose special values are the CPU's.
+template <class S>
+constexpr float kFloatPathLimit = std::is_same_v<S, __half> ? 65504.0f * (1 - 0x1p-8f) : 0x1.fep127f * (1 - 0x1p-8f);
+
+template <class S, class Bug>
+__device__ __forceinline__ S store_float_as(float y) {
+    if constexpr (std::is_same_v<S, __half>) return __float2half_rn(y);
+    else if constexpr (Bug::kTruncateBf16) return __float2bfloat16_rz(y);
+    else return __float2bfloat16_rn(y);
+}
+
+template <class S, class Bug, class Op, class... X>
+__device__ __forceinline__ S evaluate(const Op& op, X... x) {
+    if constexpr (std::is_same_v<S, float>) {
+        return store_as<S, Bug>(op(load(x)...));
+    } else {
+        const float y = op.f(static_cast<float>(load(x))...);
+        if ((isfinite(static_cast<float>(load(x))) && ...) && fabsf(y) < kFloatPathLimit<S>) return store_float_as<S, Bug>(y);
+        return store_as<S, Bug>(op(load(x)...));
+    }
+}
+
 template <class Op, class S, class Bug = NoBug>
 __global__ void unary_kernel(const S* __restrict__ x, S* __restrict__ y, long long n, Op op) {
     constexpr int V = Pack<S>::kLanes;
@@ -54,11 +81,11 @@ __global__ void unary_kernel(const S* __restrict__ x, S* __restrict__ y, long lo
     for (long long p = tid; p < packs; p += stride) {
         Pack<S> a = xp[p];
         CONFORM_UNROLL
-        for (int j = 0; j < V; ++j) a.v[j] = store_as<S, Bug>(op(load(a.v[j])));
+        for (int j = 0; j < V; ++j) a.v[j] = evaluate<S, Bug>(op, a.v[j]);
         yp[p] = a;
     }
     if constexpr (!Bug::kDropTail)
-        for (long long i = packs * V + tid; i < n; i += stride) y[i] = store_as<S, Bug>(op(load(x[i])));
+        for (long long i = packs * V + tid; i < n; i += stride) y[i] = evaluate<S, Bug>(op, x[i]);
 }
 
 // A row of n elements in a row kernel (one block per row): the block's
@@ -113,10 +140,10 @@ __global__ void binary_kernel(const S* __restrict__ g, const S* __restrict__ u, 
         const Pack<S> a = gp[p], b = up[p];
         Pack<S> c;
         CONFORM_UNROLL
-        for (int j = 0; j < V; ++j) c.v[j] = store<S>(op(load(a.v[j]), load(b.v[j])));
+        for (int j = 0; j < V; ++j) c.v[j] = evaluate<S, NoBug>(op, a.v[j], b.v[j]);
         hp[p] = c;
     }
-    for (long long i = packs * V + tid; i < n; i += stride) h[i] = store<S>(op(load(g[i]), load(u[i])));
+    for (long long i = packs * V + tid; i < n; i += stride) h[i] = evaluate<S, NoBug>(op, g[i], u[i]);
 }
 
 // Calls fn with a value of f's storage type: float, __half or __nv_bfloat16.
@@ -235,6 +262,15 @@ void run_unary(const KernelCall& c, Format f, const Op& op, const char* kernel, 
     by_storage(f, [&](auto s) { run_unary_as<decltype(s), Op, Bug>(c, op, kernel, l); });
 }
 
+// A 16-bit elementwise kernel computes in float (evaluate above): declared so.
+inline void float_path(KernelInfo& k) {
+    if (k.in == Format::fp32) return;
+    k.acc = Format::fp32;
+    const auto at = k.description.find(" in double");
+    if (at != std::string::npos)
+        k.description.replace(at, 10, " in float (in double for special inputs and results near overflow)");
+}
+
 // cuda.<op>.<fmt> for the three storage formats of an elementwise op with
 // `Arity` inputs (activation.cu: 1, gated.cu: 2), its functor built from
 // the call's parameters by `make`, with the determinism property's launches.
@@ -242,6 +278,7 @@ template <int Arity, class Op>
 void add_elementwise(Registry& r, const char* op, const char* what, Op (*make)(const Params&)) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = kernel_info(op, f, what);
+        float_path(k);
         with_launches(k, [f, make, kernel = k.name](Launch l) -> KernelFn {
             return [f, make, kernel, l](const KernelCall& c) {
                 if constexpr (Arity == 1) run_unary(c, f, make(c.params), kernel.c_str(), l);

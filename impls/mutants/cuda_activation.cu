@@ -20,14 +20,15 @@ struct TruncateBf16 : NoBug {
 // |x| grows, and log1pf adds its own.
 struct FastSoftplus {
     __device__ double operator()(double xd) const {
-        const float x = static_cast<float>(xd);
-        return fmaxf(x, 0.0f) + log1pf(__expf(-fabsf(x)));
+        return f(static_cast<float>(xd));
     }
+    __device__ float f(float x) const { return fmaxf(x, 0.0f) + log1pf(__expf(-fabsf(x))); }
 };
 
 template <class Bug, class Op>
 void add(Registry& r, const char* op, const char* bug, Format f, const char* bug_class, const char* what) {
     KernelInfo k = mutant_kernel_info(op, bug, f, bug_class, what);
+    float_path(k);
     with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
         return [f, kernel, l](const KernelCall& c) { run_unary<Bug>(c, f, Op{}, kernel.c_str(), l); };
     });
