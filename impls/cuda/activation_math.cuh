@@ -16,6 +16,11 @@ constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kGeluTanhCubic = 0.044715;
 
+// A factor of a gated product below float's normal range (zero included)
+// has lost its relative accuracy, which the product with a large u would
+// show: the float path declines (NaN sends the element to the double path).
+__device__ __forceinline__ float factor(float a) { return fabsf(a) >= 0x1p-126f ? a : NAN; }
+
 // σ(z) without overflow: e = exp(−|z|) ≤ 1, so a large |z| underflows e
 // (gradually) instead of overflowing 1 + exp(−z).
 __device__ __forceinline__ float sigmoid_f(float z) {
@@ -77,13 +82,15 @@ struct Glu {
         return a * u;
     }
     // 2^-21 off at most before the product: no midpoint needs the nudge.
-    __device__ float f(float g, float u) const { return act.f(g) * u; }
+    __device__ float f(float g, float u) const { return factor(act.f(g)) * u; }
 };
 
 struct SituGlu {
     Softcap cap1, cap2;
     __device__ double operator()(double g, double u) const { return cap1(g) * Sigmoid{}(g) * cap2(u); }
-    __device__ float f(float g, float u) const { return cap1.f(g) * sigmoid_f(g) * cap2.f(u); }
+    __device__ float f(float g, float u) const {
+        return factor(factor(cap1.f(g)) * factor(sigmoid_f(g))) * factor(cap2.f(u));
+    }
 };
 
 // silu(min(g, L)) * clamp(u, -L, L), NaN kept as std::min and std::clamp keep it.
@@ -99,7 +106,7 @@ struct SwigluClamp {
     __device__ float f(float g, float u) const {
         const double gc = limit < g ? limit : g;
         const double uc = u < -limit ? -limit : (limit < u ? limit : u);
-        return Silu{}.f(static_cast<float>(gc)) * static_cast<float>(uc);
+        return factor(Silu{}.f(static_cast<float>(gc))) * static_cast<float>(uc);
     }
 };
 
