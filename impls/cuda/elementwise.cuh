@@ -126,6 +126,58 @@ __device__ __forceinline__ void row_map(const S* __restrict__ xr, S* __restrict_
     }
 }
 
+// A thread's share of a row held in registers between a row kernel's passes,
+// so that the row is read from memory once: when the row is a whole number
+// of 16-byte packs and the block's threads hold it in at most K packs each
+// (K * 16 bytes of registers); otherwise (held = false) each pass reads the
+// row again through row_read / row_map.  Thread t holds packs t, t + T, ...,
+// the order in which row_read visits them, so a pass over the registers
+// performs the same operations in the same order as one over memory.
+template <class S, int K = 8>
+struct RowRegs {
+    static constexpr int V = Pack<S>::kLanes;
+    Pack<S> p[K];
+    bool held = false;
+
+    __device__ __forceinline__ void load_row(const S* __restrict__ xr, int n) {
+        held = n % V == 0 && n / V <= K * static_cast<int>(blockDim.x);
+        if (!held) return;
+        const Pack<S>* src = reinterpret_cast<const Pack<S>*>(xr);
+        CONFORM_UNROLL
+        for (int k = 0; k < K; ++k) {
+            const int q = threadIdx.x + k * blockDim.x;
+            if (q < n / V) p[k] = src[q];
+        }
+    }
+    // f(i, x_i) over this thread's entries.
+    template <class F>
+    __device__ __forceinline__ void read(const S* __restrict__ xr, int n, F f) const {
+        if (!held) return row_read(xr, n, f);
+        CONFORM_UNROLL
+        for (int k = 0; k < K; ++k) {
+            const int q = threadIdx.x + k * blockDim.x;
+            if (q >= n / V) break;
+            CONFORM_UNROLL
+            for (int j = 0; j < V; ++j) f(q * V + j, load(p[k].v[j]));
+        }
+    }
+    // y_i = g(i, x_i) over this thread's entries.
+    template <class G>
+    __device__ __forceinline__ void map(const S* __restrict__ xr, S* __restrict__ yr, int n, G g) const {
+        if (!held) return row_map(xr, yr, n, g);
+        Pack<S>* o = reinterpret_cast<Pack<S>*>(yr);
+        CONFORM_UNROLL
+        for (int k = 0; k < K; ++k) {
+            const int q = threadIdx.x + k * blockDim.x;
+            if (q >= n / V) break;
+            Pack<S> c;
+            CONFORM_UNROLL
+            for (int j = 0; j < V; ++j) c.v[j] = store<S>(g(q * V + j, load(p[k].v[j])));
+            o[q] = c;
+        }
+    }
+};
+
 // The gated ops: h = op(gate, up), two inputs of one shape.
 template <class Op, class S>
 __global__ void binary_kernel(const S* __restrict__ g, const S* __restrict__ u, S* __restrict__ h, long long n, Op op) {

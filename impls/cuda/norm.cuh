@@ -24,24 +24,26 @@ __global__ void norm_rows(const S* __restrict__ x, const S* __restrict__ w, cons
     for (long long r = blockIdx.x; r < a.rows; r += gridDim.x) {
         const S* xr = x + r * a.n;
         S* yr = y + r * a.n;
+        RowRegs<S> row;
+        row.load_row(xr, a.n);
         double q, mu = 0;
         if (Op == Norm::layer) {
             double s = 0;
-            row_read(xr, a.n, [&](int, double v) { s += v; });
+            row.read(xr, a.n, [&](int, double v) { s += v; });
             mu = block_reduce<Bug>(s, Add{}, 0.0) / a.n;
             double v2 = 0;
-            row_read(xr, a.n, [&](int, double v) { v2 += (v - mu) * (v - mu); });
+            row.read(xr, a.n, [&](int, double v) { v2 += (v - mu) * (v - mu); });
             q = 1.0 / sqrt(block_reduce<Bug>(v2, Add{}, 0.0) / a.n + a.eps);
         } else {
             double s = 0;
-            row_read(xr, a.n, [&](int, double v) {
+            row.read(xr, a.n, [&](int, double v) {
                 s += v * v;
                 if (Bug::kFp16Sum) s = load(store<__half>(s));
             });
             const double t = block_reduce<Bug>(s, Add{}, 0.0);
             q = 1.0 / sqrt((Op == Norm::rms ? t / a.n : t) + a.eps);
         }
-        row_map(xr, yr, a.n, [&](int i, double v) {
+        row.map(xr, yr, a.n, [&](int i, double v) {
             if (Op == Norm::l2) return v * q;
             if (Op == Norm::rms) return v * q * (a.zero_centered && !Bug::kPlainWeight ? 1.0 + load(w[i]) : load(w[i]));
             return (v - mu) * q * load(w[i]) + load(b[i]);

@@ -53,19 +53,42 @@ __device__ __forceinline__ MaxSum push(MaxSum s, float x) {
     return {s.m, s.l + term(x, s.m)};
 }
 
+// A thread's state over the entries it holds in registers: their maximum
+// m_t first (exact), then l_t = Σ exp(x − m_t) summed in float in visiting
+// order (γ_{k−1} for k terms, the bound's γ_{n−1} covering it) — no rescale
+// inside a thread; the rescales are the merges', in double.
+template <class S, int K>
+__device__ __forceinline__ MaxSum held_state(const RowRegs<S, K>& row, const S* xr, int n) {
+    float m = -INFINITY;
+    bool nan = false;
+    row.read(xr, n, [&](int, double v) {
+        const float x = static_cast<float>(v);
+        nan = nan || isnan(x);
+        m = fmaxf(m, x);
+    });
+    if (nan) return {NAN, NAN};
+    if (m == -INFINITY) return {m, 0.0};
+    float l = 0;
+    row.read(xr, n, [&](int, double v) { l += term(static_cast<float>(v), m); });
+    return {m, l};
+}
+
 template <class S, bool kNanRows, class Bug = NoBug>
 __global__ void softmax_rows(const S* __restrict__ x, S* __restrict__ y, long long rows, int n) {
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
         const S* xr = x + r * n;
         S* yr = y + r * n;
+        RowRegs<S> row;
+        row.load_row(xr, n);
         MaxSum s{-INFINITY, 0.0};
-        row_read(xr, n, [&](int, double v) { s = push(s, static_cast<float>(v)); });
+        if (row.held) s = held_state(row, xr, n);
+        else row_read(xr, n, [&](int, double v) { s = push(s, static_cast<float>(v)); });  // the online recurrence
         s = block_reduce(s, Merge<Bug>{}, MaxSum{-INFINITY, 0.0});
         // exp(x − m) · (1/l): 1/l in double, rounded once to float (with the
         // product, the two roundings the bound's γ_2 grants the division).
         const float inv = static_cast<float>(1.0 / s.l);
         // An all −∞ row: the empty distribution, 0 (or NaN, as exp(−∞ − (−∞)) / 0 gives it).
-        row_map(xr, yr, n, [&](int, double v) -> double {
+        row.map(xr, yr, n, [&](int, double v) -> double {
             return s.m == -INFINITY ? (kNanRows ? NAN : 0.0) : term(static_cast<float>(v), s.m) * inv;
         });
     }
