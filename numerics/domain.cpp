@@ -43,9 +43,14 @@ DomainRule parse_rule(const nlohmann::json& v, const std::string& key, bool dime
     } else {
         bad(key, "expected a list of values or an object {min, max, multiple_of}");
     }
-    if (dimension)
+    if (dimension && key == "mask") {  // a flag, not a size
+        if (!v.is_array()) bad(key, "a flag: a list of 0 (no mask) and/or 1 (an additive mask)");
+        for (double x : r.values)
+            if (x != 0 && x != 1) bad(key, "a flag: its values are 0 (no mask) and 1 (an additive mask)");
+    } else if (dimension) {
         for (double x : r.values)
             if (x < 1 || x != std::floor(x)) bad(key, "dimension values must be positive integers");
+    }
     if (dimension && r.max && *r.max < 1) bad(key, "max must be >= 1");
     if (dimension && r.min && *r.min < 1) bad(key, "min must be >= 1 (a dimension of 0 elements is no case)");
     return r;
@@ -66,7 +71,7 @@ std::string joined(const std::vector<std::string>& v) {
 std::vector<std::string> domain_dims(const std::string& op) {
     static const std::map<std::string, std::vector<std::string>> dims{
         {"rope", {"heads", "seq_len", "head_dim"}},
-        {"attention", {"heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim"}},
+        {"attention", {"heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim", "mask"}},
         {"lse_merge", {"rows", "v_head_dim"}},
         {"gdn", {"tokens", "heads", "key_dim", "value_dim"}},
         {"kda", {"tokens", "heads", "key_dim", "value_dim"}},

@@ -34,7 +34,8 @@ struct Domain {
 
 // The dimension names of op `op` a domain may constrain, in the order of the
 // generators' dims: "rows", "cols" for elementwise and row ops; e.g.
-// "heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim" for attention.
+// "heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim", "mask" (1: an
+// additive mask input, 0: none) for attention.
 std::vector<std::string> domain_dims(const std::string& op);
 
 // The tunable parameters of op `op`: they choose how, not what, a kernel

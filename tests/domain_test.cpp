@@ -36,6 +36,8 @@ TEST(Domain, ParseErrorsNameTheKey) {
     EXPECT_NE(parse_error(R"({"cols":{"step":2}})", "silu").find("unknown rule \"step\""), std::string::npos);
     EXPECT_NE(parse_error("[1]", "silu").find("not a JSON object"), std::string::npos);
     EXPECT_EQ(parse_error(R"({"head_dim":[64,128],"causal":[1]})", "attention"), "");
+    EXPECT_EQ(parse_error(R"({"mask":[0]})", "attention"), "");
+    EXPECT_NE(parse_error(R"({"mask":[2]})", "attention").find("\"mask\": a flag"), std::string::npos);
     EXPECT_THROW(parse_domain(R"({"scale":[1]})", "attention", true), std::invalid_argument);  // not a tunable
     EXPECT_NO_THROW(parse_domain(R"({"block":[16,64]})", "attention", true));
 }
@@ -64,6 +66,9 @@ TEST(Domain, ProjectedSpecsKeepTheOpsInvariants) {
     EXPECT_EQ(p.dims[1], 4);
     EXPECT_EQ(p.dims[0] % p.dims[1], 0);
     EXPECT_TRUE(p.dims[4] == 8 || p.dims[4] == 16);
+    s.dims[6] = 1;  // an additive mask: a domain of kernels that take none removes it
+    EXPECT_EQ(props::project(s, parse_domain(R"({"mask":[0]})", "attention")).dims[6], 0);
+    EXPECT_EQ(props::project(s, parse_domain(R"({"head_dim":[8]})", "attention")).dims[6], 1);
     props::CaseSpec r;
     r.op = "rms_norm";
     r.rows = 3, r.n = 5;
