@@ -95,7 +95,9 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
     // mma_k (at most ceil(Lk / mma_k) + S blocks) and the rescales.
     const double merge_terms = splits > 1 ? splits + 1 : 0;
     const double g_den = gamma(kk + 2 + merge_terms, kU), gk = gamma(kk, kU);
-    ChainError pv{0, 0};
+    // The block FMAs' operands: P (in V's format, at most 1) and V; Q and K.
+    const int pv_emin = block_fma_emin(in[2].format), qk_emin = std::max(block_fma_emin(in[0].format), block_fma_emin(in[1].format));
+    ChainError pv{0, 0, 0};
     double g_num = g_den;
     if (model.mma_k > 0) {
         // Tiles of model.key_tile keys (param block; else whole blocks of mma_k), each starting at
@@ -103,16 +105,19 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
         const double tile = model.key_tile > 0 ? static_cast<double>(model.key_tile) : model.mma_k;
         const double tiles = std::ceil(static_cast<double>(sh.lk) / tile) + splits;
         pv = block_fma_chain(model.mma_k, static_cast<double>(sh.lk),
-                             std::ceil(static_cast<double>(sh.lk) / model.mma_k) + tiles + splits);
+                             std::ceil(static_cast<double>(sh.lk) / model.mma_k) + tiles + splits, pv_emin);
         g_num = (1 + pv.rel) * (1 + gamma(nb + 2 + merge_terms, kU)) - 1;
     }
     // The logits: an FP32 dot product of D terms and the scale (2 roundings),
     // or ceil(D / mma_k) block FMAs and the scale.
     double g_dot = gamma(sh.d + 2.0, kU), dot_abs = 0;
     if (model.mma_k > 0) {
-        const ChainError qk =
-            block_fma_chain(model.mma_k, static_cast<double>(sh.d), std::ceil(static_cast<double>(sh.d) / model.mma_k));
-        g_dot = (1 + qk.rel) * (1 + gamma(2, kU)) - 1, dot_abs = qk.abs;
+        const ChainError qk = block_fma_chain(model.mma_k, static_cast<double>(sh.d),
+                                              std::ceil(static_cast<double>(sh.d) / model.mma_k), qk_emin);
+        double qk_max = 0;  // M of every logit's chain: the largest |q|, |k|
+        for (double x : q) qk_max = std::max(qk_max, std::isfinite(x) ? std::fabs(x) : 0.0);
+        for (double x : k) qk_max = std::max(qk_max, std::isfinite(x) ? std::fabs(x) : 0.0);
+        g_dot = (1 + qk.rel) * (1 + gamma(2, kU)) - 1, dot_abs = qk.abs + qk.sub * chain_operand_bound(qk_max, qk_emin);
     }
     const std::int64_t n_o = sh.hq * sh.lq * sh.dv;
     std::vector<double> bound(static_cast<std::size_t>(n_o + sh.hq * sh.lq), 0.0);
@@ -177,6 +182,7 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                 const double w = vd + td;
                 const double pre = td + rounding_sum(model.p_unit, w, std::sqrt(sq)) +
                                    (g_num + g_den) * (1 + model.p_unit) * w + pv.abs +
+                                   pv.sub * chain_operand_bound(std::max(1.0, vmax), pv_emin) +
                                    (model.p_eta > 0 ? (1 + g_num + g_den) * sh.lk * model.p_eta * vmax : 0);
                 // eta: weights (and with splits the merge's weights and products) below FP32's normal range
                 ob[d] = pre + half_ulp(model.out, od + pre) + (sh.lk + 3 * merge_terms) * kEta * vmax;

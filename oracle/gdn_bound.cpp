@@ -307,8 +307,13 @@ struct ChunkBound {
         // |k' v' (1 + theta) - K_e V~| <= K_e dvt' + ((g (1 + tke') + tke') K_e + ue' (1 + g)) vh'.
         double pchunk = 1;
         for (double rho : d.rho) pchunk *= rho;
-        const ChainError tc = m.mma_k > 0 ? block_fma_chain(m.mma_k, static_cast<double>(c), std::ceil(static_cast<double>(c) / m.mma_k))
-                                          : ChainError{0, 0};
+        // The operands' format from the declared rounding unit and underflow
+        // (eta = 2^(emin - p), unit = 2^-p); undeclared: FP16's, the larger.
+        const int emin = m.update_eta > 0 && m.update_unit > 0
+                             ? static_cast<int>(std::lround(std::log2(m.update_eta) - std::log2(m.update_unit)))
+                             : -14;
+        const ChainError tc = m.mma_k > 0 ? block_fma_chain(m.mma_k, static_cast<double>(c), std::ceil(static_cast<double>(c) / m.mma_k), emin)
+                                          : ChainError{0, 0, 0};
         const double gs = m.mma_k > 0 ? tc.rel : gam(c + 1.0);                      // the products' sum
         const double gd = m.mma_k > 0 ? (1 + u) * (1 + tc.rel) - 1 : gam(c + 1.0);  // d S, then the sum
         const double ub = m.update_unit, eb = m.update_eta;
@@ -317,12 +322,15 @@ struct ChunkBound {
             for (std::int64_t mm = 0; mm < dv; ++mm) {
                 double e = (gd * (1 + td) + td) * decay[ix(ch)] * sabs(ch, mm) + ev * sabs(ch, mm) * (1 + gd) +
                            (c + 1) * kEta + tc.abs;
+                double operands = 0;  // M of this element's chain: its largest |k'|, |v'|
                 for (std::int64_t r = 0; r < c; ++r) {
                     const double vh = vt_abs(r, mm) + dvt(r, mm);
                     const double vh_b = (1 + ub) * vh + eb, dvt_b = dvt(r, mm) + ub * vh + eb;
                     const double tke_b = (1 + tke[ix(r)]) * (1 + ub) - 1, ue_b = uk(r, ch) * (1 + ub) + eb;
                     e += ((gs * (1 + tke_b) + tke_b) * ke(r, ch) + ue_b * (1 + gs)) * vh_b + ke(r, ch) * dvt_b;
+                    operands = std::max({operands, vh_b, (1 + tke_b) * ke(r, ch) + ue_b});
                 }
+                if (m.mma_k > 0) e += tc.sub * chain_operand_bound(operands, emin);
                 ds(ch, mm) = e;
             }
         for (std::int64_t mm = 0; mm < dv; ++mm) {

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <numeric>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "impls/cuda/emu/emu.hpp"
@@ -18,6 +20,9 @@
 namespace {
 
 using namespace conform::cuda_emu;
+using conform::Format;
+using conform::decode;
+using conform::encode;
 
 __global__ void write_global_index(int* out, int n) {
     const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -255,44 +260,92 @@ TEST(CudaEmuMma, FragmentsFollowThePtxLayout) {
     }
 }
 
-// The model drops what lies below 2^(E - 23): sixteen products of 2^-25
-// added to 1 vanish (round to nearest at each step would lose them too, but
-// the exact sum 1 + 2^-21 is an FP32 value), and the error stays within
-// (n + 2) 2^-23 of the terms' magnitudes on random terms.
+// The model drops what lies below 2^(E - 25): with c = 1, sixteen 2^-27
+// products vanish (their exact sum 2^-23 would make 1 + 2^-23, an FP32
+// value); a negative sum truncates toward zero; and the error stays within
+// block_fma_bound on random blocks.
 TEST(CudaEmuMma, BlockFmaTruncatesBelowTheLargestTerm) {
-    double tiny[16];
-    std::fill(tiny, tiny + 16, 0x1p-25);
-    EXPECT_EQ(block_fma_truncated(1.0f, tiny, 16), 1.0f);
-    EXPECT_EQ(block_fma_truncated(0.0f, tiny, 16), 0x1p-21f) << "alone, the small terms are exact";
-    // -(1 + 2^-23) - 1.75 2^-23: c truncates to -2^-23, so -(1 + 2 2^-23), where rounding to
-    // nearest would give -(1 + 3 2^-23): toward zero for negative sums too.
-    double neg[1] = {-0x1.000002p0};
-    EXPECT_EQ(block_fma_truncated(-0x1.cp-23f, neg, 1), -0x1.000004p0f);
+    double a[16], b[16];
+    std::fill(a, a + 16, 0x1p-14), std::fill(b, b + 16, 0x1p-13);  // 2^-27 each, normal FP16 factors
+    EXPECT_EQ(block_fma(1.0f, a, b, 16, -14), 1.0f);
+    EXPECT_EQ(block_fma(0.0f, a, b, 16, -14), 0x1p-23f) << "alone, the small terms are exact";
+    // -1 - 1.75 2^-24: the product truncates to -3 2^-25 on the grid 2^-25, and -(1 + 0.75 2^-23)
+    // to -1 in FP32, where rounding to nearest would give -(1 + 2^-23).
+    double one[1] = {1.0}, neg[1] = {-0x1.cp-24};
+    EXPECT_EQ(block_fma(-1.0f, neg, one, 1, -126), -1.0f);
+    EXPECT_EQ(static_cast<float>(-1.0 + neg[0]), -0x1.000002p0f);
     std::uint64_t state = 1;
     auto next = [&] {
         state = state * 6364136223846793005ull + 1442695040888963407ull;
         return static_cast<double>(state >> 11) * 0x1p-53 * 2 - 1;
     };
     for (int trial = 0; trial < 2000; ++trial) {
-        double p[16], mags = 0, exact = 0;
+        double x[16], y[16], mags = 0, exact = 0, m = 0;
         const float c = static_cast<float>(next() * 100);
-        for (double& x : p) x = next() * std::ldexp(1.0, static_cast<int>(next() * 20));
-        for (double x : p) mags += std::fabs(x), exact += x;
+        for (int k = 0; k < 16; ++k) {
+            x[k] = decode(Format::bf16, encode(Format::bf16, next() * std::ldexp(1.0, static_cast<int>(next() * 20))));
+            y[k] = decode(Format::bf16, encode(Format::bf16, next()));
+            mags += std::fabs(x[k] * y[k]), exact += x[k] * y[k], m = std::max({m, std::fabs(x[k]), std::fabs(y[k])});
+        }
         mags += std::fabs(c), exact += c;
-        const float d = block_fma_truncated(c, p, 16);
-        EXPECT_LE(std::fabs(d - exact), 18 * 0x1p-23 * mags) << trial;
+        const float d = block_fma(c, x, y, 16, -126);
+        EXPECT_LE(std::fabs(d - exact), block_fma_bound(mags, m, 16, -126)) << trial;
+    }
+}
+
+// A subnormal factor counts at its format's smallest normal exponent: the
+// product 2^-24 * 2^10 = 2^-14 raises E to -14 + 10 = -4, so the other
+// product, 2^-14 (1 + 2^-10)^2 = 2^-14 + 2^-23 + 2^-34, loses 2^-34 below
+// the grid 2^-29, although no term is above 2^-13.
+TEST(CudaEmuMma, ASubnormalFactorRaisesTheBlockExponent) {
+    double a[2] = {0x1p-24, 0x1.004p-14}, b[2] = {0x1p10, 0x1.004p0};
+    EXPECT_EQ(block_fma(0.0f, a, b, 2, -14), 0x1p-13f + 0x1p-23f);
+    EXPECT_EQ(static_cast<float>(a[0] * b[0] + a[1] * b[1]), 0x1p-13f + 0x1p-23f + 0x1p-34f);
+    EXPECT_EQ(block_fma(0.0f, a, b, 2, -126), 0x1p-13f + 0x1p-23f + 0x1p-34f) << "as BF16 values none is subnormal";
+}
+
+// Blocks measured on an H200 (golden/device/, the first 12 blocks of conform
+// cuda-bench's probe: normal, cancelling and subnormal inputs): the model
+// gives every element's bits, and the bound holds.
+TEST(CudaEmuMma, MeasuredH200BlocksAreReproducedBitForBit) {
+    for (const auto& [file, f, emin] : {std::tuple{"mma_m16n8k16_f16_h200.bin", Format::fp16, -14},
+                                        std::tuple{"mma_m16n8k16_bf16_h200.bin", Format::bf16, -126}}) {
+        const std::string path = std::string(CONFORM_SOURCE_DIR) + "/golden/device/" + file;
+        std::FILE* in = std::fopen(path.c_str(), "rb");
+        ASSERT_NE(in, nullptr) << path;
+        constexpr int kBlocks = 12;
+        std::vector<std::uint16_t> a(kBlocks * 256), b(kBlocks * 128);
+        std::vector<float> c(kBlocks * 128), d(kBlocks * 128);
+        const bool read = std::fread(a.data(), 2, a.size(), in) == a.size() && std::fread(b.data(), 2, b.size(), in) == b.size() &&
+                          std::fread(c.data(), 4, c.size(), in) == c.size() && std::fread(d.data(), 4, d.size(), in) == d.size();
+        std::fclose(in);
+        ASSERT_TRUE(read) << path;
+        int differ_from_true_exponents = 0;
+        for (int blk = 0; blk < kBlocks; ++blk)
+            for (int e = 0; e < 128; ++e) {
+                double x[16], y[16], mags = std::fabs(c[blk * 128 + e]), exact = c[blk * 128 + e], m = 0;
+                for (int k = 0; k < 16; ++k) {
+                    x[k] = decode(f, a[blk * 256 + (e / 8) * 16 + k]), y[k] = decode(f, b[blk * 128 + k * 8 + e % 8]);
+                    mags += std::fabs(x[k] * y[k]), exact += x[k] * y[k], m = std::max({m, std::fabs(x[k]), std::fabs(y[k])});
+                }
+                const float got = d[blk * 128 + e];
+                ASSERT_EQ(block_fma(c[blk * 128 + e], x, y, 16, emin), got) << file << " block " << blk << " element " << e;
+                EXPECT_LE(std::fabs(got - exact), block_fma_bound(mags, m, 16, emin)) << file << " block " << blk;
+                differ_from_true_exponents += block_fma(c[blk * 128 + e], x, y, 16, -1000) != got;
+            }
+        if (f == Format::fp16) EXPECT_GT(differ_from_true_exponents, 0) << "the subnormal rule is exercised";
     }
 }
 
 TEST(CudaEmuMma, SpecialValuesFollowIeee) {
-    double p[2] = {1.0, INFINITY};
-    EXPECT_EQ(block_fma_truncated(1.0f, p, 2), INFINITY);
-    p[0] = -INFINITY;
-    EXPECT_TRUE(std::isnan(block_fma_truncated(1.0f, p, 2)));
-    p[0] = NAN, p[1] = 0;
-    EXPECT_TRUE(std::isnan(block_fma_truncated(1.0f, p, 2)));
-    p[0] = 0x1p-140, p[1] = 0x1p-141;  // a subnormal sum truncates to FP32's subnormal grid
-    EXPECT_EQ(block_fma_truncated(0.0f, p, 2), static_cast<float>(0x1p-140 + 0x1p-141));
+    double a[2] = {1.0, INFINITY}, b[2] = {1.0, 1.0};
+    EXPECT_EQ(block_fma(1.0f, a, b, 2, -14), INFINITY);
+    a[0] = -INFINITY;
+    EXPECT_TRUE(std::isnan(block_fma(1.0f, a, b, 2, -14)));
+    a[0] = NAN, a[1] = 0;
+    EXPECT_TRUE(std::isnan(block_fma(1.0f, a, b, 2, -14)));
+    a[0] = 0x1p-140, a[1] = 0x1p-141;  // a subnormal sum truncates to FP32's subnormal grid
+    EXPECT_EQ(block_fma(0.0f, a, b, 2, -126), static_cast<float>(0x1p-140 + 0x1p-141));
 }
 
 // mma.sync is .aligned: a warp with lanes missing is an error, not a result.

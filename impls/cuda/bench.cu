@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -291,7 +292,7 @@ __global__ void mma_probe_kernel(const unsigned short* a, const unsigned short* 
 struct ProbeResult {
     std::string name;
     long long elements = 0, equal_to_model = 0, equal_to_nearest = 0;
-    double max_util = 0;  // |d - exact| / ((16 + 2) 2^-23 sum |terms| + eta): <= 1 inside the model's bound
+    double max_util = 0;  // |d - exact| / block_fma_bound: <= 1 inside the model's bound
 };
 
 // With CONFORM_PROBE_DUMP=DIR, DIR/<name>.bin gets the probe's raw data for
@@ -329,6 +330,7 @@ ProbeResult mma_probe(const char* name, Format f, int blocks) {
         return (uniform() < 0.5 ? -1 : 1) * (1 + uniform()) * std::ldexp(1.0, lo + static_cast<int>(uniform() * (hi - lo + 1)));
     };
     const int tiny = f == Format::fp16 ? -24 : -133;  // the smallest subnormal's exponent
+    const int emin = f == Format::fp16 ? -14 : -126;  // the smallest normal one
     std::vector<unsigned short> a(blocks * 256), b(blocks * 128);
     std::vector<double> av(a.size()), bv(b.size());
     std::vector<float> c(blocks * 128), d(c.size());
@@ -362,14 +364,18 @@ ProbeResult mma_probe(const char* name, Format f, int blocks) {
     r.name = name;
     for (int blk = 0; blk < blocks; ++blk)
         for (int e = 0; e < 128; ++e) {
-            double p[16], exact = c[blk * 128 + e], mags = std::fabs(c[blk * 128 + e]);
+            double p[16], ak[16], bk[16], exact = c[blk * 128 + e], mags = std::fabs(c[blk * 128 + e]), m = 0;
             products(blk, e / 8, e % 8, p);
             for (double x : p) exact += x, mags += std::fabs(x);  // exact: the terms span < 53 bits
+            for (int k = 0; k < 16; ++k) {
+                ak[k] = av[blk * 256 + (e / 8) * 16 + k], bk[k] = bv[blk * 128 + k * 8 + e % 8];
+                m = std::max({m, std::fabs(ak[k]), std::fabs(bk[k])});
+            }
             const float got = d[blk * 128 + e];
             ++r.elements;
-            r.equal_to_model += got == ::conform::cuda_emu::block_fma_truncated(c[blk * 128 + e], p, 16);
+            r.equal_to_model += got == ::conform::cuda_emu::block_fma(c[blk * 128 + e], ak, bk, 16, emin);
             r.equal_to_nearest += got == static_cast<float>(exact);
-            r.max_util = std::max(r.max_util, std::fabs(got - exact) / (18 * 0x1p-23 * mags + 0x1p-149));
+            r.max_util = std::max(r.max_util, std::fabs(got - exact) / ::conform::cuda_emu::block_fma_bound(mags, m, 16, emin));
         }
     std::fprintf(stderr, "%-28s %lld elements: max error %.3f of the model's bound; equal to the model %lld, to "
                  "round-to-nearest %lld\n", name, r.elements, r.max_util, r.equal_to_model, r.equal_to_nearest);

@@ -133,14 +133,15 @@ __device__ __forceinline__ void row_map(const S* __restrict__ xr, S* __restrict_
 // row again through row_read / row_map.  Thread t holds packs t, t + T, ...,
 // the order in which row_read visits them, so a pass over the registers
 // performs the same operations in the same order as one over memory.
-template <class S, int K = 8>
+// kHold = false never holds (the kernel reads the row each pass).
+template <class S, int K = 8, bool kHold = true>
 struct RowRegs {
     static constexpr int V = Pack<S>::kLanes;
     Pack<S> p[K];
     bool held = false;
 
     __device__ __forceinline__ void load_row(const S* __restrict__ xr, int n) {
-        held = n % V == 0 && n / V <= K * static_cast<int>(blockDim.x);
+        held = kHold && n % V == 0 && n / V <= K * static_cast<int>(blockDim.x);
         if (!held) return;
         const Pack<S>* src = reinterpret_cast<const Pack<S>*>(xr);
         CONFORM_UNROLL

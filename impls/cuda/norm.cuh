@@ -24,7 +24,10 @@ __global__ void norm_rows(const S* __restrict__ x, const S* __restrict__ w, cons
     for (long long r = blockIdx.x; r < a.rows; r += gridDim.x) {
         const S* xr = x + r * a.n;
         S* yr = y + r * a.n;
-        RowRegs<S> row;
+        // BF16 rows are read again in each pass: held in registers they ran
+        // slower on the H200 (rms_norm 0.58 of the copy against 0.76; cause
+        // not established), FP32 and FP16 rows faster (docs/cuda.md).
+        RowRegs<S, 8, !std::is_same_v<S, __nv_bfloat16>> row;
         row.load_row(xr, a.n);
         double q, mu = 0;
         if (Op == Norm::layer) {

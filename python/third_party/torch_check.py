@@ -73,6 +73,9 @@ def sdpa(dtype, backend):
         if params["softcap"] > 0 or params["window"] > 0:
             raise Unsupported("scaled_dot_product_attention has no softcap or window")
         q, k, v = (tensor(inputs[n], dtype)[None] for n in ("q", "k", "v"))  # [1, H, L, D]
+        if backend == "efficient" and q.shape[1] != k.shape[1]:  # it refuses GQA: the same heads, repeated
+            group = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         mask = tensor(inputs["mask"], dtype) if "mask" in inputs else None
         causal = bool(params["causal"])
         if causal and mask is not None:  # SDPA takes one or the other: is_causal's own mask (top-left) added in

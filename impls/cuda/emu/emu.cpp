@@ -305,9 +305,9 @@ void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2]
     const int group = lane / 4, t = lane % 4;
     for (int i = 0; i < 4; ++i) {
         const int r = group + (i >= 2 ? 8 : 0), n = 2 * t + (i & 1);
-        double products[16];
-        for (int k = 0; k < 16; ++k) products[k] = a_at(r, k) * b_at(k, n);  // exact: 11 x 11 or 8 x 8 bits
-        d[i] = block_fma_truncated(c[i], products, 16);
+        double as[16], bs[16];
+        for (int k = 0; k < 16; ++k) as[k] = a_at(r, k), bs[k] = b_at(k, n);
+        d[i] = block_fma(c[i], as, bs, 16, bf16 ? -126 : -14);
     }
 }
 

@@ -67,7 +67,7 @@ unsigned warp_ballot(unsigned mask, bool predicate);
 // 4 group + t: A rows group and group + 8, columns 2t, 2t + 1 and 8 more;
 // B rows 2t, 2t + 1 (+ 8), column group; C and D rows group, group + 8,
 // columns 2t, 2t + 1; the lower half of a register holds the element of
-// lower index).  The arithmetic is block_fma_truncated (mma_model.hpp).
+// lower index).  The arithmetic is block_fma (mma_model.hpp), measured on an H200.
 // Every lane of the warp must take part, as .aligned requires.
 void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], const float c[4], bool bf16);
 // mma.sync.aligned.m16n8k32.row.col.s32.{s8,u8}.s8.s32: A 16 x 32 and B 32 x 8
