@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
@@ -376,8 +377,19 @@ int validate_case_set(const std::filesystem::path& dir, const std::string& out, 
             std::sort(unfilled.begin(), unfilled.end());
             unfilled.erase(std::unique(unfilled.begin(), unfilled.end()), unfilled.end());
             o.name = pname;
-            o.message = fmt::format("not run: {} of its cases have no outputs (first: {})", unfilled.size(),
-                                    (dir / unfilled[0]).string());
+            // A case of the property that failed on its own is a failure whatever
+            // the others did; else the property is not run, never passed.
+            std::optional<std::size_t> failing;
+            for (const auto& members : groups_of[pname])
+                for (std::size_t i : members)
+                    if (!failing && vs[i].status == "FAIL") failing = i;
+            if (failing)
+                o.message = fmt::format("{}\ncases: {} ({} of the property's cases have no outputs: its relations were "
+                                        "not checked)", vs[*failing].message,
+                                        (dir / entries[*failing]["file"].get<std::string>()).string(), unfilled.size());
+            else
+                o.message = fmt::format("not run: {} of its cases have no outputs (first: {})", unfilled.size(),
+                                        (dir / unfilled[0]).string());
         } else {
             book->set_mode(props::CaseBook::Mode::replay);
             book->clear_misses();

@@ -33,7 +33,8 @@ to `conform cases`; `profile` (e.g. "ulp:4") is the accuracy profile claimed;
 `domain` (a dict, docs/plugins.md "Domains") restricts the generated inputs;
 `unwritten` names outputs the kernel does not compute.  `fn` raises
 `Unsupported` for a case the kernel cannot run (the case and its properties
-are then "not run", never passed).  `judge` is `check` without the
+are then "not run", never passed; a property still fails when another of
+its cases failed).  `judge` is `check` without the
 assertion: it returns a Verdict (per-property PASS / FAIL / NOT RUN).
 
 Standard library and NumPy only at import time.  `python3 conform_cases.py

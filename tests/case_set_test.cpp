@@ -194,6 +194,43 @@ TEST(CaseSet, MissingOutputsAreNotRunAndFail) {
     EXPECT_EQ(text.find("PASS"), std::string::npos) << text;
 }
 
+// A case that fails on its own fails its property even when other cases of
+// the property have no outputs (a kernel that refuses some shapes must not
+// hide its failures on the others behind "not run").
+TEST(CaseSet, AFailingCaseFailsItsPropertyWhateverTheUnfilledOnes) {
+    const fs::path dir = fresh("conform_case_set_partial"), out = dir / "report";
+    std::string text;
+    ASSERT_EQ(run("cases --op silu --dtype fp16 --cases 6 --out " + dir.string(), &text), 0) << text;
+    const auto manifest = read_json(dir / "manifest.json");
+    std::vector<std::string> within;
+    for (const auto& e : manifest["cases"])
+        if (e["property"] == "within_budget") within.push_back(e["name"]);
+    ASSERT_GE(within.size(), 2u);
+    fill_with(dir, "cpu.simd.silu.fp16", within[0]);
+    const fs::path file = dir / (within[1] + ".safetensors");
+    io::Case c = io::read_case(file);
+    TensorView y = c.outputs.at("y").view();
+    bool broken = false;
+    for (std::int64_t i = 0; i < y.numel() && !broken; ++i)
+        if (std::fabs(y.value(i)) > 0x1p-10 && std::fabs(y.value(i)) < 0x1p10) y.set_bits(i, encode(Format::fp16, y.value(i) * 2)), broken = true;
+    ASSERT_TRUE(broken) << file;
+    io::write_case_safetensors(c, file);
+    EXPECT_EQ(run("validate " + dir.string() + " --out " + out.string(), &text), 1) << text;
+    bool seen = false;
+    const auto report = read_json(out / "report.json");
+    for (const auto& p : report["kernels"][0]["properties"])
+        if (p["name"] == "within_budget") {
+            seen = true;
+            EXPECT_FALSE(p["passed"].get<bool>());
+            const std::string m = p["message"];
+            EXPECT_EQ(m.rfind("not run:", 0), std::string::npos) << m;
+            EXPECT_NE(m.find("ulp"), std::string::npos) << m;
+            EXPECT_NE(m.find(file.string()), std::string::npos) << m;
+            EXPECT_NE(m.find("have no outputs"), std::string::npos) << m;
+        }
+    EXPECT_TRUE(seen) << text;
+}
+
 TEST(CaseSet, BadInputNamesTheFileAndField) {
     std::string text;
     EXPECT_EQ(run("cases --op nope --dtype fp32 --out /tmp/conform_case_set_bad", &text), 2);

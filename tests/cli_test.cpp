@@ -107,7 +107,12 @@ TEST(GpuCheck, WithoutAGpuEveryStepRunsAndTheCheckFails) {
     EXPECT_NE(device.find("gpu-check: run exit 1"), std::string::npos) << device;
     EXPECT_NE(device.find("gpu-check: mutate exit 1"), std::string::npos) << device;
     EXPECT_NE(device.find("gpu-check: bench exit 1"), std::string::npos) << device;
-    EXPECT_TRUE(fs::exists(dir / "run" / "report.md"));
+    EXPECT_NE(device.find("gpu-check: exhaustive exit 1"), std::string::npos) << device;
+    // One report per op, and a summary line for each.
+    EXPECT_TRUE(fs::exists(dir / "run" / "silu" / "report.md"));
+    std::ifstream summary(dir / "run" / "summary.txt");
+    const std::string lines(std::istreambuf_iterator<char>(summary), {});
+    EXPECT_NE(lines.find("silu           conform: no selected kernel can run here"), std::string::npos) << lines;
     // The attention comparison with PyTorch runs only where PyTorch imports, and says so otherwise.
     EXPECT_TRUE(device.find("gpu-check: attention-vs-torch exit") != std::string::npos ||
                 device.find("PyTorch is not importable") != std::string::npos)
