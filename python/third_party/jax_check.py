@@ -90,7 +90,7 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's ca
     'jax.nn.gelu(approximate=True)/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
     'jax.nn.softplus/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
     'jax.nn.softmax/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'shift_invariance': 'FAIL', 'masked_rows': 'FAIL', 'rounding_bias': 'PASS'},
-    'jax.nn.dot_product_attention/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'FAIL', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'FAIL', 'rounding_bias': 'PASS'},
     'jax.nn.dot_product_attention/fp32 causal=top_left': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'FAIL', 'rounding_bias': 'PASS'},
     'jax.nn.dot_product_attention/fp32 causal=top_left,masked_row=nan': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'FAIL', 'rounding_bias': 'PASS'},
     'jax.nn.sigmoid/bf16': {'within_budget': 'FAIL', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
@@ -99,9 +99,9 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's ca
     'jax.nn.gelu(approximate=True)/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
     'jax.nn.softplus/bf16': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'FAIL'},
     'jax.nn.softmax/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'shift_invariance': 'FAIL', 'masked_rows': 'FAIL', 'rounding_bias': 'PASS'},
-    'jax.nn.dot_product_attention/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
-    'jax.nn.dot_product_attention/bf16 causal=top_left': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
-    'jax.nn.dot_product_attention/bf16 causal=top_left,masked_row=nan': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'NOT RUN', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'FAIL', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/bf16 causal=top_left': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'FAIL', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.dot_product_attention/bf16 causal=top_left,masked_row=nan': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'FAIL', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'rounding_bias': 'PASS'},
 }
 
 if __name__ == "__main__":
