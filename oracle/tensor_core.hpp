@@ -39,7 +39,7 @@ inline ChainError block_fma_chain(int k, double products, double n, int emin) {
 
 // The smallest normal exponent of a block FMA's 16-bit inputs (-14 for
 // FP16, -126 for BF16; FP16's, the larger, for any other).
-inline int block_fma_emin(Format f) { return f == Format::bf16 ? -126 : -14; }
+inline int block_fma_emin(Format f) { return info(f == Format::bf16 ? Format::bf16 : Format::fp16).emin; }
 
 // M of a chain: the largest magnitude of its operands, at least 2^emin.
 inline double chain_operand_bound(double largest, int emin) { return std::max(largest, std::ldexp(1.0, emin)); }

@@ -329,8 +329,7 @@ ProbeResult mma_probe(const char* name, Format f, int blocks) {
     auto value = [&](int lo, int hi) {
         return (uniform() < 0.5 ? -1 : 1) * (1 + uniform()) * std::ldexp(1.0, lo + static_cast<int>(uniform() * (hi - lo + 1)));
     };
-    const int tiny = f == Format::fp16 ? -24 : -133;  // the smallest subnormal's exponent
-    const int emin = f == Format::fp16 ? -14 : -126;  // the smallest normal one
+    const int emin = info(f).emin, tiny = emin - (info(f).precision - 1);  // smallest normal, subnormal exponents
     std::vector<unsigned short> a(blocks * 256), b(blocks * 128);
     std::vector<double> av(a.size()), bv(b.size());
     std::vector<float> c(blocks * 128), d(c.size());
@@ -364,11 +363,10 @@ ProbeResult mma_probe(const char* name, Format f, int blocks) {
     r.name = name;
     for (int blk = 0; blk < blocks; ++blk)
         for (int e = 0; e < 128; ++e) {
-            double p[16], ak[16], bk[16], exact = c[blk * 128 + e], mags = std::fabs(c[blk * 128 + e]), m = 0;
-            products(blk, e / 8, e % 8, p);
-            for (double x : p) exact += x, mags += std::fabs(x);  // exact: the terms span < 53 bits
+            double ak[16], bk[16], exact = c[blk * 128 + e], mags = std::fabs(c[blk * 128 + e]), m = 0;
             for (int k = 0; k < 16; ++k) {
                 ak[k] = av[blk * 256 + (e / 8) * 16 + k], bk[k] = bv[blk * 128 + k * 8 + e % 8];
+                exact += ak[k] * bk[k], mags += std::fabs(ak[k] * bk[k]);  // exact: the terms span < 53 bits
                 m = std::max({m, std::fabs(ak[k]), std::fabs(bk[k])});
             }
             const float got = d[blk * 128 + e];

@@ -3,9 +3,9 @@
 //
 // One thread per position and pair (interleaved (2j, 2j+1) or half-split
 // (j, j + r/2)), for every head: it forms θ_j = (b s)^(−2j/r) and the angle
-// (offset + l) θ_j in double once, takes sincos in double (full range reduction: the angle's own rounding is the
-// only position-dependent error, 2^-53 relative) and rotates in double,
-// rounding once; a dim past rotary_dim is copied (bit-identical when the
+// (offset + l) θ_j in double once, takes sincos in double (full range
+// reduction: the angle's own rounding is the only position-dependent
+// error, 2^-53 relative) and rotates in double, rounding once; a dim past rotary_dim is copied (bit-identical when the
 // formats agree).  Parameters are validated as the CPU kernels do.
 #pragma once
 #include "impls/cpu/rope.hpp"
