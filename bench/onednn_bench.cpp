@@ -131,6 +131,57 @@ Call onednn_gemm_call(Gemm g) {
             flops(g), pd.impl_info_str()};
 }
 
+// ---- float matmul ------------------------------------------------------------
+
+// a [M, K] b [K, N] N(0,1) in format f, y in f.
+struct MatmulData {
+    Tensor a, b, y;
+    MatmulData(Gemm g, Format f) : a(normal_tensor(f, g.m, g.k)), b(normal_tensor(f, g.k, g.n, 2)), y(f, {g.m, g.n}) {}
+};
+
+Call cpu_matmul_call(Gemm g, Format f) {
+    const KernelInfo* k = builtin_registry().find(std::string("cpu.simd.matmul.") + name(f));
+    struct Data {
+        MatmulData d;
+        Params params;
+        KernelCall call;
+        Data(Gemm g, Format f) : d(g, f), call{params, {d.a.view(), d.b.view()}, {d.y.view()}} {}
+    };
+    auto d = std::make_shared<Data>(g, f);
+    return {[d, k] { k->fn(d->call); }, flops(g), ""};
+}
+
+// oneDNN's matmul primitive, created once and executed in the loop; none
+// (the pair is skipped) where oneDNN has no implementation for f here.
+Call onednn_matmul_call(Gemm g, Format f) {
+    using dnnl::memory;
+    using dt = memory::data_type;
+    const dt t = f == Format::fp32 ? dt::f32 : f == Format::fp16 ? dt::f16 : dt::bf16;
+    struct Data {
+        MatmulData d;
+        dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+        dnnl::stream strm{eng};
+        std::unique_ptr<dnnl::matmul> mm;
+        memory xa, xb, xy;
+        Data(Gemm g, Format f) : d(g, f) {}
+    };
+    auto d = std::make_shared<Data>(g, f);
+    const memory::desc ma({g.m, g.k}, t, memory::format_tag::ab), mb({g.k, g.n}, t, memory::format_tag::ab),
+        my({g.m, g.n}, t, memory::format_tag::ab);
+    try {
+        const dnnl::matmul::primitive_desc pd({ma, mb, my}, d->eng);
+        d->mm = std::make_unique<dnnl::matmul>(pd);
+        d->xa = memory(ma, d->eng, d->d.a.data()), d->xb = memory(mb, d->eng, d->d.b.data()), d->xy = memory(my, d->eng, d->d.y.data());
+        return {[d] {
+                    d->mm->execute(d->strm, {{DNNL_ARG_SRC, d->xa}, {DNNL_ARG_WEIGHTS, d->xb}, {DNNL_ARG_DST, d->xy}});
+                    d->strm.wait();
+                },
+                flops(g), pd.impl_info_str()};
+    } catch (const dnnl::error&) {
+        return {};
+    }
+}
+
 // ---- one pair ----------------------------------------------------------------
 
 void run_pair(benchmark::State& state, const std::function<Call()>& conform_side, const std::function<Call()>& onednn_side,
@@ -196,6 +247,15 @@ void register_all() {
                                      [g] { return onednn_gemm_call(g); }, "FLOP/s")
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
+    // Float matmul: a prefill projection, a square one, a ragged one and a
+    // decode step (one token: B streamed once).
+    for (Format f : {Format::fp32, Format::bf16, Format::fp16})
+        for (Gemm g : {Gemm{128, 4096, 4096}, Gemm{512, 1024, 1024}, Gemm{129, 1023, 1001}, Gemm{1, 4096, 4096}})
+            benchmark::RegisterBenchmark((std::string("matmul.") + name(f) + "/" + gemm_name(g)).c_str(), run_pair,
+                                         [g, f] { return cpu_matmul_call(g, f); }, [g, f] { return onednn_matmul_call(g, f); },
+                                         "FLOP/s")
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

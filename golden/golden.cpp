@@ -42,6 +42,8 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // products overflow FP32, and every FP32 kernel returns NaN or an infinity
 // of either sign where the exact result is finite or +inf -- outside the
 // domain their generators draw from (docs/attention.md, docs/gdn.md).
+// Matmul takes `constant` too: bit patterns' products overflow an FP32
+// accumulator, elements its bound leaves undefined (docs/matmul.md).
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
 struct Substitution {
@@ -52,6 +54,7 @@ const Substitution kSubstitutions[] = {
     {"attention", props::Family::bit_patterns, props::Family::constant},
     {"gdn", props::Family::bit_patterns, props::Family::constant},
     {"kda", props::Family::bit_patterns, props::Family::constant},
+    {"matmul", props::Family::bit_patterns, props::Family::constant},
     {"softmax", props::Family::near_eps, props::Family::masked},
     {"softmax", props::Family::around_cap, props::Family::saturated},
 };
@@ -115,6 +118,7 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "hc_residual" || name == "mhc_residual") s.dims = {2, 4, 9};  // n_hc = 4, a SIMD tail
     if (name == "quantize") s.dims = {3, 5};
     if (name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
+    if (name == "matmul") s.dims = {3, 5, 17};          // K odd (vdpbf16ps pairs), N past a 16-lane vector
     if (name == "dequantize") s.dims = {3, 5};          // codes stored as floats
     if (name == "smooth_quant") s.dims = {3, 4, 5};     // x [3, 4], w [4, 5], alpha 0.5
     if (name == "int8_block") {  // T 3, d 8, 2 heads, ffn 8: the all-real block

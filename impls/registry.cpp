@@ -5,6 +5,7 @@
 #include "impls/cpu/hc_residual.hpp"
 #include "impls/cpu/int8_block.hpp"
 #include "impls/cpu/int8_gemm.hpp"
+#include "impls/cpu/matmul.hpp"
 #include "impls/cpu/rope.hpp"
 #include "impls/cpu/sinkhorn.hpp"
 
@@ -55,6 +56,7 @@ const Registry& builtin_registry() {
         register_cpu_int8(r);
         register_cpu_int8_quant(r);
         register_cpu_int8_block(r);
+        register_cpu_matmul(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
@@ -65,6 +67,7 @@ const Registry& builtin_registry() {
         register_mutants_sinkhorn(r);
         register_mutants_hc_residual(r);
         register_mutants_int8(r);
+        register_mutants_matmul(r);
         return r;
     }();
     return reg;

@@ -81,6 +81,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"quantize", {"rows", "cols"}},
         {"dequantize", {"rows", "cols"}},
         {"int8_gemm", {"m", "k", "n"}},
+        {"matmul", {"m", "k", "n"}},
         {"smooth_quant", {"tokens", "channels", "n"}},
         {"int8_block", {"tokens", "d", "heads", "ffn"}},
     };

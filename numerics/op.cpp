@@ -52,6 +52,13 @@ std::vector<std::vector<std::int64_t>> int8_gemm_shapes(const std::vector<Tensor
     return {{in[0].shape[0], in[1].shape[1]}, {in[0].shape[0], in[1].shape[1]}};
 }
 
+// matmul: y [M, N] from a [M, K] and b [K, N].
+std::vector<std::vector<std::int64_t>> matmul_shapes(const std::vector<TensorView>& in) {
+    if (in.size() != 2 || in[0].rank != 2 || in[1].rank != 2 || in[0].shape[1] != in[1].shape[0])
+        throw std::invalid_argument("matmul: expects a [M, K] and b [K, N] (a's columns = b's rows)");
+    return {{in[0].shape[0], in[1].shape[1]}};
+}
+
 // dequantize: y of q's shape.
 std::vector<std::vector<std::int64_t>> dequantize_shapes(const std::vector<TensorView>& in) {
     if (in.size() != 2 || in[0].rank != 2) throw std::invalid_argument("dequantize: expects q [rows, cols] and scale");
@@ -214,6 +221,11 @@ std::vector<OpSpec> make_specs() {
     block.out_shapes_params = int8_block_shapes;
     block.staged = true;
     s.push_back(std::move(block));
+    s.push_back({"matmul", "matmul", OpKind::structured, {"a", "b"}, y, {},
+                 "a [M, K], b [K, N] row-major: y_ij = sum_k a_ik b_kj, the exact sum rounded once into y's format "
+                 "(FP32, or a 16-bit format: the kernel's output option); IEEE products and sums for special "
+                 "values (0 * inf = NaN, inf - inf = NaN)",
+                 matmul_shapes});
     return s;
 }
 

@@ -10,6 +10,7 @@
 #include "oracle/gdn.hpp"
 #include "oracle/hc_residual.hpp"
 #include "oracle/kda.hpp"
+#include "oracle/matmul.hpp"
 #include "oracle/int8.hpp"
 #include "oracle/int8_block.hpp"
 #include "oracle/mla.hpp"
@@ -44,6 +45,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"mhc_residual", eval_mhc_residual},
         {"quantize", eval_quantize},
         {"int8_gemm", eval_int8_gemm},
+        {"matmul", eval_matmul},
         {"dequantize", eval_dequantize},
         {"smooth_quant", eval_smooth_quant},
         {"int8_block", eval_int8_block},

@@ -100,5 +100,7 @@ rc::Gen<CaseSpec> gen_smooth_quant_spec(Format fmt, GenOptions opt);
 Case build_smooth_quant_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_int8_block_spec(Format fmt, GenOptions opt);  // properties/int8_block.cpp
 Case build_int8_block_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_matmul_spec(Format fmt, GenOptions opt);  // properties/matmul.cpp
+Case build_matmul_case(const CaseSpec& spec);
 
 }  // namespace conform::props

@@ -206,6 +206,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_int8_properties(v);
         add_int8_quant_properties(v);
         add_int8_block_properties(v);
+        add_matmul_properties(v);
         return v;
     }();
     return defs;

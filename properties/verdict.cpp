@@ -480,6 +480,12 @@ std::uint64_t alternative_rank(Format f, std::uint64_t alt, std::uint64_t got, b
 
 int sign_of(double v) { return (v > 0) - (v < 0); }
 
+// Why an op's bound leaves an element undefined (oracle::kUndefined).
+std::string undefined_reason(const OpSpec& op) {
+    if (op.name == "matmul") return "sum |a b| reaches the accumulator's overflow threshold";
+    return "0/0: eps = 0 on a constant row";
+}
+
 bool vacuous(double bound, double scale) { return !std::isfinite(bound) || (bound > 0 && bound >= kVacuousFactor * scale); }
 
 std::string vacuous_reason(double bound) {
@@ -635,7 +641,7 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
             const Element el = rank_element(out, i, model_holds);
             if (el.undefined) {
                 ++res.not_judged;
-                if (stats) stats->add_not_judged(out.name + ": undefined (0/0: eps = 0 on a constant row)");
+                if (stats) stats->add_not_judged(out.name + ": undefined (" + undefined_reason(*e.op) + ")");
                 continue;
             }
             const std::array<std::uint64_t, 4> ranks = alternative_ranks(out, i, el.rank);

@@ -9,8 +9,8 @@ namespace conform::cpu {
 
 // v's data with at least `count` elements (grown, never shrunk; the contents
 // are whatever the last call left: the caller writes before it reads).
-template <class T>
-T* grown(std::vector<T>& v, std::int64_t count) {
+template <class T, class A>
+T* grown(std::vector<T, A>& v, std::int64_t count) {
     if (v.size() < static_cast<std::size_t>(count)) v.resize(static_cast<std::size_t>(count));
     return v.data();
 }

@@ -1,6 +1,6 @@
 // oneDNN 2.6 primitives as registry kernels (docs/onednn.md), through the
 // library's documented C++ API: softmax_forward, layer_normalization_forward,
-// eltwise_forward and matmul (INT8 with output scales and a binary post-op).
+// eltwise_forward and matmul (float, and INT8 with output scales and a binary post-op).
 // Each kernel is exactly what a oneDNN user gets: a primitive created for the
 // call's shape and executed on the caller's buffers; conform only widens the
 // [n] weight and bias of a 16-bit layer normalization to the FP32 oneDNN takes
@@ -187,6 +187,25 @@ void int8_gemm_call(const KernelCall& c) {
     execute(dnnl::matmul(matmul_pd(ma, mb, my, d.attr)), args);
 }
 
+// ---- float matmul -------------------------------------------------------------------
+// y = a b with a, b and y in one format: oneDNN accumulates in FP32.
+
+void matmul_call(const KernelCall& c) {
+    const TensorView &a = c.in.at(0), &b = c.in.at(1), &y = c.out.at(0);
+    if (a.rank != 2 || b.rank != 2 || b.dim(0) != a.dim(1)) throw std::invalid_argument("matmul: a [M, K], b [K, N]");
+    if (a.row_stride() != a.cols() || b.row_stride() != b.cols()) throw std::invalid_argument("oneDNN adapter: rows must be packed");
+    const std::int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1);
+    if (m * n == 0) return;
+    const memory::desc ma = matrix(m, k, data_type(a.format)), mb = matrix(k, n, data_type(b.format)),
+                       my = matrix(m, n, data_type(y.format));
+    execute(dnnl::matmul(matmul_pd(ma, mb, my)), {{DNNL_ARG_SRC, wrap(ma, a)}, {DNNL_ARG_WEIGHTS, wrap(mb, b)}, {DNNL_ARG_DST, wrap(my, y)}});
+}
+
+std::string probe_matmul(Format f) {
+    const dt t = data_type(f);
+    return matmul_pd(matrix(8, 64, t), matrix(64, 8, t), matrix(8, 8, t)).impl_info_str();
+}
+
 // The primitives an int8_gemm kernel with output format `out` creates, on a small shape.
 std::string probe_int8_gemm(Format out) {
     const memory::desc ma = matrix(8, 64, dt::s8), mb = matrix(64, 8, dt::s8);
@@ -229,6 +248,7 @@ KernelFn kernel_for(const std::string& op) {
     if (op == "softmax") return softmax_call;
     if (op == "layer_norm") return layer_norm_call;
     if (op == "int8_gemm") return int8_gemm_call;
+    if (op == "matmul") return matmul_call;
     return eltwise_kernel(*find_eltwise(op));
 }
 
@@ -236,6 +256,7 @@ std::string primitive_name(const std::string& op) {
     if (op == "softmax") return "softmax_forward";
     if (op == "layer_norm") return "layer_normalization_forward";
     if (op == "int8_gemm") return "matmul s8 x s8 (s32 acc; output scales, binary-mul post-op for per-token s_a)";
+    if (op == "matmul") return "matmul (f32 accumulation)";
     return std::string("eltwise_forward ") + find_eltwise(op)->primitive;
 }
 
@@ -260,20 +281,6 @@ std::string refusal(const dnnl::error& e) {
            (e.status == dnnl_unimplemented ? ", status unimplemented" : "") + ") on ISA " + isa_text();
 }
 
-// bf16 matmul: probed and reported, but conform has no plain `matmul` op to
-// check it against (docs/onednn.md), so it is never a kernel.
-void note_matmul(const Wanted& w, BackendRegistry& r) {
-    std::string reason = "conform has no matmul op (only int8_gemm); ";
-    try {
-        const dt t = data_type(w.format);
-        reason += "oneDNN implements it here as " +
-                  std::string(matmul_pd(matrix(8, 64, t), matrix(64, 8, t), matrix(8, 8, dt::f32)).impl_info_str());
-    } catch (const dnnl::error& e) {
-        reason += refusal(e);
-    }
-    r.not_provided.push_back({kernel_name(w.op, w.format), w.op, name(w.format), reason});
-}
-
 }  // namespace
 
 std::string library_text() {
@@ -287,9 +294,10 @@ void provide(const Wanted& w, BackendRegistry& r) {
         r.not_provided.push_back({kernel_name(w.op, w.format), w.op, name(w.format), w.absent});
         return;
     }
-    if (w.op == "matmul") return note_matmul(w, r);
     try {
-        const std::string impl = w.op == "int8_gemm" ? probe_int8_gemm(w.format) : probe_rows(w.op, w.format);
+        const std::string impl = w.op == "int8_gemm" ? probe_int8_gemm(w.format)
+                                 : w.op == "matmul"  ? probe_matmul(w.format)
+                                                     : probe_rows(w.op, w.format);
         r.kernels.add(kernel_info(w, impl));
     } catch (const dnnl::error& e) {
         r.not_provided.push_back({kernel_name(w.op, w.format), w.op, name(w.format), refusal(e)});

@@ -15,7 +15,7 @@ namespace conform {
 // with the reason: never a pass, never a failure of the suite.
 struct NotProvided {
     std::string kernel;  // the name it would have, e.g. "onednn.softmax.bf16"
-    std::string op;      // a registry op, or a library op with no registry op yet ("matmul")
+    std::string op;      // a registry op
     std::string format;
     std::string reason;
 };

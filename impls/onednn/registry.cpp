@@ -1,5 +1,5 @@
 // What conform asks of oneDNN (issue 6): softmax, layer normalization, the
-// eltwise activations, BF16 and INT8 matmul; plus RMSNorm, which oneDNN 2.6
+// eltwise activations, float and INT8 matmul; plus RMSNorm, which oneDNN 2.6
 // lacks.  Every entry ends up a kernel or a "not provided" line.
 #include "impls/onednn/onednn.hpp"
 
@@ -18,7 +18,7 @@ std::vector<Wanted> wanted() {
                      "flag skips it)"});
     w.push_back({"int8_gemm", Format::fp32, ""});  // named by y's format, as cpu.*.int8_gemm.<out>
     w.push_back({"int8_gemm", Format::fp16, ""});
-    w.push_back({"matmul", Format::bf16, ""});
+    for (Format f : floats) w.push_back({"matmul", f, ""});
     return w;
 }
 

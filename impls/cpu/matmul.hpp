@@ -1,0 +1,39 @@
+// CPU kernels of the matrix product (op `matmul`, docs/matmul.md "Kernels"):
+// y [M, N] = a [M, K] b [K, N] with FP32 accumulation, y in FP32 or the
+// inputs' 16-bit format.
+#pragma once
+#include <cstdint>
+
+#include "impls/registry.hpp"
+
+namespace conform {
+
+void register_cpu_matmul(Registry& r);      // impls/cpu/matmul.cpp
+void register_mutants_matmul(Registry& r);  // impls/mutants/matmul.cpp
+
+namespace cpu {
+
+// The paths of the fast kernel.  Every FMA path computes each y_ij as the
+// chain acc = fma(a_ik, b_kj, acc), k = 0, 1, ..., K-1 from acc = +0 in
+// FP32 (bit-identical to the scalar loop, whatever the blocking: partial
+// sums are parked in FP32).  dpbf16 (BF16 inputs, AVX512_BF16) takes the
+// pairs in vdpbf16ps's order, k+1 before k, each addition rounded, and runs
+// only when no product or partial sum can be subnormal (the instruction
+// flushes them); matmul_call falls back to the FMA path otherwise.
+enum class MatmulPath { scalar, fma256, fma512, dpbf16 };
+
+// The best path this CPU has for inputs in format f.
+MatmulPath best_matmul_path(Format f);
+const char* name(MatmulPath p);
+
+// The op on one call by path p (a, b and y row-major with contiguous rows).
+// `guard` false runs dpbf16 even where it flushes (the daz mutant).
+void matmul_call(const KernelCall& c, MatmulPath p, bool guard = true);
+
+// True when vdpbf16ps cannot meet a subnormal on these BF16 operands: the
+// smallest exponents of their nonzero finite entries sum to >= -112, so
+// every product and every partial sum is 0 or a multiple of 2^-126.
+bool dpbf16_exact_range(const TensorView& a, const TensorView& b);
+
+}  // namespace cpu
+}  // namespace conform

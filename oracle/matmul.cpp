@@ -1,0 +1,116 @@
+#include "oracle/matmul.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace conform::oracle {
+namespace {
+
+struct Dims {
+    std::int64_t m, k, n;
+};
+
+Dims check(const std::vector<TensorView>& in) {
+    const std::string op = "matmul";
+    if (in.size() != 2) throw std::invalid_argument(op + ": expects a [M, K] and b [K, N]");
+    require_rank(op, "a", in[0], 2);
+    require_rank(op, "b", in[1], 2);
+    require_dim(op, "b", in[1], 0, in[0].shape[1], "K of a");
+    return {in[0].shape[0], in[0].shape[1], in[1].shape[1]};
+}
+
+// K exact products (a double times a double fits 106 bits) summed by
+// mpfr_sum into the working precision: one correct rounding, IEEE special
+// values (0 * inf and inf - inf are NaN) and IEEE's sign of an exact zero.
+class ExactDot {
+public:
+    explicit ExactDot(std::int64_t k) : terms_(static_cast<std::size_t>(k)), ptrs_(terms_.size()) {
+        mpfr_init2(x_, 53);
+        for (std::size_t i = 0; i < terms_.size(); ++i) {
+            mpfr_init2(&terms_[i], 106);
+            ptrs_[i] = &terms_[i];
+        }
+    }
+    ~ExactDot() {
+        mpfr_clear(x_);
+        for (auto& t : terms_) mpfr_clear(&t);
+    }
+    ExactDot(const ExactDot&) = delete;
+    ExactDot& operator=(const ExactDot&) = delete;
+
+    void set(std::size_t i, double a, double b) {
+        mpfr_set_d(x_, a, MPFR_RNDN);
+        mpfr_mul_d(&terms_[i], x_, b, MPFR_RNDN);  // exact at 106 bits
+    }
+    Real sum() {
+        Real r;
+        if (terms_.empty()) return r;  // the empty sum: +0
+        mpfr_sum(r.backend().data(), ptrs_.data(), static_cast<unsigned long>(ptrs_.size()), MPFR_RNDN);
+        return r;
+    }
+
+private:
+    mpfr_t x_;
+    std::vector<__mpfr_struct> terms_;
+    std::vector<mpfr_ptr> ptrs_;
+};
+
+}  // namespace
+
+OpOutputs eval_matmul(const Params&, const std::vector<TensorView>& in) {
+    const Dims d = check(in);
+    OpOutputs out{{"y"}, {{d.m, d.n}}, {{}}};
+    out.values[0].reserve(static_cast<std::size_t>(d.m * d.n));
+    ExactDot dot(d.k);
+    for (std::int64_t i = 0; i < d.m; ++i)
+        for (std::int64_t j = 0; j < d.n; ++j) {
+            for (std::int64_t k = 0; k < d.k; ++k)
+                dot.set(static_cast<std::size_t>(k), in[0].value(i * d.k + k), in[1].value(k * d.n + j));
+            out.values[0].push_back(dot.sum());
+        }
+    return out;
+}
+
+// docs/matmul.md, "Error budget".  Each term a_ik b_kj reaches y_ij through
+// at most K roundings in acc (its product's, or the FMA that adds it, and
+// the additions after it), whatever the order or blocking: |err| <=
+// gamma_K S_ij.  A product that underflows errs by at most eta/2 absolutely
+// beyond that (K of them).  A narrower output adds one rounding of the
+// computed value, |y| + err at most.  The analysis holds while no partial
+// sum overflows: every one is at most S (1 + gamma_K) in magnitude, so an
+// element whose finite terms reach acc's overflow threshold that way is
+// left undefined (an FP32 accumulator may overflow there in some order,
+// whatever the exact sum): not judged, and counted.
+std::vector<std::vector<double>> matmul_bound(const Params&, const std::vector<TensorView>& in,
+                                              const std::vector<std::vector<double>>& exact, Format acc,
+                                              const std::vector<Format>& out) {
+    const Dims d = check(in);
+    const FormatInfo& ai = info(acc);
+    const double u = unit_roundoff(acc), g = gamma(static_cast<double>(d.k), u);
+    const double g_rig = gamma_rigorous(static_cast<double>(d.k), u), top = max_finite(acc);
+    const double half_eta = std::ldexp(1.0, ai.emin - ai.precision);  // half the smallest subnormal
+    const bool narrower = info(out.at(0)).precision < ai.precision;
+    std::vector<double> b(static_cast<std::size_t>(d.m * d.n));
+    for (std::int64_t i = 0; i < d.m; ++i)
+        for (std::int64_t j = 0; j < d.n; ++j) {
+            const std::size_t e = static_cast<std::size_t>(i * d.n + j);
+            const double y = exact.at(0).at(e);
+            double s = 0;  // the finite terms' magnitudes
+            for (std::int64_t k = 0; k < d.k; ++k) {
+                const double t = std::fabs(in[0].value(i * d.k + k) * in[1].value(k * d.n + j));
+                if (std::isfinite(t)) s += t;
+            }
+            if (std::isnan(y)) b[e] = std::numeric_limits<double>::quiet_NaN();  // NaN in any order
+            else if (s * (1 + g_rig) >= top) b[e] = kUndefined;
+            else if (!std::isfinite(y)) b[e] = std::numeric_limits<double>::quiet_NaN();  // an infinite term
+            else {
+                const double err = g * s + static_cast<double>(d.k) * half_eta;
+                b[e] = err + (narrower ? 0.5 * ulp_at(out[0], std::fabs(y) + err) : 0.0);
+            }
+        }
+    return {b};
+}
+
+}  // namespace conform::oracle
