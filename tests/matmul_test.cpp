@@ -40,7 +40,8 @@ Tensor product(const Tensor& a, const Tensor& b, Format out, cpu::MatmulPath p) 
     return y;
 }
 
-// y_ij as the FP32 chain acc = fma(a, b, acc) over k in `order`'s sequence.
+// y_ij as the FP32 chain acc = fma(a, b, acc) over k ascending, or with
+// pairs swapped (1, 0, 3, 2, ...).
 Tensor chain(const Tensor& a, const Tensor& b, bool pairs_swapped) {
     const std::int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
     Tensor y(Format::fp32, {m, n});
@@ -99,9 +100,9 @@ TEST(MatmulBound, UndefinedWhereTheAccumulatorMayOverflowAndNaNWhereTheValueIsNo
 TEST(MatmulKernel, EveryFmaPathIsTheScalarChainBitForBit) {
     std::mt19937_64 rng(7);
     for (const Format f : {Format::fp32, Format::fp16, Format::bf16})
-        for (const auto& [m, k, n] : {std::tuple{1, 1, 1}, {13, 517, 33}, {97, 31, 65}, {5, 1031, 17}}) {
+        for (const auto& [m, k, n] : {std::tuple{1, 1, 1}, {4, 101, 37}, {3, 64, 16}, {13, 517, 33}, {97, 31, 65}, {5, 1031, 17}}) {
             const Tensor a = random_matrix(f, m, k, rng, 0.05), b = random_matrix(f, k, n, rng, 0.05);
-            const Tensor want = chain(a, b, false);
+            const Tensor want = chain(a, b, f == Format::bf16);  // BF16: vdpbf16ps's order on every path
             expect_same_bits(product(a, b, Format::fp32, cpu::MatmulPath::scalar), want, "scalar");
             if (cpu::has_avx2()) expect_same_bits(product(a, b, Format::fp32, cpu::MatmulPath::fma256), want, "fma256");
             if (cpu::has_avx512()) expect_same_bits(product(a, b, Format::fp32, cpu::MatmulPath::fma512), want, "fma512");
@@ -123,7 +124,7 @@ TEST(MatmulKernel, Dpbf16IsThePairSwappedChainAndFallsBackOnSubnormals) {
         Tensor s1 = s;
         s1.set_value(0, 0x1p-130);
         ASSERT_FALSE(cpu::dpbf16_exact_range(s1.view(), b.view()));
-        expect_same_bits(product(s1, b, Format::fp32, cpu::MatmulPath::dpbf16), chain(s1, b, false), "dpbf16 guarded");
+        expect_same_bits(product(s1, b, Format::fp32, cpu::MatmulPath::dpbf16), chain(s1, b, true), "dpbf16 guarded");
     }
 }
 
@@ -134,6 +135,20 @@ TEST(MatmulKernel, Dpbf16GuardCountsExponents) {
     EXPECT_FALSE(cpu::dpbf16_exact_range(a.view(), b2.view()));
     const Tensor z = matrix(Format::bf16, 1, 2, {0, NAN});
     EXPECT_TRUE(cpu::dpbf16_exact_range(z.view(), b2.view()));  // no nonzero finite entry in a
+    // Rows of 70: the 32-lane scan and its tail.
+    for (const std::int64_t col : {35, 68}) {
+        Tensor big = matrix(Format::bf16, 3, 70, std::vector<double>(210, 1.5));
+        const Tensor small = matrix(Format::bf16, 1, 1, {0x1p-13});
+        EXPECT_TRUE(cpu::dpbf16_exact_range(big.view(), small.view()));
+        big.set_value(70 + col, -0x1p-99);  // -99 - 13 = -112
+        EXPECT_TRUE(cpu::dpbf16_exact_range(big.view(), small.view())) << col;
+        big.set_value(70 + col, 0x1p-100);  // -113
+        EXPECT_FALSE(cpu::dpbf16_exact_range(big.view(), small.view())) << col;
+        big.set_value(70 + col, 0x1p-130);  // subnormal
+        EXPECT_FALSE(cpu::dpbf16_exact_range(big.view(), matrix(Format::bf16, 1, 1, {1}).view())) << col;
+        big.set_value(70 + col, INFINITY);
+        EXPECT_TRUE(cpu::dpbf16_exact_range(big.view(), small.view())) << col;
+    }
 }
 
 TEST(MatmulKernel, Dpbf16FlushesWhatTheGuardProtects) {

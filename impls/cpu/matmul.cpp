@@ -37,93 +37,173 @@ Dims check(const KernelCall& c) {
     return {a.shape[0], a.shape[1], b.shape[1]};
 }
 
-// Element j of row r of t, as float (exact: every input format widens exactly).
-float load(const TensorView& t, std::int64_t r, std::int64_t j) {
-    switch (t.format) {
-        case Format::fp32: return t.row<const float>(r)[j];
-        case Format::bf16: return Storage<Format::bf16>::load(t.row<const std::uint16_t>(r), j);
-        case Format::fp16: return Storage<Format::fp16>::load(t.row<const std::uint16_t>(r), j);
-        default: throw std::invalid_argument("matmul kernel: inputs must be fp32, fp16 or bf16");
+// The chain's order over k: ascending, or for BF16 operands with pairs
+// swapped (1, 0, 3, 2, ...: vdpbf16ps's order) on every path, so that the
+// bits do not depend on the path (or on whether this CPU has AVX512_BF16).
+struct Order {
+    std::int64_t k;
+    bool swapped;
+    std::int64_t at(std::int64_t p) const {
+        if (!swapped) return p;
+        return p % 2 ? p - 1 : (p + 1 < k ? p + 1 : p);
     }
+};
+
+Order order_of(const KernelCall& c, const Dims& d) { return {d.k, c.in[0].format == Format::bf16}; }
+
+// One element widened to float (exact).  F16C where the caller's target has it.
+template <Format F>
+CONFORM_AVX2 inline float widen1(storage_t<F> v) {
+    if constexpr (F == Format::fp32) return v;
+    else if constexpr (F == Format::fp16) return _cvtsh_ss(v);
+    else return bf16_to_f32(v);
+}
+template <Format F>
+float widen1_portable(storage_t<F> v) {
+    return Storage<F>::load(&v, 0);
+}
+
+template <Format F>
+const storage_t<F>* row_of(const TensorView& t, std::int64_t r) {
+    return t.row<const storage_t<F>>(r);
+}
+
+// Row i of y from c's row, rounded once into y's format.
+template <Format F>
+void store_row(const float* c, std::int64_t n, storage_t<F>* y) {
+    for (std::int64_t j = 0; j < n; ++j) Storage<F>::store(y, j, c[j]);
+}
+// The same 16 lanes at a time (narrow16: the scalar rounding's bits).
+template <Format F>
+CONFORM_AVX512 void store_row512(const float* c, std::int64_t n, storage_t<F>* y) {
+    std::int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        if constexpr (F == Format::fp32) _mm512_storeu_ps(y + j, _mm512_loadu_ps(c + j));
+        else _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), narrow16(_mm512_loadu_ps(c + j), F));
+    }
+    store_row<F>(c + j, n - j, y + j);
 }
 
 // y = c (row-major, ldc) rounded once into y's format.
-void store_output(const float* c, std::int64_t ldc, const Dims& d, const TensorView& y) {
+template <Format F>
+void store_as(const float* c, std::int64_t ldc, const Dims& d, const TensorView& y) {
     for (std::int64_t i = 0; i < d.m; ++i) {
-        const float* row = c + i * ldc;
-        switch (y.format) {
-            case Format::fp32: std::memcpy(y.row<float>(i), row, static_cast<std::size_t>(d.n) * 4); break;
-            case Format::bf16:
-                for (std::int64_t j = 0; j < d.n; ++j) Storage<Format::bf16>::store(y.row<std::uint16_t>(i), j, row[j]);
-                break;
-            case Format::fp16:
-                for (std::int64_t j = 0; j < d.n; ++j) Storage<Format::fp16>::store(y.row<std::uint16_t>(i), j, row[j]);
-                break;
-            default: throw std::invalid_argument("matmul kernel: y must be fp32, fp16 or bf16");
-        }
+        if (has_avx512()) store_row512<F>(c + i * ldc, d.n, y.row<storage_t<F>>(i));
+        else store_row<F>(c + i * ldc, d.n, y.row<storage_t<F>>(i));
+    }
+}
+void store_output(const float* c, std::int64_t ldc, const Dims& d, const TensorView& y) {
+    switch (y.format) {
+        case Format::fp32: return store_as<Format::fp32>(c, ldc, d, y);
+        case Format::bf16: return store_as<Format::bf16>(c, ldc, d, y);
+        case Format::fp16: return store_as<Format::fp16>(c, ldc, d, y);
+        default: throw std::invalid_argument("matmul kernel: y must be fp32, fp16 or bf16");
     }
 }
 
-// The scalar chain, k ascending, one row of accumulators at a time.
+// The scalar chain, one row of accumulators at a time.
+template <Format F>
 void scalar_gemm(const KernelCall& c, const Dims& d, float* acc) {
+    const Order o = order_of(c, d);
     for (std::int64_t i = 0; i < d.m; ++i) {
         float* row = acc + i * d.n;
         std::fill(row, row + d.n, 0.0f);
-        for (std::int64_t k = 0; k < d.k; ++k) {
-            const float a = load(c.in[0], i, k);
-            for (std::int64_t j = 0; j < d.n; ++j) row[j] = std::fma(a, load(c.in[1], k, j), row[j]);
+        for (std::int64_t p = 0; p < d.k; ++p) {
+            const std::int64_t q = o.at(p);
+            const float a = widen1_portable<F>(row_of<F>(c.in[0], i)[q]);
+            const storage_t<F>* b = row_of<F>(c.in[1], q);
+            for (std::int64_t j = 0; j < d.n; ++j) row[j] = std::fma(a, widen1_portable<F>(b[j]), row[j]);
         }
     }
 }
 
 // ---- packing ---------------------------------------------------------------
 
-// B rows [k0, k0 + kc) as panels of NR columns, [panel][kk][NR] floats, zero past N.
-void pack_b_f32(const TensorView& b, std::int64_t k0, std::int64_t kc, std::int64_t n, int nr, float* bp) {
-    const std::int64_t panels = (n + nr - 1) / nr;
-    for (std::int64_t p = 0; p < panels; ++p)
-        for (std::int64_t kk = 0; kk < kc; ++kk) {
-            float* dst = bp + (p * kc + kk) * nr;
-            for (int jj = 0; jj < nr; ++jj) {
-                const std::int64_t j = p * nr + jj;
-                dst[jj] = j < n ? load(b, k0 + kk, j) : 0.0f;
-            }
+template <Format F>
+CONFORM_AVX512 inline __m512 load16(const storage_t<F>* p) {
+    if constexpr (F == Format::fp32) return _mm512_loadu_ps(p);
+    else return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), F);
+}
+template <Format F>
+CONFORM_AVX512 inline __m512 load16_masked(const storage_t<F>* p, __mmask16 m) {
+    if constexpr (F == Format::fp32) return _mm512_maskz_loadu_ps(m, p);
+    else return widen16(_mm256_maskz_loadu_epi16(m, p), F);
+}
+
+// B rows k0 .. k0 + kc (chain order) as panels of 32 (AVX-512) or 16
+// (AVX2) columns, [panel][kk][NR] floats, zero past N.
+template <Format F>
+CONFORM_AVX512 void pack_b_512(const TensorView& b, Order o, std::int64_t k0, std::int64_t kc, std::int64_t n, float* bp) {
+    const std::int64_t full = n / 32, panels = (n + 31) / 32;
+    for (std::int64_t kk = 0; kk < kc; ++kk) {
+        const storage_t<F>* row = row_of<F>(b, o.at(k0 + kk));
+        for (std::int64_t p = 0; p < full; ++p) {
+            float* dst = bp + (p * kc + kk) * 32;
+            _mm512_store_ps(dst, load16<F>(row + p * 32));
+            _mm512_store_ps(dst + 16, load16<F>(row + p * 32 + 16));
         }
+        for (std::int64_t jj = 0; full < panels && jj < 32; ++jj)
+            bp[(full * kc + kk) * 32 + jj] = full * 32 + jj < n ? widen1<F>(row[full * 32 + jj]) : 0.0f;
+    }
 }
 
-// A rows [i0, i0 + mr), columns [k0, k0 + kc) as [kk][mr] floats.
-void pack_a_f32(const TensorView& a, std::int64_t i0, int mr, std::int64_t k0, std::int64_t kc, float* ap) {
-    for (int r = 0; r < mr; ++r)
-        for (std::int64_t kk = 0; kk < kc; ++kk) ap[kk * mr + r] = load(a, i0 + r, k0 + kk);
-}
-
-// BF16 bits of element j of row r, 0 past the end of K (the pair's padding).
-std::uint32_t bf16_bits(const TensorView& t, std::int64_t r, std::int64_t rows, std::int64_t j, std::int64_t cols) {
-    return r < rows && j < cols ? t.row<const std::uint16_t>(r)[j] : 0u;
-}
-
-// B pairs: [panel][kk][32] of (b[k0+2kk][j] | b[k0+2kk+1][j] << 16).
-void pack_b_pairs(const TensorView& b, std::int64_t k0, std::int64_t kc2, const Dims& d, std::uint32_t* bp) {
-    const std::int64_t panels = (d.n + 31) / 32;
-    for (std::int64_t p = 0; p < panels; ++p)
-        for (std::int64_t kk = 0; kk < kc2; ++kk) {
-            std::uint32_t* dst = bp + (p * kc2 + kk) * 32;
-            const std::int64_t k = k0 + 2 * kk;
-            for (int jj = 0; jj < 32; ++jj) {
-                const std::int64_t j = p * 32 + jj;
-                dst[jj] = bf16_bits(b, k, d.k, j, d.n) | bf16_bits(b, k + 1, d.k, j, d.n) << 16;
-            }
+template <Format F>
+CONFORM_AVX2 void pack_b_256(const TensorView& b, Order o, std::int64_t k0, std::int64_t kc, std::int64_t n, float* bp) {
+    const std::int64_t full = n / 16, panels = (n + 15) / 16;
+    for (std::int64_t kk = 0; kk < kc; ++kk) {
+        const storage_t<F>* row = row_of<F>(b, o.at(k0 + kk));
+        for (std::int64_t p = 0; p < full; ++p) {
+            float* dst = bp + (p * kc + kk) * 16;
+            _mm256_store_ps(dst, load8_as<F>(row + p * 16));
+            _mm256_store_ps(dst + 8, load8_as<F>(row + p * 16 + 8));
         }
+        for (std::int64_t jj = 0; full < panels && jj < 16; ++jj)
+            bp[(full * kc + kk) * 16 + jj] = full * 16 + jj < n ? widen1<F>(row[full * 16 + jj]) : 0.0f;
+    }
 }
 
-// A pairs: [kk][mr] of (a[i][k0+2kk] | a[i][k0+2kk+1] << 16).
+// A rows [i0, i0 + mr), chain positions [k0, k0 + kc) as [kk][mr] floats.
+template <Format F>
+CONFORM_AVX2 void pack_a_f32(const TensorView& a, Order o, std::int64_t i0, int mr, std::int64_t k0, std::int64_t kc, float* ap) {
+    for (int r = 0; r < mr; ++r) {
+        const storage_t<F>* row = row_of<F>(a, i0 + r);
+        for (std::int64_t kk = 0; kk < kc; ++kk) ap[kk * mr + r] = widen1<F>(row[o.at(k0 + kk)]);
+    }
+}
+
+// B pairs: [panel][kk][32] of (b[k][j] | b[k+1][j] << 16), k = k0 + 2 kk,
+// 0 past K (the odd K's padding) and past N.
+CONFORM_AVX512 void pack_b_pairs(const TensorView& b, std::int64_t k0, std::int64_t kc2, const Dims& d, std::uint32_t* bp) {
+    const std::int64_t full = d.n / 32, panels = (d.n + 31) / 32;
+    static const std::uint16_t zeros[32] = {};
+    for (std::int64_t kk = 0; kk < kc2; ++kk) {
+        const std::int64_t k = k0 + 2 * kk;
+        const std::uint16_t* r0 = b.row<const std::uint16_t>(k);
+        const std::uint16_t* r1 = k + 1 < d.k ? b.row<const std::uint16_t>(k + 1) : nullptr;
+        for (std::int64_t p = 0; p < full; ++p)
+            for (int h = 0; h < 2; ++h) {
+                const std::int64_t j = p * 32 + h * 16;
+                const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + j)));
+                const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 ? r1 + j : zeros)));
+                _mm512_store_si512(bp + (p * kc2 + kk) * 32 + h * 16, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            }
+        for (std::int64_t jj = 0; full < panels && jj < 32; ++jj) {
+            const std::int64_t j = full * 32 + jj;
+            bp[(full * kc2 + kk) * 32 + jj] = j < d.n ? r0[j] | (r1 ? std::uint32_t{r1[j]} << 16 : 0u) : 0u;
+        }
+    }
+}
+
+// A pairs: [kk][mr] of (a[i][k] | a[i][k+1] << 16), k = k0 + 2 kk.
 void pack_a_pairs(const TensorView& a, std::int64_t i0, int mr, std::int64_t k0, std::int64_t kc2, std::int64_t k,
                   std::uint32_t* ap) {
-    for (int r = 0; r < mr; ++r)
+    for (int r = 0; r < mr; ++r) {
+        const std::uint16_t* row = a.row<const std::uint16_t>(i0 + r);
         for (std::int64_t kk = 0; kk < kc2; ++kk) {
             const std::int64_t col = k0 + 2 * kk;
-            ap[kk * mr + r] = bf16_bits(a, i0 + r, i0 + r + 1, col, k) | bf16_bits(a, i0 + r, i0 + r + 1, col + 1, k) << 16;
+            ap[kk * mr + r] = row[col] | (col + 1 < k ? std::uint32_t{row[col + 1]} << 16 : 0u);
         }
+    }
 }
 
 // ---- micro-kernels: an MR x (2 vectors) tile of FP32 accumulators -----------
@@ -236,15 +316,20 @@ void blocked(const Dims& d, Tile t, float* c, std::int64_t ldc, PackA pack_a, Pa
     }
 }
 
+template <Format F>
 void fma_gemm(const KernelCall& c, const Dims& d, float* acc, std::int64_t ldc, bool wide) {
     const Tile t{wide ? 12 : 6, wide ? 32 : 16, 1};
-    auto pack_a = [&](std::int64_t i0, int mr, std::int64_t k0, std::int64_t kc, float* ap) { pack_a_f32(c.in[0], i0, mr, k0, kc, ap); };
-    auto pack_b = [&](std::int64_t k0, std::int64_t kc, float* bp) { pack_b_f32(c.in[1], k0, kc, d.n, t.nr, bp); };
+    const Order o = order_of(c, d);
+    auto pack_a = [&](std::int64_t i0, int mr, std::int64_t k0, std::int64_t kc, float* ap) {
+        pack_a_f32<F>(c.in[0], o, i0, mr, k0, kc, ap);
+    };
     if (wide)
-        blocked<float>(d, t, acc, ldc, pack_a, pack_b,
+        blocked<float>(d, t, acc, ldc, pack_a,
+                       [&](std::int64_t k0, std::int64_t kc, float* bp) { pack_b_512<F>(c.in[1], o, k0, kc, d.n, bp); },
                        [](int mr) { return pick<float, Fma512>(mr, std::make_integer_sequence<int, 12>{}); });
     else
-        blocked<float>(d, t, acc, ldc, pack_a, pack_b,
+        blocked<float>(d, t, acc, ldc, pack_a,
+                       [&](std::int64_t k0, std::int64_t kc, float* bp) { pack_b_256<F>(c.in[1], o, k0, kc, d.n, bp); },
                        [](int mr) { return pick<float, Fma256>(mr, std::make_integer_sequence<int, 6>{}); });
 }
 
@@ -258,19 +343,87 @@ void dpbf16_gemm(const KernelCall& c, const Dims& d, float* acc, std::int64_t ld
                            [](int mr) { return pick<std::uint32_t, Dpbf16>(mr, std::make_integer_sequence<int, 12>{}); });
 }
 
-// The exponent of the smallest nonzero finite BF16 entry: -1000 when one is
-// subnormal, +1000 when there is none.
-int min_exponent(const TensorView& t) {
-    int e_min = 1000;
-    for (std::int64_t r = 0; r < t.shape[0]; ++r) {
-        const std::uint16_t* row = t.row<const std::uint16_t>(r);
-        for (std::int64_t j = 0; j < t.shape[1]; ++j) {
-            const int field = (row[j] >> 7) & 0xFF, mant = row[j] & 0x7F;
-            if (field == 0xFF || (field == 0 && mant == 0)) continue;
-            e_min = std::min(e_min, field ? field - 127 : -1000);  // a subnormal input is flushed whatever its partner
+// Few rows (decode): no packing.  B is streamed row by row in chain order,
+// each row's 16-lane vectors multiplied into up to four rows of FP32
+// accumulators held in c: the same chain per element, B read once.
+constexpr std::int64_t kRowsPathMax = 4;
+
+template <Format F>
+CONFORM_AVX512 void rows_fma512(const KernelCall& c, const Dims& d, float* acc, std::int64_t ldc) {
+    const Order o = order_of(c, d);
+    const std::int64_t full = d.n / 16;
+    const __mmask16 tail = static_cast<__mmask16>((1u << (d.n % 16)) - 1);
+    for (std::int64_t i0 = 0; i0 < d.m; i0 += kRowsPathMax) {
+        const std::int64_t mr = std::min(kRowsPathMax, d.m - i0);
+        for (std::int64_t r = 0; r < mr; ++r) std::fill(acc + (i0 + r) * ldc, acc + (i0 + r) * ldc + d.n, 0.0f);
+        for (std::int64_t p = 0; p < d.k; ++p) {
+            const std::int64_t q = o.at(p);
+            const storage_t<F>* b = row_of<F>(c.in[1], q);
+            __m512 a[kRowsPathMax];
+            for (std::int64_t r = 0; r < mr; ++r) a[r] = _mm512_set1_ps(widen1<F>(row_of<F>(c.in[0], i0 + r)[q]));
+            for (std::int64_t v = 0; v <= full; ++v) {
+                if (v == full && !tail) break;
+                const __mmask16 m = v < full ? __mmask16(0xFFFF) : tail;
+                const __m512 bv = load16_masked<F>(b + v * 16, m);
+                for (std::int64_t r = 0; r < mr; ++r) {
+                    float* dst = acc + (i0 + r) * ldc + v * 16;
+                    _mm512_mask_storeu_ps(dst, m, _mm512_fmadd_ps(a[r], bv, _mm512_maskz_loadu_ps(m, dst)));
+                }
+            }
         }
     }
-    return e_min;
+}
+
+template <Format F>
+void run_path(const KernelCall& c, const Dims& d, MatmulPath p, float* acc, std::int64_t ldc) {
+    if (p == MatmulPath::dpbf16) return dpbf16_gemm(c, d, acc, ldc);
+    if (p == MatmulPath::fma512 && d.m <= kRowsPathMax) return rows_fma512<F>(c, d, acc, ldc);
+    fma_gemm<F>(c, d, acc, ldc, p == MatmulPath::fma512);
+}
+
+// The exponent of the smallest nonzero finite BF16 entry: -1000 when one is
+// subnormal, +1000 when there is none.  Exponent fields of nonzero finite
+// entries, minimized 32 lanes at a time (zeros, infinities and NaNs count
+// as the largest field); a subnormal sets the flag.
+CONFORM_AVX512 int min_exponent(const TensorView& t) {
+    const __m512i expo = _mm512_set1_epi16(0x7F80), mag = _mm512_set1_epi16(0x7FFF);
+    __m512i lo = expo;
+    bool subnormal = false;
+    unsigned lo_tail = 0x7F80;
+    for (std::int64_t r = 0; r < t.shape[0]; ++r) {
+        const std::uint16_t* row = t.row<const std::uint16_t>(r);
+        std::int64_t j = 0;
+        for (; j + 32 <= t.shape[1]; j += 32) {
+            const __m512i h = _mm512_loadu_si512(row + j), e = _mm512_and_si512(h, expo);
+            const __mmask32 nonzero = _mm512_test_epi16_mask(h, mag), zero_field = _mm512_testn_epi16_mask(e, expo);
+            subnormal = subnormal || (nonzero & zero_field);
+            lo = _mm512_min_epu16(lo, _mm512_mask_blend_epi16(nonzero, expo, e));  // 0x7F80 (inf/NaN) never lowers it
+        }
+        for (; j < t.shape[1]; ++j) {
+            const unsigned field = row[j] & 0x7F80u;
+            if ((row[j] & 0x7FFFu) == 0) continue;
+            subnormal = subnormal || field == 0;
+            lo_tail = std::min(lo_tail, field);
+        }
+    }
+    alignas(64) std::uint16_t lanes[32];
+    _mm512_store_si512(lanes, lo);
+    for (std::uint16_t v : lanes) lo_tail = std::min<unsigned>(lo_tail, v);
+    if (subnormal) return -1000;
+    return lo_tail == 0x7F80u ? 1000 : static_cast<int>(lo_tail >> 7) - 127;
+}
+
+// The same, one entry at a time (CPUs without AVX-512).
+int min_exponent_scalar(const TensorView& t) {
+    unsigned lo = 0x7F80;
+    for (std::int64_t r = 0; r < t.shape[0]; ++r)
+        for (std::int64_t j = 0; j < t.shape[1]; ++j) {
+            const std::uint16_t h = t.row<const std::uint16_t>(r)[j];
+            if ((h & 0x7FFFu) == 0) continue;
+            if ((h & 0x7F80u) == 0) return -1000;
+            lo = std::min(lo, h & 0x7F80u);
+        }
+    return lo == 0x7F80u ? 1000 : static_cast<int>(lo >> 7) - 127;
 }
 
 }  // namespace
@@ -281,7 +434,8 @@ bool dpbf16_exact_range(const TensorView& a, const TensorView& b) {
     // so is every sum of such products and every rounding of one to FP32
     // above that spacing: nonzero, each is at least 2^-126 when the smallest
     // exponents sum to -112 or more.
-    const int ea = min_exponent(a), eb = min_exponent(b);
+    auto scan = [](const TensorView& t) { return has_avx512() ? min_exponent(t) : min_exponent_scalar(t); };
+    const int ea = scan(a), eb = scan(b);
     return ea >= 1000 || eb >= 1000 || ea + eb >= -112;
 }
 
@@ -303,21 +457,24 @@ MatmulPath best_matmul_path(Format f) {
 
 void matmul_call(const KernelCall& c, MatmulPath p, bool guard) {
     const Dims d = check(c);
-    if (p == MatmulPath::dpbf16 && (c.in[0].format != Format::bf16 || !has_avx512_bf16()))
+    const Format f = c.in[0].format;
+    if (f != Format::fp32 && f != Format::fp16 && f != Format::bf16)
+        throw std::invalid_argument("matmul kernel: inputs must be fp32, fp16 or bf16");
+    if (p == MatmulPath::dpbf16 && (f != Format::bf16 || !has_avx512_bf16()))
         throw std::invalid_argument("matmul kernel: the dpbf16 path needs bf16 inputs and AVX512_BF16");
-    if (p == MatmulPath::dpbf16 && guard && !dpbf16_exact_range(c.in[0], c.in[1])) p = MatmulPath::fma512;
+    if (p == MatmulPath::dpbf16 && guard && (d.m <= kRowsPathMax || !dpbf16_exact_range(c.in[0], c.in[1])))
+        p = MatmulPath::fma512;  // the same chain order (Order), so the same bits
     static thread_local std::vector<float, AlignedAllocator<float, 64>> c_buf;
-    if (p == MatmulPath::scalar || d.k == 0) {
-        float* acc = grown(c_buf, d.m * d.n);
-        if (d.k == 0) std::fill(acc, acc + d.m * d.n, 0.0f);
-        else scalar_gemm(c, d, acc);
-        store_output(acc, d.n, d, c.out[0]);
-        return;
-    }
-    const std::int64_t ldc = (d.n + 31) / 32 * 32;
+    const std::int64_t ldc = p == MatmulPath::scalar ? d.n : (d.n + 31) / 32 * 32;
     float* acc = grown(c_buf, d.m * ldc);
-    if (p == MatmulPath::dpbf16) dpbf16_gemm(c, d, acc, ldc);
-    else fma_gemm(c, d, acc, ldc, p == MatmulPath::fma512);
+    if (d.k == 0) std::fill(acc, acc + d.m * ldc, 0.0f);
+    else if (p == MatmulPath::scalar) {
+        if (f == Format::fp32) scalar_gemm<Format::fp32>(c, d, acc);
+        else if (f == Format::fp16) scalar_gemm<Format::fp16>(c, d, acc);
+        else scalar_gemm<Format::bf16>(c, d, acc);
+    } else if (f == Format::fp32) run_path<Format::fp32>(c, d, p, acc, ldc);
+    else if (f == Format::fp16) run_path<Format::fp16>(c, d, p, acc, ldc);
+    else run_path<Format::bf16>(c, d, p, acc, ldc);
     store_output(acc, ldc, d, c.out[0]);
 }
 

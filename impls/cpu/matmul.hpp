@@ -13,13 +13,14 @@ void register_mutants_matmul(Registry& r);  // impls/mutants/matmul.cpp
 
 namespace cpu {
 
-// The paths of the fast kernel.  Every FMA path computes each y_ij as the
-// chain acc = fma(a_ik, b_kj, acc), k = 0, 1, ..., K-1 from acc = +0 in
-// FP32 (bit-identical to the scalar loop, whatever the blocking: partial
-// sums are parked in FP32).  dpbf16 (BF16 inputs, AVX512_BF16) takes the
-// pairs in vdpbf16ps's order, k+1 before k, each addition rounded, and runs
-// only when no product or partial sum can be subnormal (the instruction
-// flushes them); matmul_call falls back to the FMA path otherwise.
+// The paths of the fast kernel.  Every path computes each y_ij as the chain
+// acc = fma(a_ik, b_kj, acc) from acc = +0 in FP32, k = 0, 1, ..., K-1 --
+// for BF16 operands in vdpbf16ps's order 1, 0, 3, 2, ... -- so all give the
+// scalar loop's bits, whatever the blocking (partial sums are parked in
+// FP32).  dpbf16 (BF16, AVX512_BF16) runs only when no product or partial
+// sum can be subnormal (the instruction flushes them) and M > 4;
+// matmul_call takes the FMA path otherwise.  fma512 with M <= 4 streams B
+// unpacked (decode).
 enum class MatmulPath { scalar, fma256, fma512, dpbf16 };
 
 // The best path this CPU has for inputs in format f.
