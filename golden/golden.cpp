@@ -43,7 +43,9 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // of either sign where the exact result is finite or +inf -- outside the
 // domain their generators draw from (docs/attention.md, docs/gdn.md).
 // Matmul takes `constant` too: bit patterns' products overflow an FP32
-// accumulator, elements its bound leaves undefined (docs/matmul.md).
+// accumulator, elements its bound leaves undefined (docs/matmul.md).  The
+// router takes its generators' families (docs/moe.md): normal, uniform and
+// heavy tails for bit patterns, near_eps and around_cap.
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
 struct Substitution {
@@ -55,6 +57,9 @@ const Substitution kSubstitutions[] = {
     {"gdn", props::Family::bit_patterns, props::Family::constant},
     {"kda", props::Family::bit_patterns, props::Family::constant},
     {"matmul", props::Family::bit_patterns, props::Family::constant},
+    {"moe_router", props::Family::bit_patterns, props::Family::normal},
+    {"moe_router", props::Family::near_eps, props::Family::uniform},
+    {"moe_router", props::Family::around_cap, props::Family::heavy_tail},
     {"softmax", props::Family::near_eps, props::Family::masked},
     {"softmax", props::Family::around_cap, props::Family::saturated},
 };
@@ -119,6 +124,10 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "quantize") s.dims = {3, 5};
     if (name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
     if (name == "matmul") s.dims = {3, 5, 17};          // K odd (vdpbf16ps pairs), N past a 16-lane vector
+    if (name == "moe_router") {                         // 5 tokens, 8 experts (two duplicated: a tie), top 2, capacity
+        s.dims = {5, 4, 8, 1, 1};
+        s.params.set("capacity", 1);
+    }
     if (name == "dequantize") s.dims = {3, 5};          // codes stored as floats
     if (name == "smooth_quant") s.dims = {3, 4, 5};     // x [3, 4], w [4, 5], alpha 0.5
     if (name == "int8_block") {  // T 3, d 8, 2 heads, ffn 8: the all-real block

@@ -6,6 +6,7 @@
 #include "impls/cpu/int8_block.hpp"
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/matmul.hpp"
+#include "impls/cpu/moe.hpp"
 #include "impls/cpu/rope.hpp"
 #include "impls/cpu/sinkhorn.hpp"
 
@@ -57,6 +58,7 @@ const Registry& builtin_registry() {
         register_cpu_int8_quant(r);
         register_cpu_int8_block(r);
         register_cpu_matmul(r);
+        register_cpu_moe(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
@@ -68,6 +70,7 @@ const Registry& builtin_registry() {
         register_mutants_hc_residual(r);
         register_mutants_int8(r);
         register_mutants_matmul(r);
+        register_mutants_moe(r);
         return r;
     }();
     return reg;

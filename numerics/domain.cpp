@@ -82,6 +82,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"dequantize", {"rows", "cols"}},
         {"int8_gemm", {"m", "k", "n"}},
         {"matmul", {"m", "k", "n"}},
+        {"moe_router", {"tokens", "channels", "experts"}},
         {"smooth_quant", {"tokens", "channels", "n"}},
         {"int8_block", {"tokens", "d", "heads", "ffn"}},
     };

@@ -59,6 +59,14 @@ std::vector<std::vector<std::int64_t>> matmul_shapes(const std::vector<TensorVie
     return {{in[0].shape[0], in[1].shape[1]}};
 }
 
+// moe_router: indices, weights, kept [T, k] and loss [1] from x [T, C].
+std::vector<std::vector<std::int64_t>> moe_router_shapes(const std::vector<TensorView>& in, const Params& p) {
+    if (in.size() < 2 || in[0].rank != 2 || in[1].rank != 2)
+        throw std::invalid_argument("moe_router: expects x [T, C] and w [C, E] (and optionally selection_bias [E])");
+    const std::int64_t t = in[0].shape[0], k = static_cast<std::int64_t>(p.get("k", 2));
+    return {{t, k}, {t, k}, {t, k}, {1}};
+}
+
 // dequantize: y of q's shape.
 std::vector<std::vector<std::int64_t>> dequantize_shapes(const std::vector<TensorView>& in) {
     if (in.size() != 2 || in[0].rank != 2) throw std::invalid_argument("dequantize: expects q [rows, cols] and scale");
@@ -226,6 +234,22 @@ std::vector<OpSpec> make_specs() {
                  "(FP32, or a 16-bit format: the kernel's output option); IEEE products and sums for special "
                  "values (0 * inf = NaN, inf - inf = NaN)",
                  matmul_shapes});
+    OpSpec router{"moe_router", "moe", OpKind::structured, {"x", "w", "selection_bias"}, {"indices", "weights", "kept", "loss"},
+                  {{"k", 2, "experts chosen per token (1 <= k <= E)"},
+                   {"score", 0, "0: p = softmax(x w) over the experts; 1: p = sigmoid(x w) per expert"},
+                   {"renormalize", 1, "1: weights p_i / sum of the chosen p; 0: weights p_i"},
+                   {"capacity", 0, "c > 0: each expert takes at most floor(c T k / E) assignments, in token order "
+                                   "(then slot order); the rest are dropped (kept 0, weight 0); 0: no limit"}},
+                  "x [T, C], w [C, E], optional selection_bias b [E]: logits l = x w (exact), p = softmax(l) or "
+                  "sigmoid(l); each token chooses the k experts of largest p_i + b_i (ties: the lower index), in "
+                  "decreasing order: indices [T, k]; weights p_i (renormalized over the k chosen, or not): the bias "
+                  "never enters a weight; kept [T, k] 1 or 0 (capacity); loss [1] = E sum_i f_i P_i with f_i the "
+                  "share of tokens choosing expert i and P_i the mean over tokens of p_i (sigmoid: p_i / sum_j p_j). "
+                  "A token with a non-finite logit has NaN indices, weights and kept, and makes the loss NaN.  "
+                  "Judged ambiguity-aware: any selection within the scores' budget of the oracle's passes"};
+    router.out_shapes_params = moe_router_shapes;
+    router.staged = true;
+    s.push_back(std::move(router));
     return s;
 }
 
@@ -237,7 +261,8 @@ const std::vector<OpSpec>& op_specs() {
 }
 
 bool optional_input(std::string_view input_name) {
-    return input_name == "mask" || input_name == "initial_state" || input_name == "cu_seqlens";
+    return input_name == "mask" || input_name == "initial_state" || input_name == "cu_seqlens" ||
+           input_name == "selection_bias";
 }
 
 std::vector<std::vector<std::int64_t>> output_shapes(const OpSpec& op, const std::vector<TensorView>& in, const Params& p) {

@@ -1,5 +1,7 @@
 #include "oracle/matmul.hpp"
 
+#include "oracle/exact_dot.hpp"
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -20,42 +22,6 @@ Dims check(const std::vector<TensorView>& in) {
     require_dim(op, "b", in[1], 0, in[0].shape[1], "K of a");
     return {in[0].shape[0], in[0].shape[1], in[1].shape[1]};
 }
-
-// K exact products (a double times a double fits 106 bits) summed by
-// mpfr_sum into the working precision: one correct rounding, IEEE special
-// values (0 * inf and inf - inf are NaN) and IEEE's sign of an exact zero.
-class ExactDot {
-public:
-    explicit ExactDot(std::int64_t k) : terms_(static_cast<std::size_t>(k)), ptrs_(terms_.size()) {
-        mpfr_init2(x_, 53);
-        for (std::size_t i = 0; i < terms_.size(); ++i) {
-            mpfr_init2(&terms_[i], 106);
-            ptrs_[i] = &terms_[i];
-        }
-    }
-    ~ExactDot() {
-        mpfr_clear(x_);
-        for (auto& t : terms_) mpfr_clear(&t);
-    }
-    ExactDot(const ExactDot&) = delete;
-    ExactDot& operator=(const ExactDot&) = delete;
-
-    void set(std::size_t i, double a, double b) {
-        mpfr_set_d(x_, a, MPFR_RNDN);
-        mpfr_mul_d(&terms_[i], x_, b, MPFR_RNDN);  // exact at 106 bits
-    }
-    Real sum() {
-        Real r;
-        if (terms_.empty()) return r;  // the empty sum: +0
-        mpfr_sum(r.backend().data(), ptrs_.data(), static_cast<unsigned long>(ptrs_.size()), MPFR_RNDN);
-        return r;
-    }
-
-private:
-    mpfr_t x_;
-    std::vector<__mpfr_struct> terms_;
-    std::vector<mpfr_ptr> ptrs_;
-};
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include "oracle/hc_residual.hpp"
 #include "oracle/kda.hpp"
 #include "oracle/matmul.hpp"
+#include "oracle/moe.hpp"
 #include "oracle/int8.hpp"
 #include "oracle/int8_block.hpp"
 #include "oracle/mla.hpp"
@@ -46,6 +47,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"quantize", eval_quantize},
         {"int8_gemm", eval_int8_gemm},
         {"matmul", eval_matmul},
+        {"moe_router", eval_moe_router},
         {"dequantize", eval_dequantize},
         {"smooth_quant", eval_smooth_quant},
         {"int8_block", eval_int8_block},
@@ -118,6 +120,7 @@ StructuredResult evaluate_structured(const std::string& op, const Params& p, con
             res.exact[o][static_cast<std::size_t>(i)] = to_double(b);
         }
         res.max_bits = std::max(res.max_bits, 2 * bits);
+        res.notes = hi.notes;
         if (still.empty()) break;
         res.recomputed += static_cast<std::int64_t>(still.size());
         pending = std::move(still);

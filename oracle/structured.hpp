@@ -12,6 +12,7 @@
 // the caller; an evaluator never rounds to a storage format.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -28,6 +29,9 @@ struct OpOutputs {
     std::vector<std::string> names;                  // the op's output names, in order
     std::vector<std::vector<std::int64_t>> shapes;   // one shape per output
     std::vector<std::vector<Real>> values;           // row-major, numel(shape) each
+    // What the verdict should count about this case beyond the values (the
+    // router's ambiguous selections it accepted): reason -> count.
+    std::map<std::string, std::int64_t> notes;
 };
 
 using StructuredEval = OpOutputs (*)(const Params&, const std::vector<TensorView>&);
@@ -49,6 +53,7 @@ struct StructuredResult {
     std::vector<std::vector<double>> exact;   // the oracle values, rounded to double
     unsigned max_bits = 0;                    // highest precision any element needed
     std::int64_t recomputed = 0;              // elements that needed more than 2P
+    std::map<std::string, std::int64_t> notes;  // OpOutputs::notes of the last evaluation
 };
 
 // `out` gives one format per output; a single format applies to every output.

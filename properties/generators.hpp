@@ -102,5 +102,7 @@ rc::Gen<CaseSpec> gen_int8_block_spec(Format fmt, GenOptions opt);  // propertie
 Case build_int8_block_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_matmul_spec(Format fmt, GenOptions opt);  // properties/matmul.cpp
 Case build_matmul_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_moe_router_spec(Format fmt, GenOptions opt);  // properties/moe.cpp
+Case build_moe_router_case(const CaseSpec& spec);
 
 }  // namespace conform::props

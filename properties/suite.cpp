@@ -207,6 +207,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_int8_quant_properties(v);
         add_int8_block_properties(v);
         add_matmul_properties(v);
+        add_moe_properties(v);
         return v;
     }();
     return defs;
@@ -326,6 +327,7 @@ void fill_stats(report::ErrorStats& out, const Stats& s) {
     out.util_quantiles_rigorous = s.util_quantiles_rigorous();
     out.not_judged = s.not_judged();
     out.not_judged_reasons = s.not_judged_reasons();
+    out.notes = s.notes();
     out.tightest_profile = tightest_profile(s);
     out.regions.clear();
     for (std::size_t r = 0; r < kRegions; ++r)

@@ -80,6 +80,7 @@ void Stats::merge(const Stats& o) {
     not_judged_ += o.not_judged_;
     for (std::size_t i = 0; i < 2; ++i) votes_for_[i] += o.votes_for_[i], votes_against_[i] += o.votes_against_[i];
     for (const auto& [why, n] : o.not_judged_reasons_) not_judged_reasons_[why] += n;
+    for (const auto& [what, n] : o.notes_) notes_[what] += n;
     for (std::size_t i = 0; i < ulp_buckets_.size(); ++i) ulp_buckets_[i] += o.ulp_buckets_[i];
     max_ulp_ = std::max(max_ulp_, o.max_ulp_);
     max_util_ = std::max(max_util_, o.max_util_);
@@ -306,6 +307,7 @@ struct References {
     std::vector<std::vector<double>> exact;
     unsigned max_bits = 0;
     std::int64_t recomputed = 0;
+    std::map<std::string, std::int64_t> notes;
 };
 
 References reference(const KernelInfo& k, const OpSpec& op, const Params& case_params, const std::vector<TensorView>& oracle_in,
@@ -316,6 +318,7 @@ References reference(const KernelInfo& k, const OpSpec& op, const Params& case_p
         oracle::StructuredResult s = oracle::evaluate_structured(op.name, p, oracle_in, formats);
         r.rounded = std::move(s.rounded), r.exact = std::move(s.exact);
         r.max_bits = s.max_bits, r.recomputed = s.recomputed;
+        r.notes = std::move(s.notes);
     } else {
         oracle::Result s = oracle::evaluate(op, p, oracle_in, k.out);
         r.rounded.push_back(std::move(s.rounded));
@@ -426,6 +429,7 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
     e.first.exact = ref.exact.at(0);
     e.first.max_bits = ref.max_bits;
     e.first.recomputed = ref.recomputed;
+    e.notes = ref.notes;
     if (opt.alternatives) add_alternatives(e, k, op, p, in, formats, ref);
     // Descriptions read the inputs: keep copies, the caller's views may go.
     auto inputs = std::make_shared<std::vector<Tensor>>();
@@ -483,6 +487,7 @@ int sign_of(double v) { return (v > 0) - (v < 0); }
 // Why an op's bound leaves an element undefined (oracle::kUndefined).
 std::string undefined_reason(const OpSpec& op) {
     if (op.name == "matmul") return "sum |a b| reaches the accumulator's overflow threshold";
+    if (op.name == "moe_router") return "FP32 logits may overflow, or the sigmoid leave FP32's normal range";
     return "0/0: eps = 0 on a constant row";
 }
 
@@ -619,6 +624,8 @@ bool misrounded_at_a_tie(const OutputEval& out, std::int64_t i) {
 
 CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* stats) {
     CaseResult res;
+    if (stats)
+        for (const auto& [why, n] : e.notes) stats->add_note(why, n);
     const bool model_holds = e.model_breach.empty();
     // Independent units of the direction votes: elements of an elementwise
     // op, rows of a row op, the whole case otherwise (a recurrent state or a

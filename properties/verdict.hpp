@@ -58,6 +58,9 @@ public:
     // Utilization in the gating tier and in the rigorous tier.
     void add_util(double gate, double rigorous);
     void add_not_judged(const std::string& reason);
+    // Counted facts about judged elements (the router's ambiguous selections accepted).
+    void add_note(const std::string& what, std::int64_t n) { notes_[what] += n; }
+    const std::map<std::string, std::int64_t>& notes() const { return notes_; }
     // The logarithm of one case's worst gating-tier utilization (NaN when it
     // has no positive one); one entry per judged case, in order
     // (golden::drift pairs them with a recorded profile's).
@@ -114,6 +117,7 @@ private:
     std::vector<double> utils_, utils_rig_, case_log_utils_, case_misrounded_;
     std::string worst_ulp_, worst_util_;
     std::map<std::string, std::int64_t> not_judged_reasons_;
+    std::map<std::string, std::int64_t> notes_;
     std::array<std::uint64_t, 4> max_rank_{};
     std::array<std::int64_t, kRegions> region_elements_{}, region_beyond_{};
     std::array<std::uint64_t, kRegions> region_max_ulp_{};
@@ -155,6 +159,7 @@ struct CaseEval {
     oracle::Result first;  // the first output as oracle::evaluate returns it
     std::shared_ptr<const std::vector<Tensor>> inputs;  // copies, for descriptions
     std::string property;  // the property that generated it, when collected (RunConfig::collect)
+    std::map<std::string, std::int64_t> notes;  // the oracle's (OpOutputs::notes)
 
     // Element i of output o with the inputs that made it (hex floats).
     std::string describe(std::size_t o, std::int64_t i) const;

@@ -241,6 +241,7 @@ std::string worst_cases(const ErrorStats& st) {
                          st.characterized ? " (every case judged, past the first failure)" : "");
     if (const std::string c = detail::error_concentration(st); !c.empty()) s += "<li>beyond strict: " + h(c) + "</li>";
     if (st.not_judged) s += fmt::format("<li>not judged: {}</li>", h(detail::not_judged_text(st)));
+    if (!st.notes.empty()) s += fmt::format("<li>counted: {}</li>", h(detail::notes_text(st)));
     if (!st.worst_ulp_case.empty())
         s += fmt::format("<li>worst ULP case ({} ulp): <code>{}</code></li>", st.max_ulp, h(st.worst_ulp_case));
     if (st.has_bound && !st.worst_util_case.empty())

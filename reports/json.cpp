@@ -34,7 +34,7 @@ json stats_json(const ErrorStats& s) {
             {"util_hist", s.util_hist},
             {"max_util_rigorous", real(s.max_util_rigorous)},
             {"util_quantiles_rigorous", reals(s.util_quantiles_rigorous)},
-            {"not_judged", s.not_judged},      {"not_judged_reasons", s.not_judged_reasons},
+            {"not_judged", s.not_judged},      {"not_judged_reasons", s.not_judged_reasons}, {"notes", s.notes},
             {"profile", s.profile},            {"tightest_profile", s.tightest_profile},
             {"characterized", s.characterized},
             {"regions", regions}};
@@ -233,6 +233,7 @@ void read_value(const json& v, const std::string& path, ErrorStats& s) {
     o("util_hist", s.util_hist);
     o.optional("max_util_rigorous", s.max_util_rigorous), o.optional("util_quantiles_rigorous", s.util_quantiles_rigorous);
     o.optional("not_judged", s.not_judged), o.optional("not_judged_reasons", s.not_judged_reasons);
+    o.optional("notes", s.notes);
     o.optional("profile", s.profile), o.optional("tightest_profile", s.tightest_profile);
     o.optional("characterized", s.characterized);
     o.optional("regions", s.regions);

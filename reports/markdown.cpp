@@ -113,6 +113,7 @@ std::string worst_cases_md(const ErrorStats& st) {
                          st.tightest_profile, st.characterized ? " (every case judged, past the first failure)" : "");
     if (const std::string c = detail::error_concentration(st); !c.empty()) s += "- beyond strict: " + md_text(c) + "\n";
     if (st.not_judged) s += fmt::format("- not judged: {}\n", md_text(detail::not_judged_text(st)));
+    if (!st.notes.empty()) s += fmt::format("- counted: {}\n", md_text(detail::notes_text(st)));
     if (!st.worst_ulp_case.empty())
         s += fmt::format("- worst ULP case ({} ulp): {}\n", st.max_ulp, md_code(st.worst_ulp_case));
     if (st.has_bound && !st.worst_util_case.empty())
@@ -148,6 +149,15 @@ std::string failures(const RunReport& r) {
         if (s.size() == before) s += "No failing property was recorded for this kernel.\n\n";
     }
     return s.empty() ? s : "## Failures\n\n" + s;
+}
+
+// Facts counted about judged elements, every kernel (the router's
+// ambiguous selections it accepted: docs/moe.md).
+std::string counted_md(const RunReport& r) {
+    std::string s;
+    for (const auto& k : r.kernels)
+        if (!k.stats.notes.empty()) s += fmt::format("- {}: {}\n", md_code(k.kernel), md_text(detail::notes_text(k.stats)));
+    return s.empty() ? s : "## Counted\n\n" + s + "\n";
 }
 
 std::string attention_md(const RunReport& r) {
@@ -197,7 +207,7 @@ std::string mutation_md(const RunReport& r) {
 }  // namespace
 
 std::string to_markdown(const RunReport& r) {
-    return header_md(r) + kernel_tables(r) + failures(r) + not_provided_md(r) + attention_md(r) + amplification_md(r) + exhaustive_md(r) + mutation_md(r);
+    return header_md(r) + kernel_tables(r) + counted_md(r) + failures(r) + not_provided_md(r) + attention_md(r) + amplification_md(r) + exhaustive_md(r) + mutation_md(r);
 }
 
 }  // namespace conform::report

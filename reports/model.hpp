@@ -66,6 +66,7 @@ struct ErrorStats {
     std::vector<double> util_quantiles_rigorous;  // p50 ... max, rigorous tier
     std::int64_t not_judged = 0;                  // elements whose bound was infinite or vacuous
     std::map<std::string, std::int64_t> not_judged_reasons;
+    std::map<std::string, std::int64_t> notes;    // counted facts about judged elements (ambiguous selections)
     std::string profile;            // the accuracy profile it was judged by
     std::string tightest_profile;   // the tightest profile every judged element meets
     bool characterized = false;     // within_budget failed: these statistics judge all its cases, past the failure

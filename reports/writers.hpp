@@ -87,6 +87,7 @@ std::vector<std::string> kernel_cells(const KernelReport&);
 std::string error_concentration(const ErrorStats& st);
 // The reasons elements were not judged, with counts.
 std::string not_judged_text(const ErrorStats& st);
+std::string notes_text(const ErrorStats& st);  // "what (n); ..."
 Table exhaustive_table(const std::vector<ExhaustiveResult>&);
 Table mutant_table(const std::vector<MutantResult>&);
 Table not_provided_table(const std::vector<NotProvided>&);

@@ -103,6 +103,12 @@ std::string not_judged_text(const ErrorStats& st) {
     return s;
 }
 
+std::string notes_text(const ErrorStats& st) {
+    std::string s;
+    for (const auto& [what, n] : st.notes) s += fmt::format("{}{} ({})", s.empty() ? "" : "; ", what, n);
+    return s;
+}
+
 Table exhaustive_table(const std::vector<ExhaustiveResult>& xs) {
     Table t{{"kernel", "op", "format", "inputs", "max ULP", "budget ULP", "class mismatches",
              "worst input", "verdict", "seconds"}};

@@ -1,0 +1,162 @@
+// CPU kernels of Mixture-of-Experts routing (docs/moe.md, "Kernels"): logits
+// x w by the matmul kernel (FP32 accumulation), then per token in FP32:
+// softmax (max-shifted, expf) or sigmoid, scores p + b, a stable sort for
+// the top k, weights over the chosen experts summed in expert order, the
+// capacity in token order, and the loss in double.
+#include "impls/cpu/moe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "impls/cpu/matmul.hpp"
+
+namespace conform::cpu {
+namespace {
+
+struct Router {
+    std::int64_t t, c, e, k;
+    bool sigmoid, renormalize;
+    double capacity;
+};
+
+Router read(const KernelCall& c) {
+    return {c.in.at(0).shape[0], c.in.at(0).shape[1], c.in.at(1).shape[1], static_cast<std::int64_t>(c.params.get("k", 2)),
+            c.params.get("score", 0) != 0, c.params.get("renormalize", 1) != 0, c.params.get("capacity", 0)};
+}
+
+// p of one token from its FP32 logits.
+std::vector<float> probabilities(const float* l, std::int64_t e, bool sigmoid) {
+    std::vector<float> p(static_cast<std::size_t>(e));
+    if (sigmoid) {
+        for (std::int64_t i = 0; i < e; ++i) p[static_cast<std::size_t>(i)] = 1.0f / (1.0f + std::exp(-l[i]));
+        return p;
+    }
+    const float m = *std::max_element(l, l + e);
+    float sum = 0;
+    for (std::int64_t i = 0; i < e; ++i) sum += (p[static_cast<std::size_t>(i)] = std::exp(l[i] - m));
+    for (float& v : p) v /= sum;
+    return p;
+}
+
+// The k chosen experts, by decreasing score; equal scores by index.
+std::vector<std::int64_t> top_k(const std::vector<float>& score, std::int64_t k, bool ties_to_higher) {
+    std::vector<std::int64_t> order(score.size());
+    std::iota(order.begin(), order.end(), 0);
+    if (ties_to_higher) std::reverse(order.begin(), order.end());
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        return score[static_cast<std::size_t>(a)] > score[static_cast<std::size_t>(b)];
+    });
+    order.resize(static_cast<std::size_t>(k));
+    return order;
+}
+
+// The weights of the chosen experts (the sum in expert order: the same set
+// gives the same bits whatever its order).
+std::vector<float> weights_of(const std::vector<std::int64_t>& chosen, const std::vector<float>& p, const float* l,
+                              const std::vector<float>& score, const Router& r, const RouterFlaws& f) {
+    const std::vector<float>& v = f.bias_in_weights ? score : p;
+    std::vector<float> w(chosen.size());
+    if (f.softmax_after_topk) {
+        float m = -INFINITY, sum = 0;
+        for (std::int64_t i : chosen) m = std::max(m, l[i]);
+        for (std::size_t j = 0; j < chosen.size(); ++j) sum += (w[j] = std::exp(l[chosen[j]] - m));
+        for (float& x : w) x /= sum;
+        return w;
+    }
+    std::vector<std::int64_t> sorted = chosen;
+    std::sort(sorted.begin(), sorted.end());
+    float sum = 0;
+    if (f.renormalize_all) for (float x : v) sum += x;
+    else for (std::int64_t i : sorted) sum += v[static_cast<std::size_t>(i)];
+    for (std::size_t j = 0; j < chosen.size(); ++j)
+        w[j] = r.renormalize ? v[static_cast<std::size_t>(chosen[j])] / sum : v[static_cast<std::size_t>(chosen[j])];
+    return w;
+}
+
+}  // namespace
+
+void moe_router_call(const KernelCall& c, bool simd, const RouterFlaws& f) {
+    const Router r = read(c);
+    const TensorView &x = c.in.at(0), &w = c.in.at(1);
+    const bool has_bias = c.in.size() > 2 && c.in[2].data != nullptr && c.in[2].numel() == r.e;
+    Tensor logits(Format::fp32, {r.t, r.e});
+    const Params none;
+    matmul_call(KernelCall{none, {x, w}, {logits.view()}}, simd ? best_matmul_path(x.format) : MatmulPath::scalar);
+    const float* lg = static_cast<const float*>(logits.data());
+    const TensorView &idx = c.out.at(0), &wt = c.out.at(1), &kept = c.out.at(2);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::vector<std::vector<std::int64_t>> lists(static_cast<std::size_t>(r.t));
+    std::vector<double> p_sum(static_cast<std::size_t>(r.e), 0), counts(static_cast<std::size_t>(r.e), 0);
+    bool any_bad = false;
+    for (std::int64_t t = 0; t < r.t; ++t) {
+        const float* l = lg + t * r.e;
+        if (!std::all_of(l, l + r.e, [](float v) { return std::isfinite(v); })) {
+            any_bad = true;
+            for (std::int64_t j = 0; j < r.k; ++j)
+                for (const TensorView* o : {&idx, &wt, &kept}) o->set_bits(t * r.k + j, encode(o->format, nan));
+            continue;
+        }
+        const std::vector<float> p = probabilities(l, r.e, r.sigmoid);
+        std::vector<float> score(p);
+        for (std::int64_t i = 0; i < r.e; ++i) score[static_cast<std::size_t>(i)] += has_bias ? static_cast<float>(c.in[2].value(i)) : 0.0f;
+        std::vector<float> chooser = f.softmax_after_topk ? std::vector<float>(l, l + r.e) : score;
+        auto& list = lists[static_cast<std::size_t>(t)];
+        list = top_k(chooser, r.k, f.ties_to_higher);
+        if (f.routed_twice && r.k > 1) list.back() = list.front();
+        const std::vector<float> g = weights_of(list, p, l, score, r, f);
+        for (std::int64_t j = 0; j < r.k; ++j) {
+            idx.set_bits(t * r.k + j, encode(idx.format, static_cast<double>(list[static_cast<std::size_t>(j)])));
+            wt.set_bits(t * r.k + j, encode(wt.format, g[static_cast<std::size_t>(j)]));
+            ++counts[static_cast<std::size_t>(list[static_cast<std::size_t>(j)])];
+        }
+        double all = 0;
+        for (float v : p) all += v;
+        for (std::int64_t i = 0; i < r.e; ++i) p_sum[static_cast<std::size_t>(i)] += r.sigmoid ? p[static_cast<std::size_t>(i)] / all : p[static_cast<std::size_t>(i)];
+    }
+    // Capacity: assignments in token order, then slot order.
+    const double cap = r.capacity > 0 ? std::floor(r.capacity * static_cast<double>(r.t * r.k) / static_cast<double>(r.e)) : INFINITY;
+    std::vector<double> used(static_cast<std::size_t>(r.e), 0);
+    for (std::int64_t n = 0; n < r.t; ++n) {
+        const std::int64_t t = f.capacity_reversed ? r.t - 1 - n : n;
+        if (lists[static_cast<std::size_t>(t)].empty()) continue;  // a non-finite token
+        for (std::int64_t j = 0; j < r.k; ++j) {
+            const auto e = static_cast<std::size_t>(lists[static_cast<std::size_t>(t)][static_cast<std::size_t>(j)]);
+            const bool keep = used[e] < cap;
+            used[e] += keep;
+            kept.set_bits(t * r.k + j, encode(kept.format, keep ? 1.0 : 0.0));
+            if (!keep) wt.set_bits(t * r.k + j, encode(wt.format, 0.0));
+        }
+    }
+    double loss = 0;
+    for (std::size_t i = 0; i < counts.size(); ++i) loss += counts[i] * p_sum[i];
+    loss *= static_cast<double>(r.e) / (static_cast<double>(r.t) * static_cast<double>(r.t));
+    c.out.at(3).set_bits(0, encode(c.out[3].format, any_bad ? nan : loss));
+}
+
+}  // namespace conform::cpu
+
+namespace conform {
+
+void register_cpu_moe(Registry& r) {
+    for (Format f : {Format::fp32, Format::bf16})
+        for (const bool simd : {true, false}) {
+            KernelInfo k;
+            k.name = std::string("cpu.") + (simd ? "simd" : "scalar") + ".moe_router." + name(f);
+            k.op = "moe_router";
+            k.variant = simd ? "simd" : "scalar";
+            k.in = f;
+            k.out = Format::fp32;
+            k.acc = Format::fp32;
+            k.description = std::string("logits by ") + (simd ? "cpu.simd.matmul" : "cpu.scalar.matmul") +
+                            " into FP32; softmax (max-shifted expf) or sigmoid, scores p + b, a stable sort (ties to "
+                            "the lower index), weights over the chosen experts summed in expert order, capacity in "
+                            "token order, loss in double";
+            k.fn = [simd](const KernelCall& c) { cpu::moe_router_call(c, simd); };
+            r.add(std::move(k));
+        }
+}
+
+}  // namespace conform

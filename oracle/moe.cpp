@@ -1,0 +1,323 @@
+#include "oracle/moe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include "oracle/exact_dot.hpp"
+
+namespace conform::oracle {
+namespace {
+
+constexpr double kU = 0x1p-24;         // FP32's unit roundoff: the kernels' arithmetic
+constexpr double kSigmoidRange = 87;   // |l| past it, FP32's exp(-l) leaves the normal range
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double bias_at(const RouterSetup& s, const std::vector<TensorView>& in, std::int64_t e) {
+    return s.has_bias ? in[2].value(e) : 0.0;
+}
+
+// Experts by decreasing score, ties to the lower index.
+template <class V>
+std::vector<std::int64_t> ranked(const std::vector<V>& score) {
+    std::vector<std::int64_t> order(score.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        return score[static_cast<std::size_t>(a)] > score[static_cast<std::size_t>(b)];
+    });
+    return order;
+}
+
+// p of one token from its exact logits: softmax over the experts, or sigmoid.
+std::vector<Real> probabilities(const std::vector<Real>& l, bool sigmoid) {
+    std::vector<Real> p(l.size());
+    if (sigmoid) {
+        for (std::size_t e = 0; e < l.size(); ++e) p[e] = Real(1) / (Real(1) + exp(-l[e]));
+        return p;
+    }
+    const Real m = *std::max_element(l.begin(), l.end());
+    Real sum = 0;
+    for (std::size_t e = 0; e < l.size(); ++e) sum += (p[e] = exp(l[e] - m));
+    for (Real& v : p) v /= sum;
+    return p;
+}
+
+}  // namespace
+
+// More than one selection (or order) within the budget: a chosen score and
+// the next one overlap in their budgets.
+bool ambiguous(const TokenBudget& b, const std::vector<std::int64_t>& order, std::int64_t k) {
+    for (std::int64_t j = 0; j + 1 < static_cast<std::int64_t>(order.size()) && j < k; ++j) {
+        const auto a = static_cast<std::size_t>(order[static_cast<std::size_t>(j)]), c = static_cast<std::size_t>(order[static_cast<std::size_t>(j + 1)]);
+        if (b.score[a] - b.delta[a] <= b.score[c] + b.delta[c]) return true;
+    }
+    return false;
+}
+
+RouterSetup router_setup(const Params& p, const std::vector<TensorView>& in) {
+    const std::string op = "moe_router";
+    RouterSetup s;
+    if (in.size() != 2 && in.size() != 3 && in.size() != 6 && in.size() != 7)
+        throw std::invalid_argument(op + ": expects x [T, C], w [C, E] and optionally selection_bias [E]");
+    s.has_bias = in.size() == 3 || in.size() == 7;
+    s.staged = in.size() >= 6;
+    s.outputs_at = s.has_bias ? 3 : 2;
+    require_rank(op, "x", in[0], 2);
+    require_rank(op, "w", in[1], 2);
+    require_dim(op, "w", in[1], 0, in[0].shape[1], "C of x");
+    s.tokens = in[0].shape[0], s.channels = in[0].shape[1], s.experts = in[1].shape[1];
+    if (s.has_bias) {
+        require_rank(op, "selection_bias", in[2], 1);
+        require_dim(op, "selection_bias", in[2], 0, s.experts, "E of w");
+    }
+    s.k = static_cast<std::int64_t>(p.get("k", 2));
+    if (s.k < 1 || s.k > s.experts)
+        throw std::invalid_argument(op + ": parameter k = " + std::to_string(s.k) + " outside [1, E = " +
+                                    std::to_string(s.experts) + "]");
+    s.sigmoid = p.get("score", 0) != 0;
+    s.renormalize = p.get("renormalize", 1) != 0;
+    s.capacity = p.get("capacity", 0);
+    if (s.staged)
+        for (std::size_t o = 0; o < 3; ++o) {
+            require_rank(op, "a candidate output", in[s.outputs_at + o], 2);
+            require_dim(op, "a candidate output", in[s.outputs_at + o], 1, s.k, "k");
+        }
+    return s;
+}
+
+// docs/moe.md, "Error budget".  Logit l_e: an FP32 dot product, |err| <=
+// eps_e = gamma_C a_e + C eta/2, a_e = sum_c |x_c w_ce| (docs/matmul.md).
+// Softmax: the kernel's exponent l_i - m errs by E_i = eps_i + eps_m plus
+// its own rounding u |l_i - m|; exp adds 2 ulps (4u): the numerator within
+// n_i = e^(E_i) (1 + 4u); the denominator within 1 + sum_j e_j (n_j - 1) /
+// sum_j e_j (its terms' errors weighted by the terms), the sum gamma_E, the
+// division u: p_i within n_i d (1 + u) - 1 relative.  Sigmoid: sigma(l + eps) / sigma(l) <= e^eps, exp 4u, the add
+// and the division u each.  Underflowing exponentials add eta each
+// (abs_p = 4 eta).  The score p + b rounds once more.
+TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorView>& in, std::int64_t t) {
+    TokenBudget b;
+    const std::size_t e_count = static_cast<std::size_t>(s.experts);
+    std::vector<double> l(e_count, 0), eps(e_count, 0);
+    const double g_c = gamma(static_cast<double>(s.channels), kU), g_c_rig = gamma_rigorous(static_cast<double>(s.channels), kU);
+    for (std::size_t e = 0; e < e_count; ++e) {
+        double a = 0;
+        for (std::int64_t c = 0; c < s.channels; ++c) {
+            const double term = in[0].value(t * s.channels + c) * in[1].value(c * s.experts + static_cast<std::int64_t>(e));
+            if (!std::isfinite(term)) b.finite = false;
+            l[e] += term, a += std::fabs(term);
+        }
+        eps[e] = g_c * a + static_cast<double>(s.channels) * kEta / 2;
+        if (a * (1 + g_c_rig) >= max_finite(Format::fp32) || (s.sigmoid && std::fabs(l[e]) >= kSigmoidRange)) b.undefined = true;
+    }
+    if (!b.finite) return b;
+    b.p.resize(e_count), b.score.resize(e_count), b.delta.resize(e_count), b.rel.resize(e_count);
+    b.abs_p = 4 * kEta;
+    if (s.sigmoid) {
+        for (std::size_t e = 0; e < e_count; ++e) {
+            b.p[e] = 1 / (1 + std::exp(-l[e]));
+            b.rel[e] = std::exp(eps[e]) * (1 + 4 * kU) * (1 + kU) * (1 + kU) - 1;
+        }
+    } else {
+        // The denominator's relative error is its terms' errors weighted by
+        // the terms: experts far below the maximum hardly count.
+        const std::size_t im = static_cast<std::size_t>(std::max_element(l.begin(), l.end()) - l.begin());
+        double sum = 0, den_err = 0;
+        std::vector<double> ex(e_count), num(e_count);
+        for (std::size_t e = 0; e < e_count; ++e) {
+            sum += (ex[e] = std::exp(l[e] - l[im]));
+            num[e] = std::exp(eps[e] + eps[im] + kU * std::fabs(l[e] - l[im])) * (1 + 4 * kU);
+            den_err += ex[e] * (num[e] - 1);
+        }
+        const double den = (1 + den_err / sum) * (1 + gamma(static_cast<double>(e_count), kU));
+        for (std::size_t e = 0; e < e_count; ++e) {
+            b.p[e] = ex[e] / sum;
+            b.rel[e] = num[e] * den * (1 + kU) - 1;
+        }
+    }
+    b.rel_p = *std::max_element(b.rel.begin(), b.rel.end());
+    for (std::size_t e = 0; e < e_count; ++e) {
+        const double bias = bias_at(s, in, static_cast<std::int64_t>(e)), dp = b.p[e] * b.rel[e] + b.abs_p;
+        b.score[e] = b.p[e] + bias;
+        b.delta[e] = dp + kU * (std::fabs(b.p[e]) + std::fabs(bias) + dp);
+    }
+    return b;
+}
+
+bool router_admissible(const TokenBudget& b, const std::vector<double>& chosen) {
+    const std::size_t e_count = b.score.size();
+    std::vector<char> in_set(e_count, 0);
+    for (double v : chosen) {
+        if (!(v >= 0 && v < static_cast<double>(e_count) && v == std::floor(v))) return false;
+        const std::size_t e = static_cast<std::size_t>(v);
+        if (in_set[e]) return false;  // an expert chosen twice
+        in_set[e] = 1;
+    }
+    double lo = INFINITY, hi = -INFINITY;
+    for (std::size_t e = 0; e < e_count; ++e) {
+        if (in_set[e]) lo = std::min(lo, b.score[e] + b.delta[e]);
+        else hi = std::max(hi, b.score[e] - b.delta[e]);
+    }
+    if (lo < hi) return false;
+    for (std::size_t a = 0; a + 1 < chosen.size(); ++a) {
+        const auto i = static_cast<std::size_t>(chosen[a]), j = static_cast<std::size_t>(chosen[a + 1]);
+        if (b.score[i] + b.delta[i] < b.score[j] - b.delta[j]) return false;
+    }
+    return true;
+}
+
+OpOutputs eval_moe_router(const Params& params, const std::vector<TensorView>& in) {
+    const RouterSetup s = router_setup(params, in);
+    const std::int64_t T = s.tokens, E = s.experts, K = s.k;
+    const auto ek = static_cast<std::size_t>(E);
+    OpOutputs out{{"indices", "weights", "kept", "loss"}, {{T, K}, {T, K}, {T, K}, {1}}, {{}, {}, {}, {}}};
+    std::vector<std::vector<std::int64_t>> lists(static_cast<std::size_t>(T));
+    std::vector<Real> p_sum(ek, Real(0));
+    std::vector<std::int64_t> counts(ek, 0);
+    std::vector<char> bad(static_cast<std::size_t>(T), 0);
+    ExactDot dot(s.channels);
+    for (std::int64_t t = 0; t < T; ++t) {
+        std::vector<Real> l(ek);
+        bool finite = true;
+        for (std::int64_t e = 0; e < E; ++e) {
+            for (std::int64_t c = 0; c < s.channels; ++c)
+                dot.set(static_cast<std::size_t>(c), in[0].value(t * s.channels + c), in[1].value(c * E + e));
+            l[static_cast<std::size_t>(e)] = dot.sum();
+            finite = finite && !isnan(l[static_cast<std::size_t>(e)]) && !isinf(l[static_cast<std::size_t>(e)]);
+        }
+        std::vector<std::int64_t> list;
+        if (!finite) {
+            bad[static_cast<std::size_t>(t)] = 1;
+            for (std::int64_t j = 0; j < K; ++j) {
+                out.values[0].push_back(from_double(kNaN));
+                out.values[1].push_back(from_double(kNaN));
+            }
+            continue;
+        }
+        const std::vector<Real> p = probabilities(l, s.sigmoid);
+        std::vector<Real> score(ek);
+        for (std::size_t e = 0; e < ek; ++e) score[e] = p[e] + from_double(bias_at(s, in, static_cast<std::int64_t>(e)));
+        const std::vector<std::int64_t> order = ranked(score);
+        list.assign(order.begin(), order.begin() + K);
+        // The candidate's selection where the budget allows it.  On a token
+        // the budget leaves undefined (not judged) any valid selection is
+        // taken, and none (the candidate found no finite scores there) takes
+        // no capacity, so that later tokens' capacity follows the candidate.
+        bool takes_capacity = true;
+        if (s.staged) {
+            std::vector<double> cand(static_cast<std::size_t>(K));
+            for (std::int64_t j = 0; j < K; ++j) cand[static_cast<std::size_t>(j)] = in[s.outputs_at].value(t * K + j);
+            const TokenBudget b = router_token_budget(s, in, t);
+            TokenBudget any = b;
+            std::fill(any.delta.begin(), any.delta.end(), INFINITY);
+            if (router_admissible(b.undefined ? any : b, cand)) {
+                bool differs = false;
+                for (std::int64_t j = 0; j < K; ++j) {
+                    differs = differs || list[static_cast<std::size_t>(j)] != static_cast<std::int64_t>(cand[static_cast<std::size_t>(j)]);
+                    list[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(cand[static_cast<std::size_t>(j)]);
+                }
+                if (differs && !b.undefined) ++out.notes["indices: selections other than the oracle's, within the scores' budget (accepted)"];
+            } else {
+                takes_capacity = !b.undefined;
+            }
+            if (!b.undefined && ambiguous(b, order, K)) ++out.notes["indices: ambiguous selections (more than one within the scores' budget)"];
+        }
+        Real chosen = 0, all = 0;
+        for (std::int64_t i : list) chosen += p[static_cast<std::size_t>(i)];
+        for (const Real& v : p) all += v;
+        for (std::int64_t i : list) {
+            out.values[0].push_back(Real(static_cast<double>(i)));
+            out.values[1].push_back(s.renormalize ? p[static_cast<std::size_t>(i)] / chosen : p[static_cast<std::size_t>(i)]);
+            ++counts[static_cast<std::size_t>(i)];
+        }
+        for (std::size_t e = 0; e < ek; ++e) p_sum[e] += s.sigmoid ? p[e] / all : p[e];
+        if (takes_capacity) lists[static_cast<std::size_t>(t)] = list;
+    }
+    // Capacity: assignments in token order, then slot order.
+    const double cap = s.capacity > 0 ? std::floor(s.capacity * static_cast<double>(T * K) / static_cast<double>(E)) : INFINITY;
+    std::vector<double> used(ek, 0);
+    for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t j = 0; j < K; ++j) {
+            const std::size_t at = static_cast<std::size_t>(t * K + j);
+            if (bad[static_cast<std::size_t>(t)]) {
+                out.values[2].push_back(from_double(kNaN));
+                continue;
+            }
+            if (lists[static_cast<std::size_t>(t)].empty()) {  // undefined, no selection: takes no capacity
+                out.values[2].push_back(Real(1));
+                continue;
+            }
+            const std::size_t e = static_cast<std::size_t>(lists[static_cast<std::size_t>(t)][static_cast<std::size_t>(j)]);
+            const bool keep = used[e] < cap;
+            used[e] += keep;
+            out.values[2].push_back(Real(keep ? 1 : 0));
+            if (!keep) out.values[1][at] = 0;
+        }
+    // loss = E sum_i f_i P_i, f_i = counts_i / T, P_i = p_sum_i / T.
+    Real loss = 0;
+    for (std::size_t e = 0; e < ek; ++e) loss += Real(static_cast<double>(counts[e])) * p_sum[e];
+    loss *= Real(static_cast<double>(E)) / Real(static_cast<double>(T * T));
+    const bool any_bad = std::any_of(bad.begin(), bad.end(), [](char c) { return c != 0; });
+    out.values[3].push_back(any_bad ? from_double(kNaN) : loss);
+    return out;
+}
+
+// docs/moe.md, "Error budget": indices and kept are exact; a weight lies in
+// the interval the budget gives its p and (renormalized) the chosen p's
+// sum; the loss within (1 + rel) (1 + gamma_{T+E+3}) - 1 relative.
+std::vector<std::vector<double>> moe_router_bound(const Params& params, const std::vector<TensorView>& in,
+                                                  const std::vector<std::vector<double>>& exact, Format,
+                                                  const std::vector<Format>&) {
+    const RouterSetup s = router_setup(params, in);
+    const std::int64_t T = s.tokens, K = s.k;
+    std::vector<std::vector<double>> b(4);
+    for (auto& v : b) v.reserve(static_cast<std::size_t>(T * K));
+    double rel_max = 0;
+    bool loss_undefined = false;
+    for (std::int64_t t = 0; t < T; ++t) {
+        const TokenBudget tb = router_token_budget(s, in, t);
+        double sp_lo = 0, sp_hi = 0;  // the chosen p's sum, as the kernel's p may be
+        for (std::int64_t j = 0; tb.finite && j < K && !std::isnan(exact[0][static_cast<std::size_t>(t * K)]); ++j) {
+            const std::size_t e = static_cast<std::size_t>(exact[0][static_cast<std::size_t>(t * K + j)]);
+            sp_lo += tb.p[e] * (1 - tb.rel[e]), sp_hi += tb.p[e] * (1 + tb.rel[e]);
+        }
+        const double g_k = gamma(static_cast<double>(K), kU);
+        for (std::int64_t j = 0; j < K; ++j) {
+            const std::size_t at = static_cast<std::size_t>(t * K + j);
+            if (!tb.finite || std::isnan(exact[0][at])) {
+                for (int o = 0; o < 3; ++o) b[static_cast<std::size_t>(o)].push_back(kNaN);
+                continue;
+            }
+            if (tb.undefined) {
+                for (int o = 0; o < 3; ++o) b[static_cast<std::size_t>(o)].push_back(kUndefined);
+                continue;
+            }
+            b[0].push_back(0), b[2].push_back(0);
+            const std::size_t e = static_cast<std::size_t>(exact[0][at]);
+            const double g = exact[1][at], p = tb.p[e], r = tb.rel[e];
+            if (exact[2][at] == 0) {  // dropped: exactly 0
+                b[1].push_back(0);
+                continue;
+            }
+            if (!s.renormalize) {
+                b[1].push_back(p * r + tb.abs_p + kU * (p * (1 + r) + tb.abs_p));
+                continue;
+            }
+            const double kabs = static_cast<double>(K) * tb.abs_p;
+            const double hi = (p * (1 + r) + tb.abs_p) / (sp_lo * (1 - g_k) - kabs) * (1 + kU);
+            const double lo = (p * (1 - r) - tb.abs_p) / (sp_hi * (1 + g_k) + kabs) * (1 - kU);
+            b[1].push_back(sp_lo * (1 - g_k) > kabs ? std::max(hi - g, g - lo) : kUndefined);
+        }
+        loss_undefined = loss_undefined || tb.undefined;
+        rel_max = std::max(rel_max, tb.rel_p);
+    }
+    const double loss = exact[3][0], E = static_cast<double>(s.experts);
+    double rel = rel_max;
+    if (s.sigmoid) rel = (1 + rel_max) / (1 - rel_max) * (1 + gamma(E, kU)) * (1 + kU) - 1;
+    const double rel_loss = (1 + rel) * (1 + gamma(static_cast<double>(T) + E + 3, kU)) - 1;
+    b[3].push_back(std::isnan(loss) ? kNaN : loss_undefined ? kUndefined : std::fabs(loss) * rel_loss + E * 8 * kEta);
+    return b;
+}
+
+}  // namespace conform::oracle

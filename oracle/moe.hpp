@@ -1,0 +1,61 @@
+// Oracle of Mixture-of-Experts routing (docs/moe.md): op moe_router.
+//
+// Top-k selection is discontinuous, so the op is judged ambiguity-aware
+// (docs/moe.md, "Discrete decisions"): evaluated with a candidate's outputs
+// appended (OpSpec::staged), the evaluator accepts the candidate's
+// selection of a token when some scores within the scores' budget of the
+// exact ones would produce it (router_admissible), and then computes the
+// weights, capacity and loss for that selection; otherwise it returns its
+// own selection (ties: the lower index), and the candidate fails there.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "oracle/bound.hpp"
+#include "oracle/structured.hpp"
+
+namespace conform::oracle {
+
+struct RouterSetup {
+    std::int64_t tokens = 0, channels = 0, experts = 0, k = 0;
+    bool sigmoid = false, renormalize = true, has_bias = false, staged = false;
+    double capacity = 0;
+    std::size_t outputs_at = 0;  // index of the candidate's first output in `in` (staged)
+};
+RouterSetup router_setup(const Params& p, const std::vector<TensorView>& in);
+
+// What the scores' budget allows for one token, in double from the exact
+// inputs, for a kernel that forms the logits as FP32 dot products and p in
+// FP32 (docs/moe.md, "Error budget").
+struct TokenBudget {
+    std::vector<double> p, score;  // p_i and p_i + b_i
+    std::vector<double> delta;     // |computed score - exact| <= delta_i
+    std::vector<double> rel;       // |computed p_i - p_i| <= rel_i p_i + abs_p
+    double rel_p = 0;              // max_i rel_i
+    double abs_p = 0;
+    bool finite = true;            // every exact logit finite
+    bool undefined = false;        // an FP32 logit may overflow, or a sigmoid leave the normal range
+};
+TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorView>& in, std::int64_t t);
+
+// Whether `chosen` (k expert ids in the candidate's order) is a selection
+// some scores within the budget produce: k distinct valid ids, every chosen
+// score + delta at least every other score - delta, and consecutive chosen
+// ones in a decreasing order that the budget allows.
+bool router_admissible(const TokenBudget& b, const std::vector<double>& chosen);
+
+// Whether more than one selection or order of the k experts (ranked by
+// `order`, the exact scores' ranking) lies within the budget.
+bool ambiguous(const TokenBudget& b, const std::vector<std::int64_t>& order, std::int64_t k);
+
+OpOutputs eval_moe_router(const Params& params, const std::vector<TensorView>& in);
+
+// indices and kept exact (bound 0), weights and loss by docs/moe.md's
+// bounds; NaN (compare classes) where the exact value is NaN, kUndefined
+// on tokens the budget leaves undefined.
+std::vector<std::vector<double>> moe_router_bound(const Params& params, const std::vector<TensorView>& in,
+                                                  const std::vector<std::vector<double>>& exact, Format acc,
+                                                  const std::vector<Format>& out);
+
+}  // namespace conform::oracle

@@ -1,0 +1,234 @@
+// Generators and properties of MoE routing (docs/moe.md, "Properties").
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "properties/common.hpp"
+
+namespace conform::props {
+namespace {
+
+// Values of ordinary magnitude (logits stay inside FP32's range and the
+// sigmoid's normal range); constants make every expert tie.
+const std::vector<Family>& router_families() {
+    static const std::vector<Family> v{Family::normal,   Family::uniform, Family::heavy_tail, Family::outlier,
+                                       Family::constant, Family::tiny,    Family::subnormal};
+    return v;
+}
+
+struct RouterDims {
+    std::int64_t t, c, e, bias, duplicate;
+};
+RouterDims dims_of(const CaseSpec& s) { return {s.dims.at(0), s.dims.at(1), s.dims.at(2), s.dims.at(3), s.dims.at(4)}; }
+
+}  // namespace
+
+// dims = {T, C, E, has selection_bias, duplicated expert columns}: the
+// duplicates make two experts' scores tie exactly (the tie rule, and
+// ambiguous selections).  Parameters k (<= E), score, renormalize, capacity.
+rc::Gen<CaseSpec> gen_moe_router_spec(Format fmt, GenOptions opt) {
+    return rc::gen::apply(
+        [fmt](std::int64_t t, std::int64_t c, std::int64_t e, int k, int score, int renorm, double capacity, int bias,
+              int duplicate, Family fx, Family fw, int scale, std::uint64_t seed, int specials) {
+            Params p({{"k", static_cast<double>(std::min<std::int64_t>(k, e))},
+                      {"score", static_cast<double>(score)},
+                      {"renormalize", static_cast<double>(renorm)},
+                      {"capacity", capacity}});
+            CaseSpec s = structured_spec("moe_router", fmt, {t, c, e, bias, duplicate}, p, fx, scale, seed, specials);
+            s.families = {fx, fw};
+            return s;
+        },
+        rc::gen::element<std::int64_t>(1, 2, 5, 16, 33), rc::gen::element<std::int64_t>(1, 4, 16, 64),
+        rc::gen::element<std::int64_t>(2, 4, 8, 16, 64), rc::gen::element(1, 2, 4, 8), rc::gen::inRange(0, 2),
+        rc::gen::inRange(0, 2), rc::gen::element(0.0, 0.0, 0.5, 1.0, 1.25), rc::gen::inRange(0, 2), rc::gen::element(0, 0, 1),
+        rc::gen::elementOf(router_families()), rc::gen::elementOf(router_families()), rc::gen::inRange(-3, 2),
+        rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 3) : rc::gen::just(0));
+}
+
+Case build_moe_router_case(const CaseSpec& spec) {
+    Case c = start_case(spec);
+    std::mt19937_64 rng(spec.seed);
+    const RouterDims d = dims_of(spec);
+    Tensor x(spec.format, {d.t, d.c}), w(spec.format, {d.c, d.e});
+    fill_values(x, spec.families.at(0), spec, 0, rng);
+    fill_values(w, spec.families.size() > 1 ? spec.families[1] : spec.families[0], spec, 1, rng);
+    if (d.duplicate)  // expert 2i + 1 a copy of expert 2i: their scores tie exactly
+        for (std::int64_t r = 0; r < d.c; ++r)
+            for (std::int64_t e = 0; e + 1 < d.e; e += 2) w.set_bits(r * d.e + e + 1, w.bits(r * d.e + e));
+    inject_specials(x, spec.specials, rng);
+    inject_specials(w, spec.specials, rng);
+    c.inputs.push_back(std::move(x));
+    c.inputs.push_back(std::move(w));
+    if (d.bias) {  // small (reorders near ties) or large (overrides the scores)
+        Tensor b(Format::fp32, {d.e});
+        const double amp = rng() % 2 ? 0.05 : 1.0;
+        std::uniform_real_distribution<double> U(-amp, amp);
+        for (std::int64_t e = 0; e < d.e; ++e) b.set_value(e, U(rng));
+        c.inputs.push_back(std::move(b));
+    }
+    return c;
+}
+
+namespace {
+
+CaseSpec plain_spec(const KernelInfo& k) {
+    CaseSpec s = in_domain(*gen_moe_router_spec(k.in, GenOptions{}));
+    return s;
+}
+
+double param(const Case& c, const char* name) { return c.params.get(name, 0); }
+
+// Renormalized, no capacity: every finite token's weights sum to 1 within
+// (k + 2) 2^-23 (the sum of the chosen p rounds k - 1 times, each quotient once).
+Testable weights_sum_to_one(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec s = plain_spec(k);
+        s.params.set("renormalize", 1);
+        s.params.set("capacity", 0);
+        const Case c = build_case(s);
+        const auto out = run_kernel(k, c.params, c.views());
+        const std::int64_t kk = out[1].shape()[1];
+        for (std::int64_t t = 0; t < out[1].shape()[0]; ++t) {
+            double sum = 0;
+            for (std::int64_t j = 0; j < kk; ++j) sum += out[1].value(t * kk + j);
+            if (std::isnan(sum)) continue;  // a token with a non-finite logit
+            if (!(std::fabs(sum - 1) <= static_cast<double>(kk + 2) * 0x1p-23))
+                RC_FAIL("token " + std::to_string(t) + ": the " + std::to_string(kk) + " weights sum to " + hexfloat(sum));
+        }
+    };
+}
+
+// The same case with and without the selection bias: a token that chooses
+// the same experts both times has the same weight for each of them (within
+// 4 (k + 2) u relative): the bias decides the choice, never the weights.
+Testable bias_never_changes_weights(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec s = plain_spec(k);
+        s.dims[3] = 1;
+        const Case c = build_case(s);
+        const std::vector<TensorView> with = c.views(), without{with[0], with[1]};
+        const auto a = run_kernel(k, c.params, with), b = run_kernel(k, c.params, without);
+        const std::int64_t kk = a[0].shape()[1];
+        for (std::int64_t t = 0; t < a[0].shape()[0]; ++t) {
+            std::map<double, double> wa, wb;
+            for (std::int64_t j = 0; j < kk; ++j) {
+                if (a[2].value(t * kk + j) == 1) wa[a[0].value(t * kk + j)] = a[1].value(t * kk + j);
+                if (b[2].value(t * kk + j) == 1) wb[b[0].value(t * kk + j)] = b[1].value(t * kk + j);
+            }
+            if (wa.size() != static_cast<std::size_t>(kk) || wb.size() != wa.size()) continue;  // drops or NaN
+            bool same_set = true;
+            for (const auto& [e, v] : wa) same_set = same_set && wb.count(e);
+            if (!same_set) continue;
+            bool finite = true;
+            for (const auto& [e, v] : wa) finite = finite && std::isfinite(v) && std::isfinite(wb.at(e));
+            if (!finite) continue;  // sigmoid scores all 0 (|logits| past its range): 0 / 0
+            for (const auto& [e, v] : wa)
+                if (!(std::fabs(v - wb[e]) <= 4.0 * static_cast<double>(kk + 2) * 0x1p-24 * std::fabs(wb[e])))
+                    RC_FAIL("token " + std::to_string(t) + ", expert " + std::to_string(static_cast<int>(e)) + ": weight " +
+                            hexfloat(v) + " with the bias, " + hexfloat(wb[e]) + " without (same experts chosen)");
+        }
+    };
+}
+
+// Capacity c: expert e keeps its first floor(c T k / E) assignments in token
+// order (then slot order) and drops the rest, read from the kernel's own
+// indices and kept.
+Testable capacity_in_token_order(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec s = plain_spec(k);
+        s.params.set("capacity", *rc::gen::element(0.25, 0.5, 1.0));
+        const Case c = build_case(s);
+        const auto out = run_kernel(k, c.params, c.views());
+        const std::int64_t T = out[0].shape()[0], kk = out[0].shape()[1], E = c.inputs[1].shape()[1];
+        const double cap = std::floor(param(c, "capacity") * static_cast<double>(T * kk) / static_cast<double>(E));
+        std::map<double, double> seen;
+        for (std::int64_t i = 0; i < T * kk; ++i) {
+            const double e = out[0].value(i);
+            if (std::isnan(e)) continue;
+            const double want = seen[e]++ < cap ? 1 : 0;
+            if (out[2].value(i) != want)
+                RC_FAIL("token " + std::to_string(i / kk) + " slot " + std::to_string(i % kk) + " (expert " +
+                        std::to_string(static_cast<int>(e)) + ", capacity " + std::to_string(static_cast<int>(cap)) +
+                        "): kept " + hexfloat(out[2].value(i)) + ", want " + std::to_string(static_cast<int>(want)));
+        }
+    };
+}
+
+// Scores in double, to skip tokens where a permutation may legitimately
+// change the choice: near ties, and scores below FP32's normal range (p
+// underflows to 0 or a subnormal there, and such scores tie in FP32).
+bool clear_choice(const Case& c, std::int64_t t, std::int64_t kk) {
+    const TensorView x = c.inputs[0].view(), w = c.inputs[1].view();
+    const std::int64_t C = x.shape[1], E = w.shape[1];
+    std::vector<double> l(static_cast<std::size_t>(E), 0);
+    for (std::int64_t e = 0; e < E; ++e)
+        for (std::int64_t i = 0; i < C; ++i) l[static_cast<std::size_t>(e)] += x.value(t * C + i) * w.value(i * E + e);
+    std::vector<double> s(l.size());
+    const double m = *std::max_element(l.begin(), l.end());
+    double sum = 0;
+    for (std::size_t e = 0; e < l.size(); ++e) sum += (s[e] = param(c, "score") ? 1 / (1 + std::exp(-l[e])) : std::exp(l[e] - m));
+    for (std::size_t e = 0; e < l.size(); ++e) {
+        if (!param(c, "score")) s[e] /= sum;
+        if (c.inputs.size() > 2) s[e] += c.inputs[2].value(static_cast<std::int64_t>(e));
+    }
+    std::sort(s.rbegin(), s.rend());
+    for (std::int64_t j = 0; j < std::min<std::int64_t>(kk, E - 1); ++j)
+        if (!(s[static_cast<std::size_t>(j)] - s[static_cast<std::size_t>(j + 1)] > 1e-4 * std::fabs(s[static_cast<std::size_t>(j)]) + 1e-30))
+            return false;
+    return true;
+}
+
+// Permuting the experts (w's columns and the bias) permutes the chosen
+// indices, slot for slot, on every token whose choice is clear.
+Testable expert_permutation_equivariance(const KernelInfo& k) {
+    return [&k] {
+        const Case c = build_case(plain_spec(k));
+        const std::int64_t C = c.inputs[1].shape()[0], E = c.inputs[1].shape()[1];
+        std::vector<std::int64_t> perm(static_cast<std::size_t>(E));  // new expert q is old expert perm[q]
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), std::mt19937_64(*rc::gen::arbitrary<std::uint64_t>()));
+        std::vector<Tensor> moved = c.inputs;
+        for (std::int64_t q = 0; q < E; ++q) {
+            const std::int64_t o = perm[static_cast<std::size_t>(q)];
+            for (std::int64_t r = 0; r < C; ++r) moved[1].set_bits(r * E + q, c.inputs[1].bits(r * E + o));
+            if (moved.size() > 2) moved[2].set_bits(q, c.inputs[2].bits(o));
+        }
+        std::vector<TensorView> views;
+        for (const Tensor& t : moved) views.push_back(t.view());
+        const auto a = run_kernel(k, c.params, c.views()), b = run_kernel(k, c.params, views);
+        const std::int64_t kk = a[0].shape()[1];
+        for (std::int64_t t = 0; t < a[0].shape()[0]; ++t) {
+            if (std::isnan(a[0].value(t * kk)) || !clear_choice(c, t, kk)) continue;
+            for (std::int64_t j = 0; j < kk; ++j) {
+                const double got = b[0].value(t * kk + j);
+                const double want = a[0].value(t * kk + j);
+                if (!(got >= 0 && got < static_cast<double>(E)) || static_cast<double>(perm[static_cast<std::size_t>(got)]) != want)
+                    RC_FAIL("token " + std::to_string(t) + " slot " + std::to_string(j) + ": expert " +
+                            std::to_string(static_cast<int>(want)) + " before the permutation, " +
+                            std::to_string(static_cast<int>(got)) + " after (which is old expert " +
+                            (got >= 0 && got < static_cast<double>(E) ? std::to_string(perm[static_cast<std::size_t>(got)]) : "none") + ")");
+            }
+        }
+    };
+}
+
+}  // namespace
+
+void add_moe_properties(std::vector<PropertyDef>& v) {
+    auto router = [](const OpSpec& op) { return op.name == "moe_router"; };
+    auto make = [](Testable (*f)(const KernelInfo&)) {
+        return [f](const KernelInfo& k, const RunConfig&, Stats*) { return f(k); };
+    };
+    v.push_back({"weights_sum_to_one", "renormalized weights of every token sum to 1 within (k + 2) 2^-23", router,
+                 make(weights_sum_to_one)});
+    v.push_back({"bias_never_changes_weights", "the selection bias changes which experts are chosen, never their weights",
+                 router, make(bias_never_changes_weights)});
+    v.push_back({"capacity_in_token_order", "each expert keeps its first floor(c T k / E) assignments in token order",
+                 router, make(capacity_in_token_order)});
+    v.push_back({"expert_permutation_equivariance", "permuting the experts permutes the chosen indices (tokens without "
+                                                    "near ties)",
+                 router, make(expert_permutation_equivariance)});
+}
+
+}  // namespace conform::props

@@ -1,0 +1,103 @@
+// MoE routing (docs/moe.md): the oracle on hand-made routers, the
+// ambiguity-aware verdict (a kernel breaking ties another way passes, an
+// out-of-budget choice fails), and the property suite over every registered
+// kernel and mutant.
+#include <cmath>
+#include <string>
+
+#include "impls/cpu/moe.hpp"
+#include "kernel_suite.hpp"
+#include "oracle/moe.hpp"
+#include "properties/verdict.hpp"
+
+using namespace conform;
+using conform::testing::KernelSuite;
+using conform::testing::MutantSuite;
+
+namespace {
+
+Tensor matrix(std::int64_t rows, std::int64_t cols, const std::vector<double>& v) {
+    Tensor t(Format::fp32, {rows, cols});
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, v.at(static_cast<std::size_t>(i)));
+    return t;
+}
+
+oracle::StructuredResult route(const Params& p, const std::vector<TensorView>& in) {
+    return oracle::evaluate_structured("moe_router", p, in, {Format::fp32});
+}
+
+}  // namespace
+
+TEST(MoeOracle, SoftmaxTopTwoRenormalized) {
+    const Tensor x = matrix(1, 1, {1}), w = matrix(1, 4, {1, 2, 3, 4});
+    const auto r = route(Params({{"k", 2}}), {x.view(), w.view()});
+    EXPECT_EQ(r.rounded[0].value(0), 3);
+    EXPECT_EQ(r.rounded[0].value(1), 2);
+    EXPECT_NEAR(r.exact[1][0], 1 / (1 + std::exp(-1.0)), 1e-15);  // e^4 / (e^4 + e^3)
+    EXPECT_NEAR(r.exact[1][1], 1 / (1 + std::exp(1.0)), 1e-15);
+    // loss = E sum f_i P_i: f_3 = f_2 = 1, P_i = p_i.
+    const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(4.0);
+    EXPECT_NEAR(r.exact[3][0], 4 * (std::exp(4.0) + std::exp(3.0)) / z, 1e-14);
+}
+
+TEST(MoeOracle, BiasChoosesButNeverWeighs) {
+    const Tensor x = matrix(1, 1, {1}), w = matrix(1, 3, {3, 2, 1}), b = Tensor(Format::fp32, {3});
+    Tensor bias = b;
+    bias.set_value(2, 1.0);  // lifts expert 2 (p ~ 0.09) above expert 0 (p ~ 0.67)
+    const auto r = route(Params({{"k", 1}, {"renormalize", 0}}), {x.view(), w.view(), bias.view()});
+    EXPECT_EQ(r.rounded[0].value(0), 2);
+    const double z = std::exp(3.0) + std::exp(2.0) + std::exp(1.0);
+    EXPECT_NEAR(r.exact[1][0], std::exp(1.0) / z, 1e-15);  // p_2, not p_2 + 1
+}
+
+TEST(MoeOracle, TiesGoToTheLowerIndexAndCapacityDropsLaterTokens) {
+    // Four tokens, two identical experts: every token picks expert 0; capacity
+    // 0.5 gives floor(0.5 * 4 * 1 / 2) = 1 assignment per expert.
+    const Tensor x = matrix(4, 1, {1, 2, 3, 4}), w = matrix(1, 2, {1, 1});
+    const auto r = route(Params({{"k", 1}, {"capacity", 0.5}}), {x.view(), w.view()});
+    for (std::int64_t t = 0; t < 4; ++t) {
+        EXPECT_EQ(r.rounded[0].value(t), 0) << t;
+        EXPECT_EQ(r.rounded[2].value(t), t == 0 ? 1 : 0) << t;
+        EXPECT_EQ(r.rounded[1].value(t), t == 0 ? 1 : 0) << t;  // dropped: weight 0
+    }
+}
+
+TEST(MoeOracle, NonFiniteLogitsMakeTheTokenNaN) {
+    const Tensor x = matrix(2, 1, {1, NAN}), w = matrix(1, 2, {1, 2});
+    const auto r = route(Params({{"k", 1}}), {x.view(), w.view()});
+    EXPECT_EQ(r.rounded[0].value(0), 1);
+    EXPECT_TRUE(std::isnan(r.rounded[0].value(1)));
+    EXPECT_TRUE(std::isnan(r.rounded[1].value(1)));
+    EXPECT_TRUE(std::isnan(r.rounded[3].value(0)));
+}
+
+TEST(MoeVerdict, AdmissibleMeansWithinTheScoresBudget) {
+    const Tensor x = matrix(1, 1, {1}), w = matrix(1, 3, {1, 1, 0});  // experts 0 and 1 tie, 2 far below
+    const auto s = oracle::router_setup(Params({{"k", 1}}), {x.view(), w.view()});
+    const auto b = oracle::router_token_budget(s, {x.view(), w.view()}, 0);
+    EXPECT_TRUE(oracle::router_admissible(b, {0}));
+    EXPECT_TRUE(oracle::router_admissible(b, {1}));   // the tie broken the other way
+    EXPECT_FALSE(oracle::router_admissible(b, {2}));  // far outside
+    EXPECT_FALSE(oracle::router_admissible(b, {3}));  // no such expert
+    const auto s2 = oracle::router_setup(Params({{"k", 2}}), {x.view(), w.view()});
+    EXPECT_FALSE(oracle::router_admissible(b, {0, 0}));  // routed twice
+    EXPECT_TRUE(oracle::router_admissible(b, {1, 0}));
+    EXPECT_EQ(s2.k, 2);
+}
+
+// A kernel that breaks exact ties toward the higher index makes a different,
+// equally correct choice: the verdict must not flag it, and the report
+// counts the selections it accepted.
+TEST(MoeVerdict, TiesBrokenTheOtherWayPass) {
+    KernelInfo k = *builtin_registry().find("cpu.scalar.moe_router.fp32");
+    k.name = "test.ties_to_higher.moe_router.fp32";
+    k.fn = [](const KernelCall& c) { cpu::moe_router_call(c, false, {.ties_to_higher = true}); };
+    const auto r = props::run_suite(k, conform::testing::env_config());
+    for (const auto& p : r.properties) EXPECT_TRUE(p.passed) << p.name << ": " << p.message << "\n" << p.counterexample;
+    std::int64_t accepted = 0;
+    for (const auto& [what, n] : r.stats.notes)
+        if (what.find("other than the oracle's") != std::string::npos) accepted += n;
+    EXPECT_GT(accepted, 0) << "no tie was broken the other way: the generators lost their duplicated experts";
+}
+
+CONFORM_FAMILY_SUITES(Moe, "moe");
