@@ -337,6 +337,27 @@ Testable parameter_sensitivity(const KernelInfo& k) {
     };
 }
 
+// Values near 2^16 (60000 (1 + U/20), one sign per value column) with q = 0:
+// every visible key weighs the same and o is their mean, finite in every
+// format, while the unnormalized sum P V of two or more overflows an FP16
+// accumulator (65504) -- an FP32-accumulating kernel stays within its bound.
+Testable large_values(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}));
+        spec.dims[6] = 0;
+        Case c = build_case(spec);
+        std::mt19937_64 rng(spec.seed);
+        std::uniform_real_distribution<double> U(0, 1);
+        for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) c.inputs[0].set_value(i, 0.0);
+        Tensor& v = c.inputs[2];
+        const std::int64_t dv = v.shape()[2];
+        for (std::int64_t i = 0; i < v.numel(); ++i)
+            v.set_value(i, ((i % dv) % 2 ? -1.0 : 1.0) * 60000 * (1 + U(rng) / 20));
+        const CaseResult r = check_case(k, c.params, c.views());
+        if (!r.pass) RC_FAIL("v near 2^16, q = 0 (o the mean of the visible values): " + r.message);
+    };
+}
+
 }  // namespace
 
 void add_attention_properties(std::vector<PropertyDef>& v) {
@@ -366,6 +387,8 @@ void add_attention_properties(std::vector<PropertyDef>& v) {
                  attn, [](const KernelInfo& k, const RunConfig&, Stats*) { return causality(k); }, 2});
     v.push_back({"gqa_replication", "GQA output equals MHA with the KV heads repeated, bit for bit", attn,
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return gqa_replication(k); }, 2});
+    v.push_back({"large_values", "v near 2^16 with equal weights: o is their mean, though P V overflows a 16-bit accumulator",
+                 attn, [](const KernelInfo& k, const RunConfig&, Stats*) { return large_values(k); }, 4});
 }
 
 }  // namespace conform::props
