@@ -127,8 +127,9 @@ TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorVi
         std::vector<double> ex(e_count), num(e_count);
         for (std::size_t e = 0; e < e_count; ++e) {
             sum += (ex[e] = std::exp(l[e] - l[im]));
-            num[e] = std::exp(eps[e] + eps[im] + kU * std::fabs(l[e] - l[im])) * (1 + 4 * kU);
-            den_err += ex[e] * (num[e] - 1);
+            const double expo = eps[e] + eps[im] + kU * std::fabs(l[e] - l[im]);
+            num[e] = std::exp(expo) * (1 + 4 * kU);
+            den_err += std::exp(l[e] - l[im] + expo) * (1 + 4 * kU) - ex[e];  // not ex (num - 1): 0 * inf
         }
         const double den = (1 + den_err / sum) * (1 + gamma(static_cast<double>(e_count), kU));
         for (std::size_t e = 0; e < e_count; ++e) {
@@ -136,9 +137,15 @@ TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorVi
             b.rel[e] = num[e] * den * (1 + kU) - 1;
         }
     }
+    // A logit budget so large that p is not bounded at all (|l| near FP32's
+    // range: eps of the order of 1e30): the token is not judged.
+    for (double r : b.rel)
+        if (!std::isfinite(r)) b.undefined = true;
+    if (b.undefined) std::replace_if(b.rel.begin(), b.rel.end(), [](double r) { return !std::isfinite(r); }, INFINITY);
     b.rel_p = *std::max_element(b.rel.begin(), b.rel.end());
     for (std::size_t e = 0; e < e_count; ++e) {
-        const double bias = bias_at(s, in, static_cast<std::int64_t>(e)), dp = b.p[e] * b.rel[e] + b.abs_p;
+        const double bias = bias_at(s, in, static_cast<std::int64_t>(e));
+        const double dp = (b.p[e] > 0 ? b.p[e] * b.rel[e] : 0) + b.abs_p;
         b.score[e] = b.p[e] + bias;
         b.delta[e] = dp + kU * (std::fabs(b.p[e]) + std::fabs(bias) + dp);
     }
