@@ -99,36 +99,44 @@ Call cpu_gemm_call(Gemm g) {
     return {[d, k] { k->fn(d->call); }, flops(g), ""};
 }
 
-// oneDNN's matmul primitive for y alone, created once and executed in the
-// loop as a oneDNN user would (the registered onednn.int8_gemm kernel also
-// runs a second s32 matmul for the op's `acc` output, which would halve it).
-Call onednn_gemm_call(Gemm g) {
+// A oneDNN matmul primitive y = a b (row-major [M, K] x [K, N]) created once
+// with `attr` and executed in the loop, as a oneDNN user would; `owner`
+// keeps a, b and y alive.  Throws dnnl::error where oneDNN has no
+// implementation.
+Call onednn_matmul(std::shared_ptr<void> owner, Gemm g, dnnl::memory::data_type in, dnnl::memory::data_type out,
+                   const dnnl::primitive_attr& attr, void* a, void* b, void* y) {
     using dnnl::memory;
-    using dt = memory::data_type;
-    struct Data {
-        GemmData d;
+    struct Run {
         dnnl::engine eng{dnnl::engine::kind::cpu, 0};
         dnnl::stream strm{eng};
         std::unique_ptr<dnnl::matmul> mm;
         memory xa, xb, xy;
-        explicit Data(Gemm g) : d(g) {}
     };
-    auto d = std::make_shared<Data>(g);
-    const memory::desc ma({g.m, g.k}, dt::s8, memory::format_tag::ab), mb({g.k, g.n}, dt::s8, memory::format_tag::ab),
-        my({g.m, g.n}, dt::f32, memory::format_tag::ab);
-    std::vector<float> scales(static_cast<std::size_t>(g.n));
-    for (std::int64_t j = 0; j < g.n; ++j)
-        scales[static_cast<std::size_t>(j)] = static_cast<float>(d->d.sb.value(j)) * static_cast<float>(d->d.sa.value(0));
-    dnnl::primitive_attr attr;
-    attr.set_output_scales(1 << 1, scales);
-    const dnnl::matmul::primitive_desc pd({ma, mb, my}, attr, d->eng);
-    d->mm = std::make_unique<dnnl::matmul>(pd);
-    d->xa = memory(ma, d->eng, d->d.a.data()), d->xb = memory(mb, d->eng, d->d.b.data()), d->xy = memory(my, d->eng, d->d.y.data());
-    return {[d] {
-                d->mm->execute(d->strm, {{DNNL_ARG_SRC, d->xa}, {DNNL_ARG_WEIGHTS, d->xb}, {DNNL_ARG_DST, d->xy}});
-                d->strm.wait();
+    auto r = std::make_shared<Run>();
+    const memory::desc ma({g.m, g.k}, in, memory::format_tag::ab), mb({g.k, g.n}, in, memory::format_tag::ab),
+        my({g.m, g.n}, out, memory::format_tag::ab);
+    const dnnl::matmul::primitive_desc pd({ma, mb, my}, attr, r->eng);
+    r->mm = std::make_unique<dnnl::matmul>(pd);
+    r->xa = memory(ma, r->eng, a), r->xb = memory(mb, r->eng, b), r->xy = memory(my, r->eng, y);
+    return {[r, owner] {
+                r->mm->execute(r->strm, {{DNNL_ARG_SRC, r->xa}, {DNNL_ARG_WEIGHTS, r->xb}, {DNNL_ARG_DST, r->xy}});
+                r->strm.wait();
             },
             flops(g), pd.impl_info_str()};
+}
+
+// oneDNN's INT8 matmul for y alone, per-column s_b with s_a folded in (the
+// registered onednn.int8_gemm kernel also runs a second s32 matmul for the
+// op's `acc` output, which would halve it).
+Call onednn_gemm_call(Gemm g) {
+    auto d = std::make_shared<GemmData>(g);
+    std::vector<float> scales(static_cast<std::size_t>(g.n));
+    for (std::int64_t j = 0; j < g.n; ++j)
+        scales[static_cast<std::size_t>(j)] = static_cast<float>(d->sb.value(j)) * static_cast<float>(d->sa.value(0));
+    dnnl::primitive_attr attr;
+    attr.set_output_scales(1 << 1, scales);
+    using dt = dnnl::memory::data_type;
+    return onednn_matmul(d, g, dt::s8, dt::f32, attr, d->a.data(), d->b.data(), d->y.data());
 }
 
 // ---- float matmul ------------------------------------------------------------
@@ -151,32 +159,14 @@ Call cpu_matmul_call(Gemm g, Format f) {
     return {[d, k] { k->fn(d->call); }, flops(g), ""};
 }
 
-// oneDNN's matmul primitive, created once and executed in the loop; none
-// (the pair is skipped) where oneDNN has no implementation for f here.
+// oneDNN's float matmul in f; none (the pair is skipped) where oneDNN has
+// no implementation for f here.
 Call onednn_matmul_call(Gemm g, Format f) {
-    using dnnl::memory;
-    using dt = memory::data_type;
+    using dt = dnnl::memory::data_type;
     const dt t = f == Format::fp32 ? dt::f32 : f == Format::fp16 ? dt::f16 : dt::bf16;
-    struct Data {
-        MatmulData d;
-        dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-        dnnl::stream strm{eng};
-        std::unique_ptr<dnnl::matmul> mm;
-        memory xa, xb, xy;
-        Data(Gemm g, Format f) : d(g, f) {}
-    };
-    auto d = std::make_shared<Data>(g, f);
-    const memory::desc ma({g.m, g.k}, t, memory::format_tag::ab), mb({g.k, g.n}, t, memory::format_tag::ab),
-        my({g.m, g.n}, t, memory::format_tag::ab);
+    auto d = std::make_shared<MatmulData>(g, f);
     try {
-        const dnnl::matmul::primitive_desc pd({ma, mb, my}, d->eng);
-        d->mm = std::make_unique<dnnl::matmul>(pd);
-        d->xa = memory(ma, d->eng, d->d.a.data()), d->xb = memory(mb, d->eng, d->d.b.data()), d->xy = memory(my, d->eng, d->d.y.data());
-        return {[d] {
-                    d->mm->execute(d->strm, {{DNNL_ARG_SRC, d->xa}, {DNNL_ARG_WEIGHTS, d->xb}, {DNNL_ARG_DST, d->xy}});
-                    d->strm.wait();
-                },
-                flops(g), pd.impl_info_str()};
+        return onednn_matmul(d, g, t, t, {}, d->a.data(), d->b.data(), d->y.data());
     } catch (const dnnl::error&) {
         return {};
     }

@@ -49,15 +49,18 @@ OpOutputs eval_matmul(const Params&, const std::vector<TensorView>& in) {
 // element whose finite terms reach acc's overflow threshold that way is
 // left undefined (an FP32 accumulator may overflow there in some order,
 // whatever the exact sum): not judged, and counted.
+DotBudget dot_budget(double s, std::int64_t k, Format acc) {
+    const FormatInfo& ai = info(acc);
+    const double u = unit_roundoff(acc), kd = static_cast<double>(k);
+    const double half_eta = std::ldexp(1.0, ai.emin - ai.precision);  // half the smallest subnormal
+    return {gamma(kd, u) * s + kd * half_eta, s * (1 + gamma_rigorous(kd, u)) >= max_finite(acc)};
+}
+
 std::vector<std::vector<double>> matmul_bound(const Params&, const std::vector<TensorView>& in,
                                               const std::vector<std::vector<double>>& exact, Format acc,
                                               const std::vector<Format>& out) {
     const Dims d = check(in);
-    const FormatInfo& ai = info(acc);
-    const double u = unit_roundoff(acc), g = gamma(static_cast<double>(d.k), u);
-    const double g_rig = gamma_rigorous(static_cast<double>(d.k), u), top = max_finite(acc);
-    const double half_eta = std::ldexp(1.0, ai.emin - ai.precision);  // half the smallest subnormal
-    const bool narrower = info(out.at(0)).precision < ai.precision;
+    const bool narrower = info(out.at(0)).precision < info(acc).precision;
     std::vector<double> b(static_cast<std::size_t>(d.m * d.n));
     for (std::int64_t i = 0; i < d.m; ++i)
         for (std::int64_t j = 0; j < d.n; ++j) {
@@ -68,13 +71,11 @@ std::vector<std::vector<double>> matmul_bound(const Params&, const std::vector<T
                 const double t = std::fabs(in[0].value(i * d.k + k) * in[1].value(k * d.n + j));
                 if (std::isfinite(t)) s += t;
             }
+            const DotBudget db = dot_budget(s, d.k, acc);
             if (std::isnan(y)) b[e] = std::numeric_limits<double>::quiet_NaN();  // NaN in any order
-            else if (s * (1 + g_rig) >= top) b[e] = kUndefined;
+            else if (db.may_overflow) b[e] = kUndefined;
             else if (!std::isfinite(y)) b[e] = std::numeric_limits<double>::quiet_NaN();  // an infinite term
-            else {
-                const double err = g * s + static_cast<double>(d.k) * half_eta;
-                b[e] = err + (narrower ? 0.5 * ulp_at(out[0], std::fabs(y) + err) : 0.0);
-            }
+            else b[e] = db.err + (narrower ? 0.5 * ulp_at(out[0], std::fabs(y) + db.err) : 0.0);
         }
     return {b};
 }

@@ -21,6 +21,17 @@ OpOutputs eval_matmul(const Params& params, const std::vector<TensorView>& in);
 // sum_k |a_ik b_kj|.  NaN (compare classes only) where the exact value is
 // not finite; kUndefined (not judged) where the finite terms' magnitudes
 // could overflow acc in some order.
+// One dot product of K terms whose finite magnitudes sum to s, formed in
+// `acc` in any order (docs/matmul.md, "Error budget"): |err| <= gamma_K s +
+// K eta/2 (gamma in the current tier), and whether some order may overflow
+// (s (1 + gamma_K) reaches acc's overflow threshold, rigorous gamma): then
+// the error is not bounded at all.
+struct DotBudget {
+    double err = 0;
+    bool may_overflow = false;
+};
+DotBudget dot_budget(double s, std::int64_t k, Format acc);
+
 std::vector<std::vector<double>> matmul_bound(const Params& params, const std::vector<TensorView>& in,
                                               const std::vector<std::vector<double>>& exact, Format acc,
                                               const std::vector<Format>& out);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "oracle/exact_dot.hpp"
+#include "oracle/matmul.hpp"
 
 namespace conform::oracle {
 namespace {
@@ -88,19 +89,20 @@ RouterSetup router_setup(const Params& p, const std::vector<TensorView>& in) {
 }
 
 // docs/moe.md, "Error budget".  Logit l_e: an FP32 dot product, |err| <=
-// eps_e = gamma_C a_e + C eta/2, a_e = sum_c |x_c w_ce| (docs/matmul.md).
+// eps_e = gamma_C a_e + C eta/2, a_e = sum_c |x_c w_ce| (dot_budget,
+// docs/matmul.md).
 // Softmax: the kernel's exponent l_i - m errs by E_i = eps_i + eps_m plus
 // its own rounding u |l_i - m|; exp adds 2 ulps (4u): the numerator within
-// n_i = e^(E_i) (1 + 4u); the denominator within 1 + sum_j e_j (n_j - 1) /
-// sum_j e_j (its terms' errors weighted by the terms), the sum gamma_E, the
-// division u: p_i within n_i d (1 + u) - 1 relative.  Sigmoid: sigma(l + eps) / sigma(l) <= e^eps, exp 4u, the add
-// and the division u each.  Underflowing exponentials add eta each
-// (abs_p = 4 eta).  The score p + b rounds once more.
+// n_i = e^(E_i) (1 + 4u); the denominator within 1 + sum_j (e^(l_j - m +
+// E_j) (1 + 4u) - e_j) / sum_j e_j (its terms' errors weighted by the
+// terms), the sum gamma_E, the division u: p_i within n_i d (1 + u) - 1
+// relative.  Sigmoid: sigma(l + eps) / sigma(l) <= e^eps, exp 4u, the add
+// and the division u each.  Underflowing exponentials add eta each (abs_p =
+// 4 eta).  The score p + b rounds once more.
 TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorView>& in, std::int64_t t) {
     TokenBudget b;
     const std::size_t e_count = static_cast<std::size_t>(s.experts);
     std::vector<double> l(e_count, 0), eps(e_count, 0);
-    const double g_c = gamma(static_cast<double>(s.channels), kU), g_c_rig = gamma_rigorous(static_cast<double>(s.channels), kU);
     for (std::size_t e = 0; e < e_count; ++e) {
         double a = 0;
         for (std::int64_t c = 0; c < s.channels; ++c) {
@@ -108,8 +110,9 @@ TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorVi
             if (!std::isfinite(term)) b.finite = false;
             l[e] += term, a += std::fabs(term);
         }
-        eps[e] = g_c * a + static_cast<double>(s.channels) * kEta / 2;
-        if (a * (1 + g_c_rig) >= max_finite(Format::fp32) || (s.sigmoid && std::fabs(l[e]) >= kSigmoidRange)) b.undefined = true;
+        const DotBudget db = dot_budget(a, s.channels, Format::fp32);
+        eps[e] = db.err;
+        if (db.may_overflow || (s.sigmoid && std::fabs(l[e]) >= kSigmoidRange)) b.undefined = true;
     }
     if (!b.finite) return b;
     b.p.resize(e_count), b.score.resize(e_count), b.delta.resize(e_count), b.rel.resize(e_count);

@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 
+#include "oracle/moe.hpp"
 #include "properties/common.hpp"
 
 namespace conform::props {
@@ -155,28 +156,18 @@ Testable capacity_in_token_order(const KernelInfo& k) {
     };
 }
 
-// Scores in double, to skip tokens where a permutation may legitimately
-// change the choice: near ties, and scores below FP32's normal range (p
-// underflows to 0 or a subnormal there, and such scores tie in FP32).
+// Whether token t's selection is unambiguous under the scores' budget (the
+// verdict's own, oracle/moe.hpp): there a permutation may not change it.
 bool clear_choice(const Case& c, std::int64_t t, std::int64_t kk) {
-    const TensorView x = c.inputs[0].view(), w = c.inputs[1].view();
-    const std::int64_t C = x.shape[1], E = w.shape[1];
-    std::vector<double> l(static_cast<std::size_t>(E), 0);
-    for (std::int64_t e = 0; e < E; ++e)
-        for (std::int64_t i = 0; i < C; ++i) l[static_cast<std::size_t>(e)] += x.value(t * C + i) * w.value(i * E + e);
-    std::vector<double> s(l.size());
-    const double m = *std::max_element(l.begin(), l.end());
-    double sum = 0;
-    for (std::size_t e = 0; e < l.size(); ++e) sum += (s[e] = param(c, "score") ? 1 / (1 + std::exp(-l[e])) : std::exp(l[e] - m));
-    for (std::size_t e = 0; e < l.size(); ++e) {
-        if (!param(c, "score")) s[e] /= sum;
-        if (c.inputs.size() > 2) s[e] += c.inputs[2].value(static_cast<std::int64_t>(e));
-    }
-    std::sort(s.rbegin(), s.rend());
-    for (std::int64_t j = 0; j < std::min<std::int64_t>(kk, E - 1); ++j)
-        if (!(s[static_cast<std::size_t>(j)] - s[static_cast<std::size_t>(j + 1)] > 1e-4 * std::fabs(s[static_cast<std::size_t>(j)]) + 1e-30))
-            return false;
-    return true;
+    const std::vector<TensorView> in = c.views();
+    const oracle::TokenBudget b = oracle::router_token_budget(oracle::router_setup(c.params, in), in, t);
+    if (!b.finite || b.undefined) return false;
+    std::vector<std::int64_t> order(b.score.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) {
+        return b.score[static_cast<std::size_t>(x)] > b.score[static_cast<std::size_t>(y)];
+    });
+    return !oracle::ambiguous(b, order, kk);
 }
 
 // Permuting the experts (w's columns and the bias) permutes the chosen
@@ -226,8 +217,8 @@ void add_moe_properties(std::vector<PropertyDef>& v) {
                  router, make(bias_never_changes_weights)});
     v.push_back({"capacity_in_token_order", "each expert keeps its first floor(c T k / E) assignments in token order",
                  router, make(capacity_in_token_order)});
-    v.push_back({"expert_permutation_equivariance", "permuting the experts permutes the chosen indices (tokens without "
-                                                    "near ties)",
+    v.push_back({"expert_permutation_equivariance", "permuting the experts permutes the chosen indices (tokens whose "
+                                                    "selection is unambiguous)",
                  router, make(expert_permutation_equivariance)});
 }
 

@@ -173,5 +173,11 @@ CONFORM_AVX2 inline void store8_as(storage_t<F>* p, __m256 v) {
     if constexpr (F == Format::fp32) store8(p, v);
     else store8(p, v, F);
 }
+// 16 elements stored in format F as floats (exact), AVX-512.
+template <Format F>
+CONFORM_AVX512 inline __m512 load16_as(const storage_t<F>* p) {
+    if constexpr (F == Format::fp32) return _mm512_loadu_ps(p);
+    else return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), F);
+}
 
 }  // namespace conform::cpu

@@ -120,11 +120,6 @@ void scalar_gemm(const KernelCall& c, const Dims& d, float* acc) {
 // ---- packing ---------------------------------------------------------------
 
 template <Format F>
-CONFORM_AVX512 inline __m512 load16(const storage_t<F>* p) {
-    if constexpr (F == Format::fp32) return _mm512_loadu_ps(p);
-    else return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), F);
-}
-template <Format F>
 CONFORM_AVX512 inline __m512 load16_masked(const storage_t<F>* p, __mmask16 m) {
     if constexpr (F == Format::fp32) return _mm512_maskz_loadu_ps(m, p);
     else return widen16(_mm256_maskz_loadu_epi16(m, p), F);
@@ -139,8 +134,8 @@ CONFORM_AVX512 void pack_b_512(const TensorView& b, Order o, std::int64_t k0, st
         const storage_t<F>* row = row_of<F>(b, o.at(k0 + kk));
         for (std::int64_t p = 0; p < full; ++p) {
             float* dst = bp + (p * kc + kk) * 32;
-            _mm512_store_ps(dst, load16<F>(row + p * 32));
-            _mm512_store_ps(dst + 16, load16<F>(row + p * 32 + 16));
+            _mm512_store_ps(dst, load16_as<F>(row + p * 32));
+            _mm512_store_ps(dst + 16, load16_as<F>(row + p * 32 + 16));
         }
         for (std::int64_t jj = 0; full < panels && jj < 32; ++jj)
             bp[(full * kc + kk) * 32 + jj] = full * 32 + jj < n ? widen1<F>(row[full * 32 + jj]) : 0.0f;
@@ -376,54 +371,56 @@ CONFORM_AVX512 void rows_fma512(const KernelCall& c, const Dims& d, float* acc, 
 
 template <Format F>
 void run_path(const KernelCall& c, const Dims& d, MatmulPath p, float* acc, std::int64_t ldc) {
+    if (p == MatmulPath::scalar) return scalar_gemm<F>(c, d, acc);  // ldc = N
     if (p == MatmulPath::dpbf16) return dpbf16_gemm(c, d, acc, ldc);
     if (p == MatmulPath::fma512 && d.m <= kRowsPathMax) return rows_fma512<F>(c, d, acc, ldc);
     fma_gemm<F>(c, d, acc, ldc, p == MatmulPath::fma512);
 }
 
-// The exponent of the smallest nonzero finite BF16 entry: -1000 when one is
-// subnormal, +1000 when there is none.  Exponent fields of nonzero finite
-// entries, minimized 32 lanes at a time (zeros, infinities and NaNs count
-// as the largest field); a subnormal sets the flag.
+// The smallest exponent field of the nonzero finite BF16 entries (zeros,
+// infinities and NaNs count as the largest field, 0x7F80), and whether one
+// is subnormal (a nonzero entry with field 0).
+struct FieldScan {
+    unsigned lo = 0x7F80;
+    bool subnormal = false;
+    void add(const std::uint16_t* row, std::int64_t begin, std::int64_t end) {
+        for (std::int64_t j = begin; j < end; ++j) {
+            if ((row[j] & 0x7FFFu) == 0) continue;
+            subnormal = subnormal || (row[j] & 0x7F80u) == 0;
+            lo = std::min(lo, row[j] & 0x7F80u);
+        }
+    }
+    // -1000 when an entry is subnormal, +1000 when there is none, else the exponent.
+    int exponent() const { return subnormal ? -1000 : lo == 0x7F80u ? 1000 : static_cast<int>(lo >> 7) - 127; }
+};
+
+// The scan 32 lanes at a time, the row tails entry by entry.
 CONFORM_AVX512 int min_exponent(const TensorView& t) {
     const __m512i expo = _mm512_set1_epi16(0x7F80), mag = _mm512_set1_epi16(0x7FFF);
     __m512i lo = expo;
-    bool subnormal = false;
-    unsigned lo_tail = 0x7F80;
+    FieldScan s;
     for (std::int64_t r = 0; r < t.shape[0]; ++r) {
         const std::uint16_t* row = t.row<const std::uint16_t>(r);
         std::int64_t j = 0;
         for (; j + 32 <= t.shape[1]; j += 32) {
             const __m512i h = _mm512_loadu_si512(row + j), e = _mm512_and_si512(h, expo);
             const __mmask32 nonzero = _mm512_test_epi16_mask(h, mag), zero_field = _mm512_testn_epi16_mask(e, expo);
-            subnormal = subnormal || (nonzero & zero_field);
+            s.subnormal = s.subnormal || (nonzero & zero_field);
             lo = _mm512_min_epu16(lo, _mm512_mask_blend_epi16(nonzero, expo, e));  // 0x7F80 (inf/NaN) never lowers it
         }
-        for (; j < t.shape[1]; ++j) {
-            const unsigned field = row[j] & 0x7F80u;
-            if ((row[j] & 0x7FFFu) == 0) continue;
-            subnormal = subnormal || field == 0;
-            lo_tail = std::min(lo_tail, field);
-        }
+        s.add(row, j, t.shape[1]);
     }
     alignas(64) std::uint16_t lanes[32];
     _mm512_store_si512(lanes, lo);
-    for (std::uint16_t v : lanes) lo_tail = std::min<unsigned>(lo_tail, v);
-    if (subnormal) return -1000;
-    return lo_tail == 0x7F80u ? 1000 : static_cast<int>(lo_tail >> 7) - 127;
+    s.add(lanes, 0, 32);  // exponent fields or 0x7F80; a 0 lane is a subnormal, already flagged
+    return s.exponent();
 }
 
 // The same, one entry at a time (CPUs without AVX-512).
 int min_exponent_scalar(const TensorView& t) {
-    unsigned lo = 0x7F80;
-    for (std::int64_t r = 0; r < t.shape[0]; ++r)
-        for (std::int64_t j = 0; j < t.shape[1]; ++j) {
-            const std::uint16_t h = t.row<const std::uint16_t>(r)[j];
-            if ((h & 0x7FFFu) == 0) continue;
-            if ((h & 0x7F80u) == 0) return -1000;
-            lo = std::min(lo, h & 0x7F80u);
-        }
-    return lo == 0x7F80u ? 1000 : static_cast<int>(lo >> 7) - 127;
+    FieldScan s;
+    for (std::int64_t r = 0; r < t.shape[0]; ++r) s.add(t.row<const std::uint16_t>(r), 0, t.shape[1]);
+    return s.exponent();
 }
 
 }  // namespace
@@ -468,11 +465,7 @@ void matmul_call(const KernelCall& c, MatmulPath p, bool guard) {
     const std::int64_t ldc = p == MatmulPath::scalar ? d.n : (d.n + 31) / 32 * 32;
     float* acc = grown(c_buf, d.m * ldc);
     if (d.k == 0) std::fill(acc, acc + d.m * ldc, 0.0f);
-    else if (p == MatmulPath::scalar) {
-        if (f == Format::fp32) scalar_gemm<Format::fp32>(c, d, acc);
-        else if (f == Format::fp16) scalar_gemm<Format::fp16>(c, d, acc);
-        else scalar_gemm<Format::bf16>(c, d, acc);
-    } else if (f == Format::fp32) run_path<Format::fp32>(c, d, p, acc, ldc);
+    else if (f == Format::fp32) run_path<Format::fp32>(c, d, p, acc, ldc);
     else if (f == Format::fp16) run_path<Format::fp16>(c, d, p, acc, ldc);
     else run_path<Format::bf16>(c, d, p, acc, ldc);
     store_output(acc, ldc, d, c.out[0]);
@@ -513,15 +506,18 @@ KernelInfo matmul_info(const std::string& variant, const std::string& tail, Form
 
 void add_matmul(Registry& r, Format in, Format out) {
     const std::string tail = std::string(".matmul.") + name(in) + (out == in ? "" : std::string(".") + name(out));
-    const std::string contract = std::string("y_ij = fma chain over k in FP32 from +0, rounded once to ") + name(out);
+    const std::string contract = std::string("y_ij = fma chain over k ") +
+                                 (in == Format::bf16 ? "in vdpbf16ps's pair order 1, 0, 3, 2, ..." : "ascending") +
+                                 " in FP32 from +0, rounded once to " + name(out);
     const std::string dp = in == Format::bf16 ? "AVX512_BF16 vdpbf16ps (pairs k+1, k; the FMA path where a subnormal "
                                                 "product or partial sum is possible), else "
                                               : "";
     r.add(matmul_info("simd", tail, in, out, Format::fp32, Role::kernel,
-                      dp + "AVX-512 12x32 / AVX2 6x16 FMA register tiles over packed panels (bit-identical to "
-                           "cpu.scalar); " + contract,
+                      dp + "AVX-512 12x32 / AVX2 6x16 FMA register tiles over packed panels, B streamed unpacked "
+                           "for M <= 4 on AVX-512 (bit-identical to cpu.scalar); " + contract,
                       [in](const KernelCall& c) { cpu::matmul_call(c, cpu::best_matmul_path(in)); }));
-    r.add(matmul_info("scalar", tail, in, out, Format::fp32, Role::kernel, "portable loop, k ascending; " + contract,
+    r.add(matmul_info("scalar", tail, in, out, Format::fp32, Role::kernel,
+                      "portable loop; " + contract,
                       [](const KernelCall& c) { cpu::matmul_call(c, cpu::MatmulPath::scalar); }));
     if (out == in)
         r.add(matmul_info("naive", tail, in, out, in, Role::baseline,

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 
 #include "impls/cpu/matmul.hpp"
@@ -81,7 +82,9 @@ std::vector<float> weights_of(const std::vector<std::int64_t>& chosen, const std
 void moe_router_call(const KernelCall& c, bool simd, const RouterFlaws& f) {
     const Router r = read(c);
     const TensorView &x = c.in.at(0), &w = c.in.at(1);
-    const bool has_bias = c.in.size() > 2 && c.in[2].data != nullptr && c.in[2].numel() == r.e;
+    const bool has_bias = c.in.size() > 2 && c.in[2].data != nullptr;
+    if (has_bias && c.in[2].numel() != r.e)
+        throw std::invalid_argument("moe_router kernel: selection_bias must have E = " + std::to_string(r.e) + " entries");
     Tensor logits(Format::fp32, {r.t, r.e});
     const Params none;
     matmul_call(KernelCall{none, {x, w}, {logits.view()}}, simd ? best_matmul_path(x.format) : MatmulPath::scalar);

@@ -185,8 +185,7 @@ struct Avx512Bf16Lanes : Avx2Lanes {
     CONFORM_AVX512_BF16 static W loadf16(const float* p) { return _mm512_loadu_ps(p); }
     template <Format F>
     CONFORM_AVX512_BF16 static W load16(const St<F>* p) {
-        if constexpr (F == Format::fp32) return _mm512_loadu_ps(p);
-        else return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), F);
+        return load16_as<F>(p);
     }
     // 16 results rounded as store does lane by lane (bf16: narrow16_bf16).
     template <Format F>

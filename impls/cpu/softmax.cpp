@@ -116,8 +116,7 @@ struct RowLanes<F16> {
     CONFORM_AVX512 static __mmask16 first(long count) { return static_cast<__mmask16>((1u << count) - 1); }
     template <Format F>
     CONFORM_AVX512 static R load(const storage_t<F>* p) {
-        if constexpr (F == Format::fp32) return _mm512_loadu_ps(p);
-        else return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), F);
+        return load16_as<F>(p);
     }
     template <Format F>
     CONFORM_AVX512 static R load_part(const storage_t<F>* p, long count) {
