@@ -45,7 +45,9 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // Matmul takes `constant` too: bit patterns' products overflow an FP32
 // accumulator, elements its bound leaves undefined (docs/matmul.md).  The
 // router takes its generators' families (docs/moe.md): normal, uniform and
-// heavy tails for bit patterns, near_eps and around_cap.
+// heavy tails for bit patterns, near_eps and around_cap; the MoE layers,
+// whose three chained products overflow on outliers and heavy tails, take
+// normal, uniform, tiny values and constants (every expert tied).
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
 struct Substitution {
@@ -60,6 +62,14 @@ const Substitution kSubstitutions[] = {
     {"moe_router", props::Family::bit_patterns, props::Family::normal},
     {"moe_router", props::Family::near_eps, props::Family::uniform},
     {"moe_router", props::Family::around_cap, props::Family::heavy_tail},
+    {"moe", props::Family::bit_patterns, props::Family::normal},
+    {"moe", props::Family::near_eps, props::Family::uniform},
+    {"moe", props::Family::around_cap, props::Family::tiny},
+    {"moe", props::Family::outlier, props::Family::constant},
+    {"latent_moe", props::Family::bit_patterns, props::Family::normal},
+    {"latent_moe", props::Family::near_eps, props::Family::uniform},
+    {"latent_moe", props::Family::around_cap, props::Family::tiny},
+    {"latent_moe", props::Family::outlier, props::Family::constant},
     {"softmax", props::Family::near_eps, props::Family::masked},
     {"softmax", props::Family::around_cap, props::Family::saturated},
 };
@@ -126,6 +136,10 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "matmul") s.dims = {3, 5, 17};          // K odd (vdpbf16ps pairs), N past a 16-lane vector
     if (name == "moe_router") {                         // 5 tokens, 8 experts (two duplicated: a tie), top 2, capacity
         s.dims = {5, 4, 8, 1, 1};
+        s.params.set("capacity", 1);
+    }
+    if (name == "moe" || name == "latent_moe") {  // 5 tokens, 4 experts of F 4, top 2, one shared expert, a bias
+        s.dims = {5, 4, 4, 4, 1, name == "moe" ? 0 : 4, 1, name == "moe" ? 0 : 1};
         s.params.set("capacity", 1);
     }
     if (name == "dequantize") s.dims = {3, 5};          // codes stored as floats

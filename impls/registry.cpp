@@ -59,6 +59,7 @@ const Registry& builtin_registry() {
         register_cpu_int8_block(r);
         register_cpu_matmul(r);
         register_cpu_moe(r);
+        register_cpu_moe_layer(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);

@@ -67,6 +67,13 @@ std::vector<std::vector<std::int64_t>> moe_router_shapes(const std::vector<Tenso
     return {{t, k}, {t, k}, {t, k}, {1}};
 }
 
+// moe, latent_moe: y [T, C], indices and weights [T, k].
+std::vector<std::vector<std::int64_t>> moe_layer_shapes(const std::vector<TensorView>& in, const Params& p) {
+    if (in.empty() || in[0].rank != 2) throw std::invalid_argument("moe: expects x [T, C] first");
+    const std::int64_t t = in[0].shape[0], k = static_cast<std::int64_t>(p.get("k", 2));
+    return {{t, in[0].shape[1]}, {t, k}, {t, k}};
+}
+
 // dequantize: y of q's shape.
 std::vector<std::vector<std::int64_t>> dequantize_shapes(const std::vector<TensorView>& in) {
     if (in.size() != 2 || in[0].rank != 2) throw std::invalid_argument("dequantize: expects q [rows, cols] and scale");
@@ -103,6 +110,48 @@ std::vector<std::vector<std::int64_t>> int8_block_shapes(const std::vector<Tenso
         throw std::invalid_argument("int8_block: needs d >= 1, heads >= 1 dividing d, and ffn >= 1 columns of w1");
     const std::vector<std::int64_t> td{t, d}, scores{heads, t, t};
     return {td, td, td, td, td, scores, scores, td, td, td, {t, in[9].shape[1]}};
+}
+
+// The router's parameters, shared by moe_router and the layers.
+std::vector<ParamSpec> router_params() {
+    return {{"k", 2, "experts chosen per token (1 <= k <= E)"},
+            {"score", 0, "0: p = softmax(x w) over the experts; 1: p = sigmoid(x w) per expert"},
+            {"renormalize", 1, "1: weights p_i / sum of the chosen p; 0: weights p_i"},
+            {"capacity", 0, "c > 0: each expert takes at most floor(c T k / E) assignments, in token order "
+                            "(then slot order); the rest are dropped (kept 0, weight 0); 0: no limit"}};
+}
+
+void add_moe_layers(std::vector<OpSpec>& s) {
+    const char* expert = "expert i: SwiGLU (silu(v G_i) * (v U_i)) D_i with gate_up_i = [G_i | U_i] (F columns each) "
+                         "and down_i = D_i";
+    OpSpec moe{"moe", "moe", OpKind::structured,
+               {"x", "router", "gate_up", "down", "shared_gate_up", "shared_down", "selection_bias"},
+               {"y", "indices", "weights"}, router_params(),
+               std::string("x [T, C], router [C, E], gate_up [E, C, 2F], down [E, F, C], optional shared experts "
+                           "shared_gate_up [S, C, 2G] and shared_down [S, G, C], optional selection_bias [E]: eq 4.6, "
+                           "y_t = sum_s shared_s(x_t) + sum_j g_tj routed_{i_tj}(x_t) with the router of moe_router "
+                           "(indices, weights: outputs); ") +
+                   expert + ".  A token whose computation meets a NaN or an infinity has y NaN throughout.  Judged "
+                            "ambiguity-aware: y is the exact layer for the candidate's selection where the scores' "
+                            "budget admits it"};
+    moe.out_shapes_params = moe_layer_shapes;
+    moe.staged = true;
+    s.push_back(moe);
+    std::vector<ParamSpec> lp = router_params();
+    lp.push_back({"normalized", 1, "1: y = shared(x) + RMSNorm(u) latent_up (Normalized LatentMoE); 0: + u latent_up"});
+    lp.push_back({"eps", 1e-6, "RMSNorm epsilon, inside the square root"});
+    OpSpec lat{"latent_moe", "moe", OpKind::structured,
+               {"x", "router", "latent_down", "latent_up", "gate_up", "down", "shared_gate_up", "shared_down",
+                "norm_weight", "selection_bias"},
+               {"y", "indices", "weights"}, lp,
+               std::string("x [T, C], router [C, E], latent_down [C, L], latent_up [L, C], gate_up [E, L, 2F], "
+                           "down [E, F, L], optional shared experts (full width, as moe), norm_weight [L] (default 1) "
+                           "and selection_bias [E]: eq 4.7, z = x latent_down, u = sum_j g_tj routed_{i_tj}(z), y = "
+                           "sum_s shared_s(x) + RMSNorm(u) latent_up (normalized) or u latent_up; the router reads x; ") +
+                   expert + ".  Non-finite values and the ambiguity-aware verdict as moe"};
+    lat.out_shapes_params = moe_layer_shapes;
+    lat.staged = true;
+    s.push_back(std::move(lat));
 }
 
 std::vector<OpSpec> make_specs() {
@@ -235,11 +284,7 @@ std::vector<OpSpec> make_specs() {
                  "values (0 * inf = NaN, inf - inf = NaN)",
                  matmul_shapes});
     OpSpec router{"moe_router", "moe", OpKind::structured, {"x", "w", "selection_bias"}, {"indices", "weights", "kept", "loss"},
-                  {{"k", 2, "experts chosen per token (1 <= k <= E)"},
-                   {"score", 0, "0: p = softmax(x w) over the experts; 1: p = sigmoid(x w) per expert"},
-                   {"renormalize", 1, "1: weights p_i / sum of the chosen p; 0: weights p_i"},
-                   {"capacity", 0, "c > 0: each expert takes at most floor(c T k / E) assignments, in token order "
-                                   "(then slot order); the rest are dropped (kept 0, weight 0); 0: no limit"}},
+                  router_params(),
                   "x [T, C], w [C, E], optional selection_bias b [E]: logits l = x w (exact), p = softmax(l) or "
                   "sigmoid(l); each token chooses the k experts of largest p_i + b_i (ties: the lower index), in "
                   "decreasing order: indices [T, k]; weights p_i (renormalized over the k chosen, or not): the bias "
@@ -250,6 +295,7 @@ std::vector<OpSpec> make_specs() {
     router.out_shapes_params = moe_router_shapes;
     router.staged = true;
     s.push_back(std::move(router));
+    add_moe_layers(s);
     return s;
 }
 
@@ -262,7 +308,8 @@ const std::vector<OpSpec>& op_specs() {
 
 bool optional_input(std::string_view input_name) {
     return input_name == "mask" || input_name == "initial_state" || input_name == "cu_seqlens" ||
-           input_name == "selection_bias";
+           input_name == "selection_bias" || input_name == "shared_gate_up" || input_name == "shared_down" ||
+           input_name == "norm_weight";
 }
 
 std::vector<std::vector<std::int64_t>> output_shapes(const OpSpec& op, const std::vector<TensorView>& in, const Params& p) {

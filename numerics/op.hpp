@@ -54,7 +54,8 @@ std::vector<std::vector<std::int64_t>> output_shapes(const OpSpec& op, const std
 
 const std::vector<OpSpec>& op_specs();
 // Inputs an op call may leave out: attention's mask, the delta rule's
-// initial_state and cu_seqlens, the router's selection_bias (docs/ops.md).
+// initial_state and cu_seqlens, the router's selection_bias, the MoE layers'
+// shared experts and norm_weight (docs/ops.md).
 bool optional_input(std::string_view input_name);
 const OpSpec* find_op(std::string_view name);
 std::vector<std::string> op_names();

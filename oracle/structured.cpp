@@ -12,6 +12,7 @@
 #include "oracle/kda.hpp"
 #include "oracle/matmul.hpp"
 #include "oracle/moe.hpp"
+#include "oracle/moe_layer.hpp"
 #include "oracle/int8.hpp"
 #include "oracle/int8_block.hpp"
 #include "oracle/mla.hpp"
@@ -48,6 +49,8 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"int8_gemm", eval_int8_gemm},
         {"matmul", eval_matmul},
         {"moe_router", eval_moe_router},
+        {"moe", eval_moe},
+        {"latent_moe", eval_latent_moe},
         {"dequantize", eval_dequantize},
         {"smooth_quant", eval_smooth_quant},
         {"int8_block", eval_int8_block},

@@ -10,20 +10,30 @@
 namespace conform::props {
 namespace {
 
-// Values of ordinary magnitude (logits stay inside FP32's range and the
-// sigmoid's normal range); constants make every expert tie.
-const std::vector<Family>& router_families() {
-    static const std::vector<Family> v{Family::normal,   Family::uniform, Family::heavy_tail, Family::outlier,
-                                       Family::constant, Family::tiny,    Family::subnormal};
-    return v;
-}
-
 struct RouterDims {
     std::int64_t t, c, e, bias, duplicate;
 };
 RouterDims dims_of(const CaseSpec& s) { return {s.dims.at(0), s.dims.at(1), s.dims.at(2), s.dims.at(3), s.dims.at(4)}; }
 
 }  // namespace
+
+// Values of ordinary magnitude (logits stay inside FP32's range and the
+// sigmoid's normal range); constants make every expert tie.
+const std::vector<Family>& moe_families() {
+    static const std::vector<Family> v{Family::normal,   Family::uniform, Family::heavy_tail, Family::outlier,
+                                       Family::constant, Family::tiny,    Family::subnormal};
+    return v;
+}
+
+// A selection bias [E], small (it reorders near ties) or large (it overrides
+// the scores).
+Tensor selection_bias(std::int64_t experts, std::mt19937_64& rng) {
+    Tensor b(Format::fp32, {experts});
+    const double amp = rng() % 2 ? 0.05 : 1.0;
+    std::uniform_real_distribution<double> U(-amp, amp);
+    for (std::int64_t e = 0; e < experts; ++e) b.set_value(e, U(rng));
+    return b;
+}
 
 // dims = {T, C, E, has selection_bias, duplicated expert columns}: the
 // duplicates make two experts' scores tie exactly (the tie rule, and
@@ -43,7 +53,7 @@ rc::Gen<CaseSpec> gen_moe_router_spec(Format fmt, GenOptions opt) {
         rc::gen::element<std::int64_t>(1, 2, 5, 16, 33), rc::gen::element<std::int64_t>(1, 4, 16, 64),
         rc::gen::element<std::int64_t>(2, 4, 8, 16, 64), rc::gen::element(1, 2, 4, 8), rc::gen::inRange(0, 2),
         rc::gen::inRange(0, 2), rc::gen::element(0.0, 0.0, 0.5, 1.0, 1.25), rc::gen::inRange(0, 2), rc::gen::element(0, 0, 1),
-        rc::gen::elementOf(router_families()), rc::gen::elementOf(router_families()), rc::gen::inRange(-3, 2),
+        rc::gen::elementOf(moe_families()), rc::gen::elementOf(moe_families()), rc::gen::inRange(-3, 2),
         rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 3) : rc::gen::just(0));
 }
 
@@ -61,13 +71,7 @@ Case build_moe_router_case(const CaseSpec& spec) {
     inject_specials(w, spec.specials, rng);
     c.inputs.push_back(std::move(x));
     c.inputs.push_back(std::move(w));
-    if (d.bias) {  // small (reorders near ties) or large (overrides the scores)
-        Tensor b(Format::fp32, {d.e});
-        const double amp = rng() % 2 ? 0.05 : 1.0;
-        std::uniform_real_distribution<double> U(-amp, amp);
-        for (std::int64_t e = 0; e < d.e; ++e) b.set_value(e, U(rng));
-        c.inputs.push_back(std::move(b));
-    }
+    if (d.bias) c.inputs.push_back(selection_bias(d.e, rng));
     return c;
 }
 

@@ -1,12 +1,14 @@
-// CPU kernels of Mixture-of-Experts routing (op `moe_router`, docs/moe.md
-// "Kernels"), and the switches its mutants turn on.
+// CPU kernels of Mixture-of-Experts routing (op `moe_router`) and of the MoE
+// layers (ops `moe`, `latent_moe`), docs/moe.md "Kernels", and the switches
+// their mutants turn on.
 #pragma once
 #include "impls/registry.hpp"
 
 namespace conform {
 
-void register_cpu_moe(Registry& r);      // impls/cpu/moe.cpp
-void register_mutants_moe(Registry& r);  // impls/mutants/moe.cpp
+void register_cpu_moe(Registry& r);        // impls/cpu/moe.cpp
+void register_cpu_moe_layer(Registry& r);  // impls/cpu/moe_layer.cpp
+void register_mutants_moe(Registry& r);    // impls/mutants/moe.cpp
 
 namespace cpu {
 
@@ -23,6 +25,24 @@ struct RouterFlaws {
 // The op on one call: logits by the matmul kernel (cpu::matmul_call, the
 // best path when simd, else the scalar loop), the rest in FP32 per token.
 void moe_router_call(const KernelCall& c, bool simd, const RouterFlaws& flaws = {});
+
+// The ways MoE layers go wrong; all off is the kernel.
+struct LayerFlaws {
+    bool rmsnorm_skipped = false;  // latent_moe: u latent_up where the op normalizes u first
+    bool shared_weighted = false;  // the shared experts scaled by the token's first routing weight
+    bool gate_up_swapped = false;  // silu on the up half, times the gate half
+    RouterFlaws router{};          // the router's
+};
+
+// How the routed experts run: grouped (each expert's tokens gathered, one
+// GEMM pair per expert) or dense-masked (every expert on every token, the
+// chosen ones selected: the naive baseline).
+enum class ExpertForm { grouped, dense };
+
+// moe or latent_moe (by `latent`) on one call: the router of
+// moe_router_call, GEMMs by the matmul kernel (best path when simd, else
+// scalar), intermediates stored in x's format, sums in FP32.
+void moe_layer_call(const KernelCall& c, bool latent, bool simd, ExpertForm form, const LayerFlaws& flaws = {});
 
 }  // namespace cpu
 }  // namespace conform

@@ -1,5 +1,7 @@
-// Router mutants (docs/moe.md "Mutants"): the kernel with one flaw each
-// (cpu::RouterFlaws).
+// MoE mutants (docs/moe.md "Mutants"): the router with one flaw each
+// (cpu::RouterFlaws), the layers with one each (cpu::LayerFlaws).
+#include <string>
+
 #include "impls/cpu/moe.hpp"
 
 namespace conform {
@@ -9,6 +11,13 @@ void add(Registry& r, const char* bug, const char* bug_class, const char* what, 
     KernelInfo k = mutant_info("moe_router", bug, Format::fp32, Format::fp32, bug_class, what,
                                [flaws](const KernelCall& c) { cpu::moe_router_call(c, false, flaws); });
     r.add(std::move(k));
+}
+
+void add_layer(Registry& r, const char* op, const char* bug, const char* bug_class, const char* what, cpu::LayerFlaws flaws) {
+    const bool latent = std::string(op) == "latent_moe";
+    r.add(mutant_info(op, bug, Format::fp32, Format::fp32, bug_class, what, [flaws, latent](const KernelCall& c) {
+        cpu::moe_layer_call(c, latent, false, cpu::ExpertForm::grouped, flaws);
+    }));
 }
 
 }  // namespace
@@ -25,6 +34,12 @@ void register_mutants_moe(Registry& r) {
         {.routed_twice = true});
     add(r, "capacity_reversed", "17 discrete choices", "capacity filled from the last token backwards: the wrong tokens dropped",
         {.capacity_reversed = true});
+    add_layer(r, "latent_moe", "rmsnorm_skipped", "11 wrong function variant", "Normalized LatentMoE without its RMSNorm: u latent_up",
+              {.rmsnorm_skipped = true});
+    add_layer(r, "moe", "shared_weighted", "9 scale/offset convention", "the shared experts scaled by the token's first routing weight",
+              {.shared_weighted = true});
+    add_layer(r, "moe", "gate_up_swapped", "5 layout transposition", "silu on the up half of gate_up, times the gate half",
+              {.gate_up_swapped = true});
 }
 
 }  // namespace conform
