@@ -83,6 +83,8 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"int8_gemm", {"m", "k", "n"}},
         {"matmul", {"m", "k", "n"}},
         {"moe_router", {"tokens", "channels", "experts"}},
+        {"fp8_quantize", {"rows", "cols"}},
+        {"fp8_gemm", {"m", "k", "n"}},
         {"smooth_quant", {"tokens", "channels", "n"}},
         {"int8_block", {"tokens", "d", "heads", "ffn"}},
     };

@@ -104,5 +104,9 @@ rc::Gen<CaseSpec> gen_matmul_spec(Format fmt, GenOptions opt);  // properties/ma
 Case build_matmul_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_moe_router_spec(Format fmt, GenOptions opt);  // properties/moe.cpp
 Case build_moe_router_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_fp8_quantize_spec(Format fmt, GenOptions opt);  // properties/fp8.cpp
+Case build_fp8_quantize_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_fp8_gemm_spec(Format fmt, GenOptions opt);
+Case build_fp8_gemm_case(const CaseSpec& spec);
 
 }  // namespace conform::props
