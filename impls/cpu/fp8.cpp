@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "impls/cpu/convert.hpp"
@@ -199,6 +201,8 @@ bool any_flaw(const Fp8Flaws& f) { return f.overflow_nan || f.truncate || f.reci
 
 void fp8_quantize_call(const KernelCall& call, bool simd, const Fp8Flaws& f) {
     const TensorView &x = call.in.at(0), &q = call.out.at(0), &sc = call.out.at(1);
+    if (x.format != Format::fp32 && x.format != Format::bf16)
+        throw std::invalid_argument(std::string("fp8_quantize: input 'x' must be fp32 or bf16, is ") + name(x.format));
     const Fp8QuantParams qp = fp8_quant_params(call.params, q.format);
     const Fp8Codec c = fp8_codec(qp.format);
     const std::int64_t rows = x.shape[0], cols = x.shape[1], sr = ceil_div(rows, qp.br), scn = ceil_div(cols, qp.bc);
