@@ -73,16 +73,23 @@ void block_simd(const Operands& o, std::int64_t kb, std::vector<float>& acc) {
     Tensor a(Format::fp32, {m, len}), b(Format::fp32, {len, n}), c(Format::fp32, {m, n});
     auto* pa = static_cast<float*>(a.data());
     auto* pb = static_cast<float*>(b.data());
-    for (std::int64_t i = 0; i < m; ++i)
-        for (std::int64_t t = 0; t < len; ++t) pa[i * len + t] = o.a_at(i, k0 + t);
-    for (std::int64_t t = 0; t < len; ++t)
-        for (std::int64_t j = 0; j < n; ++j) pb[t * n + j] = o.b_at(k0 + t, j);
+    for (std::int64_t i = 0; i < m; ++i) {
+        const std::uint8_t* row = o.a.row<std::uint8_t>(i) + k0;
+        for (std::int64_t t = 0; t < len; ++t) pa[i * len + t] = o.lut[row[t]];
+    }
+    for (std::int64_t t = 0; t < len; ++t) {
+        const std::uint8_t* row = o.b.row<std::uint8_t>(k0 + t);
+        for (std::int64_t j = 0; j < n; ++j) pb[t * n + j] = o.lut[row[j]];
+    }
     const Params none;
     matmul_call(KernelCall{none, {a.view(), b.view()}, {c.view()}}, best_matmul_path(Format::fp32));
     const auto* pc = static_cast<const float*>(c.data());
+    std::vector<float> sb(static_cast<std::size_t>(n));  // B's scale of each column for this block
+    for (std::int64_t j = 0; j < n; ++j) sb[static_cast<std::size_t>(j)] = o.sb_at(kb, j);
     for (std::int64_t i = 0; i < m; ++i) {
         const float sa = o.sa_at(i, kb);
-        for (std::int64_t j = 0; j < n; ++j) acc[static_cast<std::size_t>(i * n + j)] = promote(acc[static_cast<std::size_t>(i * n + j)], pc[i * n + j], sa, o.sb_at(kb, j));
+        float* out = acc.data() + i * n;
+        for (std::int64_t j = 0; j < n; ++j) out[j] = promote(out[j], pc[i * n + j], sa, sb[static_cast<std::size_t>(j)]);
     }
 }
 
