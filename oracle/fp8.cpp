@@ -106,8 +106,8 @@ OpOutputs eval_fp8_gemm(const Params& params, const std::vector<TensorView>& in)
 // products and at most nb additions in acc, all of unit roundoff u:
 //   |y^ - y| <= sum_kb |sa sb| (gamma_blk(u_b) S_kb (1 + gamma_{nb+2}(u)) + gamma_{nb+2}(u) |P_kb|)
 //            <= ((1 + gamma_blk(u_b)) (1 + gamma_{nb+2}(u)) - 1) W.
-// Code products are at least 2^-32 and block sums below 2^27: nothing
-// underflows inside a block.  Each scale product may underflow: at most
+// Nonzero code products are at least 2^-32 and block sums below 2^39:
+// nothing underflows or overflows inside a block.  Each scale product may underflow: at most
 // eta/2 absolutely, then multiplied by the other factor (at most c).
 std::vector<std::vector<double>> fp8_gemm_bound(const Params& params, const std::vector<TensorView>& in,
                                                 const std::vector<std::vector<double>>& exact, Format acc,
