@@ -197,8 +197,7 @@ T manifest_field(const nlohmann::json& j, const std::string& key, const std::str
 }
 
 Format format_named(const std::string& n, const std::string& where) {
-    for (Format f : {Format::fp64, Format::fp32, Format::fp16, Format::bf16, Format::int8})
-        if (name(f) == n) return f;
+    if (const auto f = parse_format(n)) return *f;
     throw UsageError(where + ": unknown format \"" + n + "\"");
 }
 

@@ -100,6 +100,10 @@ const Setting kSettings[] = {
     {"sinkhorn", 1, "eps", 0.01},
     {"quantize", 1, "axis", 1}, {"quantize", 2, "axis", 2}, {"quantize", 3, "scale", 0.01},  // static: codes saturate
     {"dequantize", 1, "axis", 1}, {"dequantize", 2, "axis", 2},
+    // blocks of 2 x 8 (tails in both directions), power-of-two scales, a static
+    // scale where codes saturate, blocks of 1 x 8 on the subnormal vector
+    {"fp8_quantize", 1, "br", 2}, {"fp8_quantize", 1, "bc", 8}, {"fp8_quantize", 2, "scale", 1},
+    {"fp8_quantize", 3, "static_scale", 0.01}, {"fp8_quantize", 5, "bc", 8},
 };
 
 // The delta rule's vectors (properties/gdn.hpp's layout {T, H, d_k, d_v,
@@ -143,6 +147,8 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
         s.params.set("capacity", 1);
     }
     if (name == "dequantize") s.dims = {3, 5};          // codes stored as floats
+    if (name == "fp8_quantize") s.dims = {3, 20};
+    if (name == "fp8_gemm") s.dims = {2, 200, 130, 0};  // two K blocks (a tail of 72), two column blocks of B's scales
     if (name == "smooth_quant") s.dims = {3, 4, 5};     // x [3, 4], w [4, 5], alpha 0.5
     if (name == "int8_block") {  // T 3, d 8, 2 heads, ffn 8: the all-real block
         s.dims = {3, 8, 2, 8};
@@ -370,10 +376,11 @@ std::vector<Tensor> oracle_outputs(const OpSpec& op, const Params& p, const std:
     return {oracle::evaluate(op, p, views_of(inputs), formats.at(0)).rounded};
 }
 
-// The kernels of int8_gemm and dequantize read int8 codes; the golden files
-// store the codes as exact values of the vector's format.
+// The kernels of int8_gemm and dequantize read int8 codes, those of
+// fp8_gemm FP8 codes; the golden files store the codes as exact values of
+// the vector's format (fp8_gemm's: values of both FP8 formats).
 bool is_code_input(const std::string& op, const std::string& input) {
-    return (op == "int8_gemm" && (input == "a" || input == "b")) || (op == "dequantize" && input == "q");
+    return ((op == "int8_gemm" || op == "fp8_gemm") && (input == "a" || input == "b")) || (op == "dequantize" && input == "q");
 }
 
 // t in format f; the values must be exact there (a golden input that is
@@ -429,6 +436,7 @@ std::vector<Format> output_formats(const OpSpec& op, Format f) {
         {"gdn", {{"state", Format::fp32}}},
         {"kda", {{"state", Format::fp32}}},
         {"quantize", {{"q", Format::int8}, {"scale", Format::fp32}}},
+        {"fp8_quantize", {{"q", Format::fp8_e4m3}, {"scale", Format::fp32}}},
         {"int8_gemm", {{"acc", Format::fp64}}},
         {"smooth_quant", {{"s", Format::fp32}}},
     };
@@ -509,17 +517,21 @@ std::string oracle_difference(const Vector& v) {
     return "";
 }
 
-Format vector_format(const KernelInfo& k) { return is_float(k.in) ? k.in : k.out; }
+// Kernels over codes (int8, FP8) are checked on the vectors of their output format.
+bool reads_codes(const KernelInfo& k) { return !is_float(k.in) || is_fp8(k.in); }
+Format vector_format(const KernelInfo& k) { return reads_codes(k) ? k.out : k.in; }
 
 // A kernel of a float format reads the inputs as stored: the generators
-// built them for that format.  One over int8 codes reads the codes as int8
-// and the scales as fp32, as the generators build them for int8.
+// built them for that format.  One over codes reads them in its own code
+// format (int8, or its FP8 format) and the scales as fp32, as the
+// generators build them for it.
 std::vector<Tensor> kernel_inputs(const KernelInfo& k, const Vector& v) {
-    if (is_float(k.in)) return v.inputs;
+    if (!reads_codes(k)) return v.inputs;
     const OpSpec& op = *find_op(v.op);
     std::vector<Tensor> in;
     for (std::size_t i = 0; i < v.inputs.size(); ++i) {
-        const Format f = is_code_input(op.name, op.inputs[i]) ? Format::int8 : Format::fp32;
+        const Format codes = is_fp8(k.in) ? k.in : Format::int8;
+        const Format f = is_code_input(op.name, op.inputs[i]) ? codes : Format::fp32;
         in.push_back(converted(v.inputs[i], f, "input " + op.inputs[i]));
     }
     return in;

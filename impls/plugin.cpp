@@ -615,6 +615,8 @@ std::optional<Format> format_of(std::int32_t d) {
         case CONFORM_BF16: return Format::bf16;
         case CONFORM_I8: return Format::int8;
         case CONFORM_I32: return Format::fp64;
+        case CONFORM_F8_E4M3: return Format::fp8_e4m3;
+        case CONFORM_F8_E5M2: return Format::fp8_e5m2;
         default: return std::nullopt;
     }
 }
@@ -626,6 +628,8 @@ std::int32_t dtype_of(Format f) {
         case Format::fp16: return CONFORM_F16;
         case Format::bf16: return CONFORM_BF16;
         case Format::int8: return CONFORM_I8;
+        case Format::fp8_e4m3: return CONFORM_F8_E4M3;
+        case Format::fp8_e5m2: return CONFORM_F8_E5M2;
     }
     return 0;
 }

@@ -1,6 +1,7 @@
 #include "impls/registry.hpp"
 
 #include "impls/cpu/attention.hpp"
+#include "impls/cpu/fp8.hpp"
 #include "impls/cpu/gdn.hpp"
 #include "impls/cpu/hc_residual.hpp"
 #include "impls/cpu/int8_block.hpp"
@@ -60,6 +61,7 @@ const Registry& builtin_registry() {
         register_cpu_matmul(r);
         register_cpu_moe(r);
         register_cpu_moe_layer(r);
+        register_cpu_fp8(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
@@ -72,6 +74,7 @@ const Registry& builtin_registry() {
         register_mutants_int8(r);
         register_mutants_matmul(r);
         register_mutants_moe(r);
+        register_mutants_fp8(r);
         return r;
     }();
     return reg;

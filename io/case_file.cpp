@@ -80,7 +80,7 @@ ManifestEntry parse_manifest_entry(const std::string& name, const json& entry, c
         e.dtype = dtype_from_name(dtype->get_ref<const std::string&>());
         if (!e.dtype)
             throw FormatError(source, field,
-                              "dtype " + quote(dtype->get<std::string>()) + " is not one of f64, f32, f16, bf16, i8, i32");
+                              "dtype " + quote(dtype->get<std::string>()) + " is not one of f64, f32, f16, bf16, i8, i32, f8_e4m3, f8_e5m2");
     }
     return e;
 }

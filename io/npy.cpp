@@ -153,10 +153,16 @@ DType resolve_dtype(const std::string& descr, std::optional<DType> declared, con
     std::optional<DType> stored;
     for (const DType d : {DType::f64, DType::f32, DType::f16, DType::bf16, DType::i8, DType::i32})
         if (descr == npy_descr(d)) stored = d;
+    // FP8 has no numpy type of its own: bytes of bit patterns, the format declared.
+    if (descr == "|u1" && (declared == DType::f8_e4m3 || declared == DType::f8_e5m2)) return *declared;
+    if (descr == "|u1")
+        throw FormatError(source, "descr",
+                          "'|u1' is accepted only as FP8 bit patterns; declare \"dtype\": \"f8_e4m3\" or "
+                          "\"f8_e5m2\" for this tensor in case.json");
     if (!stored)
         throw FormatError(source, "descr", quote(descr) +
                                                " is not one of '<f8', '<f4', '<f2', '|i1', '<i4' "
-                                               "(or '<u2' holding bf16 bit patterns)");
+                                               "(or '<u2' holding bf16, '|u1' FP8 bit patterns)");
     if (*stored == DType::bf16 && declared != DType::bf16)
         throw FormatError(source, "descr",
                           "'<u2' is accepted only as bf16 bit patterns; declare \"dtype\": \"bf16\" for this "
@@ -183,6 +189,8 @@ const char* npy_descr(DType d) {
         case DType::bf16: return "<u2";
         case DType::i8: return "|i1";
         case DType::i32: return "<i4";
+        case DType::f8_e4m3:
+        case DType::f8_e5m2: return "|u1";
     }
     return "";
 }

@@ -49,7 +49,7 @@ struct Entry {
 DType parse_dtype(const json& j, const std::string& source, const std::string& field) {
     if (!j.is_string()) throw FormatError(source, field, "dtype is " + json_kind(j) + ", not a string");
     const auto dtype = dtype_from_safetensors(j.get_ref<const std::string&>());
-    if (!dtype) throw FormatError(source, field, "dtype " + shown(j) + " is not one of F64, F32, F16, BF16, I8, I32");
+    if (!dtype) throw FormatError(source, field, "dtype " + shown(j) + " is not one of F64, F32, F16, BF16, I8, I32, F8_E4M3, F8_E5M2");
     return *dtype;
 }
 

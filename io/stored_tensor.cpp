@@ -23,7 +23,9 @@ struct DTypeInfo {
 constexpr DTypeInfo kDTypes[] = {
     {"F64", "f64", 8, Format::fp64}, {"F32", "f32", 4, Format::fp32},  {"F16", "f16", 2, Format::fp16},
     {"BF16", "bf16", 2, Format::bf16}, {"I8", "i8", 1, Format::int8}, {"I32", "i32", 4, std::nullopt},
+    {"F8_E4M3", "f8_e4m3", 1, Format::fp8_e4m3}, {"F8_E5M2", "f8_e5m2", 1, Format::fp8_e5m2},
 };
+constexpr int kDTypeCount = sizeof kDTypes / sizeof kDTypes[0];
 
 const DTypeInfo& dtype_info(DType d) { return kDTypes[static_cast<int>(d)]; }
 
@@ -35,19 +37,19 @@ const char* dtype_name(DType d) { return dtype_info(d).name; }
 std::optional<Format> numerics_format(DType d) { return dtype_info(d).format; }
 
 std::optional<DType> dtype_from_safetensors(std::string_view s) {
-    for (int i = 0; i < 6; ++i)
+    for (int i = 0; i < kDTypeCount; ++i)
         if (s == kDTypes[i].safetensors) return static_cast<DType>(i);
     return std::nullopt;
 }
 
 std::optional<DType> dtype_from_name(std::string_view s) {
-    for (int i = 0; i < 6; ++i)
+    for (int i = 0; i < kDTypeCount; ++i)
         if (s == kDTypes[i].name) return static_cast<DType>(i);
     return std::nullopt;
 }
 
 DType dtype_of(Format f) {
-    for (int i = 0; i < 6; ++i)
+    for (int i = 0; i < kDTypeCount; ++i)
         if (kDTypes[i].format == f) return static_cast<DType>(i);
     throw std::invalid_argument(std::string("no case dtype for format ") + name(f));
 }

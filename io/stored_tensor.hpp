@@ -18,7 +18,7 @@ namespace conform::io {
 // The element types a case file may hold: the safetensors dtypes F64, F32,
 // F16, BF16, I8, I32.  I32 has no numerics Format (it carries integer inputs
 // such as positions), so it is readable through bits()/value() only.
-enum class DType : std::uint8_t { f64, f32, f16, bf16, i8, i32 };
+enum class DType : std::uint8_t { f64, f32, f16, bf16, i8, i32, f8_e4m3, f8_e5m2 };
 
 int dtype_size(DType d);
 const char* safetensors_name(DType d);  // "F64", "F32", ..., as in a safetensors header

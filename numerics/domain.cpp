@@ -85,6 +85,8 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"moe_router", {"tokens", "channels", "experts"}},
         {"moe", {"tokens", "channels", "experts", "ffn"}},
         {"latent_moe", {"tokens", "channels", "experts", "ffn"}},
+        {"fp8_quantize", {"rows", "cols"}},
+        {"fp8_gemm", {"m", "k", "n"}},
         {"smooth_quant", {"tokens", "channels", "n"}},
         {"int8_block", {"tokens", "d", "heads", "ffn"}},
     };

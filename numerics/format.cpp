@@ -16,7 +16,11 @@ constexpr FormatInfo kInfo[] = {
     {"bf16", 2, 8, -126, 127},
     {"int8", 1, 0, 0, 0},
     {"fp64", 8, 53, -1022, 1023},
+    {"fp8_e4m3", 1, 4, -6, 8},  // binade 8 holds 256 ... 448: S.1111.111 is NaN, not 480
+    {"fp8_e5m2", 1, 3, -14, 15},
 };
+
+constexpr std::uint64_t kE4m3Nan = 0x7F;  // S.1111.111, the only NaN of E4M3 (either sign)
 
 std::uint64_t quiet_nan_bits(Format f) {
     switch (f) {
@@ -24,6 +28,8 @@ std::uint64_t quiet_nan_bits(Format f) {
         case Format::fp16: return 0x7E00u;
         case Format::bf16: return 0x7FC0u;
         case Format::fp64: return 0x7FF8000000000000ull;
+        case Format::fp8_e4m3: return kE4m3Nan;
+        case Format::fp8_e5m2: return 0x7Eu;
         default: return 0;
     }
 }
@@ -59,7 +65,7 @@ std::uint64_t encode_binary(Format f, double v) {
     const std::uint64_t sign = std::signbit(v) ? (std::uint64_t{1} << (width - 1)) : 0;
     double a = std::fabs(v);
     if (a == 0) return sign;
-    if (std::isinf(a)) return sign | (std::uint64_t(2 * bias + 1) << (p - 1));
+    if (std::isinf(a)) return f == Format::fp8_e4m3 ? sign | kE4m3Nan : sign | (std::uint64_t(2 * bias + 1) << (p - 1));
     int k;
     std::frexp(a, &k);  // a = m 2^k, m in [1/2, 1)
     int q = std::max(k - 1, fi.emin) - (p - 1);
@@ -74,7 +80,9 @@ double decode_binary(Format f, std::uint64_t bits) {
     const std::uint64_t biased = (bits >> (p - 1)) & ((std::uint64_t{1} << (width - p)) - 1);
     const std::uint64_t mant = bits & ((std::uint64_t{1} << (p - 1)) - 1);
     double v;
-    if (biased == std::uint64_t(2 * bias + 1))
+    if (f == Format::fp8_e4m3 && (bits & 0x7F) == kE4m3Nan)
+        v = std::numeric_limits<double>::quiet_NaN();
+    else if (f != Format::fp8_e4m3 && biased == std::uint64_t(2 * bias + 1))
         v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
     else if (biased == 0)
         v = std::ldexp(static_cast<double>(mant), fi.emin - (p - 1));
@@ -100,7 +108,14 @@ std::uint64_t assemble_rounded(Format f, bool neg, double r, int q) {
     if (mant >= (std::uint64_t{1} << (p - 1))) {
         biased = static_cast<std::uint64_t>(q + p - 1 + bias);
         mant -= std::uint64_t{1} << (p - 1);
-        if (biased > std::uint64_t(2 * bias)) return sign | inf;
+        // E4M3 keeps the top binade for numbers up to 1.110 (448); its last
+        // pattern is the NaN, and anything above rounds into it.
+        if (f == Format::fp8_e4m3) {
+            if (biased > std::uint64_t(2 * bias + 1) || (biased == std::uint64_t(2 * bias + 1) && mant == 7))
+                return sign | kE4m3Nan;
+        } else if (biased > std::uint64_t(2 * bias)) {
+            return sign | inf;
+        }
     }
     return sign | (biased << (p - 1)) | mant;
 }
@@ -108,9 +123,10 @@ std::uint64_t assemble_rounded(Format f, bool neg, double r, int q) {
 const FormatInfo& info(Format f) { return kInfo[static_cast<int>(f)]; }
 const char* name(Format f) { return info(f).name; }
 bool is_float(Format f) { return f != Format::int8; }
+bool is_fp8(Format f) { return f == Format::fp8_e4m3 || f == Format::fp8_e5m2; }
 
 std::optional<Format> parse_format(std::string_view s) {
-    for (int i = 0; i < 5; ++i)
+    for (int i = 0; i < kFormatCount; ++i)
         if (s == kInfo[i].name) return static_cast<Format>(i);
     return std::nullopt;
 }
@@ -143,6 +159,16 @@ std::uint64_t encode(Format f, double v) {
     }
 }
 
+// Saturation changes only what the nonsaturating rounding sends past max:
+// +-Inf, or E4M3's NaN from a number; a NaN input stays NaN.
+std::uint64_t encode(Format f, double v, Overflow o) {
+    const std::uint64_t r = encode(f, v);
+    if (o == Overflow::nonsaturating || std::isnan(v) || f == Format::int8) return r;
+    const double back = decode(f, r);
+    if (std::isfinite(back)) return r;
+    return encode(f, std::signbit(v) ? -max_finite(f) : max_finite(f));
+}
+
 double unit_roundoff(Format f) { return std::ldexp(1.0, -info(f).precision); }
 
 double ulp_at(Format f, double v) {
@@ -161,6 +187,7 @@ double ulp_at(Format f, double v) {
 
 double max_finite(Format f) {
     if (f == Format::int8) return 127.0;
+    if (f == Format::fp8_e4m3) return 448.0;  // 1.110 x 2^8: 1.111 x 2^8 is the NaN
     const FormatInfo& fi = info(f);
     return std::ldexp(2.0 - std::ldexp(1.0, 1 - fi.precision), fi.emax);
 }

@@ -1,6 +1,6 @@
 // Number formats handled by conform and exact conversions between their bit
-// patterns and double.  Every finite FP32/FP16/BF16/INT8 value is exactly a
-// double, so decode() never rounds; encoding a double into a narrower format
+// patterns and double.  Every finite FP32/FP16/BF16/INT8/FP8 value is exactly
+// a double, so decode() never rounds; encoding a double into a narrower format
 // is one correctly rounded step (round-to-nearest-even) done on the bits, never
 // through float (double -> float -> half rounds twice).
 #pragma once
@@ -11,7 +11,11 @@
 
 namespace conform {
 
-enum class Format : std::uint8_t { fp32, fp16, bf16, int8, fp64 };
+// fp8_e4m3 is OCP FP8 E4M3 ("E4M3FN": bias 7, max 448, no infinity, NaN only
+// S.1111.111); fp8_e5m2 is OCP FP8 E5M2 (bias 15, max 57344, IEEE-like with
+// +-Inf and NaNs).  docs/numerics.md, "FP8".
+enum class Format : std::uint8_t { fp32, fp16, bf16, int8, fp64, fp8_e4m3, fp8_e5m2 };
+inline constexpr int kFormatCount = 7;
 
 struct FormatInfo {
     const char* name;
@@ -31,11 +35,22 @@ double decode(Format f, std::uint64_t bits);
 
 // Correctly rounded (RNE, subnormals, overflow to +-Inf; int8 saturates)
 // encoding of a double.  NaN maps to the format's canonical quiet NaN.
+// fp8_e4m3 has no infinity: what overflows (and +-Inf) becomes NaN.
 std::uint64_t encode(Format f, double v);
+
+// What a narrowing conversion does past the largest finite value.
+// nonsaturating: the rounding of the unbounded-exponent format overflows to
+// +-Inf (NaN for fp8_e4m3): IEEE, ml_dtypes, CUDA's __NV_NOSAT.  saturate:
+// anything above max (and +-Inf) becomes +-max; NaN stays NaN: CUDA's
+// __NV_SATFINITE, PTX cvt .satfinite.
+enum class Overflow { nonsaturating, saturate };
+std::uint64_t encode(Format f, double v, Overflow o);
+bool is_fp8(Format f);
 
 // Assemble the bit pattern of (-1)^neg * r * 2^q where r is an integer that
 // was already rounded to at most p significand bits (r <= 2^p) and q is the
-// quantum exponent max(e, emin) - (p - 1).  Overflow gives +-Inf.  Shared by
+// quantum exponent max(e, emin) - (p - 1).  Overflow gives +-Inf (fp8_e4m3:
+// NaN).  Shared by
 // encode() and the MPFR rounding in round.hpp so both assemble fields alike.
 std::uint64_t assemble_rounded(Format f, bool neg, double r, int q);
 

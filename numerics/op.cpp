@@ -1,6 +1,7 @@
 #include "numerics/op.hpp"
 
 #include "numerics/delta_varlen.hpp"
+#include "numerics/fp8.hpp"
 
 #include <stdexcept>
 
@@ -154,6 +155,35 @@ void add_moe_layers(std::vector<OpSpec>& s) {
     s.push_back(std::move(lat));
 }
 
+// docs/fp8.md.  fp8_quantize is staged: its codes are judged given the
+// candidate's own scale, in the FP8 format of the candidate's q tensor.
+void add_fp8_specs(std::vector<OpSpec>& s) {
+    OpSpec quant{"fp8_quantize", "fp8", OpKind::structured, {"x"}, {"q", "scale"},
+                 {{"br", 1, "block rows (1 x 128: activations, 128 x 128: weights)"},
+                  {"bc", 128, "block columns"},
+                  {"scale", 0, "0: s = RN_fp32(amax / fp8_max); 1: s = 2^ceil(log2(amax / fp8_max)) (both at least "
+                               "2^-126)"},
+                  {"saturate", 1, "1: codes past fp8_max (and +-Inf) become +-fp8_max; 0: they overflow (E5M2 "
+                                  "+-Inf, E4M3 NaN)"},
+                  {"static_scale", 0, "> 0: this FP32 scale for every block instead of amax (delayed scaling)"},
+                  {"format", 0, "0: fp8_e4m3, 1: fp8_e5m2, when the oracle runs on x alone; a kernel's q tensor "
+                                "carries its own format"}},
+                 "x [R, C] (fp32 or bf16) in blocks of br x bc (tail blocks hold what is left): per block s = "
+                 "RN_fp32(max(amax / fp8_max, 2^-126)) (or the power of two, or static_scale), q = RN_fp8(x / s) "
+                 "with the candidate's own s (ties to even, saturating or not); a block holding NaN or +-Inf has s = "
+                 "NaN and NaN codes (dynamic scales); scale [ceil(R/br), ceil(C/bc)] in FP32"};
+    quant.out_shapes_params = fp8_quantize_shapes;
+    quant.staged = true;
+    s.push_back(std::move(quant));
+    s.push_back({"fp8_gemm", "fp8", OpKind::structured, {"a", "scale_a", "b", "scale_b"}, {"y"},
+                 {{"block", 128, "K block of both scales and of the promotion; B's scales are block x block"}},
+                 "a [M, K] and b [K, N] FP8 codes (one format), scale_a [M, ceil(K/block)] (1 x block), scale_b "
+                 "[ceil(K/block), ceil(N/block)] (block x block), FP32: y_ij = sum over K blocks kb of "
+                 "scale_a[i, kb] scale_b[kb, j/block] sum_{k in kb} a_ik b_kj, the exact value rounded once into y "
+                 "(BF16 or FP32: the kernel's output option); IEEE products for special values",
+                 fp8_gemm_shapes});
+}
+
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
@@ -296,6 +326,7 @@ std::vector<OpSpec> make_specs() {
     router.staged = true;
     s.push_back(std::move(router));
     add_moe_layers(s);
+    add_fp8_specs(s);
     return s;
 }
 

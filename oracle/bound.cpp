@@ -5,6 +5,7 @@
 #include "oracle/hc_residual_bound.hpp"
 #include "oracle/int8.hpp"
 #include "oracle/int8_block.hpp"
+#include "oracle/fp8.hpp"
 #include "oracle/matmul.hpp"
 #include "oracle/moe.hpp"
 #include "oracle/moe_layer.hpp"
@@ -348,6 +349,8 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "moe_router") return moe_router_bound;
     if (op == "moe") return moe_bound;
     if (op == "latent_moe") return latent_moe_bound;
+    if (op == "fp8_quantize") return fp8_quantize_bound;
+    if (op == "fp8_gemm") return fp8_gemm_bound;
     if (op == "dequantize") return dequantize_bound;
     if (op == "smooth_quant") return smooth_quant_bound;
     if (op == "int8_block") return int8_block_bound;

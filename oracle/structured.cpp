@@ -10,6 +10,7 @@
 #include "oracle/gdn.hpp"
 #include "oracle/hc_residual.hpp"
 #include "oracle/kda.hpp"
+#include "oracle/fp8.hpp"
 #include "oracle/matmul.hpp"
 #include "oracle/moe.hpp"
 #include "oracle/moe_layer.hpp"
@@ -51,6 +52,8 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"moe_router", eval_moe_router},
         {"moe", eval_moe},
         {"latent_moe", eval_latent_moe},
+        {"fp8_quantize", eval_fp8_quantize},
+        {"fp8_gemm", eval_fp8_gemm},
         {"dequantize", eval_dequantize},
         {"smooth_quant", eval_smooth_quant},
         {"int8_block", eval_int8_block},

@@ -109,5 +109,9 @@ rc::Gen<CaseSpec> gen_moe_router_spec(Format fmt, GenOptions opt);  // propertie
 Case build_moe_router_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_moe_layer_spec(const std::string& op, Format fmt, GenOptions opt);  // properties/moe_layer.cpp
 Case build_moe_layer_case(const CaseSpec& spec);  // moe and latent_moe
+rc::Gen<CaseSpec> gen_fp8_quantize_spec(Format fmt, GenOptions opt);  // properties/fp8.cpp
+Case build_fp8_quantize_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_fp8_gemm_spec(Format fmt, GenOptions opt);
+Case build_fp8_gemm_case(const CaseSpec& spec);
 
 }  // namespace conform::props

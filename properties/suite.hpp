@@ -83,6 +83,7 @@ void add_int8_properties(std::vector<PropertyDef>& v);
 void add_int8_quant_properties(std::vector<PropertyDef>& v);  // properties/int8_quant.cpp
 void add_int8_block_properties(std::vector<PropertyDef>& v);  // properties/int8_block.cpp
 void add_matmul_properties(std::vector<PropertyDef>& v);      // properties/matmul.cpp
+void add_fp8_properties(std::vector<PropertyDef>& v);         // properties/fp8.cpp
 void add_moe_properties(std::vector<PropertyDef>& v);         // properties/moe.cpp
 void add_moe_layer_properties(std::vector<PropertyDef>& v);   // properties/moe_layer.cpp
 

@@ -12,6 +12,9 @@ Element types: float64, float32, float16, int8, int32 arrays are stored as
 they are; bfloat16 is written through bf16(), from float32 values (rounded to
 nearest, ties to even) or from uint16 bit patterns.  A PyTorch bf16 tensor t
 becomes cc.bf16(t.float().numpy()) (exact: every bf16 value is a float32).
+FP8 (OCP E4M3 or E5M2) is written through fp8(), from uint8 bit patterns or
+ml_dtypes float8_e4m3fn / float8_e5m2 arrays (which are also taken as they
+are), and read back as FP8 objects holding the bits.
 
 fmt="safetensors" writes one file; fmt="npy" writes a directory of .npy files
 with a case.json manifest.  docs/dumps.md describes both.  Standard library
@@ -37,6 +40,33 @@ _DTYPES = {
     ("i", 1): ("I8", "i8"),
     ("i", 4): ("I32", "i32"),
 }
+
+
+# ml_dtypes' FP8 types (by dtype name) -> case.json dtype; stored as bit patterns.
+_FP8_NAMES = {"float8_e4m3fn": "f8_e4m3", "float8_e5m2": "f8_e5m2"}
+_FP8_STORED = {"f8_e4m3": "F8_E4M3", "f8_e5m2": "F8_E5M2"}
+
+
+class FP8:
+    """OCP FP8 data held as uint8 bit patterns, with its format ("f8_e4m3" or
+    "f8_e5m2"; docs/numerics.md, "FP8"); made by fp8()."""
+
+    def __init__(self, bits, fmt):
+        if fmt not in _FP8_STORED:
+            raise ValueError("FP8 format must be f8_e4m3 or f8_e5m2, not %r" % (fmt,))
+        self.bits = np.array(bits, dtype="|u1", order="C")
+        self.fmt = fmt
+
+
+def fp8(values, fmt="f8_e4m3"):
+    """Mark data as FP8: uint8 arrays are taken as bits of `fmt`; ml_dtypes
+    float8_e4m3fn / float8_e5m2 arrays as their own bits and format."""
+    a = np.asarray(values)
+    if a.dtype.name in _FP8_NAMES:
+        return FP8(a.view(np.uint8), _FP8_NAMES[a.dtype.name])
+    if (a.dtype.kind, a.dtype.itemsize) != ("u", 1):
+        raise TypeError("fp8() takes uint8 bit patterns or ml_dtypes float8 arrays, not %s" % a.dtype)
+    return FP8(a, fmt)
 
 
 class BF16:
@@ -76,6 +106,9 @@ def _prepare(name, value):
     """-> (safetensors dtype, case.json dtype, little-endian C-order array)."""
     if isinstance(value, BF16):
         return "BF16", "bf16", np.array(value.bits, dtype="<u2", order="C")
+    if isinstance(value, FP8) or np.asarray(value).dtype.name in _FP8_NAMES:
+        v = value if isinstance(value, FP8) else fp8(value)
+        return _FP8_STORED[v.fmt], v.fmt, v.bits
     a = np.asarray(value)
     if (a.dtype.kind, a.dtype.itemsize) == ("u", 2):
         raise TypeError("tensor %r: uint16 data must be wrapped as bf16(bits)" % name)
@@ -194,7 +227,8 @@ def write_case(path, op, inputs, outputs, params=None, impl="", conventions=None
         raise ValueError("fmt must be 'safetensors' or 'npy', not %r" % (fmt,))
 
 
-_FROM_STORED = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I8": "|i1", "I32": "<i4", "BF16": "<u2"}
+_FROM_STORED = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I8": "|i1", "I32": "<i4", "BF16": "<u2",
+                "F8_E4M3": "|u1", "F8_E5M2": "|u1"}
 
 
 def _read_safetensors(path):
@@ -210,6 +244,9 @@ def _read_safetensors(path):
 
 def _stored_array(st_dtype, shape, raw):
     a = np.frombuffer(raw, dtype=_FROM_STORED[st_dtype]).reshape(shape).copy()
+    for fmt, stored in _FP8_STORED.items():
+        if st_dtype == stored:
+            return FP8(a, fmt)
     return BF16(a) if st_dtype == "BF16" else a
 
 
@@ -230,7 +267,8 @@ def read_case(path):
                 "conventions": manifest.get("conventions"), "profile": manifest.get("profile")}
         for name, entry in manifest.get("tensors", {}).items():
             a = np.load(os.path.join(path, entry.get("file", name + ".npy")), allow_pickle=False)
-            tensors[name] = BF16(a) if entry.get("dtype") == "bf16" else a
+            dtype = entry.get("dtype")
+            tensors[name] = BF16(a) if dtype == "bf16" else FP8(a, dtype) if dtype in _FP8_STORED else a
     else:
         header, raw = _read_safetensors(path)
         md = header.get("__metadata__", {})
@@ -301,7 +339,23 @@ def _self_test():
                 raise AssertionError("accepted input names %s" % list(bad_name))
             except ValueError:
                 pass
+    _fp8_self_test()
     print("conform_case self-test: ok")
+
+
+def _fp8_self_test():
+    codes = fp8(np.array([[0x00, 0x7E], [0x80, 0x7F]], dtype=np.uint8))
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt, path in (("safetensors", os.path.join(tmp, "q.safetensors")), ("npy", os.path.join(tmp, "q"))):
+            write_case(path, "fp8_gemm", {"a": codes, "b": fp8(codes.bits, "f8_e5m2")}, {}, fmt=fmt)
+            back = read_case(path)["inputs"]
+            assert isinstance(back["a"], FP8) and back["a"].fmt == "f8_e4m3", back
+            assert back["b"].fmt == "f8_e5m2" and np.array_equal(back["a"].bits, codes.bits), back
+    try:
+        fp8(np.zeros(2, dtype=np.int8))
+        raise AssertionError("fp8() accepted int8 values")
+    except TypeError:
+        pass
 
 
 def command_line(doc, self_test):

@@ -41,6 +41,8 @@ std::map<std::string, StoredTensor> every_dtype() {
         {"i8", tensor(DType::i8, {}, {0x80})},       // 0-d: one element, -128
         {"i32", tensor(DType::i32, {0, 4}, {})},     // empty
         {"i32_values", tensor(DType::i32, {2}, {0xFFFFFFFF, 0x7FFFFFFF})},
+        {"f8_e4m3", tensor(DType::f8_e4m3, {2}, {0x7E, 0xFF})},  // 448, -NaN
+        {"f8_e5m2", tensor(DType::f8_e5m2, {2}, {0x7C, 0x01})},  // +Inf, 2^-16
     };
 }
 
@@ -207,10 +209,10 @@ TEST(SafetensorsMalformed, EntryFields) {
 }
 
 TEST(SafetensorsMalformed, UnknownDtype) {
-    for (const char* dtype : {"U8", "F8_E4M3", "f32", "BOOL", ""})
+    for (const char* dtype : {"U8", "F8_E4M3FNUZ", "f32", "BOOL", ""})
         expect_safetensors_error(
             safetensors_file(std::string(R"({"x":{"dtype":")") + dtype + R"(","shape":[1],"data_offsets":[0,1]}})", 1),
-            "tensor \"x\"", "is not one of F64, F32, F16, BF16, I8, I32");
+            "tensor \"x\"", "is not one of F64, F32, F16, BF16, I8, I32, F8_E4M3, F8_E5M2");
 }
 
 TEST(SafetensorsMalformed, Shape) {
@@ -373,7 +375,9 @@ TEST(CaseWriter, RejectsCasesThatCouldNotBeReadBack) {
 
 TEST(Npy, RoundTripEveryDtype) {
     for (const auto& [name, t] : every_dtype()) {
-        const std::optional<DType> declared = t.dtype == DType::bf16 ? std::optional(DType::bf16) : std::nullopt;
+        // bf16 and FP8 are stored as bit patterns ('<u2', '|u1'): the manifest declares them
+        const bool bits = t.dtype == DType::bf16 || t.dtype == DType::f8_e4m3 || t.dtype == DType::f8_e5m2;
+        const std::optional<DType> declared = bits ? std::optional(t.dtype) : std::nullopt;
         const auto bytes = serialize_npy(t);
         EXPECT_EQ(bytes.size() % 64, t.bytes.size() % 64) << name;  // data starts on a 64-byte boundary
         EXPECT_EQ(parse_npy(bytes, name + ".npy", declared), t) << name;
@@ -450,6 +454,11 @@ TEST(NpyMalformed, Descr) {
     expect_npy_error(with_descr("<f4"), "descr", "\"<f4\" but case.json declares dtype f16 (stored as '<f2')", DType::f16);
     expect_npy_error(with_descr("<u2", 2), "descr", "'<u2' is accepted only as bf16", DType::f16);
     EXPECT_EQ(parse_npy(with_descr("<u2", 2), "x.npy", DType::bf16).dtype, DType::bf16);
+    // FP8: bytes of bit patterns, the format declared (both share '|u1')
+    expect_npy_error(with_descr("|u1", 1), "descr", "'|u1' is accepted only as FP8 bit patterns");
+    expect_npy_error(with_descr("|u1", 1), "descr", "'|u1' is accepted only as FP8", DType::i8);
+    EXPECT_EQ(parse_npy(with_descr("|u1", 1), "x.npy", DType::f8_e4m3).dtype, DType::f8_e4m3);
+    EXPECT_EQ(parse_npy(with_descr("|u1", 1), "x.npy", DType::f8_e5m2).dtype, DType::f8_e5m2);
 }
 
 TEST(NpyMalformed, Shape) {

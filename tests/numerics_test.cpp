@@ -14,6 +14,7 @@
 #include "numerics/round.hpp"
 #include "numerics/tensor.hpp"
 #include "numerics/ulp.hpp"
+#include "mpfr_rounding.hpp"
 
 using namespace conform;
 
@@ -21,21 +22,7 @@ namespace {
 
 // Reference rounding by MPFR itself, emulating the target format.
 std::uint64_t mpfr_reference(mpfr_srcptr x, Format f) {
-    const FormatInfo& fi = info(f);
-    const mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
-    mpfr_t r;
-    mpfr_init2(r, fi.precision);
-    // MPFR's exponent convention is m in [1/2, 1): shift by one.
-    mpfr_set_emin(fi.emin - fi.precision + 2);
-    mpfr_set_emax(fi.emax + 1);
-    int t = mpfr_set(r, x, MPFR_RNDN);
-    t = mpfr_check_range(r, t, MPFR_RNDN);
-    mpfr_subnormalize(r, t, MPFR_RNDN);
-    double d = mpfr_get_d(r, MPFR_RNDN);
-    mpfr_set_emin(emin);
-    mpfr_set_emax(emax);
-    mpfr_clear(r);
-    return encode(f, d);  // d is representable: encode is exact here
+    return encode(f, conform::testing::mpfr_round_emulated(x, f));  // representable: encode is exact here
 }
 
 struct M {

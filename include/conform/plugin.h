@@ -46,7 +46,9 @@ typedef enum conform_dtype {
     CONFORM_F16 = 3,
     CONFORM_BF16 = 4,
     CONFORM_I8 = 5,
-    CONFORM_I32 = 6 /* v1: only as an output dtype (int8_gemm's "acc"); v2: also integer inputs (cu_seqlens) */
+    CONFORM_I32 = 6, /* v1: only as an output dtype (int8_gemm's "acc"); v2: also integer inputs (cu_seqlens) */
+    CONFORM_F8_E4M3 = 7, /* OCP FP8 E4M3 ("E4M3FN": no infinity, NaN = S.1111.111), one byte */
+    CONFORM_F8_E5M2 = 8  /* OCP FP8 E5M2 (IEEE-like), one byte */
 } conform_dtype;
 
 /* A strided view of a tensor owned by conform.
