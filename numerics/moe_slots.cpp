@@ -93,8 +93,11 @@ Layer read_layer(const std::string& op, const Params& p, const std::vector<Tenso
         throw std::invalid_argument(op + ": parameter k = " + std::to_string(l.k) + " outside [1, E = " + std::to_string(l.e) + "]");
     l.normalized = l.latent && p.get("normalized", 1) != 0;
     l.eps = p.get("eps", 1e-6);
-    if (l.normalized && !(l.eps > 0))
-        throw std::invalid_argument(op + ": parameter eps must be > 0 (it keeps RMSNorm(u) defined at u = 0)");
+    // FP32's eps must stay a normal number: below 2^-126 a kernel's float(eps)
+    // may be 0 and RMSNorm(0) = 0 / 0.
+    if (l.normalized && !(l.eps >= 0x1p-126 && l.eps <= 0x1.fffffep+127))
+        throw std::invalid_argument(op + ": parameter eps must lie in [2^-126, FP32's max] (it keeps RMSNorm(u) "
+                                         "defined at u = 0 in FP32)");
     if (l.staged) {
         const std::int64_t want[n_outputs][2] = {{l.t, l.c}, {l.t, l.k}, {l.t, l.k}};
         static const char* out_names[] = {"y", "indices", "weights"};

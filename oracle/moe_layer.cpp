@@ -40,8 +40,11 @@ std::vector<Real> expert(const TensorView& gu, const TensorView& dn, std::int64_
     const std::int64_t w = gu.shape[1], f = gu.shape[2] / 2;
     const std::vector<Real> h = project(v, gu, e * w * 2 * f, 2 * f);
     std::vector<Real> a(static_cast<std::size_t>(f));
+    // An infinite gate makes the row NaN (docs/moe.md), not silu's limit -0.
     for (std::int64_t i = 0; i < f; ++i)
-        a[static_cast<std::size_t>(i)] = silu(h[static_cast<std::size_t>(i)]) * h[static_cast<std::size_t>(f + i)];
+        a[static_cast<std::size_t>(i)] = isinf(h[static_cast<std::size_t>(i)])
+                                             ? from_double(std::numeric_limits<double>::quiet_NaN())
+                                             : silu(h[static_cast<std::size_t>(i)]) * h[static_cast<std::size_t>(f + i)];
     return project(a, dn, e * f * w, w);
 }
 

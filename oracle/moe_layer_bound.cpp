@@ -120,7 +120,8 @@ public:
         // root is then inf and RMSNorm(u) 0 in a kernel without rescaling.
         if (sm * (1 + gamma_rigorous(nd, u_)) >= max_finite(acc_)) undefined = true;
         const double r = std::sqrt(ss / nd + eps) * (1 + 8 * kDoubleU), dr = std::sqrt(ee / nd) * (1 + 8 * kDoubleU);
-        if (4 * dr > r) undefined = true;  // the kernel's root is not determined
+        // Past 8 dr > r the root's term alone nears |n|: the bound would be vacuous.
+        if (8 * dr > r) undefined = true;
         const double lo = std::max(r - 2 * dr, std::sqrt(eps)) * (1 - 8 * kDoubleU);
         const double rel = gamma(nd + 7, u_) + nd * kEta / (lo * lo);
         Approx y{std::vector<double>(n), std::vector<double>(n)};
@@ -129,6 +130,12 @@ public:
             y.v[i] = w * u.v[i] / r;
             y.e[i] = std::fabs(w) * (u.e[i] / lo + (std::fabs(u.v[i]) + u.e[i]) * dr / (lo * lo) + u.mag(i) / lo * rel) +
                      16 * kDoubleU * std::fabs(y.v[i]);
+            // Subnormal roundings: w u (eta/2, then divided by the root) and
+            // the quotient (or u / r, then times w).
+            const double wu = std::fabs(w) * u.mag(i), q = u.mag(i) / lo;
+            if (wu < 0x1p-126) y.e[i] += kEta / lo;
+            if (q * std::max(1.0, std::fabs(w)) < 0x1p-126) y.e[i] += (1 + std::fabs(w)) * kEta;
+            if (wu >= max_finite(acc_) || q >= max_finite(acc_)) undefined = true;  // w u or u / r overflows
             y.e[i] += st(std::fabs(y.v[i]) + 2 * y.e[i]);
         }
         return y;

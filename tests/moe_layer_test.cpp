@@ -127,3 +127,40 @@ TEST(MoeLayerVerdict, DenseMaskedBaselinesWithinBudget) {
     for (const char* name : {"cpu.dense.moe.fp32", "cpu.dense.moe.bf16", "cpu.dense.latent_moe.fp32", "cpu.dense.latent_moe.bf16"})
         EXPECT_EQ(check_kernel(name), "") << name;
 }
+
+// u = 3 eta: RMSNorm's w u (w = 1/8) and its quotient land in FP32's
+// subnormals, where the kernel's roundings are absolute, not relative; the
+// budget carries those terms (without them the error was 3x the bound).
+TEST(MoeLayerVerdict, SubnormalRmsNormWithinBudget) {
+    const Tensor x = tensor({1, 1}, {1}), router = tensor({1, 2}, {1, 0}), ld = tensor({1, 1}, {1}), lu = tensor({1, 1}, {1});
+    const Tensor gu = tensor({2, 1, 2}, {128, 0x1p-60, 1, 1}), dn = tensor({2, 1, 1}, {3 * 0x1p-96, 1});
+    const Tensor wn = tensor({1}, {0.125});
+    const Tensor none(Format::fp32, {0});
+    const std::vector<TensorView> in{x.view(), router.view(), ld.view(), lu.view(), gu.view(), dn.view(),
+                                     none.view(), none.view(), wn.view()};
+    const props::CaseResult r =
+        props::check_case(*builtin_registry().find("cpu.scalar.latent_moe.fp32"), Params({{"k", 1}, {"eps", 1e-6}}), in);
+    EXPECT_TRUE(r.passed()) << r.message;
+}
+
+// An infinite gate: the kernel's silu is NaN there, and the oracle's row is
+// NaN too (not silu's limit -0), so the row is judged by class.
+TEST(MoeLayerOracle, InfiniteGateMakesTheRowNaN) {
+    Tiny m;
+    m.gate_up.set_value(0, -INFINITY);
+    const std::vector<TensorView> in{m.x.view(), m.router.view(), m.gate_up.view(), m.down.view()};
+    const auto r = oracle::evaluate_structured("moe", Params({{"k", 1}}), in, {Format::fp32});
+    EXPECT_TRUE(std::isnan(r.rounded[0].value(0)));
+    const props::CaseResult c = props::check_case(*builtin_registry().find("cpu.scalar.moe.fp32"), Params({{"k", 1}}), in);
+    EXPECT_TRUE(c.passed()) << c.message;
+}
+
+TEST(MoeLayerOracle, EpsBelowFp32NormalsRefused) {
+    const Tiny m;
+    const Tensor ld = tensor({1, 1}, {2}), lu = tensor({1, 1}, {-3});
+    const std::vector<TensorView> in{m.x.view(), m.router.view(), ld.view(), lu.view(), m.gate_up.view(), m.down.view()};
+    EXPECT_THROW(oracle::evaluate_structured("latent_moe", Params({{"k", 1}, {"eps", 1e-50}}), in, {Format::fp32}),
+                 std::invalid_argument);
+    EXPECT_NO_THROW(oracle::evaluate_structured("latent_moe", Params({{"k", 1}, {"eps", 1e-50}, {"normalized", 0}}), in,
+                                                {Format::fp32}));
+}
