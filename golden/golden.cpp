@@ -90,6 +90,9 @@ struct Setting {
     double value;
 };
 const Setting kSettings[] = {
+    // The plain LatentMoE on vector 3 (u W_up; its draw has a token whose u
+    // cancels to within its budget, where RMSNorm(u) is not determined).
+    {"latent_moe", 3, "normalized", 0},
     {"rms_norm", 1, "zero_centered", 1}, {"rms_norm", 3, "zero_centered", 1},
     {"softcap", 4, "beta", 5},       // the around_cap vector straddles a cap of 5, not the default 30
     {"situ_glu", 4, "beta1", 100},   // caps above 64 (still applied)
