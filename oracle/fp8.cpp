@@ -108,7 +108,10 @@ OpOutputs eval_fp8_gemm(const Params& params, const std::vector<TensorView>& in)
 //            <= ((1 + gamma_blk(u_b)) (1 + gamma_{nb+2}(u)) - 1) W.
 // Nonzero code products are at least 2^-32 and block sums below 2^39:
 // nothing underflows or overflows inside a block.  Each scale product may underflow: at most
-// eta/2 absolutely, then multiplied by the other factor (at most c).
+// eta/2 absolutely, then multiplied by the other factor (at most c) or, for
+// the product s_a s_b formed first, by the block sum (|P| <= 2 S_kb).  Where
+// a promotion step itself may overflow (P s_a, s_a s_b) or an infinite scale
+// meet a product that underflows to 0, the element is undefined.
 std::vector<std::vector<double>> fp8_gemm_bound(const Params& params, const std::vector<TensorView>& in,
                                                 const std::vector<std::vector<double>>& exact, Format acc,
                                                 const std::vector<Format>& out) {
@@ -123,7 +126,8 @@ std::vector<std::vector<double>> fp8_gemm_bound(const Params& params, const std:
     std::vector<double> bound(static_cast<std::size_t>(d.m * d.n));
     for (std::int64_t i = 0; i < d.m; ++i)
         for (std::int64_t j = 0; j < d.n; ++j) {
-            double w = 0, c = 1;  // the finite terms' magnitudes, the largest scale
+            double w = 0, c = 1, sums = 0;  // the finite terms' magnitudes, the largest scale, sum of block sums
+            bool fragile = false;           // the promotion itself may overflow or underflow (docs/fp8.md)
             for (std::int64_t b = 0; b < nb; ++b) {
                 const double sa = std::fabs(in[1].value(i * nb + b)), sb = std::fabs(in[3].value(b * sbn + j / d.block));
                 c = std::fmax(c, std::fmax(sa, sb));
@@ -131,11 +135,22 @@ std::vector<std::vector<double>> fp8_gemm_bound(const Params& params, const std:
                 for (std::int64_t k = b * d.block; k < std::min(d.k, (b + 1) * d.block); ++k)
                     s += std::fabs(in[0].value(i * d.k + k) * in[2].value(k * d.n + j));
                 if (std::isfinite(s * sa * sb)) w += s * sa * sb;
+                if (std::isfinite(s)) sums += s;
+                // P s_a, P s_b or s_a s_b past FP32's range while y is not, or
+                // an infinite scale times a block sum the other scale
+                // underflows (Inf * 0: NaN where y is Inf).
+                const double hi = s * (1 + gamma_rigorous(blk, u_b)) * std::fmax(sa, sb);
+                if ((std::isfinite(sa) && std::isfinite(sb) && (hi >= max_finite(acc) || sa * sb >= max_finite(acc))) ||
+                    ((std::isinf(sa) || std::isinf(sb)) && s > 0 && s * std::fmin(sa, sb) < 0x1p-126))
+                    fragile = true;
             }
             const auto e = static_cast<std::size_t>(i * d.n + j);
-            const double y = exact.at(0).at(e), err = rel * w + static_cast<double>(nb) * eta * (1 + c);
+            // Subnormal roundings: each promotion's scale product (or product
+            // by one scale) errs by eta/2, times the block sum (up to |P| <=
+            // S_b (1 + gamma)) or the other scale.
+            const double y = exact.at(0).at(e), err = rel * w + static_cast<double>(nb) * eta * (1 + c) + eta * sums * 2;
             if (std::isnan(y)) bound[e] = kNaN;  // NaN in any order
-            else if (w * (1 + rel_rig) >= max_finite(acc)) bound[e] = kUndefined;
+            else if (fragile || w * (1 + rel_rig) >= max_finite(acc)) bound[e] = kUndefined;
             else if (!std::isfinite(y)) bound[e] = kNaN;  // an infinite term: compare classes
             else bound[e] = err + (narrower ? 0.5 * ulp_at(out[0], std::fabs(y) + err) : 0.0);
         }

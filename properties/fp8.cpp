@@ -288,6 +288,32 @@ Testable equals_dequantized_matmul(const KernelInfo& k) {
 
 }  // namespace
 
+namespace {
+
+// One large first block (products 256 * 256: block sum 2^23), then blocks of
+// products 20 * 20 = 400, below half an ulp (512) of 2^23 in a 14-bit
+// accumulator: a kernel that promotes every block sums them exactly in any
+// accumulator of 14 bits or more (block sums of 51200), one that runs one
+// accumulator over all of K loses every one -- at 20 times a declared 14-bit
+// budget.  Unit scales: everything is an integer below 2^24, y exact in FP32.
+Testable promotion_every_block(const KernelInfo& k) {
+    return [&k] {
+        const std::int64_t kk = *rc::gen::element<std::int64_t>(1024, 4096), n = *rc::gen::element<std::int64_t>(1, 3);
+        Tensor a(k.in, {1, kk}), b(k.in, {kk, n}), sa(Format::fp32, {1, ceil_div(kk, 128)}),
+            sb(Format::fp32, {ceil_div(kk, 128), 1});
+        for (std::int64_t t = 0; t < kk; ++t) {
+            a.set_value(t, t < 128 ? 256 : 20);
+            for (std::int64_t j = 0; j < n; ++j) b.set_value(t * n + j, t < 128 ? 256 : 20);
+        }
+        for (Tensor* s : {&sa, &sb})
+            for (std::int64_t i = 0; i < s->numel(); ++i) s->set_value(i, 1);
+        const CaseResult r = check_case(k, Params({{"block", 128.0}}), {a.view(), sa.view(), b.view(), sb.view()});
+        if (!r.passed()) RC_FAIL("K = " + std::to_string(kk) + ", a large first block then products below half a 14-bit ulp: " + r.message);
+    };
+}
+
+}  // namespace
+
 void add_fp8_properties(std::vector<PropertyDef>& v) {
     auto quant = [](const OpSpec& op) { return op.name == "fp8_quantize"; };
     auto gemm = [](const OpSpec& op) { return op.name == "fp8_gemm"; };
@@ -300,6 +326,9 @@ void add_fp8_properties(std::vector<PropertyDef>& v) {
     v.push_back({"equals_dequantized_matmul", "y within both budgets (and the dequantization's rounding) of the FP32 "
                                               "matmul kernel on the dequantized operands",
                  gemm, [](const KernelInfo& k, const RunConfig&, Stats*) { return equals_dequantized_matmul(k); }, 4});
+    v.push_back({"promotion_every_block", "products below half a 14-bit ulp of an earlier block's sum are kept: the "
+                                          "accumulator promoted every 128 products",
+                 gemm, [](const KernelInfo& k, const RunConfig&, Stats*) { return promotion_every_block(k); }, 8});
 }
 
 }  // namespace conform::props

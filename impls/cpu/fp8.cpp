@@ -82,8 +82,16 @@ int residual_dir(float x, float s, float q) {
     return (r > 0) == (q > 0) ? 1 : -1;
 }
 
+// Below s = 2^-60 the residual of a quotient on an FP8 midpoint can
+// underflow (it is below 2^-150 when x is near FP32's subnormals) and the
+// FMA returns 0: x and s scaled by 2^64 (exactly) give the same quotient and
+// a residual in the normal range.  |x| >= 2^60 over such an s overflows FP8
+// anyway.
+constexpr float kTinyScale = 0x1p-60f, kLift = 0x1p64f, kBigX = 0x1p60f;
+
 std::uint8_t quantize_one(float x, float s, const Fp8Codec& c, bool saturate, const Fp8Flaws& f) {
     if (f.reciprocal) return fp8_from_float(x * (1.0f / s), 0, c, saturate);
+    if (s < kTinyScale && std::fabs(x) < kBigX) x *= kLift, s *= kLift;
     const float q = x / s;
     return fp8_from_float(q, f.truncate ? 0 : residual_dir(x, s, q), c, saturate && !f.overflow_nan, f.truncate);
 }
@@ -92,6 +100,12 @@ std::uint8_t quantize_one(float x, float s, const Fp8Codec& c, bool saturate, co
 
 CONFORM_AVX2 __m256i codes8(__m256 x, __m256 s, const Fp8Codec& c, bool saturate) {
     const __m256i one = _mm256_set1_epi32(1), zero = _mm256_setzero_si256();
+    // The lift of quantize_one, lane by lane (NaN and Inf lanes stay).
+    const __m256 ax = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)));
+    const __m256 lift = _mm256_and_ps(_mm256_cmp_ps(s, _mm256_set1_ps(kTinyScale), _CMP_LT_OQ),
+                                      _mm256_cmp_ps(ax, _mm256_set1_ps(kBigX), _CMP_LT_OQ));
+    const __m256 k = _mm256_blendv_ps(_mm256_set1_ps(1.0f), _mm256_set1_ps(kLift), lift);
+    x = _mm256_mul_ps(x, k), s = _mm256_mul_ps(s, k);
     const __m256 q = _mm256_div_ps(x, s), r = _mm256_fnmadd_ps(q, s, x);
     const __m256i b = _mm256_castps_si256(q);
     // dir: 0 where the residual is 0, else +1 when it has q's sign, -1 otherwise

@@ -16,6 +16,9 @@ void add_gemm(Registry& r, const char* bug, const char* bug_class, const char* w
     KernelInfo k = mutant_info("fp8_gemm", bug, Format::fp8_e4m3, Format::fp32, bug_class, what,
                                [f](const KernelCall& c) { cpu::fp8_gemm_call(c, false, f); });
     k.out = Format::fp32;
+    // The 14-bit accumulator declares its precision (its honest claim): it
+    // must fail for the missing promotion, not for its bits.
+    if (f.no_promotion) k.declared["block_bits"] = 14;
     r.add(std::move(k));
 }
 
