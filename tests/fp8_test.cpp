@@ -369,3 +369,26 @@ TEST(Fp8Gemm, AFourteenBitBlockAccumulatorMeetsItsDeclaredBudget) {
     std::printf("Hopper model: worst utilization (gating tier) %.3g declaring 14-bit blocks, %.3g judged as FP32\n",
                 worst_declared, worst_fp32);
 }
+
+// The promotion's own roundings at the ends of FP32's range (docs/fp8.md,
+// "Error budget"): a scale product formed first that is subnormal errs by
+// eta/2 times the block sum (the budget covers that order), and a product
+// P s_a that overflows while y does not leaves the element undefined.
+TEST(Fp8Gemm, PromotionAtTheEndsOfFp32sRange) {
+    const std::int64_t k = 128;
+    Tensor a(Format::fp8_e4m3, {1, k}), b(Format::fp8_e4m3, {k, 1});
+    for (std::int64_t i = 0; i < k; ++i) a.set_value(i, 448), b.set_value(i, 448);
+    const double p = 128.0 * 448 * 448;  // the block sum, exact in FP32
+    auto bound_of = [&](double sa, double sb, double* exact) {
+        const Tensor ta = matrix(Format::fp32, 1, 1, {sa}), tb = matrix(Format::fp32, 1, 1, {sb});
+        const std::vector<TensorView> in{a.view(), ta.view(), b.view(), tb.view()};
+        *exact = p * sa * sb;
+        return oracle::fp8_gemm_bound(Params(), in, {{*exact}}, Format::fp32, {Format::fp32})[0][0];
+    };
+    double y = 0;
+    const float sa = 1.1f * 0x1p-72f, sb = 1.1f * 0x1p-73f;
+    const double b1 = bound_of(sa, sb, &y);
+    const float scale_first = static_cast<float>(p) * (sa * sb);  // sa sb subnormal in FP32
+    EXPECT_LE(std::fabs(scale_first - y), b1) << "P fl(sa sb): " << hexfloat(scale_first) << " against " << hexfloat(y);
+    EXPECT_EQ(bound_of(0x1p120, 0x1p-120, &y), oracle::kUndefined) << "P sa overflows FP32 while y = " << y;
+}
