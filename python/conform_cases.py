@@ -22,7 +22,9 @@ describes the case set; docs/dumps.md the case files.
 Inputs reach `fn` as NumPy arrays by the op's input names (`conform ops`);
 bfloat16 ones as `ml_dtypes.bfloat16` arrays when ml_dtypes is installed,
 else as float32 arrays of the same values whose attribute `conform_dtype`
-is "bf16".  `params` is a dict of the op's parameters.  Outputs are
+is "bf16"; FP8 ones likewise as ml_dtypes float8 arrays or float32 values
+(conform_dtype "fp8_e4m3" / "fp8_e5m2").  `params` is a dict of the op's
+parameters.  Outputs are
 converted to the case set's output format (rounded to nearest even when a
 value is not representable: return the kernel's own output dtype to judge
 exactly what it computed).
@@ -84,10 +86,98 @@ def _bf16_from_bits(bits):
     return values.view(BF16Values)
 
 
+class FP8Values(np.ndarray):
+    """float32 values of an FP8 input (ml_dtypes absent): conform_dtype names the format."""
+
+    conform_dtype = "fp8_e4m3"
+
+
+# case.json's FP8 names (conform_case.py) <-> the case set's output dtypes.
+_FP8_FORMATS = {"f8_e4m3": "fp8_e4m3", "f8_e5m2": "fp8_e5m2"}
+_FP8_CASE_NAMES = {v: k for k, v in _FP8_FORMATS.items()}
+
+
+def _fp8_values(fmt):
+    """The 256 values of an OCP FP8 format by code (docs/numerics.md, "FP8"): E4M3 (bias 7, no
+    infinity, NaN only at S.1111.111), E5M2 (bias 15, IEEE-like)."""
+    mant, bias = (3, 7) if fmt == "fp8_e4m3" else (2, 15)
+    values = np.empty(256)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e, m = (code >> mant) & ((1 << (7 - mant)) - 1), code & ((1 << mant) - 1)
+        top = (1 << (7 - mant)) - 1
+        if fmt == "fp8_e4m3" and e == top and m == (1 << mant) - 1:
+            values[code] = np.nan
+        elif fmt == "fp8_e5m2" and e == top:
+            values[code] = sign * np.inf if m == 0 else np.nan
+        elif e == 0:
+            values[code] = sign * m * 2.0 ** (1 - bias - mant)
+        else:
+            values[code] = sign * (1 + m / 2.0 ** mant) * 2.0 ** (e - bias)
+    return values
+
+
+def _ml_float8(fmt):
+    try:
+        import ml_dtypes  # optional: real FP8 dtypes for NumPy
+    except ImportError:
+        return None
+    return {"fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2}[fmt]
+
+
 def _user_input(value):
     if isinstance(value, cc.BF16):
         return _bf16_from_bits(value.bits)
+    if isinstance(value, cc.FP8):
+        fmt = _FP8_FORMATS[value.fmt]
+        f8 = _ml_float8(fmt)
+        if f8 is not None:
+            return value.bits.view(f8)
+        v = _fp8_values(fmt)[value.bits].astype(np.float32).view(FP8Values)
+        v.conform_dtype = fmt
+        return v
     return value
+
+
+class _FP8Bits:
+    """FP8 bit patterns of an output (a PyTorch float8 tensor)."""
+
+    def __init__(self, bits):
+        self.bits = bits
+        self.shape = bits.shape
+
+
+def _fp8_output(a, fmt, where):
+    """An output in an FP8 format: bit patterns, ml_dtypes float8 of that format, or values that are
+    FP8 numbers of it exactly (a kernel rounds to FP8 itself; NaN stores the format's NaN)."""
+    name = _FP8_CASE_NAMES[fmt]
+    if isinstance(a, _FP8Bits) or (a.dtype.kind, a.dtype.itemsize) == ("u", 1):
+        return cc.FP8(np.ascontiguousarray(a.bits if isinstance(a, _FP8Bits) else a, dtype="|u1"), name)
+    if a.dtype.name in ("float8_e4m3fn", "float8_e5m2"):
+        if a.dtype != _ml_float8(fmt):
+            raise TypeError("%s: %s values for an %s output" % (where, a.dtype.name, fmt))
+        return cc.fp8(a)
+    if a.dtype.kind != "f":
+        raise TypeError("%s: dtype %s is not an FP8 format, bit patterns or float" % (where, a.dtype))
+    table = _fp8_values(fmt)
+    finite = np.isfinite(table) & (np.arange(256) != 0x80)  # +0 for zeros; -0 kept by sign below
+    codes = {float(v): c for c, v in enumerate(table) if finite[c]}
+    flat = np.asarray(a, dtype=np.float64).ravel()
+    bits = np.empty(flat.size, dtype=np.uint8)
+    nan_code = 0x7F if fmt == "fp8_e4m3" else 0x7E
+    for i, v in enumerate(flat):
+        if np.isnan(v):
+            bits[i] = nan_code
+        elif np.isinf(v) and fmt == "fp8_e5m2":
+            bits[i] = 0x7C | (0x80 if v < 0 else 0)
+        elif v == 0:
+            bits[i] = 0x80 if np.signbit(v) else 0
+        elif float(v) in codes:
+            bits[i] = codes[float(v)]
+        else:
+            raise ValueError("%s: element %d = %r is not an %s number (round to FP8 in the kernel)"
+                             % (where, i, float(v), fmt))
+    return cc.FP8(bits.reshape(a.shape), name)
 
 
 def _as_numpy(value, where):
@@ -98,6 +188,9 @@ def _as_numpy(value, where):
         t = value.detach().cpu() if hasattr(value, "detach") else value.cpu()
         if str(getattr(t, "dtype", "")) == "torch.bfloat16":  # NumPy has no bfloat16: the bits, exactly
             return _BF16Bits(cc.bf16_bits(t.float().numpy()))
+        if str(getattr(t, "dtype", "")).startswith("torch.float8"):  # nor FP8: the bit patterns
+            import torch
+            return _FP8Bits(t.contiguous().view(torch.uint8).numpy())
         return t.numpy()
     if hasattr(value, "__array__"):
         return np.asarray(value)
@@ -133,9 +226,13 @@ def _to_f32_round_to_odd(a):
 
 def _convert_output(value, dtype, shape, where):
     """An output converted to the case set's format: an array for write_case (bf16 as cc.BF16)."""
-    a = value if isinstance(value, _BF16Bits) else _as_numpy(value, where)
+    a = value if isinstance(value, (_BF16Bits, _FP8Bits)) else _as_numpy(value, where)
     if tuple(a.shape) != tuple(shape):
         raise ValueError("%s: shape %s, the case expects %s" % (where, list(a.shape), list(shape)))
+    if dtype in _FP8_CASE_NAMES:
+        return _fp8_output(a, dtype, where)
+    if isinstance(a, _FP8Bits):
+        raise TypeError("%s: FP8 values for a %s output" % (where, dtype))
     bf = _ml_bfloat16()
     is_bf16 = isinstance(a, _BF16Bits) or (bf is not None and a.dtype == bf)
     if dtype == "bf16":
