@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <new>
 #include <map>
@@ -23,6 +24,14 @@
 #include "numerics/tensor.hpp"
 
 namespace conform::bench {
+
+// CPU seconds of this thread (on a loaded machine the wall clock also counts
+// the time other processes held the core).
+inline double thread_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 // A page-aligned buffer of `bytes` (rounded up to a page), filled with `fill`.
 using Buffer = std::unique_ptr<char, decltype(&std::free)>;

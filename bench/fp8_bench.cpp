@@ -20,12 +20,6 @@ namespace {
 using conform::Format;
 using conform::Tensor;
 
-double thread_cpu_seconds() {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 std::map<std::string, double>& matmul_rate() {  // FLOP/s of the FP32 matmul per shape, this run
     static std::map<std::string, double> r;
     return r;
@@ -46,12 +40,12 @@ double run(benchmark::State& state, const char* name, const std::vector<Tensor>&
     for (const Tensor& t : in) views.push_back(t.view());
     const conform::Params p({{"block", 128.0}});
     const conform::KernelCall call{p, views, {y.view()}};
-    const double t0 = thread_cpu_seconds();
+    const double t0 = conform::bench::thread_cpu_seconds();
     for (auto _ : state) {
         k.fn(call);
         benchmark::DoNotOptimize(y.data());
     }
-    const double s = thread_cpu_seconds() - t0;
+    const double s = conform::bench::thread_cpu_seconds() - t0;
     state.counters["FLOP/s"] = benchmark::Counter(flop, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
     return flop * static_cast<double>(state.iterations()) / s;
 }

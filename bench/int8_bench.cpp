@@ -47,20 +47,14 @@ std::map<std::int64_t, double>& fp32_rate() {  // OP/s of the Eigen GEMM per M, 
     return r;
 }
 
-double thread_cpu_seconds() {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 // Runs `call` under the state's loop; returns the operations per second of
 // CPU time (as the OP/s counter reports them: on a loaded machine the wall
 // clock also counts the time other processes held the core).
 template <class F>
 double timed(benchmark::State& state, std::int64_t m, F&& call) {
-    const double t0 = thread_cpu_seconds();
+    const double t0 = conform::bench::thread_cpu_seconds();
     for (auto _ : state) call();
-    const double s = thread_cpu_seconds() - t0;
+    const double s = conform::bench::thread_cpu_seconds() - t0;
     const double ops = 2.0 * static_cast<double>(m) * kK * kN;
     state.counters["OP/s"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
     return ops * static_cast<double>(state.iterations()) / s;

@@ -7,8 +7,6 @@
 namespace conform::moe_slots {
 namespace {
 
-bool optional(Slot s) { return s == shared_gate_up || s == shared_down || s == norm_weight || s == bias; }
-
 // A candidate's outputs are three rank-2 tensors; no input after the
 // required ones has rank 2 (the shared experts have rank 3, the rest 1).
 bool staged_list(const std::vector<TensorView>& in, std::size_t required) {
@@ -51,8 +49,9 @@ Layer read_layer(const std::string& op, const Params& p, const std::vector<Tenso
         throw std::invalid_argument(op + ": expects " + std::to_string(required) + " to " + std::to_string(order.size()) +
                                     " inputs, got " + std::to_string(given));
     l.at.fill(-1);
+    const std::vector<std::string>& names = find_op(op)->inputs;  // in the order of `order`
     for (std::size_t i = 0; i < given; ++i)
-        if (!(optional(order[i]) && in[i].numel() == 0)) l.at[order[i]] = static_cast<int>(i);
+        if (!(optional_input(names[i]) && in[i].numel() == 0)) l.at[order[i]] = static_cast<int>(i);
     l.outputs_at = given;
     const TensorView& xv = l.in(in, x);
     require_rank(op, "x", xv, 2);

@@ -5,9 +5,8 @@
 
 #include "numerics/moe_slots.hpp"
 #include "oracle/bound.hpp"
-#include "oracle/moe_layer.hpp"
-#include "oracle/structured.hpp"
 #include "properties/common.hpp"
+#include "properties/verdict.hpp"
 
 namespace conform::props {
 namespace {
@@ -148,29 +147,27 @@ Testable grouped_equals_dense(const KernelInfo& k) {
         const KernelInfo* dense = builtin_registry().find("cpu.dense." + k.op + "." + name(k.in));
         RC_PRE(dense != nullptr);
         const Case c = build_case(layer_spec(k));
-        const auto g = run_kernel(k, c.params, c.views()), d = run_kernel(*dense, c.params, c.views());
-        std::vector<TensorView> staged = c.views();
-        for (const Tensor& t : g) staged.push_back(t.view());
-        const std::vector<Format> formats{k.in, Format::fp32, Format::fp32};
-        const auto ref = oracle::evaluate_structured(k.op, c.params, staged, formats);
-        const auto bound = oracle::find_structured_bound(k.op)(c.params, staged, ref.exact, k.acc, formats);
-        const std::int64_t T = g[0].shape()[0], C = g[0].shape()[1], K = g[1].shape()[1];
+        const CaseEval e = evaluate_case(k, c.params, c.views());  // the kernel, staged oracle and bounds
+        const auto d = run_kernel(*dense, c.params, c.views());
+        const Tensor* g[] = {&e.outputs[0].got, &e.outputs[1].got, &e.outputs[2].got};
+        const std::vector<double>& bound = e.outputs[0].rigorous;
+        const std::int64_t T = g[0]->shape()[0], C = g[0]->shape()[1], K = g[1]->shape()[1];
         for (std::int64_t t = 0; t < T; ++t) {
             bool same = true;
             for (std::int64_t j = 0; j < K; ++j)  // the same experts, and the same ones dropped by capacity (weight 0)
-                same = same && g[1].bits(t * K + j) == d[1].bits(t * K + j) &&
-                       (g[2].value(t * K + j) == 0) == (d[2].value(t * K + j) == 0);
+                same = same && g[1]->bits(t * K + j) == d[1].bits(t * K + j) &&
+                       (g[2]->value(t * K + j) == 0) == (d[2].value(t * K + j) == 0);
             if (!same) continue;
             for (std::int64_t i = t * C; i < (t + 1) * C; ++i) {
-                const double b = bound[0][static_cast<std::size_t>(i)], vg = g[0].value(i), vd = d[0].value(i);
+                const double b = bound[static_cast<std::size_t>(i)], vg = g[0]->value(i), vd = d[0].value(i);
                 if (b == oracle::kUndefined) continue;
                 if (std::isnan(b)) {
                     if (std::isnan(vg) != std::isnan(vd))
-                        RC_FAIL(at(g[0], i) + ": grouped " + hexfloat(vg) + ", dense " + hexfloat(vd));
+                        RC_FAIL(at(*g[0], i) + ": grouped " + hexfloat(vg) + ", dense " + hexfloat(vd));
                     continue;
                 }
                 if (!(std::fabs(vg - vd) <= 2 * b))
-                    RC_FAIL(at(g[0], i) + ": grouped " + hexfloat(vg) + ", dense-masked " +
+                    RC_FAIL(at(*g[0], i) + ": grouped " + hexfloat(vg) + ", dense-masked " +
                             hexfloat(vd) + ", more than twice the budget " + hexfloat(b) + " apart");
             }
         }

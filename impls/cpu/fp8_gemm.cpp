@@ -81,8 +81,7 @@ void block_simd(const Operands& o, std::int64_t kb, std::vector<float>& acc) {
         const std::uint8_t* row = o.b.row<std::uint8_t>(k0 + t);
         for (std::int64_t j = 0; j < n; ++j) pb[t * n + j] = o.lut[row[j]];
     }
-    const Params none;
-    matmul_call(KernelCall{none, {a.view(), b.view()}, {c.view()}}, best_matmul_path(Format::fp32));
+    matmul_into(a.view(), b.view(), c.view(), best_matmul_path(Format::fp32));
     const auto* pc = static_cast<const float*>(c.data());
     std::vector<float> sb(static_cast<std::size_t>(n));  // B's scale of each column for this block
     for (std::int64_t j = 0; j < n; ++j) sb[static_cast<std::size_t>(j)] = o.sb_at(kb, j);

@@ -452,6 +452,11 @@ MatmulPath best_matmul_path(Format f) {
     return MatmulPath::scalar;
 }
 
+void matmul_into(const TensorView& a, const TensorView& b, const TensorView& y, MatmulPath p) {
+    const Params none;
+    matmul_call(KernelCall{none, {a, b}, {y}}, p);
+}
+
 void matmul_call(const KernelCall& c, MatmulPath p, bool guard) {
     const Dims d = check(c);
     const Format f = c.in[0].format;

@@ -30,6 +30,10 @@ const char* name(MatmulPath p);
 // The op on one call by path p (a, b and y row-major with contiguous rows).
 // `guard` false runs dpbf16 even where it flushes (the daz mutant).
 void matmul_call(const KernelCall& c, MatmulPath p, bool guard = true);
+// y = a b into a preallocated y (its format the output option): the kernel
+// as a building block of other kernels (the router's logits, MoE experts,
+// FP8 blocks).
+void matmul_into(const TensorView& a, const TensorView& b, const TensorView& y, MatmulPath p);
 
 // True when vdpbf16ps cannot meet a subnormal on these BF16 operands: the
 // smallest exponents of their nonzero finite entries sum to >= -112, so

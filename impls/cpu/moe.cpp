@@ -86,8 +86,7 @@ void moe_router_call(const KernelCall& c, bool simd, const RouterFlaws& f) {
     if (has_bias && c.in[2].numel() != r.e)
         throw std::invalid_argument("moe_router kernel: selection_bias must have E = " + std::to_string(r.e) + " entries");
     Tensor logits(Format::fp32, {r.t, r.e});
-    const Params none;
-    matmul_call(KernelCall{none, {x, w}, {logits.view()}}, simd ? best_matmul_path(x.format) : MatmulPath::scalar);
+    matmul_into(x, w, logits.view(), simd ? best_matmul_path(x.format) : MatmulPath::scalar);
     const float* lg = static_cast<const float*>(logits.data());
     const TensorView &idx = c.out.at(0), &wt = c.out.at(1), &kept = c.out.at(2);
     const double nan = std::numeric_limits<double>::quiet_NaN();

@@ -21,8 +21,7 @@ using moe_slots::Layer;
 
 Tensor gemm(const TensorView& a, const TensorView& b, Format out, MatmulPath path) {
     Tensor y(out, {a.shape[0], b.shape[1]});
-    const Params none;
-    matmul_call(KernelCall{none, {a, b}, {y.view()}}, path);
+    matmul_into(a, b, y.view(), path);
     return y;
 }
 
