@@ -20,9 +20,12 @@ const char* name(MlpKind k) {
         case MlpKind::swiglu: return "swiglu";
         case MlpKind::situ_glu: return "situ_glu";
         case MlpKind::gelu: return "gelu";
+        case MlpKind::moe: return "moe";
+        case MlpKind::latent_moe: return "latent_moe";
     }
     return "?";
 }
+const char* name(RouterScore s) { return s == RouterScore::softmax ? "softmax" : "sigmoid"; }
 const char* name(NormKind k) { return k == NormKind::rms_norm ? "rms_norm" : "layer_norm"; }
 const char* name(Placement p) { return p == Placement::pre ? "pre" : "post"; }
 const char* name(ResidualKind r) { return r == ResidualKind::plain ? "plain" : "mhc"; }
@@ -77,6 +80,16 @@ void check_conventions(const Conventions& conv) {
     }
 }
 
+// MoE MLPs: the router and expert shapes (capacity is not a model key: inference drops no token).
+void validate_moe(const ModelContract& c) {
+    require_positive("experts", c.experts);
+    require_positive("expert_ffn", c.expert_ffn);
+    if (c.top_k < 1 || c.top_k > c.experts)
+        fail("top_k", "must be in [1, experts = " + std::to_string(c.experts) + "] (is " + std::to_string(c.top_k) + ")");
+    if (c.shared_experts < 0) fail("shared_experts", "must be >= 0");
+    if (c.mlp == MlpKind::latent_moe) require_positive("latent_dim", c.latent_dim);
+}
+
 }  // namespace
 
 void validate(const ModelContract& c) {
@@ -107,6 +120,7 @@ void validate(const ModelContract& c) {
         if (c.placement != Placement::pre) fail("residual", "mhc needs placement pre");
         if (c.residual_scale != 1) fail("residual_scale", "must be 1 with mhc (c = 2 sigmoid(gamma) scales the branch)");
     }
+    if (c.moe()) validate_moe(c);
     check_conventions(c.conventions);
 }
 
@@ -234,7 +248,17 @@ const std::map<std::string, Field>& fields() {
         {"qk_norm", bool_field(&ModelContract::qk_norm)},
         {"rope_base", num_field(&ModelContract::rope_base)},
         {"rotary_dim", int_field(&ModelContract::rotary_dim)},
-        {"mlp", enum_field(&ModelContract::mlp, {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu})},
+        {"mlp", enum_field(&ModelContract::mlp,
+                           {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe})},
+        {"experts", int_field(&ModelContract::experts)},
+        {"top_k", int_field(&ModelContract::top_k)},
+        {"shared_experts", int_field(&ModelContract::shared_experts)},
+        {"expert_ffn", int_field(&ModelContract::expert_ffn)},
+        {"router_score", enum_field(&ModelContract::router_score, {RouterScore::softmax, RouterScore::sigmoid})},
+        {"renormalize", bool_field(&ModelContract::renormalize)},
+        {"selection_bias", bool_field(&ModelContract::selection_bias)},
+        {"latent_dim", int_field(&ModelContract::latent_dim)},
+        {"normalized", bool_field(&ModelContract::normalized)},
         {"situ_beta1", num_field(&ModelContract::situ_beta1)},
         {"situ_beta2", num_field(&ModelContract::situ_beta2)},
         {"dtype", format_field(&ModelContract::dtype)},

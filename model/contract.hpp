@@ -17,13 +17,15 @@
 namespace conform::model {
 
 enum class AttentionKind { softmax, gated, gdn, kda };
-enum class MlpKind { swiglu, situ_glu, gelu };  // gelu: h = gelu(up), no gate
+enum class MlpKind { swiglu, situ_glu, gelu, moe, latent_moe };  // gelu: h = gelu(up), no gate
+enum class RouterScore { softmax, sigmoid };
 enum class NormKind { rms_norm, layer_norm };
 enum class Placement { pre, post };
 enum class ResidualKind { plain, mhc };
 
 const char* name(AttentionKind k);
 const char* name(MlpKind k);
+const char* name(RouterScore s);
 const char* name(NormKind k);
 const char* name(Placement p);
 const char* name(ResidualKind r);
@@ -68,6 +70,15 @@ struct ModelContract {
     // MLP.
     MlpKind mlp = MlpKind::swiglu;
     double situ_beta1 = 4, situ_beta2 = 25;
+    // MoE MLPs (mlp: moe | latent_moe; docs/moe.md, "In the model"): the
+    // router's top_k of `experts` SwiGLU experts of hidden size expert_ffn
+    // each, plus `shared_experts` always-on experts of the same size.
+    std::int64_t experts = 8, top_k = 2, shared_experts = 1, expert_ffn = 32;
+    RouterScore router_score = RouterScore::softmax;
+    bool renormalize = true;      // weights over the k chosen (or the raw scores)
+    bool selection_bias = false;  // DeepSeek-V3's aux-loss-free bias: chooses, never weighs
+    std::int64_t latent_dim = 32; // latent_moe: the routed experts' width L
+    bool normalized = true;       // latent_moe: RMSNorm(u) before latent_up (eps: the contract's)
     // Formats: weights, activations and every point of the model are stored in
     // `dtype`; kernels accumulate in FP32.
     Format dtype = Format::fp32;
@@ -80,6 +91,7 @@ struct ModelContract {
     Conventions conventions = default_conventions();
 
     AttentionKind layer_kind(std::int64_t layer) const;  // hybrid: layer % 4 == 3 is full attention
+    bool moe() const { return mlp == MlpKind::moe || mlp == MlpKind::latent_moe; }
 };
 
 // std::invalid_argument naming the field ("contract.heads: must divide ...").

@@ -83,6 +83,7 @@ bool fill_local(const ModelContract& c, const Step& s, DumpValues& dump, const L
     else if (!lr.missing.empty()) r.missing = joined(lr.missing);
     if (!r.missing.empty()) return false;
     r.local = lr.local;
+    r.note = lr.note;
     if (exceeds(lr.local)) try_conventions(c, s, dump, lr, r);
     return true;
 }

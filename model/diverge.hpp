@@ -47,6 +47,7 @@ struct PointReport {
     std::string missing;                       // not_checkable: which inputs the dump lacks
     std::vector<std::string> conventions_tried;  // "rope_pairing=interleaved: util 0.3"
     std::optional<std::string> convention_match;  // "rope_pairing=interleaved"
+    std::string note;  // what the local verdict counted (router points: ambiguous and accepted selections)
 };
 
 struct DivergeReport {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "model/metrics.hpp"
+#include "model/moe_steps.hpp"
 
 namespace conform::model {
 
@@ -76,7 +77,13 @@ LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump)
     lr.cand = dump.get(s.point);
     lr.format = t->format();
     const Lookup get = lookup(dump);
-    lr.ref = eval_step(c, s, get, c.conventions);
+    if (s.kind == StepKind::router) {  // ambiguity-aware: the candidate's selection where the budget admits it
+        RouterCounts counts;
+        lr.ref = eval_router_step(c, op_call(c, s, get, c.conventions), &lr.cand, &counts);
+        lr.note = counts.note();
+    } else {
+        lr.ref = eval_step(c, s, get, c.conventions);
+    }
     const StepBound b = step_bound(c, s, get, lr.ref, c.conventions, lr.format);
     lr.allowed = allowed_of(b);
     const bool inherited = std::any_of(s.inputs.begin(), s.inputs.end(), [&](const std::string& n) { return any_special(dump.get(n)); });

@@ -47,6 +47,7 @@ struct LocalResult {
     std::vector<double> allowed;       // budget + FP64-tier bound, per element
     ErrorMetrics local;
     double oracle_ratio = 0;           // max FP64-tier bound / budget of the step
+    std::string note;                  // what the verdict counted (PointReport::note)
 };
 
 LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump);

@@ -35,6 +35,7 @@ nlohmann::json point_json(const PointReport& p) {
                         {"conventions_tried", p.conventions_tried},
                         {"convention_match", p.convention_match ? nlohmann::json(*p.convention_match) : nullptr}};
     if (!p.missing.empty()) j["missing"] = p.missing;
+    if (!p.note.empty()) j["note"] = p.note;
     return j;
 }
 
@@ -125,6 +126,7 @@ Table layer_table(const std::vector<PointReport>& ps, std::int64_t layer, bool w
         std::string status = name(p.status);
         if (!p.missing.empty()) status += " (missing " + p.missing + ")";
         if (p.convention_match) status += " (matches " + *p.convention_match + ")";
+        if (!p.note.empty()) status += " (" + p.note + ")";
         t.push_back({p.point, name(p.kind), with_propagated ? pair(l.max_ulp, g.max_ulp) : number(l.max_ulp),
                      with_propagated ? pair(l.max_rel, g.max_rel) : number(l.max_rel),
                      with_propagated ? pair(l.cosine, g.cosine) : number(l.cosine),

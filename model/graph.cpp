@@ -24,6 +24,9 @@ const char* name(StepKind k) {
         case StepKind::hc_mix: return "hc_mix";
         case StepKind::hc_update: return "hc_update";
         case StepKind::sinkhorn: return "sinkhorn";
+        case StepKind::router: return "router";
+        case StepKind::moe: return "moe";
+        case StepKind::latent_out: return "latent_out";
     }
     return "?";
 }
@@ -188,7 +191,43 @@ private:
         return matmul("attn_out", attn, "o", C_, H * d, c_.o_bias, true);
     }
 
+    // The MoE MLP: the router point, then the experts on its selection.
+    // Expert weights are in the registry ops' layouts (numerics/op.cpp):
+    // [in, out] per matrix, experts stacked first.
+    std::string moe_mlp(const std::string& x) {
+        const std::int64_t E = c_.experts, S = c_.shared_experts, F = c_.expert_ffn;
+        const bool latent = c_.mlp == MlpKind::latent_moe;
+        const std::int64_t W = latent ? c_.latent_dim : C_;
+        std::vector<std::pair<std::string, Shape>> rw{{"router.weight", {C_, E}}};
+        if (c_.selection_bias) rw.push_back({"router.bias", {E}});
+        const std::string r = step("router", StepKind::router, {x}, rw, {T_, 2 * c_.top_k});
+        step_format(Format::fp32);
+        // mlp_out reads the router's weights too: the layer op's inputs (its
+        // dimensions, and the routing of the MPFR cross-check).
+        std::vector<std::pair<std::string, Shape>> w = rw;
+        w.push_back({"experts.gate_up.weight", {E, W, 2 * F}});
+        w.push_back({"experts.down.weight", {E, F, W}});
+        if (S > 0) {
+            w.push_back({"shared.gate_up.weight", {S, C_, 2 * F}});
+            w.push_back({"shared.down.weight", {S, F, C_}});
+        }
+        if (latent) {
+            w.push_back({"latent.down.weight", {C_, W}});
+            w.push_back({"latent.up.weight", {W, C_}});
+            if (c_.normalized) w.push_back({"latent_norm.weight", {W}});
+        }
+        if (!latent) return step("mlp_out", StepKind::moe, {x, r}, w, {T_, C_}, true);
+        // latent_moe in two points: RMSNorm(u) has no useful bound when u's
+        // own budget nears |u| / 8, which the four stored stages before it
+        // reach in BF16 (docs/moe.md, "In the model").
+        const std::string u = step("latent_u", StepKind::moe, {x, r}, w, {T_, W});
+        return step("mlp_out", StepKind::latent_out, {x, u}, w, {T_, C_}, true);
+    }
+
+    void step_format(Format f) { steps.back().format = f; }
+
     std::string mlp(const std::string& x) {
+        if (c_.moe()) return moe_mlp(x);
         const std::int64_t F = c_.ffn;
         std::string h;
         if (c_.mlp == MlpKind::gelu) {

@@ -51,6 +51,12 @@ enum class StepKind {
                  //      no weight: a_i = 1/n (the stream mean, the model's output)
     hc_update,   // mHC: X' = B X + c (x) f, c = 2 sigmoid(gamma): in {X, f, B}, {gamma [n]}
     sinkhorn,    // mHC: B = sinkhorn(logits [n, n]): in {}, weights {logits}
+    router,      // MoE: moe_router of x: in {x}, weights {router [C, E][, bias [E]]}; the point [T, 2k]
+                 //      holds each token's k expert ids, then their k weights (FP32)
+    moe,         // MoE: the routed experts on the router point's selection: in {x, router}; weights: every
+                 //      weight of the layer (the registry op's inputs).  moe: y with the shared experts;
+                 //      latent_moe: u [T, L], their weighted sum in the latent space
+    latent_out,  // latent_moe: y = shared(x) + RMSNorm(u) latent_up (or u latent_up): in {x, u}, the layer's weights
     // mHC: an X of shape [T, C] (the model input) is n copies of itself.
 };
 const char* name(StepKind k);

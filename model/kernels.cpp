@@ -6,8 +6,10 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "impls/cpu/moe.hpp"
 #include "impls/registry.hpp"
 #include "model/layout.hpp"
+#include "model/moe_steps.hpp"
 #include "model/run.hpp"
 
 namespace conform::model {
@@ -171,12 +173,42 @@ struct Executor {
         for (const Tensor& t : call.in) in.push_back(converted(t.view(), k->in));
         for (const Tensor& t : in) views.push_back(t.view());
         const std::vector<Tensor> out = run_kernel(*k, call.params, views);
-        Tensor y = point_from_op(call, s, out.at(0).view());
+        Tensor y = s.kind == StepKind::router ? router_point(out.at(0).view(), out.at(1).view())
+                                              : point_from_op(call, s, out.at(0).view());
+        return y.format() == s.format ? y : converted(y.view(), s.format);
+    }
+
+    // The MoE steps by the CPU kernels' grouped experts (one GEMM pair per
+    // expert on its gathered tokens, intermediates in the model format): the
+    // moe step on the router point's selection and FP32 weights (latent_moe:
+    // u), latent_out from the stored u.
+    Tensor moe_step(const Step& s, const TensorLookup& get) const {
+        const OpCall call = op_call(c, s, get, conv);
+        std::vector<Tensor> in;
+        std::vector<TensorView> views;
+        for (const Tensor& t : call.in) in.push_back(t.numel() == 0 ? copy_tensor(t.view()) : converted(t.view(), c.dtype));
+        for (const Tensor& t : in) views.push_back(t.view());
+        Tensor y(c.dtype, s.shape);
+        const bool latent = c.mlp == MlpKind::latent_moe;
+        if (s.kind == StepKind::latent_out) {
+            const Tensor none(Format::fp32, {0});
+            cpu::moe_latent_out_call(KernelCall{call.params, views, {y.view(), none.view(), none.view()}}, true,
+                                     get(s.inputs.at(1)).view());
+        } else {
+            auto [idx, w] = split_router_point(get(s.inputs.at(1)).view());
+            Tensor kept(Format::fp32, idx.shape());
+            for (std::int64_t i = 0; i < kept.numel(); ++i) kept.set_value(i, 1.0);
+            cpu::moe_experts_call(KernelCall{call.params, views, {y.view(), idx.view(), w.view()}}, latent, true,
+                                  cpu::ExpertForm::grouped, kept.view(), {},
+                                  latent ? cpu::MoeStage::latent_u : cpu::MoeStage::all);
+        }
         return y.format() == s.format ? y : converted(y.view(), s.format);
     }
 
     Tensor step(const Step& s, const TensorLookup& get) const {
         switch (s.kind) {
+            case StepKind::moe:
+            case StepKind::latent_out: return moe_step(s, get);
             case StepKind::matmul: {
                 const Tensor* b = s.weights.size() > 1 ? &get(s.weights[1]) : nullptr;
                 TensorView bv = b ? b->view() : TensorView{};
@@ -204,6 +236,10 @@ const KernelInfo* find_mutant(const ModelContract& c, const std::vector<Step>& g
     if (opt.at < 0 || opt.at >= c.layers)
         throw std::invalid_argument("run_kernels: --at " + std::to_string(opt.at) + " is outside layers [0, " +
                                     std::to_string(c.layers) + ")");
+    if (k->op == "moe" || k->op == "latent_moe")
+        throw std::invalid_argument("run_kernels: " + opt.mutant + " is a whole-layer mutant; the model runs an MoE "
+                                    "layer as its router step and the experts on the router point (docs/moe.md, \"In "
+                                    "the model\"): substitute a moe_router mutant");
     for (const Step& s : graph)
         if (s.layer == opt.at && step_op(c, s, conv) == k->op) return k;
     throw std::invalid_argument("run_kernels: layer " + std::to_string(opt.at) + " has no " + k->op + " step for " +

@@ -5,6 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "model/moe_steps.hpp"
+
 namespace conform::model {
 
 // ---- Values and tensors ------------------------------------------------------
@@ -216,6 +218,33 @@ void norm_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLo
     call.unexpressed = norm_unexpressed(conv);
 }
 
+// A weight of step s by the end of its name, copied; an empty tensor (an
+// absent optional input of the op) when the step has none.
+Tensor weight_or_empty(const Step& s, const ViewLookup& get, const std::string& tail) {
+    for (const std::string& w : s.weights)
+        if (w.size() > tail.size() && w.compare(w.size() - tail.size(), tail.size(), tail) == 0) return copy_tensor(get(w));
+    return Tensor(Format::fp32, {0});
+}
+
+// router: moe_router's x, w [C, E][, bias]; moe: the layer op's inputs in
+// its order (numerics/moe_slots.hpp), absent optional ones empty in place.
+void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get) {
+    call.in.push_back(copy_tensor(get(s.inputs[0])));
+    if (s.kind == StepKind::router) {
+        call.params = router_params(c);
+        for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
+        return;
+    }
+    call.params = moe_layer_params(c);
+    const bool latent = c.mlp == MlpKind::latent_moe;
+    std::vector<std::string> tails{".router.weight"};
+    if (latent) tails.insert(tails.end(), {".latent.down.weight", ".latent.up.weight"});
+    tails.insert(tails.end(), {".experts.gate_up.weight", ".experts.down.weight", ".shared.gate_up.weight", ".shared.down.weight"});
+    if (latent) tails.push_back(".latent_norm.weight");
+    tails.push_back(".router.bias");
+    for (const std::string& t : tails) call.in.push_back(weight_or_empty(s, get, t));
+}
+
 }  // namespace
 
 std::string step_op(const ModelContract& c, const Step& s, const Conventions& conv) {
@@ -232,6 +261,9 @@ std::string step_op(const ModelContract& c, const Step& s, const Conventions& co
         case StepKind::gdn: return "gdn";
         case StepKind::kda: return "kda";
         case StepKind::sinkhorn: return "sinkhorn";
+        case StepKind::router: return "moe_router";
+        case StepKind::moe:
+        case StepKind::latent_out: return c.mlp == MlpKind::latent_moe ? "latent_moe" : "moe";
         default: return "";
     }
 }
@@ -279,6 +311,9 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             call.params = Params({{"iters", kSinkhornIters}});
             call.in.push_back(copy_tensor(get(s.weights[0])));
             break;
+        case StepKind::router:
+        case StepKind::moe:
+        case StepKind::latent_out: moe_call(call, c, s, get); break;
         case StepKind::matmul:
         case StepKind::mul:
         case StepKind::add:

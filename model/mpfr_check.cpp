@@ -169,8 +169,57 @@ struct Checker {
         return r;
     }
 
+    // A [1, n] fp64 tensor of row t of a [T, 2k] router point: its ids (half
+    // 0) or weights (half 1).
+    static Tensor router_half(const Values& rp, std::int64_t t, std::int64_t k, int half) {
+        Tensor h(Format::fp64, {1, k});
+        for (std::int64_t j = 0; j < k; ++j) h.set_value(j, rp.v[static_cast<std::size_t>(t * 2 * k + half * k + j)]);
+        return h;
+    }
+
+    // MoE steps on sampled tokens by the registry oracle, staged with the
+    // FP64 tier's router point (its selection taken where the budget admits
+    // it, the MPFR weights of that selection): moe_router on the token's row
+    // (ids and weights), the layer op (its y row: moe's mlp_out, and
+    // latent_moe's, which the FP64 tier computed through its u point).
+    Sample moe(const Step& s) {
+        const bool router = s.kind == StepKind::router;
+        // latent_moe's u is no op's output: its check is latent_out's.
+        if (s.kind == StepKind::moe && c.mlp == MlpKind::latent_moe) return {};
+        const OpCall call = op_call(c, s, get, c.conventions);
+        const std::int64_t K = c.top_k, C = c.width;
+        const Values& rp = get(router ? s.point : "layers." + std::to_string(s.layer) + ".router");
+        Sample r;
+        for (int k = 0; k < n; ++k) {
+            const std::int64_t t = pick(c.tokens);
+            std::vector<Tensor> held{copy_tensor(call.in[0].view().slice_first(t, t + 1))};
+            for (std::size_t i = 1; i < call.in.size(); ++i) held.push_back(copy_tensor(call.in[i].view()));
+            if (!router) held.push_back(to_tensor(Values{{1, C}, {get(s.point).v.begin() + t * C, get(s.point).v.begin() + (t + 1) * C}}));
+            held.push_back(router_half(rp, t, K, 0));
+            held.push_back(router_half(rp, t, K, 1));
+            if (router) {
+                held.push_back(to_tensor(Values{{1, K}, std::vector<double>(static_cast<std::size_t>(K), 1.0)}));  // kept
+                held.push_back(to_tensor(Values{{1}, {0.0}}));  // loss
+            }
+            std::vector<TensorView> views;
+            for (const Tensor& h : held) views.push_back(h.view());
+            const oracle::OpOutputs out = oracle::find_structured(call.op)(call.params, views);
+            if (router)
+                for (std::int64_t j = 0; j < K; ++j) {
+                    r.push_back({t * 2 * K + j, out.values[0][static_cast<std::size_t>(j)]});
+                    r.push_back({t * 2 * K + K + j, out.values[1][static_cast<std::size_t>(j)]});
+                }
+            else
+                for (std::int64_t i = 0; i < C; ++i) r.push_back({t * C + i, out.values[0][static_cast<std::size_t>(i)]});
+        }
+        return r;
+    }
+
     Sample step(const Step& s) {
         switch (s.kind) {
+            case StepKind::router:
+            case StepKind::moe:
+            case StepKind::latent_out: return moe(s);
             case StepKind::matmul: return matmul(s);
             case StepKind::add:
             case StepKind::mul:

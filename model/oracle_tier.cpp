@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "model/layout.hpp"
+#include "model/moe_steps.hpp"
 #include "model/run.hpp"
 #include "oracle/activation.hpp"
 #include "oracle/attention.hpp"
@@ -258,6 +259,9 @@ Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const
         case StepKind::hc_mix: return hc_mix(c, get(s.inputs[0]), s.weights.empty() ? nullptr : &get(s.weights[0]));
         case StepKind::hc_update:
             return hc_update(c, get(s.inputs[0]), get(s.inputs[1]), get(s.inputs[2]), get(s.weights[0]));
+        case StepKind::router: return eval_router_step(c, op_call(c, s, get, conv));
+        case StepKind::moe: return eval_moe_step(op_call(c, s, get, conv), get(s.inputs[1]));
+        case StepKind::latent_out: return eval_latent_out_step(op_call(c, s, get, conv), get(s.inputs[1]));
         default: break;
     }
     const OpCall call = op_call(c, s, get, conv);

@@ -10,6 +10,7 @@
 
 #include <Eigen/Core>
 
+#include "model/moe_steps.hpp"
 #include "model/step_bound_structured.hpp"
 #include "oracle/bound.hpp"
 
@@ -358,6 +359,9 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::gdn:
         case StepKind::kda:
         case StepKind::sinkhorn: return structured_step_bound(c, s, get, ref, conv, out);
+        case StepKind::router: return router_step_bound(op_call(c, s, get, conv), ref, out);
+        case StepKind::moe: return moe_step_bound(c, op_call(c, s, get, conv), get(s.inputs.at(1)), ref, out);
+        case StepKind::latent_out: return latent_out_step_bound(c, op_call(c, s, get, conv), get(s.inputs.at(1)), ref, out);
     }
     throw std::invalid_argument(std::string("no local budget for step kind ") + name(s.kind));
 }

@@ -23,8 +23,6 @@
 namespace conform::model {
 namespace {
 
-constexpr double kTierScale = 0x1p-29;  // u64 / u32
-
 // The op's exact outputs as the bound functions take them: output 0 in the
 // op's layout; the others (attention's lse, the delta rule's final state)
 // enter only their own outputs' bounds, which the point does not have, so
@@ -67,7 +65,7 @@ StepBound structured_step_bound(const ModelContract& c, const Step& s, const Loo
     const std::vector<Format> fp32(exact.size(), Format::fp32);
     std::vector<double> budget = fn(call.params, views, exact, Format::fp32, fp32).at(0);
     std::vector<double> orc = budget;
-    for (double& b : orc) b *= kTierScale;
+    for (double& b : orc) b *= kFp64TierScale;
     // The FP32-output bound plus one rounding into `out`: covers a kernel of
     // the model's format (one rounding into it) and an FP32 kernel whose
     // result the executor converts (gdn/kda have no fp16 kernel).

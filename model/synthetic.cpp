@@ -53,7 +53,28 @@ struct Law {
     double offset = 0, scale = 1;
 };
 
+// The MoE weights are in the registry ops' [in, out] layouts (experts
+// stacked first): the fan-in is dimension 0 of a matrix, 1 of a stack.
+Law moe_law(const ModelContract& c, const std::string& name, const std::vector<std::int64_t>& shape) {
+    const double fan_in = static_cast<double>(shape.size() == 3 ? shape[1] : shape[0]);
+    double s = 1 / std::sqrt(fan_in);
+    // The output projections of the layer: the routed experts' down
+    // projection only where nothing follows it (moe, not latent_moe).
+    const bool out = ends_with(name, "shared.down.weight") || ends_with(name, "latent.up.weight") ||
+                     (ends_with(name, "experts.down.weight") && c.mlp == MlpKind::moe);
+    if (out) s /= std::sqrt(2.0 * static_cast<double>(c.layers));
+    return {0, s};
+}
+
+bool moe_weight(const std::string& name) {
+    for (const char* part : {".router.weight", ".experts.", ".shared.", ".latent."})
+        if (name.find(part) != std::string::npos) return true;
+    return false;
+}
+
 Law law(const ModelContract& c, const std::string& name, const std::vector<std::int64_t>& shape) {
+    if (ends_with(name, "latent_norm.weight")) return {1, 0.1};  // applied as w, never 1 + w
+    if (moe_weight(name)) return moe_law(c, name, shape);
     const bool norm = ends_with(name, "norm.weight");
     if (norm) return {c.zero_centered && c.norm == NormKind::rms_norm ? 0.0 : 1.0, 0.1};
     if (ends_with(name, ".bias")) return {0, 0.1};

@@ -26,6 +26,29 @@ OpOutputs route_layer(const moe_slots::Layer& l, const Params& p, const std::vec
 // y's format (docs/moe.md, "Error budget of the layer"); indices exact;
 // weights as moe_router's.  NaN (compare classes) on tokens whose exact y
 // is NaN, kUndefined where a stage may overflow or the router is undefined.
+// A routing of every token's k slots ([T, k] each, row-major): expert ids
+// (NaN on a token the router found non-finite), weights, a bound on each
+// weight's error (kUndefined: not bounded) and kept (1 or 0).
+struct GivenRouting {
+    std::vector<double> indices, weights, weight_err, kept;
+};
+// Where a budget stops: y of the layer, latent_moe's u (the routed experts'
+// weighted sum, [T, L]), or latent_moe's y from a given u.
+enum class BoundStage { all, latent_u, latent_out };
+// y's (or u's) budget given the routing (the stages after the router, as
+// moe_bound and latent_moe_bound compute them for the router's own
+// outputs), for a kernel storing every intermediate in `store` and
+// accumulating in `acc`: NaN rows on tokens with NaN indices, kUndefined
+// rows where a stage may overflow or the RMSNorm bound would be vacuous.
+std::vector<double> moe_bound_given_routing(const moe_slots::Layer& l, const std::vector<TensorView>& in,
+                                            const GivenRouting& r, Format store, Format acc,
+                                            BoundStage stage = BoundStage::all);
+// latent_moe's y budget from the exact values u [T, L] (the model's stored
+// u point): RMSNorm (if normalized), latent_up, the shared experts and the
+// sum; NaN rows where u has a non-finite value.
+std::vector<double> latent_out_bound(const moe_slots::Layer& l, const std::vector<TensorView>& in,
+                                     const std::vector<double>& u, Format store, Format acc);
+
 std::vector<std::vector<double>> moe_bound(const Params& params, const std::vector<TensorView>& in,
                                            const std::vector<std::vector<double>>& exact, Format acc,
                                            const std::vector<Format>& out);

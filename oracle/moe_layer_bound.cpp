@@ -152,40 +152,61 @@ Approx exact_row(const TensorView& x, std::int64_t t, std::int64_t c) {
     return a;
 }
 
-// y's bound on token t given the router's exact outputs rx and their bounds rb.
-std::vector<double> token_bound(const Layer& l, const std::vector<TensorView>& in, std::int64_t t,
-                                const std::vector<std::vector<double>>& rx, const std::vector<std::vector<double>>& rb,
-                                Format store, Format acc) {
+// The bound of token t at `stage`: y of the whole layer given its routing
+// r; u of latent_moe given r; or latent_moe's y from the stored u row
+// `u_row` (exact inputs of that step: its error starts at 0).
+std::vector<double> token_bound(const Layer& l, const std::vector<TensorView>& in, std::int64_t t, const GivenRouting* r,
+                                const double* u_row, Format store, Format acc, BoundStage stage) {
+    const std::size_t width = static_cast<std::size_t>(stage == BoundStage::latent_u ? l.w : l.c);
+    const std::vector<double> undefined_row(width, kUndefined);
     Budget b(store, acc);
     const Approx x = exact_row(l.in(in, moe_slots::x), t, l.c);
-    const Approx v = l.latent ? b.project(x, l.in(in, moe_slots::latent_down), 0, l.w) : x;
     std::vector<Approx> ys;
     ys.reserve(static_cast<std::size_t>(l.k + l.s + 1));
-    std::vector<Term> routed;
-    for (std::int64_t j = 0; j < l.k; ++j) {
-        const std::size_t at = static_cast<std::size_t>(t * l.k + j);
-        if (rb[1][at] == kUndefined) return std::vector<double>(static_cast<std::size_t>(l.c), kUndefined);
-        if (rx[2][at] != 1) continue;  // dropped
-        ys.push_back(b.expert(v, l.in(in, moe_slots::gate_up), l.in(in, moe_slots::down), static_cast<std::int64_t>(rx[0][at])));
-        routed.push_back({&ys.back(), rx[1][at], rb[1][at]});
-    }
     std::vector<Term> last;
+    Approx u{std::vector<double>(u_row ? u_row : nullptr, u_row ? u_row + l.w : nullptr), std::vector<double>(u_row ? static_cast<std::size_t>(l.w) : 0, 0.0)};
+    if (stage != BoundStage::latent_out) {
+        const Approx v = l.latent ? b.project(x, l.in(in, moe_slots::latent_down), 0, l.w) : x;
+        std::vector<Term> routed;
+        for (std::int64_t j = 0; j < l.k; ++j) {
+            const std::size_t at = static_cast<std::size_t>(t * l.k + j);
+            if (r->weight_err[at] == kUndefined) return undefined_row;
+            if (r->kept[at] != 1) continue;  // dropped
+            ys.push_back(b.expert(v, l.in(in, moe_slots::gate_up), l.in(in, moe_slots::down), static_cast<std::int64_t>(r->indices[at])));
+            routed.push_back({&ys.back(), r->weights[at], r->weight_err[at]});
+        }
+        if (!l.latent) last = routed;  // moe: shared and routed experts in one FP32 sum
+        else u = b.combine(routed, static_cast<std::size_t>(l.w));
+        if (stage == BoundStage::latent_u) return b.undefined ? undefined_row : u.e;
+    }
     Approx up;
     if (l.latent) {
-        const Approx u = b.combine(routed, static_cast<std::size_t>(l.w));
         const TensorView* wn = l.has(moe_slots::norm_weight) ? &l.in(in, moe_slots::norm_weight) : nullptr;
         up = b.project(l.normalized ? b.rms(u, wn, l.eps) : u, l.in(in, moe_slots::latent_up), 0, l.c);
         last.push_back({&up, 1, 0});
-    } else {
-        last = routed;  // moe: shared and routed experts in one FP32 sum
     }
     for (std::int64_t s = 0; s < l.s; ++s) {
         ys.push_back(b.expert(x, l.in(in, moe_slots::shared_gate_up), l.in(in, moe_slots::shared_down), s));
         last.push_back({&ys.back(), 1, 0});
     }
     const Approx y = b.combine(last, static_cast<std::size_t>(l.c));
-    if (b.undefined) return std::vector<double>(static_cast<std::size_t>(l.c), kUndefined);
-    return y.e;
+    return b.undefined ? undefined_row : y.e;
+}
+
+// Every token's bound at `stage`, NaN rows where nan_row(t).
+template <class NanRow>
+std::vector<double> bound_rows(const Layer& l, const std::vector<TensorView>& in, const GivenRouting* r,
+                               const std::vector<double>* u, Format store, Format acc, BoundStage stage, NanRow nan_row) {
+    const std::int64_t width = stage == BoundStage::latent_u ? l.w : l.c;
+    std::vector<double> b;
+    b.reserve(static_cast<std::size_t>(l.t * width));
+    for (std::int64_t t = 0; t < l.t; ++t) {
+        const double* u_row = u ? u->data() + t * l.w : nullptr;
+        const std::vector<double> bt = nan_row(t) ? std::vector<double>(static_cast<std::size_t>(width), kBoundNaN)
+                                                  : token_bound(l, in, t, r, u_row, store, acc, stage);
+        b.insert(b.end(), bt.begin(), bt.end());
+    }
+    return b;
 }
 
 std::vector<std::vector<double>> layer_bound(const std::string& op, const Params& params, const std::vector<TensorView>& in,
@@ -202,16 +223,26 @@ std::vector<std::vector<double>> layer_bound(const std::string& op, const Params
     std::vector<TensorView> rin = moe_slots::router_inputs(l, in);
     const auto rb = moe_router_bound(params, rin, rx, acc, {Format::fp32, Format::fp32, Format::fp32, Format::fp32});
     std::vector<std::vector<double>> b{{}, rb[0], rb[1]};
-    for (std::int64_t t = 0; t < l.t; ++t) {
-        const bool nan_row = std::isnan(exact.at(0).at(static_cast<std::size_t>(t * l.c)));
-        const std::vector<double> bt = nan_row ? std::vector<double>(static_cast<std::size_t>(l.c), kBoundNaN)
-                                               : token_bound(l, in, t, rx, rb, out.at(0), acc);
-        b[0].insert(b[0].end(), bt.begin(), bt.end());
-    }
+    const GivenRouting given{rx[0], rx[1], rb[1], rx[2]};
+    b[0] = bound_rows(l, in, &given, nullptr, out.at(0), acc, BoundStage::all,
+                      [&](std::int64_t t) { return std::isnan(exact.at(0).at(static_cast<std::size_t>(t * l.c))); });
     return b;
 }
 
 }  // namespace
+
+std::vector<double> moe_bound_given_routing(const Layer& l, const std::vector<TensorView>& in, const GivenRouting& r,
+                                            Format store, Format acc, BoundStage stage) {
+    return bound_rows(l, in, &r, nullptr, store, acc, stage,
+                      [&](std::int64_t t) { return std::isnan(r.indices.at(static_cast<std::size_t>(t * l.k))); });
+}
+
+std::vector<double> latent_out_bound(const Layer& l, const std::vector<TensorView>& in, const std::vector<double>& u,
+                                     Format store, Format acc) {
+    return bound_rows(l, in, nullptr, &u, store, acc, BoundStage::latent_out, [&](std::int64_t t) {
+        return !std::all_of(u.begin() + t * l.w, u.begin() + (t + 1) * l.w, [](double v) { return std::isfinite(v); });
+    });
+}
 
 std::vector<std::vector<double>> moe_bound(const Params& params, const std::vector<TensorView>& in,
                                            const std::vector<std::vector<double>>& exact, Format acc,

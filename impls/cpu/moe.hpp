@@ -44,5 +44,19 @@ enum class ExpertForm { grouped, dense };
 // scalar), intermediates stored in x's format, sums in FP32.
 void moe_layer_call(const KernelCall& c, bool latent, bool simd, ExpertForm form, const LayerFlaws& flaws = {});
 
+// The layer after its router, whole or in the model's two latent steps
+// (model/moe_steps.cpp, docs/moe.md "In the model"): latent_u writes u [T, L]
+// (stored in x's format) into c.out[0] instead of y.
+enum class MoeStage { all, latent_u };
+
+// y (c.out[0]) from the selection and weights already in c.out[1], c.out[2]
+// and `kept` [T, k] (1 or 0 per slot).  A token whose first index is NaN
+// gets a NaN row.
+void moe_experts_call(const KernelCall& c, bool latent, bool simd, ExpertForm form, const TensorView& kept,
+                      const LayerFlaws& flaws = {}, MoeStage stage = MoeStage::all);
+// latent_moe's y = shared(x) + RMSNorm(u) latent_up (or u latent_up) from a
+// stored u [T, L]; a token with a non-finite u gets a NaN row.
+void moe_latent_out_call(const KernelCall& c, bool simd, const TensorView& u);
+
 }  // namespace cpu
 }  // namespace conform

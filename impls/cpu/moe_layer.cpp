@@ -61,7 +61,7 @@ struct Routing {
     std::vector<char> bad;                                  // tokens the router found non-finite
 };
 
-Routing routing(const Layer& l, const TensorView& idx, const Tensor& kept) {
+Routing routing(const Layer& l, const TensorView& idx, const TensorView& kept) {
     Routing r{std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(l.e)),
               std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(l.e)), std::vector<char>(static_cast<std::size_t>(l.t), 0)};
     for (std::int64_t t = 0; t < l.t; ++t) {
@@ -122,38 +122,75 @@ std::vector<float> latent_out(const Layer& l, const KernelCall& c, const std::ve
     return out;
 }
 
+// Rows of `width` FP32 values stored once into out; a row in `bad` or with a
+// NaN or an infinity: NaN throughout.
+void store_rows(const TensorView& out, const std::vector<float>& y, std::int64_t width, const std::vector<char>& bad) {
+    const std::uint64_t nan = encode(out.format, std::numeric_limits<double>::quiet_NaN());
+    for (std::size_t t = 0; t < bad.size(); ++t) {
+        const float* row = y.data() + static_cast<std::int64_t>(t) * width;
+        const bool b = bad[t] || !std::all_of(row, row + width, [](float v) { return std::isfinite(v); });
+        for (std::int64_t i = 0; i < width; ++i)
+            out.set_bits(static_cast<std::int64_t>(t) * width + i, b ? nan : encode(out.format, row[i]));
+    }
+}
+
 }  // namespace
 
 void moe_layer_call(const KernelCall& c, bool latent, bool simd, ExpertForm form, const LayerFlaws& f) {
     const Layer l = moe_slots::read_layer(latent ? "latent_moe" : "moe", c.params, c.in);
-    const TensorView& x = l.in(c.in, moe_slots::x);
-    const Format fmt = x.format;
-    const MatmulPath p = simd ? best_matmul_path(fmt) : MatmulPath::scalar;
     Tensor kept(Format::fp32, {l.t, l.k}), loss(Format::fp32, {1});
     moe_router_call(KernelCall{c.params, moe_slots::router_inputs(l, c.in),
                                {c.out[moe_slots::indices_o], c.out[moe_slots::weights_o], kept.view(), loss.view()}},
                     simd, f.router);
-    const Routing r = routing(l, c.out[moe_slots::indices_o], kept);
-    Tensor z;
-    if (latent) z = gemm(x, l.in(c.in, moe_slots::latent_down), fmt, p);
-    std::vector<float> y = routed_sum(l, c, latent ? z.view() : x, r, p, form, f.gate_up_swapped);
-    if (latent) y = latent_out(l, c, y, fmt, p, f.rmsnorm_skipped);
+    moe_experts_call(c, latent, simd, form, kept.view(), f);
+}
+
+namespace {
+
+// y = acc (routed, or latent_up's product) + the shared experts of x in
+// FP32, stored once; a token in `bad` or meeting a NaN or an infinity
+// anywhere: NaN throughout.
+void finish(const Layer& l, const KernelCall& c, std::vector<float> y, const std::vector<char>& bad, MatmulPath p,
+            const LayerFlaws& f) {
+    const TensorView& x = l.in(c.in, moe_slots::x);
     for (std::int64_t s = 0; s < l.s; ++s) {
         const Tensor ys = expert(x, l.in(c.in, moe_slots::shared_gate_up), l.in(c.in, moe_slots::shared_down), s, p, f.gate_up_swapped);
         for (std::int64_t t = 0; t < l.t; ++t) {
-            const float g = f.shared_weighted && !r.bad[static_cast<std::size_t>(t)]
+            const float g = f.shared_weighted && !bad[static_cast<std::size_t>(t)]
                                 ? static_cast<float>(c.out[moe_slots::weights_o].value(t * l.k)) : 1.0f;
             for (std::int64_t i = 0; i < l.c; ++i) y[static_cast<std::size_t>(t * l.c + i)] += g * static_cast<float>(ys.value(t * l.c + i));
         }
     }
-    // A token that met a NaN or an infinity anywhere: NaN throughout.
-    const TensorView& out = c.out[moe_slots::y_o];
-    const std::uint64_t nan = encode(fmt, std::numeric_limits<double>::quiet_NaN());
-    for (std::int64_t t = 0; t < l.t; ++t) {
-        const float* row = y.data() + t * l.c;
-        const bool bad = r.bad[static_cast<std::size_t>(t)] || !std::all_of(row, row + l.c, [](float v) { return std::isfinite(v); });
-        for (std::int64_t i = 0; i < l.c; ++i) out.set_bits(t * l.c + i, bad ? nan : encode(out.format, row[i]));
+    store_rows(c.out[moe_slots::y_o], y, l.c, bad);
+}
+
+}  // namespace
+
+void moe_experts_call(const KernelCall& c, bool latent, bool simd, ExpertForm form, const TensorView& kept,
+                      const LayerFlaws& f, MoeStage stage) {
+    const Layer l = moe_slots::read_layer(latent ? "latent_moe" : "moe", c.params, c.in);
+    const TensorView& x = l.in(c.in, moe_slots::x);
+    const MatmulPath p = simd ? best_matmul_path(x.format) : MatmulPath::scalar;
+    const Routing r = routing(l, c.out[moe_slots::indices_o], kept);
+    Tensor z;
+    if (latent) z = gemm(x, l.in(c.in, moe_slots::latent_down), x.format, p);
+    std::vector<float> y = routed_sum(l, c, latent ? z.view() : x, r, p, form, f.gate_up_swapped);
+    if (stage == MoeStage::latent_u) return store_rows(c.out[moe_slots::y_o], y, l.w, r.bad);
+    if (latent) y = latent_out(l, c, y, x.format, p, f.rmsnorm_skipped);
+    finish(l, c, std::move(y), r.bad, p, f);
+}
+
+void moe_latent_out_call(const KernelCall& c, bool simd, const TensorView& u) {
+    const Layer l = moe_slots::read_layer("latent_moe", c.params, c.in);
+    const TensorView& x = l.in(c.in, moe_slots::x);
+    const MatmulPath p = simd ? best_matmul_path(x.format) : MatmulPath::scalar;
+    std::vector<float> uf(static_cast<std::size_t>(l.t * l.w));
+    std::vector<char> bad(static_cast<std::size_t>(l.t), 0);
+    for (std::int64_t i = 0; i < l.t * l.w; ++i) {
+        uf[static_cast<std::size_t>(i)] = static_cast<float>(u.value(i));
+        if (!std::isfinite(uf[static_cast<std::size_t>(i)])) bad[static_cast<std::size_t>(i / l.w)] = 1;
     }
+    finish(l, c, latent_out(l, c, uf, x.format, p, false), bad, p, {});
 }
 
 }  // namespace conform::cpu
