@@ -280,6 +280,127 @@ TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
     }
 }
 
+// ---- MoE MLPs (docs/moe.md, "In the model") ---------------------------------------
+
+namespace {
+
+ModelContract moe_model(MlpKind k, Format f) {
+    ModelContract c = small("dense", f);
+    c.mlp = k, c.experts = 6, c.top_k = 2, c.shared_experts = 1, c.expert_ffn = 16, c.latent_dim = 16;
+    return c;
+}
+
+}  // namespace
+
+// The MoE steps' budgets hold for the built-in kernels in every format and
+// router variant, and the FP64 tier's bound stays negligible beside them.
+TEST(DivergeMoe, BuiltinKernelsPass) {
+    const std::vector<std::function<void(ModelContract&)>> variants{
+        [](ModelContract&) {},
+        [](ModelContract& c) { c.router_score = RouterScore::sigmoid, c.selection_bias = true, c.renormalize = false; },
+        [](ModelContract& c) { c.shared_experts = 0, c.normalized = false, c.top_k = 1; },
+        [](ModelContract& c) { c.pattern = "hybrid", c.linear_kind = AttentionKind::kda, c.residual = ResidualKind::mhc; }};
+    for (MlpKind k : {MlpKind::moe, MlpKind::latent_moe})
+        for (std::size_t v = 0; v < variants.size(); ++v)
+            for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+                if (v > 0 && f == Format::fp16) continue;
+                ModelContract c = moe_model(k, f);
+                variants[v](c);
+                const DivergeReport r = analyse(c);
+                const std::string what = std::string(name(k)) + " variant " + std::to_string(v) + " " + name(f);
+                EXPECT_FALSE(r.first_failing) << what << ": " << first_failing_text(r);
+                EXPECT_LE(r.oracle_bound_ratio, 1e-3) << what << " at " << r.oracle_bound_worst;
+                EXPECT_NE(r.mpfr_cross_check.find("router"), std::string::npos) << r.mpfr_cross_check;
+            }
+}
+
+// A router mutant (weights renormalized over every expert) substituted at
+// one layer fails locally at that layer's router point, first.
+TEST(DivergeMoe, RouterMutantFailsAtItsRouterPoint) {
+    ModelContract c = moe_model(MlpKind::moe, Format::fp32);
+    c.layers = 4;
+    CandidateOptions opt;
+    opt.mutant = "mutant.moe_router.renormalize_all.fp32", opt.at = 2;
+    const DivergeReport r = analyse(c, opt);
+    ASSERT_TRUE(r.first_failing);
+    const PointReport& f = r.points[*r.first_failing];
+    EXPECT_EQ(f.point, "layers.2.router");
+    EXPECT_EQ(f.kind, StepKind::router);
+    for (std::size_t i = 0; i < *r.first_failing; ++i) EXPECT_EQ(r.points[i].status, PointStatus::pass) << r.points[i].point;
+    opt.mutant = "mutant.moe.gate_up_swapped.fp32";
+    try {
+        run_kernels(c, synthetic_model(c, 5).weights, synthetic_model(c, 5).input, opt);
+        ADD_FAILURE() << "a whole-layer mutant was accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("whole-layer mutant"), std::string::npos) << e.what();
+    }
+}
+
+namespace {
+
+// Expert 1 made a copy of expert 0 in layer 0 (router column and both
+// matrices): every token's two scores tie exactly, and either is a correct
+// choice whose layer output is the same.
+Synthetic tied_experts(const ModelContract& c) {
+    Synthetic m = synthetic_model(c, 5);
+    Tensor& w = m.weights.at("layers.0.router.weight");  // [C, E]
+    for (std::int64_t i = 0; i < c.width; ++i) w.view().set_bits(i * c.experts + 1, w.bits(i * c.experts));
+    for (const char* name : {"layers.0.experts.gate_up.weight", "layers.0.experts.down.weight"}) {
+        Tensor& t = m.weights.at(name);
+        const std::int64_t per = t.numel() / c.experts;
+        for (std::int64_t i = 0; i < per; ++i) t.view().set_bits(per + i, t.bits(i));
+    }
+    return m;
+}
+
+}  // namespace
+
+// The ambiguity-aware router verdict in the model: a candidate that breaks
+// the exact ties toward the higher index passes and is counted; a choice
+// outside the scores' budget fails locally at the router point.
+TEST(DivergeMoe, TiedChoicePassesOutOfBudgetChoiceFailsAtTheRouter) {
+    ModelContract c = moe_model(MlpKind::moe, Format::bf16);
+    c.layers = 2, c.experts = 4;
+    const Synthetic m = tied_experts(c);
+    NamedTensors pts = run_kernels(c, m.weights, m.input);
+    Tensor& rp = pts.at("layers.0.router");  // [T, 2k]: ids, then weights
+    int changed = 0;  // tokens whose selection now differs from the tie rule's
+    for (std::int64_t t = 0; t < c.tokens; ++t) {
+        bool any = false;
+        for (std::int64_t j = 0; j < c.top_k; ++j) {
+            const double id = rp.value(t * 2 * c.top_k + j);
+            if (id == 0 || id == 1) rp.set_value(t * 2 * c.top_k + j, 1 - id), any = true;
+        }
+        changed += any;
+    }
+    ASSERT_GT(changed, 0);
+    DivergeReport r = diverge(c, m.weights, m.input, pts);
+    EXPECT_FALSE(r.first_failing) << first_failing_text(r);
+    for (const PointReport& p : r.points)
+        if (p.point == "layers.0.router") {
+            EXPECT_NE(p.note.find(", " + std::to_string(changed) + " other than the oracle's accepted"), std::string::npos)
+                << p.note;
+            EXPECT_EQ(p.note.find("router: 0 ambiguous"), std::string::npos) << p.note;
+        }
+    // Token 0's first slot naming its lowest-scoring expert: out of budget.
+    const Tensor& x = pts.at("layers.0.mlp_norm");
+    const Tensor& w = m.weights.at("layers.0.router.weight");
+    std::int64_t low = 0;
+    double low_logit = INFINITY;
+    for (std::int64_t e = 0; e < c.experts; ++e) {
+        double l = 0;
+        for (std::int64_t i = 0; i < c.width; ++i) l += x.value(i) * w.value(i * c.experts + e);
+        if (l < low_logit) low_logit = l, low = e;
+    }
+    ASSERT_NE(rp.value(0), static_cast<double>(low));
+    ASSERT_NE(rp.value(1), static_cast<double>(low));
+    rp.set_value(0, static_cast<double>(low));
+    r = diverge(c, m.weights, m.input, pts);
+    ASSERT_TRUE(r.first_failing);
+    EXPECT_EQ(r.points[*r.first_failing].point, "layers.0.router");
+    EXPECT_EQ(r.points[*r.first_failing].local.worst, 0);
+}
+
 // A dump made under another convention than the contract declares fails at
 // the first step of that convention, and the analysis names the convention.
 TEST(Diverge, EachConventionIsIdentified) {

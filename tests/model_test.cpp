@@ -4,6 +4,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <bit>
+#include <map>
 #include <cmath>
 #include <random>
 #include <set>
@@ -83,7 +84,16 @@ ModelContract random_contract() {
     c.layers = *rc::gen::inRange<std::int64_t>(1, 6);
     c.linear_kind = *rc::gen::element(AttentionKind::gdn, AttentionKind::kda);
     c.attention_kind = *rc::gen::element(AttentionKind::softmax, AttentionKind::gated);
-    c.mlp = *rc::gen::element(MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu);
+    c.mlp = *rc::gen::element(MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe);
+    c.experts = *rc::gen::inRange<std::int64_t>(1, 9);
+    c.top_k = *rc::gen::inRange<std::int64_t>(1, c.experts + 1);
+    c.shared_experts = *rc::gen::inRange<std::int64_t>(0, 3);
+    c.expert_ffn = *rc::gen::inRange<std::int64_t>(1, 17);
+    c.router_score = *rc::gen::element(RouterScore::softmax, RouterScore::sigmoid);
+    c.renormalize = *rc::gen::arbitrary<bool>();
+    c.selection_bias = *rc::gen::arbitrary<bool>();
+    c.latent_dim = *rc::gen::inRange<std::int64_t>(1, 33);
+    c.normalized = *rc::gen::arbitrary<bool>();
     c.norm = *rc::gen::element(NormKind::rms_norm, NormKind::layer_norm);
     c.residual = *rc::gen::element(ResidualKind::plain, ResidualKind::mhc);
     c.placement = c.residual == ResidualKind::mhc ? Placement::pre : *rc::gen::element(Placement::pre, Placement::post);
@@ -125,6 +135,40 @@ TEST(ModelContract, ErrorsNameTheField) {
     c.residual = ResidualKind::mhc;
     c.placement = Placement::post;
     EXPECT_NE(message_of([&] { validate(c); }).find("contract.residual"), std::string::npos);
+    j = to_json(small());
+    j["mlp"] = "moe", j["experts"] = 4, j["top_k"] = 5;
+    EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.top_k: must be in [1, experts = 4] (is 5)");
+    j["top_k"] = 2, j["router_score"] = "relu";
+    EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.router_score: 'relu' is not one of softmax | sigmoid"),
+              std::string::npos);
+    j["router_score"] = "sigmoid", j["shared_experts"] = -1;
+    EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.shared_experts: must be >= 0");
+}
+
+// The MoE MLPs' points: the router [T, 2k] (FP32) and mlp_out; latent_moe
+// holds u [T, L] between them.  Weights in the registry ops' layouts.
+TEST(ModelGraph, MoePointsAndWeights) {
+    ModelContract c = small("dense", Format::bf16);
+    c.mlp = MlpKind::latent_moe, c.experts = 6, c.top_k = 2, c.shared_experts = 1, c.expert_ffn = 8, c.latent_dim = 12;
+    std::vector<std::string> mlp;
+    for (const Step& s : build_graph(c))
+        if (s.layer == 0 && s.sublayer == "mlp") mlp.push_back(s.point + ":" + name(s.kind) + ":" + shape_string(s.shape) + ":" + name(s.format));
+    const std::vector<std::string> want{"layers.0.mlp_norm:norm:[6, 32]:bf16", "layers.0.router:router:[6, 4]:fp32",
+                                        "layers.0.latent_u:moe:[6, 12]:bf16", "layers.0.mlp_out:latent_out:[6, 32]:bf16",
+                                        "layers.0.output:add:[6, 32]:fp32"};
+    EXPECT_EQ(mlp, want);
+    std::map<std::string, std::vector<std::int64_t>> w;
+    for (const WeightSpec& s : weight_specs(c)) w[s.name] = s.shape;
+    EXPECT_EQ(w.at("layers.0.router.weight"), (std::vector<std::int64_t>{32, 6}));
+    EXPECT_EQ(w.at("layers.0.experts.gate_up.weight"), (std::vector<std::int64_t>{6, 12, 16}));
+    EXPECT_EQ(w.at("layers.0.shared.down.weight"), (std::vector<std::int64_t>{1, 8, 32}));
+    EXPECT_EQ(w.at("layers.0.latent.down.weight"), (std::vector<std::int64_t>{32, 12}));
+    EXPECT_EQ(w.count("layers.0.router.bias"), 0u);
+    c.selection_bias = true, c.shared_experts = 0, c.normalized = false;
+    w.clear();
+    for (const WeightSpec& s : weight_specs(c)) w[s.name] = s.shape;
+    EXPECT_EQ(w.at("layers.0.router.bias"), (std::vector<std::int64_t>{6}));
+    EXPECT_EQ(w.count("layers.0.shared.down.weight") + w.count("layers.0.latent_norm.weight"), 0u);
 }
 
 TEST(ModelContract, HybridPattern) {
@@ -231,6 +275,20 @@ TEST(ModelOracle, Fp64TierAgreesWithMpfr) {
         EXPECT_LT(x.max(), 1e-13) << x.summary();
         EXPECT_GT(x.elements, 100);
         EXPECT_GE(x.max_rel.size(), c.pattern == "hybrid" ? 13u : 7u) << x.summary();
+    }
+}
+
+// The MoE steps' FP64 tier against the registry's MPFR oracles (moe_router,
+// moe and latent_moe staged with the tier's router point).
+TEST(ModelOracle, MoeStepsAgreeWithMpfr) {
+    for (MlpKind k : {MlpKind::moe, MlpKind::latent_moe}) {
+        ModelContract c = small();
+        c.mlp = k, c.layers = 2, c.selection_bias = k == MlpKind::moe, c.router_score = RouterScore::sigmoid;
+        const Model m = make(c);
+        const CrossCheck x = cross_check_mpfr(c, m.weights, run_oracle(c, m.weights, m.input), 3, 11);
+        EXPECT_LT(x.max(), 1e-13) << x.summary();
+        EXPECT_TRUE(x.max_rel.count("router")) << x.summary();
+        EXPECT_TRUE(x.max_rel.count(k == MlpKind::moe ? "moe" : "latent_out")) << x.summary();
     }
 }
 
