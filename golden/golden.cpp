@@ -93,6 +93,11 @@ const Setting kSettings[] = {
     // The plain LatentMoE on vector 3 (u W_up; its draw has a token whose u
     // cancels to within its budget, where RMSNorm(u) is not determined).
     {"latent_moe", 3, "normalized", 0},
+    // blocks of 2 fully observed with MSA's local block; started blocks of 3
+    // with QSA's partial block on top; no limit; decode rows at offset 13
+    {"topk_select", 1, "block", 2}, {"topk_select", 1, "force_local", 1}, {"topk_select", 2, "block", 3},
+    {"topk_select", 2, "causal", 2}, {"topk_select", 2, "force_local", 2}, {"topk_select", 3, "causal", 0},
+    {"topk_select", 4, "offset", 13},
     {"rms_norm", 1, "zero_centered", 1}, {"rms_norm", 3, "zero_centered", 1},
     {"softcap", 4, "beta", 5},       // the around_cap vector straddles a cap of 5, not the default 30
     {"situ_glu", 4, "beta1", 100},   // caps above 64 (still applied)
@@ -141,6 +146,7 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "quantize") s.dims = {3, 5};
     if (name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
     if (name == "matmul") s.dims = {3, 5, 17};          // K odd (vdpbf16ps pairs), N past a 16-lane vector
+    if (name == "topk_select") s.dims = {5, 9, i % 2};  // 5 queries, 9 candidates (ties on odd vectors)
     if (name == "moe_router") {                         // 5 tokens, 8 experts (two duplicated: a tie), top 2, capacity
         s.dims = {5, 4, 8, 1, 1};
         s.params.set("capacity", 1);

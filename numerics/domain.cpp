@@ -83,6 +83,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"int8_gemm", {"m", "k", "n"}},
         {"matmul", {"m", "k", "n"}},
         {"moe_router", {"tokens", "channels", "experts"}},
+        {"topk_select", {"queries", "candidates"}},
         {"moe", {"tokens", "channels", "experts", "ffn"}},
         {"latent_moe", {"tokens", "channels", "experts", "ffn"}},
         {"fp8_quantize", {"rows", "cols"}},

@@ -155,6 +155,35 @@ void add_moe_layers(std::vector<OpSpec>& s) {
     s.push_back(std::move(lat));
 }
 
+// topk_select: indices [Lq, k] (k + 1 with force_local = 2) from scores [Lq, N].
+std::vector<std::vector<std::int64_t>> topk_select_shapes(const std::vector<TensorView>& in, const Params& p) {
+    if (in.empty() || in[0].rank != 2) throw std::invalid_argument("topk_select: expects scores [Lq, N]");
+    const auto k = static_cast<std::int64_t>(p.get("k", 4));
+    return {{in[0].shape[0], k + (p.get("force_local", 0) == 2 ? 1 : 0)}};
+}
+
+// docs/sparse.md.  topk_select is staged: a candidate breaking exact ties
+// another way is judged against its own (equally correct) selection.
+void add_sparse_specs(std::vector<OpSpec>& s) {
+    OpSpec sel{"topk_select", "sparse", OpKind::structured, {"scores"}, {"indices"},
+               {{"k", 4, "entries chosen per query (>= 1)"},
+                {"block", 1, "r: candidate n stands for keys [n r, n r + r - 1] (1: tokens)"},
+                {"causal", 1, "0: every candidate; 1: the fully observed ones, n r + r - 1 <= offset + i (NSA and "
+                              "DSA tokens, CSA and QSA blocks); 2: every started one, n r <= offset + i"},
+                {"offset", 0, "position of query row 0 (decode: the number of earlier keys)"},
+                {"force_local", 0, "0: none; 1: the query's own block floor((offset + i) / r) takes the first of "
+                                   "the k slots (MSA's local block); 2: it comes first, in addition to the k (QSA's "
+                                   "partial block)"}},
+               "scores [Lq, N]: per query row i (position offset + i), the forced block (if any), then the eligible "
+               "candidates of largest score in decreasing order (ties: the lower index): indices [Lq, k] (k + 1 with "
+               "force_local = 2), ids stored as exact values, -1 in slots no eligible candidate fills.  A NaN "
+               "score among a row's eligible candidates makes the row NaN; -inf and +inf are ordinary scores.  "
+               "Judged ambiguity-aware: exactly tied candidates may come in either order"};
+    sel.out_shapes_params = topk_select_shapes;
+    sel.staged = true;
+    s.push_back(std::move(sel));
+}
+
 // docs/fp8.md.  fp8_quantize is staged: its codes are judged given the
 // candidate's own scale, in the FP8 format of the candidate's q tensor.
 void add_fp8_specs(std::vector<OpSpec>& s) {
@@ -327,6 +356,7 @@ std::vector<OpSpec> make_specs() {
     s.push_back(std::move(router));
     add_moe_layers(s);
     add_fp8_specs(s);
+    add_sparse_specs(s);
     return s;
 }
 

@@ -9,6 +9,7 @@
 #include "oracle/matmul.hpp"
 #include "oracle/moe.hpp"
 #include "oracle/moe_layer.hpp"
+#include "oracle/sparse.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn_bound.hpp"
 
@@ -347,6 +348,7 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "int8_gemm") return int8_gemm_bound;
     if (op == "matmul") return matmul_bound;
     if (op == "moe_router") return moe_router_bound;
+    if (op == "topk_select") return topk_select_bound;
     if (op == "moe") return moe_bound;
     if (op == "latent_moe") return latent_moe_bound;
     if (op == "fp8_quantize") return fp8_quantize_bound;

@@ -14,6 +14,7 @@
 #include "oracle/matmul.hpp"
 #include "oracle/moe.hpp"
 #include "oracle/moe_layer.hpp"
+#include "oracle/sparse.hpp"
 #include "oracle/int8.hpp"
 #include "oracle/int8_block.hpp"
 #include "oracle/mla.hpp"
@@ -50,6 +51,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"int8_gemm", eval_int8_gemm},
         {"matmul", eval_matmul},
         {"moe_router", eval_moe_router},
+        {"topk_select", eval_topk_select},
         {"moe", eval_moe},
         {"latent_moe", eval_latent_moe},
         {"fp8_quantize", eval_fp8_quantize},

@@ -50,6 +50,21 @@ inline std::string test_name(const ::testing::TestParamInfo<std::string>& info) 
     return s;
 }
 
+// A kernel that breaks exact ties another legitimate way (its own `fn` on
+// `base`'s registration): every property passes, and the verdict counted
+// accepted selections under a note containing `note`.
+inline void expect_other_tie_rule_passes(const std::string& base, KernelFn fn, const std::string& note) {
+    KernelInfo k = *builtin_registry().find(base);
+    k.name = "test.other_tie_rule." + base;
+    k.fn = std::move(fn);
+    const auto r = props::run_suite(k, env_config());
+    for (const auto& p : r.properties) EXPECT_TRUE(p.passed) << p.name << ": " << p.message << "\n" << p.counterexample;
+    std::int64_t accepted = 0;
+    for (const auto& [what, n] : r.stats.notes)
+        if (what.find(note) != std::string::npos) accepted += n;
+    EXPECT_GT(accepted, 0) << "no tie was broken the other way: the generators lost their exact ties";
+}
+
 class KernelSuite : public ::testing::TestWithParam<std::string> {};
 class MutantSuite : public ::testing::TestWithParam<std::string> {};
 

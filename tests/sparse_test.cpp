@@ -1,0 +1,88 @@
+// Sparse-attention selection (docs/sparse.md): the oracle on hand-made score
+// rows (causal limits, forced blocks, -1 slots, NaN rows), the tie-aware
+// verdict (a kernel breaking exact ties the other way passes and is
+// counted), and the property suite over every registered kernel and mutant.
+#include <cmath>
+#include <string>
+
+#include "impls/cpu/sparse.hpp"
+#include "kernel_suite.hpp"
+#include "oracle/sparse.hpp"
+#include "properties/verdict.hpp"
+
+using namespace conform;
+using conform::testing::KernelSuite;
+using conform::testing::MutantSuite;
+
+namespace {
+
+Tensor rows(std::int64_t r, std::int64_t c, const std::vector<double>& v) {
+    Tensor t(Format::fp32, {r, c});
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, v.at(static_cast<std::size_t>(i)));
+    return t;
+}
+
+std::vector<double> select(const Params& p, const Tensor& scores) {
+    const auto r = oracle::evaluate_structured("topk_select", p, {scores.view()}, {Format::fp32});
+    return r.exact.at(0);
+}
+
+}  // namespace
+
+// Token level (r = 1), causal: query i sees keys j <= i; the first query has
+// one candidate, the rest of its slots are -1.
+TEST(SparseOracle, TokenCausalTopTwo) {
+    const Tensor s = rows(3, 3, {5, 9, 7,  5, 9, 7,  5, 9, 7});
+    const auto got = select(Params({{"k", 2}}), s);
+    EXPECT_EQ(got, (std::vector<double>{0, -1, 1, 0, 1, 2}));
+}
+
+// Blocks of r = 2 with the fully-observed limit (CSA, QSA): query position p
+// sees block b when 2b + 1 <= p; MSA's local block forced into the first
+// slot; QSA's partial block in addition to the k.
+TEST(SparseOracle, BlockCausalAndForcedBlocks) {
+    const Tensor s = rows(1, 4, {1, 3, 2, 8});  // query at position 4: blocks 0, 1 observed, block 2 its own
+    Params p({{"k", 2}, {"block", 2}, {"offset", 4}});
+    EXPECT_EQ(select(p, s), (std::vector<double>{1, 0}));
+    p.set("force_local", 1);
+    EXPECT_EQ(select(p, s), (std::vector<double>{2, 1}));
+    p.set("force_local", 2);
+    EXPECT_EQ(select(p, s), (std::vector<double>{2, 1, 0}));
+    p.set("causal", 2), p.set("force_local", 0);  // started blocks: 0, 1, 2
+    EXPECT_EQ(select(p, s), (std::vector<double>{1, 2}));
+}
+
+TEST(SparseOracle, NaNScoreMakesTheRowNaNInfinitiesAreScores) {
+    const Tensor s = rows(2, 3, {1, NAN, 2,  -INFINITY, INFINITY, 0});
+    const auto got = select(Params({{"k", 2}, {"causal", 0}}), s);
+    EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1]));
+    EXPECT_EQ(got[2], 1);
+    EXPECT_EQ(got[3], 2);
+}
+
+TEST(SparseVerdict, AdmissibleAcceptsTiesOnlyAndKeepsTheLimits) {
+    Params p({{"k", 2}, {"causal", 0}});
+    const Tensor x = rows(1, 4, {3, 3, 1, 3});
+    const auto s = oracle::select_setup(p, {x.view()});
+    const std::vector<double> sc{3, 3, 1, 3}, zero(4, 0.0);
+    EXPECT_TRUE(oracle::selection_admissible(s, sc, zero, 0, {0, 1}));
+    EXPECT_TRUE(oracle::selection_admissible(s, sc, zero, 0, {3, 0}));   // a tie broken the other way
+    EXPECT_FALSE(oracle::selection_admissible(s, sc, zero, 0, {0, 2}));  // 2 scores below the tied three
+    EXPECT_FALSE(oracle::selection_admissible(s, sc, zero, 0, {0, 0}));  // chosen twice
+    EXPECT_FALSE(oracle::selection_admissible(s, sc, zero, 0, {0, -1})); // a slot left empty with candidates left
+    p.set("causal", 1);
+    const auto c = oracle::select_setup(p, {x.view()});
+    EXPECT_TRUE(oracle::selection_admissible(c, sc, zero, 0, {0, -1}));
+    EXPECT_FALSE(oracle::selection_admissible(c, sc, zero, 0, {0, 1}));  // 1 is after the query
+}
+
+// A kernel that breaks exact ties toward the higher index makes a different,
+// equally correct choice: the verdict must not flag it, and the report
+// counts the selections it accepted.
+TEST(SparseVerdict, TiesBrokenTheOtherWayPass) {
+    conform::testing::expect_other_tie_rule_passes(
+        "cpu.scalar.topk_select.fp32", [](const KernelCall& c) { cpu::topk_select_call(c, false, {.ties_to_higher = true}); },
+        "ties broken");
+}
+
+CONFORM_FAMILY_SUITES(Sparse, "sparse");
