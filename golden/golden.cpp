@@ -147,6 +147,7 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
     if (name == "matmul") s.dims = {3, 5, 17};          // K odd (vdpbf16ps pairs), N past a 16-lane vector
     if (name == "topk_select") s.dims = {5, 9, i % 2};  // 5 queries, 9 candidates (ties on odd vectors)
+    if (name == "lightning_indexer") s.dims = {3, 5, 2, 17};  // 2 heads, c past a 16-lane vector
     if (name == "moe_router") {                         // 5 tokens, 8 experts (two duplicated: a tie), top 2, capacity
         s.dims = {5, 4, 8, 1, 1};
         s.params.set("capacity", 1);

@@ -84,6 +84,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"matmul", {"m", "k", "n"}},
         {"moe_router", {"tokens", "channels", "experts"}},
         {"topk_select", {"queries", "candidates"}},
+        {"lightning_indexer", {"queries", "candidates", "heads", "dim"}},
         {"moe", {"tokens", "channels", "experts", "ffn"}},
         {"latent_moe", {"tokens", "channels", "experts", "ffn"}},
         {"fp8_quantize", {"rows", "cols"}},

@@ -162,6 +162,13 @@ std::vector<std::vector<std::int64_t>> topk_select_shapes(const std::vector<Tens
     return {{in[0].shape[0], k + (p.get("force_local", 0) == 2 ? 1 : 0)}};
 }
 
+// lightning_indexer: scores [Lq, N] from q [Lq, H, c] and k [N, c].
+std::vector<std::vector<std::int64_t>> lightning_indexer_shapes(const std::vector<TensorView>& in) {
+    if (in.size() < 2 || in[0].rank != 3 || in[1].rank != 2)
+        throw std::invalid_argument("lightning_indexer: expects q [Lq, H, c], k [N, c], w [Lq, H]");
+    return {{in[0].shape[0], in[1].shape[0]}};
+}
+
 // docs/sparse.md.  topk_select is staged: a candidate breaking exact ties
 // another way is judged against its own (equally correct) selection.
 void add_sparse_specs(std::vector<OpSpec>& s) {
@@ -182,6 +189,11 @@ void add_sparse_specs(std::vector<OpSpec>& s) {
     sel.out_shapes_params = topk_select_shapes;
     sel.staged = true;
     s.push_back(std::move(sel));
+    s.push_back({"lightning_indexer", "sparse", OpKind::structured, {"q", "k", "w"}, {"scores"}, {},
+                 "q [Lq, H, c], k [N, c] (one index key shared by the heads), w [Lq, H]: scores[t, s] = sum_h w[t, h] "
+                 "ReLU(q[t, h] . k[s]) (DSA's and CSA's lightning indexer, seed 001 eqs 13-16), unmasked (the causal "
+                 "limit is topk_select's); ReLU(NaN) = NaN, IEEE products and sums otherwise",
+                 lightning_indexer_shapes});
 }
 
 // docs/fp8.md.  fp8_quantize is staged: its codes are judged given the

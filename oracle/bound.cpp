@@ -349,6 +349,7 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "matmul") return matmul_bound;
     if (op == "moe_router") return moe_router_bound;
     if (op == "topk_select") return topk_select_bound;
+    if (op == "lightning_indexer") return lightning_indexer_bound;
     if (op == "moe") return moe_bound;
     if (op == "latent_moe") return latent_moe_bound;
     if (op == "fp8_quantize") return fp8_quantize_bound;

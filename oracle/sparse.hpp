@@ -1,4 +1,5 @@
-// Oracle of sparse-attention selection (docs/sparse.md): op topk_select.
+// Oracle of sparse-attention selection (docs/sparse.md): ops topk_select and
+// lightning_indexer (oracle/sparse_indexer.cpp).
 //
 // Each query row i (position offset + i) chooses among the candidates n
 // (tokens, or blocks of r keys) its causal limit allows, the k of largest
@@ -40,6 +41,17 @@ std::vector<double> select_row(const SelectSetup& s, const std::vector<double>& 
 // router_admissible over the eligible ones.
 bool selection_admissible(const SelectSetup& s, const std::vector<double>& scores, const std::vector<double>& delta,
                           std::int64_t i, const std::vector<double>& chosen);
+
+// lightning_indexer (DSA, CSA): I[t, s] = sum_h w[t, h] ReLU(q[t, h] . k[s])
+// for q [Lq, H, c], k [N, c] (one key shared by the heads), w [Lq, H]; the
+// dot products exact, ReLU(NaN) = NaN.
+OpOutputs eval_lightning_indexer(const Params& params, const std::vector<TensorView>& in);
+// I's budget for a kernel forming each dot product and the weighted head sum
+// in FP32 (docs/sparse.md, "Error budget of the indexer"); NaN where the
+// exact score is NaN, kUndefined where an FP32 dot or sum may overflow.
+std::vector<std::vector<double>> lightning_indexer_bound(const Params& params, const std::vector<TensorView>& in,
+                                                         const std::vector<std::vector<double>>& exact, Format acc,
+                                                         const std::vector<Format>& out);
 
 OpOutputs eval_topk_select(const Params& params, const std::vector<TensorView>& in);
 // indices are exact: bound 0 (NaN, compared by class, where the exact row is NaN).

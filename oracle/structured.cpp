@@ -52,6 +52,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"matmul", eval_matmul},
         {"moe_router", eval_moe_router},
         {"topk_select", eval_topk_select},
+        {"lightning_indexer", eval_lightning_indexer},
         {"moe", eval_moe},
         {"latent_moe", eval_latent_moe},
         {"fp8_quantize", eval_fp8_quantize},

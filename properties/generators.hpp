@@ -107,6 +107,8 @@ const std::vector<Family>& moe_families();
 Tensor selection_bias(std::int64_t experts, std::mt19937_64& rng);  // the router's bias [E]
 rc::Gen<CaseSpec> gen_topk_select_spec(Format fmt, GenOptions opt);  // properties/sparse.cpp
 Case build_topk_select_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_lightning_indexer_spec(Format fmt, GenOptions opt);  // properties/sparse_indexer.cpp
+Case build_lightning_indexer_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_moe_router_spec(Format fmt, GenOptions opt);  // properties/moe.cpp
 Case build_moe_router_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_moe_layer_spec(const std::string& op, Format fmt, GenOptions opt);  // properties/moe_layer.cpp

@@ -209,6 +209,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_matmul_properties(v);
         add_moe_properties(v);
         add_sparse_properties(v);
+        add_sparse_indexer_properties(v);
         add_moe_layer_properties(v);
         add_fp8_properties(v);
         return v;

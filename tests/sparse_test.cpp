@@ -85,4 +85,28 @@ TEST(SparseVerdict, TiesBrokenTheOtherWayPass) {
         "ties broken");
 }
 
+// I[t, s] = sum_h w_h ReLU(q_h . k_s): a negative dot product contributes
+// nothing whatever its weight, a negative weight subtracts.
+TEST(SparseIndexer, ReluPerHeadThenWeightedSum) {
+    Tensor q(Format::fp32, {1, 2, 2}), k = rows(2, 2, {1, 0,  0, 1}), w = rows(1, 2, {2, -3});
+    for (std::int64_t i = 0; i < 4; ++i) q.set_value(i, std::vector<double>{1, -1, -2, 4}[static_cast<std::size_t>(i)]);
+    const auto r = oracle::evaluate_structured("lightning_indexer", Params{}, {q.view(), k.view(), w.view()}, {Format::fp32});
+    // key 0: head 0 dot 1, head 1 dot -2 (ReLU 0): 2 * 1 = 2; key 1: head 0 dot -1 (0), head 1 dot 4: -3 * 4 = -12.
+    EXPECT_EQ(r.exact.at(0), (std::vector<double>{2, -12}));
+}
+
+// The budget is earned: a score the kernel computes exactly gets a bound
+// below 2^-20 relative on ordinary data, and the dot product's error term
+// grows with c (gamma_c), so it is not a constant.
+TEST(SparseIndexer, BudgetScalesWithTheDotLength) {
+    const auto bound_for = [](std::int64_t c) {
+        Tensor q(Format::fp32, {1, 1, c}), k(Format::fp32, {1, c}), w = rows(1, 1, {1});
+        for (std::int64_t i = 0; i < c; ++i) q.set_value(i, 1), k.set_value(i, 1);
+        const std::vector<TensorView> in{q.view(), k.view(), w.view()};
+        return oracle::lightning_indexer_bound(Params{}, in, {{static_cast<double>(c)}}, Format::fp32, {Format::fp32})[0][0];
+    };
+    EXPECT_LT(bound_for(16) / 16, 0x1p-19);
+    EXPECT_GT(bound_for(64) / 64, 1.5 * bound_for(16) / 16);
+}
+
 CONFORM_FAMILY_SUITES(Sparse, "sparse");

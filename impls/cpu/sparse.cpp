@@ -78,6 +78,7 @@ void topk_select_call(const KernelCall& c, bool full_sort, const SelectFlaws& f)
 namespace conform {
 
 void register_cpu_sparse(Registry& r) {
+    cpu::register_cpu_sparse_indexer(r);
     for (Format f : {Format::fp32, Format::fp16, Format::bf16})
         for (const bool full : {false, true}) {
             KernelInfo k;
