@@ -115,12 +115,9 @@ public:
     ~OracleFeed() { worker_.join(); }
 
     // The oracle's value of a point (or the model input, a weight), once computed.
-    const Values& get(const std::string& name) {
-        std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return error_ || points_.count(name); });
-        if (error_) std::rethrow_exception(error_);
-        return points_.at(name);
-    }
+    const Values& get(const std::string& name) { return wait_for(points_, name); }
+    // The same-dtype reference's value of a point (run_oracle_rounded).
+    const Values& get_rounded(const std::string& name) { return wait_for(rounded_, name); }
     // Waits for the end of the run: the MPFR summary (or its exception).
     std::string finish() {
         std::unique_lock lock(m_);
@@ -132,14 +129,19 @@ public:
 private:
     void run(const ModelContract& c, const std::vector<Step>& graph, const DumpValues& dump, const DivergeOptions& opt) {
         try {
-            publish("input", dump.input());
-            const Lookup get = [&](const std::string& n) -> const Values& {
-                const auto w = dump.weights().find(n);
-                if (w != dump.weights().end()) return w->second;
-                std::lock_guard lock(m_);
-                return points_.at(n);
+            publish("input", dump.input(), dump.input());
+            const auto lookup_in = [&](const Named& pts) -> Lookup {
+                return [&](const std::string& n) -> const Values& {
+                    const auto w = dump.weights().find(n);
+                    if (w != dump.weights().end()) return w->second;
+                    std::lock_guard lock(m_);
+                    return pts.at(n);
+                };
             };
-            for (const Step& s : graph) publish(s.point, eval_step(c, s, get, c.conventions));
+            const Lookup get = lookup_in(points_), rget = lookup_in(rounded_);
+            for (const Step& s : graph)
+                publish(s.point, eval_step(c, s, get, c.conventions),
+                        rounded_into(eval_step(c, s, rget, c.conventions), s.format));
             std::string summary;
             if (opt.mpfr_samples > 0) summary = cross_check_mpfr(c, dump.weights(), points_, opt.mpfr_samples, 1).summary();
             std::lock_guard lock(m_);
@@ -150,17 +152,24 @@ private:
         }
         cv_.notify_all();
     }
-    void publish(const std::string& name, Values v) {
+    void publish(const std::string& name, Values exact, Values rounded) {
         {
             std::lock_guard lock(m_);
-            points_.emplace(name, std::move(v));
+            points_.emplace(name, std::move(exact));
+            rounded_.emplace(name, std::move(rounded));
         }
         cv_.notify_all();
+    }
+    const Values& wait_for(const Named& m, const std::string& name) {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return error_ || m.count(name); });
+        if (error_) std::rethrow_exception(error_);
+        return m.at(name);
     }
 
     std::mutex m_;
     std::condition_variable cv_;
-    Named points_;
+    Named points_, rounded_;  // the FP64 tier's run, and the same-dtype reference
     std::string mpfr_;
     bool finished_ = false;
     std::exception_ptr error_;
@@ -194,7 +203,7 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const Diverg
     rep.candidate = cand.source;
     rep.reference = "oracle";
     DumpValues dump(c, graph, cand);
-    say(opt, "diverge: FP64-tier oracle run from the model input (" + std::to_string(c.layers) +
+    say(opt, "diverge: FP64-tier oracle run and the same-dtype reference from the model input (" + std::to_string(c.layers) +
                  " layers) beside the local checks; then the MPFR cross-check of it on sampled rows");
     OracleFeed feed(c, graph, dump, opt);
     Statuses st;
@@ -210,6 +219,7 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const Diverg
             const Tensor& t = *dump.point(s.point);
             r.propagated = compare(dump.get(s.point).v, ref.v, propagated_allowance(c, s, dump, feed, lr, checkable, ref),
                                    t.format());
+            r.drift = drift_ratio(dump.get(s.point).v, ref.v, feed.get_rounded(s.point).v);
         }
         if (lr.oracle_ratio > rep.oracle_bound_ratio) rep.oracle_bound_ratio = lr.oracle_ratio, rep.oracle_bound_worst = s.point;
         st.set(s, r, checkable);

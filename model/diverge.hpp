@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ namespace conform::model {
 struct ErrorMetrics {
     double max_ulp = 0;      // in the candidate's format
     double max_rel = 0;      // max |c - r| / max(|r|, tiny)
+    double rel_l2 = 0;       // |c - r|_2 / |r|_2 over the finite pairs (norm-wise: cancellation does not dominate it)
     double cosine = 1;       // <c, r> / (|c| |r|)
     double sqnr_db = 0;      // 10 log10(|r|^2 / |c - r|^2); +inf when equal
     double utilization = 0;  // max |c - r| / (budget + oracle bound) per element
@@ -43,6 +45,11 @@ struct PointReport {
     StepKind kind = StepKind::matmul;
     bool required = false;
     ErrorMetrics local, propagated;
+    // |c - x|_2 / |r - x|_2: the candidate's drift from the exact run x
+    // relative to the same-dtype reference r's (every step exact, rounded
+    // once into its point's format); about 1 for a clean model, NaN when
+    // not computed (two dumps, or a missing point) or r equals x.
+    double drift = std::numeric_limits<double>::quiet_NaN();
     PointStatus status = PointStatus::pass;
     std::string missing;                       // not_checkable: which inputs the dump lacks
     std::vector<std::string> conventions_tried;  // "rope_pairing=interleaved: util 0.3"

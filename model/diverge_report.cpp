@@ -18,7 +18,8 @@ using report::detail::number;
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(number(v)); }
 
 nlohmann::json metrics_json(const ErrorMetrics& m) {
-    return {{"max_ulp", num(m.max_ulp)},         {"max_rel", num(m.max_rel)}, {"cosine", num(m.cosine)},
+    return {{"max_ulp", num(m.max_ulp)},         {"max_rel", num(m.max_rel)}, {"rel_l2", num(m.rel_l2)},
+            {"cosine", num(m.cosine)},
             {"sqnr_db", num(m.sqnr_db)},         {"utilization", num(m.utilization)},
             {"worst_index", m.worst},            {"class_mismatch", m.class_mismatch}};
 }
@@ -32,6 +33,7 @@ nlohmann::json point_json(const PointReport& p) {
                         {"status", name(p.status)},
                         {"local", metrics_json(p.local)},
                         {"propagated", metrics_json(p.propagated)},
+                        {"drift", std::isnan(p.drift) ? nlohmann::json(nullptr) : num(p.drift)},
                         {"conventions_tried", p.conventions_tried},
                         {"convention_match", p.convention_match ? nlohmann::json(*p.convention_match) : nullptr}};
     if (!p.missing.empty()) j["missing"] = p.missing;
@@ -64,6 +66,7 @@ std::vector<LayerSummary> layer_summaries(const DivergeReport& r) {
         l.propagated = std::max(l.propagated, p.propagated.utilization);
         l.fail_local = l.fail_local || p.status == PointStatus::fail_local;
         l.fail_propagated = l.fail_propagated || p.status == PointStatus::fail_propagated;
+        if (!std::isnan(p.drift)) l.drift = std::isnan(l.drift) ? p.drift : std::max(l.drift, p.drift);
     }
     return out;
 }
@@ -90,7 +93,8 @@ nlohmann::json to_json(const DivergeReport& r) {
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerSummary& l : layer_summaries(r))
         layers.push_back({{"layer", l.layer}, {"local_utilization", num(l.local)},
-                          {"propagated_utilization", num(l.propagated)}, {"fail_local", l.fail_local},
+                          {"propagated_utilization", num(l.propagated)},
+                          {"drift", std::isnan(l.drift) ? nlohmann::json(nullptr) : num(l.drift)}, {"fail_local", l.fail_local},
                           {"fail_propagated", l.fail_propagated}});
     j["layers"] = layers;
     if (!r.reference_points.empty()) {
@@ -119,7 +123,8 @@ std::string pair(double local, double propagated) { return number(local) + " / "
 }  // namespace
 
 Table layer_table(const std::vector<PointReport>& ps, std::int64_t layer, bool with_propagated) {
-    Table t{{"point", "step", "ULP (local / prop.)", "rel", "cosine", "SQNR dB", "utilization", "status"}};
+    Table t{{"point", "step", "ULP (local / prop.)", "rel (norm-wise)", "cosine", "SQNR dB", "utilization", "drift ×",
+             "status"}};
     for (const PointReport& p : ps) {
         if (p.layer != layer) continue;
         const ErrorMetrics &l = p.local, &g = p.propagated;
@@ -128,10 +133,11 @@ Table layer_table(const std::vector<PointReport>& ps, std::int64_t layer, bool w
         if (p.convention_match) status += " (matches " + *p.convention_match + ")";
         if (!p.note.empty()) status += " (" + p.note + ")";
         t.push_back({p.point, name(p.kind), with_propagated ? pair(l.max_ulp, g.max_ulp) : number(l.max_ulp),
-                     with_propagated ? pair(l.max_rel, g.max_rel) : number(l.max_rel),
+                     with_propagated ? pair(l.rel_l2, g.rel_l2) : number(l.rel_l2),
                      with_propagated ? pair(l.cosine, g.cosine) : number(l.cosine),
                      with_propagated ? pair(l.sqnr_db, g.sqnr_db) : number(l.sqnr_db),
-                     with_propagated ? pair(l.utilization, g.utilization) : number(l.utilization), status});
+                     with_propagated ? pair(l.utilization, g.utilization) : number(l.utilization),
+                     std::isnan(p.drift) ? "" : number(p.drift), status});
     }
     return t;
 }

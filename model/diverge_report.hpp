@@ -5,6 +5,7 @@
 // against depth).
 #pragma once
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,16 +30,18 @@ std::string first_failing_text(const DivergeReport& r);
 // "PASSED" or "FAILED at layer L".
 std::string diverge_headline(const DivergeReport& r);
 
-// The table of one layer's points: point, step, ULP, relative error,
-// cosine, SQNR, utilization (local / propagated when with_propagated), status.
+// The table of one layer's points: point, step, ULP, norm-wise relative
+// error, cosine, SQNR, utilization (local / propagated when
+// with_propagated), drift, status.
 std::vector<std::vector<std::string>> layer_table(const std::vector<PointReport>& ps, std::int64_t layer,
                                                   bool with_propagated);
 
-// Per layer: the largest local and propagated utilization of its points
-// (model-level points are left out) and whether a point failed locally.
+// Per layer: the largest local and propagated utilization and drift of its
+// points (model-level points are left out) and whether a point failed.
 struct LayerSummary {
     std::int64_t layer = 0;
     double local = 0, propagated = 0;
+    double drift = std::numeric_limits<double>::quiet_NaN();  // NaN: none computed
     bool fail_local = false, fail_propagated = false;
 };
 std::vector<LayerSummary> layer_summaries(const DivergeReport& r);

@@ -22,6 +22,7 @@ void finish(ErrorMetrics& m, const Sums& s) {
     // nonzero one has no direction to compare: cosine 0.
     m.cosine = norm > 0 ? s.cr / norm : (s.cc == 0 && s.rr == 0 ? 1.0 : 0.0);
     m.sqnr_db = s.ee == 0 ? kInf : 10 * std::log10(s.rr / s.ee);
+    m.rel_l2 = s.ee == 0 ? 0.0 : s.rr > 0 ? std::sqrt(s.ee / s.rr) : kInf;
 }
 
 // A class mismatch at element i: the point fails whatever its numbers say.
@@ -58,6 +59,16 @@ ErrorMetrics compare(const std::vector<double>& cand, const std::vector<double>&
     }
     finish(m, s);
     return m;
+}
+
+double drift_ratio(const std::vector<double>& cand, const std::vector<double>& exact, const std::vector<double>& same_dtype) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < exact.size(); ++i) {
+        if (!std::isfinite(cand[i]) || !std::isfinite(exact[i]) || !std::isfinite(same_dtype[i])) continue;
+        num += (cand[i] - exact[i]) * (cand[i] - exact[i]);
+        den += (same_dtype[i] - exact[i]) * (same_dtype[i] - exact[i]);
+    }
+    return den > 0 ? std::sqrt(num / den) : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace conform::model

@@ -24,6 +24,11 @@ namespace conform::model {
 ErrorMetrics compare(const std::vector<double>& cand, const std::vector<double>& ref,
                      const std::vector<double>& allowed, Format f, bool inherited_nan = false);
 
+// |cand - exact|_2 / |same_dtype - exact|_2 over the elements finite in all
+// three (docs/diverge.md, "Drift"); NaN when the same-dtype run equals the
+// exact one there.
+double drift_ratio(const std::vector<double>& cand, const std::vector<double>& exact, const std::vector<double>& same_dtype);
+
 // True when the metrics fail the budget (class mismatch or utilization > 1).
 inline bool exceeds(const ErrorMetrics& m) { return m.class_mismatch || !(m.utilization <= 1); }
 

@@ -289,6 +289,18 @@ Named run_oracle(const ModelContract& c, const Named& weights, const Values& inp
     return points;
 }
 
+Values rounded_into(Values v, Format f) {
+    for (double& e : v.v) e = decode(f, encode(f, e));
+    return v;
+}
+
+Named run_oracle_rounded(const ModelContract& c, const Named& weights, const Values& input) {
+    Named points{{"input", input}};
+    const Lookup get = lookup(points, weights);
+    for (const Step& s : build_graph(c)) points[s.point] = rounded_into(eval_step(c, s, get, c.conventions), s.format);
+    return points;
+}
+
 namespace {
 
 // hidden_states / residual of seed 003 at one consumer: the residual update

@@ -39,6 +39,13 @@ Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const
 
 // The whole stack on the FP64 tier from the model input: every point, by name.
 Named run_oracle(const ModelContract& c, const Named& weights, const Values& input);
+// The same-dtype reference (docs/diverge.md, "Drift"): every step exact on
+// the previous points as rounded, its result rounded once into its point's
+// storage format -- what a correctly rounded implementation of the
+// contract's formats computes.
+Named run_oracle_rounded(const ModelContract& c, const Named& weights, const Values& input);
+Values rounded_into(Values v, Format f);  // each element correctly rounded into f
+
 // The fused add+norm formulation (hidden and residual carried separately,
 // seed 003): the same points; must equal run_oracle.
 Named run_oracle_fused(const ModelContract& c, const Named& weights, const Values& input);

@@ -280,6 +280,37 @@ TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
     }
 }
 
+// ---- drift against the same-dtype reference (docs/diverge.md, "Drift") ---------
+
+// A clean stack of the built-in kernels drifts like a correctly rounded one
+// of its dtype (drift about 1 at every point); a planted defect reads its
+// factor at its layer, where the propagated utilization of a clean BF16
+// stack already reads millions.
+TEST(DivergeDrift, CleanModelsReadAboutOneADefectReadsItsFactor) {
+    for (const char* pattern : {"dense", "hybrid"})
+        for (Format f : {Format::bf16, Format::fp16}) {
+            const DivergeReport r = analyse(small(pattern, f));
+            int computed = 0;
+            for (const PointReport& p : r.points) {
+                if (std::isnan(p.drift)) continue;
+                ++computed;
+                EXPECT_GE(p.drift, 0.5) << pattern << " " << name(f) << " " << p.point;
+                EXPECT_LE(p.drift, 2.0) << pattern << " " << name(f) << " " << p.point;
+            }
+            EXPECT_GT(computed, static_cast<int>(r.points.size()) / 2) << pattern << " " << name(f);
+        }
+    ModelContract c = small("dense", Format::bf16);
+    c.zero_centered = true;
+    CandidateOptions opt;
+    opt.mutant = "mutant.rms_norm.zc_as_w.bf16", opt.at = 2;
+    const DivergeReport r = analyse(c, opt);
+    for (const LayerSummary& l : layer_summaries(r)) {
+        if (l.layer < opt.at) EXPECT_LE(l.drift, 2.0) << l.layer;
+        if (l.layer == opt.at) EXPECT_GT(l.drift, 50.0);
+    }
+    EXPECT_TRUE(to_json(r)["layers"][2]["drift"].is_number());
+}
+
 // ---- MoE MLPs (docs/moe.md, "In the model") ---------------------------------------
 
 namespace {
