@@ -2,6 +2,7 @@
 // Exit status: 0 no layer fails, 1 a layer fails locally, 2 bad input (an
 // unreadable or malformed dump, a contract error, a weight or point whose
 // shape the contract does not expect -- the message names the file and field).
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -78,6 +79,13 @@ void print_summary(const model::DivergeReport& r, const std::string& out) {
     std::cout << "FP64-tier bound / budget (max): " << report::detail::number(r.oracle_bound_ratio) << " at "
               << r.oracle_bound_worst << "\n";
     if (!r.mpfr_cross_check.empty()) std::cout << "MPFR cross-check: " << r.mpfr_cross_check << "\n";
+    const model::LayerSummary* worst = nullptr;  // the largest drift against the same-dtype reference
+    const auto layers = model::layer_summaries(r);
+    for (const auto& l : layers)
+        if (!std::isnan(l.drift) && (!worst || l.drift > worst->drift)) worst = &l;
+    if (worst)
+        std::cout << "drift against a correctly rounded " << name(r.contract.dtype) << " run (max): "
+                  << report::detail::number(worst->drift) << "x at layer " << worst->layer << "\n";
     std::cout << "report: " << out << "/diverge.{json,md,html}\n";
 }
 
