@@ -35,6 +35,7 @@ const std::map<std::string, std::vector<std::string>>& convention_values() {
         {"rope_pairing", {"half", "interleaved"}},       {"eps_placement", {"inside", "outside"}},
         {"gate_order", {"gate_up", "up_gate"}},          {"gelu", {"erf", "tanh"}},
         {"norm_cast", {"after_weight", "before_weight"}}, {"causal", {"bottom_right", "top_left"}},
+        {"window_keys", {"w", "w_plus_one"}},
     };
     return v;
 }
@@ -43,6 +44,11 @@ Conventions default_conventions() {
     Conventions c;
     for (const auto& [k, vals] : convention_values()) c[k] = vals.front();
     return c;
+}
+
+std::int64_t ModelContract::layer_window(std::int64_t layer) const {
+    if (window <= 0 || window_pattern.empty()) return 0;
+    return window_pattern[static_cast<std::size_t>(layer) % window_pattern.size()] == 'L' ? window : 0;
 }
 
 AttentionKind ModelContract::layer_kind(std::int64_t layer) const {
@@ -104,6 +110,9 @@ void validate(const ModelContract& c) {
         require_positive(f, v);
     if (c.heads % c.kv_heads) fail("kv_heads", "must divide heads (" + std::to_string(c.heads) + ")");
     if (c.cache_tokens < 0) fail("cache_tokens", "must be >= 0");
+    if (c.window < 0) fail("window", "must be >= 0 (0: no sliding window)");
+    if (c.window_pattern.empty() || c.window_pattern.find_first_not_of("LG") != std::string::npos)
+        fail("window_pattern", "must be a non-empty string of L (local) and G (global), e.g. \"LLLLLG\"");
     require_finite("eps", c.eps, false);
     require_finite("rope_base", c.rope_base, true);
     if (c.rope_base <= 1) fail("rope_base", "must be > 1");
@@ -212,9 +221,8 @@ Field format_field(Format ModelContract::*m) {
             },
             named(m)};
 }
-Field pattern_field() {
-    return {[](ModelContract& c, const std::string& f, const nlohmann::json& v) { c.pattern = str(f, v); },
-            plain(&ModelContract::pattern)};
+Field string_field(std::string ModelContract::*m) {
+    return {[m](ModelContract& c, const std::string& f, const nlohmann::json& v) { c.*m = str(f, v); }, plain(m)};
 }
 Field conventions_field() {
     return {[](ModelContract& c, const std::string& f, const nlohmann::json& v) {
@@ -227,7 +235,7 @@ Field conventions_field() {
 const std::map<std::string, Field>& fields() {
     static const std::map<std::string, Field> r{
         {"layers", int_field(&ModelContract::layers)},
-        {"pattern", pattern_field()},
+        {"pattern", string_field(&ModelContract::pattern)},
         {"linear_kind", enum_field(&ModelContract::linear_kind, kAttentionKinds)},
         {"attention_kind", enum_field(&ModelContract::attention_kind, kAttentionKinds)},
         {"width", int_field(&ModelContract::width)},
@@ -239,6 +247,8 @@ const std::map<std::string, Field>& fields() {
         {"ffn", int_field(&ModelContract::ffn)},
         {"tokens", int_field(&ModelContract::tokens)},
         {"cache_tokens", int_field(&ModelContract::cache_tokens)},
+        {"window", int_field(&ModelContract::window)},
+        {"window_pattern", string_field(&ModelContract::window_pattern)},
         {"qkv_bias", bool_field(&ModelContract::qkv_bias)},
         {"o_bias", bool_field(&ModelContract::o_bias)},
         {"norm", enum_field(&ModelContract::norm, {NormKind::rms_norm, NormKind::layer_norm})},

@@ -40,6 +40,8 @@ const char* name(ResidualKind r);
 //                                           norm output rounded once after the weight, or
 //                                           x / rms rounded to the model format first (Llama)
 //   causal          bottom_right | top_left causal mask alignment when Lq != Lk (a KV cache)
+//   window_keys     w | w_plus_one          a sliding window sees the W keys (pos - W, pos], or
+//                                           W + 1 keys [pos - W, pos] (a `j >= i - W` mask)
 using Conventions = std::map<std::string, std::string>;
 const std::map<std::string, std::vector<std::string>>& convention_values();
 Conventions default_conventions();
@@ -57,6 +59,11 @@ struct ModelContract {
     std::int64_t ffn = 128;                                // F: MLP hidden size
     std::int64_t tokens = 16;                              // T: model input length
     std::int64_t cache_tokens = 0;  // P > 0: attention layers see P cached keys first (Lk = P + T)
+    // Sliding-window attention: window W > 0 makes the full-attention layers
+    // that window_pattern marks 'L' local (layer l reads pattern[l % size]):
+    // "L" every layer, "LG" alternating (gpt-oss), "LLLLLG" Gemma's 5:1.
+    std::int64_t window = 0;
+    std::string window_pattern = "L";
     bool qkv_bias = false, o_bias = false;
     // Norms.
     NormKind norm = NormKind::rms_norm;
@@ -92,6 +99,7 @@ struct ModelContract {
 
     AttentionKind layer_kind(std::int64_t layer) const;  // hybrid: layer % 4 == 3 is full attention
     bool moe() const { return mlp == MlpKind::moe || mlp == MlpKind::latent_moe; }
+    std::int64_t layer_window(std::int64_t layer) const;  // W on a local layer, 0 on a global one
 };
 
 // std::invalid_argument naming the field ("contract.heads: must divide ...").

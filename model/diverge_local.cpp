@@ -102,7 +102,12 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::glu: return {"gate_order"};
         case StepKind::gelu: return {"gelu"};
         // Without cached keys (Lq = Lk) both alignments are the same mask.
-        case StepKind::attention: return c.cache_tokens > 0 ? std::vector<std::string>{"causal"} : std::vector<std::string>{};
+        case StepKind::attention: {
+            std::vector<std::string> v;
+            if (c.cache_tokens > 0) v.push_back("causal");
+            if (c.window > 0) v.push_back("window_keys");
+            return v;
+        }
         default: return {};
     }
 }

@@ -162,12 +162,15 @@ std::vector<std::string> norm_unexpressed(const Conventions& conv) {
     return u;
 }
 
-// The additive top-left causal mask [Lq, Lk]: query i sees keys j <= i.
-Tensor top_left_mask(Format f, std::int64_t lq, std::int64_t lk) {
+// The additive top-left causal mask [Lq, Lk]: query i sees keys j <= i
+// (and j > i - window with a sliding window).
+Tensor top_left_mask(Format f, std::int64_t lq, std::int64_t lk, std::int64_t window) {
     Tensor m(f, {lq, lk});
     for (std::int64_t i = 0; i < lq; ++i)
-        for (std::int64_t j = 0; j < lk; ++j)
-            m.set_value(i * lk + j, j <= i ? 0.0 : -std::numeric_limits<double>::infinity());
+        for (std::int64_t j = 0; j < lk; ++j) {
+            const bool seen = j <= i && (window <= 0 || j > i - window);
+            m.set_value(i * lk + j, seen ? 0.0 : -std::numeric_limits<double>::infinity());
+        }
     return m;
 }
 
@@ -188,8 +191,12 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
         call.in.push_back(heads_major(P > 0 ? concat_first(get(s.inputs[i + 2]), x).view() : x, G));
     }
     const bool top_left = convention(conv, "causal") == "top_left" && P > 0;
-    call.params = Params({{"scale", 0}, {"causal", top_left ? 0.0 : 1.0}, {"window", 0}, {"softcap", 0}});
-    if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, P + c.tokens));
+    // The op's window counts the keys seen, the query's own included.
+    std::int64_t w = c.layer_window(s.layer);
+    if (w > 0 && convention(conv, "window_keys") == "w_plus_one") ++w;
+    call.params = Params({{"scale", 0}, {"causal", top_left ? 0.0 : 1.0}, {"window", top_left ? 0.0 : static_cast<double>(w)},
+                          {"softcap", 0}});
+    if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, P + c.tokens, w));
     call.out_heads = s.heads;
 }
 

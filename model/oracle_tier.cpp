@@ -148,6 +148,7 @@ Values eval_attention(const OpCall& call) {
     const std::vector<double> mask = call.in.size() > 3 ? doubles(call.in[3]) : std::vector<double>{};
     const std::int64_t H = q.shape[0], Lq = q.shape[1], D = q.shape[2], G = k.shape[0], Lk = k.shape[1], Dv = v.shape[2];
     const bool causal = call.params.at("causal") != 0;
+    const auto window = static_cast<std::int64_t>(call.params.get("window", 0));
     const double scale = 1 / std::sqrt(static_cast<double>(D));
     Values o = sized({H, Lq, Dv});
     for (std::int64_t h = 0; h < H; ++h) {
@@ -156,7 +157,7 @@ Values eval_attention(const OpCall& call) {
         for (std::int64_t i = 0; i < Lq; ++i) {
             std::vector<double> s(static_cast<size_t>(Lk));
             for (std::int64_t j = 0; j < Lk; ++j) {
-                const bool hidden = !oracle::key_visible(i, j, Lq, Lk, causal, 0) ||
+                const bool hidden = !oracle::key_visible(i, j, Lq, Lk, causal, window) ||
                                     (!mask.empty() && std::isinf(mask[static_cast<size_t>(i * Lk + j)]));
                 s[static_cast<size_t>(j)] =
                     hidden ? -INFINITY

@@ -280,6 +280,30 @@ TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
     }
 }
 
+// Sliding-window layers (Gemma's local/global interleave, with a KV cache
+// and both causal alignments) pass with the built-in kernels; their
+// attention points differ from the same stack without a window.
+TEST(Diverge, SlidingWindowLayersPass) {
+    for (const std::string conv : {"bottom_right", "top_left"})
+        for (Format f : {Format::fp32, Format::bf16}) {
+            ModelContract c = small("dense", f);
+            c.window = 3, c.window_pattern = "GL", c.cache_tokens = 5;
+            c.conventions["causal"] = conv;
+            const Synthetic m = synthetic_model(c, 5);
+            const NamedTensors pts = run_kernels(c, m.weights, m.input);
+            const DivergeReport r = diverge(c, m.weights, m.input, pts);
+            EXPECT_FALSE(r.first_failing) << conv << " " << name(f) << ": " << first_failing_text(r);
+            ModelContract global = c;
+            global.window = 0;
+            const NamedTensors g = run_kernels(global, m.weights, m.input);
+            for (const char* p : {"layers.0.attn", "layers.1.attn"}) {
+                bool same = true;
+                for (std::int64_t i = 0; i < pts.at(p).numel(); ++i) same = same && pts.at(p).bits(i) == g.at(p).bits(i);
+                EXPECT_EQ(same, std::string(p) == "layers.0.attn") << p << ": layer 0 is global, layer 1 local";
+            }
+        }
+}
+
 // ---- drift against the same-dtype reference (docs/diverge.md, "Drift") ---------
 
 // A clean stack of the built-in kernels drifts like a correctly rounded one
@@ -446,11 +470,13 @@ TEST(Diverge, EachConventionIsIdentified) {
                                   {"gate_order", "up_gate", StepKind::glu, MlpKind::swiglu, Format::bf16},
                                   {"gelu", "tanh", StepKind::gelu, MlpKind::gelu, Format::fp32},
                                   {"norm_cast", "before_weight", StepKind::norm, MlpKind::swiglu, Format::bf16},
-                                  {"causal", "top_left", StepKind::attention, MlpKind::swiglu, Format::bf16}};
+                                  {"causal", "top_left", StepKind::attention, MlpKind::swiglu, Format::bf16},
+                                  {"window_keys", "w_plus_one", StepKind::attention, MlpKind::swiglu, Format::bf16}};
     for (const Case& k : cases) {
         ModelContract c = small("dense", k.f);
         c.mlp = k.mlp;
         c.cache_tokens = k.key == "causal" ? 4 : 0;
+        c.window = k.key == "window_keys" ? 3 : 0;
         c.eps = k.key == "eps_placement" ? 1e-2 : 1e-6;  // eps must matter beside mean x^2 ~ 1
         CandidateOptions opt;
         opt.conventions[k.key] = k.value;

@@ -94,6 +94,8 @@ ModelContract random_contract() {
     c.selection_bias = *rc::gen::arbitrary<bool>();
     c.latent_dim = *rc::gen::inRange<std::int64_t>(1, 33);
     c.normalized = *rc::gen::arbitrary<bool>();
+    c.window = *rc::gen::element<std::int64_t>(0, 0, 2, 5);
+    c.window_pattern = *rc::gen::element<std::string>("L", "LG", "LLLLLG");
     c.norm = *rc::gen::element(NormKind::rms_norm, NormKind::layer_norm);
     c.residual = *rc::gen::element(ResidualKind::plain, ResidualKind::mhc);
     c.placement = c.residual == ResidualKind::mhc ? Placement::pre : *rc::gen::element(Placement::pre, Placement::post);
@@ -143,6 +145,9 @@ TEST(ModelContract, ErrorsNameTheField) {
               std::string::npos);
     j["router_score"] = "sigmoid", j["shared_experts"] = -1;
     EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.shared_experts: must be >= 0");
+    j = to_json(small());
+    j["window"] = 4, j["window_pattern"] = "LLX";
+    EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.window_pattern"), std::string::npos);
 }
 
 // The MoE MLPs' points: the router [T, 2k] (FP32) and mlp_out; latent_moe
