@@ -33,6 +33,7 @@ struct ErrorMetrics {
     double utilization = 0;  // max |c - r| / (budget + oracle bound) per element
     std::int64_t worst = -1; // flat index of the worst element (utilization)
     bool class_mismatch = false;  // NaN/Inf where the reference has none (or the reverse)
+    std::int64_t not_judged = 0;  // elements whose budget is undefined (oracle::kUndefined): skipped, counted
 };
 
 enum class PointStatus { pass, fail_local, fail_propagated, not_checkable };

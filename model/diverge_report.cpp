@@ -21,7 +21,8 @@ nlohmann::json metrics_json(const ErrorMetrics& m) {
     return {{"max_ulp", num(m.max_ulp)},         {"max_rel", num(m.max_rel)}, {"rel_l2", num(m.rel_l2)},
             {"cosine", num(m.cosine)},
             {"sqnr_db", num(m.sqnr_db)},         {"utilization", num(m.utilization)},
-            {"worst_index", m.worst},            {"class_mismatch", m.class_mismatch}};
+            {"worst_index", m.worst},            {"class_mismatch", m.class_mismatch},
+            {"not_judged", m.not_judged}};
 }
 
 nlohmann::json point_json(const PointReport& p) {
@@ -132,6 +133,7 @@ Table layer_table(const std::vector<PointReport>& ps, std::int64_t layer, bool w
         if (!p.missing.empty()) status += " (missing " + p.missing + ")";
         if (p.convention_match) status += " (matches " + *p.convention_match + ")";
         if (!p.note.empty()) status += " (" + p.note + ")";
+        if (p.local.not_judged) status += " (" + std::to_string(p.local.not_judged) + " not judged: budget undefined)";
         t.push_back({p.point, name(p.kind), with_propagated ? pair(l.max_ulp, g.max_ulp) : number(l.max_ulp),
                      with_propagated ? pair(l.rel_l2, g.rel_l2) : number(l.rel_l2),
                      with_propagated ? pair(l.cosine, g.cosine) : number(l.cosine),

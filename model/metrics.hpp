@@ -15,7 +15,8 @@ namespace conform::model {
 // cand: the candidate's values (exact, stored in f); ref: the reference
 // (FP64 tier or another dump); allowed: per element, the budget plus the
 // reference's own bound (utilization = |cand - ref| / allowed; a zero
-// allowance demands equality).  The reference's class is the class of its
+// allowance demands equality; an allowance of -inf, oracle::kUndefined, is
+// an element not judged, counted in not_judged).  The reference's class is the class of its
 // correct rounding into f, so a finite reference beyond f's range matches
 // the infinity a correct kernel returns.  inherited_nan: the reference's
 // inputs already held NaN/Inf (a local reference computed on a candidate's

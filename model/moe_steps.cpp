@@ -87,7 +87,7 @@ Values eval_router_step(const ModelContract&, const OpCall& call, const Values* 
             oracle::TokenBudget any = b;  // an undefined token: any valid selection is its choice
             if (b.undefined) std::fill(any.delta.begin(), any.delta.end(), INFINITY);
             if (oracle::router_admissible(b.undefined ? any : b, theirs)) {
-                if (counts && theirs != chosen) ++counts->accepted_other;
+                if (counts && theirs != chosen && !b.undefined) ++counts->accepted_other;
                 chosen = theirs;
             }
             if (counts && !b.undefined && oracle::ambiguous(b, order, K)) ++counts->ambiguous;
@@ -170,8 +170,13 @@ Values eval_moe_step(const OpCall& call, const Values& router) {
     const moe_slots::Layer l = moe_slots::read_layer(call.op, call.params, in);
     const MoeMat x = matrix(l.in(in, moe_slots::x), l.t, l.c);
     const MoeMat v = l.latent ? MoeMat(x * matrix(l.in(in, moe_slots::latent_down), l.c, l.w)) : x;
+    // A token the router found non-finite, or a dump's router row that is no
+    // routing (an id NaN, out of range or fractional): NaN throughout.
+    std::vector<double> ids;
+    for (std::int64_t t = 0; t < l.t; ++t)
+        for (std::int64_t j = 0; j < l.k; ++j) ids.push_back(router.v[static_cast<std::size_t>(t * 2 * l.k + j)]);
     std::vector<char> bad(static_cast<std::size_t>(l.t));
-    for (std::int64_t t = 0; t < l.t; ++t) bad[static_cast<std::size_t>(t)] = std::isnan(router.v[static_cast<std::size_t>(t * 2 * l.k)]);
+    for (std::int64_t t = 0; t < l.t; ++t) bad[static_cast<std::size_t>(t)] = !oracle::valid_expert_ids(ids, t, l.k, l.e);
     const MoeMat u = routed_sum(l, in, v, router);
     return with_nan_rows(l.latent ? u : plus_shared(l, in, u), bad);
 }

@@ -184,7 +184,7 @@ void add_sparse_specs(std::vector<OpSpec>& s) {
                "scores [Lq, N]: per query row i (position offset + i), the forced block (if any), then the eligible "
                "candidates of largest score in decreasing order (ties: the lower index): indices [Lq, k] (k + 1 with "
                "force_local = 2), ids stored as exact values, -1 in slots no eligible candidate fills.  A NaN "
-               "score among a row's eligible candidates makes the row NaN; -inf and +inf are ordinary scores.  "
+               "score among a row's eligible candidates (the forced block's aside) makes the row NaN; -inf and +inf are ordinary scores.  "
                "Judged ambiguity-aware: exactly tied candidates may come in either order"};
     sel.out_shapes_params = topk_select_shapes;
     sel.staged = true;

@@ -35,10 +35,15 @@ struct GivenRouting {
 // Where a budget stops: y of the layer, latent_moe's u (the routed experts'
 // weighted sum, [T, L]), or latent_moe's y from a given u.
 enum class BoundStage { all, latent_u, latent_out };
+// Whether token t's k slots of `ids` ([T, k] row-major) are integer expert
+// ids in [0, experts): a routing any layer can run.
+bool valid_expert_ids(const std::vector<double>& ids, std::int64_t t, std::int64_t k, std::int64_t experts);
+
 // y's (or u's) budget given the routing (the stages after the router, as
 // moe_bound and latent_moe_bound compute them for the router's own
 // outputs), for a kernel storing every intermediate in `store` and
-// accumulating in `acc`: NaN rows on tokens with NaN indices, kUndefined
+// accumulating in `acc`: NaN rows on tokens whose ids are not valid (NaN, or
+// not an integer in [0, E): valid_expert_ids), kUndefined
 // rows where a stage may overflow or the RMSNorm bound would be vacuous.
 std::vector<double> moe_bound_given_routing(const moe_slots::Layer& l, const std::vector<TensorView>& in,
                                             const GivenRouting& r, Format store, Format acc,

@@ -231,10 +231,18 @@ std::vector<std::vector<double>> layer_bound(const std::string& op, const Params
 
 }  // namespace
 
+bool valid_expert_ids(const std::vector<double>& ids, std::int64_t t, std::int64_t k, std::int64_t experts) {
+    for (std::int64_t j = 0; j < k; ++j) {
+        const double e = ids.at(static_cast<std::size_t>(t * k + j));
+        if (!(e >= 0 && e < static_cast<double>(experts) && e == std::floor(e))) return false;
+    }
+    return true;
+}
+
 std::vector<double> moe_bound_given_routing(const Layer& l, const std::vector<TensorView>& in, const GivenRouting& r,
                                             Format store, Format acc, BoundStage stage) {
     return bound_rows(l, in, &r, nullptr, store, acc, stage,
-                      [&](std::int64_t t) { return std::isnan(r.indices.at(static_cast<std::size_t>(t * l.k))); });
+                      [&](std::int64_t t) { return !valid_expert_ids(r.indices, t, l.k, l.e); });
 }
 
 std::vector<double> latent_out_bound(const Layer& l, const std::vector<TensorView>& in, const std::vector<double>& u,

@@ -30,6 +30,9 @@ SelectSetup select_setup(const Params& p, const std::vector<TensorView>& in) {
     require_rank(op, "scores", in[0], 2);
     SelectSetup s;
     s.queries = in[0].shape[0], s.candidates = in[0].shape[1];
+    if (s.candidates > (std::int64_t{1} << 24))
+        throw std::invalid_argument(op + ": at most 2^24 candidates (ids are stored as exact FP32 values), got " +
+                                    std::to_string(s.candidates));
     constexpr std::int64_t kBig = std::int64_t{1} << 40;
     s.k = int_param(p, "k", 4, 1, kBig);
     s.block = int_param(p, "block", 1, 1, kBig);
@@ -103,8 +106,10 @@ bool selection_admissible(const SelectSetup& s, const std::vector<double>& score
     for (std::int64_t n : c) b.score.push_back(scores[static_cast<std::size_t>(n)]), b.delta.push_back(delta[static_cast<std::size_t>(n)]);
     std::vector<double> mapped;
     for (std::size_t j = 0; j < take; ++j, ++at) {
-        const auto it = std::find(c.begin(), c.end(), static_cast<std::int64_t>(chosen.at(at)));
-        if (it == c.end() || chosen[at] != std::floor(chosen[at])) return false;  // ineligible, forced again, or not an id
+        const double id = chosen.at(at);
+        if (!(id >= 0 && id < static_cast<double>(s.candidates) && id == std::floor(id))) return false;  // not an id
+        const auto it = std::find(c.begin(), c.end(), static_cast<std::int64_t>(id));
+        if (it == c.end()) return false;  // ineligible, or the forced block again
         mapped.push_back(static_cast<double>(it - c.begin()));
     }
     for (; at < chosen.size(); ++at)

@@ -54,46 +54,69 @@ OpOutputs eval_lightning_indexer(const Params&, const std::vector<TensorView>& i
     return out;
 }
 
-// Per head: the FP32 dot d^ errs by eps = dot_budget(a, c) (a = sum |q k|);
-// ReLU is 1-Lipschitz, so ReLU(d^) errs by eps too; w ReLU(d^) rounds once
-// (u relative, eta/2 below FP32's normal range).  The head sum of H such
-// terms in any order: gamma_H times their magnitudes plus the propagated
-// errors.  |r - ReLU(d)| <= c 2^-52 a covers the double r the bound itself
-// uses; the FP32 output (or a narrower one) rounds once more.
+// Per head: the FP32 dot d^ errs by eps = dot_budget(a, c) (a = sum |q k|
+// over the finite products); ReLU is 1-Lipschitz, so ReLU(d^) errs by eps
+// too; w ReLU(d^) rounds once (u relative, eta/2 below FP32's normal range).
+// The head sum of H such terms in any order: gamma_H times their magnitudes
+// plus the propagated errors.  |r - ReLU(d)| <= c 2^-52 a covers the double
+// r the bound itself uses; the FP32 output (or a narrower one) rounds once
+// more.  Special values: a head whose exact dot is -inf contributes exactly
+// 0 (its finite products must not overflow first); a non-finite exact score
+// is compared by class (NaN bound); an infinite weight on a dot within eps
+// of 0 is undefined (inf * 0 = NaN or inf * tiny = inf, by the dot's last bit).
+namespace {
+
+// One head's dot product q[t, h] . k[s] in double: its finite products'
+// sum and magnitude, and the sum of its infinite (or NaN) products.
+struct HeadDot {
+    double dd = 0, a = 0, special = 0;
+};
+HeadDot head_dot(const std::vector<TensorView>& in, const IndexerDims& d, std::int64_t t, std::int64_t h, std::int64_t s) {
+    HeadDot r;
+    for (std::int64_t i = 0; i < d.c; ++i) {
+        const double p = in[0].value((t * d.h + h) * d.c + i) * in[1].value(s * d.c + i);
+        if (std::isfinite(p)) r.dd += p, r.a += std::fabs(p);
+        else r.special += p;
+    }
+    return r;
+}
+
+double score_bound(const std::vector<TensorView>& in, const IndexerDims& d, std::int64_t t, std::int64_t s, double exact,
+                   Format acc, Format out) {
+    const double u = std::max(unit_roundoff(acc), kIndexU);
+    double prop = 0, mag = 0;
+    bool undefined = false;
+    for (std::int64_t h = 0; h < d.h; ++h) {
+        const HeadDot hd = head_dot(in, d, t, h, s);
+        const DotBudget db = dot_budget(hd.a, d.c, acc);
+        undefined = undefined || db.may_overflow;  // the finite products may overflow before an infinite one joins
+        const double w = std::fabs(in[2].value(t * d.h + h)), eps = db.err + static_cast<double>(d.c) * 0x1p-52 * hd.a;
+        // An infinite weight on a dot within eps of 0: inf * 0 = NaN or inf * tiny = inf, by the dot's last bit.
+        if (std::isinf(w) && hd.special == 0 && std::fabs(hd.dd) <= eps) undefined = true;
+        if (hd.special != 0 || !std::isfinite(w)) continue;  // -inf: ReLU gives exactly 0; the rest makes the score non-finite
+        const double r = std::max(hd.dd, 0.0) + eps;  // >= the kernel's and the exact ReLU
+        prop += w * eps + u * w * r + kEta / 2;
+        mag += w * r * (1 + u) + kEta / 2;
+    }
+    const DotBudget sum = dot_budget(mag, d.h, acc);
+    if (undefined || sum.may_overflow) return kUndefined;
+    if (!std::isfinite(exact)) return kIndexNaN;  // compared by class
+    double e = prop + sum.err;
+    if (info(out).precision < info(acc).precision) e += 0.5 * ulp_at(out, std::fabs(exact) + e);
+    return e;
+}
+
+}  // namespace
+
 std::vector<std::vector<double>> lightning_indexer_bound(const Params&, const std::vector<TensorView>& in,
                                                          const std::vector<std::vector<double>>& exact, Format acc,
                                                          const std::vector<Format>& out) {
     const IndexerDims d = indexer_dims(in);
-    const double u = std::max(unit_roundoff(acc), kIndexU);
     std::vector<double> b(static_cast<std::size_t>(d.lq * d.n));
     for (std::int64_t t = 0; t < d.lq; ++t)
         for (std::int64_t s = 0; s < d.n; ++s) {
             const std::size_t at = static_cast<std::size_t>(t * d.n + s);
-            if (std::isnan(exact.at(0).at(at))) {
-                b[at] = kIndexNaN;
-                continue;
-            }
-            double prop = 0, mag = 0;
-            bool overflow = false;
-            for (std::int64_t h = 0; h < d.h; ++h) {
-                double dd = 0, a = 0;
-                for (std::int64_t i = 0; i < d.c; ++i) {
-                    const double p = in[0].value((t * d.h + h) * d.c + i) * in[1].value(s * d.c + i);
-                    dd += p, a += std::fabs(p);
-                }
-                const DotBudget db = dot_budget(a, d.c, acc);
-                overflow = overflow || db.may_overflow || !std::isfinite(a);
-                const double w = std::fabs(in[2].value(t * d.h + h));
-                const double eps = db.err + static_cast<double>(d.c) * 0x1p-52 * a;
-                const double r = std::max(dd, 0.0) + eps;  // >= the kernel's and the exact ReLU
-                prop += w * eps + u * w * r + kEta / 2;
-                mag += w * r * (1 + u) + kEta / 2;
-            }
-            const DotBudget sum = dot_budget(mag, d.h, acc);
-            overflow = overflow || sum.may_overflow;
-            double e = prop + sum.err;
-            if (info(out.at(0)).precision < info(acc).precision) e += 0.5 * ulp_at(out[0], std::fabs(exact[0][at]) + e);
-            b[at] = overflow ? kUndefined : e;
+            b[at] = score_bound(in, d, t, s, exact.at(0).at(at), acc, out.at(0));
         }
     return {b};
 }

@@ -83,37 +83,6 @@ Testable head_permutation_invariance(const KernelInfo& k) {
     };
 }
 
-// The selection downstream: topk_select's choice on the kernel's scores is
-// a correct choice for the exact scores within the indexer's budget
-// (oracle::selection_admissible with delta = the budget) -- the
-// ambiguity-aware rule of docs/moe.md with a nonzero budget.
-Testable selection_within_the_score_budget(const KernelInfo& k) {
-    return [&k] {
-        const Case c = indexer_case(k);
-        const IndexerReference ref = reference(k, c);
-        const Tensor got = run_kernel(k, c.params, c.views()).at(0);
-        const std::int64_t lq = got.shape()[0], n = got.shape()[1];
-        Params p({{"k", static_cast<double>(*rc::gen::inRange<std::int64_t>(1, n + 1))}, {"causal", 0}});
-        const Tensor shape_only(Format::fp32, {lq, n});
-        const oracle::SelectSetup s = oracle::select_setup(p, {shape_only.view()});
-        for (std::int64_t t = 0; t < lq; ++t) {
-            const auto row = [&](const std::vector<double>& v) {
-                return std::vector<double>(v.begin() + t * n, v.begin() + (t + 1) * n);
-            };
-            const std::vector<double> exact = row(ref.exact), delta = row(ref.bound);
-            if (!std::all_of(exact.begin(), exact.end(), [](double v) { return std::isfinite(v); }) ||
-                !std::all_of(delta.begin(), delta.end(), [](double v) { return v >= 0 && std::isfinite(v); }))
-                continue;  // special values, or scores the budget leaves undefined
-            std::vector<double> mine(static_cast<std::size_t>(n));
-            for (std::int64_t j = 0; j < n; ++j) mine[static_cast<std::size_t>(j)] = got.value(t * n + j);
-            const std::vector<double> chosen = oracle::select_row(s, mine, t);
-            if (!oracle::selection_admissible(s, exact, delta, t, chosen))
-                RC_FAIL("query " + std::to_string(t) + ": the top " + std::to_string(s.k) +
-                        " of the kernel's scores is not a selection any scores within the budget produce");
-        }
-    };
-}
-
 }  // namespace
 
 void add_sparse_indexer_properties(std::vector<PropertyDef>& v) {
@@ -123,9 +92,6 @@ void add_sparse_indexer_properties(std::vector<PropertyDef>& v) {
     };
     v.push_back({"head_permutation_invariance", "permuting the heads moves a score by at most twice its budget", ind,
                  make(head_permutation_invariance)});
-    v.push_back({"selection_within_the_score_budget",
-                 "the top k of the kernel's scores is admissible for the exact scores within the indexer's budget", ind,
-                 make(selection_within_the_score_budget)});
 }
 
 }  // namespace conform::props

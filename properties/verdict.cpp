@@ -488,6 +488,8 @@ int sign_of(double v) { return (v > 0) - (v < 0); }
 std::string undefined_reason(const OpSpec& op) {
     if (op.name == "matmul") return "sum |a b| reaches the accumulator's overflow threshold";
     if (op.name == "moe_router") return "FP32 logits may overflow, or the sigmoid leave FP32's normal range";
+    if (op.name == "lightning_indexer")
+        return "an FP32 dot product or head sum may overflow, or an infinite weight meets a dot of uncertain sign";
     if (op.name == "moe" || op.name == "latent_moe")
         return "a stage may overflow, RMSNorm(u)'s root is not determined, or the router is undefined";
     return "0/0: eps = 0 on a constant row";

@@ -163,6 +163,9 @@ TEST(Metrics, SpecialValuesAreClassesFirst) {
     EXPECT_EQ(m.worst, 1);
     EXPECT_TRUE(exceeds(m));
     EXPECT_TRUE(exceeds(compare({1.5}, {1}, {0}, Format::fp32)));  // a zero allowance demands equality
+    const ErrorMetrics u = compare({1.5, 2}, {1, 2}, {-INFINITY, 0}, Format::fp32);  // an undefined budget: not judged
+    EXPECT_FALSE(exceeds(u));
+    EXPECT_EQ(u.not_judged, 1);
 }
 
 // ---- whole synthetic models ---------------------------------------------------
@@ -454,6 +457,12 @@ TEST(DivergeMoe, TiedChoicePassesOutOfBudgetChoiceFailsAtTheRouter) {
     ASSERT_TRUE(r.first_failing);
     EXPECT_EQ(r.points[*r.first_failing].point, "layers.0.router");
     EXPECT_EQ(r.points[*r.first_failing].local.worst, 0);
+    // A row that is no routing (an id past E): the router fails there, and
+    // mlp_out's reference on it is NaN (no expert read out of range).
+    rp.set_value(0, static_cast<double>(c.experts));
+    r = diverge(c, m.weights, m.input, pts);
+    ASSERT_TRUE(r.first_failing);
+    EXPECT_EQ(r.points[*r.first_failing].point, "layers.0.router");
 }
 
 // A dump made under another convention than the contract declares fails at

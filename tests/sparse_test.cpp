@@ -76,6 +76,19 @@ TEST(SparseVerdict, AdmissibleAcceptsTiesOnlyAndKeepsTheLimits) {
     EXPECT_FALSE(oracle::selection_admissible(c, sc, zero, 0, {0, 1}));  // 1 is after the query
 }
 
+// With a nonzero budget (scores computed upstream, e.g. by the indexer) a
+// choice is accepted exactly up to the edge: 2.5 + 1/4 meets 3 - 1/4, and
+// any smaller budget rejects it.
+TEST(SparseVerdict, AdmissibleExactlyToTheBudgetEdge) {
+    const Tensor x = rows(1, 3, {3, 2.5, 1});
+    const auto s = oracle::select_setup(Params({{"k", 1}, {"causal", 0}}), {x.view()});
+    const std::vector<double> sc{3, 2.5, 1};
+    EXPECT_TRUE(oracle::selection_admissible(s, sc, {0.25, 0.25, 0}, 0, {1}));
+    const double less = 0.25 * (1 - 0x1p-20);
+    EXPECT_FALSE(oracle::selection_admissible(s, sc, {less, less, 0}, 0, {1}));
+    EXPECT_FALSE(oracle::selection_admissible(s, sc, {0.25, 0.25, 0}, 0, {2}));
+}
+
 // A kernel that breaks exact ties toward the higher index makes a different,
 // equally correct choice: the verdict must not flag it, and the report
 // counts the selections it accepted.
@@ -107,6 +120,27 @@ TEST(SparseIndexer, BudgetScalesWithTheDotLength) {
     };
     EXPECT_LT(bound_for(16) / 16, 0x1p-19);
     EXPECT_GT(bound_for(64) / 64, 1.5 * bound_for(16) / 16);
+}
+
+// A -inf dot product contributes exactly 0 (ReLU): the score stays finite
+// and judged with a finite budget, so a kernel dropping the ReLU (-inf) or
+// writing 0 fails there; an infinite weight on a dot of uncertain sign is
+// undefined, not a NaN that a correct kernel's +inf would mismatch.
+TEST(SparseIndexer, InfiniteInputsAreJudgedByClassOrBound) {
+    Tensor q(Format::fp32, {1, 2, 2}), k = rows(1, 2, {1, 1}), w = rows(1, 2, {1, 1});
+    for (std::int64_t i = 0; i < 4; ++i) q.set_value(i, std::vector<double>{-INFINITY, 1, 1, 1}[static_cast<std::size_t>(i)]);
+    std::vector<TensorView> in{q.view(), k.view(), w.view()};
+    const auto r = oracle::evaluate_structured("lightning_indexer", Params{}, in, {Format::fp32});
+    EXPECT_EQ(r.exact[0][0], 2);
+    const double b = oracle::lightning_indexer_bound(Params{}, in, r.exact, Format::fp32, {Format::fp32})[0][0];
+    EXPECT_TRUE(b >= 0 && b < 1e-5) << b;
+    // w = +inf on a dot of -2^-30 + 1 - 1 + 2^-30 (exactly 0, an FP32 loop may leave 2^-30).
+    Tensor q2(Format::fp32, {1, 1, 4}), k2 = rows(1, 4, {1, 1, 1, 1}), w2 = rows(1, 1, {INFINITY});
+    for (std::int64_t i = 0; i < 4; ++i) q2.set_value(i, std::vector<double>{-0x1p-30, 1, -1, 0x1p-30}[static_cast<std::size_t>(i)]);
+    in = {q2.view(), k2.view(), w2.view()};
+    const auto r2 = oracle::evaluate_structured("lightning_indexer", Params{}, in, {Format::fp32});
+    EXPECT_TRUE(std::isnan(r2.exact[0][0]));
+    EXPECT_EQ(oracle::lightning_indexer_bound(Params{}, in, r2.exact, Format::fp32, {Format::fp32})[0][0], oracle::kUndefined);
 }
 
 CONFORM_FAMILY_SUITES(Sparse, "sparse");
