@@ -73,7 +73,8 @@ model::ModelContract make_contract(const SynthOptions& o, CLI::App* cmd) {
     if (!o.linear.empty()) c.linear_kind = parse_kind("--linear", o.linear, {AttentionKind::gdn, AttentionKind::kda});
     if (!o.mlp.empty())
         c.mlp = parse_kind("--mlp", o.mlp, {model::MlpKind::swiglu, model::MlpKind::situ_glu, model::MlpKind::gelu,
-                                            model::MlpKind::moe, model::MlpKind::latent_moe});
+                                            model::MlpKind::moe, model::MlpKind::latent_moe, model::MlpKind::geglu,
+                                            model::MlpKind::swiglu_clamp});
     if (!o.placement.empty()) c.placement = parse_kind("--placement", o.placement, {model::Placement::pre, model::Placement::post});
     if (!o.residual.empty())
         c.residual = parse_kind("--residual", o.residual, {model::ResidualKind::plain, model::ResidualKind::mhc});
@@ -157,7 +158,7 @@ Subcommand add_synth(CLI::App& app) {
     cmd->add_option("--attention", o->attention, "softmax | gated (the full-attention layers)");
     cmd->add_option("--linear", o->linear, "gdn | kda (the linear layers of a hybrid stack)");
     cmd->add_option("--mlp", o->mlp,
-                    "swiglu | situ_glu | gelu | moe | latent_moe (the MoE keys -- experts, top_k, shared_experts, "
+                    "swiglu | situ_glu | gelu | geglu | swiglu_clamp | moe | latent_moe (the MoE keys -- experts, top_k, shared_experts, "
                     "expert_ffn, router_score, renormalize, selection_bias, latent_dim, normalized -- from --contract)");
     cmd->add_option("--placement", o->placement, "pre | post norm");
     cmd->add_option("--residual", o->residual, "plain | mhc");

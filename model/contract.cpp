@@ -22,6 +22,8 @@ const char* name(MlpKind k) {
         case MlpKind::gelu: return "gelu";
         case MlpKind::moe: return "moe";
         case MlpKind::latent_moe: return "latent_moe";
+        case MlpKind::geglu: return "geglu";
+        case MlpKind::swiglu_clamp: return "swiglu_clamp";
     }
     return "?";
 }
@@ -121,6 +123,7 @@ void validate(const ModelContract& c) {
         fail(c.rotary_dim ? "rotary_dim" : "head_dim", "the rotary dimension must be even, in [2, head_dim]");
     require_finite("situ_beta1", c.situ_beta1, true);
     require_finite("situ_beta2", c.situ_beta2, true);
+    require_finite("swiglu_limit", c.swiglu_limit, true);
     require_model_format("dtype", c.dtype);
     require_model_format("residual_format", c.residual_format);
     if (!std::isfinite(c.residual_scale)) fail("residual_scale", "must be finite");
@@ -259,7 +262,9 @@ const std::map<std::string, Field>& fields() {
         {"rope_base", num_field(&ModelContract::rope_base)},
         {"rotary_dim", int_field(&ModelContract::rotary_dim)},
         {"mlp", enum_field(&ModelContract::mlp,
-                           {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe})},
+                           {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe,
+                            MlpKind::geglu, MlpKind::swiglu_clamp})},
+        {"swiglu_limit", num_field(&ModelContract::swiglu_limit)},
         {"experts", int_field(&ModelContract::experts)},
         {"top_k", int_field(&ModelContract::top_k)},
         {"shared_experts", int_field(&ModelContract::shared_experts)},

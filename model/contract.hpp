@@ -17,7 +17,9 @@
 namespace conform::model {
 
 enum class AttentionKind { softmax, gated, gdn, kda };
-enum class MlpKind { swiglu, situ_glu, gelu, moe, latent_moe };  // gelu: h = gelu(up), no gate
+// gelu: h = gelu(up), no gate; geglu: gelu(gate) * up (the `gelu` convention
+// picks erf or tanh); swiglu_clamp: DeepSeek-V4's silu(min(gate, L)) * clamp(up, -L, L)
+enum class MlpKind { swiglu, situ_glu, gelu, moe, latent_moe, geglu, swiglu_clamp };
 enum class RouterScore { softmax, sigmoid };
 enum class NormKind { rms_norm, layer_norm };
 enum class Placement { pre, post };
@@ -77,6 +79,7 @@ struct ModelContract {
     // MLP.
     MlpKind mlp = MlpKind::swiglu;
     double situ_beta1 = 4, situ_beta2 = 25;
+    double swiglu_limit = 10;  // swiglu_clamp's L
     // MoE MLPs (mlp: moe | latent_moe; docs/moe.md, "In the model"): the
     // router's top_k of `experts` SwiGLU experts of hidden size expert_ffn
     // each, plus `shared_experts` always-on experts of the same size.

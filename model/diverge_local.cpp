@@ -99,7 +99,8 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::norm:
         case StepKind::head_norm: return {"eps_placement", "norm_cast"};
         case StepKind::rope: return {"rope_pairing"};
-        case StepKind::glu: return {"gate_order"};
+        case StepKind::glu:
+            return c.mlp == MlpKind::geglu ? std::vector<std::string>{"gate_order", "gelu"} : std::vector<std::string>{"gate_order"};
         case StepKind::gelu: return {"gelu"};
         // Without cached keys (Lq = Lk) both alignments are the same mask.
         case StepKind::attention: {

@@ -162,6 +162,9 @@ struct Executor {
             Tensor y = norm_variant(c, call, eps_out, cast, s.format);
             return point_from_op(call, s, y.view());
         }
+        if (!own_norm && !call.unexpressed.empty())
+            throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op + " with " + call.unexpressed.front() +
+                                        " (" + s.point + "); the divergence analysis judges such dumps");
         // A mutant runs in the model's dtype (its inputs rounded to it when
         // the step reads a wider residual).
         const KernelInfo* k = mutated ? mutant : kernel_for(call.op, f);

@@ -263,7 +263,13 @@ std::string step_op(const ModelContract& c, const Step& s, const Conventions& co
         case StepKind::attention: return "attention";
         case StepKind::sigmoid: return "sigmoid";
         case StepKind::log_decay: return "softplus";
-        case StepKind::glu: return c.mlp == MlpKind::situ_glu ? "situ_glu" : "swiglu";
+        case StepKind::glu:
+            switch (c.mlp) {
+                case MlpKind::situ_glu: return "situ_glu";
+                case MlpKind::geglu: return "geglu";  // tanh: the convention (eval and kernels read it)
+                case MlpKind::swiglu_clamp: return "swiglu_clamp";
+                default: return "swiglu";
+            }
         case StepKind::gelu: return convention(conv, "gelu") == "tanh" ? "gelu_tanh" : "gelu_erf";
         case StepKind::gdn: return "gdn";
         case StepKind::kda: return "kda";
@@ -305,6 +311,8 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             auto [first, second] = halves(get(s.inputs[0]));
             const bool gate_first = convention(conv, "gate_order") == "gate_up";
             if (c.mlp == MlpKind::situ_glu) call.params = Params({{"beta1", c.situ_beta1}, {"beta2", c.situ_beta2}});
+            if (c.mlp == MlpKind::swiglu_clamp) call.params = Params({{"limit", c.swiglu_limit}});
+            if (c.mlp == MlpKind::geglu && convention(conv, "gelu") == "tanh") call.unexpressed.push_back("gelu=tanh");
             call.in.push_back(gate_first ? std::move(first) : std::move(second));
             call.in.push_back(gate_first ? std::move(second) : std::move(first));
             break;

@@ -109,6 +109,7 @@ Values eval_elementwise(const OpCall& call) {
     Values y = values_of(call.in[0].view());
     const std::vector<double> up = call.in.size() > 1 ? doubles(call.in[1]) : std::vector<double>{};
     const double b1 = call.params.get("beta1", 4), b2 = call.params.get("beta2", 25);
+    const bool tanh_gelu = std::find(call.unexpressed.begin(), call.unexpressed.end(), "gelu=tanh") != call.unexpressed.end();
     for (size_t i = 0; i < y.v.size(); ++i) {
         const double x = y.v[i];
         if (call.op == "sigmoid") y.v[i] = oracle::sigmoid(x);
@@ -117,6 +118,9 @@ Values eval_elementwise(const OpCall& call) {
         else if (call.op == "gelu_tanh") y.v[i] = oracle::gelu_tanh(x);
         else if (call.op == "swiglu") y.v[i] = oracle::swiglu(x, up[i]);
         else if (call.op == "situ_glu") y.v[i] = oracle::situ_glu(x, up[i], b1, b2);
+        else if (call.op == "swiglu_clamp") y.v[i] = oracle::swiglu_clamp(x, up[i], call.params.at("limit"));
+        else if (call.op == "geglu" && tanh_gelu) y.v[i] = oracle::geglu_tanh(x, up[i]);
+        else if (call.op == "geglu") y.v[i] = oracle::geglu(x, up[i]);
         else throw std::logic_error("eval_elementwise: " + call.op);
     }
     return y;

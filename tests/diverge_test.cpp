@@ -18,6 +18,7 @@
 #include "io/model_dump.hpp"
 #include "model/diverge.hpp"
 #include "model/diverge_report.hpp"
+#include "model/layout.hpp"
 #include "model/metrics.hpp"
 #include "model/step_bound.hpp"
 
@@ -211,14 +212,16 @@ TEST(Diverge, BuiltinKernelsPassInEveryFormat) {
 
 // The budgets of the other step kinds hold for the built-in kernels too:
 // kda, mHC streams (hc_mix, hc_update, sinkhorn), post-norm layer_norm,
-// gated attention with QK-norm, SiTU-GLU.
+// gated attention with QK-norm, SiTU-GLU, GeGLU, DeepSeek-V4's clamped SwiGLU.
 TEST(Diverge, ContractVariantsPass) {
     const std::vector<std::function<void(ModelContract&)>> variants{
         [](ModelContract& c) { c.linear_kind = AttentionKind::kda; },
         [](ModelContract& c) { c.residual = ResidualKind::mhc; },
         [](ModelContract& c) { c.placement = Placement::post, c.norm = NormKind::layer_norm; },
         [](ModelContract& c) { c.attention_kind = AttentionKind::gated, c.qk_norm = true; },
-        [](ModelContract& c) { c.mlp = MlpKind::situ_glu; }};
+        [](ModelContract& c) { c.mlp = MlpKind::situ_glu; },
+        [](ModelContract& c) { c.mlp = MlpKind::geglu; },
+        [](ModelContract& c) { c.mlp = MlpKind::swiglu_clamp, c.swiglu_limit = 0.5; }};  // the clamp active on O(1) values
     for (std::size_t v = 0; v < variants.size(); ++v)
         for (Format f : {Format::fp32, Format::bf16}) {
             ModelContract c = small("hybrid", f);
@@ -281,6 +284,33 @@ TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
         EXPECT_EQ(to_json(r)["first_failing"]["layer"], k.at);
         EXPECT_EQ(to_json(r)["first_failing"]["point"], f.point);
     }
+}
+
+// Gemma's GeGLU with the tanh GELU under a contract that declares erf: no
+// built-in kernel computes it (the executor says so), so the dump's h is
+// rewritten to the correctly rounded tanh GeGLU of its own gate_up; the
+// analysis fails at that h and names the convention.
+TEST(Diverge, GegluTanhIsIdentified) {
+    ModelContract c = small("dense", Format::fp32);
+    c.mlp = MlpKind::geglu;
+    const Synthetic m = synthetic_model(c, 5);
+    CandidateOptions tanh;
+    tanh.conventions["gelu"] = "tanh";
+    EXPECT_THROW(run_kernels(c, m.weights, m.input, tanh), std::invalid_argument);
+    NamedTensors pts = run_kernels(c, m.weights, m.input);
+    Conventions conv = c.conventions;
+    conv["gelu"] = "tanh";
+    for (const Step& s : build_graph(c))
+        if (s.point == "layers.1.h") {
+            const Values gu = values_of(pts.at("layers.1.gate_up").view());
+            const Lookup get = [&](const std::string&) -> const Values& { return gu; };
+            pts["layers.1.h"] = to_tensor(eval_step(c, s, get, conv), Format::fp32);
+        }
+    const DivergeReport r = diverge(c, m.weights, m.input, pts);
+    ASSERT_TRUE(r.first_failing);
+    const PointReport& f = r.points[*r.first_failing];
+    EXPECT_EQ(f.point, "layers.1.h");
+    EXPECT_EQ(f.convention_match.value_or("none"), "gelu=tanh");
 }
 
 // Sliding-window layers (Gemma's local/global interleave, with a KV cache

@@ -84,7 +84,8 @@ ModelContract random_contract() {
     c.layers = *rc::gen::inRange<std::int64_t>(1, 6);
     c.linear_kind = *rc::gen::element(AttentionKind::gdn, AttentionKind::kda);
     c.attention_kind = *rc::gen::element(AttentionKind::softmax, AttentionKind::gated);
-    c.mlp = *rc::gen::element(MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe);
+    c.mlp = *rc::gen::element(MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe,
+                              MlpKind::geglu, MlpKind::swiglu_clamp);
     c.experts = *rc::gen::inRange<std::int64_t>(1, 9);
     c.top_k = *rc::gen::inRange<std::int64_t>(1, c.experts + 1);
     c.shared_experts = *rc::gen::inRange<std::int64_t>(0, 3);
