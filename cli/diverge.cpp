@@ -86,6 +86,7 @@ void print_summary(const model::DivergeReport& r, const std::string& out) {
     if (worst)
         std::cout << "drift against a correctly rounded " << name(r.contract.dtype) << " run (max): "
                   << report::detail::number(worst->drift) << "x at layer " << worst->layer << "\n";
+    if (const std::string l = model::logits_text(r); !l.empty()) std::cout << "logits: " << l << "\n";
     std::cout << "report: " << out << "/diverge.{json,md,html}\n";
 }
 

@@ -133,6 +133,11 @@ void validate(const ModelContract& c) {
         if (c.residual_scale != 1) fail("residual_scale", "must be 1 with mhc (c = 2 sigmoid(gamma) scales the branch)");
     }
     if (c.moe()) validate_moe(c);
+    if (c.logits) {
+        require_positive("vocab", c.vocab);
+        if (c.vocab > (std::int64_t{1} << 24)) fail("vocab", "at most 2^24 (token ids are stored as exact FP32 values)");
+        require_finite("logit_softcap", c.logit_softcap, false);
+    }
     check_conventions(c.conventions);
 }
 
@@ -265,6 +270,10 @@ const std::map<std::string, Field>& fields() {
                            {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe,
                             MlpKind::geglu, MlpKind::swiglu_clamp})},
         {"swiglu_limit", num_field(&ModelContract::swiglu_limit)},
+        {"logits", bool_field(&ModelContract::logits)},
+        {"vocab", int_field(&ModelContract::vocab)},
+        {"tied_embeddings", bool_field(&ModelContract::tied_embeddings)},
+        {"logit_softcap", num_field(&ModelContract::logit_softcap)},
         {"experts", int_field(&ModelContract::experts)},
         {"top_k", int_field(&ModelContract::top_k)},
         {"shared_experts", int_field(&ModelContract::shared_experts)},

@@ -92,6 +92,14 @@ struct ModelContract {
     // Formats: weights, activations and every point of the model are stored in
     // `dtype`; kernels accumulate in FP32.
     Format dtype = Format::fp32;
+    // Ends (logits: true): the model input is token ids [T] (FP32 values);
+    // point embed = rows of embed.weight [V, C]; after the last layer
+    // final_norm, then logits [T, V] in FP32 = final_norm lm_head^T
+    // (embed.weight when tied), softcapped as cap tanh(x / cap) when cap > 0.
+    bool logits = false;
+    std::int64_t vocab = 256;
+    bool tied_embeddings = false;
+    double logit_softcap = 0;
     // Residual.
     double residual_scale = 1;  // x + s * branch
     Format residual_format = Format::fp32;  // the residual stream's accumulation/storage format

@@ -220,6 +220,7 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const Diverg
             r.propagated = compare(dump.get(s.point).v, ref.v, propagated_allowance(c, s, dump, feed, lr, checkable, ref),
                                    t.format());
             r.drift = drift_ratio(dump.get(s.point).v, ref.v, feed.get_rounded(s.point).v);
+            if (s.point == "logits") r.logits = logit_metrics(dump.get(s.point).v, ref.v, c.vocab);
         }
         if (lr.oracle_ratio > rep.oracle_bound_ratio) rep.oracle_bound_ratio = lr.oracle_ratio, rep.oracle_bound_worst = s.point;
         st.set(s, r, checkable);
@@ -263,6 +264,7 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const ModelR
             std::vector<double> allowed(cl.allowed);
             for (std::size_t k = 0; k < allowed.size(); ++k) allowed[k] += rl.allowed[k];
             r.propagated = compare(cl.cand.v, rl.cand.v, allowed, cl.format);
+            if (s.point == "logits") r.logits = logit_metrics(cl.cand.v, rl.cand.v, c.vocab);
         }
         if (std::max(cl.oracle_ratio, rl.oracle_ratio) > rep.oracle_bound_ratio)
             rep.oracle_bound_ratio = std::max(cl.oracle_ratio, rl.oracle_ratio), rep.oracle_bound_worst = s.point;

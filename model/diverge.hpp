@@ -36,6 +36,16 @@ struct ErrorMetrics {
     std::int64_t not_judged = 0;  // elements whose budget is undefined (oracle::kUndefined): skipped, counted
 };
 
+// What a porter reads at the logits [T, V] (docs/diverge.md, "Logits"):
+// against the reference run, per token, averaged over the tokens whose
+// values are all finite.
+struct LogitMetrics {
+    double top1 = 0;  // share of tokens whose argmax agrees
+    double topk = 0;  // mean |top-k(c) ∩ top-k(r)| / k, k = min(5, V)
+    double kl = 0;    // mean KL(softmax(r) || softmax(c)), nats
+    std::int64_t tokens = 0, k = 0;
+};
+
 enum class PointStatus { pass, fail_local, fail_propagated, not_checkable };
 const char* name(PointStatus s);
 
@@ -56,6 +66,7 @@ struct PointReport {
     std::vector<std::string> conventions_tried;  // "rope_pairing=interleaved: util 0.3"
     std::optional<std::string> convention_match;  // "rope_pairing=interleaved"
     std::string note;  // what the local verdict counted (router points: ambiguous and accepted selections)
+    std::optional<LogitMetrics> logits;  // the logits point: against the oracle run (or the reference dump)
 };
 
 struct DivergeReport {

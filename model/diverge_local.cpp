@@ -150,7 +150,15 @@ void check_run(const ModelContract& c, const std::vector<Step>& graph, const Mod
         if (it == run.weights.end()) throw std::invalid_argument("weight '" + w.name + "': missing");
         check_shape("weight '" + w.name + "'", it->second.shape(), w.shape);
     }
-    check_shape("input", run.input.shape(), {c.tokens, c.width});
+    if (!c.logits) {
+        check_shape("input", run.input.shape(), {c.tokens, c.width});
+    } else {
+        check_shape("input (token ids)", run.input.shape(), {c.tokens});
+        for (std::int64_t t = 0; t < c.tokens; ++t)
+            if (const double id = run.input.value(t); !(id >= 0 && id < static_cast<double>(c.vocab) && id == std::floor(id)))
+                throw std::invalid_argument("input: token id " + std::to_string(id) + " at position " + std::to_string(t) +
+                                            " is not an integer in [0, vocab = " + std::to_string(c.vocab) + ")");
+    }
     for (const Step& s : graph)
         if (const auto it = run.points.find(s.point); it != run.points.end())
             check_shape("point '" + s.point + "'", it->second.shape(), point_shape(c, s));

@@ -39,6 +39,9 @@ nlohmann::json point_json(const PointReport& p) {
                         {"convention_match", p.convention_match ? nlohmann::json(*p.convention_match) : nullptr}};
     if (!p.missing.empty()) j["missing"] = p.missing;
     if (!p.note.empty()) j["note"] = p.note;
+    if (p.logits)
+        j["logit_metrics"] = {{"top1_agreement", num(p.logits->top1)}, {"topk_overlap", num(p.logits->topk)},
+                              {"k", p.logits->k}, {"kl", num(p.logits->kl)}, {"tokens", p.logits->tokens}};
     return j;
 }
 
@@ -70,6 +73,16 @@ std::vector<LayerSummary> layer_summaries(const DivergeReport& r) {
         if (!std::isnan(p.drift)) l.drift = std::isnan(l.drift) ? p.drift : std::max(l.drift, p.drift);
     }
     return out;
+}
+
+std::string logits_text(const DivergeReport& r) {
+    for (const PointReport& p : r.points)
+        if (p.logits)
+            return fmt::format("top-1 agreement {}, top-{} overlap {}, KL {} nats over {} tokens (vs {}); max logit error "
+                               "{} of the step's budget",
+                               number(p.logits->top1), p.logits->k, number(p.logits->topk), number(p.logits->kl),
+                               p.logits->tokens, r.reference, number(p.local.utilization));
+    return "";
 }
 
 std::string first_failing_text(const DivergeReport& r) {
@@ -167,6 +180,7 @@ std::string to_markdown(const DivergeReport& r) {
     s += fmt::format("- candidate: {}; reference: {}\n", md_text(r.candidate), md_text(r.reference));
     s += fmt::format("- FP64-tier bound / budget (max): {} at {}\n", number(r.oracle_bound_ratio), md_text(r.oracle_bound_worst));
     if (!r.mpfr_cross_check.empty()) s += fmt::format("- MPFR cross-check: {}\n", md_text(r.mpfr_cross_check));
+    if (const std::string l = logits_text(r); !l.empty()) s += fmt::format("- logits: {}\n", md_text(l));
     s += fmt::format("- analysis time: {:.1f} s\n\n", r.seconds);
     for (const LayerSummary& l : layer_summaries(r))
         s += fmt::format("## Layer {}\n\n{}", l.layer, md_table(layer_table(r.points, l.layer, true)));

@@ -27,6 +27,9 @@ void write_diverge_dir(const std::filesystem::path& dir, const DivergeReport& r)
 // convention appended when one was found.
 std::string first_failing_text(const DivergeReport& r);
 
+// The logits point's figures (top-1, top-k, KL, utilization) or "" without one.
+std::string logits_text(const DivergeReport& r);
+
 // "PASSED" or "FAILED at layer L".
 std::string diverge_headline(const DivergeReport& r);
 

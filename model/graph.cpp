@@ -24,6 +24,8 @@ const char* name(StepKind k) {
         case StepKind::hc_mix: return "hc_mix";
         case StepKind::hc_update: return "hc_update";
         case StepKind::sinkhorn: return "sinkhorn";
+        case StepKind::embed: return "embed";
+        case StepKind::softcap: return "softcap";
         case StepKind::router: return "router";
         case StepKind::moe: return "moe";
         case StepKind::latent_out: return "latent_out";
@@ -31,8 +33,9 @@ const char* name(StepKind k) {
     return "?";
 }
 
-std::string block_input(std::int64_t layer) {
-    return layer == 0 ? "input" : "layers." + std::to_string(layer - 1) + ".output";
+std::string block_input(const ModelContract& c, std::int64_t layer) {
+    if (layer == 0) return c.logits ? "embed" : "input";
+    return "layers." + std::to_string(layer - 1) + ".output";
 }
 
 namespace {
@@ -46,7 +49,9 @@ public:
     explicit Builder(const ModelContract& c) : c_(c), T_(c.tokens), C_(c.width) {}
 
     void build() {
+        if (c_.logits) embed();
         for (std::int64_t l = 0; l < c_.layers; ++l) layer(l);
+        if (c_.logits) head();
     }
     std::vector<Step> steps;
     std::map<std::string, Shape> weights;
@@ -57,7 +62,31 @@ private:
     std::int64_t layer_ = 0;
     std::string sub_;
 
-    std::string p(const std::string& n) const { return "layers." + std::to_string(layer_) + "." + n; }
+    bool model_level_ = false;  // the ends' points and weights have no layer prefix
+
+    std::string p(const std::string& n) const { return model_level_ ? n : "layers." + std::to_string(layer_) + "." + n; }
+
+    // The embedding lookup, counted with layer 0 (sublayer "embed").
+    void embed() {
+        layer_ = 0, sub_ = "embed", model_level_ = true;
+        step("embed", StepKind::embed, {"input"}, {{"embed.weight", {c_.vocab, C_}}}, {T_, C_}, true);
+        model_level_ = false;
+    }
+
+    // The final norm and the FP32 logits, as one more "layer" (sublayer "head").
+    void head() {
+        layer_ = c_.layers, sub_ = "head", model_level_ = true;
+        const std::string n = norm("final_norm", block_input(c_, c_.layers), "final_norm", true);
+        const bool cap = c_.logit_softcap > 0;
+        const std::string y = matmul(cap ? "logits_raw" : "logits", n, c_.tied_embeddings ? "embed" : "lm_head", c_.vocab, C_,
+                                     false, !cap);
+        step_format(Format::fp32);
+        if (cap) {
+            step("logits", StepKind::softcap, {y}, {}, {T_, c_.vocab}, true);
+            step_format(Format::fp32);
+        }
+        model_level_ = false;
+    }
 
     // Appends a step; returns its point name.
     std::string step(const std::string& point, StepKind kind, std::vector<std::string> in,
@@ -128,7 +157,7 @@ private:
         layer_ = l;
         const bool last = l + 1 == c_.layers;
         sub_ = "attn";
-        const std::string x = block_input(l);
+        const std::string x = block_input(c_, l);
         const std::string a = branch_input(x);
         const AttentionKind kind = c_.layer_kind(l);
         const std::string o = (kind == AttentionKind::gdn || kind == AttentionKind::kda) ? linear_attention(a, kind)

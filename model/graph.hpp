@@ -51,6 +51,8 @@ enum class StepKind {
                  //      no weight: a_i = 1/n (the stream mean, the model's output)
     hc_update,   // mHC: X' = B X + c (x) f, c = 2 sigmoid(gamma): in {X, f, B}, {gamma [n]}
     sinkhorn,    // mHC: B = sinkhorn(logits [n, n]): in {}, weights {logits}
+    embed,       // logits: rows of embed.weight [V, C] by the token ids of "input" [T] (exact copies)
+    softcap,     // logits: cap tanh(x / cap), elementwise
     router,      // MoE: moe_router of x: in {x}, weights {router [C, E][, bias [E]]}; the point [T, 2k]
                  //      holds each token's k expert ids, then their k weights (FP32)
     moe,         // MoE: the routed experts on the router point's selection: in {x, router}; weights: every
@@ -85,7 +87,7 @@ struct WeightSpec {
 std::vector<WeightSpec> weight_specs(const ModelContract& c);  // weights and caches, in name order
 std::vector<std::int64_t> point_shape(const ModelContract& c, const Step& s);  // s.shape
 Format point_format(const ModelContract& c, const Step& s);                     // s.format
-// The block input of layer l: "input" or "layers.<l-1>.output".
-std::string block_input(std::int64_t layer);
+// The block input of layer l: "input" (or "embed" with logits) or "layers.<l-1>.output".
+std::string block_input(const ModelContract& c, std::int64_t layer);
 
 }  // namespace conform::model

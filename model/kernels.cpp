@@ -208,8 +208,20 @@ struct Executor {
         return y.format() == s.format ? y : converted(y.view(), s.format);
     }
 
+    // The embedding lookup: rows copied bit for bit (ids are valid: check_run, synthetic_model).
+    static Tensor embed(const Step& s, const TensorLookup& get) {
+        const TensorView ids = get(s.inputs.at(0)).view(), table = get(s.weights.at(0)).view();
+        const std::int64_t C = table.shape[1];
+        Tensor y(table.format, s.shape);
+        for (std::int64_t t = 0; t < ids.numel(); ++t)
+            for (std::int64_t i = 0; i < C; ++i)
+                y.set_bits(t * C + i, table.bits(static_cast<std::int64_t>(ids.value(t)) * C + i));
+        return y.format() == s.format ? y : converted(y.view(), s.format);
+    }
+
     Tensor step(const Step& s, const TensorLookup& get) const {
         switch (s.kind) {
+            case StepKind::embed: return embed(s, get);
             case StepKind::moe:
             case StepKind::latent_out: return moe_step(s, get);
             case StepKind::matmul: {

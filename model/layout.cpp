@@ -274,6 +274,7 @@ std::string step_op(const ModelContract& c, const Step& s, const Conventions& co
         case StepKind::gdn: return "gdn";
         case StepKind::kda: return "kda";
         case StepKind::sinkhorn: return "sinkhorn";
+        case StepKind::softcap: return "softcap";
         case StepKind::router: return "moe_router";
         case StepKind::moe:
         case StepKind::latent_out: return c.mlp == MlpKind::latent_moe ? "latent_moe" : "moe";
@@ -304,7 +305,9 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
         case StepKind::attention: attention_call(call, c, s, get, conv); break;
         case StepKind::sigmoid:
         case StepKind::log_decay:
+        case StepKind::softcap:
             call.negate = s.kind == StepKind::log_decay;
+            if (s.kind == StepKind::softcap) call.params = Params({{"beta", c.logit_softcap}});
             call.in.push_back(copy_tensor(get(s.inputs[0])));
             break;
         case StepKind::glu: {
@@ -329,6 +332,7 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
         case StepKind::router:
         case StepKind::moe:
         case StepKind::latent_out: moe_call(call, c, s, get); break;
+        case StepKind::embed:
         case StepKind::matmul:
         case StepKind::mul:
         case StepKind::add:

@@ -1,5 +1,6 @@
 #include "model/metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -62,6 +63,54 @@ ErrorMetrics compare(const std::vector<double>& cand, const std::vector<double>&
         s.cr += cand[k] * ref[k], s.cc += cand[k] * cand[k], s.rr += ref[k] * ref[k], s.ee += err * err;
     }
     finish(m, s);
+    return m;
+}
+
+namespace {
+
+std::vector<std::int64_t> top_k(const double* row, std::int64_t v, std::int64_t k) {
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(v));
+    for (std::int64_t i = 0; i < v; ++i) idx[static_cast<std::size_t>(i)] = i;
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](std::int64_t a, std::int64_t b) {
+        return row[a] > row[b] || (row[a] == row[b] && a < b);
+    });
+    idx.resize(static_cast<std::size_t>(k));
+    return idx;
+}
+
+// KL(softmax(r) || softmax(c)) of one row, max-shifted in double.
+double kl_row(const double* r, const double* c, std::int64_t v) {
+    const double mr = *std::max_element(r, r + v), mc = *std::max_element(c, c + v);
+    double zr = 0, zc = 0;
+    for (std::int64_t i = 0; i < v; ++i) zr += std::exp(r[i] - mr), zc += std::exp(c[i] - mc);
+    double kl = 0;
+    for (std::int64_t i = 0; i < v; ++i) {
+        const double p = std::exp(r[i] - mr) / zr;
+        if (p > 0) kl += p * ((r[i] - mr - std::log(zr)) - (c[i] - mc - std::log(zc)));
+    }
+    return std::max(kl, 0.0);
+}
+
+}  // namespace
+
+LogitMetrics logit_metrics(const std::vector<double>& cand, const std::vector<double>& ref, std::int64_t vocab) {
+    LogitMetrics m;
+    m.k = std::min<std::int64_t>(5, vocab);
+    const std::int64_t T = static_cast<std::int64_t>(ref.size()) / vocab;
+    for (std::int64_t t = 0; t < T; ++t) {
+        const double *c = cand.data() + t * vocab, *r = ref.data() + t * vocab;
+        if (!std::all_of(c, c + vocab, [](double x) { return std::isfinite(x); }) ||
+            !std::all_of(r, r + vocab, [](double x) { return std::isfinite(x); }))
+            continue;
+        const auto tc = top_k(c, vocab, m.k), tr = top_k(r, vocab, m.k);
+        m.top1 += tc[0] == tr[0];
+        std::int64_t common = 0;
+        for (std::int64_t a : tc) common += std::find(tr.begin(), tr.end(), a) != tr.end();
+        m.topk += static_cast<double>(common) / static_cast<double>(m.k);
+        m.kl += kl_row(r, c, vocab);
+        ++m.tokens;
+    }
+    if (m.tokens) m.top1 /= static_cast<double>(m.tokens), m.topk /= static_cast<double>(m.tokens), m.kl /= static_cast<double>(m.tokens);
     return m;
 }
 

@@ -30,6 +30,9 @@ ErrorMetrics compare(const std::vector<double>& cand, const std::vector<double>&
 // exact one there.
 double drift_ratio(const std::vector<double>& cand, const std::vector<double>& exact, const std::vector<double>& same_dtype);
 
+// Top-1 agreement, top-k overlap and KL divergence of logits [T, V] (row-major).
+LogitMetrics logit_metrics(const std::vector<double>& cand, const std::vector<double>& ref, std::int64_t vocab);
+
 // True when the metrics fail the budget (class mismatch or utilization > 1).
 inline bool exceeds(const ErrorMetrics& m) { return m.class_mismatch || !(m.utilization <= 1); }
 

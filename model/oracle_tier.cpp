@@ -114,6 +114,7 @@ Values eval_elementwise(const OpCall& call) {
         const double x = y.v[i];
         if (call.op == "sigmoid") y.v[i] = oracle::sigmoid(x);
         else if (call.op == "softplus") y.v[i] = oracle::softplus(x);
+        else if (call.op == "softcap") y.v[i] = oracle::softcap(x, call.params.at("beta"));
         else if (call.op == "gelu_erf") y.v[i] = oracle::gelu_erf(x);
         else if (call.op == "gelu_tanh") y.v[i] = oracle::gelu_tanh(x);
         else if (call.op == "swiglu") y.v[i] = oracle::swiglu(x, up[i]);
@@ -207,6 +208,22 @@ Values eval_op(const ModelContract& c, const OpCall& call, const Conventions& co
     return eval_elementwise(call);
 }
 
+// ---- ends ------------------------------------------------------------------------------------
+
+// Rows of the embedding [V, C] by token id (exact copies); an id that is not
+// an integer in [0, V) gives a NaN row (check_run refuses such dumps).
+Values embed_rows(const Values& ids, const Values& table) {
+    const std::int64_t V = table.shape.at(0), C = table.shape.at(1), T = ids.numel();
+    Values y = sized({T, C});
+    for (std::int64_t t = 0; t < T; ++t) {
+        const double id = ids.v[static_cast<size_t>(t)];
+        const bool ok = id >= 0 && id < static_cast<double>(V) && id == std::floor(id);
+        for (std::int64_t i = 0; i < C; ++i)
+            y.v[static_cast<size_t>(t * C + i)] = ok ? table.v[static_cast<size_t>(static_cast<std::int64_t>(id) * C + i)] : NAN;
+    }
+    return y;
+}
+
 // ---- residual streams ---------------------------------------------------------------------
 
 // Stream i of X: X [n, T, C], or X [T, C] standing for n copies of itself.
@@ -264,6 +281,7 @@ Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const
         case StepKind::hc_mix: return hc_mix(c, get(s.inputs[0]), s.weights.empty() ? nullptr : &get(s.weights[0]));
         case StepKind::hc_update:
             return hc_update(c, get(s.inputs[0]), get(s.inputs[1]), get(s.inputs[2]), get(s.weights[0]));
+        case StepKind::embed: return embed_rows(get(s.inputs[0]), get(s.weights[0]));
         case StepKind::router: return eval_router_step(c, op_call(c, s, get, conv));
         case StepKind::moe: return eval_moe_step(op_call(c, s, get, conv), get(s.inputs[1]));
         case StepKind::latent_out: return eval_latent_out_step(op_call(c, s, get, conv), get(s.inputs[1]));

@@ -258,6 +258,11 @@ StepBound mul_bound(const Values& ref, Format out) {
     return b;
 }
 
+// embed: rows copied exactly -- budget and FP64 bound 0 (equality required).
+StepBound exact_bound(const Values& ref) {
+    return {std::vector<double>(ref.v.size(), 0.0), std::vector<double>(ref.v.size(), 0.0)};
+}
+
 // add: y = a + s b.  fl(s b) (exact when s = 1), the FP32 add, then the
 // store into the residual format when it is narrower than FP32.
 StepBound add_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref, Format out) {
@@ -348,7 +353,9 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::matmul: return matmul_bound(c, s, get, ref, out);
         case StepKind::sigmoid:
         case StepKind::log_decay:
+        case StepKind::softcap:
         case StepKind::gelu: return unary_bound(s, get, ref, out);
+        case StepKind::embed: return exact_bound(ref);
         case StepKind::glu: return glu_bound(s, get, ref, out);
         case StepKind::mul: return mul_bound(ref, out);
         case StepKind::add: return add_bound(c, s, get, ref, out);

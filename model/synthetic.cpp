@@ -74,6 +74,7 @@ bool moe_weight(const std::string& name) {
 
 Law law(const ModelContract& c, const std::string& name, const std::vector<std::int64_t>& shape) {
     if (ends_with(name, "latent_norm.weight")) return {1, 0.1};  // applied as w, never 1 + w
+    if (name == "embed.weight") return {0, 1};                  // unit hidden states, as the non-logits input
     if (moe_weight(name)) return moe_law(c, name, shape);
     const bool norm = ends_with(name, "norm.weight");
     if (norm) return {c.zero_centered && c.norm == NormKind::rms_norm ? 0.0 : 1.0, 0.1};
@@ -105,7 +106,13 @@ Tensor draw(const ModelContract& c, std::uint64_t seed, const std::string& name,
 Synthetic synthetic_model(const ModelContract& c, std::uint64_t seed) {
     Synthetic s;
     for (const WeightSpec& w : weight_specs(c)) s.weights[w.name] = draw(c, seed, w.name, w.shape, law(c, w.name, w.shape));
-    s.input = draw(c, seed, "input", {c.tokens, c.width}, {0, 1});
+    if (c.logits) {  // token ids, uniform over the vocabulary, stored as exact FP32 values
+        s.input = Tensor(Format::fp32, {c.tokens});
+        std::mt19937_64 g(stream_seed(seed, "input"));
+        for (std::int64_t t = 0; t < c.tokens; ++t) s.input.set_value(t, static_cast<double>(g() % static_cast<std::uint64_t>(c.vocab)));
+    } else {
+        s.input = draw(c, seed, "input", {c.tokens, c.width}, {0, 1});
+    }
     return s;
 }
 

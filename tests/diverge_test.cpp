@@ -337,6 +337,53 @@ TEST(Diverge, SlidingWindowLayersPass) {
         }
 }
 
+// The ends (token ids to FP32 logits): stacks with untied, tied and
+// softcapped heads pass, the logits read top-1 agreement 1 against the
+// oracle; a logit row corrupted in the dump fails locally at the logits and
+// lowers the agreement; an id outside the vocabulary is refused naming the input.
+TEST(Diverge, LogitsFromTokenIds) {
+    const std::vector<std::function<void(ModelContract&)>> variants{
+        [](ModelContract&) {}, [](ModelContract& c) { c.tied_embeddings = true, c.logit_softcap = 30; },
+        [](ModelContract& c) { c.residual = ResidualKind::mhc; }};
+    for (const auto& v : variants)
+        for (Format f : {Format::fp32, Format::bf16}) {
+            ModelContract c = small("dense", f);
+            c.logits = true, c.vocab = 300;
+            v(c);
+            const DivergeReport r = analyse(c);
+            EXPECT_FALSE(r.first_failing) << name(f) << ": " << first_failing_text(r);
+            EXPECT_EQ(r.points.front().point, "embed");
+            EXPECT_EQ(r.points.back().point, "logits");
+            ASSERT_TRUE(r.points.back().logits);
+            EXPECT_EQ(r.points.back().logits->top1, 1.0) << name(f);
+            EXPECT_LT(r.points.back().logits->kl, 1e-3) << name(f);
+        }
+    ModelContract c = small("dense", Format::bf16);
+    c.logits = true, c.vocab = 300;
+    const Synthetic m = synthetic_model(c, 5);
+    NamedTensors pts = run_kernels(c, m.weights, m.input);
+    Tensor& lg = pts.at("logits");
+    for (std::int64_t t = 0; t < c.tokens; ++t) {  // each token's largest logit moved to the next id
+        std::int64_t best = 0;
+        for (std::int64_t i = 1; i < c.vocab; ++i) best = lg.value(t * c.vocab + i) > lg.value(t * c.vocab + best) ? i : best;
+        const std::int64_t other = (best + 1) % c.vocab;
+        const std::uint64_t a = lg.bits(t * c.vocab + best), b = lg.bits(t * c.vocab + other);
+        lg.set_bits(t * c.vocab + best, b), lg.set_bits(t * c.vocab + other, a);
+    }
+    const DivergeReport r = diverge(c, m.weights, m.input, pts);
+    ASSERT_TRUE(r.first_failing);
+    EXPECT_EQ(r.points[*r.first_failing].point, "logits");
+    EXPECT_EQ(r.points.back().logits->top1, 0.0);
+    Tensor bad = m.input;
+    bad.set_value(3, 300);
+    try {
+        diverge(c, m.weights, bad, pts);
+        ADD_FAILURE() << "an id past the vocabulary was accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("input: token id 300.000000 at position 3"), std::string::npos) << e.what();
+    }
+}
+
 // ---- drift against the same-dtype reference (docs/diverge.md, "Drift") ---------
 
 // A clean stack of the built-in kernels drifts like a correctly rounded one

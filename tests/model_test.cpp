@@ -96,6 +96,10 @@ ModelContract random_contract() {
     c.latent_dim = *rc::gen::inRange<std::int64_t>(1, 33);
     c.normalized = *rc::gen::arbitrary<bool>();
     c.window = *rc::gen::element<std::int64_t>(0, 0, 2, 5);
+    c.logits = *rc::gen::arbitrary<bool>();
+    c.vocab = *rc::gen::inRange<std::int64_t>(1, 70);
+    c.tied_embeddings = *rc::gen::arbitrary<bool>();
+    c.logit_softcap = *rc::gen::element(0.0, 0.0, 30.0);
     c.window_pattern = *rc::gen::element<std::string>("L", "LG", "LLLLLG");
     c.norm = *rc::gen::element(NormKind::rms_norm, NormKind::layer_norm);
     c.residual = *rc::gen::element(ResidualKind::plain, ResidualKind::mhc);
