@@ -100,6 +100,37 @@ TEST(GatedAttentionKernels, AnInfiniteOutputSurvivesAnUnderflowingGate) {
     }
 }
 
+// Both masked-row conventions: causal with Lq = 3 > Lk = 2 leaves query 0
+// without a key.  The kernel's (0, -inf) passes undeclared and fails under
+// a declared masked_row = nan; the same kernel writing NaN in that row (o and
+// lse, as softmax(s) @ v does) passes only when it declares it.
+TEST(GatedAttentionKernels, BothMaskedRowConventions) {
+    for (const char* name : {"cpu.simd.gated_attention.fp32", "cpu.scalar.gated_attention.bf16"}) {
+        const KernelInfo& base = kernel(name);
+        const Tensor q = filled(base.in, {2, 3, 8}, 0.5), kk = filled(base.in, {1, 2, 8}, 0.25),
+                     v = filled(base.in, {1, 2, 4}, 1), g = filled(base.in, {2, 3, 4}, 3);
+        const std::vector<TensorView> in{q.view(), kk.view(), v.view(), g.view()};
+        const Params causal({{"causal", 1}});
+        KernelInfo zero = base, nan = base;
+        nan.fn = [&base](const KernelCall& c) {
+            base.fn(c);
+            for (std::int64_t r = 0; r < c.out[1].numel(); ++r) {
+                if (c.out[1].value(r) != -INFINITY) continue;
+                c.out[1].set_bits(r, encode(c.out[1].format, NAN));
+                for (std::int64_t d = 0; d < 4; ++d) c.out[0].set_bits(r * 4 + d, encode(c.out[0].format, NAN));
+            }
+        };
+        EXPECT_TRUE(props::check_case(zero, causal, in).pass) << name;
+        EXPECT_FALSE(props::check_case(nan, causal, in).pass) << name << ": NaN rows undeclared";
+        zero.conventions = nan.conventions = {{"masked_row", "nan"}};
+        EXPECT_FALSE(props::check_case(zero, causal, in).pass) << name << ": 0 declared as NaN";
+        const auto declared = props::check_case(nan, causal, in);
+        EXPECT_TRUE(declared.pass) << name << ": " << declared.message;
+        EXPECT_TRUE(std::isnan(declared.all_ref[0].value(0))) << "the reference follows the declaration";
+        EXPECT_FALSE(std::isnan(declared.all_ref[0].value(4))) << "rows with keys are untouched";
+    }
+}
+
 // The bound's exact cases: 0 where the row sees no key and where g = -inf
 // (the kernel must return 0 exactly); NaN for a NaN gate; for g = +inf
 // attention's FP32 bound plus one rounding of the product and the output's.
