@@ -157,6 +157,19 @@ TEST(GatedAttentionBound, ExactCasesAndTheOpenGate) {
     }
 }
 
+// A failure names the failing query alone with its gate row (one head, one
+// query, its visible keys): the slice a reader can replay by hand.
+TEST(GatedAttentionProperties, AFailureReducesToOneQueryWithItsGates) {
+    props::RunConfig cfg;
+    cfg.cases = 20;
+    cfg.shrink = false;
+    std::string message;
+    for (const auto& p : props::run_suite(kernel("mutant.gated_attention.one_minus_sigma.fp32"), cfg).properties)
+        if (p.name == "within_budget") message = p.message;
+    EXPECT_NE(message.find("alone (1 head, 1 query, keys "), std::string::npos) << message;
+    EXPECT_NE(message.find("\ng fp32 [1x"), std::string::npos) << "the slice shows its gate logits: " << message;
+}
+
 // Each gate property run alone: every kernel passes; gate_closed kills the
 // mutants that do not zero a closed gate, gate_open those that do not pass
 // an open gate through, gate_commutes all three.
