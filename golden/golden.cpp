@@ -56,6 +56,7 @@ struct Substitution {
 };
 const Substitution kSubstitutions[] = {
     {"attention", props::Family::bit_patterns, props::Family::constant},
+    {"gated_attention", props::Family::bit_patterns, props::Family::constant},
     {"gdn", props::Family::bit_patterns, props::Family::constant},
     {"kda", props::Family::bit_patterns, props::Family::constant},
     {"matmul", props::Family::bit_patterns, props::Family::constant},
@@ -104,6 +105,7 @@ const Setting kSettings[] = {
     {"swiglu_clamp", 4, "limit", 3},
     {"rope", 1, "pairing", 1}, {"rope", 2, "rotary_dim", 4}, {"rope", 3, "ntk_scale", 8},
     {"attention", 2, "window", 2}, {"attention", 4, "softcap", 5},
+    {"gated_attention", 2, "window", 2}, {"gated_attention", 4, "softcap", 5},
     {"gdn", 2, "l2norm", 1}, {"kda", 2, "l2norm", 1},
     {"sinkhorn", 1, "eps", 0.01},
     {"quantize", 1, "axis", 1}, {"quantize", 2, "axis", 2}, {"quantize", 3, "scale", 0.01},  // static: codes saturate
@@ -166,7 +168,7 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     }
     if (name == "gdn" || name == "kda") s.dims = delta_dims(i);
     if (name == "softmax") s.rows = 4, s.n = 40;  // online kernels: three blocks of 16, the max moving between them
-    if (name == "attention") {  // two KV heads of two query heads each, Lq < Lk (bottom-right causal), two key tiles
+    if (softmax_attention_op(name)) {  // two KV heads of two query heads each, Lq < Lk (bottom-right causal), two key tiles
         s.dims = {4, 2, 3, 70, 4, 4, 1};  // with the additive mask (every op input present)
         s.params.set("causal", 1);
     }
@@ -442,6 +444,7 @@ std::filesystem::path profile_file(const std::filesystem::path& dir, const std::
 std::vector<Format> output_formats(const OpSpec& op, Format f) {
     static const std::map<std::string, std::map<std::string, Format>> fixed = {
         {"attention", {{"lse", Format::fp32}}},
+        {"gated_attention", {{"lse", Format::fp32}}},
         {"lse_merge", {{"lse", Format::fp32}}},
         {"gdn", {{"state", Format::fp32}}},
         {"kda", {{"state", Format::fp32}}},

@@ -70,6 +70,7 @@ const Registry& builtin_registry() {
         register_mutants_softmax(r);
         register_mutants_rope(r);
         register_mutants_attention(r);
+        register_mutants_gated_attention(r);
         register_mutants_gdn(r);
         register_mutants_sinkhorn(r);
         register_mutants_hc_residual(r);

@@ -31,7 +31,7 @@ std::size_t value_index(const ConventionSpec& s, const std::string& v) {
 
 const std::vector<ConventionSpec>& convention_specs() {
     static const std::vector<ConventionSpec> v{
-        {"masked_row", {"zero", "nan"}, {"softmax", "attention"},
+        {"masked_row", {"zero", "nan"}, {"softmax", "attention", "gated_attention"},
          "a row with no visible entry: the empty distribution (0, lse -inf), or NaN as softmax(s) @ v computes it"},
         {"eps_placement", {"inside", "outside"}, {"rms_norm", "layer_norm", "l2_norm"},
          "eps inside the root, sqrt(mean x^2 + eps), or added to it, sqrt(mean x^2) + eps"},
@@ -41,7 +41,7 @@ const std::vector<ConventionSpec>& convention_specs() {
          "at an infinite input, the formula's limit (silu(-inf) = -0), or the formula evaluated literally in IEEE "
          "arithmetic (silu(-inf) = -inf * 0 = NaN)"},
         {"gelu", {"erf", "tanh"}, {"geglu"}, "the gate's GELU: the erf form, or the tanh approximation"},
-        {"causal", {"bottom_right", "top_left"}, {"attention"},
+        {"causal", {"bottom_right", "top_left"}, {"attention", "gated_attention"},
          "causal mask aligned so the last query sees the last key, or so query i sees keys 0..i"},
         {"rope_pairing", {"interleaved", "half"}, {"rope"},
          "a kernel that implements one pairing: pins the `pairing` parameter to 0, pairs (2j, 2j + 1), or 1, "

@@ -5,12 +5,12 @@
 // to the reference those values imply, and nothing else.
 //
 //   key            values (first: the oracle's)   ops
-//   masked_row     zero | nan                      softmax, attention
+//   masked_row     zero | nan                      softmax, attention, gated_attention
 //   eps_placement  inside | outside                rms_norm, layer_norm, l2_norm
 //   l2_form        sqrt | max                      l2_norm
 //   special_values ml | ieee                       activations, gated ops
 //   gelu           erf | tanh                      geglu
-//   causal         bottom_right | top_left         attention
+//   causal         bottom_right | top_left         attention, gated_attention
 //   rope_pairing   interleaved | half              rope (pins its `pairing` parameter to 0 | 1)
 //
 // This header is shared by the oracle (which evaluates the alternatives) and

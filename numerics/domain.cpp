@@ -72,6 +72,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
     static const std::map<std::string, std::vector<std::string>> dims{
         {"rope", {"heads", "seq_len", "head_dim"}},
         {"attention", {"heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim", "mask"}},
+        {"gated_attention", {"heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim", "mask"}},
         {"lse_merge", {"rows", "v_head_dim"}},
         {"gdn", {"tokens", "heads", "key_dim", "value_dim"}},
         {"kda", {"tokens", "heads", "key_dim", "value_dim"}},
@@ -97,7 +98,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
 }
 
 std::vector<std::string> tunable_params(const std::string& op) {
-    if (op == "attention") return {"block"};
+    if (softmax_attention_op(op)) return {"block"};
     return {};
 }
 

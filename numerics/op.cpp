@@ -31,6 +31,14 @@ std::vector<std::vector<std::int64_t>> delta_rule_shapes(const std::vector<Tenso
     return {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, state};
 }
 
+// The parameters of attention and gated_attention.
+std::vector<ParamSpec> attention_params() {
+    return {{"scale", 0, "softmax scale; 0 = 1/sqrt(D)"},
+            {"causal", 0, "1: query i sees keys j <= i + Lk - Lq (bottom-right aligned)"},
+            {"window", 0, "W > 0: exactly the W keys (pos - W, pos] (implies causal)"},
+            {"softcap", 0, "c > 0: logits -> c tanh(s / c)"}};
+}
+
 // The gated delta rule's parameters (docs/gdn.md); `chunk` is the kernels'
 // chunk size, which the oracle (the recurrence) does not depend on.
 std::vector<ParamSpec> delta_rule_params() {
@@ -268,14 +276,17 @@ std::vector<OpSpec> make_specs() {
                   {"rotary_dim", 0, "r: dims rotated (0 = the head dim D); the rest pass through"},
                   {"offset", 0, "position of the first token (KV cache)"}},
                  "x [H, L, D]: pair j of token l rotated by (offset + l) * (b s)^(-2j/r)"});
-    s.push_back({"attention", "attention", OpKind::structured, {"q", "k", "v", "mask"}, {"o", "lse"},
-                 {{"scale", 0, "softmax scale; 0 = 1/sqrt(D)"},
-                  {"causal", 0, "1: query i sees keys j <= i + Lk - Lq (bottom-right aligned)"},
-                  {"window", 0, "W > 0: exactly the W keys (pos - W, pos] (implies causal)"},
-                  {"softcap", 0, "c > 0: logits -> c tanh(s / c)"}},
+    s.push_back({"attention", "attention", OpKind::structured, {"q", "k", "v", "mask"}, {"o", "lse"}, attention_params(),
                  "q [Hq, Lq, D], k [Hkv, Lk, D], v [Hkv, Lk, Dv], optional additive mask [Lq, Lk]: o = softmax(scale "
                  "q k^T + mask) v per head, KV head floor(h / (Hq / Hkv)); lse [Hq, Lq]; fully masked rows o = 0, "
                  "lse = -inf",
+                 attention_shapes});
+    s.push_back({"gated_attention", "attention", OpKind::structured, {"q", "k", "v", "g", "mask"}, {"o", "lse"},
+                 attention_params(),
+                 "G1 gated attention (eq 1.27): attention's q, k, v and optional mask with gate logits g [Hq, Lq, Dv] "
+                 "(the gate projection x W_theta per head): o = softmax(scale q k^T + mask) v * sigmoid(g) "
+                 "elementwise; lse [Hq, Lq] is attention's, ungated; fully masked rows o = 0 * sigmoid(g) = 0, lse = "
+                 "-inf; the output projection W_O is matmul's",
                  attention_shapes});
     const std::vector<std::string> delta_in{"q", "k", "v", "g", "beta", "initial_state", "cu_seqlens"}, delta_out{"y", "state"};
     s.push_back({"gdn", "gdn", OpKind::structured, delta_in, delta_out, delta_rule_params(),
@@ -384,6 +395,10 @@ bool optional_input(std::string_view input_name) {
            input_name == "selection_bias" || input_name == "shared_gate_up" || input_name == "shared_down" ||
            input_name == "norm_weight";
 }
+
+bool softmax_attention_op(std::string_view op) { return op == "attention" || op == "gated_attention"; }
+
+std::size_t attention_mask_input(std::string_view op) { return op == "gated_attention" ? 4 : 3; }
 
 std::vector<std::vector<std::int64_t>> output_shapes(const OpSpec& op, const std::vector<TensorView>& in, const Params& p) {
     if (op.out_shapes_params) return op.out_shapes_params(in, p);

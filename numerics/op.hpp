@@ -57,6 +57,11 @@ const std::vector<OpSpec>& op_specs();
 // initial_state and cu_seqlens, the router's selection_bias, the MoE layers'
 // shared experts and norm_weight (docs/ops.md).
 bool optional_input(std::string_view input_name);
+// attention and gated_attention share q, k, v, the optional mask and every
+// attention property; gated_attention's gate logits g come before the mask,
+// so the mask is input 3 of attention and input 4 of gated_attention.
+bool softmax_attention_op(std::string_view op);
+std::size_t attention_mask_input(std::string_view op);
 const OpSpec* find_op(std::string_view name);
 std::vector<std::string> op_names();
 

@@ -197,6 +197,35 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
     return bound;
 }
 
+FlashErrorModel declared_flash_model(const Params& p, const std::vector<Format>& out) {
+    FlashErrorModel model;
+    // A kernel that declares its key tile (declared.key_block) honours param
+    // block when given; any other may tile as finely as one key per tile.
+    if (p.get("declared.key_block", 0) > 0)
+        model.key_block = static_cast<std::int64_t>(p.get("block", 0) > 0 ? p.get("block", 0) : p.get("declared.key_block", 0));
+    // Tensor cores, weights rounded before P V, KV splits (param splits, else the most the kernel declares).
+    model.mma_k = static_cast<int>(p.get("declared.mma_k", 0));
+    model.key_tile = static_cast<std::int64_t>(p.get("block", 0));
+    model.p_unit = p.get("declared.p_unit", 0), model.p_eta = p.get("declared.p_eta", 0);
+    const double max_splits = p.get("declared.max_splits", 1), splits = p.get("splits", 0);
+    model.splits = static_cast<std::int64_t>(std::max(1.0, splits > 0 ? std::min(splits, max_splits) : max_splits));
+    model.out = out.at(0);
+    model.lse_out = out.size() > 1 ? out[1] : Format::fp32;
+    return model;
+}
+
+OpOutputs attention_outputs(const std::vector<TensorView>& in, const std::vector<double>& o, const std::vector<double>& lse) {
+    OpOutputs ex;
+    ex.names = {"o", "lse"};
+    ex.shapes = {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, {in[0].shape[0], in[0].shape[1]}};
+    PrecisionScope scope(kDefaultBits);
+    for (const auto* v : {&o, &lse}) {
+        ex.values.emplace_back();
+        for (double d : *v) ex.values.back().push_back(from_double(d));
+    }
+    return ex;
+}
+
 std::vector<std::vector<double>> attention_weights(const Params& p, const std::vector<TensorView>& in) {
     const Shape sh{in[0].shape[0], in[1].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2], in[2].shape[2]};
     const std::vector<double> q = decoded_values(in[0]), k = decoded_values(in[1]);

@@ -50,6 +50,24 @@ struct FlashErrorModel {
 std::vector<double> attention_bound(const Params& params, const std::vector<TensorView>& in, const OpOutputs& exact,
                                     const FlashErrorModel& model);
 
+// The error model of a kernel from what it declares (params "declared.*":
+// key_block, mma_k, p_unit, p_eta, max_splits; params block and splits) and
+// its output formats (o, lse).
+FlashErrorModel declared_flash_model(const Params& p, const std::vector<Format>& out);
+
+// o and lse of attention as OpOutputs (what attention_bound reads as
+// magnitudes) from doubles.
+OpOutputs attention_outputs(const std::vector<TensorView>& in, const std::vector<double>& o, const std::vector<double>& lse);
+
+// The verdict's bound of gated_attention (docs/gated_attention.md, "Error
+// budget"): attention_bound of the ungated o, kept in FP32, composed with
+// the FP32 sigmoid of g, the product and the output rounding.  in: q, k, v,
+// g and the optional mask; exact: the oracle's gated o and lse.  Same
+// special rows as attention_bound; a NaN gate logit gets NaN (classes).
+std::vector<std::vector<double>> gated_attention_bound(const Params& p, const std::vector<TensorView>& in,
+                                                       const std::vector<std::vector<double>>& exact, Format acc,
+                                                       const std::vector<Format>& out);
+
 // The normalized weights p_j = e^(s_j - m) / l of every query row's visible
 // keys (row-major over [Hq, Lq]; hidden keys left out), in double from the
 // exact inputs: the terms of the row's sum l (the probabilistic tier's

@@ -236,32 +236,14 @@ namespace {
 
 // attention_bound (docs/attention.md) for the cpu kernels' contract: exp
 // within 2 ulps, FP32 state, lse stored in fp32, the key-tile count unknown
-// (N_b = Lk, the weakest assumption).  It takes the oracle's outputs as
-// OpOutputs; it reads them as magnitudes, so doubles suffice.
+// (N_b = Lk, the weakest assumption) unless declared (declared_flash_model).
+// It takes the oracle's outputs as OpOutputs; it reads them as magnitudes,
+// so doubles suffice.
 std::vector<std::vector<double>> attention_bound_split(const Params& p, const std::vector<TensorView>& in,
                                                        const std::vector<std::vector<double>>& exact, Format,
                                                        const std::vector<Format>& out) {
-    OpOutputs ex;
-    ex.names = {"o", "lse"};
-    ex.shapes = {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, {in[0].shape[0], in[0].shape[1]}};
-    PrecisionScope scope(kDefaultBits);
-    for (const auto& v : exact) {
-        ex.values.emplace_back();
-        for (double d : v) ex.values.back().push_back(from_double(d));
-    }
-    FlashErrorModel model;
-    // A kernel that declares its key tile (declared.key_block) honours param
-    // block when given; any other may tile as finely as one key per tile.
-    if (p.get("declared.key_block", 0) > 0) model.key_block = static_cast<std::int64_t>(p.get("block", 0) > 0 ? p.get("block", 0) : p.get("declared.key_block", 0));
-    // Tensor cores, weights rounded before P V, KV splits (param splits, else the most the kernel declares).
-    model.mma_k = static_cast<int>(p.get("declared.mma_k", 0));
-    model.key_tile = static_cast<std::int64_t>(p.get("block", 0));
-    model.p_unit = p.get("declared.p_unit", 0), model.p_eta = p.get("declared.p_eta", 0);
-    const double max_splits = p.get("declared.max_splits", 1), splits = p.get("splits", 0);
-    model.splits = static_cast<std::int64_t>(std::max(1.0, splits > 0 ? std::min(splits, max_splits) : max_splits));
-    model.out = out.at(0);
-    model.lse_out = out.size() > 1 ? out[1] : Format::fp32;
-    std::vector<double> flat = attention_bound(p, in, ex, model);
+    const OpOutputs ex = attention_outputs(in, exact.at(0), exact.at(1));
+    std::vector<double> flat = attention_bound(p, in, ex, declared_flash_model(p, out));
     const auto n_o = static_cast<std::ptrdiff_t>(exact.at(0).size());
     return {std::vector<double>(flat.begin(), flat.begin() + n_o), std::vector<double>(flat.begin() + n_o, flat.end())};
 }
@@ -359,6 +341,7 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "int8_block") return int8_block_bound;
     if (op == "rope") return rope_bound;
     if (op == "attention") return attention_bound_split;
+    if (op == "gated_attention") return gated_attention_bound;
     if (op == "gdn") return gdn_bound;
     if (op == "kda") return kda_bound;
     return nullptr;

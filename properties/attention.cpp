@@ -78,11 +78,11 @@ rc::Gen<AttentionShape> model_heads() {
 // dims = {Hq, Hkv, Lq, Lk, D, Dv, has_mask}: small heads, and 1 case in 16
 // model-sized heads (weightedOneOf draws independently of RapidCheck's size
 // and shrinks toward the small ones); causal, windows, softcap, scales.
-rc::Gen<CaseSpec> gen_attention_spec(Format fmt, GenOptions opt) {
+rc::Gen<CaseSpec> gen_attention_spec(Format fmt, GenOptions opt, const std::string& op) {
     return rc::gen::apply(
-        [fmt](AttentionShape sh, int mask, int causal, int window, double softcap, double scale, Family fam, int k,
+        [fmt, op](AttentionShape sh, int mask, int causal, int window, double softcap, double scale, Family fam, int k,
               std::uint64_t seed, int specials) {
-            return structured_spec("attention", fmt, {sh.hkv * sh.group, sh.hkv, sh.lq, sh.lk, sh.d, sh.dv, mask},
+            return structured_spec(op, fmt, {sh.hkv * sh.group, sh.hkv, sh.lq, sh.lk, sh.d, sh.dv, mask},
                                    Params({{"causal", double(causal)},
                                            {"window", double(window)},
                                            {"softcap", softcap},
@@ -107,6 +107,7 @@ Case build_attention_case(const CaseSpec& spec) {
         inject_nans(t, spec.specials, rng);
         c.inputs.push_back(std::move(t));
     }
+    if (spec.op == "gated_attention") c.inputs.push_back(gate_logits(spec, rng));
     if (d[6]) {  // additive mask: 0, small biases and -inf; now and then a fully masked row
         Tensor m(spec.format, {d[2], d[3]});  // the kernels take every input in their format
         for (std::int64_t i = 0; i < d[2]; ++i) {
@@ -121,7 +122,9 @@ Case build_attention_case(const CaseSpec& spec) {
 
 namespace {
 
-Case attention_case(const KernelInfo& k, GenOptions opt = {}) { return build_case(in_domain(*gen_attention_spec(k.in, opt))); }
+Case attention_case(const KernelInfo& k, GenOptions opt = {}) {
+    return build_case(in_domain(*gen_attention_spec(k.in, opt, k.op)));
+}
 
 bool top_left(const KernelInfo& k) { return convention(k.conventions, "causal") == "top_left"; }
 // A query that sees no key: lse -inf, or NaN under a declared masked_row = nan.
@@ -221,7 +224,7 @@ Testable split_invariance(const KernelInfo& k) {
 // exact value cancels to a tiny negative number comes back -0 for one mask
 // and +0 for the other -- a difference no kernel causes.
 Tensor shift_mask(Case& c, double shift) {
-    Tensor& mask = c.inputs.at(3);
+    Tensor& mask = c.inputs.at(attention_mask_input(c.op->name));
     const double q = ulp_at(mask.format(), 2 * std::fabs(shift));
     Tensor moved(mask.format(), mask.shape());
     for (std::int64_t i = 0; i < mask.numel(); ++i) {
@@ -235,7 +238,7 @@ Tensor shift_mask(Case& c, double shift) {
 std::string mask_shift_check(const KernelInfo& k, Case c, double shift) {
     const Tensor moved = shift_mask(c, shift);
     std::vector<TensorView> shifted = c.views();
-    shifted[3] = moved.view();
+    shifted[attention_mask_input(c.op->name)] = moved.view();
     if (const CaseResult b = check_case(k, c.params, shifted); !b.pass) return "mask + " + hexfloat(shift) + ": " + b.message;
     if (const CaseResult a = check_case(k, c.params, c.views()); !a.pass) return a.message;
     return "";
@@ -245,7 +248,7 @@ namespace {
 
 Testable mask_shift_invariance(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}));
+        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}, k.op));
         spec.dims[6] = 1;
         const Case c = build_case(spec);
         const double shift = *rc::gen::element(1e4, -1e4, 1000.0, -64.0);
@@ -269,7 +272,7 @@ std::int64_t expected_keys(std::int64_t i, std::int64_t lq, std::int64_t lk, boo
 // the count the geometry gives, under causal and sliding masks.
 Testable key_count(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}));
+        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}, k.op));
         spec.dims[6] = 0;
         Case c = build_case(spec);
         c.params.set("causal", *rc::gen::element(0.0, 1.0));
@@ -310,7 +313,7 @@ std::uint64_t max_ulp_apart(const Tensor& a, const Tensor& b) {
 
 Testable parameter_sensitivity(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}));
+        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}, k.op));
         spec.dims[2] = std::max<std::int64_t>(spec.dims[2], 2);
         spec.dims[3] = std::max<std::int64_t>(spec.dims[3], 8);
         spec.dims[6] = 0;
@@ -343,7 +346,7 @@ Testable parameter_sensitivity(const KernelInfo& k) {
 // accumulator (65504) -- an FP32-accumulating kernel stays within its bound.
 Testable large_values(const KernelInfo& k) {
     return [&k] {
-        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}));
+        CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}, k.op));
         spec.dims[6] = 0;
         Case c = build_case(spec);
         std::mt19937_64 rng(spec.seed);
@@ -362,21 +365,21 @@ Testable large_values(const KernelInfo& k) {
 
 void add_attention_properties(std::vector<PropertyDef>& v) {
     v.push_back({"key_count", "with q = 0, exp(lse) is the number of keys the causal/sliding geometry leaves visible",
-                 [](const OpSpec& op) { return op.name == "attention"; },
+                 [](const OpSpec& op) { return softmax_attention_op(op.name); },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return key_count(k); }, 2});
     v.back().needs = {"lse"};
     v.push_back({"parameter_sensitivity",
                  "changing scale, softcap or window changes the output wherever it moves the correctly rounded output",
-                 [](const OpSpec& op) { return op.name == "attention"; },
+                 [](const OpSpec& op) { return softmax_attention_op(op.name); },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return parameter_sensitivity(k); }, 4});
     v.push_back({"tile_invariance", "every key-tile size (param block 1 ... 1000) stays within the derived bound",
-                 [](const OpSpec& op) { return op.name == "attention"; },
+                 [](const OpSpec& op) { return softmax_attention_op(op.name); },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return tile_invariance(k); }, 2});
     v.push_back({"mask_shift_invariance",
                  "the mask shifted by c (up to +-1e4, exact) keeps the kernel within its bound",
-                 [](const OpSpec& op) { return op.name == "attention"; },
+                 [](const OpSpec& op) { return softmax_attention_op(op.name); },
                  [](const KernelInfo& k, const RunConfig&, Stats*) { return mask_shift_invariance(k); }, 2});
-    auto attn = [](const OpSpec& op) { return op.name == "attention"; };
+    auto attn = [](const OpSpec& op) { return softmax_attention_op(op.name); };
     v.push_back({"split_invariance", "KV splits 1, 2, 7 and 32 merged by lse_merge each stay within the derived bound",
                  attn, [](const KernelInfo& k, const RunConfig&, Stats*) { return split_invariance(k); }, 2});
     v.back().for_kernel = [](const KernelInfo& k) {

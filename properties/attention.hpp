@@ -7,11 +7,11 @@
 
 namespace conform::props {
 
-// Quantizes the mask (input 3) of case c to multiples of ulp(2|shift|) in its
+// Quantizes the mask (input 3; 4 of gated_attention) of case c to multiples of ulp(2|shift|) in its
 // format and returns mask + shift, which is then exact (-inf stays -inf).
 Tensor shift_mask(Case& c, double shift);
 
-// The mask (input 3) of case c quantized to multiples of ulp(2|shift|), so
+// The mask (input 3; 4 of gated_attention) of case c quantized to multiples of ulp(2|shift|), so
 // that mask + shift is exact, and kernel k judged against the oracle on the
 // quantized mask and on mask + shift: "" when within the bound on both, else
 // the first failure.  softmax(s + c) = softmax(s), so a correct kernel passes

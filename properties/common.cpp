@@ -100,7 +100,9 @@ std::optional<Case> attention_slice(const KernelInfo& k, const Case& c, const Ca
     s.inputs.push_back(take(q, {1, 1, d}, (h * lq + i) * d, d));
     s.inputs.push_back(take(kk, {1, keys, d}, (g * lk + first) * d, keys * d));
     s.inputs.push_back(take(v, {1, keys, dv}, (g * lk + first) * dv, keys * dv));
-    if (c.inputs.size() > 3) s.inputs.push_back(take(c.inputs[3].view(), {1, keys}, i * lk + first, keys));
+    const std::size_t mask_at = attention_mask_input(c.op->name);
+    if (mask_at == 4) s.inputs.push_back(take(c.inputs[3].view(), {1, 1, dv}, (h * lq + i) * dv, dv));  // gate logits
+    if (c.inputs.size() > mask_at) s.inputs.push_back(take(c.inputs[mask_at].view(), {1, keys}, i * lk + first, keys));
     what = "head " + std::to_string(h) + ", query " + std::to_string(i) + " alone (1 head, 1 query, keys " +
            std::to_string(first) + ".." + std::to_string(pos) + ")";
     return s;
@@ -183,7 +185,7 @@ std::string failing_slice_report(const KernelInfo& k, const Case& c, const CaseR
 // A failure reduced to the smallest slice of the failing case that still
 // fails: for a row op (norms, softmax) the fewest elements of the failing
 // row around the failing one (1, 2, 4, ...), alone as a one-row case; for
-// attention the failing query alone (attention_slice); for the delta rule
+// attention (and gated_attention) the failing query alone (attention_slice); for the delta rule
 // the failing token's prefix of its head (delta_slice).  Data are kept, not
 // regenerated, so the failure survives where RapidCheck's shrinking, which
 // draws new values for a smaller shape, loses it.  "" when nothing smaller
@@ -191,7 +193,7 @@ std::string failing_slice_report(const KernelInfo& k, const Case& c, const CaseR
 std::string smallest_failing_slice(const KernelInfo& k, const Case& c, const CaseResult& r) {
     if (r.failed_element < 0 || c.inputs.empty()) return "";
     const bool delta = c.op->name == "gdn" || c.op->name == "kda";
-    if (c.op->name == "attention" || delta) {
+    if (softmax_attention_op(c.op->name) || delta) {
         std::string what;
         const std::optional<Case> s = delta ? delta_slice(c, r, what) : attention_slice(k, c, r, what);
         return s ? failing_slice_report(k, c, r, *s, what) : "";

@@ -41,7 +41,7 @@ CaseSpec project(const CaseSpec& spec, const Domain& d) {
     // Ops whose builders read the row length from n as well as dims (rope).
     if (s.op == "rope" && s.dims.size() >= 3) s.n = static_cast<int>(s.dims[2]);
     // Attention: query heads a multiple of the KV heads, whichever the domain fixes.
-    if (s.op == "attention" && s.dims.size() >= 2 && s.dims[1] > 0 && s.dims[0] % s.dims[1] != 0) {
+    if (softmax_attention_op(s.op) && s.dims.size() >= 2 && s.dims[1] > 0 && s.dims[0] % s.dims[1] != 0) {
         if (d.rules.count("kv_heads") || !d.rules.count("heads"))
             s.dims[0] = s.dims[1] * std::max<std::int64_t>(1, (s.dims[0] + s.dims[1] - 1) / s.dims[1]);
         else

@@ -26,12 +26,12 @@ const std::vector<std::pair<int, int>>& block_shapes() {
 // FP8 ulps times t is exact in the input format: every entry but the
 // block's maximum is an FP8 midpoint of x / s.  1 / t is inexact for m > 1,
 // so a kernel that multiplies by the reciprocal lands beside the tie.
-struct TieGrid {
+struct Fp8TieGrid {
     double t = 1;
     bool ok = true;
 };
 
-TieGrid tie_grid(Format in, std::uint64_t seed, int scale_exp) {
+Fp8TieGrid fp8_tie_grid(Format in, std::uint64_t seed, int scale_exp) {
     std::mt19937_64 rng(seed ^ 0x2545f4914f6cdd1dull);
     const int mbits = in == Format::bf16 ? 2 : in == Format::fp16 ? 5 : 12;  // 3 bits of max, 5 of a midpoint, m's: <= p
     const double m = rng() % 4 == 0 ? 1.0 : static_cast<double>(1 + 2 * (rng() % ((1u << mbits) - 1)));
@@ -48,7 +48,7 @@ double midpoint(Format f, std::mt19937_64& rng) {
 // midpoints times t: an E4M3 kernel's s is t, an E5M2 kernel's t 2^-7
 // (57344 = 448 2^7), so half the entries are E4M3 midpoints m t, half
 // E5M2 midpoints m t 2^-7: ties for either format's kernel.
-void fill_ties(Tensor& x, const Fp8QuantParams& qp, const TieGrid& g, std::mt19937_64& rng) {
+void fill_ties(Tensor& x, const Fp8QuantParams& qp, const Fp8TieGrid& g, std::mt19937_64& rng) {
     const std::int64_t rows = x.shape()[0], cols = x.shape()[1];
     for (std::int64_t i = 0; i < rows; ++i)
         for (std::int64_t j = 0; j < cols; ++j) {
@@ -92,7 +92,7 @@ Case build_fp8_quantize_case(const CaseSpec& spec) {
     while (rows > 1 && rows * cols > 20000) rows = (rows + 1) / 2;
     Tensor x(spec.format, {rows, cols});
     if (spec.families.at(0) == Family::around_cap) {
-        fill_ties(x, fp8_quant_params(spec.params, std::nullopt), tie_grid(spec.format, spec.seed, spec.scale_exp), rng);
+        fill_ties(x, fp8_quant_params(spec.params, std::nullopt), fp8_tie_grid(spec.format, spec.seed, spec.scale_exp), rng);
     } else {
         fill_values(x, spec.families.at(0), spec, 0, rng);
     }
@@ -183,7 +183,7 @@ std::string at(const char* what, std::int64_t i, std::int64_t j) {
 // Dequantizing gives x back within half an FP8 ulp of x / s, times s,
 // wherever the block has a finite scale and x / s is within range: the
 // codes are a rounding to nearest of x / s, whichever scale was chosen.
-Testable round_trip(const KernelInfo& k) {
+Testable fp8_round_trip(const KernelInfo& k) {
     return [&k] {
         const Quantized r = quantize_case(k, *gen_fp8_quantize_spec(k.in, GenOptions{}));
         const Tensor& x = r.c.inputs[0];
@@ -318,7 +318,7 @@ void add_fp8_properties(std::vector<PropertyDef>& v) {
     auto quant = [](const OpSpec& op) { return op.name == "fp8_quantize"; };
     auto gemm = [](const OpSpec& op) { return op.name == "fp8_gemm"; };
     v.push_back({"round_trip", "q s is within half an FP8 ulp (of x / s) times s of x wherever x / s is in range", quant,
-                 [](const KernelInfo& k, const RunConfig&, Stats*) { return round_trip(k); }, 2});
+                 [](const KernelInfo& k, const RunConfig&, Stats*) { return fp8_round_trip(k); }, 2});
     v.push_back({"power_of_two_scale", "scale kind 1: each scale the least power of two with amax / s <= max, and q s "
                                        "exact in FP32",
                  quant, [](const KernelInfo& k, const RunConfig&, Stats*) { return power_of_two_scale(k); }, 2});

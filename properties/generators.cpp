@@ -178,7 +178,7 @@ const std::vector<Family>& value_families() {
 Case build_case(const CaseSpec& spec0) {
     const CaseSpec spec = in_domain(spec0);
     if (spec.op == "rope") return build_rope_case(spec);
-    if (spec.op == "attention") return build_attention_case(spec);
+    if (softmax_attention_op(spec.op)) return build_attention_case(spec);
     if (spec.op == "lse_merge") return build_lse_merge_case(spec);
     if (spec.op == "gdn") return build_gdn_case(spec);
     if (spec.op == "kda") return build_kda_case(spec);
@@ -287,7 +287,7 @@ int fit_rows(int rows, int n, const std::vector<int>& sizes) {
 
 rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
     if (op.name == "rope") return gen_rope_spec(fmt, opt);
-    if (op.name == "attention") return gen_attention_spec(fmt, opt);
+    if (softmax_attention_op(op.name)) return gen_attention_spec(fmt, opt, op.name);
     if (op.name == "lse_merge") return gen_lse_merge_spec(fmt, opt);
     if (op.name == "gdn") return gen_gdn_spec(fmt, opt);
     if (op.name == "kda") return gen_kda_spec(fmt, opt);

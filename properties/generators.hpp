@@ -78,8 +78,11 @@ void inject_specials(Tensor& t, int count, std::mt19937_64& rng);
 // tensors built from a spec.
 rc::Gen<CaseSpec> gen_rope_spec(Format fmt, GenOptions opt);
 Case build_rope_case(const CaseSpec& spec);
-rc::Gen<CaseSpec> gen_attention_spec(Format fmt, GenOptions opt);
+// attention and gated_attention (op): the same shapes; gated_attention's
+// gate logits g [Hq, Lq, Dv] come after v (properties/attention_gated.cpp).
+rc::Gen<CaseSpec> gen_attention_spec(Format fmt, GenOptions opt, const std::string& op = "attention");
 Case build_attention_case(const CaseSpec& spec);
+Tensor gate_logits(const CaseSpec& spec, std::mt19937_64& rng);
 rc::Gen<CaseSpec> gen_lse_merge_spec(Format fmt, GenOptions opt);
 Case build_lse_merge_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_gdn_spec(Format fmt, GenOptions opt);  // properties/gdn.cpp

@@ -109,8 +109,10 @@ std::string probabilistic_model_breach(const OpSpec& op, const Params& p, const 
     if (std::string why = repeated_values(op, in); !why.empty()) return why;
     const double u = unit_roundoff(acc);
     if (op.kind == OpKind::row) return row_absorption(op, in.at(0), u);
-    if (op.name == "attention") {
-        const auto weights = oracle::attention_weights(p, in);
+    if (softmax_attention_op(op.name)) {
+        std::vector<TensorView> attn{in.at(0), in.at(1), in.at(2)};  // gated_attention's g left out
+        if (in.size() > attention_mask_input(op.name)) attn.push_back(in[attention_mask_input(op.name)]);
+        const auto weights = oracle::attention_weights(p, attn);
         for (std::size_t r = 0; r < weights.size(); ++r)
             if (absorbs(weights[r], u)) return absorption("the attention weights", r);
         return "";

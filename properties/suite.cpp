@@ -200,6 +200,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_softmax_properties(v);
         add_rope_properties(v);
         add_attention_properties(v);
+        add_gated_attention_properties(v);
         add_gdn_properties(v);
         add_sinkhorn_properties(v);
         add_hc_residual_properties(v);

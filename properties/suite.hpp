@@ -76,6 +76,7 @@ void add_gated_properties(std::vector<PropertyDef>& v);
 void add_softmax_properties(std::vector<PropertyDef>& v);
 void add_rope_properties(std::vector<PropertyDef>& v);
 void add_attention_properties(std::vector<PropertyDef>& v);
+void add_gated_attention_properties(std::vector<PropertyDef>& v);  // properties/attention_gated.cpp
 void add_gdn_properties(std::vector<PropertyDef>& v);
 void add_sinkhorn_properties(std::vector<PropertyDef>& v);
 void add_hc_residual_properties(std::vector<PropertyDef>& v);  // hc_residual, mhc_residual

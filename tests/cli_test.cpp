@@ -163,7 +163,7 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
         baselines += k["role"] == "baseline";
         mutants += k["mutant"].get<bool>();
     }
-    // 17 ops (13 foundation ops, softmax, rope, attention, sinkhorn) x {fp32, fp16, bf16} x {simd, scalar}
+    // 18 ops (13 foundation ops, softmax, rope, attention, gated_attention, sinkhorn) x {fp32, fp16, bf16} x {simd, scalar}
     // with one naive baseline each; lse_merge's three scalar kernels (no naive baseline); gdn and kda x
     // {fp32, bf16} x {simd, scalar} with one naive baseline each; quantize's {simd, scalar} x {fp32, fp16,
     // bf16} and int8_gemm's {simd, scalar} x {fp32, fp16 output} (no naive baselines); dequantize's {simd,
@@ -176,9 +176,9 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
     // codes and one of each with E5M2 codes (no naive baseline); fp8_gemm's {simd, scalar} x {e4m3 -> bf16,
     // e4m3 -> fp32, e5m2 -> bf16} with one naive baseline; topk_select's scalar kernel and lightning_indexer's
     // {simd, scalar} x {fp32, fp16, bf16} with one naive baseline each
-    EXPECT_EQ(kernels, 17 * 3 * 2 + 3 + 2 * 2 * 2 + 6 + 4 + 6 + 6 + 2 * 3 * 2 + 2 + 2 * 5 + 2 * 2 + 2 * 2 * 2 + 6 + 2 * 3 + 3 +
+    EXPECT_EQ(kernels, 18 * 3 * 2 + 3 + 2 * 2 * 2 + 6 + 4 + 6 + 6 + 2 * 3 * 2 + 2 + 2 * 5 + 2 * 2 + 2 * 2 * 2 + 6 + 2 * 3 + 3 +
                            2 * 3);
-    EXPECT_EQ(baselines, 17 * 3 + 2 * 2 + 3 + 2 * 3 + 3 + 2 * 2 + 1 + 3 + 3);
+    EXPECT_EQ(baselines, 18 * 3 + 2 * 2 + 3 + 2 * 3 + 3 + 2 * 2 + 1 + 3 + 3);
     EXPECT_GE(mutants, 9);
 }
 

@@ -11,6 +11,10 @@
 // The rescale is guarded: while m is still -inf nothing has been accumulated
 // and exp(-inf - -inf) would be NaN.  Structural masks (causal bottom-right,
 // sliding window) are key ranges per row, so hidden keys are never read.
+//
+// gated_attention (docs/gated_attention.md) is the same kernel with one more
+// step when a row is finished: o_d * sigmoid(g_d) in FP32, rounded once into
+// the format.
 #include "impls/cpu/attention.hpp"
 
 #include <algorithm>
@@ -40,6 +44,8 @@ struct Geometry {
     long window = 0;
     float scale = 0, softcap = 0;
     bool has_mask = false;
+    long mask_at = 3;          // input index of the mask: 4 for gated_attention (g before it)
+    GateForm gate = GateForm::none;
     long key_tile = kAttnKeyTile;
 
     // Visible keys of query i are the contiguous range [lo(i), hi(i)); both
@@ -62,8 +68,10 @@ void require(bool ok, const std::string& what) {
     if (!ok) throw std::invalid_argument("attention kernel: " + what);
 }
 
-Geometry read_geometry(const KernelCall& c, Format f) {
-    require(c.in.size() == 3 || c.in.size() == 4, "expects q, k, v and an optional mask");
+Geometry read_geometry(const KernelCall& c, Format f, GateForm gate) {
+    const std::size_t mask_at = gate == GateForm::none ? 3 : 4;
+    require(c.in.size() == mask_at || c.in.size() == mask_at + 1,
+            gate == GateForm::none ? "expects q, k, v and an optional mask" : "expects q, k, v, g and an optional mask");
     require(c.out.size() == 2, "expects outputs o and lse");
     const TensorView &q = c.in[0], &k = c.in[1], &v = c.in[2];
     require(q.rank == 3 && k.rank == 3 && v.rank == 3, "q, k, v must have rank 3");
@@ -73,8 +81,15 @@ Geometry read_geometry(const KernelCall& c, Format f) {
     require(g.d >= 1 && k.shape[2] == g.d, "k must have q's head dim");
     require(g.hkv >= 1 && g.hq % g.hkv == 0, "KV heads must divide query heads");
     require(v.shape[0] == g.hkv && v.shape[1] == g.lk, "v must be [Hkv, Lk, Dv]");
-    g.has_mask = c.in.size() == 4;
-    if (g.has_mask) require(c.in[3].rank == 2 && c.in[3].shape[0] == g.lq && c.in[3].shape[1] == g.lk, "mask must be [Lq, Lk]");
+    g.gate = gate, g.mask_at = static_cast<long>(mask_at);
+    if (gate != GateForm::none) {
+        const TensorView& gl = c.in[3];
+        require(gl.rank == 3 && gl.shape[0] == g.hq && gl.shape[1] == g.lq && gl.shape[2] == g.dv, "g must be [Hq, Lq, Dv]");
+    }
+    g.has_mask = c.in.size() == mask_at + 1;
+    if (g.has_mask)
+        require(c.in[mask_at].rank == 2 && c.in[mask_at].shape[0] == g.lq && c.in[mask_at].shape[1] == g.lk,
+                "mask must be [Lq, Lk]");
     const TensorView &o = c.out[0], &lse = c.out[1];
     require(o.rank == 3 && o.shape[0] == g.hq && o.shape[1] == g.lq && o.shape[2] == g.dv, "o must be [Hq, Lq, Dv]");
     require(lse.numel() == g.hq * g.lq, "lse must hold Hq * Lq values");
@@ -108,6 +123,37 @@ void load_rows(const TensorView& t, long r0, long rows, long cols, long pad, flo
 void store_lse(const TensorView& lse, long flat, float v) {
     if (lse.format == Format::fp32 && packed(lse)) static_cast<float*>(lse.data)[flat] = v;
     else lse.set_bits(flat, encode(lse.format, v));
+}
+
+// ---- the output gate (gated_attention) ------------------------------------------------
+
+// sigmoid(x) in FP32 without overflow: t = e^-|x| <= 1, then 1 / (1 + t) or
+// t / (1 + t); relative error (1 + u) / ((1 - e_exp)(1 - u)) - 1 plus the
+// absolute error of a subnormal t (docs/gated_attention.md, "Error budget").
+float sigmoid32(float x) {
+    const float t = std::exp(-std::fabs(x));
+    return (x >= 0 ? 1.0f : t) / (1.0f + t);
+}
+
+// Element d of a finished row: attention's o, gated per `form`.  An
+// infinite o with a gate logit above -inf stays infinite: the exact gate is
+// positive even where sigmoid32 underflows to 0 (never inf * 0 = NaN).
+float gate_output(float o, float g, GateForm form) {
+    switch (form) {
+        case GateForm::none: return o;
+        case GateForm::sigmoid: return std::isinf(o) && g > -kInf ? o : o * sigmoid32(g);
+        case GateForm::one_minus: return o * sigmoid32(-g);  // mutant: 1 - sigmoid(g)
+        case GateForm::swapped: return g * sigmoid32(o);     // mutant: the sigmoid of the output, times g
+        case GateForm::ignored: return o;                      // mutant: the gate read and dropped
+    }
+    return o;
+}
+
+// Row `row` ([Hq, Lq] flattened) of the gate logits, widened exactly to fp32.
+template <Format F>
+void load_gate(const Geometry& g, const KernelCall& c, long row, float* dst) {
+    if (g.gate == GateForm::none) return;
+    load_rows<F>(c.in[3], row, 1, g.dv, g.dv, dst);
 }
 
 // ---- per-row online-softmax state -----------------------------------------------
@@ -300,23 +346,28 @@ struct Workspace {
     std::vector<float> q, k, v, mask;  // fp32 copies: q of one head, k/v of one KV head, mask [Lq, Lk + pad]
     bool v_inf = false;                // v holds an infinity: the careful accumulation (weighted, rescaled)
     std::vector<float> acc, s, e;      // per query tile: accumulators; per (row, key tile): logits, weights
+    std::vector<float> gate;           // one row of gate logits (gated_attention)
     long mask_pitch = 0;
 };
 
 // o and lse of query row i of head h from its final state.
+// (gated_attention: every element gated, the empty row's 0 too, so that a
+// NaN gate logit makes it NaN as in the oracle.)
 template <Format F>
-void finish_row(const Geometry& g, const KernelCall& c, const RowState& st, long h, long i) {
+void finish_row(const Geometry& g, const KernelCall& c, const RowState& st, long h, long i, float* gate) {
     storage_t<F>* o = static_cast<storage_t<F>*>(c.out[0].data) + (h * g.lq + i) * g.dv;
+    load_gate<F>(g, c, h * g.lq + i, gate);
+    const auto put = [&](long d, float x) { Storage<F>::store(o, d, g.gate == GateForm::none ? x : gate_output(x, gate[d], g.gate)); };
     float lse;
     if (st.bad) {
-        for (long d = 0; d < g.dv; ++d) Storage<F>::store(o, d, kNaN);
+        for (long d = 0; d < g.dv; ++d) put(d, kNaN);
         lse = kNaN;
     } else if (st.m == -kInf) {  // fully masked row: the empty state (0, -inf)
-        for (long d = 0; d < g.dv; ++d) Storage<F>::store(o, d, 0.0f);
+        for (long d = 0; d < g.dv; ++d) put(d, 0.0f);
         lse = -kInf;
     } else {
         const float r = 1.0f / st.l;
-        for (long d = 0; d < g.dv; ++d) Storage<F>::store(o, d, st.acc[d] * r);
+        for (long d = 0; d < g.dv; ++d) put(d, st.acc[d] * r);
         lse = st.m + std::log(st.l);
     }
     store_lse(c.out[1], h * g.lq + i, lse);
@@ -345,8 +396,8 @@ void query_tile(const Geometry& g, Workspace& w, std::vector<RowState>& st, long
 }
 
 template <Format F, class Path>
-void flash_attention(const KernelCall& c) {
-    const Geometry g = read_geometry(c, F);
+void flash_attention(const KernelCall& c, GateForm gate) {
+    const Geometry g = read_geometry(c, F, gate);
     require(g.key_tile >= 1, "parameter 'block' must be >= 1");
     Workspace w;
     w.q.resize(static_cast<std::size_t>(g.lq * g.dp));
@@ -355,10 +406,11 @@ void flash_attention(const KernelCall& c) {
     w.acc.resize(static_cast<std::size_t>(kAttnQueryTile * g.dvp));
     w.s.resize(static_cast<std::size_t>(round8(g.key_tile)));
     w.e.resize(w.s.size());
+    w.gate.resize(static_cast<std::size_t>(g.dv));
     if (g.has_mask) {
         w.mask_pitch = g.lk + 8;  // 8 spare columns: the vector path loads whole groups of 8
         w.mask.resize(static_cast<std::size_t>(g.lq * w.mask_pitch));
-        load_rows<F>(c.in[3], 0, g.lq, g.lk, w.mask_pitch, w.mask.data());
+        load_rows<F>(c.in[g.mask_at], 0, g.lq, g.lk, w.mask_pitch, w.mask.data());
     }
     std::vector<RowState> st(kAttnQueryTile);
     long loaded = -1;
@@ -374,15 +426,15 @@ void flash_attention(const KernelCall& c) {
         for (long i0 = 0; i0 < g.lq; i0 += kAttnQueryTile) {
             const long i1 = std::min(g.lq, i0 + kAttnQueryTile);
             query_tile<Path>(g, w, st, i0, i1);
-            for (long i = i0; i < i1; ++i) finish_row<F>(g, c, st[i - i0], h, i);
+            for (long i = i0; i < i1; ++i) finish_row<F>(g, c, st[i - i0], h, i, w.gate.data());
         }
     }
 }
 
 template <Format F>
-void simd_kernel(const KernelCall& c) {
-    if (has_avx2()) flash_attention<F, SimdPath>(c);
-    else flash_attention<F, ScalarPath>(c);
+void simd_kernel(const KernelCall& c, GateForm gate) {
+    if (has_avx2()) flash_attention<F, SimdPath>(c, gate);
+    else flash_attention<F, ScalarPath>(c, gate);
 }
 
 // ---- naive baseline: materialized scores, plain softmax, rounding to F everywhere ----
@@ -431,13 +483,20 @@ void naive_row(const Geometry& g, const float* q, const float* k, const float* v
     lse = rnd<F>(m + rnd<F>(std::log(l)));
 }
 
+// The literal sigmoid 1 / (1 + e^-x), every step rounded to F (e^-x
+// overflows F below x ~ -11 in fp16: the baseline's gate is then 0).
 template <Format F>
-void naive_kernel(const KernelCall& c) {
-    const Geometry g = read_geometry(c, F);
-    std::vector<float> q(g.lq * g.dp), k(g.lk * g.dp), v(g.lk * g.dvp), mask, s(g.lk), o(g.dv);
+float naive_gated(float o, float g) {
+    return rnd<F>(o * rnd<F>(1.0f / rnd<F>(1.0f + rnd<F>(std::exp(-g)))));
+}
+
+template <Format F>
+void naive_kernel(const KernelCall& c, GateForm gate) {
+    const Geometry g = read_geometry(c, F, gate);
+    std::vector<float> q(g.lq * g.dp), k(g.lk * g.dp), v(g.lk * g.dvp), mask, s(g.lk), o(g.dv), gl(g.dv);
     if (g.has_mask) {
         mask.resize(g.lq * g.lk);
-        load_rows<F>(c.in[3], 0, g.lq, g.lk, g.lk, mask.data());
+        load_rows<F>(c.in[g.mask_at], 0, g.lq, g.lk, g.lk, mask.data());
     }
     for (long h = 0; h < g.hq; ++h) {
         const long kvh = h / (g.hq / g.hkv);
@@ -449,29 +508,34 @@ void naive_kernel(const KernelCall& c) {
             float lse;
             naive_row<F>(g, q.data() + i * g.dp, k.data(), v.data(), g.has_mask ? mask.data() + i * g.lk : nullptr, i,
                          s, o.data(), lse);
-            for (long d = 0; d < g.dv; ++d) Storage<F>::store(out, (h * g.lq + i) * g.dv + d, o[d]);
+            load_gate<F>(g, c, h * g.lq + i, gl.data());
+            for (long d = 0; d < g.dv; ++d)
+                Storage<F>::store(out, (h * g.lq + i) * g.dv + d, g.gate == GateForm::none ? o[d] : naive_gated<F>(o[d], gl[d]));
             store_lse(c.out[1], h * g.lq + i, lse);
         }
     }
 }
 
+// op "attention" (gate none) or "gated_attention" (gate sigmoid).
 template <Format F>
-void add_format(std::vector<KernelInfo>& reg) {
+void add_format(std::vector<KernelInfo>& reg, const std::string& op, GateForm gate) {
+    const std::string gating = gate == GateForm::none ? "" : ", times sigmoid(g) = (g >= 0 ? 1 : t) / (1 + t), t = e^-|g|, in fp32";
     const std::string contract =
         "flash form over tiles of " + std::to_string(kAttnQueryTile) + " queries x " + std::to_string(kAttnKeyTile) +
         " keys (param block overrides the key tile), fp32 logits/max/sum/accumulators, guarded rescale, o = acc * "
-        "(1/l) rounded once to the format; lse = m + log(l) in fp32 (lse is fp32 for every format); fully masked rows "
-        "(0, -inf)";
-    reg.push_back(kernel_info("attention", "simd", F, Format::fp32, Role::kernel,
+        "(1/l)" + gating + " rounded once to the format; lse = m + log(l) in fp32 (lse is fp32 for every format); "
+        "fully masked rows (0, -inf)";
+    reg.push_back(kernel_info(op, "simd", F, Format::fp32, Role::kernel,
                         "AVX2 8-lane float over the head dim (exp by vf::exp_neg, softcap by vf::softcap), scalar path "
                         "without AVX2; " + contract,
-                        simd_kernel<F>));
-    reg.push_back(kernel_info("attention", "scalar", F, Format::fp32, Role::kernel,
-                        "portable scalar (expf, tanhf); " + contract, flash_attention<F, ScalarPath>));
-    reg.push_back(kernel_info("attention", "naive", F, F, Role::baseline,
-                        "materialized scores and plain softmax, every intermediate rounded to the storage format "
-                        "(lse stored as fp32)",
-                        naive_kernel<F>));
+                        [gate](const KernelCall& c) { simd_kernel<F>(c, gate); }));
+    reg.push_back(kernel_info(op, "scalar", F, Format::fp32, Role::kernel, "portable scalar (expf, tanhf); " + contract,
+                              [gate](const KernelCall& c) { flash_attention<F, ScalarPath>(c, gate); }));
+    reg.push_back(kernel_info(op, "naive", F, F, Role::baseline,
+                        "materialized scores and plain softmax" +
+                            std::string(gate == GateForm::none ? "" : ", the literal gate o / (1 + e^-g)") +
+                            ", every intermediate rounded to the storage format (lse stored as fp32)",
+                        [gate](const KernelCall& c) { naive_kernel<F>(c, gate); }));
 }
 
 }  // namespace
@@ -481,10 +545,21 @@ namespace conform {
 
 std::vector<KernelInfo> cpu_attention_kernels() {
     std::vector<KernelInfo> r;
-    cpu::add_format<Format::fp32>(r);
-    cpu::add_format<Format::fp16>(r);
-    cpu::add_format<Format::bf16>(r);
+    for (const auto& [op, gate] : {std::pair{"attention", GateForm::none}, std::pair{"gated_attention", GateForm::sigmoid}}) {
+        cpu::add_format<Format::fp32>(r, op, gate);
+        cpu::add_format<Format::fp16>(r, op, gate);
+        cpu::add_format<Format::bf16>(r, op, gate);
+    }
     return r;
+}
+
+void gated_attention_call(const KernelCall& c, Format f, GateForm gate) {
+    switch (f) {
+        case Format::fp32: return cpu::flash_attention<Format::fp32, cpu::ScalarPath>(c, gate);
+        case Format::fp16: return cpu::flash_attention<Format::fp16, cpu::ScalarPath>(c, gate);
+        case Format::bf16: return cpu::flash_attention<Format::bf16, cpu::ScalarPath>(c, gate);
+        default: throw std::invalid_argument("gated_attention_call: fp32, fp16 or bf16 only");
+    }
 }
 
 void register_cpu_attention(Registry& r) {

@@ -17,6 +17,13 @@ inline constexpr long kAttnQueryTile = 32;
 inline constexpr long kAttnKeyTile = 64;
 }  // namespace cpu
 
+// The output gate of the kernels: none (op attention), sigmoid (op
+// gated_attention: o * sigmoid(g), docs/gated_attention.md), and the
+// mutants' wrong gates: one_minus (o * sigmoid(-g) = o (1 - sigmoid(g))) and
+// swapped (g * sigmoid(o): the sigmoid on the attention output), ignored
+// (g read, o returned ungated).
+enum class GateForm { none, sigmoid, one_minus, swapped, ignored };
+
 // op "attention", formats fp32/fp16/bf16 (FP32 accumulation):
 //   cpu.simd.attention.<fmt>    AVX2 flash kernel (scalar path without AVX2)
 //   cpu.scalar.attention.<fmt>  the same tiling in portable scalar code
@@ -27,15 +34,25 @@ inline constexpr long kAttnKeyTile = 64;
 // [Hq, Lq, Dv] in the kernel's format and lse [Hq, Lq], computed in fp32 and
 // stored into whatever format the caller allocated (allocate fp32: then it is
 // the kernel's fp32 value unchanged).
+// op "gated_attention": the same kernels (cpu.{simd,scalar,naive}.gated_attention.<fmt>)
+// with inputs q, k, v, g [Hq, Lq, Dv] and the optional mask; each row's o_d
+// is multiplied by sigmoid(g_d) in fp32 before the one rounding into the format.
 // The kernels also as plain lists, which the kernel test and the benchmark
 // use directly (Registry::add accepts only ops known to numerics/op.cpp,
 // which declares "attention").
 std::vector<KernelInfo> cpu_attention_kernels();
 void register_cpu_attention(Registry& r);  // adds cpu_attention_kernels()
+// The scalar flash kernel of gated_attention in format f with the given gate
+// (the mutants' entry point).
+void gated_attention_call(const KernelCall& c, Format f, GateForm gate);
 
 // mutant.attention.<bug>.<fmt>: one wrong flash kernel per bug (in double,
 // key tiles of 16), for fp32, fp16 and bf16.
 std::vector<KernelInfo> attention_mutants();
 void register_mutants_attention(Registry& r);  // adds attention_mutants()
+
+// mutant.gated_attention.<bug>.<fmt>: the scalar gated kernel with a wrong
+// gate (GateForm), fp32 and bf16 (impls/mutants/attention_gated.cpp).
+void register_mutants_gated_attention(Registry& r);
 
 }  // namespace conform
