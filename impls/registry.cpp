@@ -7,6 +7,7 @@
 #include "impls/cpu/int8_block.hpp"
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/matmul.hpp"
+#include "impls/cpu/mla.hpp"
 #include "impls/cpu/moe.hpp"
 #include "impls/cpu/rope.hpp"
 #include "impls/cpu/sinkhorn.hpp"
@@ -60,6 +61,7 @@ const Registry& builtin_registry() {
         register_cpu_int8_block(r);
         register_cpu_matmul(r);
         register_cpu_moe(r);
+        register_cpu_mla(r);
         register_cpu_moe_layer(r);
         register_cpu_fp8(r);
         register_mutants_norm(r);
@@ -74,6 +76,7 @@ const Registry& builtin_registry() {
         register_mutants_int8(r);
         register_mutants_matmul(r);
         register_mutants_moe(r);
+        register_mutants_mla(r);
         register_mutants_fp8(r);
         return r;
     }();
