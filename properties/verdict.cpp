@@ -490,6 +490,7 @@ std::string undefined_reason(const OpSpec& op) {
     if (op.name == "moe_router") return "FP32 logits may overflow, or the sigmoid leave FP32's normal range";
     if (op.name == "moe" || op.name == "latent_moe")
         return "a stage may overflow, RMSNorm(u)'s root is not determined, or the router is undefined";
+    if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
     return "0/0: eps = 0 on a constant row";
 }
 
