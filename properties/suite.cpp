@@ -208,6 +208,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_int8_block_properties(v);
         add_matmul_properties(v);
         add_moe_properties(v);
+        add_mla_properties(v);
         add_moe_layer_properties(v);
         add_fp8_properties(v);
         return v;

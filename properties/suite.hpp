@@ -85,6 +85,7 @@ void add_int8_block_properties(std::vector<PropertyDef>& v);  // properties/int8
 void add_matmul_properties(std::vector<PropertyDef>& v);      // properties/matmul.cpp
 void add_fp8_properties(std::vector<PropertyDef>& v);         // properties/fp8.cpp
 void add_moe_properties(std::vector<PropertyDef>& v);         // properties/moe.cpp
+void add_mla_properties(std::vector<PropertyDef>& v);         // properties/mla.cpp
 void add_moe_layer_properties(std::vector<PropertyDef>& v);   // properties/moe_layer.cpp
 
 report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, const RunConfig& cfg, Stats* stats);
