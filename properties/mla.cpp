@@ -59,6 +59,7 @@ rc::Gen<CaseSpec> gen_mla_spec(Format fmt, GenOptions opt) {
               std::int64_t dr, std::int64_t dv, int causal, double scale, int pairing, std::int64_t offset, int rotated,
               double base, int form, Family fh, Family fw, int scale_exp, std::uint64_t seed, int specials) {
             if (!rotated) offset += lc;  // a raw cache sits at positions offset - Lc ...
+            if (dn + dr == 0) dn = 2;    // a query needs some head dim
             Params p({{"causal", static_cast<double>(causal)}, {"scale", scale}, {"pairing", static_cast<double>(pairing)},
                       {"offset", static_cast<double>(offset)}, {"cache_rotated", static_cast<double>(rotated)},
                       {"base", base}, {"form", static_cast<double>(form)}});
@@ -103,7 +104,7 @@ namespace {
 // The gating tier's bound of element i of output o, or NaN when the element
 // is not judged there (not finite, undefined, vacuous, or its exact value
 // not finite).
-double judged_bound(const CaseEval& e, std::size_t o, std::size_t i) {
+double mla_judged_bound(const CaseEval& e, std::size_t o, std::size_t i) {
     const OutputEval& out = e.outputs.at(o);
     const double b = e.model_breach.empty() ? out.probabilistic.at(i) : out.rigorous.at(i);
     if (!std::isfinite(b) || b < 0 || !std::isfinite(out.exact.at(i)) || b >= out.scale.at(i)) return NAN;
@@ -134,7 +135,7 @@ Testable absorbed_equals_explicit(const KernelInfo& k) {
         std::int64_t judged = 0;
         for (std::size_t o = 0; o < a.outputs.size(); ++o)
             for (std::size_t i = 0; i < a.outputs[o].exact.size(); ++i) {
-                const double ba = judged_bound(a, o, i), bb = judged_bound(b, o, i);
+                const double ba = mla_judged_bound(a, o, i), bb = mla_judged_bound(b, o, i);
                 if (std::isnan(ba) || std::isnan(bb)) continue;
                 const double x = a.outputs[o].got.value(static_cast<std::int64_t>(i));
                 const double y = b.outputs[o].got.value(static_cast<std::int64_t>(i));
@@ -150,7 +151,7 @@ Testable absorbed_equals_explicit(const KernelInfo& k) {
 
 // Rows [r0, r1) of a [rows, w] tensor followed by `extra` rows (the cache
 // grown by the new tokens' entries), in format f.
-Tensor grown(Format f, const Tensor* base, std::int64_t w, const std::vector<oracle::Real>& extra, std::int64_t n_extra) {
+Tensor mla_grown(Format f, const Tensor* base, std::int64_t w, const std::vector<oracle::Real>& extra, std::int64_t n_extra) {
     const std::int64_t rows = base ? base->shape()[0] : 0;
     Tensor t(f, {rows + n_extra, w});
     for (std::int64_t i = 0; i < rows * w; ++i) t.set_bits(i, base->bits(i));
@@ -186,8 +187,8 @@ Testable prefill_equals_cached_decode(const KernelInfo& k) {
             in[0] = Tensor(k.in, {1, d.d_model});
             for (std::int64_t x = 0; x < d.d_model; ++x) in[0].set_bits(x, c.inputs[0].bits(t * d.d_model + x));
             if (d.cached + t > 0) {
-                in.push_back(grown(k.in, cc, d.d_c, e.c_kv, t));
-                in.push_back(grown(k.in, kc, d.d_r, e.k_r, t));
+                in.push_back(mla_grown(k.in, cc, d.d_c, e.c_kv, t));
+                in.push_back(mla_grown(k.in, kc, d.d_r, e.k_r, t));
             }
             Params pt = c.params;
             pt.set("offset", c.params.get("offset", 0) + static_cast<double>(t));
@@ -198,7 +199,7 @@ Testable prefill_equals_cached_decode(const KernelInfo& k) {
                 for (std::int64_t x = 0; x <= d.d_v; ++x) {  // x = d_v: the lse
                     const bool lse = x == d.d_v;
                     const auto i = static_cast<std::size_t>(lse ? h * d.tokens + t : (h * d.tokens + t) * d.d_v + x);
-                    const double b = judged_bound(pre, lse ? 1 : 0, i);
+                    const double b = mla_judged_bound(pre, lse ? 1 : 0, i);
                     if (std::isnan(b)) continue;
                     const double want = pre.outputs[lse ? 1 : 0].got.value(static_cast<std::int64_t>(i));
                     const double got = dec[lse ? 1 : 0].value(lse ? h : h * d.d_v + x);

@@ -29,7 +29,7 @@ props::Case deepseek_like(Format f, std::uint64_t seed) {
 
 }  // namespace
 
-TEST(MlaKernel, BothFormsWithinTheBoundWithSmallUtilization) {
+TEST(MlaKernel, BothFormsWithinTheBoundEveryElementJudged) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16})
         for (const char* form : {"explicit", "absorbed"}) {
             const KernelInfo* k = builtin_registry().find(std::string("cpu.") + form + ".mla." + name(f));

@@ -1,7 +1,7 @@
 // CPU kernels of multi-head latent attention (docs/mla.md, "Kernels").
 // FP32 arithmetic: every dot product is an fma chain from +0, the softmax is
 // max-shifted with expf, o = (sum_j w_j v_j) / (sum_j w_j).  What a real
-// kernel stores goes through the storage format S of h (kMla "stored"):
+// kernel stores goes through the storage format S of h ("stored"):
 // the latent c_t and the rotated rope key k^R_t (the KV cache), the queries
 // q^C and q^R, per head k^C and v (explicit) or the absorbed query a and the
 // averaged latent (absorbed), and o.  The projections before RoPE and the
@@ -20,7 +20,7 @@
 namespace conform::cpu {
 namespace {
 
-using FVec = std::vector<float>;
+using MlaFVec = std::vector<float>;
 
 struct MlaDims {
     std::int64_t heads, tokens, cached, d_model, d_c, d_nope, d_r, d_v;
@@ -28,20 +28,20 @@ struct MlaDims {
     std::int64_t d_q() const { return d_nope + d_r; }
 };
 
-FVec read_all(const TensorView& t) {
-    FVec v(static_cast<std::size_t>(t.numel()));
+MlaFVec mla_read_all(const TensorView& t) {
+    MlaFVec v(static_cast<std::size_t>(t.numel()));
     for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(t.value(i));
     return v;
 }
 
-bool has_cache(const KernelCall& c) { return c.in.size() >= 8 && c.in[6].data != nullptr && c.in[6].rank == 2; }
+bool mla_has_cache(const KernelCall& c) { return c.in.size() >= 8 && c.in[6].data != nullptr && c.in[6].rank == 2; }
 
-MlaDims dims_of(const KernelCall& c) {
+MlaDims mla_dims(const KernelCall& c) {
     if (c.in.size() != 6 && c.in.size() != 8) throw std::invalid_argument("mla kernel: expects 6 or 8 inputs");
     const TensorView &h = c.in[0], &wuk = c.in[2], &wuv = c.in[3], &wkr = c.in[5];
     if (h.rank != 2 || wuk.rank != 3 || wuv.rank != 3 || wkr.rank != 2)
         throw std::invalid_argument("mla kernel: h, W_kr must be rank 2; W_uk, W_uv rank 3");
-    MlaDims d{wuk.shape[0], h.shape[0], has_cache(c) ? c.in[6].shape[0] : 0, h.shape[1], wuk.shape[2], wuk.shape[1],
+    MlaDims d{wuk.shape[0], h.shape[0], mla_has_cache(c) ? c.in[6].shape[0] : 0, h.shape[1], wuk.shape[2], wuk.shape[1],
               wkr.shape[0], wuv.shape[1]};
     if (d.d_r % 2 != 0 || d.d_c < 1 || d.heads < 1) throw std::invalid_argument("mla kernel: d_r must be even, d_c and H >= 1");
     return d;
@@ -49,7 +49,7 @@ MlaDims dims_of(const KernelCall& c) {
 
 // The arithmetic of one kernel: FP32 roundings, and the storage format S
 // (every FP32 step also rounded to S in the naive baseline).
-struct Arith {
+struct MlaArith {
     Format store;
     bool naive;
     float st(float x) const {
@@ -63,15 +63,15 @@ struct Arith {
         return s;
     }
     // y = W x for a row-major [rows, cols] W (transposed: y = W^T x, y has cols entries).
-    FVec project(const float* w, std::int64_t rows, std::int64_t cols, const float* x, bool transposed = false) const {
-        FVec y(static_cast<std::size_t>(transposed ? cols : rows));
+    MlaFVec project(const float* w, std::int64_t rows, std::int64_t cols, const float* x, bool transposed = false) const {
+        MlaFVec y(static_cast<std::size_t>(transposed ? cols : rows));
         for (std::size_t r = 0; r < y.size(); ++r) {
             const auto i = static_cast<std::ptrdiff_t>(r);
             y[r] = transposed ? dot(w + i, cols, x, 1, rows) : dot(w + i * cols, 1, x, 1, cols);
         }
         return y;
     }
-    FVec stored(FVec v) const {
+    MlaFVec stored(MlaFVec v) const {
         for (float& x : v) x = st(x);
         return v;
     }
@@ -89,10 +89,10 @@ RopeArgs mla_rope_args(const Params& p, std::int64_t d_r, std::int64_t offset) {
 }
 
 // x rotated at position a.offset: pairs (2j, 2j+1) or (j, j + d_r/2).
-FVec rotate(const Arith& ar, const FVec& x, const RopeArgs& a) {
+MlaFVec mla_rotate(const MlaArith& ar, const MlaFVec& x, const RopeArgs& a) {
     if (x.empty()) return x;
     const RopeTables t = rope_tables(a, 1);
-    FVec y(x.size());
+    MlaFVec y(x.size());
     for (std::int64_t j = 0; j < t.half; ++j) {
         const auto ia = static_cast<std::size_t>(a.pairing == 0 ? 2 * j : j);
         const auto ib = static_cast<std::size_t>(a.pairing == 0 ? 2 * j + 1 : j + t.half);
@@ -106,22 +106,22 @@ FVec rotate(const Arith& ar, const FVec& x, const RopeArgs& a) {
 // The keys every head reads: latents [Lk, d_c] and rotated rope keys
 // [Lk, d_r], the cache's rows first (what a kernel appends for the new
 // tokens is stored in S).
-struct LatentKeys {
-    FVec c, kr;
+struct MlaLatentKeys {
+    MlaFVec c, kr;
 };
 
-struct Inputs {
+struct MlaInputs {
     MlaDims d;
-    FVec h, w_dkv, w_uk, w_uv, w_q, w_kr, c_cache, kr_cache;
+    MlaFVec h, w_dkv, w_uk, w_uv, w_q, w_kr, c_cache, kr_cache;
     std::int64_t offset;
     bool causal, cache_rotated;
     float scale;
 };
 
-Inputs read_inputs(const KernelCall& c) {
-    Inputs in{dims_of(c), read_all(c.in[0]), read_all(c.in[1]), read_all(c.in[2]), read_all(c.in[3]),
-              read_all(c.in[4]), read_all(c.in[5]), {}, {}, 0, true, true, 0.0f};
-    if (has_cache(c)) in.c_cache = read_all(c.in[6]), in.kr_cache = read_all(c.in[7]);
+MlaInputs mla_read_inputs(const KernelCall& c) {
+    MlaInputs in{mla_dims(c), mla_read_all(c.in[0]), mla_read_all(c.in[1]), mla_read_all(c.in[2]), mla_read_all(c.in[3]),
+              mla_read_all(c.in[4]), mla_read_all(c.in[5]), {}, {}, 0, true, true, 0.0f};
+    if (mla_has_cache(c)) in.c_cache = mla_read_all(c.in[6]), in.kr_cache = mla_read_all(c.in[7]);
     const double offset = c.params.get("offset", 0);
     if (!(offset >= 0 && offset <= 0x1p52) || offset != std::floor(offset))
         throw std::invalid_argument("mla kernel: offset must be an integer in [0, 2^52]");
@@ -136,18 +136,18 @@ Inputs read_inputs(const KernelCall& c) {
     return in;
 }
 
-LatentKeys latent_keys(const Arith& ar, const Inputs& in, const Params& p) {
+MlaLatentKeys mla_latent_keys(const MlaArith& ar, const MlaInputs& in, const Params& p) {
     const MlaDims& d = in.d;
-    LatentKeys k{in.c_cache, {}};
+    MlaLatentKeys k{in.c_cache, {}};
     for (std::int64_t j = 0; j < d.cached; ++j) {
-        FVec r(in.kr_cache.begin() + j * d.d_r, in.kr_cache.begin() + (j + 1) * d.d_r);
-        if (!in.cache_rotated) r = ar.stored(rotate(ar, r, mla_rope_args(p, d.d_r, in.offset - d.cached + j)));
+        MlaFVec r(in.kr_cache.begin() + j * d.d_r, in.kr_cache.begin() + (j + 1) * d.d_r);
+        if (!in.cache_rotated) r = ar.stored(mla_rotate(ar, r, mla_rope_args(p, d.d_r, in.offset - d.cached + j)));
         k.kr.insert(k.kr.end(), r.begin(), r.end());
     }
     for (std::int64_t t = 0; t < d.tokens; ++t) {
         const float* ht = &in.h[static_cast<std::size_t>(t * d.d_model)];
-        const FVec c = ar.stored(ar.project(in.w_dkv.data(), d.d_c, d.d_model, ht));
-        const FVec kr = ar.stored(rotate(ar, ar.project(in.w_kr.data(), d.d_r, d.d_model, ht),
+        const MlaFVec c = ar.stored(ar.project(in.w_dkv.data(), d.d_c, d.d_model, ht));
+        const MlaFVec kr = ar.stored(mla_rotate(ar, ar.project(in.w_kr.data(), d.d_r, d.d_model, ht),
                                          mla_rope_args(p, d.d_r, in.offset + t)));
         k.c.insert(k.c.end(), c.begin(), c.end());
         k.kr.insert(k.kr.end(), kr.begin(), kr.end());
@@ -157,28 +157,38 @@ LatentKeys latent_keys(const Arith& ar, const Inputs& in, const Params& p) {
 
 // One query row against keys [k1_j ; k2_j] (widths n1, n2) and values v_j
 // (width dv) for j < visible: o (unrounded FP32) and lse.
-struct RowResult {
-    FVec o;
+struct MlaRowResult {
+    MlaFVec o;
     float lse;
 };
 
-RowResult attend(const Arith& ar, const FVec& q, const float* k1, std::int64_t n1, const float* k2, std::int64_t n2,
+MlaRowResult mla_attend(const MlaArith& ar, const MlaFVec& q, const float* k1, std::int64_t n1, const float* k2, std::int64_t n2,
                  const float* v, std::int64_t dv, std::int64_t visible, float scale) {
-    FVec s(static_cast<std::size_t>(visible));
+    MlaFVec s(static_cast<std::size_t>(visible));
     for (std::int64_t j = 0; j < visible; ++j) {
         float dot = ar.dot(q.data(), 1, k1 + j * n1, 1, n1);
         for (std::int64_t r = 0; r < n2; ++r) dot = ar.acc(std::fma(q[static_cast<std::size_t>(n1 + r)], k2[j * n2 + r], dot));
         s[static_cast<std::size_t>(j)] = ar.acc(scale * dot);
     }
-    RowResult res{FVec(static_cast<std::size_t>(dv), 0.0f), 0.0f};
+    MlaRowResult res{MlaFVec(static_cast<std::size_t>(dv), 0.0f), 0.0f};
     float m = -INFINITY;
     for (float x : s) m = std::isnan(x) || std::isnan(m) ? NAN : std::max(m, x);
+    // Every logit -inf (an infinite input): no weight to normalize, o = 0 and
+    // lse = -inf as the oracle's attend_direct (not exp(-inf - -inf) = NaN).
+    if (m == -INFINITY) return {res.o, -INFINITY};
     float l = 0.0f;
     for (std::int64_t j = 0; j < visible; ++j) {
-        const float w = ar.acc(std::exp(ar.acc(s[static_cast<std::size_t>(j)] - m)));
+        const float sj = s[static_cast<std::size_t>(j)];
+        if (sj == -INFINITY) continue;  // an exact -inf logit: no weight, the value is not read (as the oracle)
+        const float w = ar.acc(std::exp(ar.acc(sj - m)));
         l = ar.acc(l + w);
-        for (std::int64_t e = 0; e < dv; ++e)
-            res.o[static_cast<std::size_t>(e)] = ar.acc(std::fma(w, v[j * dv + e], res.o[static_cast<std::size_t>(e)]));
+        for (std::int64_t e = 0; e < dv; ++e) {
+            float& acc = res.o[static_cast<std::size_t>(e)];
+            const float ve = v[j * dv + e];
+            // The exact weight is positive: an infinite value counts whole even
+            // where its FP32 weight underflows (never 0 * inf = NaN).
+            acc = w == 0.0f && std::isinf(ve) ? acc + ve : ar.acc(std::fma(w, ve, acc));
+        }
     }
     for (float& x : res.o) x = ar.acc(x / l);
     res.lse = std::isnan(m) ? NAN : m + std::log(l);
@@ -186,31 +196,31 @@ RowResult attend(const Arith& ar, const FVec& q, const float* k1, std::int64_t n
 }
 
 // Head i's query for token t: [q^C ; q^R] in S, q^R rotated at offset + t.
-FVec query(const Arith& ar, const Inputs& in, const Params& p, std::int64_t i, std::int64_t t) {
+MlaFVec mla_query(const MlaArith& ar, const MlaInputs& in, const Params& p, std::int64_t i, std::int64_t t) {
     const MlaDims& d = in.d;
     const float* wq = &in.w_q[static_cast<std::size_t>(i * d.d_q() * d.d_model)];
-    const FVec q = ar.project(wq, d.d_q(), d.d_model, &in.h[static_cast<std::size_t>(t * d.d_model)]);
-    FVec qc(q.begin(), q.begin() + d.d_nope), qr(q.begin() + d.d_nope, q.end());
+    const MlaFVec q = ar.project(wq, d.d_q(), d.d_model, &in.h[static_cast<std::size_t>(t * d.d_model)]);
+    MlaFVec qc(q.begin(), q.begin() + d.d_nope), qr(q.begin() + d.d_nope, q.end());
     qc = ar.stored(std::move(qc));
-    qr = ar.stored(rotate(ar, qr, mla_rope_args(p, d.d_r, in.offset + t)));
+    qr = ar.stored(mla_rotate(ar, qr, mla_rope_args(p, d.d_r, in.offset + t)));
     qc.insert(qc.end(), qr.begin(), qr.end());
     return qc;
 }
 
 // The mutant's rope keys of head i: the new tokens' from W_q[i]'s rope rows.
-FVec rope_keys_of_head(const Arith& ar, const Inputs& in, const Params& p, const LatentKeys& k, std::int64_t i) {
+MlaFVec mla_rope_keys_of_head(const MlaArith& ar, const MlaInputs& in, const Params& p, const MlaLatentKeys& k, std::int64_t i) {
     const MlaDims& d = in.d;
-    FVec kr(k.kr.begin(), k.kr.begin() + d.cached * d.d_r);
+    MlaFVec kr(k.kr.begin(), k.kr.begin() + d.cached * d.d_r);
     const float* rows = &in.w_q[static_cast<std::size_t>((i * d.d_q() + d.d_nope) * d.d_model)];
     for (std::int64_t t = 0; t < d.tokens; ++t) {
-        const FVec r = ar.stored(rotate(ar, ar.project(rows, d.d_r, d.d_model, &in.h[static_cast<std::size_t>(t * d.d_model)]),
+        const MlaFVec r = ar.stored(mla_rotate(ar, ar.project(rows, d.d_r, d.d_model, &in.h[static_cast<std::size_t>(t * d.d_model)]),
                                         mla_rope_args(p, d.d_r, in.offset + t)));
         kr.insert(kr.end(), r.begin(), r.end());
     }
     return kr;
 }
 
-void write_row(const KernelCall& c, const Arith& ar, std::int64_t row, const FVec& o, float lse) {
+void mla_write_row(const KernelCall& c, const MlaArith& ar, std::int64_t row, const MlaFVec& o, float lse) {
     const TensorView &out = c.out.at(0), &lse_out = c.out.at(1);
     const auto dv = static_cast<std::int64_t>(o.size());
     for (std::int64_t e = 0; e < dv; ++e) out.set_bits(row * dv + e, encode(out.format, ar.st(o[static_cast<std::size_t>(e)])));
@@ -220,40 +230,40 @@ void write_row(const KernelCall& c, const Arith& ar, std::int64_t row, const FVe
 }  // namespace
 
 void mla_call(const KernelCall& c, MlaKernelForm form, const MlaFlaws& f, bool naive) {
-    const Inputs in = read_inputs(c);
+    const MlaInputs in = mla_read_inputs(c);
     const MlaDims& d = in.d;
-    const Arith ar{c.in[0].format, naive};
-    const LatentKeys keys = latent_keys(ar, in, c.params);
+    const MlaArith ar{c.in[0].format, naive};
+    const MlaLatentKeys keys = mla_latent_keys(ar, in, c.params);
     const std::int64_t lk = d.keys();
     for (std::int64_t i = 0; i < d.heads; ++i) {
         const float* uk = &in.w_uk[static_cast<std::size_t>(i * d.d_nope * d.d_c)];
         const float* uv = &in.w_uv[static_cast<std::size_t>(i * d.d_v * d.d_c)];
-        const FVec kr = f.rope_key_per_head ? rope_keys_of_head(ar, in, c.params, keys, i) : keys.kr;
+        const MlaFVec kr = f.rope_key_per_head ? mla_rope_keys_of_head(ar, in, c.params, keys, i) : keys.kr;
         // Explicit form: this head's content keys and values of every key, in S.
-        FVec kc, v;
+        MlaFVec kc, v;
         if (form == MlaKernelForm::explicit_kv)
             for (std::int64_t j = 0; j < lk; ++j) {
                 const float* cj = &keys.c[static_cast<std::size_t>(j * d.d_c)];
-                const FVec a = ar.stored(ar.project(uk, d.d_nope, d.d_c, cj)), b = ar.stored(ar.project(uv, d.d_v, d.d_c, cj));
+                const MlaFVec a = ar.stored(ar.project(uk, d.d_nope, d.d_c, cj)), b = ar.stored(ar.project(uv, d.d_v, d.d_c, cj));
                 kc.insert(kc.end(), a.begin(), a.end());
                 v.insert(v.end(), b.begin(), b.end());
             }
         for (std::int64_t t = 0; t < d.tokens; ++t) {
             const std::int64_t visible = in.causal ? d.cached + t + 1 : lk;
-            FVec q = query(ar, in, c.params, i, t);
+            MlaFVec q = mla_query(ar, in, c.params, i, t);
             if (form == MlaKernelForm::explicit_kv) {
-                const RowResult r = attend(ar, q, kc.data(), d.d_nope, kr.data(), d.d_r, v.data(), d.d_v, visible, in.scale);
-                write_row(c, ar, i * d.tokens + t, r.o, r.lse);
+                const MlaRowResult r = mla_attend(ar, q, kc.data(), d.d_nope, kr.data(), d.d_r, v.data(), d.d_v, visible, in.scale);
+                mla_write_row(c, ar, i * d.tokens + t, r.o, r.lse);
                 continue;
             }
             // Absorbed: a = W_uk[i]^T q^C (the mutant reads W_uk[i] as [d_c, d_nope]).
-            const FVec a = ar.stored(f.uk_untransposed ? ar.project(uk, d.d_c, d.d_nope, q.data())
+            const MlaFVec a = ar.stored(f.uk_untransposed ? ar.project(uk, d.d_c, d.d_nope, q.data())
                                                        : ar.project(uk, d.d_nope, d.d_c, q.data(), true));
-            FVec qa(a);
+            MlaFVec qa(a);
             qa.insert(qa.end(), q.begin() + d.d_nope, q.end());
-            const RowResult r = attend(ar, qa, keys.c.data(), d.d_c, kr.data(), d.d_r, keys.c.data(), d.d_c, visible, in.scale);
-            const FVec cbar = ar.stored(r.o);
-            write_row(c, ar, i * d.tokens + t, ar.project(uv, d.d_v, d.d_c, cbar.data()), r.lse);
+            const MlaRowResult r = mla_attend(ar, qa, keys.c.data(), d.d_c, kr.data(), d.d_r, keys.c.data(), d.d_c, visible, in.scale);
+            const MlaFVec cbar = ar.stored(r.o);
+            mla_write_row(c, ar, i * d.tokens + t, ar.project(uv, d.d_v, d.d_c, cbar.data()), r.lse);
         }
     }
 }
@@ -277,7 +287,11 @@ void register_cpu_mla(Registry& r) {
             k.role = role;
             k.out_formats = {f, Format::fp32};
             k.description = std::move(what);
-            if (!naive) k.declared["form"] = form == cpu::MlaKernelForm::absorbed ? 1 : 0;
+            // The form it computes: its bound (declared.form) and the oracle's form for
+            // special values (the mla_form convention pins the `form` parameter).
+            const bool absorbed = form == cpu::MlaKernelForm::absorbed;
+            k.declared["form"] = absorbed ? 1 : 0;
+            k.conventions["mla_form"] = absorbed ? "absorbed" : "explicit";
             k.fn = [form, naive](const KernelCall& c) { cpu::mla_call(c, form, {}, naive); };
             r.add(std::move(k));
         };

@@ -1,22 +1,29 @@
-// Mutants of the MLA kernels (docs/mla.md, "Mutants"): each one of the bug
-// classes the issue names, on the FP32 kernel of the form where it arises.
+// Mutants of the MLA kernels (docs/mla.md, "Mutants"): two of the bug
+// classes the issue names, each on the FP32 kernel of the form where it
+// arises and held to that form's reference and bound, as the kernel it breaks.
 #include "impls/cpu/mla.hpp"
 
 namespace conform {
+namespace {
+
+void add_mla_mutant(Registry& r, const char* bug, cpu::MlaKernelForm form, cpu::MlaFlaws flaws, const char* what) {
+    KernelInfo k = mutant_info("mla", bug, Format::fp32, Format::fp32, "5 layout transposition", what,
+                               [form, flaws](const KernelCall& c) { cpu::mla_call(c, form, flaws); });
+    const bool absorbed = form == cpu::MlaKernelForm::absorbed;
+    k.declared["form"] = absorbed ? 1 : 0;
+    k.conventions["mla_form"] = absorbed ? "absorbed" : "explicit";
+    r.add(std::move(k));
+}
+
+}  // namespace
 
 void register_mutants_mla(Registry& r) {
-    r.add(mutant_info("mla", "rope_key_per_head", Format::fp32, Format::fp32, "5 layout transposition",
-                      "the new tokens' decoupled rope key per head, from head i's own rope query rows of W_q (the MHA "
-                      "habit), instead of the one W_kr h_t shared by all heads",
-                      [](const KernelCall& c) {
-                          cpu::mla_call(c, cpu::MlaKernelForm::explicit_kv, {.rope_key_per_head = true});
-                      }));
-    r.add(mutant_info("mla", "uk_untransposed", Format::fp32, Format::fp32, "5 layout transposition",
-                      "absorbed form without the W_uk transpose: W_uk[i] [d_nope, d_c] read as [d_c, d_nope], so "
-                      "a = W_uk q^C of the reinterpreted buffer instead of W_uk^T q^C",
-                      [](const KernelCall& c) {
-                          cpu::mla_call(c, cpu::MlaKernelForm::absorbed, {.uk_untransposed = true});
-                      }));
+    add_mla_mutant(r, "rope_key_per_head", cpu::MlaKernelForm::explicit_kv, {.rope_key_per_head = true},
+                   "the new tokens' decoupled rope key per head, from head i's own rope query rows of W_q (the MHA "
+                   "habit), instead of the one W_kr h_t shared by all heads");
+    add_mla_mutant(r, "uk_untransposed", cpu::MlaKernelForm::absorbed, {.uk_untransposed = true},
+                   "absorbed form without the W_uk transpose: W_uk[i] [d_nope, d_c] read as [d_c, d_nope], so a = "
+                   "W_uk q^C of the reinterpreted buffer instead of W_uk^T q^C");
 }
 
 }  // namespace conform
