@@ -4,6 +4,7 @@
 // registered kernel and mutant.
 #include <cmath>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "impls/cpu/mla.hpp"
@@ -87,6 +88,45 @@ TEST(MlaKernel, LaterTokenNeverReachesEarlierRows) {
                     EXPECT_EQ(dirty[0].bits((h * 3 + t) * 3 + e), clean[0].bits((h * 3 + t) * 3 + e)) << form;
             }
     }
+}
+
+// The MLA properties can fail: each rejects a kernel that breaks what it checks.
+namespace {
+
+const props::PropertyDef& mla_property(const std::string& name) {
+    for (const props::PropertyDef& p : props::property_defs())
+        if (p.name == name) return p;
+    throw std::logic_error("no property " + name);
+}
+
+bool passes(const std::string& property, const KernelInfo& k) {
+    props::RunConfig cfg;
+    cfg.cases = 50;
+    cfg.shrink = false;
+    return props::run_property(mla_property(property), k, cfg, nullptr).passed;
+}
+
+}  // namespace
+
+TEST(MlaProperties, AbsorbedEqualsExplicitRejectsTheUntransposedMutant) {
+    EXPECT_TRUE(passes("absorbed_equals_explicit", *builtin_registry().find("cpu.absorbed.mla.bf16")));
+    EXPECT_FALSE(passes("absorbed_equals_explicit", *builtin_registry().find("mutant.mla.uk_untransposed.fp32")));
+}
+
+// A kernel that places its new tokens at 0, 1, ... whatever the offset: its
+// prefill is self-consistent, but a decode step at offset + t against a
+// cache rotated at the true positions is not.
+TEST(MlaProperties, PrefillEqualsCachedDecodeRejectsAKernelThatIgnoresTheOffset) {
+    KernelInfo k = *builtin_registry().find("cpu.explicit.mla.fp32");
+    k.name = "test.offset_ignored.mla.fp32";
+    k.fn = [](const KernelCall& c) {
+        Params p = c.params;
+        p.set("offset", 0);
+        p.set("cache_rotated", 1);
+        cpu::mla_call(KernelCall{p, c.in, c.out}, cpu::MlaKernelForm::explicit_kv);
+    };
+    EXPECT_TRUE(passes("prefill_equals_cached_decode", *builtin_registry().find("cpu.explicit.mla.fp32")));
+    EXPECT_FALSE(passes("prefill_equals_cached_decode", k));
 }
 
 CONFORM_FAMILY_SUITES(Mla, "mla");

@@ -136,12 +136,12 @@ MlaInputs mla_read_inputs(const KernelCall& c) {
     return in;
 }
 
-MlaLatentKeys mla_latent_keys(const MlaArith& ar, const MlaInputs& in, const Params& p) {
+MlaLatentKeys mla_latent_keys(const MlaArith& ar, const MlaInputs& in, const Params& p, const MlaFlaws& f) {
     const MlaDims& d = in.d;
     MlaLatentKeys k{in.c_cache, {}};
     for (std::int64_t j = 0; j < d.cached; ++j) {
         MlaFVec r(in.kr_cache.begin() + j * d.d_r, in.kr_cache.begin() + (j + 1) * d.d_r);
-        if (!in.cache_rotated) r = ar.stored(mla_rotate(ar, r, mla_rope_args(p, d.d_r, in.offset - d.cached + j)));
+        if (!in.cache_rotated || f.cache_rerotated) r = ar.stored(mla_rotate(ar, r, mla_rope_args(p, d.d_r, in.offset - d.cached + j)));
         k.kr.insert(k.kr.end(), r.begin(), r.end());
     }
     for (std::int64_t t = 0; t < d.tokens; ++t) {
@@ -233,7 +233,7 @@ void mla_call(const KernelCall& c, MlaKernelForm form, const MlaFlaws& f, bool n
     const MlaInputs in = mla_read_inputs(c);
     const MlaDims& d = in.d;
     const MlaArith ar{c.in[0].format, naive};
-    const MlaLatentKeys keys = mla_latent_keys(ar, in, c.params);
+    const MlaLatentKeys keys = mla_latent_keys(ar, in, c.params, f);
     const std::int64_t lk = d.keys();
     for (std::int64_t i = 0; i < d.heads; ++i) {
         const float* uk = &in.w_uk[static_cast<std::size_t>(i * d.d_nope * d.d_c)];

@@ -19,6 +19,7 @@ enum class MlaKernelForm { explicit_kv, absorbed };
 struct MlaFlaws {
     bool rope_key_per_head = false;  // new tokens' k^R from head i's own rope query rows (MHA habit), not W_kr
     bool uk_untransposed = false;    // absorbed: W_uk[i] [d_nope, d_c] read as [d_c, d_nope] (no transpose)
+    bool cache_rerotated = false;    // cached rope keys rotated on read although the cache holds them rotated
 };
 
 // The op on one call, in FP32 arithmetic with the storage format of h for
