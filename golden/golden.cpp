@@ -47,7 +47,13 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // router takes its generators' families (docs/moe.md): normal, uniform and
 // heavy tails for bit patterns, near_eps and around_cap; the MoE layers,
 // whose three chained products overflow on outliers and heavy tails, take
-// normal, uniform, tiny values and constants (every expert tied).
+// normal, uniform, tiny values and constants (every expert tied).  MLA takes
+// its generators' families (docs/mla.md): normal, uniform (twice), tiny
+// values and constants (every token alike: tied logits) for bit patterns,
+// near_eps, around_cap, subnormals and outliers (an outlier of 2^20 in h
+// makes logits whose storage error saturates the softmax, and heavy tails
+// leave an output that cancels below its BF16 bound: not judged, where a
+// vector must judge every element); the family is h's, the weights normal.
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
 struct Substitution {
@@ -71,6 +77,11 @@ const Substitution kSubstitutions[] = {
     {"latent_moe", props::Family::near_eps, props::Family::uniform},
     {"latent_moe", props::Family::around_cap, props::Family::tiny},
     {"latent_moe", props::Family::outlier, props::Family::constant},
+    {"mla", props::Family::bit_patterns, props::Family::normal},
+    {"mla", props::Family::near_eps, props::Family::uniform},
+    {"mla", props::Family::around_cap, props::Family::uniform},
+    {"mla", props::Family::subnormal, props::Family::tiny},
+    {"mla", props::Family::outlier, props::Family::constant},
     {"softmax", props::Family::near_eps, props::Family::masked},
     {"softmax", props::Family::around_cap, props::Family::saturated},
 };
@@ -99,6 +110,10 @@ const Setting kSettings[] = {
     {"topk_select", 1, "block", 2}, {"topk_select", 1, "force_local", 1}, {"topk_select", 2, "block", 3},
     {"topk_select", 2, "causal", 2}, {"topk_select", 2, "force_local", 2}, {"topk_select", 3, "causal", 0},
     {"topk_select", 4, "offset", 13},
+    // mla: the absorbed form's oracle, a raw rope-key cache (rotated at offset - Lc + j), half-split pairs,
+    // no causal mask.
+    {"mla", 2, "form", 1}, {"mla", 3, "cache_rotated", 0}, {"mla", 3, "offset", 5}, {"mla", 4, "pairing", 1},
+    {"mla", 5, "causal", 0},
     {"rms_norm", 1, "zero_centered", 1}, {"rms_norm", 3, "zero_centered", 1},
     {"softcap", 4, "beta", 5},       // the around_cap vector straddles a cap of 5, not the default 30
     {"situ_glu", 4, "beta1", 100},   // caps above 64 (still applied)
@@ -159,6 +174,10 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
         s.params.set("capacity", 1);
     }
     if (name == "dequantize") s.dims = {3, 5};          // codes stored as floats
+    if (name == "mla") {  // 2 heads, 3 new tokens after 2 cached, d_model 8, d_c 4, d_nope 4 (square W_uk), d_r 2, d_v 3
+        s.dims = {2, 3, 2, 8, 4, 4, 2, 3};
+        s.params.set("offset", 1000);
+    }
     if (name == "fp8_quantize") s.dims = {3, 20};
     if (name == "fp8_gemm") s.dims = {2, 200, 130, 0};  // two K blocks (a tail of 72), two column blocks of B's scales
     if (name == "smooth_quant") s.dims = {3, 4, 5};     // x [3, 4], w [4, 5], alpha 0.5
@@ -174,7 +193,7 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     }
     for (const Setting& set : kSettings)
         if (name == set.op && i == set.vector) s.params.set(set.param, set.value);
-    s.families = {fam, fam};
+    s.families = {fam, name == "mla" ? props::Family::normal : fam};
     s.seed = 1000 + static_cast<std::uint64_t>(i);
     return s;
 }

@@ -46,6 +46,10 @@ const std::vector<ConventionSpec>& convention_specs() {
         {"rope_pairing", {"interleaved", "half"}, {"rope"},
          "a kernel that implements one pairing: pins the `pairing` parameter to 0, pairs (2j, 2j + 1), or 1, "
          "pairs (j, j + r/2)"},
+        {"mla_form", {"explicit", "absorbed"}, {"mla"},
+         "a kernel that computes one form: pins the `form` parameter to 0 or 1 (the same value for finite inputs; "
+         "an infinite latent propagates differently, through W_uk's entries into every explicit key element but as "
+         "one term of the absorbed logit)"},
     };
     return v;
 }
@@ -98,6 +102,7 @@ Params with_convention_params(const Params& p, const Conventions& c) {
 
 std::optional<std::pair<std::string, double>> pinned_param(const std::string& op, const Conventions& c) {
     if (op == "rope" && c.count("rope_pairing")) return std::make_pair(std::string("pairing"), c.at("rope_pairing") == "half" ? 1.0 : 0.0);
+    if (op == "mla" && c.count("mla_form")) return std::make_pair(std::string("form"), c.at("mla_form") == "absorbed" ? 1.0 : 0.0);
     return std::nullopt;
 }
 

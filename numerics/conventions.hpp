@@ -12,6 +12,7 @@
 //   gelu           erf | tanh                      geglu
 //   causal         bottom_right | top_left         attention, gated_attention
 //   rope_pairing   interleaved | half              rope (pins its `pairing` parameter to 0 | 1)
+//   mla_form       explicit | absorbed             mla (pins its `form` parameter to 0 | 1)
 //
 // This header is shared by the oracle (which evaluates the alternatives) and
 // the kernel side (plug-in loader, case files), so it holds no arithmetic.
@@ -58,7 +59,7 @@ std::string convention(const Conventions& c, const std::string& key);
 Params with_convention_params(const Params& p, const Conventions& c);
 
 // A parameter a convention pins: rope_pairing = half pins rope's `pairing`
-// to 1 (interleaved: 0).  nullopt when c pins nothing for op.
+// to 1 (interleaved: 0); mla_form = absorbed pins mla's `form` to 1.  nullopt when c pins nothing for op.
 std::optional<std::pair<std::string, double>> pinned_param(const std::string& op, const Conventions& c);
 
 // Every single-key alternative to c for op `op` (each differs from c in one

@@ -92,6 +92,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"fp8_gemm", {"m", "k", "n"}},
         {"smooth_quant", {"tokens", "channels", "n"}},
         {"int8_block", {"tokens", "d", "heads", "ffn"}},
+        {"mla", {"heads", "tokens", "cached", "d_model", "d_c", "d_nope", "d_r", "d_v"}},
     };
     if (auto it = dims.find(op); it != dims.end()) return it->second;
     return {"rows", "cols"};

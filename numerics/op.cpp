@@ -15,6 +15,13 @@ std::vector<std::vector<std::int64_t>> attention_shapes(const std::vector<Tensor
     return {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, {in[0].shape[0], in[0].shape[1]}};
 }
 
+// mla: o [H, L, d_v] and lse [H, L] from h [L, d_model], W_uk [H, d_nope, d_c], W_uv [H, d_v, d_c].
+std::vector<std::vector<std::int64_t>> mla_shapes(const std::vector<TensorView>& in) {
+    if (in.size() < 6 || in[0].rank != 2 || in[2].rank != 3 || in[3].rank != 3)
+        throw std::invalid_argument("mla: expects h [L, d_model], W_dkv, W_uk [H, d_nope, d_c], W_uv [H, d_v, d_c], W_q, W_kr");
+    return {{in[2].shape[0], in[0].shape[0], in[3].shape[1]}, {in[2].shape[0], in[0].shape[0]}};
+}
+
 // o [..., Dv] and lse [...] of lse_merge: the shapes of o_a and lse_a.
 std::vector<std::vector<std::int64_t>> lse_merge_shapes(const std::vector<TensorView>& in) {
     if (in.size() != 4) throw std::invalid_argument("lse_merge: expects inputs o_a, lse_a, o_b, lse_b");
@@ -233,6 +240,26 @@ void add_fp8_specs(std::vector<OpSpec>& s) {
                  fp8_gemm_shapes});
 }
 
+// Multi-head latent attention (docs/mla.md), the parameters of oracle::eval_mla.
+void add_mla_spec(std::vector<OpSpec>& s) {
+    s.push_back({"mla", "mla", OpKind::structured,
+                 {"h", "W_dkv", "W_uk", "W_uv", "W_q", "W_kr", "c_kv_cache", "k_r_cache"}, {"o", "lse"},
+                 {{"form", 0, "0 explicit, 1 absorbed: the same value (the oracle's form)"},
+                  {"causal", 1, "1: new token t sees keys j <= Lc + t (bottom-right over cache and new tokens)"},
+                  {"scale", 0, "softmax scale; 0 = 1/sqrt(d_nope + d_r)"},
+                  {"base", 10000, "RoPE theta of the rope parts (rotary dim d_r)"},
+                  {"pairing", 0, "0 interleaved (2j, 2j+1), 1 half-split (j, j + d_r/2)"},
+                  {"offset", 0, "position of the first new token (integer >= 0)"},
+                  {"cache_rotated", 1, "1: k_r_cache holds RoPE(W_kr h_j) at its own position; 0: raw W_kr h_j, "
+                                       "cached token j rotated at offset - Lc + j"}},
+                 "h [L, d_model], W_dkv [d_c, d_model], W_uk [H, d_nope, d_c], W_uv [H, d_v, d_c], W_q [H, d_nope + "
+                 "d_r, d_model], W_kr [d_r, d_model], optional c_kv_cache [Lc, d_c] and k_r_cache [Lc, d_r]: per new "
+                 "token c_t = W_dkv h_t, k^R_t = RoPE(W_kr h_t) shared by all heads, [q^C; q^R] = W_q[i] h_t (q^R "
+                 "rotated); over keys j < Lc + L (cache first) s_j = scale (q^C . W_uk[i] c_j + q^R . k^R_j), "
+                 "o = sum_j softmax(s)_j W_uv[i] c_j [H, L, d_v] (before W_o), lse [H, L]",
+                 mla_shapes});
+}
+
 std::vector<OpSpec> make_specs() {
     const std::vector<std::string> x{"x"}, y{"y"}, gu{"gate", "up"}, h{"h"};
     std::vector<OpSpec> s;
@@ -380,6 +407,7 @@ std::vector<OpSpec> make_specs() {
     add_moe_layers(s);
     add_fp8_specs(s);
     add_sparse_specs(s);
+    add_mla_spec(s);
     return s;
 }
 
@@ -393,7 +421,7 @@ const std::vector<OpSpec>& op_specs() {
 bool optional_input(std::string_view input_name) {
     return input_name == "mask" || input_name == "initial_state" || input_name == "cu_seqlens" ||
            input_name == "selection_bias" || input_name == "shared_gate_up" || input_name == "shared_down" ||
-           input_name == "norm_weight";
+           input_name == "norm_weight" || input_name == "c_kv_cache" || input_name == "k_r_cache";
 }
 
 bool softmax_attention_op(std::string_view op) { return op == "attention" || op == "gated_attention"; }
