@@ -42,8 +42,9 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // products overflow FP32, and every FP32 kernel returns NaN or an infinity
 // of either sign where the exact result is finite or +inf -- outside the
 // domain their generators draw from (docs/attention.md, docs/gdn.md).
-// Matmul takes `constant` too: bit patterns' products overflow an FP32
-// accumulator, elements its bound leaves undefined (docs/matmul.md).  The
+// Matmul and the lightning indexer take `constant` too: bit patterns'
+// products overflow an FP32 accumulator, elements their bounds leave
+// undefined (docs/matmul.md, docs/sparse.md).  The
 // router takes its generators' families (docs/moe.md): normal, uniform and
 // heavy tails for bit patterns, near_eps and around_cap; the MoE layers,
 // whose three chained products overflow on outliers and heavy tails, take
@@ -66,6 +67,7 @@ const Substitution kSubstitutions[] = {
     {"gdn", props::Family::bit_patterns, props::Family::constant},
     {"kda", props::Family::bit_patterns, props::Family::constant},
     {"matmul", props::Family::bit_patterns, props::Family::constant},
+    {"lightning_indexer", props::Family::bit_patterns, props::Family::constant},
     {"moe_router", props::Family::bit_patterns, props::Family::normal},
     {"moe_router", props::Family::near_eps, props::Family::uniform},
     {"moe_router", props::Family::around_cap, props::Family::heavy_tail},
