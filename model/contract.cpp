@@ -12,6 +12,7 @@ const char* name(AttentionKind k) {
         case AttentionKind::gated: return "gated";
         case AttentionKind::gdn: return "gdn";
         case AttentionKind::kda: return "kda";
+        case AttentionKind::mla: return "mla";
     }
     return "?";
 }
@@ -104,8 +105,19 @@ void validate(const ModelContract& c) {
     require_positive("layers", c.layers);
     if (c.pattern != "dense" && c.pattern != "hybrid") fail("pattern", "must be dense or hybrid");
     if (c.linear_kind != AttentionKind::gdn && c.linear_kind != AttentionKind::kda) fail("linear_kind", "must be gdn or kda");
-    if (c.attention_kind != AttentionKind::softmax && c.attention_kind != AttentionKind::gated)
-        fail("attention_kind", "must be softmax or gated");
+    if (c.attention_kind != AttentionKind::softmax && c.attention_kind != AttentionKind::gated &&
+        c.attention_kind != AttentionKind::mla)
+        fail("attention_kind", "must be softmax, gated or mla");
+    if (c.attention_kind == AttentionKind::mla) {
+        for (const auto& [f, v] : {std::pair<const char*, std::int64_t>{"mla_latent", c.mla_latent},
+                                   {"mla_nope_dim", c.mla_nope_dim}, {"mla_v_dim", c.mla_v_dim}})
+            require_positive(f, v);
+        if (c.mla_rope_dim < 2 || c.mla_rope_dim % 2) fail("mla_rope_dim", "must be even and >= 2");
+        if (c.mla_form != "explicit" && c.mla_form != "absorbed") fail("mla_form", "must be explicit or absorbed");
+        const auto it = c.conventions.find("causal");
+        if (it != c.conventions.end() && it->second == "top_left" && c.cache_tokens > 0)
+            fail("conventions.causal", "mla layers take the bottom-right alignment only");
+    }
     for (const auto& [f, v] : {std::pair<const char*, std::int64_t>{"width", c.width}, {"heads", c.heads},
                                {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim}, {"linear_heads", c.linear_heads},
                                {"linear_head_dim", c.linear_head_dim}, {"ffn", c.ffn}, {"tokens", c.tokens}})
@@ -222,7 +234,7 @@ Field enum_field(E ModelContract::*m, std::vector<E> all) {
             named(m)};
 }
 const std::vector<AttentionKind> kAttentionKinds{AttentionKind::softmax, AttentionKind::gated, AttentionKind::gdn,
-                                                 AttentionKind::kda};
+                                                 AttentionKind::kda, AttentionKind::mla};
 Field format_field(Format ModelContract::*m) {
     return {[m](ModelContract& c, const std::string& f, const nlohmann::json& v) {
                 c.*m = parse_model_format(f, str(f, v));
@@ -256,6 +268,11 @@ const std::map<std::string, Field>& fields() {
         {"tokens", int_field(&ModelContract::tokens)},
         {"cache_tokens", int_field(&ModelContract::cache_tokens)},
         {"window", int_field(&ModelContract::window)},
+        {"mla_latent", int_field(&ModelContract::mla_latent)},
+        {"mla_nope_dim", int_field(&ModelContract::mla_nope_dim)},
+        {"mla_rope_dim", int_field(&ModelContract::mla_rope_dim)},
+        {"mla_v_dim", int_field(&ModelContract::mla_v_dim)},
+        {"mla_form", string_field(&ModelContract::mla_form)},
         {"window_pattern", string_field(&ModelContract::window_pattern)},
         {"qkv_bias", bool_field(&ModelContract::qkv_bias)},
         {"o_bias", bool_field(&ModelContract::o_bias)},

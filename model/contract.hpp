@@ -16,7 +16,7 @@
 
 namespace conform::model {
 
-enum class AttentionKind { softmax, gated, gdn, kda };
+enum class AttentionKind { softmax, gated, gdn, kda, mla };
 // gelu: h = gelu(up), no gate; geglu: gelu(gate) * up (the `gelu` convention
 // picks erf or tanh); swiglu_clamp: DeepSeek-V4's silu(min(gate, L)) * clamp(up, -L, L)
 enum class MlpKind { swiglu, situ_glu, gelu, moe, latent_moe, geglu, swiglu_clamp };
@@ -53,7 +53,11 @@ struct ModelContract {
     std::int64_t layers = 4;
     std::string pattern = "dense";  // dense: every layer softmax attention; hybrid: 3 linear (gdn/kda) : 1 attention
     AttentionKind linear_kind = AttentionKind::gdn;  // the linear layers of a hybrid stack
-    AttentionKind attention_kind = AttentionKind::softmax;  // the full-attention layers: softmax | gated
+    AttentionKind attention_kind = AttentionKind::softmax;  // the full-attention layers: softmax | gated | mla
+    // MLA (attention_kind mla; docs/mla.md): latent width d_c, per-head
+    // content and rope query/key dims, value dim; the executor's kernel form.
+    std::int64_t mla_latent = 32, mla_nope_dim = 16, mla_rope_dim = 8, mla_v_dim = 16;
+    std::string mla_form = "explicit";  // explicit (prefill) | absorbed (decode)
     // Shapes.
     std::int64_t width = 64;  // C: hidden size
     std::int64_t heads = 4, kv_heads = 2, head_dim = 16;

@@ -98,7 +98,8 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
     switch (k) {
         case StepKind::norm:
         case StepKind::head_norm: return {"eps_placement", "norm_cast"};
-        case StepKind::rope: return {"rope_pairing"};
+        case StepKind::rope:
+        case StepKind::mla: return {"rope_pairing"};
         case StepKind::glu:
             return c.mlp == MlpKind::geglu ? std::vector<std::string>{"gate_order", "gelu"} : std::vector<std::string>{"gate_order"};
         case StepKind::gelu: return {"gelu"};

@@ -24,6 +24,7 @@ const char* name(StepKind k) {
         case StepKind::hc_mix: return "hc_mix";
         case StepKind::hc_update: return "hc_update";
         case StepKind::sinkhorn: return "sinkhorn";
+        case StepKind::mla: return "mla";
         case StepKind::embed: return "embed";
         case StepKind::softcap: return "softcap";
         case StepKind::router: return "router";
@@ -175,7 +176,28 @@ private:
         matmul("v", x, "v", hkv * dv, C_, c_.qkv_bias);
     }
 
+    // MLA (docs/mla.md): the op's weights as its own layouts; the latent
+    // and rotated rope-key caches [P, d_c], [P, d_r].
+    std::string mla_attention(const std::string& x) {
+        const std::int64_t H = c_.heads, dc = c_.mla_latent, dn = c_.mla_nope_dim, dr = c_.mla_rope_dim,
+                           dv = c_.mla_v_dim, P = c_.cache_tokens;
+        std::vector<std::string> in{x};
+        if (P > 0) {
+            in.push_back(p("cache.c_kv"));
+            in.push_back(p("cache.k_r"));
+            weights[p("cache.c_kv")] = {P, dc};
+            weights[p("cache.k_r")] = {P, dr};
+        }
+        const std::string attn = step("attn", StepKind::mla, in,
+                                      {{"mla.w_dkv.weight", {dc, C_}}, {"mla.w_uk.weight", {H, dn, dc}},
+                                       {"mla.w_uv.weight", {H, dv, dc}}, {"mla.w_q.weight", {H, dn + dr, C_}},
+                                       {"mla.w_kr.weight", {dr, C_}}},
+                                      {T_, H * dv}, false, H);
+        return matmul("attn_out", attn, "o", C_, H * dv, c_.o_bias, true);
+    }
+
     std::string softmax_attention(const std::string& x, AttentionKind kind) {
+        if (kind == AttentionKind::mla) return mla_attention(x);
         const std::int64_t H = c_.heads, G = c_.kv_heads, D = c_.head_dim, P = c_.cache_tokens;
         qkv(x, H, G, D, D);
         std::string q = p("q"), k = p("k");

@@ -51,6 +51,8 @@ enum class StepKind {
                  //      no weight: a_i = 1/n (the stream mean, the model's output)
     hc_update,   // mHC: X' = B X + c (x) f, c = 2 sigmoid(gamma): in {X, f, B}, {gamma [n]}
     sinkhorn,    // mHC: B = sinkhorn(logits [n, n]): in {}, weights {logits}
+    mla,         // multi-head latent attention (op mla): in {x[, cache c_kv, cache k_r]}, weights {w_dkv, w_uk,
+                 //      w_uv, w_q, w_kr}; out [T, H * d_v] before W_o
     embed,       // logits: rows of embed.weight [V, C] by the token ids of "input" [T] (exact copies)
     softcap,     // logits: cap tanh(x / cap), elementwise
     router,      // MoE: moe_router of x: in {x}, weights {router [C, E][, bias [E]]}; the point [T, 2k]

@@ -135,11 +135,11 @@ Tensor norm_variant(const ModelContract& c, const OpCall& call, bool eps_outside
     return stored(y, shape_of(x), out);
 }
 
-// The kernel of `op` taking format f (simd when there is one), or nullptr.
-const KernelInfo* kernel_for(const std::string& op, Format f) {
+// The kernel of `op` taking format f (variant `prefer` when there is one), or nullptr.
+const KernelInfo* kernel_for(const std::string& op, Format f, const std::string& prefer = "simd") {
     const KernelInfo* best = nullptr;
     for (const KernelInfo* k : builtin_registry().select(op, Role::kernel))
-        if (k->in == f && (!best || k->variant == "simd")) best = k;
+        if (k->in == f && (!best || k->variant == prefer)) best = k;
     return best;
 }
 
@@ -167,7 +167,8 @@ struct Executor {
                                         " (" + s.point + "); the divergence analysis judges such dumps");
         // A mutant runs in the model's dtype (its inputs rounded to it when
         // the step reads a wider residual).
-        const KernelInfo* k = mutated ? mutant : kernel_for(call.op, f);
+        const std::string prefer = call.op == "mla" ? c.mla_form : "simd";  // MLA: the contract's form
+        const KernelInfo* k = mutated ? mutant : kernel_for(call.op, f, prefer);
         if (!k) k = kernel_for(call.op, f = Format::fp32);  // gdn/kda have no fp16 kernel: exact widening to fp32
         if (!k) throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op);
         if (k->in != f && k != mutant) throw std::logic_error("run_kernels: kernel format mismatch for " + call.op);

@@ -275,6 +275,7 @@ std::string step_op(const ModelContract& c, const Step& s, const Conventions& co
         case StepKind::kda: return "kda";
         case StepKind::sinkhorn: return "sinkhorn";
         case StepKind::softcap: return "softcap";
+        case StepKind::mla: return "mla";
         case StepKind::router: return "moe_router";
         case StepKind::moe:
         case StepKind::latent_out: return c.mlp == MlpKind::latent_moe ? "latent_moe" : "moe";
@@ -303,6 +304,19 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             break;
         }
         case StepKind::attention: attention_call(call, c, s, get, conv); break;
+        case StepKind::mla:
+            call.in.push_back(copy_tensor(get(s.inputs[0])));
+            for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
+            for (std::size_t i = 1; i < s.inputs.size(); ++i) call.in.push_back(copy_tensor(get(s.inputs[i])));
+            call.params = Params({{"form", c.mla_form == "absorbed" ? 1.0 : 0.0},
+                                  {"causal", 1},
+                                  {"scale", 0},
+                                  {"base", c.rope_base},
+                                  {"pairing", convention(conv, "rope_pairing") == "interleaved" ? 0.0 : 1.0},
+                                  {"offset", static_cast<double>(c.cache_tokens)},
+                                  {"cache_rotated", 1}});
+            call.out_heads = s.heads;
+            break;
         case StepKind::sigmoid:
         case StepKind::log_decay:
         case StepKind::softcap:

@@ -157,7 +157,10 @@ struct Checker {
         for (std::size_t i = 0; i < out.values[0].size(); ++i) {
             const auto e = static_cast<std::int64_t>(i);
             std::int64_t point = e;
-            if (call.out_heads) {  // [1, L, D] of head h -> [L, H * D]
+            if (call.op == "mla") {  // [H, L, D] of every head -> [L, H * D]
+                const std::int64_t Hm = shape[0], L = shape[1], D = shape[2], hh = e / (L * D), l = e / D % L, d = e % D;
+                point = l * Hm * D + hh * D + d;
+            } else if (call.out_heads) {  // [1, L, D] of head h -> [L, H * D]
                 const std::int64_t L = shape[1], D = shape[2], l = e / D % L, d = e % D;
                 point = l * H * D + h * D + d;
             } else if (call.op == "gdn" || call.op == "kda") {  // [T, 1, dv] -> [T, H * dv]

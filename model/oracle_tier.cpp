@@ -13,6 +13,7 @@
 #include "oracle/gated.hpp"
 #include "oracle/gdn.hpp"
 #include "oracle/kda.hpp"
+#include "oracle/mla.hpp"
 #include "oracle/norm.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn.hpp"
@@ -191,6 +192,19 @@ Values eval_delta(const OpCall& call) {
     return {{p.tokens, p.heads, p.d_v}, std::move(r.y)};
 }
 
+// MLA by the op's own evaluator at 53 bits: MPFR rounding every operation
+// to double precision is the FP64 tier's arithmetic (the oracle's
+// templates are not instantiated on double for this op).
+Values eval_mla_step(const OpCall& call) {
+    std::vector<TensorView> views;
+    for (const Tensor& t : call.in) views.push_back(t.view());
+    oracle::PrecisionScope scope(53);
+    const oracle::OpOutputs out = oracle::eval_mla(call.params, views);
+    Values o{out.shapes[0], {}};
+    for (const auto& v : out.values[0]) o.v.push_back(oracle::to_double(v));
+    return o;
+}
+
 Values eval_sinkhorn(const OpCall& call) {
     const Values l = values_of(call.in[0].view());
     oracle::Mat<double> m(l.shape[0], l.shape[1]);
@@ -205,6 +219,7 @@ Values eval_op(const ModelContract& c, const OpCall& call, const Conventions& co
     if (call.op == "attention") return eval_attention(call);
     if (call.op == "gdn" || call.op == "kda") return eval_delta(call);
     if (call.op == "sinkhorn") return eval_sinkhorn(call);
+    if (call.op == "mla") return eval_mla_step(call);
     return eval_elementwise(call);
 }
 

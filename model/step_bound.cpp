@@ -363,6 +363,7 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::hc_update: return hc_update_bound(s, get, ref, out);
         case StepKind::rope:
         case StepKind::attention:
+        case StepKind::mla:
         case StepKind::gdn:
         case StepKind::kda:
         case StepKind::sinkhorn: return structured_step_bound(c, s, get, ref, conv, out);

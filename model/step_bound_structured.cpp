@@ -52,6 +52,18 @@ std::vector<double> to_point(const OpCall& call, const Values& ref, std::vector<
     return tokens_major(v).v;
 }
 
+// t's values in format f; each must be representable there (a stored value
+// of the model's format), else std::logic_error.
+Tensor converted_exactly(const TensorView& t, Format f) {
+    Tensor out(f, shape_of(t));
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        out.set_value(i, t.value(i));
+        if (!(out.value(i) == t.value(i)) && !std::isnan(t.value(i)))
+            throw std::logic_error("structured bound: an input value is not representable in " + std::string(name(f)));
+    }
+    return out;
+}
+
 }  // namespace
 
 StepBound structured_step_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
@@ -59,12 +71,21 @@ StepBound structured_step_bound(const ModelContract& c, const Step& s, const Loo
     const OpCall call = op_call(c, s, get, conv);
     const oracle::StructuredBoundFn fn = oracle::find_structured_bound(call.op);
     if (!fn) throw std::invalid_argument("no derived bound for op " + call.op + " (step " + s.point + ")");
-    std::vector<TensorView> views;
-    for (const Tensor& t : call.in) views.push_back(t.view());
     const auto exact = exact_outputs(call, ref);
     const std::vector<Format> fp32(exact.size(), Format::fp32);
-    std::vector<double> budget = fn(call.params, views, exact, Format::fp32, fp32).at(0);
-    std::vector<double> orc = budget;
+    // The bound with the op's inputs in format f (exact: they are stored
+    // values of the model's format).  MLA's bound reads its intermediates'
+    // storage format from its input's: the kernel stores them in the model's
+    // format, the FP64 tier in none (FP32 is the analysis it is 2^-29 of).
+    const auto bound_with = [&](Format f) {
+        std::vector<Tensor> held;
+        std::vector<TensorView> views;
+        for (const Tensor& t : call.in) held.push_back(call.op == "mla" ? converted_exactly(t.view(), f) : copy_tensor(t.view()));
+        for (const Tensor& t : held) views.push_back(t.view());
+        return fn(call.params, views, exact, Format::fp32, fp32).at(0);
+    };
+    std::vector<double> budget = bound_with(c.dtype);
+    std::vector<double> orc = call.op == "mla" ? bound_with(Format::fp32) : budget;
     for (double& b : orc) b *= kFp64TierScale;
     // The FP32-output bound plus one rounding into `out`: covers a kernel of
     // the model's format (one rounding into it) and an FP32 kernel whose

@@ -76,6 +76,8 @@ Law law(const ModelContract& c, const std::string& name, const std::vector<std::
     if (ends_with(name, "latent_norm.weight")) return {1, 0.1};  // applied as w, never 1 + w
     if (name == "embed.weight") return {0, 1};                  // unit hidden states, as the non-logits input
     if (moe_weight(name)) return moe_law(c, name, shape);
+    if (name.find(".mla.") != std::string::npos)  // the op's layouts: the fan-in is the last dimension
+        return {0, 1 / std::sqrt(static_cast<double>(shape.back()))};
     const bool norm = ends_with(name, "norm.weight");
     if (norm) return {c.zero_centered && c.norm == NormKind::rms_norm ? 0.0 : 1.0, 0.1};
     if (ends_with(name, ".bias")) return {0, 0.1};

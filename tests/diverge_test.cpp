@@ -384,6 +384,42 @@ TEST(Diverge, LogitsFromTokenIds) {
     }
 }
 
+// MLA layers (attention_kind mla): explicit and absorbed kernels, with a
+// latent cache, on dense and hybrid stacks, pass in every format; each MLA
+// mutant is found at its layer's attn point; a dump whose rope parts pair
+// (2j, 2j + 1) under a half-split contract is named.
+TEST(Diverge, MlaLayers) {
+    const std::vector<std::function<void(ModelContract&)>> variants{
+        [](ModelContract&) {}, [](ModelContract& c) { c.mla_form = "absorbed", c.cache_tokens = 4; },
+        [](ModelContract& c) { c.pattern = "hybrid"; }};
+    for (const auto& v : variants)
+        for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+            ModelContract c = small("dense", f);
+            c.attention_kind = AttentionKind::mla;
+            v(c);
+            const DivergeReport r = analyse(c);
+            EXPECT_FALSE(r.first_failing) << c.mla_form << " " << name(f) << ": " << first_failing_text(r);
+            EXPECT_LE(r.oracle_bound_ratio, 1e-3) << r.oracle_bound_worst;
+            EXPECT_NE(r.mpfr_cross_check.find("mla"), std::string::npos) << r.mpfr_cross_check;
+        }
+    ModelContract c = small("dense", Format::fp32);
+    c.attention_kind = AttentionKind::mla, c.cache_tokens = 3;
+    for (const char* m : {"mutant.mla.rope_key_per_head.fp32", "mutant.mla.uk_untransposed.fp32", "mutant.mla.cache_rerotated.fp32"}) {
+        CandidateOptions opt;
+        opt.mutant = m, opt.at = 2;
+        const DivergeReport r = analyse(c, opt);
+        ASSERT_TRUE(r.first_failing) << m;
+        EXPECT_EQ(r.points[*r.first_failing].point, "layers.2.attn") << m;
+        EXPECT_EQ(r.points[*r.first_failing].kind, StepKind::mla) << m;
+    }
+    CandidateOptions opt;
+    opt.conventions["rope_pairing"] = "interleaved";
+    const DivergeReport r = analyse(c, opt);
+    ASSERT_TRUE(r.first_failing);
+    EXPECT_EQ(r.points[*r.first_failing].point, "layers.0.attn");
+    EXPECT_EQ(r.points[*r.first_failing].convention_match.value_or("none"), "rope_pairing=interleaved");
+}
+
 // ---- drift against the same-dtype reference (docs/diverge.md, "Drift") ---------
 
 // A clean stack of the built-in kernels drifts like a correctly rounded one

@@ -83,7 +83,8 @@ ModelContract random_contract() {
     ModelContract c = small(*rc::gen::element<std::string>("dense", "hybrid"));
     c.layers = *rc::gen::inRange<std::int64_t>(1, 6);
     c.linear_kind = *rc::gen::element(AttentionKind::gdn, AttentionKind::kda);
-    c.attention_kind = *rc::gen::element(AttentionKind::softmax, AttentionKind::gated);
+    c.attention_kind = *rc::gen::element(AttentionKind::softmax, AttentionKind::gated, AttentionKind::mla);
+    c.mla_form = *rc::gen::element<std::string>("explicit", "absorbed");
     c.mlp = *rc::gen::element(MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe,
                               MlpKind::geglu, MlpKind::swiglu_clamp);
     c.experts = *rc::gen::inRange<std::int64_t>(1, 9);
@@ -118,6 +119,7 @@ RC_GTEST_PROP(ModelContract, JsonRoundTrip, ()) {
     c.residual_format = *rc::gen::element(Format::fp32, Format::bf16, Format::fp16);
     c.eps = *rc::gen::element(1e-6, 1e-5, 0.1, 0.0);
     for (auto& [k, vals] : convention_values()) c.conventions[k] = *rc::gen::elementOf(vals);
+    if (c.attention_kind == AttentionKind::mla) c.conventions["causal"] = "bottom_right";  // the only one MLA takes
     const nlohmann::json j = to_json(c);
     RC_ASSERT(to_json(contract_from_json(nlohmann::json::parse(j.dump()))) == j);
 }
