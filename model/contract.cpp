@@ -117,6 +117,7 @@ void validate(const ModelContract& c) {
         const auto it = c.conventions.find("causal");
         if (it != c.conventions.end() && it->second == "top_left" && c.cache_tokens > 0)
             fail("conventions.causal", "mla layers take the bottom-right alignment only");
+        if (c.window > 0) fail("window", "mla layers take no sliding window (the op has none)");
     }
     for (const auto& [f, v] : {std::pair<const char*, std::int64_t>{"width", c.width}, {"heads", c.heads},
                                {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim}, {"linear_heads", c.linear_heads},

@@ -102,6 +102,7 @@ ModelContract random_contract() {
     c.tied_embeddings = *rc::gen::arbitrary<bool>();
     c.logit_softcap = *rc::gen::element(0.0, 0.0, 30.0);
     c.window_pattern = *rc::gen::element<std::string>("L", "LG", "LLLLLG");
+    if (c.attention_kind == AttentionKind::mla) c.window = 0;  // MLA layers take no window
     c.norm = *rc::gen::element(NormKind::rms_norm, NormKind::layer_norm);
     c.residual = *rc::gen::element(ResidualKind::plain, ResidualKind::mhc);
     c.placement = c.residual == ResidualKind::mhc ? Placement::pre : *rc::gen::element(Placement::pre, Placement::post);
