@@ -38,7 +38,7 @@ const std::map<std::string, std::vector<std::string>>& convention_values() {
         {"rope_pairing", {"half", "interleaved"}},       {"eps_placement", {"inside", "outside"}},
         {"gate_order", {"gate_up", "up_gate"}},          {"gelu", {"erf", "tanh"}},
         {"norm_cast", {"after_weight", "before_weight"}}, {"causal", {"bottom_right", "top_left"}},
-        {"window_keys", {"w", "w_plus_one"}},
+        {"window_keys", {"w", "w_plus_one"}}, {"lm_head", {"own", "embed"}},
     };
     return v;
 }

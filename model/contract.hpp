@@ -42,6 +42,8 @@ const char* name(ResidualKind r);
 //                                           norm output rounded once after the weight, or
 //                                           x / rms rounded to the model format first (Llama)
 //   causal          bottom_right | top_left causal mask alignment when Lq != Lk (a KV cache)
+//   lm_head         own | embed             the logits' weight: lm_head.weight, or the embedding
+//                                           (weights tied where the contract unties them)
 //   window_keys     w | w_plus_one          a sliding window sees the W keys (pos - W, pos], or
 //                                           W + 1 keys [pos - W, pos] (a `j >= i - W` mask)
 using Conventions = std::map<std::string, std::string>;

@@ -100,6 +100,9 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::head_norm: return {"eps_placement", "norm_cast"};
         case StepKind::rope:
         case StepKind::mla: return {"rope_pairing"};
+        // Only the logits read lm_head.weight; on any other matmul the alternative is the same step.
+        case StepKind::matmul:
+            return c.logits && !c.tied_embeddings ? std::vector<std::string>{"lm_head"} : std::vector<std::string>{};
         case StepKind::glu:
             return c.mlp == MlpKind::geglu ? std::vector<std::string>{"gate_order", "gelu"} : std::vector<std::string>{"gate_order"};
         case StepKind::gelu: return {"gelu"};

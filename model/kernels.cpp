@@ -228,7 +228,7 @@ struct Executor {
             case StepKind::matmul: {
                 const Tensor* b = s.weights.size() > 1 ? &get(s.weights[1]) : nullptr;
                 TensorView bv = b ? b->view() : TensorView{};
-                return matmul(get(s.inputs[0]).view(), get(s.weights[0]).view(), b ? &bv : nullptr, s.format);
+                return matmul(get(s.inputs[0]).view(), get(matmul_weight(s, conv)).view(), b ? &bv : nullptr, s.format);
             }
             case StepKind::add:
             case StepKind::mul:

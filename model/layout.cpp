@@ -254,6 +254,11 @@ void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLoo
 
 }  // namespace
 
+std::string matmul_weight(const Step& s, const Conventions& conv) {
+    const std::string& w = s.weights.at(0);
+    return w == "lm_head.weight" && convention(conv, "lm_head") == "embed" ? "embed.weight" : w;
+}
+
 std::string step_op(const ModelContract& c, const Step& s, const Conventions& conv) {
     switch (s.kind) {
         case StepKind::norm: return c.norm == NormKind::rms_norm ? "rms_norm" : "layer_norm";

@@ -54,6 +54,10 @@ struct OpCall {
     std::vector<std::string> unexpressed;
 };
 
+// The weight matrix a matmul step multiplies by under conventions conv: its
+// own, or the embedding for the logits under lm_head = embed.
+std::string matmul_weight(const Step& s, const Conventions& conv);
+
 // The registry op of step s under conventions conv ("" for matmul, mul, add,
 // hc_mix, hc_update).
 std::string step_op(const ModelContract& c, const Step& s, const Conventions& conv);

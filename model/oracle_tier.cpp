@@ -280,7 +280,7 @@ Values hc_update(const ModelContract& c, const Values& x, const Values& f, const
 Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const Conventions& conv) {
     switch (s.kind) {
         case StepKind::matmul:
-            return matmul(get(s.inputs[0]), get(s.weights[0]), s.weights.size() > 1 ? &get(s.weights[1]) : nullptr);
+            return matmul(get(s.inputs[0]), get(matmul_weight(s, conv)), s.weights.size() > 1 ? &get(s.weights[1]) : nullptr);
         case StepKind::mul: {
             Values y = get(s.inputs[0]);
             const Values& b = get(s.inputs[1]);

@@ -111,10 +111,11 @@ std::vector<double> matmul_oracle_bound(const AbsProducts& p) {
 
 namespace {
 
-StepBound matmul_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref, Format out) {
+StepBound matmul_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
+                       const Conventions& conv, Format out) {
     const Values& x = get(s.inputs.at(0));
     const Values* bias = s.weights.size() > 1 ? &get(s.weights[1]) : nullptr;
-    const AbsProducts p = abs_products(x, get(s.weights.at(0)), bias);
+    const AbsProducts p = abs_products(x, get(matmul_weight(s, conv)), bias);
     // Weights and activations are stored in the model format.  (Were x wider,
     // gamma_terms already counts one rounding per product; only the exact-
     // product claim of the subnormal term would change.)
@@ -350,7 +351,7 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::norm:
         case StepKind::head_norm:
         case StepKind::l2_head: return norm_bound(c, s, get, ref, conv, out);
-        case StepKind::matmul: return matmul_bound(c, s, get, ref, out);
+        case StepKind::matmul: return matmul_bound(c, s, get, ref, conv, out);
         case StepKind::sigmoid:
         case StepKind::log_decay:
         case StepKind::softcap:

@@ -374,6 +374,14 @@ TEST(Diverge, LogitsFromTokenIds) {
     ASSERT_TRUE(r.first_failing);
     EXPECT_EQ(r.points[*r.first_failing].point, "logits");
     EXPECT_EQ(r.points.back().logits->top1, 0.0);
+    // Weights tied by the candidate where the contract unties them: found at
+    // the logits and named.
+    CandidateOptions tied;
+    tied.conventions["lm_head"] = "embed";
+    const DivergeReport rt = analyse(c, tied);
+    ASSERT_TRUE(rt.first_failing);
+    EXPECT_EQ(rt.points[*rt.first_failing].point, "logits");
+    EXPECT_EQ(rt.points[*rt.first_failing].convention_match.value_or("none"), "lm_head=embed");
     Tensor bad = m.input;
     bad.set_value(3, 300);
     try {
