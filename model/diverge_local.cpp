@@ -79,7 +79,7 @@ LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump)
     const Lookup get = lookup(dump);
     if (s.kind == StepKind::router) {  // ambiguity-aware: the candidate's selection where the budget admits it
         RouterCounts counts;
-        lr.ref = eval_router_step(c, op_call(c, s, get, c.conventions), &lr.cand, &counts);
+        lr.ref = eval_router_step(op_call(c, s, get, c.conventions), &lr.cand, &counts);
         lr.note = counts.note();
     } else {
         lr.ref = eval_step(c, s, get, c.conventions);

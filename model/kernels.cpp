@@ -143,6 +143,9 @@ const KernelInfo* kernel_for(const std::string& op, Format f, const std::string&
     return best;
 }
 
+// t in format f: itself when it is, else converted (exact or correctly rounded).
+Tensor in_format(Tensor t, Format f) { return t.format() == f ? t : converted(t.view(), f); }
+
 // fp32 when the two formats differ (neither holds the other in general).
 Format wider(Format a, Format b) { return a == b ? a : Format::fp32; }
 
@@ -179,7 +182,7 @@ struct Executor {
         const std::vector<Tensor> out = run_kernel(*k, call.params, views);
         Tensor y = s.kind == StepKind::router ? router_point(out.at(0).view(), out.at(1).view())
                                               : point_from_op(call, s, out.at(0).view());
-        return y.format() == s.format ? y : converted(y.view(), s.format);
+        return in_format(std::move(y), s.format);
     }
 
     // The MoE steps by the CPU kernels' grouped experts (one GEMM pair per
@@ -206,7 +209,7 @@ struct Executor {
                                   cpu::ExpertForm::grouped, kept.view(), {},
                                   latent ? cpu::MoeStage::latent_u : cpu::MoeStage::all);
         }
-        return y.format() == s.format ? y : converted(y.view(), s.format);
+        return in_format(std::move(y), s.format);
     }
 
     // The embedding lookup: rows copied bit for bit (ids are valid: check_run, synthetic_model).
@@ -217,7 +220,7 @@ struct Executor {
         for (std::int64_t t = 0; t < ids.numel(); ++t)
             for (std::int64_t i = 0; i < C; ++i)
                 y.set_bits(t * C + i, table.bits(static_cast<std::int64_t>(ids.value(t)) * C + i));
-        return y.format() == s.format ? y : converted(y.view(), s.format);
+        return in_format(std::move(y), s.format);
     }
 
     Tensor step(const Step& s, const TensorLookup& get) const {

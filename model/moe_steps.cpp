@@ -66,7 +66,7 @@ std::vector<double> own_selection(const oracle::TokenBudget& b, std::int64_t k, 
 
 }  // namespace
 
-Values eval_router_step(const ModelContract&, const OpCall& call, const Values* cand, RouterCounts* counts) {
+Values eval_router_step(const OpCall& call, const Values* cand, RouterCounts* counts) {
     const std::vector<TensorView> in = views_of(call);
     const oracle::RouterSetup s = oracle::router_setup(call.params, in);
     const std::int64_t T = s.tokens, K = s.k;

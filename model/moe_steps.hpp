@@ -32,8 +32,7 @@ struct RouterCounts {
 // dump's router point) a token takes the candidate's selection where the
 // scores' budget admits it (oracle::router_admissible, the budget widened by
 // the FP64 tier's own error), and its weights are those of that selection.
-Values eval_router_step(const ModelContract& c, const OpCall& call, const Values* cand = nullptr,
-                        RouterCounts* counts = nullptr);
+Values eval_router_step(const OpCall& call, const Values* cand = nullptr, RouterCounts* counts = nullptr);
 // The moe step on the FP64 tier from the op call's inputs and the router
 // point: moe's y, or latent_moe's u [T, L].
 Values eval_moe_step(const OpCall& call, const Values& router);

@@ -297,7 +297,7 @@ Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const
         case StepKind::hc_update:
             return hc_update(c, get(s.inputs[0]), get(s.inputs[1]), get(s.inputs[2]), get(s.weights[0]));
         case StepKind::embed: return embed_rows(get(s.inputs[0]), get(s.weights[0]));
-        case StepKind::router: return eval_router_step(c, op_call(c, s, get, conv));
+        case StepKind::router: return eval_router_step(op_call(c, s, get, conv));
         case StepKind::moe: return eval_moe_step(op_call(c, s, get, conv), get(s.inputs[1]));
         case StepKind::latent_out: return eval_latent_out_step(op_call(c, s, get, conv), get(s.inputs[1]));
         default: break;
@@ -328,7 +328,7 @@ Named run_oracle(const ModelContract& c, const Named& weights, const Values& inp
 }
 
 Values rounded_into(Values v, Format f) {
-    for (double& e : v.v) e = decode(f, encode(f, e));
+    for (double& e : v.v) e = cast(e, f);
     return v;
 }
 

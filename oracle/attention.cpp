@@ -25,26 +25,19 @@ struct Problem {
     std::vector<Real> q, k, v, mask;  // mask empty: none
 };
 
-double integer_param(const std::string& op, const Params& p, const std::string& name, double lo, double hi) {
-    const double v = p.get(name, 0.0);
-    if (!(v >= lo && v <= hi) || v != std::floor(v))
-        throw std::invalid_argument(op + ": parameter '" + name + "' must be an integer in [" + std::to_string(lo) +
-                                    ", " + std::to_string(hi) + "], is " + std::to_string(v));
-    return v;
-}
 
 Config read_config(const std::string& op, const Params& p, std::int64_t d) {
     Config c;
     const double scale = p.get("scale", 0.0);
     if (!std::isfinite(scale)) throw std::invalid_argument(op + ": parameter 'scale' must be finite");
     c.scale = scale != 0 ? from_double(scale) : Real(1) / sqrt(Real(static_cast<double>(d)));
-    c.causal = integer_param(op, p, "causal", 0, 1) != 0;
-    c.window = static_cast<std::int64_t>(integer_param(op, p, "window", 0, 1e15));
+    c.causal = integer_param(op, p, "causal", 0, 0, 1) != 0;
+    c.window = static_cast<std::int64_t>(integer_param(op, p, "window", 0, 0, 1e15));
     c.top_left = p.get("convention.causal", 0) != 0;
     c.softcap = p.get("softcap", 0.0);
     if (!(c.softcap >= 0) || std::isinf(c.softcap))
         throw std::invalid_argument(op + ": parameter 'softcap' must be finite and >= 0");
-    c.block = static_cast<std::size_t>(integer_param(op, p, "block", 0, 1e15));
+    c.block = static_cast<std::size_t>(integer_param(op, p, "block", 0, 0, 1e15));
     return c;
 }
 

@@ -212,13 +212,6 @@ void require(bool ok, const std::string& op, const std::string& what) {
     if (!ok) throw std::invalid_argument(op + ": " + what);
 }
 
-double choice(const std::string& op, const Params& p, const std::string& name, double fallback, double lo, double hi) {
-    const double v = p.get(name, fallback);
-    require(v >= lo && v <= hi && v == std::floor(v), op,
-            "parameter '" + name + "' must be an integer in [" + std::to_string(static_cast<long long>(lo)) + ", " +
-                std::to_string(static_cast<long long>(hi)) + "], is " + std::to_string(v));
-    return v;
-}
 
 }  // namespace
 
@@ -394,7 +387,7 @@ namespace {
 
 QkOptions<Real> read_qk_options(const std::string& op, const Params& params, std::int64_t d_k) {
     QkOptions<Real> o;
-    o.l2norm = choice(op, params, "l2norm", 0, 0, 1) != 0;
+    o.l2norm = integer_param(op, params, "l2norm", 0, 0, 1) != 0;
     o.l2_eps = params.get("l2_eps", 1e-6);
     require(o.l2_eps >= 0 && std::isfinite(o.l2_eps), op, "parameter 'l2_eps' must be finite and >= 0");
     const double scale = params.get("scale", 1.0);
@@ -443,7 +436,7 @@ DeltaProblem<Real> read_delta_problem(const std::string& op, const Params& param
 }
 
 std::int64_t read_chunk(const std::string& op, const Params& params) {
-    return static_cast<std::int64_t>(choice(op, params, "chunk", 64, 1, 0x1p31));
+    return integer_param(op, params, "chunk", 64, 1, 0x1p31);
 }
 
 OpOutputs eval_delta(const std::string& op, const Params& params, const std::vector<TensorView>& in, DecayShape decay,

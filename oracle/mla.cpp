@@ -49,14 +49,6 @@ RVec rope_at(RVec x, std::int64_t pos, const RopeConfig& rc) {
     return rope_vector(x, position(pos), rc);
 }
 
-double choice_param(const Params& p, const std::string& name, double fallback, double lo, double hi) {
-    const double v = p.get(name, fallback);
-    if (!(v >= lo && v <= hi) || v != std::floor(v))
-        throw std::invalid_argument(kOp + ": parameter '" + name + "' must be an integer in [" +
-                                    std::to_string(static_cast<long long>(lo)) + ", " +
-                                    std::to_string(static_cast<long long>(hi)) + "], is " + std::to_string(v));
-    return v;
-}
 
 // All keys' latents [Lk, d_c] and rotated rope keys [Lk, d_r]: cache rows first.
 struct Keys {
@@ -209,10 +201,10 @@ MlaProblem read_mla_problem(const std::vector<TensorView>& in) {
 
 MlaConfig read_mla_config(const Params& params, const MlaProblem& p) {
     MlaConfig c;
-    c.form = static_cast<MlaForm>(static_cast<int>(choice_param(params, "form", 0, 0, 1)));
-    c.causal = choice_param(params, "causal", 1, 0, 1) != 0;
-    c.cache_rotated = choice_param(params, "cache_rotated", 1, 0, 1) != 0;
-    c.offset = static_cast<std::int64_t>(choice_param(params, "offset", 0, 0, 0x1p52));
+    c.form = static_cast<MlaForm>(static_cast<int>(integer_param(kOp, params, "form", 0, 0, 1)));
+    c.causal = integer_param(kOp, params, "causal", 1, 0, 1) != 0;
+    c.cache_rotated = integer_param(kOp, params, "cache_rotated", 1, 0, 1) != 0;
+    c.offset = static_cast<std::int64_t>(integer_param(kOp, params, "offset", 0, 0, 0x1p52));
     if (!c.cache_rotated && c.offset < p.cached)
         throw std::invalid_argument(kOp + ": parameter 'offset' is " + std::to_string(c.offset) +
                                     ", expected >= Lc = " + std::to_string(p.cached) +
@@ -220,7 +212,7 @@ MlaConfig read_mla_config(const Params& params, const MlaProblem& p) {
     const double scale = params.get("scale", 0.0);
     if (!std::isfinite(scale)) throw std::invalid_argument(kOp + ": parameter 'scale' must be finite");
     c.scale = scale != 0 ? from_double(scale) : Real(1) / sqrt(Real(static_cast<double>(p.d_nope + p.d_r)));
-    c.rope.pairing = static_cast<RopePairing>(static_cast<int>(choice_param(params, "pairing", 0, 0, 1)));
+    c.rope.pairing = static_cast<RopePairing>(static_cast<int>(integer_param(kOp, params, "pairing", 0, 0, 1)));
     c.rope.rotary_dim = p.d_r;
     c.rope.base = params.get("base", 10000.0);
     if (!(c.rope.base > 0) || std::isinf(c.rope.base))

@@ -164,7 +164,8 @@ std::vector<double> token_bound(const Layer& l, const std::vector<TensorView>& i
     std::vector<Approx> ys;
     ys.reserve(static_cast<std::size_t>(l.k + l.s + 1));
     std::vector<Term> last;
-    Approx u{std::vector<double>(u_row ? u_row : nullptr, u_row ? u_row + l.w : nullptr), std::vector<double>(u_row ? static_cast<std::size_t>(l.w) : 0, 0.0)};
+    Approx u;  // latent_out: the stored u, exact (error 0)
+    if (u_row) u = {std::vector<double>(u_row, u_row + l.w), std::vector<double>(static_cast<std::size_t>(l.w), 0.0)};
     if (stage != BoundStage::latent_out) {
         const Approx v = l.latent ? b.project(x, l.in(in, moe_slots::latent_down), 0, l.w) : x;
         std::vector<Term> routed;

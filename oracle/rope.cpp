@@ -80,16 +80,6 @@ std::string num(double v) {
     return s;
 }
 
-// An integer-valued parameter in [lo, hi] (enums and sizes are stored as doubles).
-std::int64_t integer_param(const std::string& op, const Params& p, const std::string& name, double fallback,
-                           double lo, double hi) {
-    const double v = p.get(name, fallback);
-    if (!std::isfinite(v) || v != std::floor(v) || v < lo || v > hi)
-        throw std::invalid_argument(op + ": parameter '" + name + "' is " + num(v) + ", must be an integer in [" +
-                                    num(lo) + ", " + num(hi) + "]");
-    return static_cast<std::int64_t>(v);
-}
-
 double positive_param(const std::string& op, const Params& p, const std::string& name, double fallback) {
     const double v = p.get(name, fallback);
     if (!std::isfinite(v) || !(v > 0))

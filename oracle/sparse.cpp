@@ -14,14 +14,6 @@ namespace {
 
 constexpr double kSelectNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::int64_t int_param(const Params& p, const char* name, double fallback, std::int64_t lo, std::int64_t hi) {
-    const double v = p.get(name, fallback);
-    if (!(v == std::floor(v) && v >= static_cast<double>(lo) && v <= static_cast<double>(hi)))
-        throw std::invalid_argument("topk_select: parameter " + std::string(name) + " = " + std::to_string(v) +
-                                    " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return static_cast<std::int64_t>(v);
-}
-
 }  // namespace
 
 SelectSetup select_setup(const Params& p, const std::vector<TensorView>& in) {
@@ -33,12 +25,12 @@ SelectSetup select_setup(const Params& p, const std::vector<TensorView>& in) {
     if (s.candidates > (std::int64_t{1} << 24))
         throw std::invalid_argument(op + ": at most 2^24 candidates (ids are stored as exact FP32 values), got " +
                                     std::to_string(s.candidates));
-    constexpr std::int64_t kBig = std::int64_t{1} << 40;
-    s.k = int_param(p, "k", 4, 1, kBig);
-    s.block = int_param(p, "block", 1, 1, kBig);
-    s.causal = int_param(p, "causal", 1, 0, 2);
-    s.offset = int_param(p, "offset", 0, 0, kBig);
-    s.force_local = int_param(p, "force_local", 0, 0, 2);
+    constexpr double kBig = 0x1p40;
+    s.k = integer_param(op, p, "k", 4, 1, kBig);
+    s.block = integer_param(op, p, "block", 1, 1, kBig);
+    s.causal = integer_param(op, p, "causal", 1, 0, 2);
+    s.offset = integer_param(op, p, "offset", 0, 0, kBig);
+    s.force_local = integer_param(op, p, "force_local", 0, 0, 2);
     s.slots = s.k + (s.force_local == 2 ? 1 : 0);
     s.staged = in.size() == 2;
     if (s.staged) {

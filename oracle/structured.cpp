@@ -1,5 +1,6 @@
 #include "oracle/structured.hpp"
 
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -23,6 +24,27 @@
 #include "oracle/softmax.hpp"
 
 namespace conform::oracle {
+
+namespace {
+
+// A parameter value as text: integers without a decimal point.
+std::string param_number(double v) {
+    std::string s = std::to_string(v);
+    if (s.find('.') != std::string::npos) s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+}
+
+}  // namespace
+
+std::int64_t integer_param(const std::string& op, const Params& p, const std::string& name, double fallback, double lo,
+                           double hi) {
+    const double v = p.get(name, fallback);
+    if (!std::isfinite(v) || v != std::floor(v) || v < lo || v > hi)
+        throw std::invalid_argument(op + ": parameter '" + name + "' is " + param_number(v) + ", must be an integer in [" +
+                                    param_number(lo) + ", " + param_number(hi) + "]");
+    return static_cast<std::int64_t>(v);
+}
 namespace {
 
 const std::vector<std::pair<std::string, StructuredEval>>& table() {

@@ -34,6 +34,12 @@ struct OpOutputs {
     std::map<std::string, std::int64_t> notes;
 };
 
+// An integer-valued parameter of an evaluator in [lo, hi] (enums and sizes
+// are stored as doubles): std::invalid_argument naming the op, the
+// parameter and its value otherwise.
+std::int64_t integer_param(const std::string& op, const Params& p, const std::string& name, double fallback, double lo,
+                           double hi);
+
 using StructuredEval = OpOutputs (*)(const Params&, const std::vector<TensorView>&);
 
 // The evaluator of a structured op by registry name (rope, sincos_pe,

@@ -212,18 +212,15 @@ Testable expert_permutation_equivariance(const KernelInfo& k) {
 
 void add_moe_properties(std::vector<PropertyDef>& v) {
     auto router = [](const OpSpec& op) { return op.name == "moe_router"; };
-    auto make = [](Testable (*f)(const KernelInfo&)) {
-        return [f](const KernelInfo& k, const RunConfig&, Stats*) { return f(k); };
-    };
     v.push_back({"weights_sum_to_one", "renormalized weights of every token sum to 1 within (k + 2) 2^-23", router,
-                 make(weights_sum_to_one)});
+                 of_kernel(weights_sum_to_one)});
     v.push_back({"bias_never_changes_weights", "the selection bias changes which experts are chosen, never their weights",
-                 router, make(bias_never_changes_weights)});
+                 router, of_kernel(bias_never_changes_weights)});
     v.push_back({"capacity_in_token_order", "each expert keeps its first floor(c T k / E) assignments in token order",
-                 router, make(capacity_in_token_order)});
+                 router, of_kernel(capacity_in_token_order)});
     v.push_back({"expert_permutation_equivariance", "permuting the experts permutes the chosen indices (tokens whose "
                                                     "selection is unambiguous)",
-                 router, make(expert_permutation_equivariance)});
+                 router, of_kernel(expert_permutation_equivariance)});
 }
 
 }  // namespace conform::props

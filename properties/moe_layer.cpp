@@ -178,15 +178,12 @@ Testable grouped_equals_dense(const KernelInfo& k) {
 
 void add_moe_layer_properties(std::vector<PropertyDef>& v) {
     auto layer = [](const OpSpec& op) { return op.name == "moe" || op.name == "latent_moe"; };
-    auto make = [](Testable (*f)(const KernelInfo&)) {
-        return [f](const KernelInfo& k, const RunConfig&, Stats*) { return f(k); };
-    };
     v.push_back({"shared_independent_of_routing",
                  "with the routed experts' down weights 0, another router leaves y (the shared experts') unchanged",
-                 layer, make(shared_independent_of_routing)});
+                 layer, of_kernel(shared_independent_of_routing)});
     v.push_back({"grouped_equals_dense",
                  "y of the kernel and of the dense-masked baseline within twice the budget where both chose alike", layer,
-                 make(grouped_equals_dense)});
+                 of_kernel(grouped_equals_dense)});
 }
 
 }  // namespace conform::props

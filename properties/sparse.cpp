@@ -149,19 +149,16 @@ Testable candidate_permutation_equivariance(const KernelInfo& k) {
 
 void add_sparse_properties(std::vector<PropertyDef>& v) {
     auto sel = [](const OpSpec& op) { return op.name == "topk_select"; };
-    auto make = [](Testable (*f)(const KernelInfo&)) {
-        return [f](const KernelInfo& k, const RunConfig&, Stats*) { return f(k); };
-    };
     v.push_back({"never_past_the_limit", "every selected id is the forced block or a candidate the causal limit allows",
-                 sel, make(never_past_the_limit)});
+                 sel, of_kernel(never_past_the_limit)});
     v.push_back({"k_covers_every_candidate", "with k > N the selection is the forced block plus every eligible candidate",
-                 sel, make(k_covers_every_candidate)});
+                 sel, of_kernel(k_covers_every_candidate)});
     v.push_back({"decode_equals_prefill", "row i of a prefill equals the one-row call at offset + i", sel,
-                 make(decode_equals_prefill)});
+                 of_kernel(decode_equals_prefill)});
     v.push_back({"candidate_permutation_equivariance",
                  "without a causal limit or forced block, permuting the candidates permutes the selection (rows "
                  "without ties)",
-                 sel, make(candidate_permutation_equivariance)});
+                 sel, of_kernel(candidate_permutation_equivariance)});
 }
 
 }  // namespace conform::props

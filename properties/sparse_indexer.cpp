@@ -87,11 +87,8 @@ Testable head_permutation_invariance(const KernelInfo& k) {
 
 void add_sparse_indexer_properties(std::vector<PropertyDef>& v) {
     auto ind = [](const OpSpec& op) { return op.name == "lightning_indexer"; };
-    auto make = [](Testable (*f)(const KernelInfo&)) {
-        return [f](const KernelInfo& k, const RunConfig&, Stats*) { return f(k); };
-    };
     v.push_back({"head_permutation_invariance", "permuting the heads moves a score by at most twice its budget", ind,
-                 make(head_permutation_invariance)});
+                 of_kernel(head_permutation_invariance)});
 }
 
 }  // namespace conform::props

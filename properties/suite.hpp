@@ -48,11 +48,13 @@ struct RunConfig {
 // A testable: one generated case per call; fails with RC_FAIL / RC_ASSERT.
 using Testable = std::function<void()>;
 
+using PropertyMaker = std::function<Testable(const KernelInfo&, const RunConfig&, Stats*)>;
+
 struct PropertyDef {
     std::string name;
     std::string doc;
     std::function<bool(const OpSpec&)> applies;
-    std::function<Testable(const KernelInfo&, const RunConfig&, Stats*)> make;
+    PropertyMaker make;
     int case_divisor = 1;  // expensive properties run cases / divisor
     // Unset: every kernel of an op it applies to; set: only kernels it accepts.
     std::function<bool(const KernelInfo&)> for_kernel;
@@ -60,6 +62,11 @@ struct PropertyDef {
     // kernel that does not write one of them (KernelInfo::unwritten).
     std::vector<std::string> needs = {};
 };
+
+// The maker of a property that reads only the kernel (no run settings, no statistics).
+inline PropertyMaker of_kernel(Testable (*f)(const KernelInfo&)) {
+    return [f](const KernelInfo& k, const RunConfig&, Stats*) { return f(k); };
+}
 
 // Whether property p runs for kernel k (its for_kernel, and every output it
 // needs written).

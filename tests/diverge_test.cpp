@@ -186,6 +186,13 @@ ModelContract small(const std::string& pattern, Format f) {
     return c;
 }
 
+// The first failing point is `point`, and the analysis names `convention` there.
+void expect_first_failing(const DivergeReport& r, const std::string& point, const std::string& convention) {
+    ASSERT_TRUE(r.first_failing) << point;
+    EXPECT_EQ(r.points[*r.first_failing].point, point);
+    EXPECT_EQ(r.points[*r.first_failing].convention_match.value_or("none"), convention) << first_failing_text(r);
+}
+
 DivergeReport analyse(const ModelContract& c, const CandidateOptions& opt = {}, std::uint64_t seed = 5) {
     const Synthetic m = synthetic_model(c, seed);
     return diverge(c, m.weights, m.input, run_kernels(c, m.weights, m.input, opt));
@@ -306,11 +313,7 @@ TEST(Diverge, GegluTanhIsIdentified) {
             const Lookup get = [&](const std::string&) -> const Values& { return gu; };
             pts["layers.1.h"] = to_tensor(eval_step(c, s, get, conv), Format::fp32);
         }
-    const DivergeReport r = diverge(c, m.weights, m.input, pts);
-    ASSERT_TRUE(r.first_failing);
-    const PointReport& f = r.points[*r.first_failing];
-    EXPECT_EQ(f.point, "layers.1.h");
-    EXPECT_EQ(f.convention_match.value_or("none"), "gelu=tanh");
+    expect_first_failing(diverge(c, m.weights, m.input, pts), "layers.1.h", "gelu=tanh");
 }
 
 // Sliding-window layers (Gemma's local/global interleave, with a KV cache
@@ -378,10 +381,7 @@ TEST(Diverge, LogitsFromTokenIds) {
     // the logits and named.
     CandidateOptions tied;
     tied.conventions["lm_head"] = "embed";
-    const DivergeReport rt = analyse(c, tied);
-    ASSERT_TRUE(rt.first_failing);
-    EXPECT_EQ(rt.points[*rt.first_failing].point, "logits");
-    EXPECT_EQ(rt.points[*rt.first_failing].convention_match.value_or("none"), "lm_head=embed");
+    expect_first_failing(analyse(c, tied), "logits", "lm_head=embed");
     Tensor bad = m.input;
     bad.set_value(3, 300);
     try {
@@ -422,10 +422,7 @@ TEST(Diverge, MlaLayers) {
     }
     CandidateOptions opt;
     opt.conventions["rope_pairing"] = "interleaved";
-    const DivergeReport r = analyse(c, opt);
-    ASSERT_TRUE(r.first_failing);
-    EXPECT_EQ(r.points[*r.first_failing].point, "layers.0.attn");
-    EXPECT_EQ(r.points[*r.first_failing].convention_match.value_or("none"), "rope_pairing=interleaved");
+    expect_first_failing(analyse(c, opt), "layers.0.attn", "rope_pairing=interleaved");
 }
 
 // ---- drift against the same-dtype reference (docs/diverge.md, "Drift") ---------

@@ -17,9 +17,7 @@ using conform::testing::MutantSuite;
 namespace {
 
 Tensor matrix(std::int64_t rows, std::int64_t cols, const std::vector<double>& v) {
-    Tensor t(Format::fp32, {rows, cols});
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, v.at(static_cast<std::size_t>(i)));
-    return t;
+    return conform::testing::fp32_matrix(rows, cols, v);
 }
 
 oracle::StructuredResult route(const Params& p, const std::vector<TensorView>& in) {

@@ -16,11 +16,7 @@ using conform::testing::MutantSuite;
 
 namespace {
 
-Tensor rows(std::int64_t r, std::int64_t c, const std::vector<double>& v) {
-    Tensor t(Format::fp32, {r, c});
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, v.at(static_cast<std::size_t>(i)));
-    return t;
-}
+Tensor rows(std::int64_t r, std::int64_t c, const std::vector<double>& v) { return conform::testing::fp32_matrix(r, c, v); }
 
 std::vector<double> select(const Params& p, const Tensor& scores) {
     const auto r = oracle::evaluate_structured("topk_select", p, {scores.view()}, {Format::fp32});
