@@ -1,8 +1,11 @@
 // conform diverge: divergence report by first failing layer (docs/diverge.md).
 // Exit status: 0 no layer fails, 1 a layer fails locally, 2 bad input (an
 // unreadable or malformed dump, a contract error, a weight or point whose
-// shape the contract does not expect -- the message names the file and field).
+// shape the contract does not expect -- the message names the file and field)
+// or, with --merge, reports that leave layers unanalysed.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -17,7 +20,8 @@ namespace conform::cli {
 namespace {
 
 struct DivergeArgs {
-    std::string dump, reference, out = "diverge-report";
+    std::string dump, reference, layers, out = "diverge-report";
+    std::vector<std::string> merge;
 };
 
 // Tensors of a dump by name; an I32 tensor has no numeric format for the model.
@@ -64,6 +68,11 @@ model::DivergeReport analyse(const Loaded& cand, const Loaded* ref, const Diverg
     model::DivergeOptions opt;
     opt.progress = progress;
     const std::string& file = ref ? a.dump + " / " + a.reference : a.dump;
+    if (!a.layers.empty()) try {
+            opt.layers = model::parse_layer_range(a.layers, cand.contract.layers);
+        } catch (const std::invalid_argument& e) {
+            throw UsageError(a.dump + ": " + e.what());
+        }
     try {
         return ref ? model::diverge(cand.contract, cand.run, ref->run, opt) : model::diverge(cand.contract, cand.run, opt);
     } catch (const std::invalid_argument& e) {
@@ -90,7 +99,48 @@ void print_summary(const model::DivergeReport& r, const std::string& out) {
     std::cout << "report: " << out << "/diverge.{json,md,html}\n";
 }
 
+// A report directory's diverge.json, or the file itself.
+model::DivergeReport read_report(const std::string& path) {
+    const std::filesystem::path p = std::filesystem::is_directory(path) ? std::filesystem::path(path) / "diverge.json" : std::filesystem::path(path);
+    std::ifstream in(p);
+    if (!in) throw UsageError(p.string() + ": cannot be read");
+    try {
+        return model::report_from_json(nlohmann::json::parse(in), p.string());
+    } catch (const nlohmann::json::exception& e) {
+        throw UsageError(p.string() + ": not JSON: " + e.what());
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+}
+
+// --merge: exit 1 when a layer fails, else 2 when layers are missing, else 0;
+// the merged report is written in every case.
+int merge(const DivergeArgs& a) {
+    std::vector<model::DivergeReport> parts;
+    for (const std::string& f : a.merge) parts.push_back(read_report(f));
+    model::DivergeReport r;
+    try {
+        r = model::merge_reports(std::move(parts), a.merge);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    model::write_diverge_dir(a.out, r);
+    print_summary(r, a.out);
+    if (r.first_failing) return 1;
+    if (!r.missing.empty()) {
+        std::cerr << "diverge --merge: incomplete: " << model::diverge_headline(r) << "\n";
+        return 2;
+    }
+    return 0;
+}
+
 int run(const DivergeArgs& a) {
+    if (!a.merge.empty()) {
+        if (!a.dump.empty() || !a.reference.empty() || !a.layers.empty())
+            throw UsageError("--merge joins reports: give no dump, --reference or --layers with it");
+        return merge(a);
+    }
+    if (a.dump.empty()) throw UsageError("diverge: give a model dump (or --merge REPORT...)");
     const Loaded cand = load(a.dump);
     std::unique_ptr<Loaded> ref;
     if (!a.reference.empty()) {
@@ -109,8 +159,14 @@ int run(const DivergeArgs& a) {
 Subcommand add_diverge(CLI::App& app) {
     auto* cmd = app.add_subcommand("diverge", "report where a model dump diverges from the oracle or another dump");
     auto args = std::make_shared<DivergeArgs>();
-    cmd->add_option("dump", args->dump, "the candidate's model dump (safetensors, conform.format model/1)")->required();
+    cmd->add_option("dump", args->dump, "the candidate's model dump (safetensors, conform.format model/1)");
     cmd->add_option("--reference", args->reference, "compare against this dump instead of the oracle");
+    cmd->add_option("--layers", args->layers,
+                    "analyse layers A:B only (0-based, B excluded; A:, :B, A); the propagated error starts from the "
+                    "dump's own hidden state at layer A");
+    cmd->add_option("--merge", args->merge,
+                    "join the reports of --layers runs (report directories or diverge.json files) into one")
+        ->expected(1, -1);
     cmd->add_option("--out", args->out, "report directory (diverge.json, diverge.md, diverge.html)")->capture_default_str();
     return {cmd, [args]() -> int { return run(*args); }};
 }

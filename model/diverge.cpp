@@ -88,10 +88,42 @@ bool fill_local(const ModelContract& c, const Step& s, DumpValues& dump, const L
     return true;
 }
 
-void progress_layer(const DivergeOptions& opt, const Step& s, std::int64_t& shown, std::int64_t layers) {
+void progress_layer(const DivergeOptions& opt, const Step& s, std::int64_t& shown, const LayerRange& range) {
     if (s.layer == shown) return;
     shown = s.layer;
-    if (s.layer >= 0) say(opt, "diverge: layer " + std::to_string(s.layer + 1) + "/" + std::to_string(layers));
+    if (s.layer < 0) return;
+    std::string line = "diverge: layer " + std::to_string(s.layer - range.first + 1) + "/" + std::to_string(range.end - range.first);
+    if (range.first > 0) line += " (layer " + std::to_string(s.layer) + ")";
+    say(opt, line);
+}
+
+// The report's header fields; the contract and the candidate's tensors
+// checked, the layer range resolved.
+DivergeReport report_of(const ModelContract& c, const ModelRun& cand, const DivergeOptions& opt) {
+    check_run(c, build_graph(c), cand);
+    DivergeReport rep;
+    rep.contract = c;
+    rep.candidate = cand.source;
+    rep.range = opt.layers.value_or(LayerRange{0, c.layers});
+    if (rep.range.first < 0 || rep.range.end > c.layers || rep.range.first >= rep.range.end)
+        throw std::invalid_argument("layers " + std::to_string(rep.range.first) + ":" + std::to_string(rep.range.end) +
+                                    ": outside the model's " + std::to_string(c.layers) + " layers");
+    return rep;
+}
+
+// What a range reads from earlier layers, from the candidate's dump: the
+// oracle run and the same-dtype reference start there.  Empty for a range
+// that starts at the model input.
+Named range_seeds(const std::vector<Step>& graph, DumpValues& dump) {
+    Named seeds;
+    const auto weight = [&](const std::string& n) { return dump.is_weight(n); };
+    for (const std::string& n : outside_inputs(graph, weight)) {
+        if (n == "input") continue;
+        if (!dump.has(n))
+            throw std::invalid_argument("point '" + n + "': missing; a layer range starts from the dump's own " + n);
+        seeds.emplace(n, dump.get(n));
+    }
+    return seeds;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -110,8 +142,11 @@ namespace {
 // reference to one stays valid.
 class OracleFeed {
 public:
-    OracleFeed(const ModelContract& c, const std::vector<Step>& graph, const DumpValues& dump, const DivergeOptions& opt)
-        : worker_([this, &c, &graph, &dump, &opt] { run(c, graph, dump, opt); }) {}
+    // `seeds`: the points a layer range reads from earlier layers, the
+    // candidate's own (both runs start from them).
+    OracleFeed(const ModelContract& c, const std::vector<Step>& graph, const DumpValues& dump, Named seeds,
+               const DivergeOptions& opt)
+        : seeds_(std::move(seeds)), worker_([this, &c, &graph, &dump, &opt] { run(c, graph, dump, opt); }) {}
     ~OracleFeed() { worker_.join(); }
 
     // The oracle's value of a point (or the model input, a weight), once computed.
@@ -130,6 +165,7 @@ private:
     void run(const ModelContract& c, const std::vector<Step>& graph, const DumpValues& dump, const DivergeOptions& opt) {
         try {
             publish("input", dump.input(), dump.input());
+            for (auto& [name, v] : seeds_) publish(name, v, v);
             const auto lookup_in = [&](const Named& pts) -> Lookup {
                 return [&](const std::string& n) -> const Values& {
                     const auto w = dump.weights().find(n);
@@ -143,7 +179,8 @@ private:
                 publish(s.point, eval_step(c, s, get, c.conventions),
                         rounded_into(eval_step(c, s, rget, c.conventions), s.format));
             std::string summary;
-            if (opt.mpfr_samples > 0) summary = cross_check_mpfr(c, dump.weights(), points_, opt.mpfr_samples, 1).summary();
+            if (opt.mpfr_samples > 0)
+                summary = cross_check_mpfr(c, dump.weights(), points_, opt.mpfr_samples, 1, &graph).summary();
             std::lock_guard lock(m_);
             mpfr_ = summary, finished_ = true;
         } catch (...) {
@@ -169,6 +206,7 @@ private:
 
     std::mutex m_;
     std::condition_variable cv_;
+    Named seeds_;
     Named points_, rounded_;  // the FP64 tier's run, and the same-dtype reference
     std::string mpfr_;
     bool finished_ = false;
@@ -196,21 +234,25 @@ std::vector<double> propagated_allowance(const ModelContract& c, const Step& s, 
 
 DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const DivergeOptions& opt) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<Step> graph = build_graph(c);
-    check_run(c, graph, cand);
-    DivergeReport rep;
-    rep.contract = c;
-    rep.candidate = cand.source;
+    DivergeReport rep = report_of(c, cand, opt);
     rep.reference = "oracle";
+    const std::vector<Step> graph = steps_in_range(build_graph(c), rep.range, c.layers);
     DumpValues dump(c, graph, cand);
-    say(opt, "diverge: FP64-tier oracle run and the same-dtype reference from the model input (" + std::to_string(c.layers) +
+    const Named seeds = range_seeds(graph, dump);
+    rep.propagated_from = "the model input";
+    if (!seeds.empty()) {
+        rep.propagated_from = "the candidate's";
+        for (const auto& [name, v] : seeds) rep.propagated_from += " " + name;
+    }
+    say(opt, "diverge: FP64-tier oracle run and the same-dtype reference from " + rep.propagated_from + " (" +
+                 std::to_string(rep.range.end - rep.range.first) +
                  " layers) beside the local checks; then the MPFR cross-check of it on sampled rows");
-    OracleFeed feed(c, graph, dump, opt);
+    OracleFeed feed(c, graph, dump, seeds, opt);
     Statuses st;
     std::int64_t shown = -2;
     for (std::size_t i = 0; i < graph.size(); ++i) {
         const Step& s = graph[i];
-        progress_layer(opt, s, shown, c.layers);
+        progress_layer(opt, s, shown, rep.range);
         PointReport r = point_report(s);
         const LocalResult lr = judge_local(c, s, dump);
         const bool checkable = fill_local(c, s, dump, lr, r);
@@ -240,20 +282,18 @@ DivergeReport diverge(const ModelContract& c, const NamedTensors& weights, const
 
 DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const ModelRun& refr, const DivergeOptions& opt) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<Step> graph = build_graph(c);
-    check_run(c, graph, cand);
-    check_run(c, graph, refr);
-    DivergeReport rep;
-    rep.contract = c;
-    rep.candidate = cand.source;
+    DivergeReport rep = report_of(c, cand, opt);
     rep.reference = refr.source;
+    rep.propagated_from = "each dump's own point (two dumps)";
+    const std::vector<Step> graph = steps_in_range(build_graph(c), rep.range, c.layers);
+    check_run(c, build_graph(c), refr);
     DumpValues cd(c, graph, cand), rd(c, graph, refr);
     rep.mpfr_cross_check = "not run (two dumps: no FP64-tier run from the model input)";
     Statuses st, rst;
     std::int64_t shown = -2;
     for (std::size_t i = 0; i < graph.size(); ++i) {
         const Step& s = graph[i];
-        progress_layer(opt, s, shown, c.layers);
+        progress_layer(opt, s, shown, rep.range);
         PointReport r = point_report(s), rr = point_report(s);
         const LocalResult cl = judge_local(c, s, cd), rl = judge_local(c, s, rd);
         const bool checkable = fill_local(c, s, cd, cl, r);

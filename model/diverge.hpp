@@ -82,6 +82,15 @@ struct DivergeReport {
     std::vector<PointReport> reference_points;
     std::optional<std::size_t> reference_first_failing;
     double seconds = 0;  // wall time of the analysis
+    // The layers analysed (all of them unless --layers), and where the
+    // propagated comparison starts: the model input, or for a range that
+    // starts later the candidate's own points at its start (docs/diverge.md,
+    // "Splitting a deep model").
+    LayerRange range;
+    std::string propagated_from;
+    // A merged report (merge_reports): the parts' ranges in layer order, and
+    // the layers no part covered (the report is then incomplete).
+    std::vector<LayerRange> parts, missing;
 };
 
 // One implementation's run of the model: what a dump holds.
@@ -95,6 +104,7 @@ struct ModelRun {
 struct DivergeOptions {
     std::function<void(const std::string&)> progress;  // one line per stage (null: silent)
     int mpfr_samples = 4;  // rows of the MPFR cross-check (0: skip it)
+    std::optional<LayerRange> layers;  // analyse these layers only (null: all)
 };
 
 // The candidate against the oracle (FP64 tier) run from the candidate's own

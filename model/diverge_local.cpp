@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <stdexcept>
 
 #include "model/metrics.hpp"
@@ -13,8 +14,27 @@ namespace conform::model {
 // ---- DumpValues -----------------------------------------------------------------
 
 
+namespace {
+
+// Whether a weight or cache serves one of the layers of `graph`: a layer
+// range converts only its own layers' weights (and the model-level ones).
+bool weight_serves(const std::string& weight, const std::set<std::int64_t>& layers) {
+    if (weight.rfind("layers.", 0) != 0) return true;
+    const std::size_t dot = weight.find('.', 7);
+    try {
+        return layers.count(std::stoll(weight.substr(7, dot - 7))) > 0;
+    } catch (const std::exception&) {
+        return true;
+    }
+}
+
+}  // namespace
+
 DumpValues::DumpValues(const ModelContract& c, const std::vector<Step>& graph, const ModelRun& run) : run_(run) {
-    for (const auto& [name, t] : run.weights) weights_.emplace(name, values_of(t.view()));
+    std::set<std::int64_t> layers;
+    for (const Step& s : graph) layers.insert(s.layer);
+    for (const auto& [name, t] : run.weights)
+        if (weight_serves(name, layers)) weights_.emplace(name, values_of(t.view()));
     input_ = values_of(run.input.view());
     for (std::size_t i = 0; i < graph.size(); ++i) {
         last_use_[graph[i].point] = i;
@@ -23,7 +43,7 @@ DumpValues::DumpValues(const ModelContract& c, const std::vector<Step>& graph, c
 }
 
 bool DumpValues::has(const std::string& name) const {
-    return name == "input" || run_.points.count(name) || weights_.count(name);
+    return name == "input" || run_.points.count(name) || run_.weights.count(name);
 }
 
 const Tensor* DumpValues::point(const std::string& name) const {

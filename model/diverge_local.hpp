@@ -23,9 +23,10 @@ class DumpValues {
 public:
     DumpValues(const ModelContract& c, const std::vector<Step>& graph, const ModelRun& run);
     bool has(const std::string& name) const;
+    bool is_weight(const std::string& name) const { return run_.weights.count(name) > 0; }  // or a cache
     const Values& get(const std::string& name);
     const Tensor* point(const std::string& name) const;  // the stored point, null when absent
-    const Named& weights() const { return weights_; }
+    const Named& weights() const { return weights_; }  // those of the graph's layers, converted
     const Values& input() const { return input_; }
     void release_after(std::size_t step);  // drop points no step after `step` reads
 

@@ -52,6 +52,8 @@ nlohmann::json failing_json(const std::vector<PointReport>& ps, const std::optio
             {"convention_match", p.convention_match ? nlohmann::json(*p.convention_match) : nullptr}};
 }
 
+nlohmann::json range_json(const LayerRange& r) { return {{"first", r.first}, {"end", r.end}}; }
+
 nlohmann::json points_json(const std::vector<PointReport>& ps) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& p : ps) a.push_back(point_json(p));
@@ -103,7 +105,16 @@ nlohmann::json to_json(const DivergeReport& r) {
                         {"oracle_bound_worst", r.oracle_bound_worst},
                         {"mpfr_cross_check", r.mpfr_cross_check},
                         {"seconds", r.seconds},
+                        {"layer_range", range_json(r.range)},
+                        {"model_layers", r.contract.layers},
+                        {"propagated_from", r.propagated_from},
                         {"points", points_json(r.points)}};
+    if (!r.parts.empty()) {
+        j["parts"] = nlohmann::json::array();
+        for (const LayerRange& p : r.parts) j["parts"].push_back(range_json(p));
+        j["missing"] = nlohmann::json::array();
+        for (const LayerRange& m : r.missing) j["missing"].push_back(range_json(m));
+    }
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerSummary& l : layer_summaries(r))
         layers.push_back({{"layer", l.layer}, {"local_utilization", num(l.local)},
@@ -170,8 +181,19 @@ std::string conventions_md(const std::vector<PointReport>& ps) {
 
 }  // namespace
 
+std::string range_text(const LayerRange& r) { return fmt::format("{}:{}", r.first, r.end); }
+
 std::string diverge_headline(const DivergeReport& r) {
-    return r.first_failing ? fmt::format("FAILED at layer {}", r.points[*r.first_failing].layer) : "PASSED";
+    std::string s = r.first_failing ? fmt::format("FAILED at layer {}", r.points[*r.first_failing].layer)
+                                    : (r.missing.empty() ? "PASSED" : "INCOMPLETE");
+    if (!(r.range == LayerRange{0, r.contract.layers}))
+        s += fmt::format(" (layers {} of {})", range_text(r.range), r.contract.layers);
+    if (!r.missing.empty()) {
+        std::string m;
+        for (const LayerRange& g : r.missing) m += (m.empty() ? "" : ", ") + range_text(g);
+        s += "; not analysed: layers " + m;
+    }
+    return s;
 }
 
 std::string to_markdown(const DivergeReport& r) {
@@ -181,6 +203,12 @@ std::string to_markdown(const DivergeReport& r) {
     s += fmt::format("- FP64-tier bound / budget (max): {} at {}\n", number(r.oracle_bound_ratio), md_text(r.oracle_bound_worst));
     if (!r.mpfr_cross_check.empty()) s += fmt::format("- MPFR cross-check: {}\n", md_text(r.mpfr_cross_check));
     if (const std::string l = logits_text(r); !l.empty()) s += fmt::format("- logits: {}\n", md_text(l));
+    if (!r.propagated_from.empty()) s += fmt::format("- propagated error from: {}\n", md_text(r.propagated_from));
+    if (!r.parts.empty()) {
+        std::string p;
+        for (const LayerRange& g : r.parts) p += (p.empty() ? "" : ", ") + range_text(g);
+        s += fmt::format("- merged from the layer ranges {}\n", p);
+    }
     s += fmt::format("- analysis time: {:.1f} s\n\n", r.seconds);
     for (const LayerSummary& l : layer_summaries(r))
         s += fmt::format("## Layer {}\n\n{}", l.layer, md_table(layer_table(r.points, l.layer, true)));

@@ -30,8 +30,19 @@ std::string first_failing_text(const DivergeReport& r);
 // The logits point's figures (top-1, top-k, KL, utilization) or "" without one.
 std::string logits_text(const DivergeReport& r);
 
-// "PASSED" or "FAILED at layer L".
+// "PASSED", "FAILED at layer L" or (a merge with gaps) "INCOMPLETE"; a
+// range that is not the whole model is named, and the layers not analysed.
 std::string diverge_headline(const DivergeReport& r);
+std::string range_text(const LayerRange& r);  // "A:B"
+
+// A report read back from diverge.json (schema kDivergeSchema);
+// std::invalid_argument naming `file` and the field on a malformed one.
+DivergeReport report_from_json(const nlohmann::json& j, const std::string& file);
+// Partial reports of one dump (conform diverge --layers) joined into one, in
+// layer order (docs/diverge.md, "Splitting a deep model"): the same
+// contract, candidate and reference, ranges that do not overlap; layers no
+// part covers are listed in `missing`.  `files` name the parts in errors.
+DivergeReport merge_reports(std::vector<DivergeReport> parts, const std::vector<std::string>& files);
 
 // The table of one layer's points: point, step, ULP, norm-wise relative
 // error, cosine, SQNR, utilization (local / propagated when

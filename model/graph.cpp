@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <stdexcept>
 
 namespace conform::model {
 
@@ -32,6 +34,12 @@ const char* name(StepKind k) {
         case StepKind::latent_out: return "latent_out";
     }
     return "?";
+}
+
+std::optional<StepKind> step_kind_from_name(const std::string& n) {
+    for (int k = 0; k <= static_cast<int>(StepKind::latent_out); ++k)
+        if (n == name(static_cast<StepKind>(k))) return static_cast<StepKind>(k);
+    return std::nullopt;
 }
 
 std::string block_input(const ModelContract& c, std::int64_t layer) {
@@ -302,6 +310,60 @@ Builder built(const ModelContract& c) {
 }  // namespace
 
 std::vector<Step> build_graph(const ModelContract& c) { return built(c).steps; }
+
+LayerRange parse_layer_range(const std::string& text, std::int64_t layers) {
+    const auto bad = [&](const std::string& why) {
+        return std::invalid_argument("--layers \"" + text + "\": " + why + " (expected A:B, A:, :B or A with 0 <= A < B <= " +
+                                     std::to_string(layers) + ", the end excluded)");
+    };
+    const auto number = [&](const std::string& part, std::int64_t dflt) -> std::int64_t {
+        if (part.empty()) return dflt;
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(part, &used);
+        } catch (const std::exception&) {
+            throw bad("\"" + part + "\" is not a layer number");
+        }
+        if (used != part.size()) throw bad("\"" + part + "\" is not a layer number");
+        return v;
+    };
+    const std::size_t colon = text.find(':');
+    LayerRange r;
+    if (colon == std::string::npos) {
+        r.first = number(text, -1);
+        r.end = r.first + 1;
+    } else {
+        r.first = number(text.substr(0, colon), 0);
+        r.end = number(text.substr(colon + 1), layers);
+    }
+    if (r.first < 0 || r.end > layers || r.first >= r.end)
+        throw bad("the model has " + std::to_string(layers) + " layers");
+    return r;
+}
+
+std::vector<Step> steps_in_range(const std::vector<Step>& graph, const LayerRange& r, std::int64_t layers) {
+    std::vector<Step> out;
+    for (const Step& s : graph) {
+        // The embedding is counted with layer 0, the head (final norm,
+        // lm_head) as layer `layers`: it goes with the range that ends there.
+        const std::int64_t l = s.layer < 0 ? 0 : std::min(s.layer, layers - 1);
+        if (l >= r.first && l < r.end) out.push_back(s);
+    }
+    return out;
+}
+
+std::vector<std::string> outside_inputs(const std::vector<Step>& steps,
+                                        const std::function<bool(const std::string&)>& is_weight) {
+    std::set<std::string> made, seen;
+    std::vector<std::string> out;
+    for (const Step& s : steps) {
+        for (const std::string& in : s.inputs)
+            if (!made.count(in) && !is_weight(in) && seen.insert(in).second) out.push_back(in);
+        made.insert(s.point);
+    }
+    return out;
+}
 
 std::vector<WeightSpec> weight_specs(const ModelContract& c) {
     std::vector<WeightSpec> out;

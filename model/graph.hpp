@@ -25,6 +25,8 @@
 // streams = hc_update and output = the stream mean (hc_mix without weights).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +66,7 @@ enum class StepKind {
     // mHC: an X of shape [T, C] (the model input) is n copies of itself.
 };
 const char* name(StepKind k);
+std::optional<StepKind> step_kind_from_name(const std::string& n);  // name()'s inverse
 
 struct Step {
     std::string point;                 // the point it computes, e.g. "layers.3.q"
@@ -81,6 +84,23 @@ struct Step {
 
 // Every step of the stack, in execution order (a step's inputs come before it).
 std::vector<Step> build_graph(const ModelContract& c);
+
+// Layers [first, end) of a stack (docs/diverge.md, "Splitting a deep model").
+struct LayerRange {
+    std::int64_t first = 0, end = 0;
+    bool operator==(const LayerRange&) const = default;
+};
+// "A:B", "A:" (to the last layer), ":B", or "A" (one layer), 0-based, end
+// excluded; std::invalid_argument saying why unless 0 <= A < B <= layers.
+LayerRange parse_layer_range(const std::string& text, std::int64_t layers);
+// The steps of the range, in graph order: the embedding (counted with layer
+// 0) goes with a range that starts at 0, the head (final norm, lm_head,
+// counted as layer `layers`) with one that ends at the last layer.
+std::vector<Step> steps_in_range(const std::vector<Step>& graph, const LayerRange& r, std::int64_t layers);
+// The points the steps read that no step of the list computes and that are
+// not weights or caches (`is_weight`): a range's inputs from earlier layers.
+std::vector<std::string> outside_inputs(const std::vector<Step>& steps,
+                                        const std::function<bool(const std::string&)>& is_weight);
 
 struct WeightSpec {
     std::string name;

@@ -240,7 +240,7 @@ struct Checker {
 }  // namespace
 
 CrossCheck cross_check_mpfr(const ModelContract& c, const Named& weights, const Named& points, int n_samples,
-                            std::uint64_t seed) {
+                            std::uint64_t seed, const std::vector<Step>* steps) {
     const Lookup get = [&](const std::string& n) -> const Values& {
         auto it = points.find(n);
         return it != points.end() ? it->second : weights.at(n);
@@ -248,7 +248,8 @@ CrossCheck cross_check_mpfr(const ModelContract& c, const Named& weights, const 
     oracle::PrecisionScope scope(oracle::kDefaultBits);
     Checker ck{c, get, std::mt19937_64(seed), n_samples};
     CrossCheck out;
-    for (const Step& s : build_graph(c)) {
+    const std::vector<Step> graph = steps ? std::vector<Step>{} : build_graph(c);
+    for (const Step& s : steps ? *steps : graph) {
         const Sample sm = ck.step(s);
         if (sm.empty()) continue;
         const Values& fp = points.at(s.point);

@@ -25,8 +25,9 @@ struct CrossCheck {
 
 // `points`: the FP64 tier's points (run_oracle) for `weights`.  n_samples
 // rows per row-wise step and elements per matmul; heads are drawn from the
-// seed too.  Steps evaluated under the contract's conventions.
+// seed too.  Steps evaluated under the contract's conventions.  `steps`:
+// the steps checked (a layer range's); null: the whole graph.
 CrossCheck cross_check_mpfr(const ModelContract& c, const Named& weights, const Named& points, int n_samples,
-                            std::uint64_t seed);
+                            std::uint64_t seed, const std::vector<Step>* steps = nullptr);
 
 }  // namespace conform::model

@@ -734,3 +734,131 @@ TEST(DivergeCli, BadInputExitsTwoNamingTheFile) {
     EXPECT_EQ(run_cli("diverge " + good + " --reference " + contract, &log), 2);
     for (const auto& f : {good, junk, shape, contract}) fs::remove(f);
 }
+
+// ---- layer ranges and merged reports (docs/diverge.md, "Splitting a deep model") ----
+
+TEST(DivergeRange, ParsesRangesAndRefusesBadOnes) {
+    EXPECT_EQ(parse_layer_range("2:4", 6), (LayerRange{2, 4}));
+    EXPECT_EQ(parse_layer_range("2:", 6), (LayerRange{2, 6}));
+    EXPECT_EQ(parse_layer_range(":3", 6), (LayerRange{0, 3}));
+    EXPECT_EQ(parse_layer_range("5", 6), (LayerRange{5, 6}));
+    for (const char* bad : {"4:2", "3:3", "x", "1:y", "0:7", "-1:2", "6", "2:4:6"})
+        EXPECT_THROW(parse_layer_range(bad, 6), std::invalid_argument) << bad;
+}
+
+// The ranges of a split cover the graph exactly once, in order: the
+// embedding with the first range, the final norm and logits with the last.
+TEST(DivergeRange, RangesPartitionTheGraph) {
+    ModelContract c = small("hybrid", Format::bf16);
+    c.logits = true, c.vocab = 40;
+    const std::vector<Step> g = build_graph(c);
+    std::vector<std::string> joined;
+    for (const LayerRange& r : {LayerRange{0, 1}, LayerRange{1, 3}, LayerRange{3, 4}})
+        for (const Step& s : steps_in_range(g, r, c.layers)) joined.push_back(s.point);
+    ASSERT_EQ(joined.size(), g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) EXPECT_EQ(joined[i], g[i].point);
+    EXPECT_EQ(steps_in_range(g, {0, 1}, c.layers).front().point, "embed");
+    EXPECT_EQ(steps_in_range(g, {3, 4}, c.layers).back().point, "logits");
+}
+
+// Each part judges its points locally exactly as the whole analysis does
+// (a local verdict reads only the dump); the propagated error of a part
+// starts at the dump's own hidden state, so a part after the defect reads
+// clean; the merged report fails at the whole analysis's first failing
+// point, survives its JSON, and names the layers a missing part leaves.
+TEST(DivergeRange, PartsJudgeAsTheWholeAndMergeToItsFirstFailing) {
+    ModelContract c = small("hybrid", Format::bf16);
+    c.layers = 6;
+    CandidateOptions opt;
+    opt.mutant = "mutant.rope.bf16_angles.bf16", opt.at = 3;
+    const Synthetic m = synthetic_model(c, 5);
+    const ModelRun run{m.weights, m.input, run_kernels(c, m.weights, m.input, opt), "cand"};
+    const DivergeReport whole = diverge(c, run);
+    ASSERT_TRUE(whole.first_failing);
+    std::map<std::string, const PointReport*> by_point;
+    for (const PointReport& p : whole.points) by_point[p.point] = &p;
+    std::vector<DivergeReport> parts;
+    const std::vector<std::string> files{"part0", "part1", "part2"};
+    for (const LayerRange& r : {LayerRange{4, 6}, LayerRange{0, 2}, LayerRange{2, 4}}) {  // any order
+        DivergeOptions o;
+        o.layers = r;
+        parts.push_back(diverge(c, run, o));
+        const DivergeReport& p = parts.back();
+        EXPECT_EQ(p.range, r);
+        EXPECT_EQ(p.propagated_from.find("layers." + std::to_string(r.first - 1) + ".output") != std::string::npos,
+                  r.first > 0) << p.propagated_from;
+        for (const PointReport& q : p.points) {
+            ASSERT_TRUE(by_point.count(q.point)) << q.point;
+            EXPECT_GE(q.layer, r.first);
+            EXPECT_LT(q.layer, r.end);
+            EXPECT_EQ(q.local.utilization, by_point[q.point]->local.utilization) << q.point;
+            EXPECT_EQ(q.status == PointStatus::fail_local, by_point[q.point]->status == PointStatus::fail_local) << q.point;
+        }
+    }
+    bool whole_propagates = false;
+    for (const PointReport& q : whole.points) whole_propagates |= q.layer >= 4 && q.status == PointStatus::fail_propagated;
+    EXPECT_TRUE(whole_propagates);
+    for (const PointReport& q : parts[0].points) EXPECT_EQ(q.status, PointStatus::pass) << q.point;
+    EXPECT_FALSE(parts[1].first_failing);
+    EXPECT_NE(diverge_headline(parts[1]).find("layers 0:2 of 6"), std::string::npos) << diverge_headline(parts[1]);
+
+    const DivergeReport merged = merge_reports(parts, files);
+    EXPECT_TRUE(merged.missing.empty());
+    ASSERT_EQ(merged.points.size(), whole.points.size());
+    for (std::size_t i = 0; i < merged.points.size(); ++i) EXPECT_EQ(merged.points[i].point, whole.points[i].point);
+    ASSERT_TRUE(merged.first_failing);
+    EXPECT_EQ(merged.points[*merged.first_failing].point, whole.points[*whole.first_failing].point);
+    EXPECT_EQ(diverge_headline(merged), diverge_headline(whole));
+    const DivergeReport back = report_from_json(to_json(merged), "merged.json");
+    EXPECT_EQ(to_json(back), to_json(merged));
+
+    // A part left out: reported as missing, the failure inside it not claimed.
+    const DivergeReport gap = merge_reports({parts[0], parts[1]}, {"part0", "part1"});
+    ASSERT_EQ(gap.missing.size(), 1u);
+    EXPECT_EQ(gap.missing[0], (LayerRange{2, 4}));
+    EXPECT_FALSE(gap.first_failing);
+    EXPECT_NE(diverge_headline(gap).find("INCOMPLETE"), std::string::npos) << diverge_headline(gap);
+    // Overlapping parts are refused, naming the part.
+    DivergeOptions o;
+    o.layers = LayerRange{1, 4};
+    try {
+        merge_reports({parts[1], diverge(c, run, o)}, {"part1", "overlap.json"});
+        ADD_FAILURE() << "overlap accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("overlap.json"), std::string::npos) << e.what();
+    }
+}
+
+TEST(DivergeRange, MalformedReportNamesTheField) {
+    const ModelContract c = small("dense", Format::bf16);
+    nlohmann::json j = to_json(analyse(c));
+    j["points"][2]["local"]["cosine"] = "high";
+    try {
+        report_from_json(j, "r.json");
+        ADD_FAILURE() << "accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("r.json: field \"points[2].local.cosine\""), std::string::npos) << e.what();
+    }
+}
+
+TEST(DivergeCli, LayerRangesSplitAndMerge) {
+    const std::string bad = temp("dv_range") + ".safetensors", a = temp("dv_part_a"), b = temp("dv_part_b");
+    const std::string merged = temp("dv_merged");
+    std::string log;
+    ASSERT_EQ(run_cli(kSynth + "--mutant mutant.rope.bf16_angles.bf16 --at 3 --out " + bad, &log), 0) << log;
+    EXPECT_EQ(run_cli("diverge " + bad + " --layers 0:2 --out " + a, &log), 0) << log;
+    EXPECT_NE(log.find("PASSED (layers 0:2 of 4)"), std::string::npos) << log;
+    EXPECT_EQ(run_cli("diverge " + bad + " --layers 2: --out " + b, &log), 1) << log;
+    EXPECT_EQ(run_cli("diverge --merge " + a + " " + b + "/diverge.json --out " + merged, &log), 1) << log;
+    EXPECT_NE(log.find("first failing: layer 3"), std::string::npos) << log;
+    EXPECT_EQ(read_json(fs::path(merged) / "diverge.json")["first_failing"]["layer"], 3);
+    EXPECT_EQ(run_cli("diverge --merge " + a + " --out " + merged, &log), 2) << log;
+    EXPECT_NE(log.find("not analysed: layers 2:4"), std::string::npos) << log;
+    EXPECT_TRUE(fs::exists(fs::path(merged) / "diverge.md"));  // written all the same
+    EXPECT_EQ(run_cli("diverge " + bad + " --layers 3:9 --out " + a, &log), 2) << log;
+    EXPECT_NE(log.find(bad), std::string::npos) << log;
+    EXPECT_EQ(run_cli("diverge --merge /no/such/report --out " + merged, &log), 2) << log;
+    EXPECT_NE(log.find("/no/such/report"), std::string::npos) << log;
+    fs::remove(bad);
+    for (const auto& d : {a, b, merged}) fs::remove_all(d);
+}
