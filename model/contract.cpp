@@ -39,6 +39,7 @@ const std::map<std::string, std::vector<std::string>>& convention_values() {
         {"gate_order", {"gate_up", "up_gate"}},          {"gelu", {"erf", "tanh"}},
         {"norm_cast", {"after_weight", "before_weight"}}, {"causal", {"bottom_right", "top_left"}},
         {"window_keys", {"w", "w_plus_one"}}, {"lm_head", {"own", "embed"}},
+        {"conv_padding", {"causal", "same"}}, {"logit_softcap", {"applied", "skipped"}},
     };
     return v;
 }
@@ -128,6 +129,10 @@ void validate(const ModelContract& c) {
     if (c.window < 0) fail("window", "must be >= 0 (0: no sliding window)");
     if (c.window_pattern.empty() || c.window_pattern.find_first_not_of("LG") != std::string::npos)
         fail("window_pattern", "must be a non-empty string of L (local) and G (global), e.g. \"LLLLLG\"");
+    if (c.short_conv < 0) fail("short_conv", "must be >= 0 (0: no short convolution)");
+    if (c.decay != "softplus" && c.decay != "lower_bounded") fail("decay", "must be softplus or lower_bounded");
+    if (!(c.decay_min < 0) || !std::isfinite(c.decay_min) || static_cast<double>(static_cast<float>(c.decay_min)) != c.decay_min)
+        fail("decay_min", "must be a negative FP32 value (eq 1.22: -5)");
     require_finite("eps", c.eps, false);
     require_finite("rope_base", c.rope_base, true);
     if (c.rope_base <= 1) fail("rope_base", "must be > 1");
@@ -265,6 +270,10 @@ const std::map<std::string, Field>& fields() {
         {"head_dim", int_field(&ModelContract::head_dim)},
         {"linear_heads", int_field(&ModelContract::linear_heads)},
         {"linear_head_dim", int_field(&ModelContract::linear_head_dim)},
+        {"short_conv", int_field(&ModelContract::short_conv)},
+        {"linear_output_gate", bool_field(&ModelContract::linear_output_gate)},
+        {"decay", string_field(&ModelContract::decay)},
+        {"decay_min", num_field(&ModelContract::decay_min)},
         {"ffn", int_field(&ModelContract::ffn)},
         {"tokens", int_field(&ModelContract::tokens)},
         {"cache_tokens", int_field(&ModelContract::cache_tokens)},

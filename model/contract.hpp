@@ -46,6 +46,9 @@ const char* name(ResidualKind r);
 //                                           (weights tied where the contract unties them)
 //   window_keys     w | w_plus_one          a sliding window sees the W keys (pos - W, pos], or
 //                                           W + 1 keys [pos - W, pos] (a `j >= i - W` mask)
+//   conv_padding    causal | same           the short convolution's window: the K - 1 earlier
+//                                           tokens, or centred (Conv1d(padding = (K - 1) / 2))
+//   logit_softcap   applied | skipped       the contract's logit softcap applied, or the raw logits
 using Conventions = std::map<std::string, std::string>;
 const std::map<std::string, std::vector<std::string>>& convention_values();
 Conventions default_conventions();
@@ -64,6 +67,16 @@ struct ModelContract {
     std::int64_t width = 64;  // C: hidden size
     std::int64_t heads = 4, kv_heads = 2, head_dim = 16;
     std::int64_t linear_heads = 4, linear_head_dim = 16;  // gdn/kda: d_k = d_v = linear_head_dim
+    // The linear (gdn/kda) block's extras (docs/model.md, "Linear-attention
+    // block extras"): short_conv K > 0: q, k, v pass through a depthwise
+    // causal convolution of K taps and SiLU before the L2 norms (conv caches
+    // of K - 1 rows with cache_tokens); linear_output_gate: o = sigmoid(x W_g)
+    // * RMSNorm_head(o) before W_o (eq 1.23); decay: softplus (g = -softplus(x
+    // W_g)) or lower_bounded (g = decay_min sigmoid(e^A_h x W_g), eq 1.22).
+    std::int64_t short_conv = 0;
+    bool linear_output_gate = false;
+    std::string decay = "softplus";
+    double decay_min = -5;
     std::int64_t ffn = 128;                                // F: MLP hidden size
     std::int64_t tokens = 16;                              // T: model input length
     std::int64_t cache_tokens = 0;  // P > 0: attention layers see P cached keys first (Lk = P + T)

@@ -126,6 +126,8 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::glu:
             return c.mlp == MlpKind::geglu ? std::vector<std::string>{"gate_order", "gelu"} : std::vector<std::string>{"gate_order"};
         case StepKind::gelu: return {"gelu"};
+        case StepKind::short_conv: return {"conv_padding"};
+        case StepKind::softcap: return {"logit_softcap"};
         // Without cached keys (Lq = Lk) both alignments are the same mask.
         case StepKind::attention: {
             std::vector<std::string> v;

@@ -32,12 +32,15 @@ const char* name(StepKind k) {
         case StepKind::router: return "router";
         case StepKind::moe: return "moe";
         case StepKind::latent_out: return "latent_out";
+        case StepKind::short_conv: return "short_conv";
+        case StepKind::silu: return "silu";
+        case StepKind::bounded_decay: return "bounded_decay";
     }
     return "?";
 }
 
 std::optional<StepKind> step_kind_from_name(const std::string& n) {
-    for (int k = 0; k <= static_cast<int>(StepKind::latent_out); ++k)
+    for (int k = 0; k <= static_cast<int>(StepKind::bounded_decay); ++k)
         if (n == name(static_cast<StepKind>(k))) return static_cast<StepKind>(k);
     return std::nullopt;
 }
@@ -230,23 +233,46 @@ private:
         return matmul("attn_out", attn, "o", C_, H * D, c_.o_bias, true);
     }
 
+    // The short convolution and SiLU of one projection (docs/model.md,
+    // "Linear-attention block extras"); its cache holds the K - 1 earlier inputs.
+    std::string short_conv(const std::string& name, std::int64_t F) {
+        const std::int64_t K = c_.short_conv;
+        std::vector<std::string> in{p(name)};
+        if (c_.cache_tokens > 0 && K > 1) {
+            in.push_back(p("cache." + name + "_conv"));
+            weights[p("cache." + name + "_conv")] = {K - 1, F};
+        }
+        const std::string y = step(name + "_conv", StepKind::short_conv, in, {{name + "_conv.weight", {F, K}}}, {T_, F});
+        return step(name + "_act", StepKind::silu, {y}, {}, {T_, F});
+    }
+
     std::string linear_attention(const std::string& x, AttentionKind kind) {
         const std::int64_t H = c_.linear_heads, d = c_.linear_head_dim;
         const std::int64_t gw = kind == AttentionKind::kda ? H * d : H;  // decay per head or per key channel
         qkv(x, H, H, d, d);
-        const std::string q = step("q_l2", StepKind::l2_head, {p("q")}, {}, {T_, H * d}, false, H);
-        const std::string k = step("k_l2", StepKind::l2_head, {p("k")}, {}, {T_, H * d}, false, H);
+        std::string qp = p("q"), kp = p("k"), vp = p("v");
+        if (c_.short_conv > 0) qp = short_conv("q", H * d), kp = short_conv("k", H * d), vp = short_conv("v", H * d);
+        const std::string q = step("q_l2", StepKind::l2_head, {qp}, {}, {T_, H * d}, false, H);
+        const std::string k = step("k_l2", StepKind::l2_head, {kp}, {}, {T_, H * d}, false, H);
         matmul("g_logit", x, "g", gw, C_, false);
-        const std::string g = step("g", StepKind::log_decay, {p("g_logit")}, {}, {T_, gw});
+        const std::string g = c_.decay == "lower_bounded"
+                                  ? step("g", StepKind::bounded_decay, {p("g_logit")}, {{"decay_a.weight", {H}}}, {T_, gw}, false, H)
+                                  : step("g", StepKind::log_decay, {p("g_logit")}, {}, {T_, gw});
         matmul("b_logit", x, "b", H, C_, false);
         const std::string beta = step("beta", StepKind::sigmoid, {p("b_logit")}, {}, {T_, H});
-        std::vector<std::string> in{q, k, p("v"), g, beta};
+        std::vector<std::string> in{q, k, vp, g, beta};
         if (c_.cache_tokens > 0) {
             in.push_back(p("cache.state"));
             weights[p("cache.state")] = {H, d, d};
         }
         const StepKind sk = kind == AttentionKind::kda ? StepKind::kda : StepKind::gdn;
-        const std::string attn = step("attn", sk, in, {}, {T_, H * d}, false, H);
+        std::string attn = step("attn", sk, in, {}, {T_, H * d}, false, H);
+        if (c_.linear_output_gate) {  // eq 1.23: sigmoid(x W_g) * RMSNorm(o) per head
+            const std::string on = step("o_norm", StepKind::head_norm, {attn}, {{"o_norm.weight", {d}}}, {T_, H * d}, false, H);
+            const std::string gt = matmul("gate", x, "gate", H * d, C_, false);
+            const std::string gs = step("gate_sig", StepKind::sigmoid, {gt}, {}, {T_, H * d});
+            attn = step("attn_gated", StepKind::mul, {on, gs}, {}, {T_, H * d});
+        }
         return matmul("attn_out", attn, "o", C_, H * d, c_.o_bias, true);
     }
 

@@ -63,6 +63,9 @@ enum class StepKind {
                  //      weight of the layer (the registry op's inputs).  moe: y with the shared experts;
                  //      latent_moe: u [T, L], their weighted sum in the latent space
     latent_out,  // latent_moe: y = shared(x) + RMSNorm(u) latent_up (or u latent_up): in {x, u}, the layer's weights
+    short_conv,  // linear block: depthwise causal convolution over tokens: in {x[, cache [K-1, F]]}, {w [F, K]}
+    silu,        // elementwise x sigmoid(x) (after the short convolution)
+    bounded_decay,  // g = decay_min sigmoid(e^A_h z): in {z}, {A [H]}; `heads`
     // mHC: an X of shape [T, C] (the model input) is n copies of itself.
 };
 const char* name(StepKind k);

@@ -8,6 +8,7 @@
 
 #include "impls/cpu/moe.hpp"
 #include "impls/registry.hpp"
+#include "model/linear_block.hpp"
 #include "model/layout.hpp"
 #include "model/moe_steps.hpp"
 #include "model/run.hpp"
@@ -237,6 +238,17 @@ struct Executor {
             case StepKind::mul:
             case StepKind::hc_mix:
             case StepKind::hc_update: return residual_step(c, s, get);
+            case StepKind::short_conv: {
+                const Tensor* cache = s.inputs.size() > 1 ? &get(s.inputs[1]) : nullptr;
+                const TensorView cv = cache ? cache->view() : TensorView{};
+                return run_short_conv(get(s.inputs[0]).view(), cache ? &cv : nullptr, get(s.weights[0]).view(),
+                                      conv.at("conv_padding") == "same", s.format);
+            }
+            case StepKind::bounded_decay:
+                return run_bounded_decay(get(s.inputs[0]).view(), get(s.weights[0]).view(), c.decay_min, s.format);
+            case StepKind::softcap:
+                if (conv.at("logit_softcap") == "skipped") return in_format(copy_tensor(get(s.inputs[0]).view()), s.format);
+                return registry_step(s, get);
             default: return registry_step(s, get);
         }
     }

@@ -254,6 +254,8 @@ void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLoo
 
 }  // namespace
 
+const std::string& convention_value(const Conventions& conv, const std::string& key) { return convention(conv, key); }
+
 std::string matmul_weight(const Step& s, const Conventions& conv) {
     const std::string& w = s.weights.at(0);
     return w == "lm_head.weight" && convention(conv, "lm_head") == "embed" ? "embed.weight" : w;
@@ -267,6 +269,7 @@ std::string step_op(const ModelContract& c, const Step& s, const Conventions& co
         case StepKind::rope: return "rope";
         case StepKind::attention: return "attention";
         case StepKind::sigmoid: return "sigmoid";
+        case StepKind::silu: return "silu";
         case StepKind::log_decay: return "softplus";
         case StepKind::glu:
             switch (c.mlp) {
@@ -323,6 +326,7 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             call.out_heads = s.heads;
             break;
         case StepKind::sigmoid:
+        case StepKind::silu:
         case StepKind::log_decay:
         case StepKind::softcap:
             call.negate = s.kind == StepKind::log_decay;
@@ -356,7 +360,9 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
         case StepKind::mul:
         case StepKind::add:
         case StepKind::hc_mix:
-        case StepKind::hc_update: break;  // computed by the model code (no registry op)
+        case StepKind::hc_update:
+        case StepKind::short_conv:
+        case StepKind::bounded_decay: break;  // computed by the model code (no registry op)
     }
     return call;
 }

@@ -58,6 +58,9 @@ struct OpCall {
 // own, or the embedding for the logits under lm_head = embed.
 std::string matmul_weight(const Step& s, const Conventions& conv);
 
+// The value of a convention (its default when conv lacks the key).
+const std::string& convention_value(const Conventions& conv, const std::string& key);
+
 // The registry op of step s under conventions conv ("" for matmul, mul, add,
 // hc_mix, hc_update).
 std::string step_op(const ModelContract& c, const Step& s, const Conventions& conv);

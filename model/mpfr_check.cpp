@@ -6,6 +6,7 @@
 #include <random>
 
 #include "model/layout.hpp"
+#include "model/linear_block.hpp"
 #include "oracle/attention.hpp"
 #include "oracle/eval.hpp"
 #include "oracle/structured.hpp"
@@ -218,8 +219,34 @@ struct Checker {
         return r;
     }
 
+    // The linear block's model-code steps on sampled elements.
+    Sample linear_extra(const Step& s) {
+        const Values& x = get(s.inputs[0]);
+        const std::int64_t F = x.shape.back(), T = x.numel() / F;
+        Sample r;
+        for (int k = 0; k < n; ++k) {
+            const std::int64_t e = pick(x.numel());
+            if (s.kind == StepKind::bounded_decay) {
+                const std::int64_t H = get(s.weights[0]).numel();
+                const Real y = exp(at(s.weights[0], (e % F) / (F / H))) * at(s.inputs[0], e);
+                r.push_back({e, from_double(c.decay_min) * oracle::sigmoid(y)});
+                continue;
+            }
+            const std::int64_t K = get(s.weights[0]).shape.at(1);
+            const bool same = convention_value(c.conventions, "conv_padding") == "same";
+            Real acc(0);
+            for (std::int64_t j = 0; j < K; ++j)
+                if (const auto tap = conv_tap(T, F, K, e / F, e % F, j, same, s.inputs.size() > 1))
+                    acc += at(s.weights[0], (e % F) * K + j) * at(s.inputs[tap->from_cache ? 1 : 0], tap->index);
+            r.push_back({e, acc});
+        }
+        return r;
+    }
+
     Sample step(const Step& s) {
         switch (s.kind) {
+            case StepKind::short_conv:
+            case StepKind::bounded_decay: return linear_extra(s);
             case StepKind::router:
             case StepKind::moe:
             case StepKind::latent_out: return moe(s);

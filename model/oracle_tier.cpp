@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/linear_block.hpp"
 #include "model/layout.hpp"
 #include "model/moe_steps.hpp"
 #include "model/run.hpp"
@@ -114,6 +115,7 @@ Values eval_elementwise(const OpCall& call) {
     for (size_t i = 0; i < y.v.size(); ++i) {
         const double x = y.v[i];
         if (call.op == "sigmoid") y.v[i] = oracle::sigmoid(x);
+        else if (call.op == "silu") y.v[i] = oracle::silu(x);
         else if (call.op == "softplus") y.v[i] = oracle::softplus(x);
         else if (call.op == "softcap") y.v[i] = oracle::softcap(x, call.params.at("beta"));
         else if (call.op == "gelu_erf") y.v[i] = oracle::gelu_erf(x);
@@ -300,6 +302,13 @@ Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const
         case StepKind::router: return eval_router_step(op_call(c, s, get, conv));
         case StepKind::moe: return eval_moe_step(op_call(c, s, get, conv), get(s.inputs[1]));
         case StepKind::latent_out: return eval_latent_out_step(op_call(c, s, get, conv), get(s.inputs[1]));
+        case StepKind::short_conv:
+            return eval_short_conv({get(s.inputs[0]), s.inputs.size() > 1 ? &get(s.inputs[1]) : nullptr, get(s.weights[0]),
+                                    convention_value(conv, "conv_padding") == "same"});
+        case StepKind::bounded_decay: return eval_bounded_decay({get(s.inputs[0]), get(s.weights[0]), c.decay_min});
+        case StepKind::softcap:
+            if (convention_value(conv, "logit_softcap") == "skipped") return get(s.inputs[0]);
+            break;
         default: break;
     }
     const OpCall call = op_call(c, s, get, conv);

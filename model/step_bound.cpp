@@ -10,6 +10,8 @@
 
 #include <Eigen/Core>
 
+#include "model/layout.hpp"
+#include "model/linear_block.hpp"
 #include "model/moe_steps.hpp"
 #include "model/step_bound_structured.hpp"
 #include "oracle/bound.hpp"
@@ -353,9 +355,15 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::l2_head: return norm_bound(c, s, get, ref, conv, out);
         case StepKind::matmul: return matmul_bound(c, s, get, ref, conv, out);
         case StepKind::sigmoid:
+        case StepKind::silu:
         case StepKind::log_decay:
         case StepKind::softcap:
         case StepKind::gelu: return unary_bound(s, get, ref, out);
+        case StepKind::short_conv:
+            return short_conv_bound({get(s.inputs.at(0)), s.inputs.size() > 1 ? &get(s.inputs[1]) : nullptr,
+                                     get(s.weights.at(0)), convention_value(conv, "conv_padding") == "same"},
+                                    ref, c.dtype, out);
+        case StepKind::bounded_decay: return bounded_decay_bound({get(s.inputs.at(0)), get(s.weights.at(0)), c.decay_min}, ref, out);
         case StepKind::embed: return exact_bound(ref);
         case StepKind::glu: return glu_bound(s, get, ref, out);
         case StepKind::mul: return mul_bound(ref, out);

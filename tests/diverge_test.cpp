@@ -862,3 +862,67 @@ TEST(DivergeCli, LayerRangesSplitAndMerge) {
     fs::remove(bad);
     for (const auto& d : {a, b, merged}) fs::remove_all(d);
 }
+
+// ---- the linear block's extras (docs/model.md, "Linear-attention block extras") ----
+
+namespace {
+
+ModelContract linear_extras(AttentionKind kind, Format f) {
+    ModelContract c = small("hybrid", f);
+    c.linear_kind = kind;
+    c.short_conv = 4;
+    c.linear_output_gate = true;
+    c.decay = "lower_bounded";
+    return c;
+}
+
+}  // namespace
+
+// Short convolution + SiLU, the lower-bounded decay and the output gate:
+// the executor's kernels meet every local budget in GDN and KDA stacks, with
+// and without caches, and the FP64 tier's own bound stays negligible.
+TEST(Diverge, LinearBlockExtrasPass) {
+    for (AttentionKind kind : {AttentionKind::gdn, AttentionKind::kda})
+        for (Format f : {Format::fp32, Format::bf16})
+            for (std::int64_t cache : {0, 5}) {
+                ModelContract c = linear_extras(kind, f);
+                c.cache_tokens = cache;
+                const DivergeReport r = analyse(c);
+                const std::string what = std::string(name(kind)) + " " + name(f) + " cache " + std::to_string(cache);
+                EXPECT_FALSE(r.first_failing) << what << ": " << first_failing_text(r);
+                EXPECT_LE(r.oracle_bound_ratio, 1e-3) << what << " at " << r.oracle_bound_worst;
+                std::set<std::string> kinds;
+                for (const PointReport& p : r.points) kinds.insert(name(p.kind));
+                for (const char* k : {"short_conv", "silu", "bounded_decay", "head_norm"}) EXPECT_TRUE(kinds.count(k)) << k;
+                EXPECT_NE(r.mpfr_cross_check.find("short_conv"), std::string::npos) << r.mpfr_cross_check;
+                EXPECT_NE(r.mpfr_cross_check.find("bounded_decay"), std::string::npos) << r.mpfr_cross_check;
+            }
+}
+
+// A centred ("same") convolution and skipped logit softcap are found at
+// their step and named; the decay's budget is sharp enough that the old
+// softplus decay under a lower_bounded contract fails at g.
+TEST(Diverge, LinearBlockConventionsAreIdentified) {
+    ModelContract c = linear_extras(AttentionKind::gdn, Format::bf16);
+    CandidateOptions same;
+    same.conventions["conv_padding"] = "same";
+    expect_first_failing(analyse(c, same), "layers.0.q_conv", "conv_padding=same");
+
+    ModelContract capped = small("dense", Format::bf16);
+    capped.logits = true, capped.vocab = 40, capped.logit_softcap = 30;
+    CandidateOptions raw;
+    raw.conventions["logit_softcap"] = "skipped";
+    expect_first_failing(analyse(capped, raw), "logits", "logit_softcap=skipped");
+
+    // The dump of a softplus-decay model judged under the lower_bounded contract.
+    ModelContract softplus = c;
+    softplus.decay = "softplus";
+    const Synthetic m = synthetic_model(softplus, 5);
+    NamedTensors weights = m.weights;
+    const Synthetic lb = synthetic_model(c, 5);
+    for (const auto& [n, t] : lb.weights)
+        if (n.find("decay_a") != std::string::npos) weights.emplace(n, t);
+    const DivergeReport r = diverge(c, weights, m.input, run_kernels(softplus, m.weights, m.input));
+    ASSERT_TRUE(r.first_failing);
+    EXPECT_EQ(r.points[*r.first_failing].point, "layers.0.g");
+}
