@@ -55,6 +55,11 @@ std::int64_t ModelContract::layer_window(std::int64_t layer) const {
     return window_pattern[static_cast<std::size_t>(layer) % window_pattern.size()] == 'L' ? window : 0;
 }
 
+bool ModelContract::int8_layer(std::int64_t layer) const {
+    return quant == "int8" && !quant_pattern.empty() &&
+           quant_pattern[static_cast<std::size_t>(layer) % quant_pattern.size()] == 'Q';
+}
+
 AttentionKind ModelContract::layer_kind(std::int64_t layer) const {
     if (pattern == "hybrid" && layer % 4 != 3) return linear_kind;
     return attention_kind;
@@ -130,6 +135,11 @@ void validate(const ModelContract& c) {
     if (c.window_pattern.empty() || c.window_pattern.find_first_not_of("LG") != std::string::npos)
         fail("window_pattern", "must be a non-empty string of L (local) and G (global), e.g. \"LLLLLG\"");
     if (c.short_conv < 0) fail("short_conv", "must be >= 0 (0: no short convolution)");
+    if (c.quant != "none" && c.quant != "int8") fail("quant", "must be none or int8");
+    if (c.quant_pattern.empty() || c.quant_pattern.find_first_not_of("QF") != std::string::npos)
+        fail("quant_pattern", "must be a non-empty string of Q (INT8) and F (float), e.g. \"QQQF\"");
+    if (c.quant == "int8" && (c.qkv_bias || c.o_bias))
+        fail("quant", "int8 layers take no projection bias (qkv_bias, o_bias)");
     if (c.decay != "softplus" && c.decay != "lower_bounded") fail("decay", "must be softplus or lower_bounded");
     if (!(c.decay_min < 0) || !std::isfinite(c.decay_min) || static_cast<double>(static_cast<float>(c.decay_min)) != c.decay_min)
         fail("decay_min", "must be a negative FP32 value (eq 1.22: -5)");
@@ -274,6 +284,8 @@ const std::map<std::string, Field>& fields() {
         {"linear_output_gate", bool_field(&ModelContract::linear_output_gate)},
         {"decay", string_field(&ModelContract::decay)},
         {"decay_min", num_field(&ModelContract::decay_min)},
+        {"quant", string_field(&ModelContract::quant)},
+        {"quant_pattern", string_field(&ModelContract::quant_pattern)},
         {"ffn", int_field(&ModelContract::ffn)},
         {"tokens", int_field(&ModelContract::tokens)},
         {"cache_tokens", int_field(&ModelContract::cache_tokens)},

@@ -77,6 +77,13 @@ struct ModelContract {
     bool linear_output_gate = false;
     std::string decay = "softplus";
     double decay_min = -5;
+    // INT8 layers (docs/model.md, "INT8 layers"): quant = int8 makes every
+    // projection of the layers quant_pattern marks 'Q' (layer l reads
+    // pattern[l % size]; 'F' keeps a layer in the float format) a W8A8
+    // product: x per token and W per output channel quantized to INT8,
+    // exact integer accumulation, y = acc s_x s_w (docs/int8.md).
+    std::string quant = "none";
+    std::string quant_pattern = "Q";
     std::int64_t ffn = 128;                                // F: MLP hidden size
     std::int64_t tokens = 16;                              // T: model input length
     std::int64_t cache_tokens = 0;  // P > 0: attention layers see P cached keys first (Lk = P + T)
@@ -130,6 +137,7 @@ struct ModelContract {
     AttentionKind layer_kind(std::int64_t layer) const;  // hybrid: layer % 4 == 3 is full attention
     bool moe() const { return mlp == MlpKind::moe || mlp == MlpKind::latent_moe; }
     std::int64_t layer_window(std::int64_t layer) const;  // W on a local layer, 0 on a global one
+    bool int8_layer(std::int64_t layer) const;  // quant = int8 and the pattern marks the layer 'Q'
 };
 
 // std::invalid_argument naming the field ("contract.heads: must divide ...").

@@ -35,12 +35,13 @@ const char* name(StepKind k) {
         case StepKind::short_conv: return "short_conv";
         case StepKind::silu: return "silu";
         case StepKind::bounded_decay: return "bounded_decay";
+        case StepKind::int8_matmul: return "int8_matmul";
     }
     return "?";
 }
 
 std::optional<StepKind> step_kind_from_name(const std::string& n) {
-    for (int k = 0; k <= static_cast<int>(StepKind::bounded_decay); ++k)
+    for (int k = 0; k <= static_cast<int>(StepKind::int8_matmul); ++k)
         if (n == name(static_cast<StepKind>(k))) return static_cast<StepKind>(k);
     return std::nullopt;
 }
@@ -126,7 +127,8 @@ private:
                        std::int64_t in, bool bias, bool required = false) {
         std::vector<std::pair<std::string, Shape>> ws{{w + ".weight", {out, in}}};
         if (bias) ws.push_back({w + ".bias", {out}});
-        return step(point, StepKind::matmul, {x}, ws, {T_, out}, required);
+        const bool int8 = !model_level_ && c_.int8_layer(layer_);
+        return step(point, int8 ? StepKind::int8_matmul : StepKind::matmul, {x}, ws, {T_, out}, required);
     }
 
     std::string norm(const std::string& point, const std::string& x, const std::string& w, bool required) {

@@ -66,6 +66,7 @@ enum class StepKind {
     short_conv,  // linear block: depthwise causal convolution over tokens: in {x[, cache [K-1, F]]}, {w [F, K]}
     silu,        // elementwise x sigmoid(x) (after the short convolution)
     bounded_decay,  // g = decay_min sigmoid(e^A_h z): in {z}, {A [H]}; `heads`
+    int8_matmul,    // a projection of an INT8 layer: y = x W^T as W8A8 (quant = int8): in {x}, {W [out, in]}
     // mHC: an X of shape [T, C] (the model input) is n copies of itself.
 };
 const char* name(StepKind k);

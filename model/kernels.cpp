@@ -8,6 +8,7 @@
 
 #include "impls/cpu/moe.hpp"
 #include "impls/registry.hpp"
+#include "model/int8_steps.hpp"
 #include "model/linear_block.hpp"
 #include "model/layout.hpp"
 #include "model/moe_steps.hpp"
@@ -246,6 +247,11 @@ struct Executor {
             }
             case StepKind::bounded_decay:
                 return run_bounded_decay(get(s.inputs[0]).view(), get(s.weights[0]).view(), c.decay_min, s.format);
+            case StepKind::int8_matmul: {
+                const bool mutated = mutant && s.layer == at && mutant->op == "int8_gemm";
+                return run_int8_matmul(get(s.inputs[0]).view(), get(s.weights[0]).view(), s.format,
+                                       mutated ? mutant : nullptr);
+            }
             case StepKind::softcap:
                 if (conv.at("logit_softcap") == "skipped") return in_format(copy_tensor(get(s.inputs[0]).view()), s.format);
                 return registry_step(s, get);
@@ -261,7 +267,7 @@ const KernelInfo* find_mutant(const ModelContract& c, const std::vector<Step>& g
     const KernelInfo* k = builtin_registry().find(opt.mutant);
     if (!k || k->role != Role::mutant)
         throw std::invalid_argument("run_kernels: '" + opt.mutant + "' is not a registered mutant (see conform list)");
-    if (k->in != c.dtype)
+    if (k->in != c.dtype && k->op != "int8_gemm")  // INT8 products take codes in every model
         throw std::invalid_argument("run_kernels: " + opt.mutant + " takes " + name(k->in) + ", the model's dtype is " +
                                     name(c.dtype));
     if (opt.at < 0 || opt.at >= c.layers)

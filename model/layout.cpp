@@ -284,6 +284,7 @@ std::string step_op(const ModelContract& c, const Step& s, const Conventions& co
         case StepKind::sinkhorn: return "sinkhorn";
         case StepKind::softcap: return "softcap";
         case StepKind::mla: return "mla";
+        case StepKind::int8_matmul: return "int8_gemm";  // a mutant of it can be substituted
         case StepKind::router: return "moe_router";
         case StepKind::moe:
         case StepKind::latent_out: return c.mlp == MlpKind::latent_moe ? "latent_moe" : "moe";
@@ -362,7 +363,8 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
         case StepKind::hc_mix:
         case StepKind::hc_update:
         case StepKind::short_conv:
-        case StepKind::bounded_decay: break;  // computed by the model code (no registry op)
+        case StepKind::bounded_decay:
+        case StepKind::int8_matmul: break;  // computed by the model code (no registry op call)
     }
     return call;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/int8_steps.hpp"
 #include "model/linear_block.hpp"
 #include "model/layout.hpp"
 #include "model/moe_steps.hpp"
@@ -306,6 +307,7 @@ Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const
             return eval_short_conv({get(s.inputs[0]), s.inputs.size() > 1 ? &get(s.inputs[1]) : nullptr, get(s.weights[0]),
                                     convention_value(conv, "conv_padding") == "same"});
         case StepKind::bounded_decay: return eval_bounded_decay({get(s.inputs[0]), get(s.weights[0]), c.decay_min});
+        case StepKind::int8_matmul: return eval_int8_matmul(get(s.inputs[0]), get(s.weights[0]));
         case StepKind::softcap:
             if (convention_value(conv, "logit_softcap") == "skipped") return get(s.inputs[0]);
             break;

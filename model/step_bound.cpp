@@ -10,6 +10,7 @@
 
 #include <Eigen/Core>
 
+#include "model/int8_steps.hpp"
 #include "model/layout.hpp"
 #include "model/linear_block.hpp"
 #include "model/moe_steps.hpp"
@@ -363,6 +364,7 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
             return short_conv_bound({get(s.inputs.at(0)), s.inputs.size() > 1 ? &get(s.inputs[1]) : nullptr,
                                      get(s.weights.at(0)), convention_value(conv, "conv_padding") == "same"},
                                     ref, c.dtype, out);
+        case StepKind::int8_matmul: return int8_matmul_bound(ref, out);
         case StepKind::bounded_decay: return bounded_decay_bound({get(s.inputs.at(0)), get(s.weights.at(0)), c.decay_min}, ref, out);
         case StepKind::embed: return exact_bound(ref);
         case StepKind::glu: return glu_bound(s, get, ref, out);

@@ -450,8 +450,12 @@ TEST(DivergeDrift, CleanModelsReadAboutOneADefectReadsItsFactor) {
     opt.mutant = "mutant.rms_norm.zc_as_w.bf16", opt.at = 2;
     const DivergeReport r = analyse(c, opt);
     for (const LayerSummary& l : layer_summaries(r)) {
-        if (l.layer < opt.at) EXPECT_LE(l.drift, 2.0) << l.layer;
-        if (l.layer == opt.at) EXPECT_GT(l.drift, 50.0);
+        if (l.layer < opt.at) {
+            EXPECT_LE(l.drift, 2.0) << l.layer;
+        }
+        if (l.layer == opt.at) {
+            EXPECT_GT(l.drift, 50.0);
+        }
     }
     EXPECT_TRUE(to_json(r)["layers"][2]["drift"].is_number());
 }
@@ -925,4 +929,41 @@ TEST(Diverge, LinearBlockConventionsAreIdentified) {
     const DivergeReport r = diverge(c, weights, m.input, run_kernels(softplus, m.weights, m.input));
     ASSERT_TRUE(r.first_failing);
     EXPECT_EQ(r.points[*r.first_failing].point, "layers.0.g");
+}
+
+// ---- INT8 layers (docs/model.md, "INT8 layers") ----
+
+// The W8A8 projections of the layers the pattern quantizes: the registry's
+// quantize and int8_gemm kernels meet the exact flow's budget in every model
+// format; float layers keep their matmul steps.
+TEST(Diverge, Int8LayersPass) {
+    for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+        ModelContract c = small("hybrid", f);
+        c.quant = "int8", c.quant_pattern = "QF";
+        const DivergeReport r = analyse(c);
+        EXPECT_FALSE(r.first_failing) << name(f) << ": " << first_failing_text(r);
+        EXPECT_LE(r.oracle_bound_ratio, 1e-3) << name(f) << " at " << r.oracle_bound_worst;
+        std::set<std::int64_t> int8_layers, float_layers;
+        for (const PointReport& p : r.points) {
+            if (p.kind == StepKind::int8_matmul) int8_layers.insert(p.layer);
+            if (p.kind == StepKind::matmul) float_layers.insert(p.layer);
+        }
+        EXPECT_EQ(int8_layers, (std::set<std::int64_t>{0, 2})) << name(f);
+        EXPECT_EQ(float_layers, (std::set<std::int64_t>{1, 3})) << name(f);
+    }
+}
+
+// An INT8 GEMM mutant at one quantized layer fails there first (the codes
+// are decided exactly, so the budget is three FP32 roundings wide).
+TEST(Diverge, Int8GemmMutantFailsAtItsLayer) {
+    for (const char* mutant : {"mutant.int8_gemm.int16_acc.fp32", "mutant.int8_gemm.scale_a_tensor.fp32"}) {
+        ModelContract c = small("dense", Format::bf16);
+        c.quant = "int8";
+        CandidateOptions opt;
+        opt.mutant = mutant, opt.at = 2;
+        const DivergeReport r = analyse(c, opt);
+        ASSERT_TRUE(r.first_failing) << mutant;
+        EXPECT_EQ(r.points[*r.first_failing].layer, 2) << mutant;
+        EXPECT_EQ(r.points[*r.first_failing].kind, StepKind::int8_matmul) << mutant;
+    }
 }
