@@ -144,7 +144,8 @@ Subcommand add_synth(CLI::App& app) {
         "synth", "write a model dump of the synthetic block stack run by the built-in kernels (docs/model.md)");
     auto o = std::make_shared<SynthOptions>();
     cmd->add_option("--layers", o->layers, "number of layers")->capture_default_str()->check(CLI::PositiveNumber);
-    cmd->add_option("--pattern", o->pattern, "dense (every layer attention) | hybrid (3 linear : 1 attention)")
+    cmd->add_option("--pattern", o->pattern, "dense (every layer attention) | hybrid (3 linear : 1 attention) | one letter per layer, "
+                    "repeated: S softmax, G gated, M mla, D gdn, K kda (e.g. KKKM)")
         ->capture_default_str();
     cmd->add_option("--dtype", o->dtype, "fp32 | bf16 | fp16: weights, activations and kernels")->capture_default_str();
     cmd->add_option("--width", o->width, "hidden size C (alone it also sets heads of 64 dims, KV heads = heads / 4, ffn = 3 C)");

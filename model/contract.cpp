@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 
 namespace conform::model {
@@ -60,9 +61,32 @@ bool ModelContract::int8_layer(std::int64_t layer) const {
            quant_pattern[static_cast<std::size_t>(layer) % quant_pattern.size()] == 'Q';
 }
 
+namespace {
+
+// The kind a letter of an explicit pattern names (docs/model.md).
+std::optional<AttentionKind> pattern_kind(char ch) {
+    switch (ch) {
+        case 'S': return AttentionKind::softmax;
+        case 'G': return AttentionKind::gated;
+        case 'M': return AttentionKind::mla;
+        case 'D': return AttentionKind::gdn;
+        case 'K': return AttentionKind::kda;
+        default: return std::nullopt;
+    }
+}
+
+}  // namespace
+
 AttentionKind ModelContract::layer_kind(std::int64_t layer) const {
-    if (pattern == "hybrid" && layer % 4 != 3) return linear_kind;
-    return attention_kind;
+    if (pattern == "dense") return attention_kind;
+    if (pattern == "hybrid") return layer % 4 != 3 ? linear_kind : attention_kind;
+    return pattern_kind(pattern[static_cast<std::size_t>(layer) % pattern.size()]).value_or(attention_kind);
+}
+
+bool ModelContract::has_kind(AttentionKind k) const {
+    for (std::int64_t l = 0; l < layers; ++l)
+        if (layer_kind(l) == k) return true;
+    return false;
 }
 
 namespace {
@@ -109,12 +133,14 @@ void validate_moe(const ModelContract& c) {
 
 void validate(const ModelContract& c) {
     require_positive("layers", c.layers);
-    if (c.pattern != "dense" && c.pattern != "hybrid") fail("pattern", "must be dense or hybrid");
+    if (c.pattern != "dense" && c.pattern != "hybrid" &&
+        (c.pattern.empty() || c.pattern.find_first_not_of("SGMDK") != std::string::npos))
+        fail("pattern", "must be dense, hybrid or one letter per layer of S (softmax), G (gated), M (mla), D (gdn), K (kda)");
     if (c.linear_kind != AttentionKind::gdn && c.linear_kind != AttentionKind::kda) fail("linear_kind", "must be gdn or kda");
     if (c.attention_kind != AttentionKind::softmax && c.attention_kind != AttentionKind::gated &&
         c.attention_kind != AttentionKind::mla)
         fail("attention_kind", "must be softmax, gated or mla");
-    if (c.attention_kind == AttentionKind::mla) {
+    if (c.has_kind(AttentionKind::mla)) {
         for (const auto& [f, v] : {std::pair<const char*, std::int64_t>{"mla_latent", c.mla_latent},
                                    {"mla_nope_dim", c.mla_nope_dim}, {"mla_v_dim", c.mla_v_dim}})
             require_positive(f, v);
@@ -123,7 +149,10 @@ void validate(const ModelContract& c) {
         const auto it = c.conventions.find("causal");
         if (it != c.conventions.end() && it->second == "top_left" && c.cache_tokens > 0)
             fail("conventions.causal", "mla layers take the bottom-right alignment only");
-        if (c.window > 0) fail("window", "mla layers take no sliding window (the op has none)");
+        for (std::int64_t l = 0; l < c.layers; ++l)
+            if (c.layer_kind(l) == AttentionKind::mla && c.layer_window(l) > 0)
+                fail("window_pattern", "layer " + std::to_string(l) +
+                                           " is an mla layer marked local: mla takes no sliding window (mark it G)");
     }
     for (const auto& [f, v] : {std::pair<const char*, std::int64_t>{"width", c.width}, {"heads", c.heads},
                                {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim}, {"linear_heads", c.linear_heads},

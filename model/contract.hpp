@@ -56,7 +56,11 @@ Conventions default_conventions();
 struct ModelContract {
     // Stack.
     std::int64_t layers = 4;
-    std::string pattern = "dense";  // dense: every layer softmax attention; hybrid: 3 linear (gdn/kda) : 1 attention
+    // dense: every layer attention_kind; hybrid: 3 linear (linear_kind) : 1
+    // attention_kind; or one letter per layer, repeated (layer l reads
+    // pattern[l % size]): S softmax, G gated, M mla, D gdn, K kda -- e.g.
+    // "KKKM" (Kimi K3's 3 KDA : 1 MLA), "SSSSSM".
+    std::string pattern = "dense";
     AttentionKind linear_kind = AttentionKind::gdn;  // the linear layers of a hybrid stack
     AttentionKind attention_kind = AttentionKind::softmax;  // the full-attention layers: softmax | gated | mla
     // MLA (attention_kind mla; docs/mla.md): latent width d_c, per-head
@@ -135,6 +139,7 @@ struct ModelContract {
     Conventions conventions = default_conventions();
 
     AttentionKind layer_kind(std::int64_t layer) const;  // hybrid: layer % 4 == 3 is full attention
+    bool has_kind(AttentionKind k) const;                // some layer is of kind k
     bool moe() const { return mlp == MlpKind::moe || mlp == MlpKind::latent_moe; }
     std::int64_t layer_window(std::int64_t layer) const;  // W on a local layer, 0 on a global one
     bool int8_layer(std::int64_t layer) const;  // quant = int8 and the pattern marks the layer 'Q'

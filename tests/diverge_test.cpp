@@ -967,3 +967,33 @@ TEST(Diverge, Int8GemmMutantFailsAtItsLayer) {
         EXPECT_EQ(r.points[*r.first_failing].kind, StepKind::int8_matmul) << mutant;
     }
 }
+
+// ---- per-layer mixes (docs/model.md, pattern letters) ----
+
+// One stack of MLA, windowed softmax, KDA and GDN layers with an MoE MLP and
+// logits (the README's demo): every layer's steps are of its own kind, and
+// the built-in kernels pass; an MLA layer marked local is refused by name.
+TEST(Diverge, MixedLayerPatternsPass) {
+    ModelContract c = small("MSKD", Format::bf16);
+    c.window = 3, c.window_pattern = "GLGG";
+    c.mlp = MlpKind::moe, c.experts = 4, c.top_k = 2, c.expert_ffn = 16;
+    c.logits = true, c.vocab = 40;
+    const DivergeReport r = analyse(c);
+    EXPECT_FALSE(r.first_failing) << first_failing_text(r);
+    std::map<std::int64_t, std::set<StepKind>> kinds;
+    for (const PointReport& p : r.points) kinds[p.layer].insert(p.kind);
+    EXPECT_TRUE(kinds[0].count(StepKind::mla));
+    EXPECT_TRUE(kinds[1].count(StepKind::attention));
+    EXPECT_TRUE(kinds[2].count(StepKind::kda));
+    EXPECT_TRUE(kinds[3].count(StepKind::gdn));
+    EXPECT_TRUE(kinds[1].count(StepKind::router));
+    c.window_pattern = "L";
+    try {
+        validate(c);
+        ADD_FAILURE() << "an mla layer marked local was accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("window_pattern"), std::string::npos) << e.what();
+    }
+    c.pattern = "SXK";
+    EXPECT_THROW(validate(c), std::invalid_argument);
+}
