@@ -131,7 +131,8 @@ const Params& csa_unit_scale() {
 // overflow there), and what the verdict should count.
 struct CsaPlan {
     Tensor keys;                             // [N, c], fp32 holding the stored values
-    std::vector<std::vector<double>> rows;   // [L][slots]
+    std::vector<std::vector<double>> rows;   // [L][slots]: the reference's indices
+    std::vector<std::vector<double>> attend; // [L][slots]: the entries o attends to (the candidate's, well formed)
     std::vector<char> nan_row, undefined_row;
     std::map<std::string, std::int64_t> notes;
 };
@@ -143,25 +144,15 @@ oracle::SelectSetup csa_select_setup(const CsaSetup& s) {
     return ss;
 }
 
-CsaPlan csa_plan(const CsaSetup& s, const std::vector<TensorView>& in, const std::vector<Real>* exact_comp) {
-    CsaPlan pl{Tensor(Format::fp32, {s.entries, s.dim}), {}, std::vector<char>(static_cast<std::size_t>(s.tokens), 0),
-               std::vector<char>(static_cast<std::size_t>(s.tokens), 0), {}};
-    const Format store = in[kCsaCa].format;
-    for (std::int64_t e = 0; e < s.entries * s.dim; ++e)
-        pl.keys.set_value(e, s.staged ? in[kCsaInputs + 1].value(e)
-                                      : decode(store, encode(store, to_double(exact_comp->at(static_cast<std::size_t>(e))))));
-    pl.rows.assign(static_cast<std::size_t>(s.tokens), std::vector<double>(static_cast<std::size_t>(s.slots), -1.0));
-    auto theirs_row = [&](std::int64_t t) {
-        std::vector<double> r(static_cast<std::size_t>(s.slots));
-        for (std::int64_t j = 0; j < s.slots; ++j) r[static_cast<std::size_t>(j)] = in[kCsaInputs + 2].value(t * s.slots + j);
-        return r;
-    };
-    if (s.mode == 1) {  // HCA: every fully observed entry, in index order
-        for (std::int64_t t = 0; t < s.tokens; ++t)
-            for (std::int64_t n = 0, j = 0; n < s.entries; ++n)
-                if (csa_observed(s, n, t)) pl.rows[static_cast<std::size_t>(t)][static_cast<std::size_t>(j++)] = static_cast<double>(n);
-        return pl;
-    }
+std::vector<double> csa_theirs_row(const CsaSetup& s, const std::vector<TensorView>& in, std::int64_t t) {
+    std::vector<double> r(static_cast<std::size_t>(s.slots));
+    for (std::int64_t j = 0; j < s.slots; ++j) r[static_cast<std::size_t>(j)] = in[kCsaInputs + 2].value(t * s.slots + j);
+    return r;
+}
+
+// CSA's rows: the exact scores over the stored entries, each token's exact
+// selection, or the candidate's where the indexer's budget admits it.
+void csa_select_rows(const CsaSetup& s, const std::vector<TensorView>& in, CsaPlan& pl) {
     const std::vector<TensorView> ix{in[kCsaIq], pl.keys.view(), in[kCsaIw]};
     const OpOutputs sc = eval_lightning_indexer(Params{}, ix);
     std::vector<double> scores(sc.values[0].size());
@@ -184,13 +175,41 @@ CsaPlan csa_plan(const CsaSetup& s, const std::vector<TensorView>& in, const std
         if (std::isnan(row[0])) {
             pl.nan_row[ti] = 1;
         } else if (s.staged) {
-            const std::vector<double> theirs = theirs_row(t);
+            const std::vector<double> theirs = csa_theirs_row(s, in, t);
             if (theirs != row && selection_admissible(ss, row_scores, d, t, theirs)) {
                 row = theirs;
                 ++pl.notes["indices: a selection within the indexer's budget other than the exact one (accepted)"];
             }
         }
         pl.rows[ti] = std::move(row);
+    }
+}
+
+CsaPlan csa_plan(const CsaSetup& s, const std::vector<TensorView>& in, const std::vector<Real>* exact_comp) {
+    CsaPlan pl{Tensor(Format::fp32, {s.entries, s.dim}), {}, {}, std::vector<char>(static_cast<std::size_t>(s.tokens), 0),
+               std::vector<char>(static_cast<std::size_t>(s.tokens), 0), {}};
+    const Format store = in[kCsaCa].format;
+    for (std::int64_t e = 0; e < s.entries * s.dim; ++e)
+        pl.keys.set_value(e, s.staged ? in[kCsaInputs + 1].value(e)
+                                      : decode(store, encode(store, to_double(exact_comp->at(static_cast<std::size_t>(e))))));
+    pl.rows.assign(static_cast<std::size_t>(s.tokens), std::vector<double>(static_cast<std::size_t>(s.slots), -1.0));
+    if (s.mode == 1) {  // HCA: every fully observed entry, in index order
+        for (std::int64_t t = 0; t < s.tokens; ++t)
+            for (std::int64_t n = 0, j = 0; n < s.entries; ++n)
+                if (csa_observed(s, n, t)) pl.rows[static_cast<std::size_t>(t)][static_cast<std::size_t>(j++)] = static_cast<double>(n);
+    } else {
+        csa_select_rows(s, in, pl);
+    }
+    // o is the local error given the candidate's selection, admissible or
+    // not (an inadmissible one fails at indices): its ids wherever every
+    // slot is -1 or an entry id; the reference's rows elsewhere.
+    pl.attend = pl.rows;
+    for (std::int64_t t = 0; s.staged && t < s.tokens; ++t) {
+        const std::vector<double> theirs = csa_theirs_row(s, in, t);
+        if (std::all_of(theirs.begin(), theirs.end(), [&](double id) {
+                return id == -1 || (id >= 0 && id < static_cast<double>(s.entries) && id == std::floor(id));
+            }))
+            pl.attend[static_cast<std::size_t>(t)] = theirs;
     }
     return pl;
 }
@@ -209,7 +228,7 @@ CsaCore csa_core(const CsaSetup& s, const std::vector<TensorView>& in, const Csa
     for (std::int64_t e = 0; e < l * c; ++e) core.kv.set_value(n * c + e, in[kCsaRaw].value(e));
     for (std::int64_t t = 0; t < l; ++t) {
         for (std::int64_t j = 0; j < lk; ++j) core.mask.set_value(t * lk + j, -INFINITY);
-        for (double id : pl.rows[static_cast<std::size_t>(t)])
+        for (double id : pl.attend[static_cast<std::size_t>(t)])
             if (id >= 0) core.mask.set_value(t * lk + static_cast<std::int64_t>(id), 0);
         for (std::int64_t r = std::max<std::int64_t>(0, t - s.window + 1); r <= t && s.window > 0; ++r)
             core.mask.set_value(t * lk + n + r, 0);
@@ -256,8 +275,12 @@ std::vector<std::vector<double>> compressed_attention_bound(const Params& params
                                                             const std::vector<Format>& out) {
     const CsaSetup s = csa_setup(params, in);
     std::vector<std::vector<double>> b(3);
+    // Key tiles a kernel declares (declared.compressor_block for the pooling,
+    // declared.key_block for the core attention); undeclared: one key per
+    // tile, the weakest assumption.
     FlashErrorModel comp_model;
     comp_model.out = out.at(1);
+    comp_model.key_block = static_cast<std::int64_t>(std::max(0.0, params.get("declared.compressor_block", 0)));
     std::vector<Real> comp_exact;
     for (std::int64_t n = 0; n < s.entries; ++n) {
         const CsaForm f = csa_compressor_form(s, in, n);
@@ -275,8 +298,8 @@ std::vector<std::vector<double>> compressed_attention_bound(const Params& params
     }
     const CsaCore core = csa_core(s, in, pl);
     const std::vector<TensorView> views = csa_core_views(in, core);
-    FlashErrorModel model;
-    model.out = out.at(0);
+    const FlashErrorModel model =
+        declared_flash_model(Params({{"declared.key_block", params.get("declared.key_block", 0)}}), {out.at(0)});
     const std::vector<double> lse(static_cast<std::size_t>(s.heads * s.tokens), 0.0);
     std::vector<double> e = attention_bound(csa_core_params(s), views, attention_outputs(views, exact.at(0), lse), model);
     e.resize(static_cast<std::size_t>(s.heads * s.tokens * s.dim));

@@ -224,6 +224,11 @@ void csa_attend_naive(const KernelCall& c, const CsaKDims& d, const std::vector<
 
 }  // namespace
 
+void declare_csa_tiles(KernelInfo& k) {
+    k.declared["compressor_block"] = kAttnKeyTile;
+    k.declared["key_block"] = kAttnKeyTile;
+}
+
 void compressed_attention_call(const KernelCall& c, bool naive, const CsaFlaws& f) {
     const CsaKDims d = csa_kernel_dims(c);
     csa_compress(c, d, f);
@@ -255,6 +260,7 @@ void register_cpu_compressed_attention(Registry& r) {
             k.in = k.out = f, k.acc = Format::fp32;
             k.out_formats = {f, f, Format::fp32};
             if (naive) k.role = Role::baseline;
+            cpu::declare_csa_tiles(k);
             k.description = std::string("compressor in FP32 (z + b, max-shifted expf softmax over the 2m or m rows, ") +
                             "the weighted sum over the sum), entries stored in the input format; " +
                             (naive ? "naive baseline: the indexer, the selection (stable sort) and the attention in "

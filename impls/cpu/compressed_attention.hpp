@@ -29,5 +29,11 @@ struct CsaFlaws {
 // loops for every stage (`naive`: the baseline).
 void compressed_attention_call(const KernelCall& c, bool naive, const CsaFlaws& flaws = {});
 
+// What these kernels declare to the bound: the pooling passes over at most
+// kAttnKeyTile rows at once (one pass over its 2m or m rows: N_b = 1 while
+// 2m <= 64), and the core attention is cpu.scalar.attention's key tiles of
+// kAttnKeyTile (the naive loop: one pass, fewer tiles still).
+void declare_csa_tiles(KernelInfo& k);
+
 }  // namespace cpu
 }  // namespace conform

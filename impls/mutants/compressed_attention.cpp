@@ -10,6 +10,7 @@ void add_csa_mutant(Registry& r, const char* bug, const char* bug_class, cpu::Cs
     KernelInfo k = mutant_info("compressed_attention", bug, Format::fp32, Format::fp32, bug_class, what,
                                [flaws](const KernelCall& c) { cpu::compressed_attention_call(c, false, flaws); });
     k.out_formats = {Format::fp32, Format::fp32, Format::fp32};
+    cpu::declare_csa_tiles(k);  // held to the kernel's bound
     r.add(std::move(k));
 }
 
