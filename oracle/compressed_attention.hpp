@@ -10,8 +10,9 @@
 // comp [N, c] (N = floor(L / m)), indices [L, k] (CSA) or [L, N] (HCA: the
 // visible entries in index order).  Staged: a candidate's comp, indices
 // and o follow the inputs; the indexer and the attention then read the
-// candidate's stored entries, and its selection where the scores' budget
-// admits it.
+// candidate's stored entries; indices is the candidate's row where the
+// indexer's budget admits it, and o attends to the candidate's own
+// selection wherever its slots are -1 or entry ids.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -38,7 +39,8 @@ OpOutputs eval_compressed_attention(const Params& params, const std::vector<Tens
 // (one query per entry and channel, logits [1, 1] . [z, b], values c), the
 // indices exact (0; NaN for a NaN row; kUndefined where the indexer may
 // overflow), o by attention_bound over the entries and raw rows the
-// reference's selection shows (a 0/-inf mask).
+// reference attends to (a 0/-inf mask).  Key tiles: declared.compressor_block
+// and declared.key_block where the kernel declares them, else one per key.
 std::vector<std::vector<double>> compressed_attention_bound(const Params& params, const std::vector<TensorView>& in,
                                                             const std::vector<std::vector<double>>& exact, Format acc,
                                                             const std::vector<Format>& out);
