@@ -11,6 +11,7 @@
 
 #include "impls/cpu/compressed_attention.hpp"
 #include "kernel_suite.hpp"
+#include "oracle/bound.hpp"
 #include "oracle/compressed_attention.hpp"
 #include "oracle/structured.hpp"
 #include "properties/generators.hpp"
@@ -158,5 +159,29 @@ TEST(CsaMutants, EachFailsWhereItsBugShows) {
         const props::CaseResult r = props::check_case(*k, c.params, c.views());
         EXPECT_FALSE(r.pass) << m.bug << " mode " << m.mode;
         if (!r.pass) EXPECT_EQ(find_op(k->op)->outputs.at(r.failed_output), m.output) << m.bug << ": " << r.message;
+    }
+}
+
+// A NaN index query at token 3 makes its scores NaN: its indices row and
+// its o row are NaN (compared by class), the other tokens untouched.  An
+// index query of 2^127 makes token 3's dot products overflow FP32: its
+// indices are not judged (kUndefined), everything else keeps a finite bound.
+TEST(CsaOracle, NaNScoresMakeTheRowNaNAndOverflowLeavesItUndefined) {
+    CsaHand h = csa_hand({1, 2, 3, 4, 5, 6}, {0, 1, 0, 1, 0, 1}, {0, 0}, {1, 2, 3, 4, 5, 6}, {0, 0, 0, 0, 0, 0}, {0, 0});
+    const Params p({{"m", 2}, {"k", 1}, {"window", 1}});
+    const std::vector<Format> f{Format::fp32, Format::fp32, Format::fp32};
+    h.in[8].set_value(3, NAN);
+    const auto r = oracle::evaluate_structured("compressed_attention", p, h.views(), f);
+    for (std::int64_t t = 0; t < 6; ++t) {
+        EXPECT_EQ(std::isnan(r.exact[2][static_cast<std::size_t>(t)]), t == 3) << t;
+        EXPECT_EQ(std::isnan(r.exact[0][static_cast<std::size_t>(t)]), t == 3) << t;
+    }
+    h.in[8].set_value(3, 0x1p127);
+    const auto r2 = oracle::evaluate_structured("compressed_attention", p, h.views(), f);
+    const auto b = oracle::find_structured_bound("compressed_attention")(p, h.views(), r2.exact, Format::fp32, f);
+    for (std::int64_t t = 0; t < 6; ++t) {
+        const double bi = b[2][static_cast<std::size_t>(t)], bo = b[0][static_cast<std::size_t>(t)];
+        EXPECT_EQ(bi == oracle::kUndefined, t == 3) << t;
+        EXPECT_TRUE(std::isfinite(bo) && bo >= 0) << t << ": " << bo;
     }
 }
