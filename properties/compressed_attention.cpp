@@ -226,6 +226,58 @@ Testable csa_bias_shift_invariance(const KernelInfo& k) {
     };
 }
 
+// A raw row is read only by the tokens whose window holds it: raw[s] set
+// to NaN leaves every o row with s outside (t - window, t] bit for bit,
+// and comp and indices everywhere (the compressor and the indexer never
+// read raw).
+Testable csa_raw_read_only_in_the_window(const KernelInfo& k) {
+    return [&k] {
+        const Case c = build_case(csa_plain_spec(k));
+        const oracle::CsaSetup s = oracle::csa_setup(c.params, c.views());
+        const std::int64_t r = *rc::gen::inRange<std::int64_t>(0, s.tokens);
+        Case poisoned = c;
+        for (std::int64_t x = 0; x < s.dim; ++x) poisoned.inputs[1].set_value(r * s.dim + x, NAN);
+        const std::vector<Tensor> a = run_kernel(k, c.params, c.views()), b = run_kernel(k, poisoned.params, poisoned.views());
+        for (std::size_t o = 1; o < 3; ++o)
+            for (std::int64_t e = 0; e < a[o].numel(); ++e)
+                if (a[o].bits(e) != b[o].bits(e))
+                    RC_FAIL(std::string(o == 1 ? "comp" : "indices") + " element " + std::to_string(e) +
+                            " changed when raw row " + std::to_string(r) + " became NaN");
+        for (std::int64_t h = 0; h < s.heads; ++h)
+            for (std::int64_t t = 0; t < s.tokens; ++t) {
+                if (r <= t && r > t - s.window) continue;  // in the window
+                for (std::int64_t x = 0; x < s.dim; ++x) {
+                    const std::int64_t e = (h * s.tokens + t) * s.dim + x;
+                    if (a[0].bits(e) != b[0].bits(e))
+                        RC_FAIL("o[" + std::to_string(h) + ", " + std::to_string(t) + ", " + std::to_string(x) + "]: " +
+                                hexfloat(a[0].value(e)) + " became " + hexfloat(b[0].value(e)) + " when raw row " +
+                                std::to_string(r) + ", outside the window (t - " + std::to_string(s.window) + ", t], became NaN");
+                }
+            }
+    };
+}
+
+// HCA reads q, raw, ca, za, ba only: redrawing cb, zb, bb, iq and iw leaves
+// every output bit for bit.
+Testable csa_hca_ignores_csa_inputs(const KernelInfo& k) {
+    return [&k] {
+        CaseSpec spec = csa_plain_spec(k);
+        spec.params.set("mode", 1);
+        const Case c = build_case(spec);
+        CaseSpec other = spec;
+        other.seed = spec.seed + 1;
+        const Case d = build_case(other);
+        Case mixed = c;
+        for (std::size_t i = 5; i < 10; ++i) mixed.inputs[i] = d.inputs[i];
+        const std::vector<Tensor> a = run_kernel(k, c.params, c.views()), b = run_kernel(k, mixed.params, mixed.views());
+        for (std::size_t o = 0; o < 3; ++o)
+            for (std::int64_t e = 0; e < a[o].numel(); ++e)
+                if (a[o].bits(e) != b[o].bits(e))
+                    RC_FAIL(std::string(o == 0 ? "o" : o == 1 ? "comp" : "indices") + " element " + std::to_string(e) +
+                            " depends on a CSA-only input (cb, zb, bb, iq or iw) in HCA mode");
+    };
+}
+
 }  // namespace
 
 void add_compressed_attention_properties(std::vector<PropertyDef>& v) {
@@ -242,6 +294,12 @@ void add_compressed_attention_properties(std::vector<PropertyDef>& v) {
                  "a constant added to one channel of every positional-bias row leaves comp unchanged (within the sum "
                  "of the bounds)",
                  csa, of_kernel(csa_bias_shift_invariance), 2});
+    v.push_back({"csa_raw_read_only_in_the_window",
+                 "a raw row set to NaN changes only the o rows whose window (t - window, t] holds it; comp and "
+                 "indices never",
+                 csa, of_kernel(csa_raw_read_only_in_the_window)});
+    v.push_back({"csa_hca_ignores_csa_inputs", "in HCA mode cb, zb, bb, iq and iw change no output", csa,
+                 of_kernel(csa_hca_ignores_csa_inputs)});
 }
 
 }  // namespace conform::props

@@ -151,7 +151,7 @@ TEST(CsaMutants, EachFailsWhereItsBugShows) {
         const char* output;
     } cases[] = {{"no_overlap", 0, "comp"},        {"mean_pool", 1, "comp"},       {"separate_softmax", 0, "comp"},
                  {"bias_dropped", 0, "comp"},      {"bias_dropped", 1, "comp"},    {"entry_vs_token", 0, "indices"},
-                 {"entry_vs_token", 1, "indices"}};
+                 {"entry_vs_token", 1, "indices"}, {"window_plus_one", 0, "o"},    {"window_plus_one", 1, "o"}};
     for (const auto& m : cases) {
         const KernelInfo* k = builtin_registry().find(std::string("mutant.compressed_attention.") + m.bug + ".fp32");
         ASSERT_NE(k, nullptr) << m.bug;

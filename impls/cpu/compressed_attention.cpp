@@ -152,7 +152,7 @@ void csa_select(const KernelCall& c, const CsaKDims& d, const CsaFlaws& f) {
 
 // Rows of the core attention that see an entry (from the indices) or a raw
 // row of the window: mask [L, N + L] of 0 / -inf; NaN index rows reported.
-std::vector<char> csa_mask(const KernelCall& c, const CsaKDims& d, std::vector<float>& mask) {
+std::vector<char> csa_mask(const KernelCall& c, const CsaKDims& d, std::vector<float>& mask, const CsaFlaws& f) {
     const std::int64_t lk = d.n + d.l;
     mask.assign(static_cast<std::size_t>(d.l * lk), -kCsaInf);
     std::vector<char> nan_row(static_cast<std::size_t>(d.l), 0);
@@ -162,7 +162,8 @@ std::vector<char> csa_mask(const KernelCall& c, const CsaKDims& d, std::vector<f
             if (std::isnan(id)) nan_row[static_cast<std::size_t>(t)] = 1;
             else if (id >= 0 && id < static_cast<double>(d.n)) mask[static_cast<std::size_t>(t * lk + static_cast<std::int64_t>(id))] = 0;
         }
-        for (std::int64_t r = std::max<std::int64_t>(0, t - d.window + 1); d.window > 0 && r <= t; ++r)
+        const std::int64_t first = t - d.window + (f.window_plus_one ? 0 : 1);
+        for (std::int64_t r = std::max<std::int64_t>(0, first); d.window > 0 && r <= t; ++r)
             mask[static_cast<std::size_t>(t * lk + d.n + r)] = 0;
     }
     return nan_row;
@@ -236,7 +237,7 @@ void compressed_attention_call(const KernelCall& c, bool naive, const CsaFlaws& 
     else if (naive) csa_naive_select(c, d, f);
     else csa_select(c, d, f);
     std::vector<float> mask;
-    const std::vector<char> nan_row = csa_mask(c, d, mask);
+    const std::vector<char> nan_row = csa_mask(c, d, mask, f);
     if (naive) csa_attend_naive(c, d, mask);
     else csa_attend_kernel(c, d, mask);
     for (std::int64_t t = 0; t < d.l; ++t)

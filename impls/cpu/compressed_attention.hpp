@@ -18,6 +18,7 @@ struct CsaFlaws {
     bool separate_softmax = false;  // one softmax per grouping, the two pooled results added (the seed sample)
     bool bias_dropped = false;      // the positional biases B^a, B^b never added to the gate logits
     bool entry_vs_token = false;    // eligible when entry index i <= token index t (tril(ones(L, n_blk)))
+    bool window_plus_one = false;   // the sliding branch keeps raw rows [t - window, t]: window + 1 of them
     bool ties_to_higher = false;    // equal scores: the higher index first (a legitimate rule: must pass)
 };
 

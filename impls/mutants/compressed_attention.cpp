@@ -27,6 +27,9 @@ void register_mutants_compressed_attention(Registry& r) {
                    "grouping's weights sum to 1, twice the mass of the text's one softmax over the 2m rows");
     add_csa_mutant(r, "bias_dropped", "12 silently ignored parameter", {.bias_dropped = true},
                    "the learnable positional biases B^a, B^b never added to the gate logits Z");
+    add_csa_mutant(r, "window_plus_one", "2 mask geometry", {.window_plus_one = true},
+                   "the sliding branch keeps the raw rows [t - window, t]: window + 1 of them, one older than the "
+                   "window allows");
     add_csa_mutant(r, "entry_vs_token", "17 discrete choices", {.entry_vs_token = true},
                    "the seed sample's block-causal mask tril(ones(L, n_blk)): entry i eligible at token t when "
                    "i <= t, an entry index compared with a token index, so unfinished entries are selectable");
