@@ -246,7 +246,7 @@ Params csa_core_params(const CsaSetup& s) { return Params({{"scale", s.scale}});
 
 OpOutputs eval_compressed_attention(const Params& params, const std::vector<TensorView>& in) {
     const CsaSetup s = csa_setup(params, in);
-    OpOutputs out{{"o", "comp", "indices"}, {{s.heads, s.tokens, s.dim}, {s.entries, s.dim}, {s.tokens, s.slots}}, {{}, {}, {}}};
+    OpOutputs out{{"o", "comp", "indices"}, {{s.heads, s.tokens, s.dim}, {s.entries, s.dim}, {s.tokens, s.slots}}, {{}, {}, {}}, {}};
     for (std::int64_t n = 0; n < s.entries; ++n) {
         const CsaForm f = csa_compressor_form(s, in, n);
         const OpOutputs e = eval_attention(csa_unit_scale(), f.views());
@@ -267,9 +267,9 @@ OpOutputs eval_compressed_attention(const Params& params, const std::vector<Tens
 
 // comp: attention_bound of each entry's compressor form, output in comp's
 // format.  indices: 0 (NaN for a NaN row, kUndefined where the indexer may
-// overflow).  o: attention_bound over the reference's selection (the plan
-// rebuilt from the same inputs: the candidate's entries and selection where
-// admissible).
+// overflow).  o: attention_bound over what the reference attends to (the
+// plan rebuilt from the same inputs: the candidate's entries, and its
+// selection wherever the slots are -1 or entry ids).
 std::vector<std::vector<double>> compressed_attention_bound(const Params& params, const std::vector<TensorView>& in,
                                                             const std::vector<std::vector<double>>& exact, Format,
                                                             const std::vector<Format>& out) {

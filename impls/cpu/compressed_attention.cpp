@@ -38,8 +38,6 @@ CsaKDims csa_kernel_dims(const KernelCall& c) {
     return d;
 }
 
-float csa_stored(Format f, float x) { return f == Format::fp32 ? x : static_cast<float>(decode(f, encode(f, x))); }
-
 // One pooled channel: rows (logit, value); sum_r softmax(x)_r v_r, max-shifted
 // expf in FP32.  A -inf logit carries no weight and its value is not read;
 // NaN or +inf logits make the result NaN (as attention).
