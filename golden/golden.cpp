@@ -55,6 +55,10 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // makes logits whose storage error saturates the softmax, and heavy tails
 // leave an output that cancels below its BF16 bound: not judged, where a
 // vector must judge every element); the family is h's, the weights normal.
+// Compressed attention takes constant, uniform, heavy tails and tiny values
+// for bit patterns, near_eps, around_cap and subnormals (q, raw and the
+// values C; the gate logits, biases and indexer normal): bit patterns
+// overflow its logits as attention's do.
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
 struct Substitution {
@@ -84,6 +88,10 @@ const Substitution kSubstitutions[] = {
     {"mla", props::Family::around_cap, props::Family::uniform},
     {"mla", props::Family::subnormal, props::Family::tiny},
     {"mla", props::Family::outlier, props::Family::constant},
+    {"compressed_attention", props::Family::bit_patterns, props::Family::constant},
+    {"compressed_attention", props::Family::near_eps, props::Family::uniform},
+    {"compressed_attention", props::Family::around_cap, props::Family::heavy_tail},
+    {"compressed_attention", props::Family::subnormal, props::Family::tiny},
     {"softmax", props::Family::near_eps, props::Family::masked},
     {"softmax", props::Family::around_cap, props::Family::saturated},
 };
@@ -116,6 +124,9 @@ const Setting kSettings[] = {
     // no causal mask.
     {"mla", 2, "form", 1}, {"mla", 3, "cache_rotated", 0}, {"mla", 3, "offset", 5}, {"mla", 4, "pairing", 1},
     {"mla", 5, "causal", 0},
+    // compressed_attention: HCA (m 2, then m' 3 with a tail of 2), no sliding window (empty first rows).
+    {"compressed_attention", 1, "mode", 1}, {"compressed_attention", 4, "window", 0},
+    {"compressed_attention", 5, "mode", 1}, {"compressed_attention", 5, "m", 3},
     {"rms_norm", 1, "zero_centered", 1}, {"rms_norm", 3, "zero_centered", 1},
     {"softcap", 4, "beta", 5},       // the around_cap vector straddles a cap of 5, not the default 30
     {"situ_glu", 4, "beta1", 100},   // caps above 64 (still applied)
@@ -180,6 +191,10 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
         s.dims = {2, 3, 2, 8, 4, 4, 2, 3};
         s.params.set("offset", 1000);
     }
+    if (name == "compressed_attention") {  // H 2, L 11 (N 5, a tail of 1), c 4, Hi 2; k 2, window 3; vector 3 periodic (ties)
+        s.dims = {2, 11, 4, 2, i == 3 ? 1 : 0};
+        s.params.set("m", 2), s.params.set("k", 2), s.params.set("window", 3);
+    }
     if (name == "fp8_quantize") s.dims = {3, 20};
     if (name == "fp8_gemm") s.dims = {2, 200, 130, 0};  // two K blocks (a tail of 72), two column blocks of B's scales
     if (name == "smooth_quant") s.dims = {3, 4, 5};     // x [3, 4], w [4, 5], alpha 0.5
@@ -195,7 +210,7 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     }
     for (const Setting& set : kSettings)
         if (name == set.op && i == set.vector) s.params.set(set.param, set.value);
-    s.families = {fam, name == "mla" ? props::Family::normal : fam};
+    s.families = {fam, name == "mla" || name == "compressed_attention" ? props::Family::normal : fam};
     s.seed = 1000 + static_cast<std::uint64_t>(i);
     return s;
 }

@@ -211,6 +211,43 @@ void add_sparse_specs(std::vector<OpSpec>& s) {
                  lightning_indexer_shapes});
 }
 
+// compressed_attention (docs/compressed_attention.md): o [H, L, c], comp
+// [floor(L / m), c], indices [L, k] (CSA) or [L, N] (HCA).  Staged: the
+// candidate's entries and selection feed the later stages' references.
+std::vector<std::vector<std::int64_t>> compressed_attention_shapes(const std::vector<TensorView>& in, const Params& p) {
+    if (in.size() < 3 || in[0].rank != 3)
+        throw std::invalid_argument("compressed_attention: expects q [H, L, c], raw [L, c], ca, za [L, c], ba [m, c], ...");
+    const auto m = static_cast<std::int64_t>(p.get("m", 4));
+    if (m < 1) throw std::invalid_argument("compressed_attention: parameter 'm' must be >= 1");
+    const std::int64_t h = in[0].shape[0], l = in[0].shape[1], c = in[0].shape[2], n = l / m;
+    const std::int64_t slots = p.get("mode", 0) == 1 ? n : static_cast<std::int64_t>(p.get("k", 4));
+    return {{h, l, c}, {n, c}, {l, slots}};
+}
+
+void add_compressed_attention_spec(std::vector<OpSpec>& s) {
+    OpSpec csa{"compressed_attention", "sparse", OpKind::structured,
+               {"q", "raw", "ca", "za", "ba", "cb", "zb", "bb", "iq", "iw"}, {"o", "comp", "indices"},
+               {{"mode", 0, "0: CSA (overlapped compressor, lightning indexer, top-k); 1: HCA (compressor of group a "
+                            "only, dense attention over every fully observed entry)"},
+                {"m", 4, "tokens per compressed entry (CSA's m, 4 in V4; HCA's m', 128 in V4)"},
+                {"k", 4, "CSA: entries selected per query (>= 1); HCA: not read"},
+                {"window", 4, "raw entries of the sliding branch: s in (t - window, t] (0: none)"},
+                {"scale", 0, "logit scale of the core attention (0: 1/sqrt(c))"}},
+               "DeepSeek-V4 CSA / HCA (seed 001 1.5.3).  Compressor: entry i = sum_r S_r (.) C_r with ONE softmax per "
+               "channel S = softmax_rows(Z_r + B_r) over grouping a's tokens [m i, m (i + 1)) and, in CSA for i >= 1, "
+               "grouping b's [m (i - 1), m i) (the overlap; entry 0 pools a alone); N = floor(L / m), a shorter tail "
+               "is not compressed.  CSA: scores I[t, i] = sum_h iw[t, h] ReLU(iq[t, h] . comp_i) over the stored "
+               "entries, top k of the fully observed ones (m (i + 1) - 1 <= t; ties: the lower index; -1 empty).  HCA: "
+               "indices [L, N] list the fully observed entries in index order (-1 after).  o: shared-KV MQA, each "
+               "stored entry both key and value, one softmax over the selected (CSA) or visible (HCA) entries and "
+               "the raw rows (t - window, t]; q and the entries RMS-normed by the caller.  A NaN score among a "
+               "row's eligible entries makes its indices and o NaN.  Judged staged and ambiguity-aware: indices "
+               "within the indexer's budget, o over the candidate's own entries and selection"};
+    csa.out_shapes_params = compressed_attention_shapes;
+    csa.staged = true;
+    s.push_back(std::move(csa));
+}
+
 // docs/fp8.md.  fp8_quantize is staged: its codes are judged given the
 // candidate's own scale, in the FP8 format of the candidate's q tensor.
 void add_fp8_specs(std::vector<OpSpec>& s) {
@@ -407,6 +444,7 @@ std::vector<OpSpec> make_specs() {
     add_moe_layers(s);
     add_fp8_specs(s);
     add_sparse_specs(s);
+    add_compressed_attention_spec(s);
     add_mla_spec(s);
     return s;
 }

@@ -1,6 +1,7 @@
 #include "oracle/bound.hpp"
 
 #include "oracle/attention_bound.hpp"
+#include "oracle/compressed_attention.hpp"
 #include "oracle/gdn_bound.hpp"
 #include "oracle/hc_residual_bound.hpp"
 #include "oracle/int8.hpp"
@@ -334,6 +335,7 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "moe_router") return moe_router_bound;
     if (op == "topk_select") return topk_select_bound;
     if (op == "lightning_indexer") return lightning_indexer_bound;
+    if (op == "compressed_attention") return compressed_attention_bound;
     if (op == "moe") return moe_bound;
     if (op == "latent_moe") return latent_moe_bound;
     if (op == "fp8_quantize") return fp8_quantize_bound;
