@@ -68,10 +68,9 @@ Case build_dsa_attention_case(const CaseSpec& spec) {
     const bool ties = dm.size() > 7 && dm[7], v_from_kv = dm.size() > 8 && dm[8] && dv <= d;
     const Family fi = spec.families.at(0), fk = spec.families.size() > 1 ? spec.families[1] : fi;
     const Family fa = spec.families.size() > 3 ? spec.families[3] : Family::normal;
-    // Specials go into the indexer's inputs, and into q and kv or into v (by
-    // the seed's parity): not a huge q with an infinite v, where the attention
-    // op's oracle and kernels part (docs/dsa_attention.md, "Special values").
-    const bool qk_specials = spec.seed % 2 == 0;
+    // Special values: every kind (NaN, +-Inf, +-0, +-max) into the indexer's
+    // inputs, as lightning_indexer's generator; NaNs alone into q, kv and v,
+    // as the attention op's (docs/dsa_attention.md, "Special values").
     // q and kv each scaled by 2^-max(1, ceil(log2(D) / 4)): q . k of order one, the softmax not saturated by construction.
     const int shift = std::max(1, static_cast<int>(std::ceil(std::log2(static_cast<double>(d)) / 4)));
     Tensor iq = dsa_filled(spec.format, {lq, hi, cd}, fi, spec, 0, rng, 0, true);
@@ -80,9 +79,11 @@ Case build_dsa_attention_case(const CaseSpec& spec) {
     if (ties)
         for (std::int64_t s = 0; s + 1 < lk; s += 2)
             for (std::int64_t i = 0; i < cd; ++i) ik.set_bits((s + 1) * cd + i, ik.bits(s * cd + i));
-    Tensor q = dsa_filled(spec.format, {h, lq, d}, fa, spec, 3, rng, shift, qk_specials);
-    Tensor kv = dsa_filled(spec.format, {1, lk, d}, fa, spec, 4, rng, shift, qk_specials);
-    Tensor v = dsa_filled(spec.format, {1, lk, dv}, fa, spec, 5, rng, 0, !qk_specials);
+    Tensor q = dsa_filled(spec.format, {h, lq, d}, fa, spec, 3, rng, shift, false);
+    Tensor kv = dsa_filled(spec.format, {1, lk, d}, fa, spec, 4, rng, shift, false);
+    Tensor v = dsa_filled(spec.format, {1, lk, dv}, fa, spec, 5, rng, 0, false);
+    for (Tensor* t : {&q, &kv, &v})
+        for (int n = 0; n < spec.specials && t->numel(); ++n) t->set_value(static_cast<std::int64_t>(rng() % t->numel()), NAN);
     if (v_from_kv)
         for (std::int64_t s = 0; s < lk; ++s)
             for (std::int64_t x = 0; x < dv; ++x) v.set_bits(s * dv + x, kv.bits(s * d + x));

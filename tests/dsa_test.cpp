@@ -111,7 +111,8 @@ TEST(DsaKernel, WithinTheBoundEveryElementJudged) {
 
 // Exact ties (index keys 2m + 1 copies of 2m) broken toward the higher
 // index: another correct selection, accepted and counted, and o judged over
-// it; the masked_topk mutant on the same cases fails at the indices.
+// it; the masked_topk mutant on the same cases selects future tokens for
+// the first query and fails.
 TEST(DsaVerdict, TiesBrokenTheOtherWayPassFutureTokensFail) {
     const KernelInfo* base = builtin_registry().find("cpu.scalar.dsa_attention.fp32");
     const KernelInfo* mutant = builtin_registry().find("mutant.dsa_attention.masked_topk.fp32");
@@ -130,7 +131,8 @@ TEST(DsaVerdict, TiesBrokenTheOtherWayPassFutureTokensFail) {
             if (what.find("selections other than") != std::string::npos) accepted += n;
         const props::CaseResult m = props::check_case(*mutant, c.params, c.views());
         EXPECT_FALSE(m.pass);
-        EXPECT_EQ(m.failed_output, 2u) << m.message;
+        const Tensor ids = run_kernel(*mutant, c.params, c.views()).at(2);
+        EXPECT_GT(ids.value(1), 0) << "query 0 should have selected a future token";
     }
     EXPECT_GT(accepted, 0);
 }
