@@ -101,14 +101,6 @@ CaseSpec dsa_plain_spec(const KernelInfo& k) {
 
 std::string dsa_id(double v) { return std::isnan(v) ? "NaN" : std::to_string(static_cast<long long>(v)); }
 
-// The gating tier's bound of element i of output o, or NaN when it is not judged.
-double dsa_judged_bound(const CaseEval& e, std::size_t o, std::size_t i) {
-    const OutputEval& out = e.outputs.at(o);
-    const double b = e.model_breach.empty() ? out.probabilistic.at(i) : out.rigorous.at(i);
-    if (!std::isfinite(b) || b < 0 || !std::isfinite(out.exact.at(i)) || b >= out.scale.at(i)) return NAN;
-    return b;
-}
-
 // Every id a kernel returns is a token at or before the query's position,
 // each at most once, and a query with p + 1 < k earlier tokens fills exactly
 // p + 1 slots (the rest -1): selection never looks ahead.
@@ -241,7 +233,7 @@ Testable dsa_decode_equals_prefill(const KernelInfo& k) {
             for (std::int64_t x = 0; x <= s.dv; ++x) {  // x = Dv: the lse
                 const bool lse = x == s.dv;
                 const auto at = static_cast<std::size_t>(lse ? h * s.lq + i : (h * s.lq + i) * s.dv + x);
-                const double bound = dsa_judged_bound(pre, lse ? 1 : 0, at);
+                const double bound = judged_bound(pre, lse ? 1 : 0, at);
                 if (std::isnan(bound)) continue;
                 const double want = pre.outputs[lse ? 1 : 0].got.value(static_cast<std::int64_t>(at));
                 const double got = dec[lse ? 1 : 0].value(lse ? h : h * s.dv + x);

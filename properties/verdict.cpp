@@ -373,6 +373,13 @@ std::string CaseEval::describe(std::size_t o, std::int64_t i) const {
     return describe_row_element(*op, views, i, out.format, out.got.bits(i), out.ref.bits(i), out.exact[ix]);
 }
 
+double judged_bound(const CaseEval& e, std::size_t o, std::size_t i) {
+    const OutputEval& out = e.outputs.at(o);
+    const double b = e.model_breach.empty() ? out.probabilistic.at(i) : out.rigorous.at(i);
+    if (!std::isfinite(b) || b < 0 || !std::isfinite(out.exact.at(i)) || b >= out.scale.at(i)) return NAN;
+    return b;
+}
+
 CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std::vector<TensorView>& in, EvalOptions opt) {
     const OpSpec& op = *find_op(k.op);
     // A parameter the kernel's convention pins (rope_pairing) is the declared

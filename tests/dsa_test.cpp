@@ -20,9 +20,7 @@ using namespace conform;
 namespace {
 
 Tensor dsa_t(std::vector<std::int64_t> shape, const std::vector<double>& v) {
-    Tensor t(Format::fp32, std::move(shape));
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, v.at(static_cast<std::size_t>(i)));
-    return t;
+    return conform::testing::fp32_tensor(std::move(shape), v);
 }
 
 // Lq = Lk = 3, one index head (c = 1, w = 1: I[t, s] = ReLU(iq_t ik_s)),
