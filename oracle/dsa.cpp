@@ -2,6 +2,7 @@
 // top of the lightning indexer, the token selection and attention.
 #include "oracle/dsa.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -100,6 +101,18 @@ Tensor dsa_mask(const DsaSetup& s, const std::vector<double>& indices) {
                 m.set_value(i * s.lk + static_cast<std::int64_t>(id), 0.0);
     }
     return m;
+}
+
+Tensor dsa_exact_mask(const Params& p, const std::vector<TensorView>& in) {
+    const std::vector<TensorView> six(in.begin(), in.begin() + std::min<std::ptrdiff_t>(6, static_cast<std::ptrdiff_t>(in.size())));
+    const DsaSetup s = dsa_setup(p, six);
+    const DsaScores sc = dsa_scores(s, six);
+    std::vector<double> ids;
+    for (std::int64_t i = 0; i < s.lq; ++i) {
+        const std::vector<double> row = select_row(s.select, dsa_row(s, sc.score, i), i);
+        ids.insert(ids.end(), row.begin(), row.end());
+    }
+    return dsa_mask(s, ids);
 }
 
 OpOutputs eval_dsa_attention(const Params& params, const std::vector<TensorView>& in) {

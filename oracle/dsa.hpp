@@ -41,6 +41,10 @@ std::vector<double> dsa_row(const DsaSetup& s, const std::vector<double>& v, std
 // selected tokens, -inf elsewhere, NaN throughout a NaN row.
 Tensor dsa_mask(const DsaSetup& s, const std::vector<double>& indices);
 
+// The mask of the oracle's own selection for the op's six inputs (before
+// any candidate's): what the probabilistic tier's model check reads.
+Tensor dsa_exact_mask(const Params& p, const std::vector<TensorView>& in);
+
 OpOutputs eval_dsa_attention(const Params& params, const std::vector<TensorView>& in);
 
 // Bounds of o, lse (attention_bound over the mask of the selection the
