@@ -44,7 +44,8 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // domain their generators draw from (docs/attention.md, docs/gdn.md).
 // Matmul and the lightning indexer take `constant` too: bit patterns'
 // products overflow an FP32 accumulator, elements their bounds leave
-// undefined (docs/matmul.md, docs/sparse.md).  The
+// undefined (docs/matmul.md, docs/sparse.md); so does dsa_attention's
+// indexer (its attention half draws normal values, docs/dsa_attention.md).  The
 // router takes its generators' families (docs/moe.md): normal, uniform and
 // heavy tails for bit patterns, near_eps and around_cap; the MoE layers,
 // whose three chained products overflow on outliers and heavy tails, take
@@ -72,6 +73,7 @@ const Substitution kSubstitutions[] = {
     {"kda", props::Family::bit_patterns, props::Family::constant},
     {"matmul", props::Family::bit_patterns, props::Family::constant},
     {"lightning_indexer", props::Family::bit_patterns, props::Family::constant},
+    {"dsa_attention", props::Family::bit_patterns, props::Family::constant},
     {"moe_router", props::Family::bit_patterns, props::Family::normal},
     {"moe_router", props::Family::near_eps, props::Family::uniform},
     {"moe_router", props::Family::around_cap, props::Family::heavy_tail},
@@ -194,6 +196,13 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "compressed_attention") {  // H 2, L 11 (N 5, a tail of 1), c 4, Hi 2; k 2, window 3; vector 3 periodic (ties)
         s.dims = {2, 11, 4, 2, i == 3 ? 1 : 0};
         s.params.set("m", 2), s.params.set("k", 2), s.params.set("window", 3);
+    }
+    // dsa_attention: 4 queries after 0, 1 or 2 earlier keys (the first query's slots not all filled), 2 index
+    // heads with c past a 16-lane vector, 2 heads, D 8, Dv 3 (the first 3 columns of kv), top 3; exact ties
+    // (duplicated index keys) on odd vectors
+    if (name == "dsa_attention") {
+        s.dims = {4, 4 + i % 3, 2, 17, 2, 8, 3, i % 2, 1};
+        s.params.set("k", 3);
     }
     if (name == "fp8_quantize") s.dims = {3, 20};
     if (name == "fp8_gemm") s.dims = {2, 200, 130, 0};  // two K blocks (a tail of 72), two column blocks of B's scales
@@ -474,13 +483,15 @@ std::filesystem::path profile_file(const std::filesystem::path& dir, const std::
 
 // The widths the kernels store these outputs at whatever their input format
 // (impls/cpu/*.cpp): attention's and lse_merge's log-sum-exp and the delta
-// rule's state in fp32 (they feed later steps), quantize's codes in int8
+// rule's state in fp32 (they feed later steps), dsa_attention's lse and
+// indices (ids as exact FP32 values) in fp32, quantize's codes in int8
 // and its scale in fp32, int8_gemm's exact INT32 accumulator in fp64 (which
 // holds it exactly), smooth_quant's factors in fp32.
 std::vector<Format> output_formats(const OpSpec& op, Format f) {
     static const std::map<std::string, std::map<std::string, Format>> fixed = {
         {"attention", {{"lse", Format::fp32}}},
         {"gated_attention", {{"lse", Format::fp32}}},
+        {"dsa_attention", {{"lse", Format::fp32}, {"indices", Format::fp32}}},
         {"lse_merge", {{"lse", Format::fp32}}},
         {"gdn", {{"state", Format::fp32}}},
         {"kda", {{"state", Format::fp32}}},

@@ -248,6 +248,35 @@ void add_compressed_attention_spec(std::vector<OpSpec>& s) {
     s.push_back(std::move(csa));
 }
 
+// dsa_attention: o [H, Lq, Dv], lse [H, Lq] and indices [Lq, k] from iq [Lq, Hi, c], q [H, Lq, D], v [1, Lk, Dv].
+std::vector<std::vector<std::int64_t>> dsa_attention_shapes(const std::vector<TensorView>& in, const Params& p) {
+    if (in.size() < 6 || in[0].rank != 3 || in[3].rank != 3 || in[5].rank != 3)
+        throw std::invalid_argument("dsa_attention: expects iq [Lq, Hi, c], ik [Lk, c], iw [Lq, Hi], q [H, Lq, D], "
+                                    "kv [1, Lk, D], v [1, Lk, Dv]");
+    const std::int64_t h = in[3].shape[0], lq = in[3].shape[1];
+    return {{h, lq, in[5].shape[2]}, {h, lq}, {lq, static_cast<std::int64_t>(p.get("k", 4))}};
+}
+
+// DeepSeek Sparse Attention (docs/dsa_attention.md): lightning indexer, top-k
+// tokens per query shared by the heads, MQA over the selected latent entries.
+// Staged: o and lse are judged over the candidate's own admissible selection.
+void add_dsa_spec(std::vector<OpSpec>& s) {
+    OpSpec dsa{"dsa_attention", "sparse", OpKind::structured, {"iq", "ik", "iw", "q", "kv", "v"}, {"o", "lse", "indices"},
+               {{"k", 4, "tokens selected per query (>= 1)"},
+                {"scale", 0, "softmax scale; 0 = 1/sqrt(D) (MLA's absorbed form wants 1/sqrt(d_nope + d_r): pass it)"}},
+               "iq [Lq, Hi, c], ik [Lk, c], iw [Lq, Hi] (lightning_indexer's inputs), q [H, Lq, D] (the absorbed "
+               "queries), kv [1, Lk, D] (the latent entries: the keys), v [1, Lk, Dv] (the values: in MLA the first "
+               "d_c columns of kv); query row i at position p = Lk - Lq + i (bottom-right, decode).  I[i, s] = "
+               "sum_h iw[i, h] ReLU(iq[i, h] . ik[s]); indices[i] = the k tokens s <= p of largest I[i, s] in "
+               "decreasing order (ties: the lower index), -1 in slots no token fills, shared by every head; o[h, i] = "
+               "sum_{s in indices[i]} softmax_s(scale q[h, i] . kv[s]) v[s], lse[h, i] the log-sum-exp.  A NaN "
+               "eligible score makes the row's indices, o and lse NaN.  Judged ambiguity-aware: any selection within "
+               "the indexer's budget passes, and o, lse are judged over the candidate's own selection"};
+    dsa.out_shapes_params = dsa_attention_shapes;
+    dsa.staged = true;
+    s.push_back(std::move(dsa));
+}
+
 // docs/fp8.md.  fp8_quantize is staged: its codes are judged given the
 // candidate's own scale, in the FP8 format of the candidate's q tensor.
 void add_fp8_specs(std::vector<OpSpec>& s) {
@@ -446,6 +475,7 @@ std::vector<OpSpec> make_specs() {
     add_sparse_specs(s);
     add_compressed_attention_spec(s);
     add_mla_spec(s);
+    add_dsa_spec(s);
     return s;
 }
 

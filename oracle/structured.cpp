@@ -19,6 +19,7 @@
 #include "oracle/int8.hpp"
 #include "oracle/int8_block.hpp"
 #include "oracle/compressed_attention.hpp"
+#include "oracle/dsa.hpp"
 #include "oracle/mla.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn.hpp"
@@ -77,6 +78,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"topk_select", eval_topk_select},
         {"lightning_indexer", eval_lightning_indexer},
         {"compressed_attention", eval_compressed_attention},
+        {"dsa_attention", eval_dsa_attention},
         {"moe", eval_moe},
         {"latent_moe", eval_latent_moe},
         {"fp8_quantize", eval_fp8_quantize},

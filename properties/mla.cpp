@@ -101,16 +101,6 @@ Case build_mla_case(const CaseSpec& spec) {
 
 namespace {
 
-// The gating tier's bound of element i of output o, or NaN when the element
-// is not judged there (not finite, undefined, vacuous, or its exact value
-// not finite).
-double mla_judged_bound(const CaseEval& e, std::size_t o, std::size_t i) {
-    const OutputEval& out = e.outputs.at(o);
-    const double b = e.model_breach.empty() ? out.probabilistic.at(i) : out.rigorous.at(i);
-    if (!std::isfinite(b) || b < 0 || !std::isfinite(out.exact.at(i)) || b >= out.scale.at(i)) return NAN;
-    return b;
-}
-
 const KernelInfo* builtin_mla(Format f, const char* form) {
     return builtin_registry().find(std::string("cpu.") + form + ".mla." + name(f));
 }
@@ -135,7 +125,7 @@ Testable absorbed_equals_explicit(const KernelInfo& k) {
         std::int64_t judged = 0;
         for (std::size_t o = 0; o < a.outputs.size(); ++o)
             for (std::size_t i = 0; i < a.outputs[o].exact.size(); ++i) {
-                const double ba = mla_judged_bound(a, o, i), bb = mla_judged_bound(b, o, i);
+                const double ba = judged_bound(a, o, i), bb = judged_bound(b, o, i);
                 if (std::isnan(ba) || std::isnan(bb)) continue;
                 const double x = a.outputs[o].got.value(static_cast<std::int64_t>(i));
                 const double y = b.outputs[o].got.value(static_cast<std::int64_t>(i));
@@ -199,7 +189,7 @@ Testable prefill_equals_cached_decode(const KernelInfo& k) {
                 for (std::int64_t x = 0; x <= d.d_v; ++x) {  // x = d_v: the lse
                     const bool lse = x == d.d_v;
                     const auto i = static_cast<std::size_t>(lse ? h * d.tokens + t : (h * d.tokens + t) * d.d_v + x);
-                    const double b = mla_judged_bound(pre, lse ? 1 : 0, i);
+                    const double b = judged_bound(pre, lse ? 1 : 0, i);
                     if (std::isnan(b)) continue;
                     const double want = pre.outputs[lse ? 1 : 0].got.value(static_cast<std::int64_t>(i));
                     const double got = dec[lse ? 1 : 0].value(lse ? h : h * d.d_v + x);

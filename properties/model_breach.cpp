@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "oracle/attention_bound.hpp"
+#include "oracle/dsa.hpp"
 #include "properties/verdict.hpp"
 
 namespace conform::props {
@@ -116,6 +117,14 @@ std::string probabilistic_model_breach(const OpSpec& op, const Params& p, const 
         for (std::size_t r = 0; r < weights.size(); ++r)
             if (absorbs(weights[r], u)) return absorption("the attention weights", r);
         return "";
+    }
+    if (op.name == "dsa_attention") {  // attention over the oracle's selection (docs/dsa_attention.md)
+        const Tensor mask = oracle::dsa_exact_mask(p, in);
+        Params ap = p;
+        ap.set("causal", 0);
+        const auto weights = oracle::attention_weights(ap, {in.at(3), in.at(4), in.at(5), mask.view()});
+        for (std::size_t r = 0; r < weights.size(); ++r)
+            if (absorbs(weights[r], u)) return absorption("the attention weights", r);
     }
     return dominant_outlier(op, in, acc);
 }

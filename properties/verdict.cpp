@@ -373,6 +373,13 @@ std::string CaseEval::describe(std::size_t o, std::int64_t i) const {
     return describe_row_element(*op, views, i, out.format, out.got.bits(i), out.ref.bits(i), out.exact[ix]);
 }
 
+double judged_bound(const CaseEval& e, std::size_t o, std::size_t i) {
+    const OutputEval& out = e.outputs.at(o);
+    const double b = e.model_breach.empty() ? out.probabilistic.at(i) : out.rigorous.at(i);
+    if (!std::isfinite(b) || b < 0 || !std::isfinite(out.exact.at(i)) || b >= out.scale.at(i)) return NAN;
+    return b;
+}
+
 CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std::vector<TensorView>& in, EvalOptions opt) {
     const OpSpec& op = *find_op(k.op);
     // A parameter the kernel's convention pins (rope_pairing) is the declared
@@ -492,6 +499,8 @@ std::string undefined_reason(const OpSpec& op) {
         return "an FP32 dot product or head sum may overflow, or an infinite weight meets a dot of uncertain sign";
     if (op.name == "moe" || op.name == "latent_moe")
         return "a stage may overflow, RMSNorm(u)'s root is not determined, or the router is undefined";
+    if (op.name == "dsa_attention")
+        return "the indexer's FP32 dot products or head sums may overflow: the row's selection is not determined";
     if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
     if (op.name == "compressed_attention") return "the indexer's FP32 dot products or head sums may overflow: the selection is not determined";
     return "0/0: eps = 0 on a constant row";

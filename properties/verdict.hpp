@@ -189,6 +189,12 @@ struct CaseResult {
 // Judges every element of an evaluated case under `profile`.
 CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* stats = nullptr);
 
+// The gating tier's bound of element i of output o of an evaluated case (the
+// probabilistic one while its model holds, else the rigorous one), or NaN
+// where the element is not judged there: not finite, undefined, vacuous, or
+// its exact value not finite.  For properties comparing two kernel runs.
+double judged_bound(const CaseEval& e, std::size_t o, std::size_t i);
+
 // evaluate_case + judge_case under the kernel's own profile.
 CaseResult check_case(const KernelInfo& k, const Params& p, const std::vector<TensorView>& in, Stats* stats = nullptr);
 
