@@ -86,6 +86,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"moe_router", {"tokens", "channels", "experts"}},
         {"topk_select", {"queries", "candidates"}},
         {"lightning_indexer", {"queries", "candidates", "heads", "dim"}},
+        {"block_sparse_attention", {"heads", "groups", "tokens", "dim", "index_heads", "index_dim"}},
         {"moe", {"tokens", "channels", "experts", "ffn"}},
         {"latent_moe", {"tokens", "channels", "experts", "ffn"}},
         {"fp8_quantize", {"rows", "cols"}},

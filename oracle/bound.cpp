@@ -8,6 +8,7 @@
 #include "oracle/fp8.hpp"
 #include "oracle/matmul.hpp"
 #include "oracle/mla_bound.hpp"
+#include "oracle/block_sparse.hpp"
 #include "oracle/moe.hpp"
 #include "oracle/moe_layer.hpp"
 #include "oracle/sparse.hpp"
@@ -334,6 +335,7 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "moe_router") return moe_router_bound;
     if (op == "topk_select") return topk_select_bound;
     if (op == "lightning_indexer") return lightning_indexer_bound;
+    if (op == "block_sparse_attention") return block_sparse_attention_bound;
     if (op == "moe") return moe_bound;
     if (op == "latent_moe") return latent_moe_bound;
     if (op == "fp8_quantize") return fp8_quantize_bound;

@@ -19,6 +19,7 @@
 #include "oracle/int8.hpp"
 #include "oracle/int8_block.hpp"
 #include "oracle/mla.hpp"
+#include "oracle/block_sparse.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn.hpp"
 #include "oracle/softmax.hpp"
@@ -75,6 +76,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"moe_router", eval_moe_router},
         {"topk_select", eval_topk_select},
         {"lightning_indexer", eval_lightning_indexer},
+        {"block_sparse_attention", eval_block_sparse_attention},
         {"moe", eval_moe},
         {"latent_moe", eval_latent_moe},
         {"fp8_quantize", eval_fp8_quantize},

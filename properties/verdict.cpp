@@ -492,6 +492,9 @@ std::string undefined_reason(const OpSpec& op) {
         return "an FP32 dot product or head sum may overflow, or an infinite weight meets a dot of uncertain sign";
     if (op.name == "moe" || op.name == "latent_moe")
         return "a stage may overflow, RMSNorm(u)'s root is not determined, or the router is undefined";
+    if (op.name == "block_sparse_attention")
+        return "a block score's budget is undefined (a non-finite score, a stage that may overflow, RMSNorm's root not "
+               "determined) and the candidate's selection is not a valid one";
     if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
     return "0/0: eps = 0 on a constant row";
 }
