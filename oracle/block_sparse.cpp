@@ -195,14 +195,18 @@ BsaVec qsa_vector(const BlockSparseSetup& s, const std::vector<Real>& mr, const 
     const double nd = static_cast<double>(n);
     const double rho = std::sqrt(ms / nd + s.eps) * (1 - kBsaSlack), e = std::sqrt(e2) * (1 + kBsaSlack);
     const double denom = rho - e / std::sqrt(nd);
-    // The root must be determined: away from underflow, and the input error
-    // at most half of it (else the perturbed root is not bounded below).
-    if (!(rho * rho >= 0x1p-100) || !(denom >= rho / 2)) {
+    // The root must be determined: away from underflow, the FP32 sum of
+    // squares away from overflow, and the input error at most half of the
+    // root (else the perturbed root is not bounded below).
+    const double ss_max = (std::sqrt(ms) + e) * (std::sqrt(ms) + e) * (1 + 2 * nd * kBsaU);
+    if (!(rho * rho >= 0x1p-100) || !(denom >= rho / 2) || !(ss_max < 0x1p127)) {
         v.undefined = true;
         return v;
     }
     const double dz = e / denom;  // ||Δ(m/rho(m))||_2: the Jacobian's norm is at most 1/rho
-    const double theta = (nd / 2 + 8) * kBsaU * 1.01;  // the FP32 RMSNorm's own rounding (docs)
+    // The FP32 RMSNorm's own rounding (docs): relative, plus the squares'
+    // subnormal rounding (n eta / 2 in the sum, eta / 2 in the mean) relative to rho^2.
+    const double theta = (nd / 2 + 8) * kBsaU * 1.01 + kEta / (rho * rho);
     std::vector<double> ny(n), dny(n);
     for (std::size_t i = 0; i < n; ++i) {
         z[i] = m[i] / rho;
@@ -243,6 +247,7 @@ void qsa_scores(const BlockSparseSetup& s, const std::vector<TensorView>& in, Bl
                 a += std::fabs(x);
             }
             m[bsa_at(i)] /= Real(static_cast<double>(r));
+            if (!(a * (1 + 2 * static_cast<double>(r) * kBsaU) < 0x1p127)) a = INFINITY;  // the FP32 sum may overflow: undefined
             const double mi = std::fabs(to_double(m[bsa_at(i)])), rd = static_cast<double>(r);
             // FP32 sum of r terms, then one division by r.
             const double es = gamma(rd, kBsaU) * a + rd * kEta / 2;
@@ -349,49 +354,57 @@ BsaPlan bsa_plan(const Params& p, const std::vector<TensorView>& in) {
     return plan;
 }
 
-Tensor bsa_heads(const TensorView& t, std::int64_t h0, std::int64_t nh) {
-    const std::int64_t per = t.shape[1] * t.shape[2];
-    Tensor out(t.format, {nh, t.shape[1], t.shape[2]});
-    for (std::int64_t e = 0; e < nh * per; ++e) out.set_bits(e, t.bits(h0 * per + e));
+// The tokens query row t of selection group g attends: those of its
+// selected blocks up to t, in increasing order (a sparse kernel gathers
+// them; tokens it does not select are never read, whatever they hold).
+std::vector<std::int64_t> bsa_tokens(const BlockSparseSetup& s, const std::vector<double>& sel, std::int64_t g, std::int64_t t) {
+    std::vector<std::int64_t> tok;
+    const auto slots = s.select.slots;
+    for (std::int64_t slot = 0; slot < slots; ++slot) {
+        const double id = sel[bsa_at((g * s.len + t) * slots + slot)];
+        if (!(id >= 0)) continue;
+        const auto b = static_cast<std::int64_t>(id);
+        for (std::int64_t j = b * s.block; j < std::min(s.len, b * s.block + s.block) && j <= t; ++j) tok.push_back(j);
+    }
+    std::sort(tok.begin(), tok.end());
+    tok.erase(std::unique(tok.begin(), tok.end()), tok.end());
+    return tok;
+}
+
+// One query row's attention problem: q [nh, 1, D] of the group's heads,
+// k [nkv, n, D] and v [nkv, n, Dv] of the gathered tokens.
+struct BsaRow {
+    std::int64_t h0 = 0, nh = 0;
+    Tensor q, k, v;
+    std::vector<TensorView> views() const { return {q.view(), k.view(), v.view()}; }
+};
+
+Tensor bsa_gather(const TensorView& t, std::int64_t h0, std::int64_t nh, const std::vector<std::int64_t>& rows) {
+    const std::int64_t len = t.shape[1], w = t.shape[2], n = static_cast<std::int64_t>(rows.size());
+    Tensor out(t.format, {nh, n, w});
+    for (std::int64_t h = 0; h < nh; ++h)
+        for (std::int64_t r = 0; r < n; ++r)
+            for (std::int64_t x = 0; x < w; ++x)
+                out.set_bits((h * n + r) * w + x, t.bits(((h0 + h) * len + rows[bsa_at(r)]) * w + x));
     return out;
 }
 
-// One selection group's attention problem: its query heads, KV heads and the
-// 0/-inf mask of the selected blocks' visible tokens.
-struct BsaGroup {
-    std::int64_t h0 = 0, nh = 0;
-    Tensor q, k, v, mask;
-    std::vector<TensorView> views() const { return {q.view(), k.view(), v.view(), mask.view()}; }
-};
-
-BsaGroup bsa_group(const BsaPlan& plan, const std::vector<TensorView>& in, std::int64_t g) {
+BsaRow bsa_row(const BsaPlan& plan, const std::vector<TensorView>& in, std::int64_t g, std::int64_t t) {
     const BlockSparseSetup& s = plan.s;
-    BsaGroup grp;
-    const std::int64_t per = s.hq / s.groups;
-    grp.h0 = s.mode == 0 ? g * per : 0;
-    grp.nh = s.mode == 0 ? per : s.hq;
-    grp.q = bsa_heads(in[0], grp.h0, grp.nh);
-    grp.k = bsa_heads(in[1], s.mode == 0 ? g : 0, s.mode == 0 ? 1 : s.groups);
-    grp.v = bsa_heads(in[2], s.mode == 0 ? g : 0, s.mode == 0 ? 1 : s.groups);
-    grp.mask = Tensor(Format::fp32, {s.len, s.len});
-    const auto slots = s.select.slots;
-    for (std::int64_t t = 0; t < s.len; ++t) {
-        for (std::int64_t j = 0; j < s.len; ++j) grp.mask.set_value(t * s.len + j, -INFINITY);
-        const std::size_t row = bsa_at(g * s.len + t);
-        for (std::int64_t slot = 0; slot < slots; ++slot) {
-            const double id = plan.sel[row * bsa_at(slots) + bsa_at(slot)];
-            if (!(id >= 0)) continue;
-            const auto b = static_cast<std::int64_t>(id);
-            for (std::int64_t j = b * s.block; j < std::min(s.len, b * s.block + s.block) && j <= t; ++j)
-                grp.mask.set_value(t * s.len + j, 0.0);
-        }
-    }
-    return grp;
+    BsaRow row;
+    const std::int64_t per = s.hq / s.groups, kv0 = s.mode == 0 ? g : 0, nkv = s.mode == 0 ? 1 : s.groups;
+    row.h0 = s.mode == 0 ? g * per : 0;
+    row.nh = s.mode == 0 ? per : s.hq;
+    const std::vector<std::int64_t> tok = bsa_tokens(s, plan.sel, g, t);
+    row.q = bsa_gather(in[0], row.h0, row.nh, {t});
+    row.k = bsa_gather(in[1], kv0, nkv, tok);
+    row.v = bsa_gather(in[2], kv0, nkv, tok);
+    return row;
 }
 
 Params bsa_attention_params(const BlockSparseSetup& s) {
     Params a;
-    a.set("scale", s.scale);
+    a.set("scale", s.scale);  // 0: the exact 1/sqrt(D) of the gathered q
     return a;
 }
 
@@ -401,18 +414,16 @@ OpOutputs eval_block_sparse_attention(const Params& params, const std::vector<Te
     const BsaPlan plan = bsa_plan(params, in);
     const BlockSparseSetup& s = plan.s;
     OpOutputs out{{"o", "indices"}, {{s.hq, s.len, s.dv}, {s.sel_groups, s.len, s.select.slots}}, {{}, {}}};
-    out.values[0].assign(bsa_at(s.hq * s.len * s.dv), Real(0));
-    for (std::int64_t g = 0; g < s.sel_groups; ++g) {
-        const BsaGroup grp = bsa_group(plan, in, g);
-        const OpOutputs a = eval_attention(bsa_attention_params(s), grp.views());
-        for (std::int64_t h = 0; h < grp.nh; ++h)
-            for (std::int64_t t = 0; t < s.len; ++t) {
-                const bool ok = plan.o_judged[bsa_at(g * s.len + t)] != 0;
+    out.values[0].assign(bsa_at(s.hq * s.len * s.dv), from_double(kBsaNaN));
+    for (std::int64_t g = 0; g < s.sel_groups; ++g)
+        for (std::int64_t t = 0; t < s.len; ++t) {
+            if (!plan.o_judged[bsa_at(g * s.len + t)]) continue;  // no selection: NaN
+            const BsaRow row = bsa_row(plan, in, g, t);
+            const OpOutputs a = eval_attention(bsa_attention_params(s), row.views());
+            for (std::int64_t h = 0; h < row.nh; ++h)
                 for (std::int64_t d = 0; d < s.dv; ++d)
-                    out.values[0][bsa_at(((grp.h0 + h) * s.len + t) * s.dv + d)] =
-                        ok ? a.values[0][bsa_at((h * s.len + t) * s.dv + d)] : from_double(kBsaNaN);
-            }
-    }
+                    out.values[0][bsa_at(((row.h0 + h) * s.len + t) * s.dv + d)] = a.values[0][bsa_at(h * s.dv + d)];
+        }
     for (double id : plan.sel) out.values[1].push_back(from_double(id));
     out.notes = plan.notes;
     return out;
@@ -423,20 +434,18 @@ std::vector<std::vector<double>> block_sparse_attention_bound(const Params& para
                                                               const std::vector<Format>& out) {
     const BsaPlan plan = bsa_plan(params, in);
     const BlockSparseSetup& s = plan.s;
-    std::vector<double> bo(bsa_at(s.hq * s.len * s.dv), 0.0), bi;
+    std::vector<double> bo(bsa_at(s.hq * s.len * s.dv), kUndefined), bi;
     const FlashErrorModel model = declared_flash_model(Params{}, {out.at(0), Format::fp32});
-    for (std::int64_t g = 0; g < s.sel_groups; ++g) {
-        const BsaGroup grp = bsa_group(plan, in, g);
-        const std::vector<TensorView> views = grp.views();
-        const Params ap = bsa_attention_params(s);
-        const std::vector<double> b = attention_bound(ap, views, eval_attention(ap, views), model);
-        for (std::int64_t h = 0; h < grp.nh; ++h)
-            for (std::int64_t t = 0; t < s.len; ++t) {
-                const bool ok = plan.o_judged[bsa_at(g * s.len + t)] != 0;
-                for (std::int64_t d = 0; d < s.dv; ++d)
-                    bo[bsa_at(((grp.h0 + h) * s.len + t) * s.dv + d)] = ok ? b[bsa_at((h * s.len + t) * s.dv + d)] : kUndefined;
-            }
-    }
+    const Params ap = bsa_attention_params(s);
+    for (std::int64_t g = 0; g < s.sel_groups; ++g)
+        for (std::int64_t t = 0; t < s.len; ++t) {
+            if (!plan.o_judged[bsa_at(g * s.len + t)]) continue;
+            const BsaRow row = bsa_row(plan, in, g, t);
+            const std::vector<TensorView> views = row.views();
+            const std::vector<double> b = attention_bound(ap, views, eval_attention(ap, views), model);
+            for (std::int64_t h = 0; h < row.nh; ++h)
+                for (std::int64_t d = 0; d < s.dv; ++d) bo[bsa_at(((row.h0 + h) * s.len + t) * s.dv + d)] = b[bsa_at(h * s.dv + d)];
+        }
     const auto slots = bsa_at(s.select.slots);
     for (std::size_t row = 0; row < plan.idx_judged.size(); ++row)
         for (std::size_t j = 0; j < slots; ++j) bi.push_back(plan.idx_judged[row] ? 0.0 : kUndefined);

@@ -11,14 +11,28 @@
 
 namespace conform::props {
 
-// dims = {Hq, G, L, D, Gi, Di, ties}; Dv = D.  MSA takes Gi = G.  ties: MSA
+namespace {
+
+// The main branch's families: the attention op's (docs/attention.md), whose
+// logits stay moderate; the index branch takes every family (its budget
+// leaves what may overflow undefined).
+const std::vector<Family>& bsa_attention_families() {
+    static const std::vector<Family> v = {Family::normal, Family::uniform, Family::constant, Family::tiny,
+                                          Family::subnormal};
+    return v;
+}
+
+}  // namespace
+
+// dims = {Hq, G, L, D, Gi, Di, ties}; Dv = D.  families = {q, k and v's; the
+// index inputs'}.  MSA takes Gi = G.  ties: MSA
 // index keys repeat block 0's in every block (every block scores alike);
 // QSA index queries are 0 at even positions (every score 0).
 rc::Gen<CaseSpec> gen_block_sparse_spec(Format fmt, GenOptions opt) {
     return rc::gen::apply(
         [fmt](int mode, std::int64_t g, std::int64_t per, std::int64_t l, std::int64_t d, std::int64_t gi, std::int64_t di,
               std::int64_t r, std::int64_t k, int ties, double scale, std::int64_t rope_dim, double base, double eps,
-              Family fam, int scale_exp, std::uint64_t seed, int specials) {
+              Family fam, Family index_fam, int scale_exp, std::uint64_t seed, int specials) {
             if (mode == 0) gi = g;
             rope_dim = std::min(rope_dim, di);
             Params p({{"mode", static_cast<double>(mode)},
@@ -28,15 +42,18 @@ rc::Gen<CaseSpec> gen_block_sparse_spec(Format fmt, GenOptions opt) {
                       {"rope_dim", static_cast<double>(rope_dim)},
                       {"rope_base", base},
                       {"eps", eps}});
-            return structured_spec("block_sparse_attention", fmt, {g * per, g, l, d, gi, di, ties}, p, fam, scale_exp, seed,
-                                   specials);
+            CaseSpec spec = structured_spec("block_sparse_attention", fmt, {g * per, g, l, d, gi, di, ties}, p, fam,
+                                            scale_exp, seed, specials);
+            spec.families = {fam, index_fam};
+            return spec;
         },
         rc::gen::inRange(0, 2), rc::gen::element<std::int64_t>(1, 2), rc::gen::element<std::int64_t>(1, 2),
         rc::gen::element<std::int64_t>(1, 5, 9, 16, 23), rc::gen::element<std::int64_t>(2, 4),
         rc::gen::element<std::int64_t>(1, 2, 3), rc::gen::element<std::int64_t>(4, 8),
         rc::gen::element<std::int64_t>(1, 2, 3, 4), rc::gen::element<std::int64_t>(1, 2, 3, 8), rc::gen::element(0, 0, 1),
         rc::gen::element(0.0, 0.0, 0.7), rc::gen::element<std::int64_t>(0, 2, 4, 8), rc::gen::element(10000.0, 100.0),
-        rc::gen::element(1e-6, 0.0, 1e-3), rc::gen::elementOf(value_families()), rc::gen::inRange(-3, 2),
+        rc::gen::element(1e-6, 0.0, 1e-3), rc::gen::elementOf(bsa_attention_families()),
+        rc::gen::elementOf(value_families()), rc::gen::inRange(-3, 2),
         rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 3) : rc::gen::just(0));
 }
 
@@ -47,11 +64,11 @@ Case build_block_sparse_case(const CaseSpec& spec) {
     const std::int64_t hq = dm.at(0), g = dm.at(1), l = dm.at(2), d = dm.at(3), gi = dm.at(4), di = dm.at(5);
     const bool ties = dm.at(6) != 0;
     const Format f = spec.format;
-    const Family fam = spec.families.at(0);
+    const Family fam = spec.families.at(0), index_fam = spec.families.size() > 1 ? spec.families[1] : fam;
     const std::vector<std::vector<std::int64_t>> shapes{{hq, l, d}, {g, l, d}, {g, l, d}, {gi, l, di}, {l, di}};
     for (std::size_t i = 0; i < shapes.size(); ++i) {
         Tensor t(f, shapes[i]);
-        fill_values(t, fam, spec, i, rng);
+        fill_values(t, i < 3 ? fam : index_fam, spec, i, rng);
         c.inputs.push_back(std::move(t));
     }
     const auto r = static_cast<std::int64_t>(spec.params.get("block", 4));
@@ -62,7 +79,15 @@ Case build_block_sparse_case(const CaseSpec& spec) {
         for (std::int64_t h = 0; h < gi; ++h)
             for (std::int64_t t = 0; t < l; t += 2)
                 for (std::int64_t i = 0; i < di; ++i) c.inputs[3].set_value((h * l + t) * di + i, 0.0);
-    for (Tensor& t : c.inputs) inject_specials(t, spec.specials, rng);
+    // Special values: NaNs in q, k, v (as the attention op's generators: an
+    // infinity there makes FP32 logits whose overflow the attention bound
+    // does not model), every class in the index inputs.
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+        Tensor& t = c.inputs[i];
+        if (i >= 3) inject_specials(t, spec.specials, rng);
+        else
+            for (int n = 0; n < spec.specials && t.numel(); ++n) t.set_value(static_cast<std::int64_t>(rng() % t.numel()), NAN);
+    }
     // The zero-centred norm weights: within [-1/2, 1/2] (1 + w of order one).
     CaseSpec unit = spec;
     unit.scale_exp = -1;

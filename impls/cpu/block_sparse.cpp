@@ -3,7 +3,7 @@
 // 1/sqrt(Di), max pooled; QSA: FP32 mean, zero-centred RMSNorm and partial
 // RoPE with FP32 cos/sin tables of double angles, FP32 dots and head sum),
 // the selection by topk_select's kernel, and each selection group's attention
-// by the attention kernel over the selected blocks' 0/-inf mask.
+// by the attention kernel over the gathered tokens of the selected blocks.
 #include "impls/cpu/block_sparse.hpp"
 
 #include <algorithm>
@@ -121,10 +121,14 @@ void qsa_scores(const KernelCall& c, const BsaShape& s, const BlockSparseFlaws& 
     }
 }
 
-Tensor bsa_slice(const TensorView& t, std::int64_t h0, std::int64_t nh) {
-    const std::int64_t per = t.shape[1] * t.shape[2];
-    Tensor out(t.format, {nh, t.shape[1], t.shape[2]});
-    for (std::int64_t e = 0; e < nh * per; ++e) out.set_bits(e, t.bits(h0 * per + e));
+// Rows `rows` of heads [h0, h0 + nh) of a [H, L, w] tensor: [nh, rows, w].
+Tensor bsa_gather(const TensorView& t, std::int64_t h0, std::int64_t nh, const std::vector<std::int64_t>& rows) {
+    const std::int64_t len = t.shape[1], w = t.shape[2], n = static_cast<std::int64_t>(rows.size());
+    Tensor out(t.format, {nh, n, w});
+    for (std::int64_t h = 0; h < nh; ++h)
+        for (std::int64_t r = 0; r < n; ++r)
+            for (std::int64_t x = 0; x < w; ++x)
+                out.set_bits((h * n + r) * w + x, t.bits(((h0 + h) * len + rows[static_cast<std::size_t>(r)]) * w + x));
     return out;
 }
 
@@ -155,27 +159,35 @@ void block_sparse_call(const KernelCall& c, Format f, bool naive, const BlockSpa
         if (s.mode == 0) msa_scores(c, s, g, flaws, scores);
         else qsa_scores(c, s, flaws, scores);
         topk_select_call(KernelCall{sel_params, {scores.view()}, {idx.view()}}, false, flaws.select);
-        // The mask of the selected blocks' visible tokens.
-        Tensor mask(f, {s.len, s.len});
-        const std::uint64_t masked = encode(f, -std::numeric_limits<double>::infinity()), open = encode(f, 0.0);
+        // Per query row: the selected blocks' tokens up to t, gathered in
+        // increasing order, attended by the attention kernel.
+        const std::int64_t h0 = s.mode == 0 ? g * per : 0, nh = s.mode == 0 ? per : s.hq;
+        const std::int64_t kv0 = s.mode == 0 ? g : 0, nkv = s.mode == 0 ? 1 : s.groups;
         for (std::int64_t t = 0; t < s.len; ++t) {
-            for (std::int64_t j = 0; j < s.len; ++j) mask.set_bits(t * s.len + j, masked);
+            std::vector<std::int64_t> tok;
             for (std::int64_t slot = 0; slot < s.slots; ++slot) {
                 const double id = idx.value(t * s.slots + slot);
                 c.out[1].set_bits((g * s.len + t) * s.slots + slot, encode(c.out[1].format, id));
                 if (!(id >= 0)) continue;
                 const auto b = static_cast<std::int64_t>(id);
-                for (std::int64_t j = b * s.r; j < std::min(s.len, b * s.r + s.r) && j <= t; ++j)
-                    mask.set_bits(t * s.len + j, open);
+                for (std::int64_t j = b * s.r; j < std::min(s.len, b * s.r + s.r) && j <= t; ++j) tok.push_back(j);
             }
+            std::sort(tok.begin(), tok.end());
+            tok.erase(std::unique(tok.begin(), tok.end()), tok.end());
+            if (tok.empty()) {  // nothing selected (a NaN score in the row): o NaN
+                for (std::int64_t h = 0; h < nh; ++h)
+                    for (std::int64_t d = 0; d < s.dv; ++d)
+                        c.out[0].set_bits(((h0 + h) * s.len + t) * s.dv + d, encode(c.out[0].format, std::nan("")));
+                continue;
+            }
+            const Tensor q = bsa_gather(c.in[0], h0, nh, {t}), k = bsa_gather(c.in[1], kv0, nkv, tok),
+                         v = bsa_gather(c.in[2], kv0, nkv, tok);
+            Tensor o(f, {nh, 1, s.dv}), lse(Format::fp32, {nh, 1});
+            attend(KernelCall{attn_params, {q.view(), k.view(), v.view()}, {o.view(), lse.view()}});
+            for (std::int64_t h = 0; h < nh; ++h)
+                for (std::int64_t d = 0; d < s.dv; ++d)
+                    c.out[0].set_bits(((h0 + h) * s.len + t) * s.dv + d, encode(c.out[0].format, o.value(h * s.dv + d)));
         }
-        const std::int64_t h0 = s.mode == 0 ? g * per : 0, nh = s.mode == 0 ? per : s.hq;
-        const Tensor q = bsa_slice(c.in[0], h0, nh), k = bsa_slice(c.in[1], s.mode == 0 ? g : 0, s.mode == 0 ? 1 : s.groups),
-                     v = bsa_slice(c.in[2], s.mode == 0 ? g : 0, s.mode == 0 ? 1 : s.groups);
-        Tensor o(f, {nh, s.len, s.dv}), lse(Format::fp32, {nh, s.len});
-        attend(KernelCall{attn_params, {q.view(), k.view(), v.view(), mask.view()}, {o.view(), lse.view()}});
-        const std::int64_t n_o = nh * s.len * s.dv;
-        for (std::int64_t e = 0; e < n_o; ++e) c.out[0].set_bits(h0 * s.len * s.dv + e, encode(c.out[0].format, o.value(e)));
     }
 }
 
@@ -194,10 +206,10 @@ void register_cpu_block_sparse(Registry& r) {
             k.out_formats = {f, Format::fp32};
             if (naive) k.role = Role::baseline;
             k.description = naive ? "naive baseline: FP32 block scores, topk_select's kernel, cpu.naive.attention over "
-                                    "the selected blocks' mask"
+                                    "the selected blocks' gathered tokens"
                                   : "FP32 block scores (MSA max pooled token dots; QSA mean, ZC-RMSNorm, partial RoPE, "
                                     "ReLU head sum), topk_select's kernel, cpu.scalar.attention over the selected "
-                                    "blocks' 0/-inf mask";
+                                    "blocks' gathered tokens (per query row)";
             k.fn = [f, naive](const KernelCall& c) { cpu::block_sparse_call(c, f, naive); };
             r.add(std::move(k));
         }

@@ -22,7 +22,8 @@ struct BlockSparseFlaws {
 // The op on one call: block scores in FP32, the selection by topk_select's
 // kernel, the attention of each selection group by the attention kernel
 // (`naive`: cpu.naive.attention, else cpu.scalar.attention) over the
-// selected blocks' 0/-inf mask, in the storage format f.
+// selected blocks' tokens up to the query, gathered per query row, in the
+// storage format f.
 void block_sparse_call(const KernelCall& c, Format f, bool naive, const BlockSparseFlaws& flaws = {});
 
 }  // namespace cpu
