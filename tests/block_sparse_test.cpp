@@ -149,7 +149,7 @@ TEST(BlockSparseOracle, ScoreBudgetIsSmallAndGrowsWithTheDotLength) {
     };
     EXPECT_LT(worst(4, 0), 0x1p-18);
     EXPECT_GT(worst(64, 0), 2 * worst(4, 0));
-    EXPECT_LT(worst(8, 1), 0x1p-15);
+    EXPECT_LT(worst(8, 1), 0x1p-10);  // QSA: relative to Di |q~| |K_b| (~ Di), not to a small score
 }
 
 // A kernel breaking exact ties toward the higher block makes an equally
