@@ -445,8 +445,8 @@ std::vector<OpSpec> make_specs() {
     add_moe_layers(s);
     add_fp8_specs(s);
     add_sparse_specs(s);
-    add_mla_spec(s);
     add_block_sparse_spec(s);
+    add_mla_spec(s);
     return s;
 }
 
