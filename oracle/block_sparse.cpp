@@ -309,6 +309,29 @@ BlockSparseScores block_sparse_scores(const BlockSparseSetup& s, const std::vect
     return out;
 }
 
+std::vector<std::int64_t> block_sparse_tokens(const double* ids, std::int64_t slots, std::int64_t block, std::int64_t len,
+                                              std::int64_t t) {
+    std::vector<std::int64_t> tok;
+    for (std::int64_t slot = 0; slot < slots; ++slot) {
+        if (!(ids[slot] >= 0)) continue;
+        const auto b = static_cast<std::int64_t>(ids[slot]);
+        for (std::int64_t j = b * block; j < std::min(len, b * block + block) && j <= t; ++j) tok.push_back(j);
+    }
+    std::sort(tok.begin(), tok.end());
+    tok.erase(std::unique(tok.begin(), tok.end()), tok.end());
+    return tok;
+}
+
+Tensor gather_head_rows(const TensorView& t, std::int64_t h0, std::int64_t nh, const std::vector<std::int64_t>& rows) {
+    const std::int64_t len = t.shape[1], w = t.shape[2], n = static_cast<std::int64_t>(rows.size());
+    Tensor out(t.format, {nh, n, w});
+    for (std::int64_t h = 0; h < nh; ++h)
+        for (std::int64_t r = 0; r < n; ++r)
+            for (std::int64_t x = 0; x < w; ++x)
+                out.set_bits((h * n + r) * w + x, t.bits(((h0 + h) * len + rows[bsa_at(r)]) * w + x));
+    return out;
+}
+
 namespace {
 
 // The selection each row's o is judged over, and which rows are judged.
@@ -354,23 +377,6 @@ BsaPlan bsa_plan(const Params& p, const std::vector<TensorView>& in) {
     return plan;
 }
 
-// The tokens query row t of selection group g attends: those of its
-// selected blocks up to t, in increasing order (a sparse kernel gathers
-// them; tokens it does not select are never read, whatever they hold).
-std::vector<std::int64_t> bsa_tokens(const BlockSparseSetup& s, const std::vector<double>& sel, std::int64_t g, std::int64_t t) {
-    std::vector<std::int64_t> tok;
-    const auto slots = s.select.slots;
-    for (std::int64_t slot = 0; slot < slots; ++slot) {
-        const double id = sel[bsa_at((g * s.len + t) * slots + slot)];
-        if (!(id >= 0)) continue;
-        const auto b = static_cast<std::int64_t>(id);
-        for (std::int64_t j = b * s.block; j < std::min(s.len, b * s.block + s.block) && j <= t; ++j) tok.push_back(j);
-    }
-    std::sort(tok.begin(), tok.end());
-    tok.erase(std::unique(tok.begin(), tok.end()), tok.end());
-    return tok;
-}
-
 // One query row's attention problem: q [nh, 1, D] of the group's heads,
 // k [nkv, n, D] and v [nkv, n, Dv] of the gathered tokens.
 struct BsaRow {
@@ -379,26 +385,17 @@ struct BsaRow {
     std::vector<TensorView> views() const { return {q.view(), k.view(), v.view()}; }
 };
 
-Tensor bsa_gather(const TensorView& t, std::int64_t h0, std::int64_t nh, const std::vector<std::int64_t>& rows) {
-    const std::int64_t len = t.shape[1], w = t.shape[2], n = static_cast<std::int64_t>(rows.size());
-    Tensor out(t.format, {nh, n, w});
-    for (std::int64_t h = 0; h < nh; ++h)
-        for (std::int64_t r = 0; r < n; ++r)
-            for (std::int64_t x = 0; x < w; ++x)
-                out.set_bits((h * n + r) * w + x, t.bits(((h0 + h) * len + rows[bsa_at(r)]) * w + x));
-    return out;
-}
-
 BsaRow bsa_row(const BsaPlan& plan, const std::vector<TensorView>& in, std::int64_t g, std::int64_t t) {
     const BlockSparseSetup& s = plan.s;
     BsaRow row;
     const std::int64_t per = s.hq / s.groups, kv0 = s.mode == 0 ? g : 0, nkv = s.mode == 0 ? 1 : s.groups;
     row.h0 = s.mode == 0 ? g * per : 0;
     row.nh = s.mode == 0 ? per : s.hq;
-    const std::vector<std::int64_t> tok = bsa_tokens(s, plan.sel, g, t);
-    row.q = bsa_gather(in[0], row.h0, row.nh, {t});
-    row.k = bsa_gather(in[1], kv0, nkv, tok);
-    row.v = bsa_gather(in[2], kv0, nkv, tok);
+    const std::int64_t slots = s.select.slots;
+    const std::vector<std::int64_t> tok = block_sparse_tokens(&plan.sel[bsa_at((g * s.len + t) * slots)], slots, s.block, s.len, t);
+    row.q = gather_head_rows(in[0], row.h0, row.nh, {t});
+    row.k = gather_head_rows(in[1], kv0, nkv, tok);
+    row.v = gather_head_rows(in[2], kv0, nkv, tok);
     return row;
 }
 

@@ -42,6 +42,15 @@ struct BlockSparseScores {
 };
 BlockSparseScores block_sparse_scores(const BlockSparseSetup& s, const std::vector<TensorView>& in);
 
+// The tokens j <= t of the blocks ids[0 .. slots) (an id below 0 or NaN:
+// none), in increasing order, each once: what query t attends (the oracle's
+// and the kernels' gather).
+std::vector<std::int64_t> block_sparse_tokens(const double* ids, std::int64_t slots, std::int64_t block, std::int64_t len,
+                                              std::int64_t t);
+// Rows `rows` of heads [h0, h0 + nh) of a [H, L, w] tensor, as [nh, rows, w]
+// in its format (bits copied).
+Tensor gather_head_rows(const TensorView& t, std::int64_t h0, std::int64_t nh, const std::vector<std::int64_t>& rows);
+
 // Registry evaluator: inputs q [Hq, L, D], k [G, L, D], v [G, L, Dv],
 // iq [Gi, L, Di], ik [L, Di], nq [Di], nk [Di] (QSA's norm weights; read by
 // MSA's shape check only), then, staged, the candidate's o and indices.

@@ -11,21 +11,9 @@
 
 namespace conform::props {
 
-namespace {
-
-// The main branch's families: the attention op's (docs/attention.md), whose
-// logits stay moderate; the index branch takes every family (its budget
-// leaves what may overflow undefined).
-const std::vector<Family>& bsa_attention_families() {
-    static const std::vector<Family> v = {Family::normal, Family::uniform, Family::constant, Family::tiny,
-                                          Family::subnormal};
-    return v;
-}
-
-}  // namespace
-
-// dims = {Hq, G, L, D, Gi, Di, ties}; Dv = D.  families = {q, k and v's; the
-// index inputs'}.  MSA takes Gi = G.  ties: MSA
+// dims = {Hq, G, L, D, Gi, Di, ties}; Dv = D.  families = {q, k and v's: the
+// attention op's, whose logits stay moderate; the index inputs': every
+// family, the budget leaving what may overflow undefined}.  MSA takes Gi = G.  ties: MSA
 // index keys repeat block 0's in every block (every block scores alike);
 // QSA index queries are 0 at even positions (every score 0).
 rc::Gen<CaseSpec> gen_block_sparse_spec(Format fmt, GenOptions opt) {
@@ -52,7 +40,7 @@ rc::Gen<CaseSpec> gen_block_sparse_spec(Format fmt, GenOptions opt) {
         rc::gen::element<std::int64_t>(1, 2, 3), rc::gen::element<std::int64_t>(4, 8),
         rc::gen::element<std::int64_t>(1, 2, 3, 4), rc::gen::element<std::int64_t>(1, 2, 3, 8), rc::gen::element(0, 0, 1),
         rc::gen::element(0.0, 0.0, 0.7), rc::gen::element<std::int64_t>(0, 2, 4, 8), rc::gen::element(10000.0, 100.0),
-        rc::gen::element(1e-6, 0.0, 1e-3), rc::gen::elementOf(bsa_attention_families()),
+        rc::gen::element(1e-6, 0.0, 1e-3), rc::gen::elementOf(attention_families()),
         rc::gen::elementOf(value_families()), rc::gen::inRange(-3, 2),
         rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 3) : rc::gen::just(0));
 }

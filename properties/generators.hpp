@@ -117,6 +117,8 @@ Case build_moe_router_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_mla_spec(Format fmt, GenOptions opt);  // properties/mla.cpp
 Case build_mla_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_block_sparse_spec(Format fmt, GenOptions opt);  // properties/block_sparse.cpp
+// The attention op's value families (moderate logits; properties/attention.cpp).
+const std::vector<Family>& attention_families();
 Case build_block_sparse_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_moe_layer_spec(const std::string& op, Format fmt, GenOptions opt);  // properties/moe_layer.cpp
 Case build_moe_layer_case(const CaseSpec& spec);  // moe and latent_moe

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "impls/cpu/attention.hpp"
+#include "oracle/block_sparse.hpp"
 
 namespace conform::cpu {
 namespace {
@@ -121,17 +122,6 @@ void qsa_scores(const KernelCall& c, const BsaShape& s, const BlockSparseFlaws& 
     }
 }
 
-// Rows `rows` of heads [h0, h0 + nh) of a [H, L, w] tensor: [nh, rows, w].
-Tensor bsa_gather(const TensorView& t, std::int64_t h0, std::int64_t nh, const std::vector<std::int64_t>& rows) {
-    const std::int64_t len = t.shape[1], w = t.shape[2], n = static_cast<std::int64_t>(rows.size());
-    Tensor out(t.format, {nh, n, w});
-    for (std::int64_t h = 0; h < nh; ++h)
-        for (std::int64_t r = 0; r < n; ++r)
-            for (std::int64_t x = 0; x < w; ++x)
-                out.set_bits((h * n + r) * w + x, t.bits(((h0 + h) * len + rows[static_cast<std::size_t>(r)]) * w + x));
-    return out;
-}
-
 const KernelFn& bsa_attention_kernel(Format f, bool naive) {
     static const std::vector<KernelInfo> list = cpu_attention_kernels();
     const std::string want = std::string("cpu.") + (naive ? "naive" : "scalar") + ".attention." + name(f);
@@ -164,24 +154,20 @@ void block_sparse_call(const KernelCall& c, Format f, bool naive, const BlockSpa
         const std::int64_t h0 = s.mode == 0 ? g * per : 0, nh = s.mode == 0 ? per : s.hq;
         const std::int64_t kv0 = s.mode == 0 ? g : 0, nkv = s.mode == 0 ? 1 : s.groups;
         for (std::int64_t t = 0; t < s.len; ++t) {
-            std::vector<std::int64_t> tok;
+            std::vector<double> ids(static_cast<std::size_t>(s.slots));
             for (std::int64_t slot = 0; slot < s.slots; ++slot) {
-                const double id = idx.value(t * s.slots + slot);
-                c.out[1].set_bits((g * s.len + t) * s.slots + slot, encode(c.out[1].format, id));
-                if (!(id >= 0)) continue;
-                const auto b = static_cast<std::int64_t>(id);
-                for (std::int64_t j = b * s.r; j < std::min(s.len, b * s.r + s.r) && j <= t; ++j) tok.push_back(j);
+                ids[static_cast<std::size_t>(slot)] = idx.value(t * s.slots + slot);
+                c.out[1].set_bits((g * s.len + t) * s.slots + slot, encode(c.out[1].format, ids[static_cast<std::size_t>(slot)]));
             }
-            std::sort(tok.begin(), tok.end());
-            tok.erase(std::unique(tok.begin(), tok.end()), tok.end());
+            const std::vector<std::int64_t> tok = oracle::block_sparse_tokens(ids.data(), s.slots, s.r, s.len, t);
             if (tok.empty()) {  // nothing selected (a NaN score in the row): o NaN
                 for (std::int64_t h = 0; h < nh; ++h)
                     for (std::int64_t d = 0; d < s.dv; ++d)
                         c.out[0].set_bits(((h0 + h) * s.len + t) * s.dv + d, encode(c.out[0].format, std::nan("")));
                 continue;
             }
-            const Tensor q = bsa_gather(c.in[0], h0, nh, {t}), k = bsa_gather(c.in[1], kv0, nkv, tok),
-                         v = bsa_gather(c.in[2], kv0, nkv, tok);
+            const Tensor q = oracle::gather_head_rows(c.in[0], h0, nh, {t}), k = oracle::gather_head_rows(c.in[1], kv0, nkv, tok),
+                         v = oracle::gather_head_rows(c.in[2], kv0, nkv, tok);
             Tensor o(f, {nh, 1, s.dv}), lse(Format::fp32, {nh, 1});
             attend(KernelCall{attn_params, {q.view(), k.view(), v.view()}, {o.view(), lse.view()}});
             for (std::int64_t h = 0; h < nh; ++h)
