@@ -494,7 +494,7 @@ std::string undefined_reason(const OpSpec& op) {
         return "a stage may overflow, RMSNorm(u)'s root is not determined, or the router is undefined";
     if (op.name == "block_sparse_attention")
         return "a block score's budget is undefined (a non-finite score, a stage that may overflow, RMSNorm's root not "
-               "determined) and the candidate's selection is not a valid one";
+               "determined); o also needs the candidate's selection to be a valid one (not a NaN row)";
     if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
     return "0/0: eps = 0 on a constant row";
 }

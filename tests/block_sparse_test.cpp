@@ -19,9 +19,7 @@ using namespace conform;
 namespace {
 
 Tensor bsa_tensor(std::vector<std::int64_t> shape, const std::vector<double>& v) {
-    Tensor t(Format::fp32, std::move(shape));
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, v.at(static_cast<std::size_t>(i)));
-    return t;
+    return conform::testing::fp32_tensor(std::move(shape), v);
 }
 
 Tensor bsa_filled(std::vector<std::int64_t> shape, double step) {
