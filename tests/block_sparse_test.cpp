@@ -158,3 +158,36 @@ TEST(BlockSparseVerdict, TiesBrokenTheOtherWayPass) {
         [](const KernelCall& c) { cpu::block_sparse_call(c, Format::fp32, false, {.select = {.ties_to_higher = true}}); },
         "block scores' budget");
 }
+
+// An unselected token is never read: a NaN in its key and value leaves the
+// oracle's o finite and the kernel passes (with a 0/-inf additive mask the
+// attention oracle's NaN + -inf would poison the row).  MSA, blocks of 2,
+// k = 1: query 5 attends its own block {4, 5} only; token 0 holds the NaNs.
+TEST(BlockSparseOracle, UnselectedTokensAreNeverRead) {
+    BsaInputs in = bsa_case(6, 1, 1, std::vector<double>(6, 1.0), {3, 1, 2, 0, 1, 1});
+    in.t[1].set_value(0, NAN), in.t[2].set_value(1, NAN);  // token 0's k[0] and v[0]
+    const Params p({{"mode", 0}, {"block", 2}, {"k", 1}});
+    const auto r = oracle::evaluate_structured("block_sparse_attention", p, in.views(), {Format::fp32, Format::fp32});
+    for (std::int64_t t = 2; t < 6; ++t)
+        for (std::int64_t d = 0; d < 2; ++d) EXPECT_TRUE(std::isfinite(r.exact[0][static_cast<std::size_t>(t * 2 + d)])) << t;
+    EXPECT_TRUE(std::isnan(r.exact[0][0]));  // query 0 reads token 0
+    const KernelInfo* k = builtin_registry().find("cpu.scalar.block_sparse_attention.fp32");
+    ASSERT_NE(k, nullptr);
+    const auto res = props::check_case(*k, p, in.views());
+    EXPECT_TRUE(res.pass) << res.message;
+}
+
+// A NaN index score leaves the row's budget undefined: its indices are not
+// judged, and o is judged over the kernel's selection only where that is a
+// valid one.  The kernel's NaN row (no selection) is not judged either.
+TEST(BlockSparseOracle, NaNIndexScoreRowIsUndefined) {
+    BsaInputs in = bsa_case(6, 1, 1, std::vector<double>(6, 1.0), {3, NAN, 2, 0, 1, 1});
+    const Params p({{"mode", 0}, {"block", 2}, {"k", 2}});
+    const KernelInfo* k = builtin_registry().find("cpu.scalar.block_sparse_attention.fp32");
+    ASSERT_NE(k, nullptr);
+    const auto e = props::evaluate_case(*k, p, in.views());
+    // Queries 2..5 have block 0 (holding the NaN) in their pool: undefined rows.
+    for (std::int64_t t = 2; t < 6; ++t) EXPECT_EQ(e.outputs[1].rigorous[static_cast<std::size_t>(t * 2 + 1)], oracle::kUndefined) << t;
+    EXPECT_EQ(e.outputs[1].rigorous[0], 0);  // query 0: nothing eligible, judged
+    EXPECT_TRUE(props::check_case(*k, p, in.views()).pass);
+}
