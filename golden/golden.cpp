@@ -60,6 +60,9 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // for bit patterns, near_eps, around_cap and subnormals (q, raw and the
 // values C; the gate logits, biases and indexer normal): bit patterns
 // overflow its logits as attention's do.
+// block_sparse_attention takes `constant` for bit patterns (index scores
+// whose FP32 dots overflow leave rows undefined); the family is the index
+// inputs', q, k and v normal or uniform (the attention op's moderate logits).
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
 struct Substitution {
@@ -74,6 +77,7 @@ const Substitution kSubstitutions[] = {
     {"matmul", props::Family::bit_patterns, props::Family::constant},
     {"lightning_indexer", props::Family::bit_patterns, props::Family::constant},
     {"dsa_attention", props::Family::bit_patterns, props::Family::constant},
+    {"block_sparse_attention", props::Family::bit_patterns, props::Family::constant},
     {"moe_router", props::Family::bit_patterns, props::Family::normal},
     {"moe_router", props::Family::near_eps, props::Family::uniform},
     {"moe_router", props::Family::around_cap, props::Family::heavy_tail},
@@ -220,6 +224,11 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     for (const Setting& set : kSettings)
         if (name == set.op && i == set.vector) s.params.set(set.param, set.value);
     s.families = {fam, name == "mla" || name == "compressed_attention" ? props::Family::normal : fam};
+    if (name == "block_sparse_attention") {  // 4 heads in 2 groups, 9 tokens (a partial last block of 2), D 2, Di 8
+        s.dims = {4, 2, 9, 2, 2, 8, 0};
+        s.params.set("mode", i % 2), s.params.set("block", 2), s.params.set("k", 2);
+        s.families = {i % 2 ? props::Family::uniform : props::Family::normal, fam};
+    }
     s.seed = 1000 + static_cast<std::uint64_t>(i);
     return s;
 }

@@ -87,6 +87,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"topk_select", {"queries", "candidates"}},
         {"lightning_indexer", {"queries", "candidates", "heads", "dim"}},
         {"compressed_attention", {"heads", "tokens", "dim", "index_heads"}},
+        {"block_sparse_attention", {"heads", "groups", "tokens", "dim", "index_heads", "index_dim"}},
         {"moe", {"tokens", "channels", "experts", "ffn"}},
         {"latent_moe", {"tokens", "channels", "experts", "ffn"}},
         {"fp8_quantize", {"rows", "cols"}},

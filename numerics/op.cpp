@@ -306,6 +306,44 @@ void add_fp8_specs(std::vector<OpSpec>& s) {
                  fp8_gemm_shapes});
 }
 
+// block_sparse_attention (docs/block_sparse_attention.md): o [Hq, L, Dv] and
+// indices [G, L, k] (MSA) or [1, L, k + 1] (QSA).  Staged: o is judged over
+// the candidate's own selection where the block scores' budget admits it.
+std::vector<std::vector<std::int64_t>> block_sparse_attention_shapes(const std::vector<TensorView>& in, const Params& p) {
+    if (in.size() < 3 || in[0].rank != 3 || in[1].rank != 3 || in[2].rank != 3)
+        throw std::invalid_argument("block_sparse_attention: expects q [Hq, L, D], k [G, L, D], v [G, L, Dv], iq, ik, nq, nk");
+    const auto k = static_cast<std::int64_t>(p.get("k", 2));
+    const bool qsa = p.get("mode", 0) == 1;
+    return {{in[0].shape[0], in[0].shape[1], in[2].shape[2]}, {qsa ? 1 : in[1].shape[0], in[0].shape[1], qsa ? k + 1 : k}};
+}
+
+void add_block_sparse_spec(std::vector<OpSpec>& s) {
+    OpSpec b{"block_sparse_attention", "sparse", OpKind::structured, {"q", "k", "v", "iq", "ik", "nq", "nk"},
+             {"o", "indices"},
+             {{"mode", 0, "0: MSA (seed 001 §1.5.5), 1: QSA (§1.5.4)"},
+              {"block", 4, "B_k (MSA) or r (QSA): block b holds tokens [b block, b block + block - 1]"},
+              {"k", 2, "blocks selected per query: MSA's k slots include the forced own block; QSA's own block "
+                       "comes on top of them"},
+              {"scale", 0, "softmax scale of the main attention; 0 = 1/sqrt(D)"},
+              {"rope_dim", 0, "QSA: the first rope_dim index dims rotate (half-split pairs); 0 = Di/2 rounded down "
+                              "to even"},
+              {"rope_base", 10000, "QSA: RoPE theta of the index branch"},
+              {"eps", 1e-6, "QSA: the zero-centred RMSNorms' epsilon, inside the root"}},
+             "q [Hq, L, D], k [G, L, D], v [G, L, Dv] (query head h reads group floor(h / (Hq/G))), iq [Gi, L, Di], "
+             "ik [L, Di], nq [Di], nk [Di] (QSA's zero-centred norm weights).  MSA: Gi = G, token scores iq[g,t] . "
+             "ik[j] / sqrt(Di) for j <= t, block score = max over the block's visible tokens, the own block "
+             "floor(t / block) in slot 0, then the top k - 1 earlier blocks per group: indices [G, L, k].  QSA: "
+             "K_b = RoPE(ZC-RMSNorm(mean of ik over block b; nk), p = b block), q~[h,t] = RoPE(ZC-RMSNorm(iq[h,t]; "
+             "nq), p = t), score[t, b] = sum_h ReLU(q~ . K_b) over fully observed blocks (b block + block - 1 <= t), "
+             "the own block first then the top k: indices [1, L, k + 1] shared by all heads (topk_select's rule: "
+             "ties to the lower index, -1 in unfilled slots).  o [Hq, L, Dv]: exact softmax attention over the "
+             "selected blocks' tokens j <= t.  Judged ambiguity-aware: a selection within the block scores' "
+             "budget passes, and o is judged over the candidate's own selection"};
+    b.out_shapes_params = block_sparse_attention_shapes;
+    b.staged = true;
+    s.push_back(std::move(b));
+}
+
 // Multi-head latent attention (docs/mla.md), the parameters of oracle::eval_mla.
 void add_mla_spec(std::vector<OpSpec>& s) {
     s.push_back({"mla", "mla", OpKind::structured,
@@ -474,6 +512,7 @@ std::vector<OpSpec> make_specs() {
     add_fp8_specs(s);
     add_sparse_specs(s);
     add_compressed_attention_spec(s);
+    add_block_sparse_spec(s);
     add_mla_spec(s);
     add_dsa_spec(s);
     return s;

@@ -10,6 +10,7 @@
 #include "oracle/matmul.hpp"
 #include "oracle/dsa.hpp"
 #include "oracle/mla_bound.hpp"
+#include "oracle/block_sparse.hpp"
 #include "oracle/moe.hpp"
 #include "oracle/moe_layer.hpp"
 #include "oracle/sparse.hpp"
@@ -338,6 +339,7 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "lightning_indexer") return lightning_indexer_bound;
     if (op == "compressed_attention") return compressed_attention_bound;
     if (op == "dsa_attention") return dsa_attention_bound;
+    if (op == "block_sparse_attention") return block_sparse_attention_bound;
     if (op == "moe") return moe_bound;
     if (op == "latent_moe") return latent_moe_bound;
     if (op == "fp8_quantize") return fp8_quantize_bound;

@@ -21,6 +21,7 @@
 #include "oracle/compressed_attention.hpp"
 #include "oracle/dsa.hpp"
 #include "oracle/mla.hpp"
+#include "oracle/block_sparse.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn.hpp"
 #include "oracle/softmax.hpp"
@@ -79,6 +80,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"lightning_indexer", eval_lightning_indexer},
         {"compressed_attention", eval_compressed_attention},
         {"dsa_attention", eval_dsa_attention},
+        {"block_sparse_attention", eval_block_sparse_attention},
         {"moe", eval_moe},
         {"latent_moe", eval_latent_moe},
         {"fp8_quantize", eval_fp8_quantize},

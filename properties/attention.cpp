@@ -9,7 +9,6 @@
 #include "properties/domain.hpp"
 
 namespace conform::props {
-namespace {
 
 // Value families whose logits stay moderate (|s| up to ~1e3 with the scales
 // drawn): an FP32 logit of magnitude M carries an absolute error ~D u M, so
@@ -20,6 +19,8 @@ const std::vector<Family>& attention_families() {
                                           Family::subnormal};
     return v;
 }
+
+namespace {
 
 // NaN at `count` random elements: a NaN logit poisons its row, a NaN value
 // poisons the rows that see its key, a hidden key's NaN must not leak.

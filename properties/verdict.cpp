@@ -501,6 +501,9 @@ std::string undefined_reason(const OpSpec& op) {
         return "a stage may overflow, RMSNorm(u)'s root is not determined, or the router is undefined";
     if (op.name == "dsa_attention")
         return "the indexer's FP32 dot products or head sums may overflow: the row's selection is not determined";
+    if (op.name == "block_sparse_attention")
+        return "a block score's budget is undefined (a non-finite score, a stage that may overflow, RMSNorm's root not "
+               "determined); o also needs the candidate's selection to be a valid one (not a NaN row)";
     if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
     if (op.name == "compressed_attention") return "the indexer's FP32 dot products or head sums may overflow: the selection is not determined";
     return "0/0: eps = 0 on a constant row";

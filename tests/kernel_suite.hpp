@@ -65,15 +65,13 @@ inline void expect_other_tie_rule_passes(const std::string& base, KernelFn fn, c
     EXPECT_GT(accepted, 0) << "no tie was broken the other way: the generators lost their exact ties";
 }
 
-// An FP32 tensor of `shape` holding `v` (row-major): hand-made cases.
+// An FP32 tensor of any shape holding `v` (row-major): hand-made cases.
 inline Tensor fp32_tensor(std::vector<std::int64_t> shape, const std::vector<double>& v) {
     Tensor t(Format::fp32, std::move(shape));
     for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, v.at(static_cast<std::size_t>(i)));
     return t;
 }
-inline Tensor fp32_matrix(std::int64_t rows, std::int64_t cols, const std::vector<double>& v) {
-    return fp32_tensor({rows, cols}, v);
-}
+inline Tensor fp32_matrix(std::int64_t rows, std::int64_t cols, const std::vector<double>& v) { return fp32_tensor({rows, cols}, v); }
 
 class KernelSuite : public ::testing::TestWithParam<std::string> {};
 class MutantSuite : public ::testing::TestWithParam<std::string> {};

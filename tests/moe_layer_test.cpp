@@ -17,11 +17,7 @@ using namespace conform;
 
 namespace {
 
-Tensor tensor(std::vector<std::int64_t> shape, const std::vector<double>& v) {
-    Tensor t(Format::fp32, std::move(shape));
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, v.at(static_cast<std::size_t>(i)));
-    return t;
-}
+Tensor tensor(std::vector<std::int64_t> shape, const std::vector<double>& v) { return conform::testing::fp32_tensor(std::move(shape), v); }
 
 double silu(double z) { return z / (1 + std::exp(-z)); }
 
