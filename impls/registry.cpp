@@ -8,6 +8,7 @@
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/matmul.hpp"
 #include "impls/cpu/mla.hpp"
+#include "impls/cpu/nsa.hpp"
 #include "impls/cpu/moe.hpp"
 #include "impls/cpu/sparse.hpp"
 #include "impls/cpu/rope.hpp"
@@ -64,6 +65,7 @@ const Registry& builtin_registry() {
         register_cpu_moe(r);
         register_cpu_sparse(r);
         register_cpu_mla(r);
+        register_cpu_nsa(r);
         register_cpu_moe_layer(r);
         register_cpu_fp8(r);
         register_mutants_norm(r);
@@ -81,6 +83,7 @@ const Registry& builtin_registry() {
         register_mutants_moe(r);
         register_mutants_sparse(r);
         register_mutants_mla(r);
+        register_mutants_nsa(r);
         register_mutants_fp8(r);
         return r;
     }();

@@ -93,6 +93,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"smooth_quant", {"tokens", "channels", "n"}},
         {"int8_block", {"tokens", "d", "heads", "ffn"}},
         {"mla", {"heads", "tokens", "cached", "d_model", "d_c", "d_nope", "d_r", "d_v"}},
+        {"nsa_attention", {"heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim"}},
     };
     if (auto it = dims.find(op); it != dims.end()) return it->second;
     return {"rows", "cols"};

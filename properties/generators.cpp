@@ -191,6 +191,7 @@ Case build_case(const CaseSpec& spec0) {
     if (spec.op == "topk_select") return build_topk_select_case(spec);
     if (spec.op == "lightning_indexer") return build_lightning_indexer_case(spec);
     if (spec.op == "mla") return build_mla_case(spec);
+    if (spec.op == "nsa_attention") return build_nsa_attention_case(spec);
     if (spec.op == "moe" || spec.op == "latent_moe") return build_moe_layer_case(spec);
     if (spec.op == "fp8_quantize") return build_fp8_quantize_case(spec);
     if (spec.op == "fp8_gemm") return build_fp8_gemm_case(spec);
@@ -301,6 +302,7 @@ rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
     if (op.name == "topk_select") return gen_topk_select_spec(fmt, opt);
     if (op.name == "lightning_indexer") return gen_lightning_indexer_spec(fmt, opt);
     if (op.name == "mla") return gen_mla_spec(fmt, opt);
+    if (op.name == "nsa_attention") return gen_nsa_attention_spec(fmt, opt);
     if (op.name == "moe" || op.name == "latent_moe") return gen_moe_layer_spec(op.name, fmt, opt);
     if (op.name == "fp8_quantize") return gen_fp8_quantize_spec(fmt, opt);
     if (op.name == "fp8_gemm") return gen_fp8_gemm_spec(fmt, opt);

@@ -116,6 +116,8 @@ rc::Gen<CaseSpec> gen_moe_router_spec(Format fmt, GenOptions opt);  // propertie
 Case build_moe_router_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_mla_spec(Format fmt, GenOptions opt);  // properties/mla.cpp
 Case build_mla_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_nsa_attention_spec(Format fmt, GenOptions opt);  // properties/nsa.cpp
+Case build_nsa_attention_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_moe_layer_spec(const std::string& op, Format fmt, GenOptions opt);  // properties/moe_layer.cpp
 Case build_moe_layer_case(const CaseSpec& spec);  // moe and latent_moe
 rc::Gen<CaseSpec> gen_fp8_quantize_spec(Format fmt, GenOptions opt);  // properties/fp8.cpp

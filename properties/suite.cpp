@@ -212,6 +212,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_sparse_properties(v);
         add_sparse_indexer_properties(v);
         add_mla_properties(v);
+        add_nsa_attention_properties(v);
         add_moe_layer_properties(v);
         add_fp8_properties(v);
         return v;

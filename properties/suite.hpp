@@ -96,6 +96,7 @@ void add_moe_properties(std::vector<PropertyDef>& v);         // properties/moe.
 void add_sparse_properties(std::vector<PropertyDef>& v);      // properties/sparse.cpp
 void add_sparse_indexer_properties(std::vector<PropertyDef>& v);  // properties/sparse_indexer.cpp
 void add_mla_properties(std::vector<PropertyDef>& v);         // properties/mla.cpp
+void add_nsa_attention_properties(std::vector<PropertyDef>& v);  // properties/nsa.cpp
 void add_moe_layer_properties(std::vector<PropertyDef>& v);   // properties/moe_layer.cpp
 
 report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, const RunConfig& cfg, Stats* stats);
