@@ -55,6 +55,10 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // makes logits whose storage error saturates the softmax, and heavy tails
 // leave an output that cancels below its BF16 bound: not judged, where a
 // vector must judge every element); the family is h's, the weights normal.
+// NSA takes `constant` for `bit_patterns` as attention does, uniform values for
+// outliers (an outlier's logit error saturates a branch's softmax: bounds at the
+// output's magnitude, and BF16 logits past FP32's range) and tiny values for
+// `around_cap` (its cancelling outputs sit below their bounds; docs/nsa_attention.md).
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
 struct Substitution {
@@ -84,6 +88,9 @@ const Substitution kSubstitutions[] = {
     {"mla", props::Family::around_cap, props::Family::uniform},
     {"mla", props::Family::subnormal, props::Family::tiny},
     {"mla", props::Family::outlier, props::Family::constant},
+    {"nsa_attention", props::Family::bit_patterns, props::Family::constant},
+    {"nsa_attention", props::Family::outlier, props::Family::uniform},
+    {"nsa_attention", props::Family::around_cap, props::Family::tiny},
     {"softmax", props::Family::near_eps, props::Family::masked},
     {"softmax", props::Family::around_cap, props::Family::saturated},
 };
@@ -116,6 +123,8 @@ const Setting kSettings[] = {
     // no causal mask.
     {"mla", 2, "form", 1}, {"mla", 3, "cache_rotated", 0}, {"mla", 3, "offset", 5}, {"mla", 4, "pairing", 1},
     {"mla", 5, "causal", 0},
+    // nsa_attention: no forced block, one slot, a window of one key.
+    {"nsa_attention", 2, "force_local", 0}, {"nsa_attention", 4, "n", 1}, {"nsa_attention", 5, "window", 1},
     {"rms_norm", 1, "zero_centered", 1}, {"rms_norm", 3, "zero_centered", 1},
     {"softcap", 4, "beta", 5},       // the around_cap vector straddles a cap of 5, not the default 30
     {"situ_glu", 4, "beta1", 100},   // caps above 64 (still applied)
@@ -179,6 +188,10 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "mla") {  // 2 heads, 3 new tokens after 2 cached, d_model 8, d_c 4, d_nope 4 (square W_uk), d_r 2, d_v 3
         s.dims = {2, 3, 2, 8, 4, 4, 2, 3};
         s.params.set("offset", 1000);
+    }
+    if (name == "nsa_attention") {  // GQA 2 x 2, 6 queries after 5 earlier keys, blocks of 3 (a tail of 2); ties on odd
+        s.dims = {4, 2, 6, 11, 4, 4, i % 2, i == 3 ? 1 : 0};  // vectors, closed gates on vector 3
+        s.params.set("block", 3), s.params.set("n", 3), s.params.set("window", 3);
     }
     if (name == "fp8_quantize") s.dims = {3, 20};
     if (name == "fp8_gemm") s.dims = {2, 200, 130, 0};  // two K blocks (a tail of 72), two column blocks of B's scales

@@ -177,37 +177,3 @@ TEST(NsaOracle, ShapeErrorsNameTheInput) {
         EXPECT_NE(std::string(e.what()).find("'g'"), std::string::npos) << e.what();
     }
 }
-
-TEST(NsaDebug, DISABLED_Case) {
-    props::CaseSpec s = props::structured_spec("nsa_attention", Format::fp32, {6, 2, 16, 16, 1, 1, 1, 0},
-                                               Params({{"block", 4}, {"force_local", 1}, {"n", 3}, {"window", 4}}),
-                                               props::Family::heavy_tail, -3, 65445619128ULL, 2);
-    const props::Case c = props::build_case(s);
-    const KernelInfo* k = builtin_registry().find("cpu.scalar.nsa_attention.fp32");
-    const props::CaseResult r = props::check_case(*k, c.params, c.views());
-    std::cout << "pass " << r.pass << " " << r.message << "\n";
-    const auto o = run_kernel(*k, c.params, c.views());
-    const std::int64_t row = 13;
-    std::cout << "kernel " << o[0].value(row) << "\n";
-    const oracle::NsaSetup st = oracle::nsa_setup(c.params, c.views());
-    const auto q = oracle::read_exact(c.inputs[0].view()), kk = oracle::read_exact(c.inputs[1].view()), v = oracle::read_exact(c.inputs[2].view());
-    const auto kc = oracle::nsa_pool(st, kk, 1), vc = oracle::nsa_pool(st, v, 1);
-    const auto ex = oracle::eval_nsa_attention(c.params, c.views());
-    std::vector<double> sel;
-    for (auto& x : ex.values[1]) sel.push_back(oracle::to_double(x));
-    const auto br = oracle::nsa_branches(st, q, kk, v, kc, vc, oracle::nsa_scale<oracle::Real>(c.params, 1), sel);
-    for (int b = 0; b < 3; ++b) std::cout << "branch " << b << " " << oracle::to_double(br.o[b][row]) << "\n";
-    std::cout << "gates " << c.inputs[3].value(row * 3) << " " << c.inputs[3].value(row * 3 + 1) << " " << c.inputs[3].value(row * 3 + 2) << "\n";
-    std::cout << "sel " << sel[row * 3] << " " << sel[row * 3 + 1] << " " << sel[row * 3 + 2] << " kernel " << o[1].value(row * 3) << " " << o[1].value(row * 3 + 1) << " " << o[1].value(row * 3 + 2) << "\n";
-    for (int open = 0; open < 3; ++open) {
-        props::Case d = c;
-        for (int b = 0; b < 3; ++b)
-            if (b != open) d.inputs[3].set_value(row * 3 + b, -INFINITY);
-        std::cout << "open " << open << " kernel " << run_kernel(*k, d.params, d.views())[0].value(row) << "\n";
-    }
-    std::cout << props::show_inputs(*c.op, c.params, c.views(), 400).substr(0, 0) << "v:";
-    for (int j = 0; j < 16; ++j) std::cout << " " << c.inputs[2].value(j);
-    std::cout << "\nk:";
-    for (int j = 0; j < 16; ++j) std::cout << " " << c.inputs[1].value(j);
-    std::cout << "\n";
-}
