@@ -93,6 +93,24 @@ double nsa_judged_bound(const CaseEval& e, std::size_t o, std::size_t i) {
     return b;
 }
 
+// o of two evaluations of the same exact value (a kernel and another, or
+// one kernel on inputs that leave o unchanged): every element judged by both
+// within the sum of their bounds.  Returns the elements compared.
+std::int64_t nsa_agree(const CaseEval& a, const CaseEval& b, const std::string& other, const Case& c) {
+    std::int64_t judged = 0;
+    for (std::size_t i = 0; i < a.outputs[0].exact.size(); ++i) {
+        const double ba = nsa_judged_bound(a, 0, i), bb = nsa_judged_bound(b, 0, i);
+        if (std::isnan(ba) || std::isnan(bb)) continue;
+        const double x = a.outputs[0].got.value(static_cast<std::int64_t>(i)), y = b.outputs[0].got.value(static_cast<std::int64_t>(i));
+        ++judged;
+        if (!(std::fabs(x - y) <= ba + bb))
+            RC_FAIL("o[" + std::to_string(i) + "]: " + hexfloat(x) + ", " + other + " " + hexfloat(y) +
+                    ": beyond the sum of both bounds " + hexfloat(ba) + " + " + hexfloat(bb) + "\n" +
+                    show_inputs(*c.op, c.params, c.views()));
+    }
+    return judged;
+}
+
 void nsa_set_gate(Case& c, int branch, double value) {
     Tensor& g = c.inputs[3];
     for (std::int64_t r = 0; r < g.numel() / 3; ++r) g.set_value(r * 3 + branch, value);
@@ -176,17 +194,7 @@ Testable nsa_window_only(const KernelInfo& k) {
         gp.set("window", c.params.get("window", 4)), gp.set("scale", c.params.get("scale", 0));
         const CaseEval a = evaluate_case(k, c.params, c.views());
         const CaseEval b = evaluate_case(*ga, gp, {c.inputs[0].view(), c.inputs[1].view(), c.inputs[2].view(), g.view()});
-        std::int64_t judged = 0;
-        for (std::size_t i = 0; i < a.outputs[0].exact.size(); ++i) {
-            const double ba = nsa_judged_bound(a, 0, i), bb = nsa_judged_bound(b, 0, i);
-            if (std::isnan(ba) || std::isnan(bb)) continue;
-            const double x = a.outputs[0].got.value(static_cast<std::int64_t>(i)), y = b.outputs[0].got.value(static_cast<std::int64_t>(i));
-            ++judged;
-            if (!(std::fabs(x - y) <= ba + bb))
-                RC_FAIL("o[" + std::to_string(i) + "]: " + hexfloat(x) + ", gated sliding-window attention " + hexfloat(y) +
-                        ": beyond the sum of the bounds\n" + show_inputs(*c.op, c.params, c.views()));
-        }
-        RC_PRE(judged > 0);
+        RC_PRE(nsa_agree(a, b, "gated sliding-window attention (" + ga->name + ")", c) > 0);
     };
 }
 
@@ -213,14 +221,7 @@ Testable nsa_tail_not_compressed(const KernelInfo& k) {
             if (a.outputs[1].got.bits(e) != b.outputs[1].got.bits(e))
                 RC_FAIL("indices[" + std::to_string(e) + "]: " + nsa_id_text(a.outputs[1].got.value(e)) + " becomes " +
                         nsa_id_text(b.outputs[1].got.value(e)) + " when the uncompressed tail changes");
-        for (std::size_t i = 0; i < a.outputs[0].exact.size(); ++i) {
-            const double ba = nsa_judged_bound(a, 0, i), bb = nsa_judged_bound(b, 0, i);
-            if (std::isnan(ba) || std::isnan(bb)) continue;
-            const double x = a.outputs[0].got.value(static_cast<std::int64_t>(i)), y = b.outputs[0].got.value(static_cast<std::int64_t>(i));
-            if (!(std::fabs(x - y) <= ba + bb))
-                RC_FAIL("o[" + std::to_string(i) + "]: " + hexfloat(x) + " becomes " + hexfloat(y) +
-                        " when the uncompressed tail changes (compressed branch alone)");
-        }
+        nsa_agree(a, b, "with another uncompressed tail (compressed branch alone)", c);
     };
 }
 
