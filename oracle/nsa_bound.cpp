@@ -154,13 +154,14 @@ std::vector<std::vector<double>> nsa_attention_bound(const Params& p, const std:
                                                    nsa_window_keys(s, i)};
         for (int b = 0; b < 3; ++b)
             for (std::int64_t j : keys[b]) {
-                double a = 0;
+                double a = 0;  // the finite terms (an infinite one beside an overflowing one: NaN in FP32)
                 for (std::int64_t c = 0; c < s.d; ++c) {
                     const double x = std::fabs(q[static_cast<std::size_t>((h * s.lq + i) * s.d + c)]);
                     const auto kb = static_cast<std::size_t>(((b == 0 ? s.blocks : s.lk) * g + j) * s.d + c);
-                    a += b == 0 ? x * (std::fabs(kc[kb]) + ek[kb]) : x * std::fabs(k[kb]);
+                    const double t = b == 0 ? x * (std::fabs(kc[kb]) + ek[kb]) : x * std::fabs(k[kb]);
+                    if (std::isfinite(t)) a += t;
                 }
-                if (std::isfinite(a) && a * std::max(1.0, std::fabs(scale)) * (1 + g_dot) >= 0x1p127) return true;
+                if (a * std::max(1.0, std::fabs(scale)) * (1 + g_dot) >= 0x1p127) return true;
             }
         for (int b = 0; b < 3; ++b) {
             double m = 0;
