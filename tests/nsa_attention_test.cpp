@@ -164,6 +164,20 @@ TEST(NsaVerdict, UnobservedBlocksFailAtTheIndices) {
     }
 }
 
+// An infinite v at a key whose weight underflows (a logit 1e30 below the
+// max: below MPFR's exponent range too) counts whole: the exact weight is
+// positive, so o is +inf, as the kernels' careful accumulation gives.
+TEST(NsaOracle, InfiniteValueUnderAnUnderflowingWeightCountsWhole) {
+    const Tensor q = nsa_t({1, 2, 1}, {1.0, 1.0}), k = nsa_t({1, 2, 1}, {1.0, -1e30}), v = nsa_t({1, 2, 1}, {2.0, INFINITY});
+    const Tensor g = nsa_t({1, 2, 3}, std::vector<double>(6, 0.0));
+    const Params p({{"block", 4}, {"n", 1}, {"window", 2}});  // no complete block: o = (o_s + o_w) / 2
+    const oracle::OpOutputs out = oracle::eval_nsa_attention(p, {q.view(), k.view(), v.view(), g.view()});
+    EXPECT_EQ(oracle::to_double(out.values[0][1]), INFINITY);
+    EXPECT_EQ(oracle::to_double(out.values[0][0]), 2.0);  // sigmoid(0) (v_0 + v_0)
+    const auto got = run_kernel(*builtin_registry().find("cpu.scalar.nsa_attention.fp32"), p, {q.view(), k.view(), v.view(), g.view()});
+    EXPECT_EQ(got[0].value(1), INFINITY);
+}
+
 TEST(NsaOracle, ShapeErrorsNameTheInput) {
     const Tensor q = nsa_t({2, 3, 2}, std::vector<double>(12, 0.0)), k = nsa_t({2, 2, 2}, std::vector<double>(8, 0.0));
     const Tensor v = nsa_t({2, 2, 1}, std::vector<double>(4, 0.0)), g = nsa_t({2, 3, 3}, std::vector<double>(18, 0.0));
