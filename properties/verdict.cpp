@@ -493,7 +493,7 @@ std::string undefined_reason(const OpSpec& op) {
     if (op.name == "moe" || op.name == "latent_moe")
         return "a stage may overflow, RMSNorm(u)'s root is not determined, or the router is undefined";
     if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
-    if (op.name == "nsa_attention") return "an FP32 logit, accumulator or the gated sum may overflow: the selection or a branch is not bounded";
+    if (op.name == "nsa_attention") return "an FP32 logit, accumulator or the gated sum may overflow, or a branch's logits are too large to bound: the selection or a branch is not bounded";
     return "0/0: eps = 0 on a constant row";
 }
 
