@@ -63,6 +63,10 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // block_sparse_attention takes `constant` for bit patterns (index scores
 // whose FP32 dots overflow leave rows undefined); the family is the index
 // inputs', q, k and v normal or uniform (the attention op's moderate logits).
+// NSA takes `constant` for `bit_patterns` as attention does, uniform values for
+// outliers (an outlier's logit error saturates a branch's softmax: bounds at the
+// output's magnitude, and BF16 logits past FP32's range) and tiny values for
+// `around_cap` (its cancelling outputs sit below their bounds; docs/nsa_attention.md).
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
 struct Substitution {
@@ -98,6 +102,9 @@ const Substitution kSubstitutions[] = {
     {"compressed_attention", props::Family::near_eps, props::Family::uniform},
     {"compressed_attention", props::Family::around_cap, props::Family::heavy_tail},
     {"compressed_attention", props::Family::subnormal, props::Family::tiny},
+    {"nsa_attention", props::Family::bit_patterns, props::Family::constant},
+    {"nsa_attention", props::Family::outlier, props::Family::uniform},
+    {"nsa_attention", props::Family::around_cap, props::Family::tiny},
     {"softmax", props::Family::near_eps, props::Family::masked},
     {"softmax", props::Family::around_cap, props::Family::saturated},
 };
@@ -133,6 +140,8 @@ const Setting kSettings[] = {
     // compressed_attention: HCA (m 2, then m' 3 with a tail of 2), no sliding window (empty first rows).
     {"compressed_attention", 1, "mode", 1}, {"compressed_attention", 4, "window", 0},
     {"compressed_attention", 5, "mode", 1}, {"compressed_attention", 5, "m", 3},
+    // nsa_attention: no forced block, one slot, a window of one key.
+    {"nsa_attention", 2, "force_local", 0}, {"nsa_attention", 4, "n", 1}, {"nsa_attention", 5, "window", 1},
     {"rms_norm", 1, "zero_centered", 1}, {"rms_norm", 3, "zero_centered", 1},
     {"softcap", 4, "beta", 5},       // the around_cap vector straddles a cap of 5, not the default 30
     {"situ_glu", 4, "beta1", 100},   // caps above 64 (still applied)
@@ -207,6 +216,10 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "dsa_attention") {
         s.dims = {4, 4 + i % 3, 2, 17, 2, 8, 3, i % 2, 1};
         s.params.set("k", 3);
+    }
+    if (name == "nsa_attention") {  // GQA 2 x 2, 6 queries after 5 earlier keys, blocks of 3 (a tail of 2); ties on odd
+        s.dims = {4, 2, 6, 11, 4, 4, i % 2, i == 3 ? 1 : 0};  // vectors, closed gates on vector 3
+        s.params.set("block", 3), s.params.set("n", 3), s.params.set("window", 3);
     }
     if (name == "fp8_quantize") s.dims = {3, 20};
     if (name == "fp8_gemm") s.dims = {2, 200, 130, 0};  // two K blocks (a tail of 72), two column blocks of B's scales

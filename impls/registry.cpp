@@ -11,6 +11,7 @@
 #include "impls/cpu/dsa.hpp"
 #include "impls/cpu/mla.hpp"
 #include "impls/cpu/block_sparse.hpp"
+#include "impls/cpu/nsa.hpp"
 #include "impls/cpu/moe.hpp"
 #include "impls/cpu/sparse.hpp"
 #include "impls/cpu/rope.hpp"
@@ -70,6 +71,7 @@ const Registry& builtin_registry() {
         register_cpu_compressed_attention(r);
         register_cpu_dsa(r);
         register_cpu_block_sparse(r);
+        register_cpu_nsa(r);
         register_cpu_moe_layer(r);
         register_cpu_fp8(r);
         register_mutants_norm(r);
@@ -90,6 +92,7 @@ const Registry& builtin_registry() {
         register_mutants_compressed_attention(r);
         register_mutants_dsa(r);
         register_mutants_block_sparse(r);
+        register_mutants_nsa(r);
         register_mutants_fp8(r);
         return r;
     }();

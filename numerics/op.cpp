@@ -344,6 +344,38 @@ void add_block_sparse_spec(std::vector<OpSpec>& s) {
     s.push_back(std::move(b));
 }
 
+// nsa_attention (docs/nsa_attention.md): outputs o [Hq, Lq, Dv] and indices [Hkv, Lq, n].
+std::vector<std::vector<std::int64_t>> nsa_attention_shapes(const std::vector<TensorView>& in, const Params& p) {
+    if (in.size() < 4 || in[0].rank != 3 || in[1].rank != 3 || in[2].rank != 3)
+        throw std::invalid_argument("nsa_attention: expects q [Hq, Lq, D], k [Hkv, Lk, D], v [Hkv, Lk, Dv], g [Hq, Lq, 3]");
+    return {{in[0].shape[0], in[0].shape[1], in[2].shape[2]},
+            {in[1].shape[0], in[0].shape[1], static_cast<std::int64_t>(p.get("n", 4))}};
+}
+
+// Native sparse attention (NSA, seed 001 §1.5.1, docs/nsa_attention.md).  Staged: o is
+// judged given the candidate's own (admissible) selection.
+void add_nsa_attention_spec(std::vector<OpSpec>& s) {
+    OpSpec nsa{"nsa_attention", "sparse", OpKind::structured, {"q", "k", "v", "g"}, {"o", "indices"},
+               {{"scale", 0, "softmax scale of every branch; 0 = 1/sqrt(D)"},
+                {"block", 4, "l: compression and selection block (keys [b l, b l + l - 1]); a tail shorter than l is "
+                             "not compressed"},
+                {"n", 4, "selected blocks per query, the forced own block included (>= 1)"},
+                {"window", 4, "w: the window branch sees keys (t - w, t] (>= 1)"},
+                {"force_local", 1, "1: the query's own block floor(t / l) always selected, in slot 0; 0: none"}},
+               "q [Hq, Lq, D], k [Hkv, Lk, D], v [Hkv, Lk, Dv], g [Hq, Lq, 3] gate logits (compressed, selected, "
+               "window); query row i at position t = Lk - Lq + i (bottom-right); GQA head h -> floor(h Hkv / Hq).  "
+               "o = sigmoid(g_c) o_c + sigmoid(g_s) o_s + sigmoid(g_w) o_w: o_c = softmax attention over the "
+               "complete blocks b with b l + l - 1 <= t of K_cmp[b] = mean k, V_cmp[b] = mean v over the block "
+               "(mean pooling for NSA's learned phi; 0 when none); indices [Hkv, Lq, n]: the own block, then the "
+               "blocks of largest importance sum over the group's heads of softmax(scale q K_cmp) among the "
+               "visible ones (ties: lower index), -1 in empty slots, ids as exact values; o_s = attention over the "
+               "tokens s <= t of the selected blocks; o_w = attention over s in (t - w, t].  Judged "
+               "ambiguity-aware: indices within the importance budget, o exact given the candidate's selection"};
+    nsa.out_shapes_params = nsa_attention_shapes;
+    nsa.staged = true;
+    s.push_back(std::move(nsa));
+}
+
 // Multi-head latent attention (docs/mla.md), the parameters of oracle::eval_mla.
 void add_mla_spec(std::vector<OpSpec>& s) {
     s.push_back({"mla", "mla", OpKind::structured,
@@ -515,6 +547,7 @@ std::vector<OpSpec> make_specs() {
     add_block_sparse_spec(s);
     add_mla_spec(s);
     add_dsa_spec(s);
+    add_nsa_attention_spec(s);
     return s;
 }
 

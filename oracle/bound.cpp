@@ -11,6 +11,7 @@
 #include "oracle/dsa.hpp"
 #include "oracle/mla_bound.hpp"
 #include "oracle/block_sparse.hpp"
+#include "oracle/nsa.hpp"
 #include "oracle/moe.hpp"
 #include "oracle/moe_layer.hpp"
 #include "oracle/sparse.hpp"
@@ -334,6 +335,7 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "int8_gemm") return int8_gemm_bound;
     if (op == "matmul") return matmul_bound;
     if (op == "mla") return mla_bound;
+    if (op == "nsa_attention") return nsa_attention_bound;
     if (op == "moe_router") return moe_router_bound;
     if (op == "topk_select") return topk_select_bound;
     if (op == "lightning_indexer") return lightning_indexer_bound;

@@ -22,6 +22,7 @@
 #include "oracle/dsa.hpp"
 #include "oracle/mla.hpp"
 #include "oracle/block_sparse.hpp"
+#include "oracle/nsa.hpp"
 #include "oracle/rope.hpp"
 #include "oracle/sinkhorn.hpp"
 #include "oracle/softmax.hpp"
@@ -61,6 +62,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"qk_norm_attention", eval_qk_norm_attention},
         {"gated_attention", eval_gated_attention},
         {"mla", eval_mla},
+        {"nsa_attention", eval_nsa_attention},
         // The registry ops gdn and kda are the recurrences; the chunkwise
         // forms stay available by name (docs/gdn.md).
         {"gdn", eval_gdn_recurrent},

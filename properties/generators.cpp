@@ -194,6 +194,7 @@ Case build_case(const CaseSpec& spec0) {
     if (spec.op == "compressed_attention") return build_compressed_attention_case(spec);
     if (spec.op == "dsa_attention") return build_dsa_attention_case(spec);
     if (spec.op == "block_sparse_attention") return build_block_sparse_case(spec);
+    if (spec.op == "nsa_attention") return build_nsa_attention_case(spec);
     if (spec.op == "moe" || spec.op == "latent_moe") return build_moe_layer_case(spec);
     if (spec.op == "fp8_quantize") return build_fp8_quantize_case(spec);
     if (spec.op == "fp8_gemm") return build_fp8_gemm_case(spec);
@@ -307,6 +308,7 @@ rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
     if (op.name == "compressed_attention") return gen_compressed_attention_spec(fmt, opt);
     if (op.name == "dsa_attention") return gen_dsa_attention_spec(fmt, opt);
     if (op.name == "block_sparse_attention") return gen_block_sparse_spec(fmt, opt);
+    if (op.name == "nsa_attention") return gen_nsa_attention_spec(fmt, opt);
     if (op.name == "moe" || op.name == "latent_moe") return gen_moe_layer_spec(op.name, fmt, opt);
     if (op.name == "fp8_quantize") return gen_fp8_quantize_spec(fmt, opt);
     if (op.name == "fp8_gemm") return gen_fp8_gemm_spec(fmt, opt);

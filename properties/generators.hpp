@@ -124,6 +124,8 @@ rc::Gen<CaseSpec> gen_block_sparse_spec(Format fmt, GenOptions opt);  // propert
 // The attention op's value families (moderate logits; properties/attention.cpp).
 const std::vector<Family>& attention_families();
 Case build_block_sparse_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_nsa_attention_spec(Format fmt, GenOptions opt);  // properties/nsa.cpp
+Case build_nsa_attention_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_moe_layer_spec(const std::string& op, Format fmt, GenOptions opt);  // properties/moe_layer.cpp
 Case build_moe_layer_case(const CaseSpec& spec);  // moe and latent_moe
 rc::Gen<CaseSpec> gen_fp8_quantize_spec(Format fmt, GenOptions opt);  // properties/fp8.cpp

@@ -215,6 +215,7 @@ const std::vector<PropertyDef>& property_defs() {
         add_compressed_attention_properties(v);
         add_dsa_properties(v);
         add_block_sparse_properties(v);
+        add_nsa_attention_properties(v);
         add_moe_layer_properties(v);
         add_fp8_properties(v);
         return v;

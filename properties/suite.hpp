@@ -99,6 +99,7 @@ void add_mla_properties(std::vector<PropertyDef>& v);         // properties/mla.
 void add_compressed_attention_properties(std::vector<PropertyDef>& v);  // properties/compressed_attention.cpp
 void add_dsa_properties(std::vector<PropertyDef>& v);         // properties/dsa.cpp
 void add_block_sparse_properties(std::vector<PropertyDef>& v);  // properties/block_sparse.cpp
+void add_nsa_attention_properties(std::vector<PropertyDef>& v);  // properties/nsa.cpp
 void add_moe_layer_properties(std::vector<PropertyDef>& v);   // properties/moe_layer.cpp
 
 report::PropertyOutcome run_property(const PropertyDef& p, const KernelInfo& k, const RunConfig& cfg, Stats* stats);

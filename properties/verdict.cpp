@@ -506,6 +506,7 @@ std::string undefined_reason(const OpSpec& op) {
                "determined); o also needs the candidate's selection to be a valid one (not a NaN row)";
     if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
     if (op.name == "compressed_attention") return "the indexer's FP32 dot products or head sums may overflow: the selection is not determined";
+    if (op.name == "nsa_attention") return "an FP32 logit, accumulator or the gated sum may overflow, or a branch's logits are too large to bound: the selection or a branch is not bounded";
     return "0/0: eps = 0 on a constant row";
 }
 
