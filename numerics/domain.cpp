@@ -93,6 +93,8 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"smooth_quant", {"tokens", "channels", "n"}},
         {"int8_block", {"tokens", "d", "heads", "ffn"}},
         {"mla", {"heads", "tokens", "cached", "d_model", "d_c", "d_nope", "d_r", "d_v"}},
+        {"block_attn_res", {"sources", "tokens", "d"}},
+        {"gated_residual", {"streams", "tokens", "d", "rank"}},
     };
     if (auto it = dims.find(op); it != dims.end()) return it->second;
     return {"rows", "cols"};

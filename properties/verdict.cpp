@@ -493,6 +493,9 @@ std::string undefined_reason(const OpSpec& op) {
     if (op.name == "moe" || op.name == "latent_moe")
         return "a stage may overflow, RMSNorm(u)'s root is not determined, or the router is undefined";
     if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
+    if (op.name == "block_attn_res") return "a stage may overflow, or a key's RMSNorm root is not determined";
+    if (op.name == "gated_residual")
+        return "a stage may overflow, a stream's RMSNorm root is not determined, or a non-finite weight meets the token";
     return "0/0: eps = 0 on a constant row";
 }
 
