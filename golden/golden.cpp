@@ -162,6 +162,8 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "lse_merge") s.dims = {4, 3};
     if (name == "sinkhorn") s.dims = {3, 4};  // three 4x4 matrices (n_hc = 4), 20 iterations
     if (name == "hc_residual" || name == "mhc_residual") s.dims = {2, 4, 9};  // n_hc = 4, a SIMD tail
+    if (name == "block_attn_res") s.dims = {3, 2, 9};     // 3 sources, 2 tokens, d 9
+    if (name == "gated_residual") s.dims = {4, 2, 8, 4};  // n 4, 2 tokens, d 8, rank 4
     if (name == "quantize") s.dims = {3, 5};
     if (name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
     if (name == "matmul") s.dims = {3, 5, 17};          // K odd (vdpbf16ps pairs), N past a 16-lane vector

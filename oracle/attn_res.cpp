@@ -56,8 +56,10 @@ OpOutputs eval_block_attn_res(const Params& params, const std::vector<TensorView
 // t = mean + eps within eta_t = gamma_{d+3} + eta / t.  1 / sqrt(t (1 +
 // eta_t)) = q (1 + a), |a| <= eta_t / (2 (1 - eta_t)); the root, the
 // reciprocal and the two multiplies (g x, then by 1 / r) are four more
-// roundings: rel = (1 + a)(1 + gamma_4) - 1; products among the subnormals
-// add 2 eta (1 + |g|) (as rms_norm's bound).
+// roundings: rel = (1 + a)(1 + gamma_4) - 1.  Products among the
+// subnormals: g x rounds by eta/2 absolutely, which the multiply by 1 / r
+// magnifies (by up to 1 / sqrt(eps)), the last product by eta/2 more (and
+// the other order, x (1 / r) first, by |g| times that): eta (1 + 1/r)(1 + |g|).
 RmsRowBudget rms_row_budget(const TensorView& x, std::int64_t first, std::int64_t stride, std::int64_t d, double eps,
                             Format acc) {
     const double u = unit_roundoff(acc), eta = ulp_at(acc, 0.0);
@@ -75,7 +77,7 @@ RmsRowBudget rms_row_budget(const TensorView& x, std::int64_t first, std::int64_
     }
     b.inv_r = 1 / std::sqrt(t);
     b.rel = (1 + eta_t / (2 * (1 - eta_t))) * (1 + gamma(4, u)) - 1;
-    b.abs_per_g = 2 * eta;
+    b.abs_per_g = eta * (1 + b.inv_r);
     return b;
 }
 

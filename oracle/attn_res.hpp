@@ -61,7 +61,8 @@ AttnResShape attn_res_shape(const std::vector<TensorView>& in);
 // The RMSNorm stage of both residual reads (docs/residual.md, "Error
 // budget"): a row x (d values, stride apart) normalized in `acc` as
 // (g x) (1 / sqrt(fl(sum x^2) / d + eps)), any order of the sum.  Each
-// computed element is k (1 + theta) + abs_per_g (1 + |g|) with |theta| <= rel;
+// computed element is k (1 + theta) + e with |theta| <= rel and |e| <=
+// abs_per_g (1 + |g|), abs_per_g = eta (1 + 1/r) (subnormal products);
 // inv_r = 1 / sqrt(mean + eps) exactly (in double).  undefined: the sum of
 // squares may overflow in acc, or mean + eps is 0 (eps = 0 on a zero row) or
 // so small that the underflowing squares leave it unbounded.

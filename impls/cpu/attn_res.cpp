@@ -22,11 +22,14 @@ std::vector<float> widen_residual(const TensorView& t) {
     return v;
 }
 
-float residual_inv_rms(const float* x, std::int64_t d, float eps, bool eps_outside) {
+float residual_inv_rms(const float* x, std::int64_t d, double eps, bool eps_outside) {
     float ss = 0;
     for (std::int64_t c = 0; c < d; ++c) ss = ss + x[c] * x[c];
     const float mean = ss / static_cast<float>(d);
-    return 1.0f / (eps_outside ? std::sqrt(mean) + eps : std::sqrt(mean + eps));
+    // mean + eps in double, rounded once: eps itself is never rounded to FP32
+    // (fl32(1e-6) and fl32(0.1) would bias every output of an eps-dominated row).
+    const float t = static_cast<float>(static_cast<double>(mean) + eps);
+    return 1.0f / (eps_outside ? std::sqrt(mean) + static_cast<float>(eps) : std::sqrt(t));
 }
 
 namespace {
@@ -50,7 +53,7 @@ AttnResGeometry attn_res_geometry(const KernelCall& c) {
 template <Format F>
 void attn_res_scalar(const KernelCall& c, const AttnResFlaws& fl = {}) {
     const AttnResGeometry g = attn_res_geometry(c);
-    const float eps = static_cast<float>(c.params.get("eps", 1e-6));
+    const double eps = c.params.get("eps", 1e-6);
     const std::vector<float> v = widen_residual(c.in[0]), w = widen_residual(c.in[1]);
     const std::vector<float> nw = g.has_g && !fl.weight_ignored ? widen_residual(c.in[2]) : std::vector<float>(static_cast<std::size_t>(g.d), 1.0f);
     const auto N = static_cast<std::size_t>(g.n), d = static_cast<std::size_t>(g.d);

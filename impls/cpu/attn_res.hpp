@@ -17,9 +17,10 @@ namespace cpu {
 // Every input of a call widened to FP32 (exact: storage is at most FP32).
 std::vector<float> widen_residual(const TensorView& t);
 
-// 1 / r of a row x[0..d) in FP32, r = sqrt(fl(sum x^2) / d + eps) (the
-// RMSNorm of both residual reads); eps_outside: r = sqrt(mean) + eps (a flaw).
-float residual_inv_rms(const float* x, std::int64_t d, float eps, bool eps_outside = false);
+// 1 / r of a row x[0..d) in FP32, r = sqrt(fl(fl(sum x^2) / d + eps)), the
+// add of the exact eps rounded once (the RMSNorm of both residual reads);
+// eps_outside: r = sqrt(mean) + eps (a flaw).
+float residual_inv_rms(const float* x, std::int64_t d, double eps, bool eps_outside = false);
 
 // The ways a block_attn_res kernel goes wrong; all off is the kernel.
 struct AttnResFlaws {

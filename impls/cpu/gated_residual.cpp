@@ -44,7 +44,7 @@ float gated_sigmoid(float l) {
 template <Format F>
 void gated_scalar(const KernelCall& c, const GatedFlaws& fl = {}) {
     const GatedGeometry g = gated_geometry(c);
-    const float eps = static_cast<float>(c.params.get("eps", 1e-6));
+    const double eps = c.params.get("eps", 1e-6);
     const std::vector<float> H = widen_residual(c.in[0]), nw = widen_residual(c.in[1]), A = widen_residual(c.in[2]),
                              B = widen_residual(c.in[3]);
     const auto n = static_cast<std::size_t>(g.n), d = static_cast<std::size_t>(g.d), r = static_cast<std::size_t>(g.rank),
