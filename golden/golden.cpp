@@ -57,6 +57,9 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // vector must judge every element); the family is h's, the weights normal.
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
+// The residual reads take `constant` for `bit_patterns`: the sums of squares
+// of values up to 3.4e38 overflow FP32, tokens their bounds leave undefined
+// (docs/residual.md).
 struct Substitution {
     const char* op;
     props::Family from, to;
@@ -86,6 +89,8 @@ const Substitution kSubstitutions[] = {
     {"mla", props::Family::outlier, props::Family::constant},
     {"softmax", props::Family::near_eps, props::Family::masked},
     {"softmax", props::Family::around_cap, props::Family::saturated},
+    {"block_attn_res", props::Family::bit_patterns, props::Family::constant},
+    {"gated_residual", props::Family::bit_patterns, props::Family::constant},
 };
 
 std::vector<props::Family> vector_families(const std::string& op) {
