@@ -46,6 +46,28 @@ Mat<Real> gated_matrix(const TensorView& t, std::int64_t rows, std::int64_t cols
 // of a few 2^-53), covered by this factor (as hc_residual's).
 constexpr double kGatedSafety = 1 + 0x1p-40;
 
+// One FP32 dot-product stage of the low rank, out_j = sum_k x_k W[k, j] (W
+// [K, cols] row-major, K = x.size()) from computed inputs within ex:
+// eo_j = sum_k ex_k |W_kj| + dot_budget(sum_k (|x_k| + ex_k) |W_kj|, K).
+// Returns whether some dot may overflow.
+bool gated_dot_stage(const std::vector<double>& x, const std::vector<double>& ex, const TensorView& W, std::int64_t cols,
+                     Format acc, std::vector<double>& out, std::vector<double>& eo) {
+    bool overflow = false;
+    const auto K = static_cast<std::int64_t>(x.size());
+    for (std::int64_t j = 0; j < cols; ++j) {
+        double v = 0, mag = 0, prop = 0;
+        for (std::int64_t k = 0; k < K; ++k) {
+            const double w = W.value(k * cols + j);
+            const auto ku = static_cast<std::size_t>(k);
+            v += x[ku] * w, mag += (std::fabs(x[ku]) + ex[ku]) * std::fabs(w), prop += ex[ku] * std::fabs(w);
+        }
+        const DotBudget db = dot_budget(mag, K, acc);
+        overflow = overflow || db.may_overflow;
+        out[static_cast<std::size_t>(j)] = v, eo[static_cast<std::size_t>(j)] = prop + db.err;
+    }
+    return overflow;
+}
+
 }  // namespace
 
 OpOutputs eval_gated_residual(const Params& params, const std::vector<TensorView>& in) {
@@ -102,27 +124,9 @@ std::vector<std::vector<double>> gated_residual_bound(const Params& params, cons
                 ez[m] = r.rel * std::fabs(z[m]) + r.abs_per_g * (1 + std::fabs(g));
             }
         }
-        for (std::size_t j = 0; j < ur; ++j) {
-            double mag = 0, prop = 0;
-            for (std::size_t m = 0; m < und; ++m) {
-                const double a = in[2].value(static_cast<std::int64_t>(m * ur + j));
-                y[j] += z[m] * a, mag += (std::fabs(z[m]) + ez[m]) * std::fabs(a), prop += ez[m] * std::fabs(a);
-            }
-            const DotBudget db = dot_budget(mag, nd, acc);
-            undefined = undefined || db.may_overflow;
-            ey[j] = prop + db.err;
-        }
-        for (std::size_t m = 0; m < und; ++m) {
-            double mag = 0, prop = 0;
-            for (std::size_t j = 0; j < ur; ++j) {
-                const double b = in[3].value(static_cast<std::int64_t>(j * und + m));
-                l[m] += y[j] * b, mag += (std::fabs(y[j]) + ey[j]) * std::fabs(b), prop += ey[j] * std::fabs(b);
-            }
-            const DotBudget db = dot_budget(mag, rk, acc);
-            undefined = undefined || db.may_overflow;
-            el[m] = prop + db.err;
-            finite = finite && std::isfinite(l[m]) && std::isfinite(el[m]);
-        }
+        undefined = gated_dot_stage(z, ez, in[2], rk, acc, y, ey) || undefined;
+        undefined = gated_dot_stage(y, ey, in[3], nd, acc, l, el) || undefined;
+        for (std::size_t m = 0; m < und; ++m) finite = finite && std::isfinite(l[m]) && std::isfinite(el[m]);
         double* h_out = bh.data() + t * s.d;
         double* w_out = bw.data() + t * nd;
         const double* h_ex = exact.at(0).data() + t * s.d;

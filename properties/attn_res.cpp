@@ -10,12 +10,11 @@
 #include "properties/common.hpp"
 
 namespace conform::props {
-namespace {
 
 // Values of the sources: every family whose sums stay inside FP32's range,
 // near_eps (mean squares near eps: where eps's place in the root matters),
 // subnormal and tiny (an FP32 sum of squares that underflows).
-const std::vector<Family>& attn_res_families() {
+const std::vector<Family>& residual_families() {
     static const std::vector<Family> f = {Family::normal,   Family::normal,   Family::uniform, Family::heavy_tail,
                                           Family::outlier,  Family::constant, Family::near_eps, Family::tiny,
                                           Family::subnormal};
@@ -24,12 +23,10 @@ const std::vector<Family>& attn_res_families() {
 
 // NaN, +-inf and +-0 at random elements (not +-max: a sum of squares of
 // FP32 maxima overflows, outside the bound's domain).
-void attn_res_inject(Tensor& t, int count, std::mt19937_64& rng) {
+void residual_inject(Tensor& t, int count, std::mt19937_64& rng) {
     const double vals[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0};
     for (int s = 0; s < count && t.numel(); ++s) t.set_value(static_cast<std::int64_t>(rng() % t.numel()), vals[rng() % 5]);
 }
-
-}  // namespace
 
 // dims = {N, T, d}; params eps (1e-6 most often; 1e-5, 0.1 where the root's
 // eps matters, 0: exact scale invariance), "query_scale" (not an op
@@ -41,7 +38,7 @@ rc::Gen<CaseSpec> gen_block_attn_res_spec(Format fmt, GenOptions opt) {
             return s;
         },
         rc::gen::element(1, 2, 3, 4, 4, 8, 9), rc::gen::element(1, 2, 3, 5), rc::gen::element(1, 7, 8, 16, 33, 64),
-        rc::gen::elementOf(attn_res_families()), rc::gen::inRange(-4, 5), rc::gen::arbitrary<std::uint64_t>(),
+        rc::gen::elementOf(residual_families()), rc::gen::inRange(-4, 5), rc::gen::arbitrary<std::uint64_t>(),
         opt.specials ? rc::gen::inRange(1, 3) : rc::gen::just(0), rc::gen::element(1e-6, 1e-6, 1e-6, 1e-5, 0.1, 0.0));
 }
 
@@ -67,7 +64,7 @@ Case build_block_attn_res_case(const CaseSpec& spec) {
     c.inputs.push_back(std::move(v));
     c.inputs.push_back(std::move(w));
     if (has_g) c.inputs.push_back(std::move(g));
-    for (std::size_t k = 0; k < 2; ++k) attn_res_inject(c.inputs[k], spec.specials, rng);
+    for (std::size_t k = 0; k < 2; ++k) residual_inject(c.inputs[k], spec.specials, rng);
     return c;
 }
 

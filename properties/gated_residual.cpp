@@ -10,21 +10,6 @@
 #include "properties/verdict.hpp"
 
 namespace conform::props {
-namespace {
-
-const std::vector<Family>& gated_families() {
-    static const std::vector<Family> f = {Family::normal,   Family::normal,   Family::uniform, Family::heavy_tail,
-                                          Family::outlier,  Family::constant, Family::near_eps, Family::tiny,
-                                          Family::subnormal};
-    return f;
-}
-
-void gated_inject(Tensor& t, int count, std::mt19937_64& rng) {
-    const double vals[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0};
-    for (int s = 0; s < count && t.numel(); ++s) t.set_value(static_cast<std::int64_t>(rng() % t.numel()), vals[rng() % 5]);
-}
-
-}  // namespace
 
 // dims = {n, T, d, r}: n = 4 most often (Qwen's hc_count), the rank small.
 rc::Gen<CaseSpec> gen_gated_residual_spec(Format fmt, GenOptions opt) {
@@ -33,7 +18,7 @@ rc::Gen<CaseSpec> gen_gated_residual_spec(Format fmt, GenOptions opt) {
             return structured_spec("gated_residual", fmt, {n, T, d, r}, Params({{"eps", eps}}), f, k, seed, specials);
         },
         rc::gen::element(4, 4, 1, 2, 3), rc::gen::element(1, 2, 3), rc::gen::element(1, 7, 8, 16, 32),
-        rc::gen::element(1, 2, 4, 8), rc::gen::elementOf(gated_families()), rc::gen::inRange(-4, 5),
+        rc::gen::element(1, 2, 4, 8), rc::gen::elementOf(residual_families()), rc::gen::inRange(-4, 5),
         rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 3) : rc::gen::just(0),
         rc::gen::element(1e-6, 1e-6, 1e-6, 1e-5, 0.1, 0.0));
 }
@@ -61,7 +46,7 @@ Case build_gated_residual_case(const CaseSpec& spec) {
     c.inputs.push_back(std::move(g));
     c.inputs.push_back(std::move(A));
     c.inputs.push_back(std::move(B));
-    gated_inject(c.inputs[0], spec.specials, rng);
+    residual_inject(c.inputs[0], spec.specials, rng);
     return c;
 }
 
