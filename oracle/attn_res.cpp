@@ -33,6 +33,7 @@ AttnResShape attn_res_shape(const std::vector<TensorView>& in) {
 OpOutputs eval_block_attn_res(const Params& params, const std::vector<TensorView>& in) {
     const AttnResShape s = attn_res_shape(in);
     const double eps = params.get("eps", 1e-6);
+    if (!(eps >= 0)) throw std::invalid_argument("block_attn_res: parameter eps = " + std::to_string(eps) + " is negative");
     const std::vector<Real> v = read_exact(in[0]), w = read_exact(in[1]);
     const std::vector<Real> g = s.has_g ? read_exact(in[2]) : std::vector<Real>(static_cast<std::size_t>(s.d), Real(1));
     OpOutputs out{{"h"}, {{s.tokens, s.d}}, {{}}};

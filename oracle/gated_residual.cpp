@@ -73,6 +73,7 @@ bool gated_dot_stage(const std::vector<double>& x, const std::vector<double>& ex
 OpOutputs eval_gated_residual(const Params& params, const std::vector<TensorView>& in) {
     const GatedShape s = gated_residual_shape(in);
     const double eps = params.get("eps", 1e-6);
+    if (!(eps >= 0)) throw std::invalid_argument("gated_residual: parameter eps = " + std::to_string(eps) + " is negative");
     const std::int64_t nd = s.n * s.d;
     const Mat<Real> g = gated_matrix(in[1], s.n, s.d), A = gated_matrix(in[2], nd, s.rank),
                     B = gated_matrix(in[3], s.rank, nd);

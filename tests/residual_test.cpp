@@ -9,6 +9,7 @@
 #include "oracle/attn_res.hpp"
 #include "oracle/bound.hpp"
 #include "oracle/gated_residual.hpp"
+#include "oracle/structured.hpp"
 #include "test_tensors.hpp"
 
 using namespace conform;
@@ -97,6 +98,31 @@ TEST(ResidualOracle, EvaluatorValidation) {
                  B = tensor({2, 6}, repeat({0}, 12)), Bbad = tensor({3, 6}, repeat({0}, 18));
     EXPECT_NO_THROW(oracle::eval_gated_residual(Params(), {H.view(), g.view(), A.view(), B.view()}));
     EXPECT_THROW(oracle::eval_gated_residual(Params(), {H.view(), g.view(), A.view(), Bbad.view()}), std::invalid_argument);
+    const Params negative({{"eps", -1.0}});
+    EXPECT_THROW(oracle::eval_block_attn_res(negative, {v.view(), w.view()}), std::invalid_argument);
+    EXPECT_THROW(oracle::eval_gated_residual(negative, {H.view(), g.view(), A.view(), B.view()}), std::invalid_argument);
+}
+
+// A token whose FP32 sum of squares may overflow is undefined (not judged),
+// the others keep a finite, nonzero bound; a token with a NaN source is
+// judged by class (bound 0).
+TEST(ResidualOracle, BoundsUndefinedOnlyWhereAStageMayOverflow) {
+    using conform::testing::tensor;
+    const Tensor v = tensor({2, 3, 2}, {1, 2, 1e30, 3e30, NAN, 1, 3, 4, 5, 6, 7, 8}, Format::fp32), w = tensor({2}, {0.5, -1}, Format::fp32);
+    const auto ex = oracle::evaluate_structured("block_attn_res", Params(), {v.view(), w.view()}, {Format::fp32}).exact;
+    const auto b = oracle::block_attn_res_bound(Params(), {v.view(), w.view()}, ex, Format::fp32, {Format::fp32}).at(0);
+    EXPECT_TRUE(b[0] > 0 && std::isfinite(b[0]));
+    EXPECT_EQ(b[2], oracle::kUndefined);
+    EXPECT_TRUE(std::isnan(ex.at(0)[4]));
+    EXPECT_EQ(b[4], 0);
+    const Tensor H = tensor({1, 2, 2}, {1, 2, 1e30, 3e30}, Format::fp32), g = tensor({1, 2}, {1, 1}, Format::fp32),
+                 A = tensor({2, 1}, {0.5, 0.25}, Format::fp32), B = tensor({1, 2}, {1, -1}, Format::fp32);
+    const std::vector<TensorView> in = {H.view(), g.view(), A.view(), B.view()};
+    const auto gx = oracle::evaluate_structured("gated_residual", Params(), in, {Format::fp32}).exact;
+    const auto gb = oracle::gated_residual_bound(Params(), in, gx, Format::fp32, {Format::fp32});
+    EXPECT_TRUE(gb[0][0] > 0 && std::isfinite(gb[0][0]) && gb[1][0] > 0 && std::isfinite(gb[1][0]));
+    EXPECT_EQ(gb[0][2], oracle::kUndefined);
+    EXPECT_EQ(gb[1][2], oracle::kUndefined);
 }
 
 // The double templates (the model's FP64 tier) agree with the MPFR
