@@ -226,6 +226,49 @@ Testable uniform_scale_exact(const KernelInfo& k) {
     };
 }
 
+// eps = 0: scaling one source j by c leaves its key (RMSNorm is scale
+// invariant), so the weights too, and h is linear in that source's value:
+// h(4 v_j) - h = 3 (h(2 v_j) - h) exactly.  The three kernel results, each
+// within its bound of the exact one, satisfy it within b_4 + b + 3 (b_2 + b).
+// A key that changes with the scale (raw keys) moves the weights and breaks it.
+Testable one_source_scaled(const KernelInfo& k) {
+    return [&k] {
+        Case c = attn_res_case(k);
+        c.params.set("eps", 0.0);
+        const Tensor& v = c.inputs[0];
+        const std::int64_t N = v.shape()[0], T = v.shape()[1], d = v.shape()[2];
+        const std::int64_t j = *rc::gen::inRange<std::int64_t>(0, N);
+        std::vector<Case> cs = {c, c, c};
+        for (int s = 1; s <= 2; ++s)
+            for (std::int64_t e = j * T * d; e < (j + 1) * T * d; ++e) {
+                const double x = std::ldexp(v.value(e), s);
+                RC_PRE(std::isfinite(x) && decode(v.format(), encode(v.format(), x)) == x);
+                cs[static_cast<std::size_t>(s)].inputs[0].set_value(e, x);
+            }
+        const Format of = output_format(k, 0);
+        std::vector<std::vector<double>> b(3);
+        std::vector<Tensor> o(3);
+        for (std::size_t s = 0; s < 3; ++s) {
+            const auto ex = oracle::evaluate_structured("block_attn_res", cs[s].params, cs[s].views(), {of}).exact;
+            b[s] = oracle::block_attn_res_bound(cs[s].params, cs[s].views(), ex, k.acc, {of}).at(0);
+            o[s] = run_kernel(k, cs[s].params, cs[s].views()).at(0);
+        }
+        for (std::int64_t e = 0; e < T * d; ++e) {
+            const auto i = static_cast<std::size_t>(e);
+            const double h1 = o[0].value(e), h2 = o[1].value(e), h4 = o[2].value(e);
+            bool skip = !std::isfinite(h1) || !std::isfinite(h2) || !std::isfinite(h4);
+            for (std::size_t s = 0; s < 3; ++s) skip = skip || b[s][i] == oracle::kUndefined;
+            if (skip) continue;
+            const double lhs = (h4 - h1) - 3 * (h2 - h1);
+            const double tol = b[2][i] + b[0][i] + 3 * (b[1][i] + b[0][i]) + 0x1p-50 * (std::fabs(h4) + 4 * std::fabs(h1) + 3 * std::fabs(h2));
+            if (!(std::fabs(lhs) <= tol))
+                RC_FAIL("eps = 0, source " + std::to_string(j) + " times 2 and 4: h[" + std::to_string(e) + "] = " + hexfloat(h1) +
+                        ", " + hexfloat(h2) + ", " + hexfloat(h4) + " are not linear in the source (residual " + hexfloat(lhs) +
+                        ", allowed " + hexfloat(tol) + ")");
+        }
+    };
+}
+
 }  // namespace
 
 void add_attn_res_properties(std::vector<PropertyDef>& v) {
@@ -235,6 +278,8 @@ void add_attn_res_properties(std::vector<PropertyDef>& v) {
     v.push_back({"zero_query_mean", "w = 0: h is the mean of the sources within the bound", is_op_, of_kernel(zero_query_mean)});
     v.push_back({"source_permutation", "permuting the sources changes h by at most the two results' bounds", is_op_,
                  of_kernel(source_permutation)});
+    v.push_back({"one_source_scaled", "eps = 0: one source times 2 and 4 leaves its key, so h is linear in it", is_op_,
+                 of_kernel(one_source_scaled)});
     v.push_back({"uniform_scale_exact", "eps = 0: every source times 4 leaves the keys, so h is exactly 4 h", is_op_,
                  of_kernel(uniform_scale_exact)});
 }
