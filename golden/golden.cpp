@@ -69,6 +69,9 @@ const props::Family kVectorFamilies[] = {props::Family::normal, props::Family::o
 // `around_cap` (its cancelling outputs sit below their bounds; docs/nsa_attention.md).
 // Softmax takes fully masked rows for `near_eps` (no epsilon in it) and
 // logits up to 2^15 (exp overflows without the max shift) for `around_cap`.
+// The residual reads take `constant` for `bit_patterns`: the sums of squares
+// of values up to 3.4e38 overflow FP32, tokens their bounds leave undefined
+// (docs/residual.md).
 struct Substitution {
     const char* op;
     props::Family from, to;
@@ -107,6 +110,8 @@ const Substitution kSubstitutions[] = {
     {"nsa_attention", props::Family::around_cap, props::Family::tiny},
     {"softmax", props::Family::near_eps, props::Family::masked},
     {"softmax", props::Family::around_cap, props::Family::saturated},
+    {"block_attn_res", props::Family::bit_patterns, props::Family::constant},
+    {"gated_residual", props::Family::bit_patterns, props::Family::constant},
 };
 
 std::vector<props::Family> vector_families(const std::string& op) {
@@ -188,6 +193,8 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "lse_merge") s.dims = {4, 3};
     if (name == "sinkhorn") s.dims = {3, 4};  // three 4x4 matrices (n_hc = 4), 20 iterations
     if (name == "hc_residual" || name == "mhc_residual") s.dims = {2, 4, 9};  // n_hc = 4, a SIMD tail
+    if (name == "block_attn_res") s.dims = {3, 2, 9};     // 3 sources, 2 tokens, d 9
+    if (name == "gated_residual") s.dims = {4, 2, 8, 4};  // n 4, 2 tokens, d 8, rank 4
     if (name == "quantize") s.dims = {3, 5};
     if (name == "int8_gemm") s.dims = {3, 5, 4, 1, 1};  // codes and scales stored in the vector's format
     if (name == "matmul") s.dims = {3, 5, 17};          // K odd (vdpbf16ps pairs), N past a 16-lane vector

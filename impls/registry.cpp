@@ -4,6 +4,8 @@
 #include "impls/cpu/fp8.hpp"
 #include "impls/cpu/gdn.hpp"
 #include "impls/cpu/hc_residual.hpp"
+#include "impls/cpu/attn_res.hpp"
+#include "impls/cpu/gated_residual.hpp"
 #include "impls/cpu/int8_block.hpp"
 #include "impls/cpu/int8_gemm.hpp"
 #include "impls/cpu/matmul.hpp"
@@ -74,6 +76,8 @@ const Registry& builtin_registry() {
         register_cpu_nsa(r);
         register_cpu_moe_layer(r);
         register_cpu_fp8(r);
+        register_cpu_attn_res(r);
+        register_cpu_gated_residual(r);
         register_mutants_norm(r);
         register_mutants_activation(r);
         register_mutants_gated(r);
@@ -94,6 +98,8 @@ const Registry& builtin_registry() {
         register_mutants_block_sparse(r);
         register_mutants_nsa(r);
         register_mutants_fp8(r);
+        register_mutants_attn_res(r);
+        register_mutants_gated_residual(r);
         return r;
     }();
     return reg;

@@ -97,6 +97,8 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"mla", {"heads", "tokens", "cached", "d_model", "d_c", "d_nope", "d_r", "d_v"}},
         {"dsa_attention", {"queries", "keys", "index_heads", "index_dim", "heads", "head_dim", "v_head_dim"}},
         {"nsa_attention", {"heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim"}},
+        {"block_attn_res", {"sources", "tokens", "d"}},
+        {"gated_residual", {"streams", "tokens", "d", "rank"}},
     };
     if (auto it = dims.find(op); it != dims.end()) return it->second;
     return {"rows", "cols"};

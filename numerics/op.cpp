@@ -376,6 +376,35 @@ void add_nsa_attention_spec(std::vector<OpSpec>& s) {
     s.push_back(std::move(nsa));
 }
 
+// The residual reads (docs/residual.md): block_attn_res h [T, d] from v
+// [N, T, d]; gated_residual h [T, d] and its gate [T, n d] from H [n, T, d].
+std::vector<std::vector<std::int64_t>> block_attn_res_shapes(const std::vector<TensorView>& in) {
+    if (in.empty() || in[0].rank != 3) throw std::invalid_argument("block_attn_res: input v must be [N, T, d]");
+    return {{in[0].shape[1], in[0].shape[2]}};
+}
+std::vector<std::vector<std::int64_t>> gated_residual_shapes(const std::vector<TensorView>& in) {
+    if (in.empty() || in[0].rank != 3) throw std::invalid_argument("gated_residual: input streams must be [n, T, d]");
+    return {{in[0].shape[1], in[0].shape[2]}, {in[0].shape[1], in[0].shape[0] * in[0].shape[2]}};
+}
+
+void add_residual_specs(std::vector<OpSpec>& s) {
+    s.push_back({"block_attn_res", "residual", OpKind::structured, {"v", "w", "norm_weight"}, {"h"},
+                 {{"eps", 1e-6, "RMSNorm epsilon of the keys, inside the root: sqrt(mean(v^2) + eps)"}},
+                 "Block Attention Residuals (Kimi, eqs 6.6-6.7): sources v [N, T, d] (the embedding, the completed "
+                 "block sums, the current partial sum), pseudo-query w [d], optional key norm weight norm_weight [d] "
+                 "(default 1); per token t: k_i = norm_weight * v_i / sqrt(mean(v_i^2) + eps), a_i = w . k_i, "
+                 "alpha = softmax_i(a), h = sum_i alpha_i v_i [T, d] (keys normalized, values raw).  A token with a "
+                 "non-finite logit (a NaN or infinite v, w or norm_weight) has h NaN",
+                 block_attn_res_shapes});
+    s.push_back({"gated_residual", "residual", OpKind::structured, {"streams", "g", "A", "B"}, {"h", "gate"},
+                 {{"eps", 1e-6, "RMSNorm epsilon of every stream, inside the root"}},
+                 "Gated Residual read (Qwen, eq 6.8): streams H [n, T, d], per-stream RMSNorm weights g [n, d], "
+                 "low-rank map A [n d, r], B [r, n d]; per token z_i = g_i * H_i / sqrt(mean(H_i^2) + eps), z = "
+                 "concat(z_1..z_n) [n d], gate = sigmoid((z A) B) [T, n d], h = sum_i gate_i * z_i [T, d].  IEEE "
+                 "arithmetic for special values (a NaN or infinite stream value makes its token NaN)",
+                 gated_residual_shapes});
+}
+
 // Multi-head latent attention (docs/mla.md), the parameters of oracle::eval_mla.
 void add_mla_spec(std::vector<OpSpec>& s) {
     s.push_back({"mla", "mla", OpKind::structured,
@@ -548,6 +577,7 @@ std::vector<OpSpec> make_specs() {
     add_mla_spec(s);
     add_dsa_spec(s);
     add_nsa_attention_spec(s);
+    add_residual_specs(s);
     return s;
 }
 

@@ -4,6 +4,8 @@
 #include "oracle/compressed_attention.hpp"
 #include "oracle/gdn_bound.hpp"
 #include "oracle/hc_residual_bound.hpp"
+#include "oracle/attn_res.hpp"
+#include "oracle/gated_residual.hpp"
 #include "oracle/int8.hpp"
 #include "oracle/int8_block.hpp"
 #include "oracle/fp8.hpp"
@@ -331,6 +333,8 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "sinkhorn") return sinkhorn_bound;
     if (op == "hc_residual") return hc_residual_bound;
     if (op == "mhc_residual") return mhc_residual_bound;
+    if (op == "block_attn_res") return block_attn_res_bound;
+    if (op == "gated_residual") return gated_residual_bound;
     if (op == "quantize") return quantize_bound;
     if (op == "int8_gemm") return int8_gemm_bound;
     if (op == "matmul") return matmul_bound;

@@ -10,6 +10,8 @@
 #include "oracle/eval.hpp"
 #include "oracle/gdn.hpp"
 #include "oracle/hc_residual.hpp"
+#include "oracle/attn_res.hpp"
+#include "oracle/gated_residual.hpp"
 #include "oracle/kda.hpp"
 #include "oracle/fp8.hpp"
 #include "oracle/matmul.hpp"
@@ -90,6 +92,8 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"dequantize", eval_dequantize},
         {"smooth_quant", eval_smooth_quant},
         {"int8_block", eval_int8_block},
+        {"block_attn_res", eval_block_attn_res},
+        {"gated_residual", eval_gated_residual},
     };
     return t;
 }

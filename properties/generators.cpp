@@ -201,6 +201,8 @@ Case build_case(const CaseSpec& spec0) {
     if (spec.op == "dequantize") return build_dequantize_case(spec);
     if (spec.op == "smooth_quant") return build_smooth_quant_case(spec);
     if (spec.op == "int8_block") return build_int8_block_case(spec);
+    if (spec.op == "block_attn_res") return build_block_attn_res_case(spec);
+    if (spec.op == "gated_residual") return build_gated_residual_case(spec);
     Case c;
     c.op = find_op(spec.op);
     c.params = spec.params;
@@ -315,6 +317,8 @@ rc::Gen<CaseSpec> gen_spec(const OpSpec& op, Format fmt, GenOptions opt) {
     if (op.name == "dequantize") return gen_dequantize_spec(fmt, opt);
     if (op.name == "smooth_quant") return gen_smooth_quant_spec(fmt, opt);
     if (op.name == "int8_block") return gen_int8_block_spec(fmt, opt);
+    if (op.name == "block_attn_res") return gen_block_attn_res_spec(fmt, opt);
+    if (op.name == "gated_residual") return gen_gated_residual_spec(fmt, opt);
     const bool rows_op = op.kind == OpKind::row, norm = op.family == "norm";
     std::vector<int> sizes = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65, 100, 128, 129, 256, 1000, 1024, 4096};
     sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](int s) { return s > opt.max_n; }), sizes.end());

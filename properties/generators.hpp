@@ -132,5 +132,13 @@ rc::Gen<CaseSpec> gen_fp8_quantize_spec(Format fmt, GenOptions opt);  // propert
 Case build_fp8_quantize_case(const CaseSpec& spec);
 rc::Gen<CaseSpec> gen_fp8_gemm_spec(Format fmt, GenOptions opt);
 Case build_fp8_gemm_case(const CaseSpec& spec);
+// The residual reads' stream values (the families whose sums of squares
+// stay in FP32's range) and their injected specials (NaN, +-inf, +-0).
+const std::vector<Family>& residual_families();
+void residual_inject(Tensor& t, int count, std::mt19937_64& rng);
+rc::Gen<CaseSpec> gen_block_attn_res_spec(Format fmt, GenOptions opt);  // properties/attn_res.cpp
+Case build_block_attn_res_case(const CaseSpec& spec);
+rc::Gen<CaseSpec> gen_gated_residual_spec(Format fmt, GenOptions opt);  // properties/gated_residual.cpp
+Case build_gated_residual_case(const CaseSpec& spec);
 
 }  // namespace conform::props

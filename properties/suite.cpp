@@ -204,6 +204,8 @@ const std::vector<PropertyDef>& property_defs() {
         add_gdn_properties(v);
         add_sinkhorn_properties(v);
         add_hc_residual_properties(v);
+        add_attn_res_properties(v);
+        add_gated_residual_properties(v);
         add_int8_properties(v);
         add_int8_quant_properties(v);
         add_int8_block_properties(v);

@@ -87,6 +87,8 @@ void add_gated_attention_properties(std::vector<PropertyDef>& v);  // properties
 void add_gdn_properties(std::vector<PropertyDef>& v);
 void add_sinkhorn_properties(std::vector<PropertyDef>& v);
 void add_hc_residual_properties(std::vector<PropertyDef>& v);  // hc_residual, mhc_residual
+void add_attn_res_properties(std::vector<PropertyDef>& v);        // block_attn_res (properties/attn_res.cpp)
+void add_gated_residual_properties(std::vector<PropertyDef>& v);  // gated_residual
 void add_int8_properties(std::vector<PropertyDef>& v);
 void add_int8_quant_properties(std::vector<PropertyDef>& v);  // properties/int8_quant.cpp
 void add_int8_block_properties(std::vector<PropertyDef>& v);  // properties/int8_block.cpp

@@ -507,6 +507,9 @@ std::string undefined_reason(const OpSpec& op) {
     if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
     if (op.name == "compressed_attention") return "the indexer's FP32 dot products or head sums may overflow: the selection is not determined";
     if (op.name == "nsa_attention") return "an FP32 logit, accumulator or the gated sum may overflow, or a branch's logits are too large to bound: the selection or a branch is not bounded";
+    if (op.name == "block_attn_res") return "a stage may overflow, or a key's RMSNorm root is not determined";
+    if (op.name == "gated_residual")
+        return "a stage may overflow, a stream's RMSNorm root is not determined, or a non-finite weight meets the token";
     return "0/0: eps = 0 on a constant row";
 }
 

@@ -178,10 +178,11 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
     // {simd, scalar} x {fp32, fp16, bf16} with one naive baseline each; mla's {explicit, absorbed} x {fp32, fp16,
     // bf16} with one naive baseline per format; compressed_attention's scalar kernel x {fp32, fp16, bf16} with one
     // naive baseline each; dsa_attention's {simd, scalar} x {fp32, fp16, bf16} with one naive baseline each;
-    // block_sparse_attention's and nsa_attention's scalar kernel x {fp32, fp16, bf16} with one naive baseline each
+    // block_sparse_attention's, nsa_attention's, block_attn_res's and gated_residual's scalar kernel x {fp32, fp16,
+    // bf16} with one naive baseline each
     EXPECT_EQ(kernels, 18 * 3 * 2 + 3 + 2 * 2 * 2 + 6 + 4 + 6 + 6 + 2 * 3 * 2 + 2 + 2 * 5 + 2 * 2 + 2 * 2 * 2 + 6 + 2 * 3 + 3 +
-                           2 * 3 + 2 * 3 + 3 + 2 * 3 + 3 + 3);
-    EXPECT_EQ(baselines, 18 * 3 + 2 * 2 + 3 + 2 * 3 + 3 + 2 * 2 + 1 + 3 + 3 + 3 + 3 + 3 + 3 + 3);
+                           2 * 3 + 2 * 3 + 3 + 2 * 3 + 3 + 3 + 2 * 3);
+    EXPECT_EQ(baselines, 18 * 3 + 2 * 2 + 3 + 2 * 3 + 3 + 2 * 2 + 1 + 3 + 3 + 3 + 3 + 3 + 3 + 3 + 2 * 3);
     EXPECT_GE(mutants, 9);
 }
 
