@@ -32,7 +32,15 @@ const char* name(MlpKind k) {
 const char* name(RouterScore s) { return s == RouterScore::softmax ? "softmax" : "sigmoid"; }
 const char* name(NormKind k) { return k == NormKind::rms_norm ? "rms_norm" : "layer_norm"; }
 const char* name(Placement p) { return p == Placement::pre ? "pre" : "post"; }
-const char* name(ResidualKind r) { return r == ResidualKind::plain ? "plain" : "mhc"; }
+const char* name(ResidualKind r) {
+    switch (r) {
+        case ResidualKind::plain: return "plain";
+        case ResidualKind::mhc: return "mhc";
+        case ResidualKind::attn_res: return "attn_res";
+        case ResidualKind::gated: return "gated";
+    }
+    return "?";
+}
 
 const std::map<std::string, std::vector<std::string>>& convention_values() {
     static const std::map<std::string, std::vector<std::string>> v{
@@ -184,6 +192,13 @@ void validate(const ModelContract& c) {
     require_model_format("dtype", c.dtype);
     require_model_format("residual_format", c.residual_format);
     if (!std::isfinite(c.residual_scale)) fail("residual_scale", "must be finite");
+    if (c.residual == ResidualKind::attn_res || c.residual == ResidualKind::gated) {
+        if (c.placement != Placement::pre) fail("residual", std::string(name(c.residual)) + " needs placement pre");
+        if (c.residual_scale != 1) fail("residual_scale", std::string("must be 1 with ") + name(c.residual));
+        require_positive("attn_res_block", c.attn_res_block);
+        require_positive("gated_rank", c.gated_rank);
+        require_positive("hc_streams", c.hc_streams);
+    }
     if (c.residual == ResidualKind::mhc) {
         require_positive("hc_streams", c.hc_streams);
         if (c.placement != Placement::pre) fail("residual", "mhc needs placement pre");
@@ -356,7 +371,10 @@ const std::map<std::string, Field>& fields() {
         {"dtype", format_field(&ModelContract::dtype)},
         {"residual_scale", num_field(&ModelContract::residual_scale)},
         {"residual_format", format_field(&ModelContract::residual_format)},
-        {"residual", enum_field(&ModelContract::residual, {ResidualKind::plain, ResidualKind::mhc})},
+        {"residual", enum_field(&ModelContract::residual,
+                                {ResidualKind::plain, ResidualKind::mhc, ResidualKind::attn_res, ResidualKind::gated})},
+        {"attn_res_block", int_field(&ModelContract::attn_res_block)},
+        {"gated_rank", int_field(&ModelContract::gated_rank)},
         {"hc_streams", int_field(&ModelContract::hc_streams)},
         {"conventions", conventions_field()},
     };

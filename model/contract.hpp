@@ -23,7 +23,7 @@ enum class MlpKind { swiglu, situ_glu, gelu, moe, latent_moe, geglu, swiglu_clam
 enum class RouterScore { softmax, sigmoid };
 enum class NormKind { rms_norm, layer_norm };
 enum class Placement { pre, post };
-enum class ResidualKind { plain, mhc };
+enum class ResidualKind { plain, mhc, attn_res, gated };
 
 const char* name(AttentionKind k);
 const char* name(MlpKind k);
@@ -134,7 +134,15 @@ struct ModelContract {
     double residual_scale = 1;  // x + s * branch
     Format residual_format = Format::fp32;  // the residual stream's accumulation/storage format
     ResidualKind residual = ResidualKind::plain;
-    std::int64_t hc_streams = 4;  // mHC: n parallel residual streams
+    std::int64_t hc_streams = 4;  // mHC and gated: n parallel residual streams
+    // residual attn_res (Block Attention Residuals, seed 001 eqs 6.6-6.7): each
+    // sub-layer's input is op block_attn_res over the block representations
+    // (the model input, then the sum of each completed block's sub-layer
+    // outputs, then the current block's partial sum); a block is
+    // attn_res_block layers.  residual gated (Gated Residual, eq 6.8): n =
+    // hc_streams streams, each sub-layer reads op gated_residual (rank
+    // gated_rank) and writes f to stream i with the scalar gate sigmoid(s_i).
+    std::int64_t attn_res_block = 2, gated_rank = 8;
     // Declared conventions (defaults filled in).
     Conventions conventions = default_conventions();
 

@@ -36,12 +36,15 @@ const char* name(StepKind k) {
         case StepKind::silu: return "silu";
         case StepKind::bounded_decay: return "bounded_decay";
         case StepKind::int8_matmul: return "int8_matmul";
+        case StepKind::attn_res: return "attn_res";
+        case StepKind::gated_read: return "gated_read";
+        case StepKind::gated_write: return "gated_write";
     }
     return "?";
 }
 
 std::optional<StepKind> step_kind_from_name(const std::string& n) {
-    for (int k = 0; k <= static_cast<int>(StepKind::int8_matmul); ++k)
+    for (int k = 0; k <= static_cast<int>(StepKind::gated_write); ++k)
         if (n == name(static_cast<StepKind>(k))) return static_cast<StepKind>(k);
     return std::nullopt;
 }
@@ -63,6 +66,7 @@ public:
 
     void build() {
         if (c_.logits) embed();
+        if (attn_res()) sources_ = {block_input(c_, 0)};
         for (std::int64_t l = 0; l < c_.layers; ++l) layer(l);
         if (c_.logits) head();
     }
@@ -89,7 +93,8 @@ private:
     // The final norm and the FP32 logits, as one more "layer" (sublayer "head").
     void head() {
         layer_ = c_.layers, sub_ = "head", model_level_ = true;
-        const std::string n = norm("final_norm", block_input(c_, c_.layers), "final_norm", true);
+        const std::string in = attn_res() ? "layers." + std::to_string(c_.layers - 1) + ".final_res" : block_input(c_, c_.layers);
+        const std::string n = norm("final_norm", in, "final_norm", true);
         const bool cap = c_.logit_softcap > 0;
         const std::string y = matmul(cap ? "logits_raw" : "logits", n, c_.tied_embeddings ? "embed" : "lm_head", c_.vocab, C_,
                                      false, !cap);
@@ -138,12 +143,36 @@ private:
     }
 
     bool mhc() const { return c_.residual == ResidualKind::mhc; }
+    bool gated() const { return c_.residual == ResidualKind::gated; }
+    bool attn_res() const { return c_.residual == ResidualKind::attn_res; }
+
+    // Block AttnRes: the block representations so far, and the current
+    // block's partial sum of sub-layer outputs ("" at a block start).
+    std::vector<std::string> sources_;
+    std::string partial_;
+
+    // op block_attn_res over the sources and the partial sum.
+    std::string res_read(const std::string& name) {
+        std::vector<std::string> src = sources_;
+        if (!partial_.empty()) src.push_back(partial_);
+        return step(name, StepKind::attn_res, src, {{name + ".query", {C_}}, {name + ".key_norm", {C_}}}, {T_, C_});
+    }
     Shape streams() const { return {c_.hc_streams, T_, C_}; }
 
     // The residual update of one sub-layer: plain add (pre or post norm) or
     // mHC; returns the point that the next sub-layer reads.
     std::string residual(const std::string& x, const std::string& f, const std::string& point, bool last) {
         const std::string norm_w = sub_ + "_norm";
+        if (gated()) {
+            const std::vector<std::pair<std::string, Shape>> s{{sub_ + "_gr.write", {c_.hc_streams}}};
+            if (!last) return step(point, StepKind::gated_write, {x, f}, s, streams(), true, 0, true);
+            const std::string st = step("streams", StepKind::gated_write, {x, f}, s, streams(), false, 0, true);
+            return step(point, StepKind::hc_mix, {st}, {}, {T_, C_}, true, 0, true);
+        }
+        if (attn_res()) {  // the sub-layer's output joins the current block's partial sum
+            partial_ = partial_.empty() ? f : step(point, StepKind::add, {partial_, f}, {}, {T_, C_}, true, 0, true);
+            return partial_;
+        }
         if (mhc()) {
             const std::int64_t n = c_.hc_streams;
             const std::string b = step(sub_ + "_hc_b", StepKind::sinkhorn, {}, {{sub_ + "_hc.logits", {n, n}}}, {n, n});
@@ -164,6 +193,12 @@ private:
         if (c_.placement == Placement::post) return x;
         std::string in = x;
         if (mhc()) in = step(sub_ + "_mix", StepKind::hc_mix, {x}, {{sub_ + "_hc.alpha", {c_.hc_streams}}}, {T_, C_});
+        if (gated()) {
+            const std::int64_t n = c_.hc_streams, nc = n * C_, r = c_.gated_rank;
+            in = step(sub_ + "_read", StepKind::gated_read, {x},
+                      {{sub_ + "_gr.norm", {n, C_}}, {sub_ + "_gr.down", {nc, r}}, {sub_ + "_gr.up", {r, nc}}}, {T_, C_});
+        }
+        if (attn_res()) in = res_read(sub_ + "_res");
         return norm(sub_ + "_norm", in, sub_ + "_norm", true);
     }
 
@@ -180,6 +215,9 @@ private:
         sub_ = "mlp";
         const std::string m = branch_input(mid);
         residual(mid, mlp(m), "output", last);
+        if (!attn_res()) return;
+        if ((l + 1) % c_.attn_res_block == 0 || last) sources_.push_back(partial_), partial_.clear();
+        if (last) res_read("final_res");  // the model's output: every block representation read once more
     }
 
     // q, k, v projections with the contract's qkv bias.

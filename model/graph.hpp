@@ -67,6 +67,11 @@ enum class StepKind {
     silu,        // elementwise x sigmoid(x) (after the short convolution)
     bounded_decay,  // g = decay_min sigmoid(e^A_h z): in {z}, {A [H]}; `heads`
     int8_matmul,    // a projection of an INT8 layer: y = x W^T as W8A8 (quant = int8): in {x}, {W [out, in]}
+    attn_res,       // residual attn_res: op block_attn_res over the sources: in {v_0, ..., v_{N-1}} ([T, C] each),
+                    //      {query [C], key_norm [C]}
+    gated_read,     // residual gated: op gated_residual of the streams: in {X [n, T, C]}, {norm [n, C], down [n C, r],
+                    //      up [r, n C]}
+    gated_write,    // residual gated: X'_i = X_i + sigmoid(s_i) f: in {X, f}, {s [n]}
     // mHC: an X of shape [T, C] (the model input) is n copies of itself.
 };
 const char* name(StepKind k);

@@ -91,6 +91,15 @@ Tensor residual_step(const ModelContract& c, const Step& s, const TensorLookup& 
             for (float& e : y) e /= static_cast<float>(n);
         return stored(y, s.shape, s.format);
     }
+    if (s.kind == StepKind::gated_write) {  // X'_i = X_i + sigmoid(s_i) f
+        const std::vector<float> f = floats(get(s.inputs[1]).view()), gate = floats(get(s.weights[0]).view());
+        for (std::int64_t i = 0; i < n; ++i) {
+            const float gi = sigmoidf(gate[static_cast<std::size_t>(i)]);
+            const float* xi = stream(a, x, i);
+            for (std::int64_t e = 0; e < m; ++e) y[static_cast<std::size_t>(i * m + e)] = xi[e] + gi * f[static_cast<std::size_t>(e)];
+        }
+        return stored(y, s.shape, s.format);
+    }
     const std::vector<float> f = floats(get(s.inputs[1]).view()), b = floats(get(s.inputs[2]).view()),
                              gamma = floats(get(s.weights[0]).view());
     for (std::int64_t i = 0; i < n; ++i) {
@@ -238,7 +247,8 @@ struct Executor {
             case StepKind::add:
             case StepKind::mul:
             case StepKind::hc_mix:
-            case StepKind::hc_update: return residual_step(c, s, get);
+            case StepKind::hc_update:
+            case StepKind::gated_write: return residual_step(c, s, get);
             case StepKind::short_conv: {
                 const Tensor* cache = s.inputs.size() > 1 ? &get(s.inputs[1]) : nullptr;
                 const TensorView cv = cache ? cache->view() : TensorView{};

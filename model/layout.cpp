@@ -175,6 +175,23 @@ Tensor top_left_mask(Format f, std::int64_t lq, std::int64_t lk, std::int64_t wi
 }
 
 // Halves [T, 2F] -> (first, second) as dense [T, F] tensors.
+// The [T, C] tensors `parts` stacked as [N, T, C] (fp32 when their formats
+// differ: exact); a single [T, C] part standing for n copies (an mHC-style
+// stream input: the model input) is repeated n times.
+Tensor stacked(const std::vector<TensorView>& parts, std::int64_t n) {
+    if (parts.size() == 1 && parts[0].rank == 3) return copy_tensor(parts[0]);
+    Format f = parts.at(0).format;
+    for (const TensorView& t : parts) f = t.format == f ? f : Format::fp32;
+    const std::int64_t count = parts.size() == 1 ? n : static_cast<std::int64_t>(parts.size());
+    const std::int64_t m = parts[0].numel();
+    Tensor out(f, {count, parts[0].shape[0], parts[0].shape[1]});
+    for (std::int64_t i = 0; i < count; ++i) {
+        const TensorView& t = parts[parts.size() == 1 ? 0 : static_cast<std::size_t>(i)];
+        for (std::int64_t e = 0; e < m; ++e) out.set_value(i * m + e, t.value(e));
+    }
+    return out;
+}
+
 std::pair<Tensor, Tensor> halves(const TensorView& x) {
     const std::int64_t T = x.shape[0], F = x.shape[1] / 2;
     auto half = [&](std::int64_t off) {
@@ -285,6 +302,8 @@ std::string step_op(const ModelContract& c, const Step& s, const Conventions& co
         case StepKind::softcap: return "softcap";
         case StepKind::mla: return "mla";
         case StepKind::int8_matmul: return "int8_gemm";  // a mutant of it can be substituted
+        case StepKind::attn_res: return "block_attn_res";
+        case StepKind::gated_read: return "gated_residual";
         case StepKind::router: return "moe_router";
         case StepKind::moe:
         case StepKind::latent_out: return c.mlp == MlpKind::latent_moe ? "latent_moe" : "moe";
@@ -356,6 +375,15 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
         case StepKind::router:
         case StepKind::moe:
         case StepKind::latent_out: moe_call(call, c, s, get); break;
+        case StepKind::attn_res:
+        case StepKind::gated_read: {  // the sources (streams) stacked [N, T, C], then the weights
+            std::vector<TensorView> parts;
+            for (const auto& in : s.inputs) parts.push_back(get(in));
+            call.in.push_back(stacked(parts, c.hc_streams));
+            for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
+            call.params = Params({{"eps", c.eps}});
+            break;
+        }
         case StepKind::embed:
         case StepKind::matmul:
         case StepKind::mul:
@@ -364,6 +392,7 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
         case StepKind::hc_update:
         case StepKind::short_conv:
         case StepKind::bounded_decay:
+        case StepKind::gated_write:
         case StepKind::int8_matmul: break;  // computed by the model code (no registry op call)
     }
     return call;

@@ -81,6 +81,9 @@ struct Checker {
                 for (std::int64_t i = 0; i < streams; ++i)
                     acc += (s.weights.empty() ? Real(1) : oracle::sigmoid(at(s.weights[0], i))) * stream(s.inputs[0], i, e);
                 r.push_back({e, s.weights.empty() ? Real(acc / streams) : acc});
+            } else if (s.kind == StepKind::gated_write) {
+                const std::int64_t i = pick(streams), e = pick(m);
+                r.push_back({i * m + e, stream(s.inputs[0], i, e) + oracle::sigmoid(at(s.weights[0], i)) * at(s.inputs[1], e)});
             } else {  // hc_update
                 const std::int64_t i = pick(streams), e = pick(m);
                 Real acc = 2 * oracle::sigmoid(at(s.weights[0], i)) * at(s.inputs[1], e);
@@ -256,7 +259,8 @@ struct Checker {
             case StepKind::add:
             case StepKind::mul:
             case StepKind::hc_mix:
-            case StepKind::hc_update: return elementwise(s);
+            case StepKind::hc_update:
+            case StepKind::gated_write: return elementwise(s);
             default: break;
         }
         const OpCall call = op_call(c, s, get, c.conventions);

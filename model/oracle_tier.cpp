@@ -198,11 +198,15 @@ Values eval_delta(const OpCall& call) {
 // MLA by the op's own evaluator at 53 bits: MPFR rounding every operation
 // to double precision is the FP64 tier's arithmetic (the oracle's
 // templates are not instantiated on double for this op).
-Values eval_mla_step(const OpCall& call) {
+// A registry op's MPFR evaluator at 53 bits (MLA, the residual reads): each
+// output correctly rounded to double.
+Values eval_structured_53(const OpCall& call) {
     std::vector<TensorView> views;
     for (const Tensor& t : call.in) views.push_back(t.view());
     oracle::PrecisionScope scope(53);
-    const oracle::OpOutputs out = oracle::eval_mla(call.params, views);
+    const oracle::StructuredEval eval = oracle::find_structured(call.op);
+    if (!eval) throw std::logic_error("FP64 tier: no evaluator for " + call.op);
+    const oracle::OpOutputs out = eval(call.params, views);
     Values o{out.shapes[0], {}};
     for (const auto& v : out.values[0]) o.v.push_back(oracle::to_double(v));
     return o;
@@ -222,7 +226,7 @@ Values eval_op(const ModelContract& c, const OpCall& call, const Conventions& co
     if (call.op == "attention") return eval_attention(call);
     if (call.op == "gdn" || call.op == "kda") return eval_delta(call);
     if (call.op == "sinkhorn") return eval_sinkhorn(call);
-    if (call.op == "mla") return eval_mla_step(call);
+    if (call.op == "mla" || call.op == "block_attn_res" || call.op == "gated_residual") return eval_structured_53(call);
     return eval_elementwise(call);
 }
 
@@ -259,6 +263,18 @@ Values hc_mix(const ModelContract& c, const Values& x, const Values* alpha) {
     }
     if (!alpha)  // the stream mean
         for (double& e : y.v) e /= static_cast<double>(n);
+    return y;
+}
+
+// Gated Residual's write: X'_i = X_i + sigmoid(s_i) f.
+Values gated_write(const ModelContract& c, const Values& x, const Values& f, const Values& s) {
+    const std::int64_t n = c.hc_streams, m = c.tokens * c.width;
+    Values y = sized({n, c.tokens, c.width});
+    for (std::int64_t i = 0; i < n; ++i) {
+        const double gi = oracle::sigmoid(s.v[static_cast<size_t>(i)]);
+        const double* xi = stream(x, i);
+        for (std::int64_t e = 0; e < m; ++e) y.v[static_cast<size_t>(i * m + e)] = xi[e] + gi * f.v[static_cast<size_t>(e)];
+    }
     return y;
 }
 
@@ -308,6 +324,7 @@ Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const
                                     convention_value(conv, "conv_padding") == "same"});
         case StepKind::bounded_decay: return eval_bounded_decay({get(s.inputs[0]), get(s.weights[0]), c.decay_min});
         case StepKind::int8_matmul: return eval_int8_matmul(get(s.inputs[0]), get(s.weights[0]));
+        case StepKind::gated_write: return gated_write(c, get(s.inputs[0]), get(s.inputs[1]), get(s.weights[0]));
         case StepKind::softcap:
             if (convention_value(conv, "logit_softcap") == "skipped") return get(s.inputs[0]);
             break;

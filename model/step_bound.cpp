@@ -322,6 +322,18 @@ StepBound hc_mix_bound(const ModelContract& c, const Step& s, const Lookup& get,
     return b;
 }
 
+// Gated Residual's write X_i + sigmoid(s_i) f: two terms, the weight an FP32 sigmoid.
+StepBound gated_write_bound(const Step& s, const Lookup& get, const Values& ref, Format out) {
+    const Values &X = get(s.inputs.at(0)), &f = get(s.inputs.at(1)), &gate = get(s.weights.at(0));
+    const std::size_t n = gate.v.size(), m = f.v.size();
+    StepBound b{std::vector<double>(ref.v.size()), std::vector<double>(ref.v.size())};
+    for (std::size_t r = 0; r < n; ++r)
+        for (std::size_t i = 0; i < m; ++i)
+            weighted_sum(b, r * m + i, std::fabs(stream_at(X, r, m, i)) + sigmoid(gate.v[r]) * std::fabs(f.v[i]), 2.0,
+                         ref.v[r * m + i], out);
+    return b;
+}
+
 StepBound hc_update_bound(const Step& s, const Lookup& get, const Values& ref, Format out) {
     const Values &X = get(s.inputs.at(0)), &f = get(s.inputs.at(1)), &B = get(s.inputs.at(2));
     const Values& gamma = get(s.weights.at(0));
@@ -372,6 +384,9 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::add: return add_bound(c, s, get, ref, out);
         case StepKind::hc_mix: return hc_mix_bound(c, s, get, ref, out);
         case StepKind::hc_update: return hc_update_bound(s, get, ref, out);
+        case StepKind::gated_write: return gated_write_bound(s, get, ref, out);
+        case StepKind::attn_res:
+        case StepKind::gated_read: return structured_step_bound(c, s, get, ref, conv, out);
         case StepKind::rope:
         case StepKind::attention:
         case StepKind::mla:

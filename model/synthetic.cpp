@@ -85,6 +85,12 @@ Law law(const ModelContract& c, const std::string& name, const std::vector<std::
     if (ends_with(name, "_hc.logits")) return {0, 2};
     if (ends_with(name, "cache.state")) return {0, 0.1};
     if (ends_with(name, "decay_a.weight")) return {0, 0.5};  // A_h: e^A in [0.2, 5.6]
+    // The residual reads: logits w . RMSNorm(v) of O(1); the gated map's
+    // logits O(1); write gates sigmoid(s) around 1/2.
+    if (ends_with(name, "_res.query")) return {0, 1 / std::sqrt(static_cast<double>(c.width))};
+    if (ends_with(name, "_res.key_norm") || ends_with(name, "_gr.norm")) return {1, 0.1};
+    if (ends_with(name, "_gr.down") || ends_with(name, "_gr.up")) return {0, 1 / std::sqrt(static_cast<double>(shape.at(0)))};
+    if (ends_with(name, "_gr.write")) return {0, 0.5};
     if (name.find(".cache.") != std::string::npos) return {0, 1};
     double s = 1 / std::sqrt(static_cast<double>(shape.at(1)));
     if (ends_with(name, ".o.weight") || ends_with(name, ".down.weight")) s /= std::sqrt(2.0 * static_cast<double>(c.layers));

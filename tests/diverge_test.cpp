@@ -997,3 +997,46 @@ TEST(Diverge, MixedLayerPatternsPass) {
     c.pattern = "SXK";
     EXPECT_THROW(validate(c), std::invalid_argument);
 }
+
+// ---- residual paths: Block Attention Residuals and the Gated Residual (docs/model.md) ----
+
+// Each sub-layer reads block_attn_res over the block representations, or
+// gated_residual over n streams and writes with sigmoid(s_i): the registry
+// kernels and the write meet their budgets in dense and hybrid stacks.
+TEST(Diverge, ResidualReadsPass) {
+    for (ResidualKind kind : {ResidualKind::attn_res, ResidualKind::gated})
+        for (const char* pattern : {"dense", "hybrid"})
+            for (Format f : {Format::fp32, Format::bf16}) {
+                ModelContract c = small(pattern, f);
+                c.residual = kind;
+                const DivergeReport r = analyse(c);
+                const std::string what = std::string(name(kind)) + " " + pattern + " " + name(f);
+                EXPECT_FALSE(r.first_failing) << what << ": " << first_failing_text(r);
+                EXPECT_LE(r.oracle_bound_ratio, 1e-3) << what << " at " << r.oracle_bound_worst;
+                std::set<StepKind> kinds;
+                for (const PointReport& p : r.points) kinds.insert(p.kind);
+                if (kind == ResidualKind::attn_res) {
+                    EXPECT_TRUE(kinds.count(StepKind::attn_res)) << what;
+                    EXPECT_EQ(r.points.back().point, "layers.3.final_res") << what;
+                } else {
+                    EXPECT_TRUE(kinds.count(StepKind::gated_read) && kinds.count(StepKind::gated_write)) << what;
+                }
+            }
+}
+
+TEST(Diverge, ResidualReadMutantFailsAtItsLayer) {
+    const std::vector<std::pair<ResidualKind, std::string>> cases{
+        {ResidualKind::attn_res, "mutant.block_attn_res.raw_keys.fp32"},
+        {ResidualKind::gated, "mutant.gated_residual.index_shift.fp32"}};
+    for (const auto& [kind, mutant] : cases) {
+        ModelContract c = small("dense", Format::fp32);
+        c.residual = kind;
+        CandidateOptions opt;
+        opt.mutant = mutant, opt.at = 2;
+        const DivergeReport r = analyse(c, opt);
+        ASSERT_TRUE(r.first_failing) << mutant;
+        EXPECT_EQ(r.points[*r.first_failing].layer, 2) << mutant << ": " << first_failing_text(r);
+        EXPECT_TRUE(r.points[*r.first_failing].kind == StepKind::attn_res ||
+                    r.points[*r.first_failing].kind == StepKind::gated_read) << first_failing_text(r);
+    }
+}
