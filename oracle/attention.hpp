@@ -55,6 +55,12 @@ template <class R> R capped_logit(const R* q, const R* k, std::int64_t d, const 
 // o = sum_j p_j v_j with p = softmax(s); v is [Lk, Dv] row-major.  Keys with
 // logit -inf carry no weight and are not read (a NaN in a masked v row does
 // not leak); a row with no visible key is the empty state (0, -inf).
+// p v for a visible key's weight p (positive: a finite logit) and value v:
+// a weight that underflowed to 0 (MPFR's exponent range ends near
+// e^(-7e8)) still multiplies an infinite value into that infinity, as the
+// exact product does (0 * inf would be NaN).
+template <class R> R weighted_value(const R& p, const R& v) { return p == 0 && isinf(v) ? v : R(p * v); }
+
 template <class R> AttnState<R> attend_direct(const std::vector<R>& s, const std::vector<R>& v, std::int64_t dv) {
     const SoftmaxRow<R> p = softmax_row(s);
     const std::size_t n = static_cast<std::size_t>(dv);
@@ -62,7 +68,7 @@ template <class R> AttnState<R> attend_direct(const std::vector<R>& s, const std
     std::vector<R> o(n, R(0));
     for (std::size_t j = 0; j < s.size(); ++j) {
         if (isinf(s[j])) continue;
-        for (std::size_t d = 0; d < n; ++d) o[d] += p.y[j] * v[j * n + d];
+        for (std::size_t d = 0; d < n; ++d) o[d] += weighted_value(p.y[j], v[j * n + d]);
     }
     return {std::move(o), p.lse};
 }
@@ -87,13 +93,13 @@ AttnState<R> attend_online(const std::vector<R>& s, const std::vector<R>& v, std
         if (!isinf(m)) {
             const R alpha = exp(m - m_new);
             l *= alpha;
-            for (R& a : acc) a *= alpha;
+            for (R& a : acc) a = weighted_value(alpha, a);
         }
         for (std::size_t j = b0; j < b1; ++j) {
             if (isinf(s[j])) continue;
             const R e = exp(s[j] - m_new);
             l += e;
-            for (std::size_t d = 0; d < w; ++d) acc[d] += e * v[j * w + d];
+            for (std::size_t d = 0; d < w; ++d) acc[d] += weighted_value(e, v[j * w + d]);
         }
         m = m_new;
     }

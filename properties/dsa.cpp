@@ -2,6 +2,8 @@
 // "Properties").
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <random>
 #include <set>
 
 #include "oracle/attention_bound.hpp"
@@ -186,6 +188,28 @@ Tensor dsa_prefix(const Tensor& t, std::int64_t n, bool second) {
     return r;
 }
 
+// Query row i of the reference run `ref` and of another run's outputs `got`
+// (o, lse; `at(lse, h, x)` the other run's flat index of head h's element x)
+// agree within twice the reference's bound on every judged element.
+void dsa_row_within_twice(const CaseEval& ref, const std::vector<Tensor>& got, const oracle::DsaSetup& s, std::int64_t i,
+                          const std::function<std::int64_t(bool, std::int64_t, std::int64_t)>& at, const std::string& what,
+                          const std::string& inputs) {
+    for (std::int64_t h = 0; h < s.h; ++h)
+        for (std::int64_t x = 0; x <= s.dv; ++x) {  // x = Dv: the lse
+            const bool lse = x == s.dv;
+            const auto r = static_cast<std::size_t>(lse ? h * s.lq + i : (h * s.lq + i) * s.dv + x);
+            const double bound = judged_bound(ref, lse ? 1 : 0, r);
+            if (std::isnan(bound)) continue;
+            const double want = ref.outputs[lse ? 1 : 0].got.value(static_cast<std::int64_t>(r));
+            const double have = got[lse ? 1 : 0].value(at(lse, h, x));
+            if (!(std::fabs(have - want) <= 2 * bound))
+                RC_FAIL("head " + std::to_string(h) + ", query " + std::to_string(i) +
+                        (lse ? ", lse" : ", o[" + std::to_string(x) + "]") + ": " + what + " " + hexfloat(have) +
+                        ", reference " + hexfloat(want) + ": beyond twice the reference's bound " + hexfloat(bound) +
+                        "\n" + inputs);
+        }
+}
+
 // Decode equals prefill: query i alone (its index query, weights and every
 // head's query) against the first Lk - Lq + i + 1 keys selects what the
 // prefill's row i selects -- the same ids, or (where the kernel's own
@@ -229,20 +253,62 @@ Testable dsa_decode_equals_prefill(const KernelInfo& k) {
             }
             return;
         }
-        for (std::int64_t h = 0; h < s.h; ++h)
-            for (std::int64_t x = 0; x <= s.dv; ++x) {  // x = Dv: the lse
-                const bool lse = x == s.dv;
-                const auto at = static_cast<std::size_t>(lse ? h * s.lq + i : (h * s.lq + i) * s.dv + x);
-                const double bound = judged_bound(pre, lse ? 1 : 0, at);
-                if (std::isnan(bound)) continue;
-                const double want = pre.outputs[lse ? 1 : 0].got.value(static_cast<std::int64_t>(at));
-                const double got = dec[lse ? 1 : 0].value(lse ? h : h * s.dv + x);
-                if (!(std::fabs(got - want) <= 2 * bound))
-                    RC_FAIL("head " + std::to_string(h) + ", query " + std::to_string(i) +
-                            (lse ? ", lse" : ", o[" + std::to_string(x) + "]") + ": decoded alone " + hexfloat(got) +
-                            ", prefill " + hexfloat(want) + ": beyond twice the prefill's bound " + hexfloat(bound) +
-                            "\n" + show_inputs(*c.op, c.params, in));
+        dsa_row_within_twice(pre, dec, s, i, [&](bool lse, std::int64_t h, std::int64_t x) { return lse ? h : h * s.dv + x; },
+                             "decoded alone", show_inputs(*c.op, c.params, in));
+    };
+}
+
+// No positional term (seed 001 §1.5.2: the indexer scores content; RoPE is
+// the caller's): the last query, which sees every key, selects the same
+// tokens after the keys (ik, kv, v rows together) are permuted -- the ids
+// mapped back through the permutation form an admissible selection of the
+// original row -- and where the mapped ids are the same its o and lse agree
+// within twice the original's bound.
+Testable dsa_key_permutation(const KernelInfo& k) {
+    return [&k] {
+        const Case c = build_case(dsa_plain_spec(k));
+        const std::vector<TensorView> in = c.views();
+        const oracle::DsaSetup s = oracle::dsa_setup(c.params, in);
+        const CaseEval orig = evaluate_case(k, c.params, in);
+        std::vector<std::int64_t> perm(static_cast<std::size_t>(s.lk));  // original token t goes to perm[t]
+        for (std::int64_t t = 0; t < s.lk; ++t) perm[static_cast<std::size_t>(t)] = t;
+        std::shuffle(perm.begin(), perm.end(), std::mt19937_64(*rc::gen::arbitrary<std::uint64_t>()));
+        const auto permuted = [&](const Tensor& t) {  // the Lk rows of [Lk, w] or of [1, Lk, w]
+            Tensor r(t.format(), t.shape());
+            const std::int64_t w = t.numel() / s.lk;
+            for (std::int64_t x = 0; x < s.lk; ++x)
+                for (std::int64_t e = 0; e < w; ++e) r.set_bits(perm[static_cast<std::size_t>(x)] * w + e, t.bits(x * w + e));
+            return r;
+        };
+        const std::vector<Tensor> p_in{c.inputs[0], permuted(c.inputs[1]), c.inputs[2], c.inputs[3],
+                                       permuted(c.inputs[4]), permuted(c.inputs[5])};
+        std::vector<TensorView> pv;
+        for (const Tensor& t : p_in) pv.push_back(t.view());
+        const std::vector<Tensor> got = run_kernel(k, c.params, pv);
+        const std::int64_t i = s.lq - 1;
+        std::vector<std::int64_t> back(perm.size());
+        for (std::size_t t = 0; t < perm.size(); ++t) back[static_cast<std::size_t>(perm[t])] = static_cast<std::int64_t>(t);
+        std::vector<double> mapped(static_cast<std::size_t>(s.k)), before(mapped.size());
+        for (std::int64_t j = 0; j < s.k; ++j) {
+            const double id = got[2].value(i * s.k + j);
+            mapped[static_cast<std::size_t>(j)] = id >= 0 ? static_cast<double>(back[static_cast<std::size_t>(id)]) : id;
+            before[static_cast<std::size_t>(j)] = orig.outputs[2].got.value(i * s.k + j);
+        }
+        RC_PRE(!std::isnan(before[0]) && !std::isnan(mapped[0]));
+        if (mapped != before) {
+            const oracle::DsaScores sc = oracle::dsa_scores(s, in);
+            if (!oracle::selection_admissible(s.select, oracle::dsa_row(s, sc.score, i), oracle::dsa_row(s, sc.delta, i), i,
+                                              mapped)) {
+                std::string ta, tb;
+                for (std::size_t j = 0; j < mapped.size(); ++j) ta += " " + dsa_id(before[j]), tb += " " + dsa_id(mapped[j]);
+                RC_FAIL("last query: selects" + ta + "; after permuting the keys (ids mapped back)" + tb +
+                        ", not within the indexer's budget\n" + show_inputs(*c.op, c.params, in));
             }
+            return;
+        }
+        dsa_row_within_twice(orig, got, s, i, [&](bool lse, std::int64_t h, std::int64_t x) {
+            return lse ? h * s.lq + i : (h * s.lq + i) * s.dv + x;
+        }, "keys permuted", show_inputs(*c.op, c.params, in));
     };
 }
 
@@ -260,6 +326,10 @@ void add_dsa_properties(std::vector<PropertyDef>& v) {
                  "query i alone over the first Lk - Lq + i + 1 keys selects what the prefill's row i selects (or both "
                  "within the indexer's budget), and then o, lse agree within twice the prefill's bound",
                  dsa, of_kernel(dsa_decode_equals_prefill), 2});
+    v.push_back({"key_permutation",
+                 "permuting the keys (index keys, kv and v rows together) leaves the last query's selection (ids mapped "
+                 "back) admissible and, where it is the same, o and lse within twice the bound",
+                 dsa, of_kernel(dsa_key_permutation), 2});
 }
 
 }  // namespace conform::props

@@ -132,6 +132,18 @@ TEST(AttentionOracle, SingleKeyReturnsVExactly) {
     }
 }
 
+// A visible key whose weight underflows MPFR's exponent range (a logit gap
+// of 1e30) still carries an infinite value whole: o is that infinity (the
+// exact weight is positive), not 0 * inf = NaN, in both forms.
+TEST(AttentionOracle, UnderflowedWeightKeepsAnInfiniteValue) {
+    const double inf = std::numeric_limits<double>::infinity();
+    Tensor q = tensor({1, 1, 1}, {1}), k = tensor({1, 2, 1}, {1, -1e30}), v = tensor({1, 2, 1}, {2, inf});
+    for (double block : {0.0, 1.0}) {
+        auto out = oracle::eval_attention(Params({{"block", block}, {"scale", 1}}), {q.view(), k.view(), v.view()});
+        EXPECT_EQ(oracle::to_double(out.values[0][0]), inf) << "block " << block;
+    }
+}
+
 TEST(AttentionOracle, GqaAndMqaEqualMhaWithKvReplicated) {
     oracle::PrecisionScope p(128);
     std::mt19937_64 g(5);

@@ -135,6 +135,12 @@ TEST(MatmulKernel, Dpbf16GuardCountsExponents) {
     EXPECT_FALSE(cpu::dpbf16_exact_range(a.view(), b2.view()));
     const Tensor z = matrix(Format::bf16, 1, 2, {0, NAN});
     EXPECT_TRUE(cpu::dpbf16_exact_range(z.view(), b2.view()));  // no nonzero finite entry in a
+    // A subnormal facing an infinity (either side; the other side's only
+    // other entries zeros): read as 0 it would make 0 * inf = NaN.
+    const Tensor sub = matrix(Format::bf16, 1, 2, {0x1p-130, 0}), inf_zero = matrix(Format::bf16, 2, 1, {-INFINITY, -0.0});
+    EXPECT_FALSE(cpu::dpbf16_exact_range(sub.view(), inf_zero.view()));
+    EXPECT_FALSE(cpu::dpbf16_exact_range(matrix(Format::bf16, 1, 2, {INFINITY, 0}).view(),
+                                         matrix(Format::bf16, 2, 1, {0x1p-133, 0}).view()));
     // Rows of 70: the 32-lane scan and its tail.
     for (const std::int64_t col : {35, 68}) {
         Tensor big = matrix(Format::bf16, 3, 70, std::vector<double>(210, 1.5));
@@ -148,7 +154,21 @@ TEST(MatmulKernel, Dpbf16GuardCountsExponents) {
         EXPECT_FALSE(cpu::dpbf16_exact_range(big.view(), matrix(Format::bf16, 1, 1, {1}).view())) << col;
         big.set_value(70 + col, INFINITY);
         EXPECT_TRUE(cpu::dpbf16_exact_range(big.view(), small.view())) << col;
+        EXPECT_FALSE(cpu::dpbf16_exact_range(big.view(), matrix(Format::bf16, 1, 1, {0x1p-131}).view())) << col;
     }
+}
+
+// The case the lightning indexer met (8 rows: the packed path): subnormal
+// query entries against an index key of -0 and -inf give -inf (or NaN where
+// the exact product is -inf * 0), the scalar chain's bits.
+TEST(MatmulKernel, Dpbf16SubnormalTimesInfinityIsInfinite) {
+    const Tensor a = matrix(Format::bf16, 8, 1, {-INFINITY, -0.0, 0x1.ccp-127, 0x1.2p-128, 0x1.2p-127, 0x1.54p-127, 0x1p-130, -0x1.7p-127});
+    const Tensor b = matrix(Format::bf16, 1, 2, {-0.0, -INFINITY});
+    const Tensor y = product(a, b, Format::fp32, cpu::best_matmul_path(Format::bf16)), want = chain(a, b, true);
+    for (std::int64_t i = 0; i < y.numel(); ++i)  // NaN's sign is not the product's business
+        EXPECT_TRUE(std::isnan(want.value(i)) ? std::isnan(y.value(i)) : y.bits(i) == want.bits(i)) << i;
+    EXPECT_EQ(y.value(2 * 2 + 1), -INFINITY);
+    EXPECT_EQ(y.value(7 * 2 + 1), INFINITY);
 }
 
 TEST(MatmulKernel, Dpbf16FlushesWhatTheGuardProtects) {

@@ -382,10 +382,11 @@ void run_path(const KernelCall& c, const Dims& d, MatmulPath p, float* acc, std:
 // is subnormal (a nonzero entry with field 0).
 struct FieldScan {
     unsigned lo = 0x7F80;
-    bool subnormal = false;
+    bool subnormal = false, infinite = false;
     void add(const std::uint16_t* row, std::int64_t begin, std::int64_t end) {
         for (std::int64_t j = begin; j < end; ++j) {
             if ((row[j] & 0x7FFFu) == 0) continue;
+            infinite = infinite || (row[j] & 0x7FFFu) == 0x7F80u;
             subnormal = subnormal || (row[j] & 0x7F80u) == 0;
             lo = std::min(lo, row[j] & 0x7F80u);
         }
@@ -395,7 +396,7 @@ struct FieldScan {
 };
 
 // The scan 32 lanes at a time, the row tails entry by entry.
-CONFORM_AVX512 int min_exponent(const TensorView& t) {
+CONFORM_AVX512 FieldScan scan_fields(const TensorView& t) {
     const __m512i expo = _mm512_set1_epi16(0x7F80), mag = _mm512_set1_epi16(0x7FFF);
     __m512i lo = expo;
     FieldScan s;
@@ -406,21 +407,24 @@ CONFORM_AVX512 int min_exponent(const TensorView& t) {
             const __m512i h = _mm512_loadu_si512(row + j), e = _mm512_and_si512(h, expo);
             const __mmask32 nonzero = _mm512_test_epi16_mask(h, mag), zero_field = _mm512_testn_epi16_mask(e, expo);
             s.subnormal = s.subnormal || (nonzero & zero_field);
+            s.infinite = s.infinite || _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, mag), expo);
             lo = _mm512_min_epu16(lo, _mm512_mask_blend_epi16(nonzero, expo, e));  // 0x7F80 (inf/NaN) never lowers it
         }
         s.add(row, j, t.shape[1]);
     }
     alignas(64) std::uint16_t lanes[32];
     _mm512_store_si512(lanes, lo);
+    const bool infinite = s.infinite;
     s.add(lanes, 0, 32);  // exponent fields or 0x7F80; a 0 lane is a subnormal, already flagged
-    return s.exponent();
+    s.infinite = infinite;  // a 0x7F80 lane is "no entry", not an infinity
+    return s;
 }
 
 // The same, one entry at a time (CPUs without AVX-512).
-int min_exponent_scalar(const TensorView& t) {
+FieldScan scan_fields_scalar(const TensorView& t) {
     FieldScan s;
     for (std::int64_t r = 0; r < t.shape[0]; ++r) s.add(t.row<const std::uint16_t>(r), 0, t.shape[1]);
-    return s.exponent();
+    return s;
 }
 
 }  // namespace
@@ -431,8 +435,12 @@ bool dpbf16_exact_range(const TensorView& a, const TensorView& b) {
     // so is every sum of such products and every rounding of one to FP32
     // above that spacing: nonzero, each is at least 2^-126 when the smallest
     // exponents sum to -112 or more.
-    auto scan = [](const TensorView& t) { return has_avx512() ? min_exponent(t) : min_exponent_scalar(t); };
-    const int ea = scan(a), eb = scan(b);
+    // And no subnormal facing an infinity: read as 0, their product would be
+    // NaN where the exact one is infinite.
+    auto scan = [](const TensorView& t) { return has_avx512() ? scan_fields(t) : scan_fields_scalar(t); };
+    const FieldScan sa = scan(a), sb = scan(b);
+    if ((sa.subnormal && sb.infinite) || (sb.subnormal && sa.infinite)) return false;
+    const int ea = sa.exponent(), eb = sb.exponent();
     return ea >= 1000 || eb >= 1000 || ea + eb >= -112;
 }
 
