@@ -19,6 +19,12 @@
 
 namespace conform::model {
 
+std::optional<std::size_t> first_local_failure(const std::vector<PointReport>& ps) {
+    for (std::size_t i = 0; i < ps.size(); ++i)
+        if (ps[i].status == PointStatus::fail_local) return i;
+    return std::nullopt;
+}
+
 const char* name(PointStatus s) {
     switch (s) {
         case PointStatus::pass: return "pass";
@@ -70,12 +76,6 @@ public:
 private:
     std::set<std::string> bad_;
 };
-
-std::optional<std::size_t> first_local_failure(const std::vector<PointReport>& ps) {
-    for (std::size_t i = 0; i < ps.size(); ++i)
-        if (ps[i].status == PointStatus::fail_local) return i;
-    return std::nullopt;
-}
 
 // Fills r from a local result; false when the step cannot be checked locally.
 bool fill_local(const ModelContract& c, const Step& s, DumpValues& dump, const LocalResult& lr, PointReport& r) {

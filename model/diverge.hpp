@@ -107,6 +107,9 @@ struct DivergeOptions {
     std::optional<LayerRange> layers;  // analyse these layers only (null: all)
 };
 
+// The first point that fails locally (graph order), if any.
+std::optional<std::size_t> first_local_failure(const std::vector<PointReport>& ps);
+
 // The candidate against the oracle (FP64 tier) run from the candidate's own
 // model input and weights.  std::invalid_argument naming the field on a
 // contract error, a missing or mis-shaped weight, input or point.

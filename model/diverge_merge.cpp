@@ -115,12 +115,6 @@ private:
     std::string file_;
 };
 
-std::optional<std::size_t> first_local(const std::vector<PointReport>& ps) {
-    for (std::size_t i = 0; i < ps.size(); ++i)
-        if (ps[i].status == PointStatus::fail_local) return i;
-    return std::nullopt;
-}
-
 }  // namespace
 
 DivergeReport report_from_json(const json& j, const std::string& file) {
@@ -142,10 +136,10 @@ DivergeReport report_from_json(const json& j, const std::string& file) {
     r.range = rd.range(rd.at(j, "layer_range", ""), "layer_range.");
     r.propagated_from = rd.text(j, "propagated_from", "");
     r.points = rd.points(j, "points");
-    r.first_failing = first_local(r.points);
+    r.first_failing = first_local_failure(r.points);
     if (j.contains("reference_points")) {
         r.reference_points = rd.points(j, "reference_points");
-        r.reference_first_failing = first_local(r.reference_points);
+        r.reference_first_failing = first_local_failure(r.reference_points);
     }
     if (j.contains("parts")) {
         for (const json& p : j.at("parts")) r.parts.push_back(rd.range(p, "parts[]."));
@@ -189,8 +183,8 @@ DivergeReport merge_reports(std::vector<DivergeReport> parts, const std::vector<
     }
     if (covered < m.contract.layers) m.missing.push_back({covered, m.contract.layers});
     m.range = {0, m.contract.layers};  // the whole model; `missing` names what no part analysed
-    m.first_failing = first_local(m.points);
-    m.reference_first_failing = first_local(m.reference_points);
+    m.first_failing = first_local_failure(m.points);
+    m.reference_first_failing = first_local_failure(m.reference_points);
     return m;
 }
 

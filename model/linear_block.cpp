@@ -4,7 +4,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "impls/cpu/attention.hpp"
 #include "model/layout.hpp"
+#include "oracle/attention_bound.hpp"
 #include "oracle/bound.hpp"
 
 namespace conform::model {
@@ -47,14 +49,6 @@ void each_tap(const ConvShape& c, bool same, bool cached, const XAt& x_at, const
                 if (r == kNoRow) continue;
                 visit(t * c.F + f, f * c.K + j, r >= 0 ? x_at(r * c.F + f) : cache_at((-1 - r) * c.F + f));
             }
-}
-
-double sigmoid64(double y) { return y >= 0 ? 1 / (1 + std::exp(-y)) : std::exp(y) / (1 + std::exp(y)); }
-
-float sigmoid32(float y) {
-    if (y >= 0) return 1.0f / (1.0f + std::exp(-y));
-    const float e = std::exp(y);
-    return e / (1.0f + e);
 }
 
 std::int64_t decay_head(std::int64_t i, std::int64_t width, std::int64_t heads) {
@@ -113,7 +107,7 @@ Values eval_bounded_decay(const BoundedDecay& d) {
     Values g{d.z.shape, std::vector<double>(d.z.v.size())};
     for (std::size_t i = 0; i < g.v.size(); ++i) {
         const double a = std::exp(d.a.v[static_cast<std::size_t>(decay_head(static_cast<std::int64_t>(i), width, heads))]);
-        g.v[i] = d.g_min * sigmoid64(a * d.z.v[i]);
+        g.v[i] = d.g_min * oracle::sigmoid_double(a * d.z.v[i]);
     }
     return g;
 }
@@ -125,7 +119,7 @@ Tensor run_bounded_decay(const TensorView& z, const TensorView& a, double g_min,
     const float gm = static_cast<float>(g_min);  // exact: validate() requires it
     for (std::int64_t i = 0; i < z.numel(); ++i) {
         const float e = std::exp(static_cast<float>(a.value(decay_head(i, width, heads))));
-        g.set_value(i, gm * sigmoid32(e * static_cast<float>(z.value(i))));
+        g.set_value(i, gm * cpu::sigmoid32(e * static_cast<float>(z.value(i))));
     }
     return g;
 }
@@ -145,7 +139,7 @@ StepBound bounded_decay_bound(const BoundedDecay& d, const Values& ref, Format o
         const double y = std::exp(d.a.v[static_cast<std::size_t>(decay_head(static_cast<std::int64_t>(i), width, heads))]) * d.z.v[i];
         if (!std::isfinite(y) || !std::isfinite(ref.v[i])) continue;  // special values: judged by class (bound 0)
         const double delta = std::fabs(y) * ((1 + kLbExp) * (1 + kLbU) - 1) + kLbEta / 2;
-        const double S = sigmoid64(y), D = S * (1 - S) * std::exp(2 * delta) * delta;
+        const double S = oracle::sigmoid_double(y), D = S * (1 - S) * std::exp(2 * delta) * delta;
         const double s_err = D + (S + D) * theta + kLbEta;
         const double pre = gm * s_err + kLbU * gm * (S + s_err);
         b.budget[i] = pre + (rounds ? 0.5 * ulp_at(out, std::fabs(ref.v[i]) + pre) : 0.0);

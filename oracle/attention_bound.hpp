@@ -2,6 +2,7 @@
 // derived in docs/attention.md ("Error budget for FP32-accumulating (flash)
 // kernels").  A sound kernel's utilization |kernel - exact| / bound stays <= 1.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -58,6 +59,10 @@ FlashErrorModel declared_flash_model(const Params& p, const std::vector<Format>&
 // o and lse of attention as OpOutputs (what attention_bound reads as
 // magnitudes) from doubles.
 OpOutputs attention_outputs(const std::vector<TensorView>& in, const std::vector<double>& o, const std::vector<double>& lse);
+
+// sigmoid(g) in double without overflow (e^g / (1 + e^g) below 0): the
+// magnitude the sigmoid budgets are built on, tiny values kept.
+inline double sigmoid_double(double g) { return g >= 0 ? 1 / (1 + std::exp(-g)) : std::exp(g) / (1 + std::exp(g)); }
 
 // The verdict's bound of gated_attention (docs/gated_attention.md, "Error
 // budget"): attention_bound of the ungated o, kept in FP32, composed with

@@ -26,7 +26,6 @@ constexpr double kGatedTheta = (1 + kGatedU) / ((1 - kGatedExp - kGatedExpAbs) *
 constexpr double kGatedEtaSigma = 0x1p-147;
 constexpr double kGatedEtaProduct = 0x1p-150;     // a subnormal FP32 product's rounding
 
-double gate_sigmoid_of(double g) { return g >= 0 ? 1 / (1 + std::exp(-g)) : std::exp(g) / (1 + std::exp(g)); }
 
 // Upper bounds of |o_d|, attention's ungated output, from the gated exact
 // y = o sigmoid(g): |y| / sigmoid(g) (inflated for the doubles' rounding)
@@ -38,7 +37,7 @@ std::vector<double> ungated_magnitudes(const std::vector<TensorView>& in, const 
     const std::int64_t hq = q.shape[0], lq = q.shape[1], hkv = k.shape[0], lk = k.shape[1], dv = v.shape[2];
     std::vector<double> mag(y.size());
     for (std::int64_t e = 0; e < static_cast<std::int64_t>(y.size()); ++e) {
-        const double s = gate_sigmoid_of(g.value(e));
+        const double s = sigmoid_double(g.value(e));
         if (s >= 0x1p-900 && std::isfinite(y[e])) {
             mag[e] = (std::fabs(y[e]) * (1 + 0x1p-50) + 0x1p-1074) / (s * (1 - 0x1p-50));
             continue;
@@ -57,7 +56,7 @@ double gated_element(double b_o, double o_mag, double g, double y, Format out) {
     if (std::isnan(g) || std::isnan(b_o)) return NAN;
     if (b_o == 0) return 0;  // a row that sees no key: exactly 0 * sigmoid32(g) = 0 required
     const bool exact_gate = std::isinf(g);  // sigmoid32(+-inf) = 1 or 0 exactly
-    const double s = gate_sigmoid_of(g), theta = exact_gate ? 0 : kGatedTheta, eta_s = exact_gate ? 0 : kGatedEtaSigma;
+    const double s = sigmoid_double(g), theta = exact_gate ? 0 : kGatedTheta, eta_s = exact_gate ? 0 : kGatedEtaSigma;
     const double big_s = s * (1 + theta) + eta_s;
     const double pre = b_o * big_s + o_mag * (s * theta + eta_s) + kGatedU * (o_mag + b_o) * big_s +
                        (big_s > 0 ? kGatedEtaProduct : 0);  // g = -inf: o^ * 0 is exactly 0

@@ -25,7 +25,6 @@ constexpr double kNsaTheta = (1 + kNsaBU) / ((1 - 4 * kNsaBU - 0x1p-148) * (1 - 
 constexpr double kNsaEtaSigma = 0x1p-147;
 constexpr double kNsaEtaProduct = 0x1p-150;
 
-double nsa_sigmoid(double g) { return g >= 0 ? 1 / (1 + std::exp(-g)) : std::exp(g) / (1 + std::exp(g)); }
 
 // A [shape] FP64 tensor holding `x`.
 Tensor nsa_tensor(std::vector<std::int64_t> shape, const std::vector<double>& x) {
@@ -186,7 +185,7 @@ std::vector<std::vector<double>> nsa_attention_bound(const Params& p, const std:
             if (std::isnan(gl) || std::isnan(bb)) nan = true;
             if (std::isinf(bb)) undef = true;
             const bool exact_gate = std::isinf(gl);
-            const double sg = nsa_sigmoid(gl), theta = exact_gate ? 0 : kNsaTheta, eta_s = exact_gate ? 0 : kNsaEtaSigma;
+            const double sg = sigmoid_double(gl), theta = exact_gate ? 0 : kNsaTheta, eta_s = exact_gate ? 0 : kNsaEtaSigma;
             const double big_s = sg * (1 + theta) + eta_s;
             if (big_s == 0 || (bb == 0 && o == 0)) continue;  // the product is exactly 0
             ++terms;

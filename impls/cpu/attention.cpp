@@ -127,27 +127,6 @@ void store_lse(const TensorView& lse, long flat, float v) {
 
 // ---- the output gate (gated_attention) ------------------------------------------------
 
-// sigmoid(x) in FP32 without overflow: t = e^-|x| <= 1, then 1 / (1 + t) or
-// t / (1 + t); relative error (1 + u) / ((1 - e_exp)(1 - u)) - 1 plus the
-// absolute error of a subnormal t (docs/gated_attention.md, "Error budget").
-float sigmoid32(float x) {
-    const float t = std::exp(-std::fabs(x));
-    return (x >= 0 ? 1.0f : t) / (1.0f + t);
-}
-
-// Element d of a finished row: attention's o, gated per `form`.  An
-// infinite o with a gate logit above -inf stays infinite: the exact gate is
-// positive even where sigmoid32 underflows to 0 (never inf * 0 = NaN).
-float gate_output(float o, float g, GateForm form) {
-    switch (form) {
-        case GateForm::none: return o;
-        case GateForm::sigmoid: return std::isinf(o) && g > -kInf ? o : o * sigmoid32(g);
-        case GateForm::one_minus: return o * sigmoid32(-g);  // mutant: 1 - sigmoid(g)
-        case GateForm::swapped: return g * sigmoid32(o);     // mutant: the sigmoid of the output, times g
-        case GateForm::ignored: return o;                      // mutant: the gate read and dropped
-    }
-    return o;
-}
 
 // Row `row` ([Hq, Lq] flattened) of the gate logits, widened exactly to fp32.
 template <Format F>
@@ -539,6 +518,28 @@ void add_format(std::vector<KernelInfo>& reg, const std::string& op, GateForm ga
 }
 
 }  // namespace
+
+// sigmoid(x) in FP32 without overflow: t = e^-|x| <= 1, then 1 / (1 + t) or
+// t / (1 + t); relative error (1 + u) / ((1 - e_exp)(1 - u)) - 1 plus the
+// absolute error of a subnormal t (docs/gated_attention.md, "Error budget").
+float sigmoid32(float x) {
+    const float t = std::exp(-std::fabs(x));
+    return (x >= 0 ? 1.0f : t) / (1.0f + t);
+}
+
+// Element d of a finished row: attention's o, gated per `form`.  An
+// infinite o with a gate logit above -inf stays infinite: the exact gate is
+// positive even where sigmoid32 underflows to 0 (never inf * 0 = NaN).
+float gate_output(float o, float g, GateForm form) {
+    switch (form) {
+        case GateForm::none: return o;
+        case GateForm::sigmoid: return std::isinf(o) && g > -kInf ? o : o * sigmoid32(g);
+        case GateForm::one_minus: return o * sigmoid32(-g);  // mutant: 1 - sigmoid(g)
+        case GateForm::swapped: return g * sigmoid32(o);     // mutant: the sigmoid of the output, times g
+        case GateForm::ignored: return o;                      // mutant: the gate read and dropped
+    }
+    return o;
+}
 }  // namespace conform::cpu
 
 namespace conform {

@@ -24,6 +24,14 @@ inline constexpr long kAttnKeyTile = 64;
 // (g read, o returned ungated).
 enum class GateForm { none, sigmoid, one_minus, swapped, ignored };
 
+namespace cpu {
+// sigmoid(x) in FP32 without overflow (t = e^-|x|, then 1 / (1 + t) or
+// t / (1 + t)), and element o of a finished row gated per `form` (an
+// infinite o under a gate above -inf stays infinite: never inf * 0 = NaN).
+float sigmoid32(float x);
+float gate_output(float o, float g, GateForm form);
+}  // namespace cpu
+
 // op "attention", formats fp32/fp16/bf16 (FP32 accumulation):
 //   cpu.simd.attention.<fmt>    AVX2 flash kernel (scalar path without AVX2)
 //   cpu.scalar.attention.<fmt>  the same tiling in portable scalar code

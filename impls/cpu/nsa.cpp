@@ -44,13 +44,6 @@ std::vector<float> nsa_widen(const TensorView& t) {
     return x;
 }
 
-// sigmoid(x) in FP32 as the gated attention kernel forms it: t = e^-|x|, then
-// 1 / (1 + t) or t / (1 + t).
-float nsa_sigmoid32(float x) {
-    const float t = std::exp(-std::fabs(x));
-    return (x >= 0 ? 1.0f : t) / (1.0f + t);
-}
-
 // Mean pooling of [Hkv, Lk, w] into [Hkv, blocks, w]: the FP32 sum of x / l
 // in order (no overflow where the mean is finite), stored in format f.
 std::vector<float> nsa_pool32(const NsaShape& s, const std::vector<float>& x, long w, Format f) {
@@ -142,7 +135,7 @@ void nsa_call(const KernelCall& c, bool naive, const NsaFlaws& flaws) {
         for (long b = 0; b < s.hkv * s.blocks; ++b)
             for (long x = 0; x < s.dv; ++x) vc[static_cast<std::size_t>(b * s.dv + x)] = x < s.d ? kc[static_cast<std::size_t>(b * s.d + x)] : 0.0f;
     const auto gate = [&](long h, long i, int b) { return g[static_cast<std::size_t>((h * s.lq + i) * 3 + b)]; };
-    const auto mult = [&](long h, long i, int b) { return flaws.gate_in_logits ? nsa_sigmoid32(gate(h, i, b)) : 1.0f; };
+    const auto mult = [&](long h, long i, int b) { return flaws.gate_in_logits ? sigmoid32(gate(h, i, b)) : 1.0f; };
     const std::size_t n_o = static_cast<std::size_t>(s.hq * s.lq * s.dv);
     std::vector<float> oc(n_o), os(n_o), ow(n_o);
 
@@ -239,10 +232,7 @@ void nsa_call(const KernelCall& c, bool naive, const NsaFlaws& flaws) {
 
     // The gates: fl(fl(sigma_c o_c + sigma_s o_s) + sigma_w o_w), rounded once into the format.  An
     // infinite branch output with a gate above -inf stays infinite (as gated attention).
-    const auto gated = [&](float o, float gl) {
-        if (flaws.gate_in_logits) return o;
-        return std::isinf(o) && gl > -kNsaInf ? o : o * nsa_sigmoid32(gl);
-    };
+    const auto gated = [&](float o, float gl) { return gate_output(o, gl, flaws.gate_in_logits ? GateForm::none : GateForm::sigmoid); };
     for (long h = 0; h < s.hq; ++h)
         for (long i = 0; i < s.lq; ++i)
             for (long x = 0; x < s.dv; ++x) {
