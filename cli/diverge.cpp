@@ -21,22 +21,9 @@ namespace {
 
 struct DivergeArgs {
     std::string dump, reference, layers, out = "diverge-report";
+    std::int64_t tokens = 0;
     std::vector<std::string> merge;
 };
-
-// Tensors of a dump by name; an I32 tensor has no numeric format for the model.
-model::NamedTensors tensors(const std::map<std::string, io::StoredTensor>& stored, const std::string& file,
-                            const std::string& prefix) {
-    model::NamedTensors out;
-    for (const auto& [name, t] : stored) {
-        try {
-            out.emplace(name, t.to_tensor());
-        } catch (const std::exception& e) {
-            throw UsageError(file + ": tensor \"" + prefix + name + "\": " + e.what());
-        }
-    }
-    return out;
-}
 
 struct Loaded {
     model::ModelContract contract;
@@ -45,20 +32,18 @@ struct Loaded {
 
 Loaded load(const std::string& file) {
     progress("diverge: reading " + file);
-    const io::ModelDump d = io::read_model_dump(file);  // FormatError names file and field
+    // Mapped, not read: a deep model's dump can exceed memory; the analysis
+    // converts what it reads and drops it after use (docs/diverge.md, "Scale").
+    io::MappedModelDump d = io::map_model_dump(file);  // FormatError names file and field
     Loaded l;
     try {
         l.contract = model::contract_from_json(d.contract);
     } catch (const std::exception& e) {
         throw UsageError(file + ": __metadata__ \"conform.contract\": " + e.what());
     }
-    l.run.weights = tensors(d.weights, file, "");
-    l.run.points = tensors(d.activations, file, io::kActivationPrefix);
-    try {
-        l.run.input = d.input.to_tensor();
-    } catch (const std::exception& e) {
-        throw UsageError(file + ": tensor \"input\": " + e.what());
-    }
+    l.run.weights = std::move(d.weights);
+    l.run.points = std::move(d.activations);
+    l.run.input = std::move(d.input);
     l.run.source = file + (d.impl.empty() ? "" : " (" + d.impl + ")");
     return l;
 }
@@ -67,6 +52,7 @@ Loaded load(const std::string& file) {
 model::DivergeReport analyse(const Loaded& cand, const Loaded* ref, const DivergeArgs& a) {
     model::DivergeOptions opt;
     opt.progress = progress;
+    opt.tokens = a.tokens;
     const std::string& file = ref ? a.dump + " / " + a.reference : a.dump;
     if (!a.layers.empty()) try {
             opt.layers = model::parse_layer_range(a.layers, cand.contract.layers);
@@ -136,8 +122,8 @@ int merge(const DivergeArgs& a) {
 
 int run(const DivergeArgs& a) {
     if (!a.merge.empty()) {
-        if (!a.dump.empty() || !a.reference.empty() || !a.layers.empty())
-            throw UsageError("--merge joins reports: give no dump, --reference or --layers with it");
+        if (!a.dump.empty() || !a.reference.empty() || !a.layers.empty() || a.tokens != 0)
+            throw UsageError("--merge joins reports: give no dump, --reference, --layers or --tokens with it");
         return merge(a);
     }
     if (a.dump.empty()) throw UsageError("diverge: give a model dump (or --merge REPORT...)");
@@ -164,6 +150,11 @@ Subcommand add_diverge(CLI::App& app) {
     cmd->add_option("--layers", args->layers,
                     "analyse layers A:B only (0-based, B excluded; A:, :B, A); the propagated error starts from the "
                     "dump's own hidden state at layer A");
+    cmd->add_option("--tokens", args->tokens,
+                    "tokens judged: 0 chooses (every token up to 256, else 128); N < T: the first N/2 (where the "
+                    "propagated error is compared) and N/2 spread over the rest, the last included; N >= T: every token")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--merge", args->merge,
                     "join the reports of --layers runs (report directories or diverge.json files) into one")
         ->expected(1, -1);

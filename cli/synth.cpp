@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "cli/common.hpp"
@@ -113,27 +115,39 @@ int run_synth(const SynthOptions& o, CLI::App* cmd) {
         std::snprintf(buf, sizeof buf, " (%.1f s, cpu %.1f s)", seconds(), static_cast<double>(std::clock()) / CLOCKS_PER_SEC);
         progress("synth: " + what + buf);
     };
-    const model::Synthetic syn = model::synthetic_model(c, o.seed);
-    at("weights drawn");
+    // Streamed: each weight drawn when a step first reads it and written
+    // then, each point written as computed, both dropped after their last
+    // use -- a model larger than memory is synthesized in bounded memory.
+    const std::vector<model::Step> graph = model::build_graph(c);
+    std::map<std::string, io::TensorLayout> points, weights;
+    for (const model::Step& s : graph) points[s.point] = {io::dtype_of(s.format), s.shape};
+    for (const model::WeightSpec& w : model::weight_specs(c)) weights[w.name] = {io::dtype_of(c.dtype), w.shape};
+    const Tensor input = model::synthetic_input(c, o.seed);
+    io::ModelDumpWriter out(o.out, model::to_json(c), impl_string(c, opt), {io::dtype_of(input.format()), input.shape()},
+                            points, weights);
+    out.put_input(input);
+    std::set<std::string> written;
+    const model::WeightSource weight = [&](const std::string& n) {
+        Tensor t = model::synthetic_weight(c, o.seed, n);
+        if (written.insert(n).second) out.put_weight(n, t);
+        return t;
+    };
+    opt.emit = [&](const std::string& point, const Tensor& t) { out.put_activation(point, t); };
     opt.progress = [&](std::int64_t l) {
         if (c.layers >= 8 && (l + 1) % 8 == 0) at("layer " + std::to_string(l + 1) + " / " + std::to_string(c.layers));
     };
-    model::NamedTensors points;
     try {
-        points = model::run_kernels(c, syn.weights, syn.input, opt);
+        model::run_kernels_streamed(c, weight, input, opt);
     } catch (const std::invalid_argument& e) {
         throw UsageError(e.what());
     }
-    io::ModelDump d;
-    d.contract = model::to_json(c);  // the declared conventions, whatever the candidate did
-    d.impl = impl_string(c, opt);
-    d.input = io::StoredTensor::from_tensor(syn.input);
-    for (const auto& [n, t] : syn.weights) d.weights[n] = io::StoredTensor::from_tensor(t);
-    for (const auto& [n, t] : points)
-        if (n != "input") d.activations[n] = io::StoredTensor::from_tensor(t);
     at("kernels run");
-    io::write_model_dump(d, o.out);
-    at("wrote " + o.out + ", " + std::to_string(d.activations.size()) + " points");
+    for (const auto& [n, l] : weights)  // weights no step reads (none today): written all the same
+        if (!written.count(n)) out.put_weight(n, model::synthetic_weight(c, o.seed, n));
+    out.finish();
+    char size[32];
+    std::snprintf(size, sizeof size, "%.3g MB", static_cast<double>(out.bytes()) * 1e-6);
+    at("wrote " + o.out + " (" + size + "), " + std::to_string(points.size()) + " points");
     return 0;
 }
 

@@ -22,46 +22,6 @@ namespace fs = std::filesystem;
 
 fs::path directory_of(const fs::path& path) { return path.parent_path().empty() ? fs::path(".") : path.parent_path(); }
 
-// The temporary file: closed and removed unless committed.
-class TempFile {
-public:
-    explicit TempFile(const fs::path& target) : target_(target) {
-        name_ = (directory_of(target) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-        fd_ = ::mkstemp(name_.data());
-        if (fd_ < 0) fail(target_, "cannot create temporary file", errno);
-    }
-    ~TempFile() {
-        if (fd_ >= 0) ::close(fd_);
-        if (!committed_) ::unlink(name_.c_str());
-    }
-    TempFile(const TempFile&) = delete;
-    TempFile& operator=(const TempFile&) = delete;
-
-    void write_all(std::span<const std::byte> data) {
-        for (std::size_t done = 0; done < data.size();) {
-            const ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) fail(target_, "write", errno);
-            done += static_cast<std::size_t>(n);
-        }
-    }
-    void commit() {
-        if (::fchmod(fd_, 0644) != 0) fail(target_, "chmod", errno);
-        if (::fsync(fd_) != 0) fail(target_, "fsync", errno);
-        const int fd = fd_;
-        fd_ = -1;
-        if (::close(fd) != 0) fail(target_, "close", errno);
-        if (::rename(name_.c_str(), target_.c_str()) != 0) fail(target_, "rename", errno);
-        committed_ = true;
-    }
-
-private:
-    fs::path target_;
-    std::string name_;
-    int fd_ = -1;
-    bool committed_ = false;
-};
-
 // Best effort: make the rename itself durable.
 void sync_directory(const fs::path& path) {
     const int fd = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -71,6 +31,50 @@ void sync_directory(const fs::path& path) {
 }
 
 }  // namespace
+
+AtomicFile::AtomicFile(const fs::path& target) : target_(target) {
+    name_ = (directory_of(target) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+    fd_ = ::mkstemp(name_.data());
+    if (fd_ < 0) fail(target_, "cannot create temporary file", errno);
+}
+
+AtomicFile::~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(name_.c_str());
+}
+
+void AtomicFile::write_all(std::span<const std::byte> data) {
+    for (std::size_t done = 0; done < data.size();) {
+        const ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail(target_, "write", errno);
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+void AtomicFile::write_at(std::uint64_t offset, std::span<const std::byte> data) {
+    for (std::size_t done = 0; done < data.size();) {
+        const ssize_t n = ::pwrite(fd_, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail(target_, "write", errno);
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+void AtomicFile::resize(std::uint64_t size) {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) fail(target_, "resize", errno);
+}
+
+void AtomicFile::commit() {
+    if (::fchmod(fd_, 0644) != 0) fail(target_, "chmod", errno);
+    if (::fsync(fd_) != 0) fail(target_, "fsync", errno);
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(target_, "close", errno);
+    if (::rename(name_.c_str(), target_.c_str()) != 0) fail(target_, "rename", errno);
+    committed_ = true;
+    sync_directory(target_);
+}
 
 std::vector<std::byte> read_file_bytes(const fs::path& path, std::uint64_t limit) {
     const std::string source = path.string();
@@ -92,10 +96,9 @@ std::vector<std::byte> read_file_bytes(const fs::path& path, std::uint64_t limit
 }
 
 void write_file_atomic(const fs::path& path, std::span<const std::byte> data) {
-    TempFile tmp(path);
+    AtomicFile tmp(path);
     tmp.write_all(data);
     tmp.commit();
-    sync_directory(path);
 }
 
 void write_file_atomic(const fs::path& path, const std::string& data) {

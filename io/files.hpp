@@ -22,4 +22,25 @@ std::vector<std::byte> read_file_bytes(const std::filesystem::path& path, std::u
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::byte> data);
 void write_file_atomic(const std::filesystem::path& path, const std::string& data);
 
+// The same, written piece by piece (a file larger than memory): a temporary
+// file in path's directory, removed unless commit() renames it over path.
+// std::runtime_error naming path on any failure.
+class AtomicFile {
+public:
+    explicit AtomicFile(const std::filesystem::path& target);
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+    void write_all(std::span<const std::byte> data);                         // at the current end
+    void write_at(std::uint64_t offset, std::span<const std::byte> data);    // anywhere
+    void resize(std::uint64_t size);
+    void commit();  // fsync, rename over the target, fsync the directory
+
+private:
+    std::filesystem::path target_;
+    std::string name_;
+    int fd_ = -1;
+    bool committed_ = false;
+};
+
 }  // namespace conform::io

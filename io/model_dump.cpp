@@ -1,5 +1,11 @@
 #include "io/model_dump.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -74,23 +80,119 @@ bool ModelDump::operator==(const ModelDump& o) const {
            weights == o.weights;
 }
 
-ModelDump model_dump_from_safetensors(SafetensorsFile file, const std::string& source) {
-    const auto& meta = require_metadata(file, source, "a model dump names conform.format and conform.contract there");
-    check_format(meta, source);
-    ModelDump d;
+namespace {
+
+// The dump's metadata (format, contract, impl) and every tensor placed as
+// the input, an activation or a weight; `make` turns a file entry into the
+// dump's tensor type.  Shared by the copying and the mapping readers.
+template <class Dump, class Entries, class Make>
+Dump placed_dump(const std::optional<std::map<std::string, std::string>>& metadata, Entries& entries,
+                 const std::string& source, Make make) {
+    if (!metadata)
+        throw FormatError(source, "__metadata__", "missing: a model dump names conform.format and conform.contract there");
+    check_format(*metadata, source);
+    Dump d;
     d.source = source;
-    d.contract = read_contract(meta, source);
-    if (const std::string* impl = metadata_value(meta, "conform.impl")) d.impl = *impl;
+    d.contract = read_contract(*metadata, source);
+    if (const std::string* impl = metadata_value(*metadata, "conform.impl")) d.impl = *impl;
     bool has_input = false;
-    for (auto& [name, t] : file.tensors) {
+    for (auto& [name, t] : entries) {
         if (const std::string problem = name_problem(name); !problem.empty())
             throw FormatError(source, tensor_field(name), problem);
         Placed p = place(name);
-        if (p.role == Role::input) d.input = std::move(t), has_input = true;
-        else (p.role == Role::activation ? d.activations : d.weights)[std::move(p.key)] = std::move(t);
+        if (p.role == Role::input) d.input = make(name, t), has_input = true;
+        else (p.role == Role::activation ? d.activations : d.weights)[std::move(p.key)] = make(name, t);
     }
     if (!has_input) throw FormatError(source, tensor_field(kModelInputName), "missing: the model input [T, C]");
     return d;
+}
+
+}  // namespace
+
+ModelDump model_dump_from_safetensors(SafetensorsFile file, const std::string& source) {
+    require_metadata(file, source, "a model dump names conform.format and conform.contract there");
+    return placed_dump<ModelDump>(file.metadata, file.tensors, source,
+                                  [](const std::string&, StoredTensor& t) { return std::move(t); });
+}
+
+MappedModelDump map_model_dump(const fs::path& file) {
+    const std::string source = file.string();
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw FormatError(source, "", std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw FormatError(source, "", "not a regular file");
+    }
+    const auto size = static_cast<std::size_t>(st.st_size);
+    if (size < 8) {
+        ::close(fd);
+        throw FormatError(source, "", std::to_string(size) + " bytes: shorter than the 8-byte header length");
+    }
+    // Copy-on-write: a write through a tensor never reaches the file.
+    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (base == MAP_FAILED) throw FormatError(source, "", std::string("cannot map: ") + std::strerror(errno));
+    const std::shared_ptr<void> mapping(base, [size](void* p) { ::munmap(p, size); });
+    const std::span<const std::byte> bytes(static_cast<const std::byte*>(base), size);
+    SafetensorsIndex index = parse_safetensors_index(bytes, source);
+    return placed_dump<MappedModelDump>(index.metadata, index.tensors, source, [&](const std::string& name, SafetensorsEntry& e) {
+        const auto f = numerics_format(e.dtype);
+        if (!f)
+            throw FormatError(source, tensor_field(name), std::string("dtype ") + safetensors_name(e.dtype) +
+                                                              " has no numeric format; a model dump's tensors are floating point or I8");
+        std::byte* data = static_cast<std::byte*>(base) + e.begin;
+        if (e.shape.size() > kMaxRank) throw FormatError(source, tensor_field(name), "rank above " + std::to_string(kMaxRank));
+        if (reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(dtype_size(e.dtype)) == 0)
+            return Tensor::external(*f, e.shape, mapping, data);
+        Tensor t(*f, e.shape);  // unaligned in the file: copied
+        std::memcpy(t.data(), data, e.end - e.begin);
+        return t;
+    });
+}
+
+ModelDumpWriter::ModelDumpWriter(const fs::path& file, const nlohmann::json& contract, const std::string& impl,
+                                 const TensorLayout& input, const std::map<std::string, TensorLayout>& activations,
+                                 const std::map<std::string, TensorLayout>& weights)
+    : file_(file) {
+    if (!contract.is_object()) not_writable("contract is not a JSON object");
+    const auto declare = [&](const std::string& name, const TensorLayout& l) {
+        if (const std::string problem = name_problem(name); !problem.empty()) not_writable("tensor " + quote(name) + ": " + problem);
+        layout_[name] = l;
+        written_[name] = false;
+    };
+    declare(kModelInputName, input);
+    for (const auto& [point, l] : activations) declare(kActivationPrefix + point, l);
+    for (const auto& [name, l] : weights) {
+        if (name == kModelInputName || name.starts_with(kActivationPrefix))
+            not_writable("weight " + quote(name) + " would read back as the input or an activation");
+        declare(name, l);
+    }
+    std::map<std::string, std::string> meta{
+        {"conform.format", kModelFormat}, {"conform.contract", contract.dump()}, {"conform.impl", impl}};
+    const std::vector<std::byte> head = safetensors_header(meta, layout_, &offsets_);
+    size_ = head.size();
+    for (const auto& [name, r] : offsets_) size_ = std::max(size_, r.second);
+    file_.resize(size_);
+    file_.write_at(0, head);
+}
+
+void ModelDumpWriter::put(const std::string& name, const Tensor& t) {
+    const auto it = layout_.find(name);
+    if (it == layout_.end()) not_writable("tensor " + quote(name) + " was not declared");
+    if (written_[name]) not_writable("tensor " + quote(name) + " written twice");
+    if (dtype_of(t.format()) != it->second.dtype || t.shape() != it->second.shape)
+        not_writable("tensor " + quote(name) + ": " + dtype_name(dtype_of(t.format())) + " " + shape_string(t.shape()) +
+                     ", declared " + dtype_name(it->second.dtype) + " " + shape_string(it->second.shape));
+    const auto [begin, end] = offsets_.at(name);
+    file_.write_at(begin, std::span(static_cast<const std::byte*>(t.data()), end - begin));
+    written_[name] = true;
+}
+
+void ModelDumpWriter::finish() {
+    for (const auto& [name, done] : written_)
+        if (!done) not_writable("tensor " + quote(name) + " was declared but never written");
+    file_.commit();
 }
 
 ModelDump parse_model_dump(std::span<const std::byte> bytes, const std::string& source) {

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/files.hpp"
 #include "io/safetensors.hpp"
 #include "io/stored_tensor.hpp"
 
@@ -56,6 +57,47 @@ ModelDump model_dump_from_safetensors(SafetensorsFile file, const std::string& s
 SafetensorsFile model_dump_to_safetensors(const ModelDump& d);
 std::vector<std::byte> serialize_model_dump(const ModelDump& d);
 void write_model_dump(const ModelDump& d, const std::filesystem::path& file);  // atomic (io/files.hpp)
+
+// A model dump read without copying it into memory (dumps of deep, wide
+// models: tens of gigabytes).  The file is mapped copy-on-write; each
+// tensor is a Tensor over its bytes (a tensor whose offset is not aligned to
+// its element size is copied).  The same checks as read_model_dump, and a
+// FormatError for a tensor whose dtype has no numeric format (I32).
+struct MappedModelDump {
+    nlohmann::json contract = nlohmann::json::object();
+    std::string impl;
+    Tensor input;
+    std::map<std::string, Tensor> activations;  // by point name, without "act."
+    std::map<std::string, Tensor> weights;      // weights and caches by name
+    std::string source;
+};
+MappedModelDump map_model_dump(const std::filesystem::path& file);
+
+// A model dump written tensor by tensor, in any order, into the layout
+// write_model_dump gives the same tensors (byte for byte the same file):
+// every tensor is declared up front, each put once, and finish() renames
+// the complete file into place.  Without finish() nothing is left behind.
+// std::invalid_argument for a name the reader would refuse, an undeclared
+// or mis-shaped tensor, a second put, or finish() with tensors missing.
+class ModelDumpWriter {
+public:
+    ModelDumpWriter(const std::filesystem::path& file, const nlohmann::json& contract, const std::string& impl,
+                    const TensorLayout& input, const std::map<std::string, TensorLayout>& activations,
+                    const std::map<std::string, TensorLayout>& weights);
+    void put_input(const Tensor& t) { put(kModelInputName, t); }
+    void put_activation(const std::string& point, const Tensor& t) { put(kActivationPrefix + point, t); }
+    void put_weight(const std::string& name, const Tensor& t) { put(name, t); }
+    void finish();
+    std::uint64_t bytes() const { return size_; }  // of the whole file
+
+private:
+    void put(const std::string& name, const Tensor& t);
+    AtomicFile file_;
+    std::map<std::string, TensorLayout> layout_;
+    std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> offsets_;
+    std::map<std::string, bool> written_;
+    std::uint64_t size_ = 0;
+};
 
 // True when the file's metadata says model/1 (so `validate` can route or refuse it).
 // Reads the header only; false for anything unreadable, never throws.

@@ -132,46 +132,71 @@ std::map<std::string, std::string> parse_metadata(const json& j, const std::stri
 
 }  // namespace
 
-SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::string& source) {
+SafetensorsIndex parse_safetensors_index(std::span<const std::byte> bytes, const std::string& source) {
     const auto text = length_prefixed(bytes, 0, kLengthBytes, kMaxSafetensorsHeader, source);
     const json header = parse_json(as_text(text), source, "header");
     if (!header.is_object()) throw FormatError(source, "header", "is " + json_kind(header) + ", not an object");
-    const auto data = bytes.subspan(kLengthBytes + text.size());
-    SafetensorsFile file;
+    const std::uint64_t data_start = kLengthBytes + text.size(), data_size = bytes.size() - data_start;
+    SafetensorsIndex index;
     std::vector<Entry> entries;
     for (const auto& [key, value] : header.items()) {
         if (key == "__metadata__")
-            file.metadata = parse_metadata(value, source);
+            index.metadata = parse_metadata(value, source);
         else
-            entries.push_back(parse_entry(key, value, data.size(), source));
+            entries.push_back(parse_entry(key, value, data_size, source));
     }
     std::vector<const Entry*> order;
     for (const Entry& e : entries) order.push_back(&e);
-    check_tiling(std::move(order), data.size(), source);
-    for (Entry& e : entries) {
-        const auto block = data.subspan(e.begin, e.end - e.begin);
-        file.tensors[e.name] = StoredTensor{e.dtype, std::move(e.shape), {block.begin(), block.end()}};
+    check_tiling(std::move(order), data_size, source);
+    for (Entry& e : entries)
+        index.tensors[e.name] = SafetensorsEntry{e.dtype, std::move(e.shape), data_start + e.begin, data_start + e.end};
+    return index;
+}
+
+SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::string& source) {
+    SafetensorsIndex index = parse_safetensors_index(bytes, source);
+    SafetensorsFile file;
+    file.metadata = std::move(index.metadata);
+    for (auto& [name, e] : index.tensors) {
+        const auto block = bytes.subspan(e.begin, e.end - e.begin);
+        file.tensors[name] = StoredTensor{e.dtype, std::move(e.shape), {block.begin(), block.end()}};
     }
     return file;
 }
 
-std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
+std::vector<std::byte> safetensors_header(const std::optional<std::map<std::string, std::string>>& metadata,
+                                          const std::map<std::string, TensorLayout>& tensors,
+                                          std::map<std::string, std::pair<std::uint64_t, std::uint64_t>>* offsets) {
     json header = json::object();
-    if (file.metadata) header["__metadata__"] = *file.metadata;
+    if (metadata) header["__metadata__"] = *metadata;
     std::uint64_t offset = 0;
-    for (const auto& [name, t] : file.tensors) {
+    std::vector<std::pair<std::string, std::pair<std::uint64_t, std::uint64_t>>> placed;
+    for (const auto& [name, t] : tensors) {
         if (name == "__metadata__") throw std::invalid_argument("a tensor cannot be named \"__metadata__\"");
-        t.check_bytes("tensor " + quote(name));
-        header[name] = {{"dtype", safetensors_name(t.dtype)},
-                        {"shape", t.shape},
-                        {"data_offsets", {offset, offset + t.bytes.size()}}};
-        offset += t.bytes.size();
+        const auto n = byte_count(t.dtype, t.shape);
+        if (!n) throw std::invalid_argument("tensor " + quote(name) + ": shape " + shape_string(t.shape) + " overflows");
+        header[name] = {{"dtype", safetensors_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + static_cast<std::uint64_t>(*n)}}};
+        placed.push_back({name, {offset, offset + static_cast<std::uint64_t>(*n)}});
+        offset += static_cast<std::uint64_t>(*n);
     }
     std::string text = header.dump();
     text.append((kLengthBytes - text.size() % kLengthBytes) % kLengthBytes, ' ');  // data block 8-byte aligned
     std::vector<std::byte> out;
     append_le(out, text.size(), kLengthBytes);
     append_text(out, text);
+    if (offsets)
+        for (auto& [name, r] : placed) (*offsets)[name] = {r.first + out.size(), r.second + out.size()};
+    return out;
+}
+
+std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
+    std::map<std::string, TensorLayout> layout;
+    for (const auto& [name, t] : file.tensors) {
+        if (name == "__metadata__") throw std::invalid_argument("a tensor cannot be named \"__metadata__\"");
+        t.check_bytes("tensor " + quote(name));
+        layout[name] = {t.dtype, t.shape};
+    }
+    std::vector<std::byte> out = safetensors_header(file.metadata, layout, nullptr);
     for (const auto& [name, t] : file.tensors) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
     return out;
 }

@@ -88,6 +88,9 @@ struct DivergeReport {
     // "Splitting a deep model").
     LayerRange range;
     std::string propagated_from;
+    // Tokens the local checks judged (all: c.tokens) and the propagated
+    // comparison ran over (the first ones).
+    std::int64_t tokens_checked = 0, tokens_propagated = 0;
     // A merged report (merge_reports): the parts' ranges in layer order, and
     // the layers no part covered (the report is then incomplete).
     std::vector<LayerRange> parts, missing;
@@ -105,6 +108,10 @@ struct DivergeOptions {
     std::function<void(const std::string&)> progress;  // one line per stage (null: silent)
     int mpfr_samples = 4;  // rows of the MPFR cross-check (0: skip it)
     std::optional<LayerRange> layers;  // analyse these layers only (null: all)
+    // Tokens judged (docs/diverge.md, "Scale"): 0 chooses -- every token up
+    // to 256, else 128 (the first half of them also the propagated run's
+    // prefix); N >= T every token.
+    std::int64_t tokens = 0;
 };
 
 // The first point that fails locally (graph order), if any.

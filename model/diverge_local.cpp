@@ -30,15 +30,44 @@ bool weight_serves(const std::string& weight, const std::set<std::int64_t>& laye
 
 }  // namespace
 
-DumpValues::DumpValues(const ModelContract& c, const std::vector<Step>& graph, const ModelRun& run) : run_(run) {
-    std::set<std::int64_t> layers;
-    for (const Step& s : graph) layers.insert(s.layer);
-    for (const auto& [name, t] : run.weights)
-        if (weight_serves(name, layers)) weights_.emplace(name, values_of(t.view()));
-    input_ = values_of(run.input.view());
+TokenSample token_sample(const ModelContract& c, const std::vector<Step>& graph, std::int64_t tokens) {
+    const std::int64_t T = c.tokens;
+    TokenSample all{true, {}, T};
+    if (tokens == 0) tokens = T <= 256 ? T + 1 : 128;  // T + 1: every token by the whole-point path
+    if (tokens > T) return all;
+    for (const Step& s : graph)  // rows of every point must be tokens
+        if (s.shape.size() != 2 || s.shape[0] != T) return all;
+    TokenSample t;
+    t.all = false;
+    if (tokens >= T) {
+        for (std::int64_t r = 0; r < T; ++r) t.rows.push_back(r);
+        t.prefix = T;
+        return t;
+    }
+    t.prefix = std::max<std::int64_t>(1, tokens / 2);
+    for (std::int64_t r = 0; r < t.prefix; ++r) t.rows.push_back(r);
+    // One token per stratum of the rest, at a fixed pseudo-random place
+    // (splitmix64 of the stratum), the last stratum's last token included.
+    const std::int64_t m = tokens - t.prefix, rest = T - t.prefix;
+    for (std::int64_t k = 0; k < m; ++k) {
+        const std::int64_t lo = t.prefix + rest * k / m, hi = t.prefix + rest * (k + 1) / m;
+        std::uint64_t x = static_cast<std::uint64_t>(k) + 0x9e3779b97f4a7c15ULL;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+        x ^= x >> 31;
+        const std::int64_t r = k + 1 == m ? hi - 1 : lo + static_cast<std::int64_t>(x % static_cast<std::uint64_t>(hi - lo));
+        if (hi > lo && r > t.rows.back()) t.rows.push_back(r);
+    }
+    return t;
+}
+
+DumpValues::DumpValues(const ModelContract& c, const std::vector<Step>& graph, const ModelRun& run, int consumers)
+    : run_(run), feed_(consumers > 1) {
+    (void)c;
     for (std::size_t i = 0; i < graph.size(); ++i) {
         last_use_[graph[i].point] = i;
-        for (const std::string& in : graph[i].inputs) last_use_[in] = i;
+        for (const auto* names : {&graph[i].inputs, &graph[i].weights})
+            for (const std::string& in : *names) last_use_[in] = i;
     }
 }
 
@@ -51,20 +80,74 @@ const Tensor* DumpValues::point(const std::string& name) const {
     return it == run_.points.end() ? nullptr : &it->second;
 }
 
-const Values& DumpValues::get(const std::string& name) {
-    if (name == "input") return input_;
+const Tensor& DumpValues::stored(const std::string& name) const {
+    if (name == "input") return run_.input;
+    if (const Tensor* t = point(name)) return *t;
+    throw std::invalid_argument("no point named '" + name + "' in " + run_.source);
+}
+
+const Values& DumpValues::weight(const std::string& name) {
+    std::lock_guard lock(m_);
     if (const auto w = weights_.find(name); w != weights_.end()) return w->second;
+    const auto t = run_.weights.find(name);
+    if (t == run_.weights.end()) throw std::invalid_argument("no weight or cache named '" + name + "' in " + run_.source);
+    // std::map: a reference stays valid while other entries come and go.
+    return weights_.emplace(name, values_of(t->second.view())).first->second;
+}
+
+const Values& DumpValues::get(const std::string& name) {
+    if (is_weight(name)) return weight(name);
     if (const auto p = points_.find(name); p != points_.end()) return p->second;
-    const Tensor* t = point(name);
-    if (!t) throw std::invalid_argument("no tensor named '" + name + "' in " + run_.source);
-    return points_.emplace(name, values_of(t->view())).first->second;
+    return points_.emplace(name, values_of(stored(name).view())).first->second;
+}
+
+Values DumpValues::rows(const std::string& name, const std::vector<std::int64_t>& rows) const {
+    const TensorView v = stored(name).view();
+    const std::int64_t width = v.shape[0] > 0 ? v.numel() / v.shape[0] : 0;
+    Values out;
+    out.shape.assign(v.shape.begin(), v.shape.begin() + v.rank);
+    out.shape[0] = static_cast<std::int64_t>(rows.size());
+    out.v.reserve(rows.size() * static_cast<std::size_t>(width));
+    for (std::int64_t r : rows)
+        for (std::int64_t e = 0; e < width; ++e) out.v.push_back(v.value(r * width + e));
+    return out;
+}
+
+Values DumpValues::first_rows(const std::string& name, std::int64_t n) const {
+    std::vector<std::int64_t> r(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) r[static_cast<std::size_t>(i)] = i;
+    return rows(name, r);
+}
+
+void DumpValues::release_weights() {
+    const std::int64_t past = feed_ ? std::min(local_past_, feed_past_) : local_past_;
+    for (auto it = weights_.begin(); it != weights_.end();) {
+        const auto last = last_use_.find(it->first);
+        if (last != last_use_.end() && static_cast<std::int64_t>(last->second) > past) {
+            ++it;
+            continue;
+        }
+        run_.weights.at(it->first).release_pages();
+        it = weights_.erase(it);
+    }
 }
 
 void DumpValues::release_after(std::size_t step) {
     for (auto it = points_.begin(); it != points_.end();) {
         const auto last = last_use_.find(it->first);
-        it = (last == last_use_.end() || last->second <= step) ? points_.erase(it) : std::next(it);
+        const bool done = last == last_use_.end() || last->second <= step;
+        if (done && it->first != "input") run_.points.at(it->first).release_pages();
+        it = done ? points_.erase(it) : std::next(it);
     }
+    std::lock_guard lock(m_);
+    local_past_ = static_cast<std::int64_t>(step);
+    release_weights();
+}
+
+void DumpValues::feed_past(std::size_t step) {
+    std::lock_guard lock(m_);
+    feed_past_ = static_cast<std::int64_t>(step);
+    release_weights();
 }
 
 // ---- one step -----------------------------------------------------------------
@@ -81,34 +164,150 @@ bool any_special(const Values& v) {
     return std::any_of(v.v.begin(), v.v.end(), [](double x) { return !std::isfinite(x); });
 }
 
-Lookup lookup(DumpValues& dump) {
-    return [&dump](const std::string& n) -> const Values& { return dump.get(n); };
+// Steps whose row t reads only row t of each input point: judged on the
+// sample's rows as a model of that many tokens.
+bool row_separable(StepKind k) {
+    switch (k) {
+        case StepKind::norm: case StepKind::head_norm: case StepKind::l2_head: case StepKind::matmul:
+        case StepKind::sigmoid: case StepKind::log_decay: case StepKind::mul: case StepKind::glu:
+        case StepKind::gelu: case StepKind::add: case StepKind::embed: case StepKind::router:
+        case StepKind::moe: case StepKind::latent_out: case StepKind::bounded_decay:
+        case StepKind::int8_matmul: case StepKind::softcap: return true;
+        default: return false;
+    }
+}
+
+// One local problem: the step restated over some rows of the dump (a
+// contract of that many tokens), or the step itself over the whole dump.
+struct Piece {
+    ModelContract c;
+    Step s;
+    std::vector<std::int64_t> out;                // the point's rows it computes (empty: whole)
+    std::vector<std::vector<std::int64_t>> in;    // rows of each input (per s.inputs)
+};
+
+// The pieces of a sampled step: one for a row-separable step; one per row
+// for causal attention without cached keys (query t over keys 0..t, which
+// bottom-right alignment and the window see exactly as in the whole
+// sequence); none when the step must be judged whole.
+std::vector<Piece> pieces(const ModelContract& c, const Step& s, const TokenSample& sample) {
+    if (sample.all) return {};
+    const auto restated = [&](std::int64_t rows) {
+        Piece p{c, s, {}, {}};
+        p.c.tokens = rows;
+        p.s.shape[0] = rows;
+        return p;
+    };
+    std::vector<Piece> out;
+    if (row_separable(s.kind)) {
+        Piece p = restated(static_cast<std::int64_t>(sample.rows.size()));
+        p.out = sample.rows;
+        p.in.assign(s.inputs.size(), sample.rows);
+        out.push_back(std::move(p));
+    } else if (s.kind == StepKind::attention && c.cache_tokens == 0) {
+        for (std::int64_t t : sample.rows) {
+            Piece p = restated(1);
+            p.out = {t};
+            std::vector<std::int64_t> keys(static_cast<std::size_t>(t + 1));
+            for (std::int64_t j = 0; j <= t; ++j) keys[static_cast<std::size_t>(j)] = j;
+            p.in = {{t}, keys, keys};
+            out.push_back(std::move(p));
+        }
+    }
+    return out;
+}
+
+// The reference and allowance of one piece (or of the whole step).
+struct Evaluated {
+    Values ref;
+    std::vector<double> allowed;
+    double ratio = 0;
+    bool inherited = false;  // an input holds NaN or Inf
+};
+
+Evaluated evaluate(const ModelContract& c, const Step& s, const Lookup& get, const Conventions& conv, Format f,
+                   const Values* cand, RouterCounts* counts) {
+    Evaluated e;
+    if (s.kind == StepKind::router && cand)  // ambiguity-aware: the candidate's selection where the budget admits it
+        e.ref = eval_router_step(op_call(c, s, get, conv), cand, counts);
+    else
+        e.ref = eval_step(c, s, get, conv);
+    const StepBound b = step_bound(c, s, get, e.ref, conv, f);
+    e.allowed = allowed_of(b);
+    e.ratio = b.ratio();
+    e.inherited = std::any_of(s.inputs.begin(), s.inputs.end(), [&](const std::string& n) { return any_special(get(n)); });
+    return e;
+}
+
+Evaluated evaluate_piece(const Piece& p, DumpValues& dump, const Conventions& conv, Format f, const Values& cand,
+                         RouterCounts* counts) {
+    std::map<std::string, Values> held;  // the inputs' rows
+    for (std::size_t i = 0; i < p.s.inputs.size(); ++i)
+        if (!dump.is_weight(p.s.inputs[i])) held.emplace(p.s.inputs[i], dump.rows(p.s.inputs[i], p.in[i]));
+    const Lookup get = [&](const std::string& n) -> const Values& {
+        const auto it = held.find(n);
+        return it != held.end() ? it->second : dump.get(n);
+    };
+    return evaluate(p.c, p.s, get, conv, f, &cand, counts);
+}
+
+// The step on every token, or on the sample's rows (pieces concatenated in
+// row order); `cand`: the candidate's values of the same rows.
+Evaluated evaluate_sampled(const ModelContract& c, const Step& s, DumpValues& dump, const TokenSample& sample,
+                           const Conventions& conv, Format f, const Values& cand, RouterCounts* counts) {
+    const std::vector<Piece> ps = pieces(c, s, sample);
+    if (ps.empty()) {
+        const Lookup get = [&dump](const std::string& n) -> const Values& { return dump.get(n); };
+        return evaluate(c, s, get, conv, f, &cand, counts);
+    }
+    Evaluated all;
+    all.ref.shape = cand.shape;
+    const std::size_t width = cand.shape.empty() || cand.shape[0] == 0 ? 0 : cand.v.size() / static_cast<std::size_t>(cand.shape[0]);
+    std::size_t row = 0;
+    for (const Piece& p : ps) {
+        const std::size_t n = p.out.size() * width;
+        Values part;
+        part.shape = {static_cast<std::int64_t>(p.out.size()), static_cast<std::int64_t>(width)};
+        part.v.assign(cand.v.begin() + static_cast<std::ptrdiff_t>(row * width), cand.v.begin() + static_cast<std::ptrdiff_t>(row * width + n));
+        Evaluated e = evaluate_piece(p, dump, conv, f, part, counts);
+        all.ref.v.insert(all.ref.v.end(), e.ref.v.begin(), e.ref.v.end());
+        all.allowed.insert(all.allowed.end(), e.allowed.begin(), e.allowed.end());
+        all.ratio = std::max(all.ratio, e.ratio);
+        all.inherited = all.inherited || e.inherited;
+        row += p.out.size();
+    }
+    return all;
+}
+
+// The candidate's values the verdict compares: the whole point, or the
+// sample's rows when the step is judged on them.
+Values candidate_values(const ModelContract& c, const Step& s, DumpValues& dump, const TokenSample& sample) {
+    return pieces(c, s, sample).empty() ? dump.get(s.point) : dump.rows(s.point, sample.rows);
 }
 
 }  // namespace
 
-LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump) {
+LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump, const TokenSample& sample) {
     LocalResult lr;
     for (const std::string& in : s.inputs)
         if (!dump.has(in)) lr.missing.push_back(in);
     const Tensor* t = dump.point(s.point);
     lr.present = t != nullptr;
     if (!lr.present || !lr.missing.empty()) return lr;
-    lr.cand = dump.get(s.point);
+    lr.cand = candidate_values(c, s, dump, sample);
     lr.format = t->format();
-    const Lookup get = lookup(dump);
-    if (s.kind == StepKind::router) {  // ambiguity-aware: the candidate's selection where the budget admits it
-        RouterCounts counts;
-        lr.ref = eval_router_step(op_call(c, s, get, c.conventions), &lr.cand, &counts);
-        lr.note = counts.note();
-    } else {
-        lr.ref = eval_step(c, s, get, c.conventions);
+    RouterCounts counts;
+    Evaluated e = evaluate_sampled(c, s, dump, sample, c.conventions, lr.format, lr.cand, &counts);
+    if (s.kind == StepKind::router) lr.note = counts.note();
+    lr.ref = std::move(e.ref);
+    lr.allowed = std::move(e.allowed);
+    lr.local = compare(lr.cand.v, lr.ref.v, lr.allowed, lr.format, e.inherited);
+    lr.oracle_ratio = e.ratio;
+    lr.sampled = !pieces(c, s, sample).empty();
+    if (lr.sampled && lr.local.worst >= 0) {  // back to the whole point's flat index
+        const std::int64_t width = t->numel() / t->shape()[0];
+        lr.local.worst = sample.rows[static_cast<std::size_t>(lr.local.worst / width)] * width + lr.local.worst % width;
     }
-    const StepBound b = step_bound(c, s, get, lr.ref, c.conventions, lr.format);
-    lr.allowed = allowed_of(b);
-    const bool inherited = std::any_of(s.inputs.begin(), s.inputs.end(), [&](const std::string& n) { return any_special(dump.get(n)); });
-    lr.local = compare(lr.cand.v, lr.ref.v, lr.allowed, lr.format, inherited);
-    lr.oracle_ratio = b.ratio();
     return lr;
 }
 
@@ -139,17 +338,16 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
     }
 }
 
-void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, const LocalResult& lr, PointReport& r) {
-    const Lookup get = lookup(dump);
+void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, const LocalResult& lr, PointReport& r,
+                     const TokenSample& sample) {
     double best = 1;
     for (const std::string& key : conventions_of(c, s.kind)) {
         for (const std::string& value : convention_values().at(key)) {
             if (value == c.conventions.at(key)) continue;
             Conventions conv = c.conventions;
             conv[key] = value;
-            const Values ref = eval_step(c, s, get, conv);
-            const StepBound b = step_bound(c, s, get, ref, conv, lr.format);
-            const double util = compare(lr.cand.v, ref.v, allowed_of(b), lr.format).utilization;
+            const Evaluated e = evaluate_sampled(c, s, dump, sample, conv, lr.format, lr.cand, nullptr);
+            const double util = compare(lr.cand.v, e.ref.v, e.allowed, lr.format).utilization;
             char text[64];
             std::snprintf(text, sizeof text, ": utilization %.3g", util);
             r.conventions_tried.push_back(key + "=" + value + text);

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -15,27 +16,53 @@
 
 namespace conform::model {
 
+// The tokens a large model's steps are judged on (docs/diverge.md,
+// "Scale"): every token, or the first `prefix` tokens (where the propagated
+// comparison runs) and tokens spread over the rest of the sequence, the last
+// one included.  Rows sorted; the first `prefix` of them are 0..prefix-1.
+struct TokenSample {
+    bool all = true;                  // every token, by the whole-point path
+    std::vector<std::int64_t> rows;   // the sampled rows (empty when all)
+    std::int64_t prefix = 0;          // tokens of the propagated run (all: T)
+};
+// `tokens`: 0 chooses (every token up to 256, else 128); N >= T takes every
+// token through the sampled path (the tests compare it with the whole-point
+// path).  Sampling needs every point [T, features] (no mHC or residual-read
+// streams); otherwise every token.
+TokenSample token_sample(const ModelContract& c, const std::vector<Step>& graph, std::int64_t tokens);
+
 // The values of one dump by name: points, the model input, weights and
 // caches.  Points are converted to doubles on first use and dropped after
-// the last step that reads them (a 32-layer width-1024 stack would
-// otherwise hold gigabytes of doubles).
+// the last step that reads them; weights likewise once every consumer (the
+// local checks, and the oracle run beside them when `consumers` is 2) has
+// passed their last use, and the mapped file's pages of what is dropped are
+// handed back -- a 32-layer width-4096 stack would otherwise hold tens of
+// gigabytes.  weight(), rows() and has() may be called from the oracle
+// thread; get() and release_after() from the local thread only.
 class DumpValues {
 public:
-    DumpValues(const ModelContract& c, const std::vector<Step>& graph, const ModelRun& run);
+    DumpValues(const ModelContract& c, const std::vector<Step>& graph, const ModelRun& run, int consumers = 1);
     bool has(const std::string& name) const;
     bool is_weight(const std::string& name) const { return run_.weights.count(name) > 0; }  // or a cache
-    const Values& get(const std::string& name);
+    const Values& get(const std::string& name);     // a point, the input or a weight, whole
+    const Values& weight(const std::string& name);  // a weight or cache, converted once while in use
+    // Rows of a point or the model input (first dimension), read from the dump.
+    Values rows(const std::string& name, const std::vector<std::int64_t>& rows) const;
+    Values first_rows(const std::string& name, std::int64_t n) const;
     const Tensor* point(const std::string& name) const;  // the stored point, null when absent
-    const Named& weights() const { return weights_; }  // those of the graph's layers, converted
-    const Values& input() const { return input_; }
-    void release_after(std::size_t step);  // drop points no step after `step` reads
+    void release_after(std::size_t step);  // the local checks are past `step`
+    void feed_past(std::size_t step);      // the oracle run is past `step`
 
 private:
+    const Tensor& stored(const std::string& name) const;
+    void release_weights();  // under m_
     const ModelRun& run_;
-    Named weights_;
-    Values input_;
     std::map<std::string, Values> points_;
     std::map<std::string, std::size_t> last_use_;
+    std::mutex m_;  // weights_ and the consumers' progress
+    std::map<std::string, Values> weights_;
+    std::int64_t local_past_ = -1, feed_past_ = -1;
+    bool feed_ = false;
 };
 
 // The local result of one step of one dump.
@@ -49,16 +76,21 @@ struct LocalResult {
     ErrorMetrics local;
     double oracle_ratio = 0;           // max FP64-tier bound / budget of the step
     std::string note;                  // what the verdict counted (PointReport::note)
+    bool sampled = false;              // judged on the sample's rows (cand, ref, allowed hold those)
 };
 
-LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump);
+// On every token, or (sampled) on the sample's rows: cand, ref and allowed
+// then hold those rows only, in order, and local.worst is still a flat index
+// of the whole point.
+LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump, const TokenSample& sample = {});
 
 // The conventions of the contract that concern a step kind (contract.hpp).
 std::vector<std::string> conventions_of(const ModelContract& c, StepKind k);
 // At a failing step: every alternative value of each convention that
 // concerns it; fills conventions_tried and convention_match (the lowest
 // utilization <= 1).
-void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, const LocalResult& lr, PointReport& r);
+void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, const LocalResult& lr, PointReport& r,
+                     const TokenSample& sample = {});
 
 // Input validation shared by both modes: the contract, the weights' and
 // the points' shapes (std::invalid_argument naming the tensor).

@@ -135,6 +135,8 @@ DivergeReport report_from_json(const json& j, const std::string& file) {
     r.seconds = rd.number(j, "seconds", "");
     r.range = rd.range(rd.at(j, "layer_range", ""), "layer_range.");
     r.propagated_from = rd.text(j, "propagated_from", "");
+    r.tokens_checked = j.contains("tokens_checked") ? rd.integer(j, "tokens_checked", "") : r.contract.tokens;
+    r.tokens_propagated = j.contains("tokens_propagated") ? rd.integer(j, "tokens_propagated", "") : r.contract.tokens;
     r.points = rd.points(j, "points");
     r.first_failing = first_local_failure(r.points);
     if (j.contains("reference_points")) {
@@ -180,6 +182,8 @@ DivergeReport merge_reports(std::vector<DivergeReport> parts, const std::vector<
         m.mpfr_cross_check += (m.mpfr_cross_check.empty() ? "" : "; ") + tag + p.mpfr_cross_check;
         m.propagated_from += (m.propagated_from.empty() ? "" : "; ") + tag + p.propagated_from;
         m.seconds += p.seconds;
+        m.tokens_checked = m.tokens_checked ? std::min(m.tokens_checked, p.tokens_checked) : p.tokens_checked;
+        m.tokens_propagated = m.tokens_propagated ? std::min(m.tokens_propagated, p.tokens_propagated) : p.tokens_propagated;
     }
     if (covered < m.contract.layers) m.missing.push_back({covered, m.contract.layers});
     m.range = {0, m.contract.layers};  // the whole model; `missing` names what no part analysed

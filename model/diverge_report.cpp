@@ -108,6 +108,8 @@ nlohmann::json to_json(const DivergeReport& r) {
                         {"layer_range", range_json(r.range)},
                         {"model_layers", r.contract.layers},
                         {"propagated_from", r.propagated_from},
+                        {"tokens_checked", r.tokens_checked},
+                        {"tokens_propagated", r.tokens_propagated},
                         {"points", points_json(r.points)}};
     if (!r.parts.empty()) {
         j["parts"] = nlohmann::json::array();
@@ -204,6 +206,10 @@ std::string to_markdown(const DivergeReport& r) {
     if (!r.mpfr_cross_check.empty()) s += fmt::format("- MPFR cross-check: {}\n", md_text(r.mpfr_cross_check));
     if (const std::string l = logits_text(r); !l.empty()) s += fmt::format("- logits: {}\n", md_text(l));
     if (!r.propagated_from.empty()) s += fmt::format("- propagated error from: {}\n", md_text(r.propagated_from));
+    if (r.tokens_checked > 0 && r.tokens_checked < r.contract.tokens)
+        s += fmt::format("- tokens: local checks on {} of {} (the first {} and the rest spread over the sequence); "
+                         "propagated error over the first {}\n",
+                         r.tokens_checked, r.contract.tokens, r.tokens_propagated, r.tokens_propagated);
     if (!r.parts.empty()) {
         std::string p;
         for (const LayerRange& g : r.parts) p += (p.empty() ? "" : ", ") + range_text(g);

@@ -295,13 +295,30 @@ const KernelInfo* find_mutant(const ModelContract& c, const std::vector<Step>& g
 
 }  // namespace
 
-NamedTensors run_kernels(const ModelContract& c, const NamedTensors& weights, const Tensor& input,
-                         const CandidateOptions& opt) {
+namespace {
+
+// The stack on the kernels, each step's point from `get`; `after(i)` once
+// step i is stored (progress, streaming release).
+void run_steps(const ModelContract& c, const std::vector<Step>& graph, const CandidateOptions& opt, NamedTensors& points,
+               const TensorLookup& get, const std::function<void(std::size_t)>& after) {
     ModelContract real = c;  // what the candidate really does
     for (const auto& [k, v] : opt.conventions) real.conventions[k] = v;
     validate(real);
-    const std::vector<Step> graph = build_graph(c);
     Executor ex{c, real.conventions, find_mutant(c, graph, opt, real.conventions), opt.at};
+    for (std::size_t i = 0; i < graph.size(); ++i) {
+        points[graph[i].point] = ex.step(graph[i], get);
+        if (opt.emit) opt.emit(graph[i].point, points[graph[i].point]);
+        after(i);
+        const bool layer_done = i + 1 == graph.size() || graph[i + 1].layer != graph[i].layer;
+        if (layer_done && opt.progress) opt.progress(graph[i].layer);
+    }
+}
+
+}  // namespace
+
+NamedTensors run_kernels(const ModelContract& c, const NamedTensors& weights, const Tensor& input,
+                         const CandidateOptions& opt) {
+    const std::vector<Step> graph = build_graph(c);
     NamedTensors points{{"input", input}};
     const TensorLookup get = [&](const std::string& n) -> const Tensor& {
         auto it = points.find(n);
@@ -310,12 +327,35 @@ NamedTensors run_kernels(const ModelContract& c, const NamedTensors& weights, co
         if (w == weights.end()) throw std::invalid_argument("run_kernels: no point or weight named '" + n + "'");
         return w->second;
     };
-    for (std::size_t i = 0; i < graph.size(); ++i) {
-        points[graph[i].point] = ex.step(graph[i], get);
-        const bool layer_done = i + 1 == graph.size() || graph[i + 1].layer != graph[i].layer;
-        if (layer_done && opt.progress) opt.progress(graph[i].layer);
-    }
+    run_steps(c, graph, opt, points, get, [](std::size_t) {});
     return points;
+}
+
+void run_kernels_streamed(const ModelContract& c, const WeightSource& weight, const Tensor& input,
+                          const CandidateOptions& opt) {
+    const std::vector<Step> graph = build_graph(c);
+    std::map<std::string, std::size_t> last_use;  // points and weights by the last step that reads them
+    for (std::size_t i = 0; i < graph.size(); ++i) {
+        last_use[graph[i].point] = std::max(last_use[graph[i].point], i);
+        for (const auto* names : {&graph[i].inputs, &graph[i].weights})
+            for (const std::string& n : *names) last_use[n] = i;
+    }
+    NamedTensors points{{"input", input}}, held;
+    const TensorLookup get = [&](const std::string& n) -> const Tensor& {
+        if (auto it = points.find(n); it != points.end()) return it->second;
+        if (auto it = held.find(n); it != held.end()) return it->second;
+        return held.emplace(n, weight(n)).first->second;  // drawn again if released and read once more
+    };
+    const auto release = [&](NamedTensors& m, std::size_t i) {
+        for (auto it = m.begin(); it != m.end();) {
+            const auto last = last_use.find(it->first);
+            it = (last == last_use.end() || last->second <= i) ? m.erase(it) : std::next(it);
+        }
+    };
+    run_steps(c, graph, opt, points, get, [&](std::size_t i) {
+        release(points, i);
+        release(held, i);
+    });
 }
 
 }  // namespace conform::model

@@ -271,20 +271,15 @@ struct Checker {
 
 }  // namespace
 
-CrossCheck cross_check_mpfr(const ModelContract& c, const Named& weights, const Named& points, int n_samples,
-                            std::uint64_t seed, const std::vector<Step>* steps) {
-    const Lookup get = [&](const std::string& n) -> const Values& {
-        auto it = points.find(n);
-        return it != points.end() ? it->second : weights.at(n);
-    };
+CrossCheck cross_check_mpfr(const ModelContract& c, const Lookup& get, int n_samples, std::uint64_t seed,
+                            const std::vector<Step>& steps) {
     oracle::PrecisionScope scope(oracle::kDefaultBits);
     Checker ck{c, get, std::mt19937_64(seed), n_samples};
     CrossCheck out;
-    const std::vector<Step> graph = steps ? std::vector<Step>{} : build_graph(c);
-    for (const Step& s : steps ? *steps : graph) {
+    for (const Step& s : steps) {
         const Sample sm = ck.step(s);
         if (sm.empty()) continue;
-        const Values& fp = points.at(s.point);
+        const Values& fp = get(s.point);
         Real worst(0), scale(0);
         for (const auto& [i, ref] : sm) {
             worst = std::max(worst, Real(oracle::abs(from_double(fp.v[static_cast<std::size_t>(i)]) - ref)));
@@ -296,6 +291,20 @@ CrossCheck cross_check_mpfr(const ModelContract& c, const Named& weights, const 
         out.elements += static_cast<std::int64_t>(sm.size());
     }
     return out;
+}
+
+CrossCheck cross_check_mpfr(const ModelContract& c, const Named& weights, const Named& points, int n_samples,
+                            std::uint64_t seed, const std::vector<Step>* steps) {
+    const Lookup get = [&](const std::string& n) -> const Values& {
+        auto it = points.find(n);
+        return it != points.end() ? it->second : weights.at(n);
+    };
+    return cross_check_mpfr(c, get, n_samples, seed, steps ? *steps : build_graph(c));
+}
+
+void CrossCheck::add(const CrossCheck& o) {
+    for (const auto& [k, v] : o.max_rel) max_rel[k] = std::max(max_rel[k], v);
+    elements += o.elements;
 }
 
 }  // namespace conform::model

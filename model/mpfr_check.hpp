@@ -20,6 +20,7 @@ struct CrossCheck {
     std::map<std::string, double> max_rel;
     std::int64_t elements = 0;  // elements compared
     double max() const;
+    void add(const CrossCheck& o);  // another sample's (another layer's): maxima and counts combined
     std::string summary() const;  // "max 3.1e-16 over 1234 elements (matmul 2.2e-16, ...)"
 };
 
@@ -29,5 +30,9 @@ struct CrossCheck {
 // the steps checked (a layer range's); null: the whole graph.
 CrossCheck cross_check_mpfr(const ModelContract& c, const Named& weights, const Named& points, int n_samples,
                             std::uint64_t seed, const std::vector<Step>* steps = nullptr);
+// The same over `steps`, every point, weight and cache by `get` (a streamed
+// run checks each layer while its values are held).
+CrossCheck cross_check_mpfr(const ModelContract& c, const Lookup& get, int n_samples, std::uint64_t seed,
+                            const std::vector<Step>& steps);
 
 }  // namespace conform::model

@@ -57,16 +57,30 @@ struct Synthetic {
     Tensor input;
 };
 Synthetic synthetic_model(const ModelContract& c, std::uint64_t seed);
+// One tensor of it (a weight or cache by name, shape from weight_specs), and
+// its input: what synthetic_model holds, drawn one at a time.
+Tensor synthetic_weight(const ModelContract& c, std::uint64_t seed, const std::string& name);
+Tensor synthetic_input(const ModelContract& c, std::uint64_t seed);
 
 struct CandidateOptions {
     std::string mutant;       // registry name of a mutant kernel to substitute ("" none)
     std::int64_t at = -1;     // the layer it is substituted at
     Conventions conventions;  // overrides of the contract's conventions (what the candidate really does)
     std::function<void(std::int64_t layer)> progress;  // called after each layer (optional)
+    // Called with every point as it is computed (optional; run_kernels_streamed
+    // drops each point after its last use, so this is the only way to keep it).
+    std::function<void(const std::string& point, const Tensor& value)> emit;
 };
 // The stack run by the built-in kernels in c.dtype: every point, by name.
 // std::invalid_argument when the mutant is unknown or its op has no step here.
 NamedTensors run_kernels(const ModelContract& c, const NamedTensors& weights, const Tensor& input,
                          const CandidateOptions& opt = {});
+// The same in bounded memory, for models larger than memory: each weight
+// asked of `weight` when a step first reads it (again if a later step reads
+// it after its release), weights and points dropped after their last use;
+// the points reach the caller through opt.emit only.
+using WeightSource = std::function<Tensor(const std::string& name)>;
+void run_kernels_streamed(const ModelContract& c, const WeightSource& weight, const Tensor& input,
+                          const CandidateOptions& opt);
 
 }  // namespace conform::model

@@ -6,6 +6,7 @@
 // on every platform -- std::normal_distribution is implementation-defined).
 #include <cmath>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "model/run.hpp"
@@ -112,16 +113,24 @@ Tensor draw(const ModelContract& c, std::uint64_t seed, const std::string& name,
 
 }  // namespace
 
+Tensor synthetic_input(const ModelContract& c, std::uint64_t seed) {
+    if (!c.logits) return draw(c, seed, "input", {c.tokens, c.width}, {0, 1});
+    Tensor input(Format::fp32, {c.tokens});  // token ids, uniform over the vocabulary, stored as exact FP32 values
+    std::mt19937_64 g(stream_seed(seed, "input"));
+    for (std::int64_t t = 0; t < c.tokens; ++t) input.set_value(t, static_cast<double>(g() % static_cast<std::uint64_t>(c.vocab)));
+    return input;
+}
+
+Tensor synthetic_weight(const ModelContract& c, std::uint64_t seed, const std::string& name) {
+    for (const WeightSpec& w : weight_specs(c))
+        if (w.name == name) return draw(c, seed, w.name, w.shape, law(c, w.name, w.shape));
+    throw std::invalid_argument("synthetic_weight: the contract has no weight '" + name + "'");
+}
+
 Synthetic synthetic_model(const ModelContract& c, std::uint64_t seed) {
     Synthetic s;
     for (const WeightSpec& w : weight_specs(c)) s.weights[w.name] = draw(c, seed, w.name, w.shape, law(c, w.name, w.shape));
-    if (c.logits) {  // token ids, uniform over the vocabulary, stored as exact FP32 values
-        s.input = Tensor(Format::fp32, {c.tokens});
-        std::mt19937_64 g(stream_seed(seed, "input"));
-        for (std::int64_t t = 0; t < c.tokens; ++t) s.input.set_value(t, static_cast<double>(g() % static_cast<std::uint64_t>(c.vocab)));
-    } else {
-        s.input = draw(c, seed, "input", {c.tokens, c.width}, {0, 1});
-    }
+    s.input = synthetic_input(c, seed);
     return s;
 }
 

@@ -1,5 +1,9 @@
 #include "numerics/tensor.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -87,8 +91,42 @@ TensorView TensorView::at_first(std::int64_t i) const {
     return v;
 }
 
+Tensor Tensor::external(Format f, std::vector<std::int64_t> shape, std::shared_ptr<void> keep, void* data) {
+    Tensor t;
+    t.format_ = f;
+    t.shape_ = std::move(shape);
+    if (t.shape_.size() > kMaxRank) throw std::invalid_argument("tensor rank above 4");
+    for (auto d : t.shape_)
+        if (d < 0) throw std::invalid_argument("negative tensor dimension");
+    if (reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(info(f).bytes) != 0)
+        throw std::invalid_argument("external tensor data not aligned to its element size");
+    t.keep_ = std::move(keep);
+    t.external_ = data;
+    return t;
+}
+
+Tensor::Tensor(const Tensor& o) : format_(o.format_), shape_(o.shape_), storage_(o.storage_) {
+    if (!o.external_) return;
+    storage_.assign((ix(numel()) * static_cast<std::size_t>(info(format_).bytes) + 7) / 8 + 1, 0);
+    std::memcpy(storage_.data(), o.external_, o.bytes());
+}
+
+Tensor& Tensor::operator=(const Tensor& o) {
+    if (this != &o) *this = Tensor(o);
+    return *this;
+}
+
+void Tensor::release_pages() const {
+    if (!external_) return;
+    const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(external_);
+    const std::uintptr_t first = (begin + page - 1) / page * page, last = (begin + bytes()) / page * page;
+    // Whole pages inside the tensor only: a neighbour's bytes stay resident.
+    if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 TensorView Tensor::view() const {
-    return TensorView::contiguous(const_cast<std::uint64_t*>(storage_.data()), format_, shape_);
+    return TensorView::contiguous(external_ ? external_ : const_cast<std::uint64_t*>(storage_.data()), format_, shape_);
 }
 
 std::string shape_string(const std::vector<std::int64_t>& shape) {

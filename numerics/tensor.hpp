@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "numerics/format.hpp"
@@ -67,6 +68,22 @@ class Tensor {
 public:
     Tensor() = default;
     Tensor(Format f, std::vector<std::int64_t> shape);
+    // A dense tensor over memory it does not own (a mapped file's bytes, at
+    // least element-aligned), kept alive by `keep` as long as any copy of
+    // the tensor lives.  Writes go to that memory: map it copy-on-write.
+    static Tensor external(Format f, std::vector<std::int64_t> shape, std::shared_ptr<void> keep, void* data);
+    // Value semantics: a copy of an external tensor owns its bytes (a write
+    // to the copy never reaches the mapping); a move keeps the mapping.
+    Tensor(const Tensor& o);
+    Tensor& operator=(const Tensor& o);
+    Tensor(Tensor&&) noexcept = default;
+    Tensor& operator=(Tensor&&) noexcept = default;
+    ~Tensor() = default;
+    bool is_external() const { return external_ != nullptr; }
+    // External memory of a file mapping: hand its whole pages back to the
+    // OS (they are read again from the file on the next access), so a
+    // streamed reader's resident set stays bounded.  No-op otherwise.
+    void release_pages() const;
     TensorView view() const;
     Format format() const { return format_; }
     const std::vector<std::int64_t>& shape() const { return shape_; }
@@ -75,14 +92,16 @@ public:
     double value(std::int64_t i) const { return view().value(i); }
     void set_bits(std::int64_t i, std::uint64_t b) { view().set_bits(i, b); }
     void set_value(std::int64_t i, double v) { set_bits(i, encode(format_, v)); }
-    std::size_t bytes() const { return storage_.size() * 8; }
-    void* data() { return storage_.data(); }
-    const void* data() const { return storage_.data(); }
+    std::size_t bytes() const { return external_ ? static_cast<std::size_t>(numel() * info(format_).bytes) : storage_.size() * 8; }
+    void* data() { return external_ ? external_ : storage_.data(); }
+    const void* data() const { return external_ ? external_ : storage_.data(); }
 
 private:
     Format format_ = Format::fp32;
     std::vector<std::int64_t> shape_;
     std::vector<std::uint64_t, AlignedAllocator<std::uint64_t, 64>> storage_;  // 64-byte aligned backing store
+    std::shared_ptr<void> keep_;  // external memory: what keeps it alive
+    void* external_ = nullptr;
 };
 
 std::string shape_string(const std::vector<std::int64_t>& shape);

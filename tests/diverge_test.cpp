@@ -12,11 +12,13 @@
 #include <functional>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <random>
 
 #include "cli_testing.hpp"
 #include "io/model_dump.hpp"
 #include "model/diverge.hpp"
+#include "model/diverge_local.hpp"
 #include "model/diverge_report.hpp"
 #include "model/layout.hpp"
 #include "model/metrics.hpp"
@@ -1039,4 +1041,119 @@ TEST(Diverge, ResidualReadMutantFailsAtItsLayer) {
         EXPECT_TRUE(r.points[*r.first_failing].kind == StepKind::attn_res ||
                     r.points[*r.first_failing].kind == StepKind::gated_read) << first_failing_text(r);
     }
+}
+
+// ---- scale: streamed synthesis, sampled tokens (docs/diverge.md, "Scale") -----
+
+// run_kernels_streamed computes the points run_kernels computes, bit for
+// bit, from weights drawn one at a time.
+TEST(DivergeScale, StreamedKernelRunEmitsTheWholeRunsPoints) {
+    ModelContract c = small("hybrid", Format::bf16);
+    c.mlp = MlpKind::moe;
+    const Synthetic m = synthetic_model(c, 3);
+    const NamedTensors whole = run_kernels(c, m.weights, m.input);
+    std::map<std::string, int> drawn;
+    CandidateOptions opt;
+    std::size_t emitted = 0;
+    opt.emit = [&](const std::string& point, const Tensor& t) {
+        ++emitted;
+        ASSERT_TRUE(whole.count(point)) << point;
+        EXPECT_EQ(io::StoredTensor::from_tensor(t), io::StoredTensor::from_tensor(whole.at(point))) << point;
+    };
+    run_kernels_streamed(c, [&](const std::string& n) { ++drawn[n]; return synthetic_weight(c, 3, n); }, m.input, opt);
+    EXPECT_EQ(emitted, build_graph(c).size());
+    EXPECT_EQ(drawn.size(), m.weights.size()) << "every weight drawn";
+    for (const auto& [n, count] : drawn) EXPECT_EQ(count, 1) << n << ": drawn once, read while held";
+    EXPECT_EQ(io::StoredTensor::from_tensor(synthetic_input(c, 3)), io::StoredTensor::from_tensor(m.input));
+}
+
+// The sample: the first half of the tokens and one per stratum of the rest,
+// the last token included; every token where the points are not [T, F].
+TEST(DivergeScale, TokenSampleHoldsThePrefixAndSpreadsOverTheRest) {
+    ModelContract c = small("dense", Format::bf16);
+    c.tokens = 2048;
+    const TokenSample s = token_sample(c, build_graph(c), 0);
+    ASSERT_FALSE(s.all);
+    EXPECT_EQ(s.prefix, 64);
+    ASSERT_EQ(s.rows.size(), 128u);
+    for (std::int64_t r = 0; r < 64; ++r) EXPECT_EQ(s.rows[static_cast<std::size_t>(r)], r);
+    EXPECT_TRUE(std::is_sorted(s.rows.begin(), s.rows.end()));
+    EXPECT_EQ(std::adjacent_find(s.rows.begin(), s.rows.end()), s.rows.end());
+    EXPECT_EQ(s.rows.back(), 2047);
+    EXPECT_GT(s.rows[64], 63);
+    EXPECT_LT(s.rows[64], 64 + 2048 / 64);  // one per stratum: the first in the first
+    EXPECT_TRUE(token_sample(c, build_graph(c), 4096).all);
+    c.tokens = 200;  // up to 256 tokens: every one, the whole-point path
+    EXPECT_TRUE(token_sample(c, build_graph(c), 0).all);
+    EXPECT_FALSE(token_sample(c, build_graph(c), 200).all);  // N = T: every token, sampled path
+    c.residual = ResidualKind::mhc;  // [n, T, C] streams: not by rows
+    c.tokens = 2048;
+    EXPECT_TRUE(token_sample(c, build_graph(c), 0).all);
+}
+
+// Every token through the sampled path (the steps restated over rows, the
+// attention per query over its visible keys) gives the whole-point path's
+// verdicts: the same statuses and first failing point, the same local
+// figures everywhere but at attention, whose bound counts only the keys a
+// query sees (never looser than the whole row's).
+TEST(DivergeScale, SampledPathOnEveryTokenAgreesWithTheWholePointPath) {
+    const auto check = [](const ModelContract& c, const CandidateOptions& opt, const std::string& what) {
+        const Synthetic m = synthetic_model(c, 5);
+        const NamedTensors pts = run_kernels(c, m.weights, m.input, opt);
+        const DivergeReport whole = diverge(c, m.weights, m.input, pts);
+        DivergeOptions o;
+        o.tokens = c.tokens;
+        const DivergeReport rows = diverge(c, ModelRun{m.weights, m.input, pts, "candidate"}, o);
+        EXPECT_EQ(rows.tokens_checked, c.tokens);
+        ASSERT_EQ(whole.points.size(), rows.points.size());
+        EXPECT_EQ(whole.first_failing, rows.first_failing) << what << ": " << first_failing_text(rows);
+        for (std::size_t i = 0; i < whole.points.size(); ++i) {
+            const PointReport &a = whole.points[i], &b = rows.points[i];
+            EXPECT_EQ(a.status, b.status) << what << " " << a.point;
+            EXPECT_EQ(a.convention_match, b.convention_match) << what << " " << a.point;
+            if (a.kind == StepKind::attention) {
+                EXPECT_GE(b.local.utilization, a.local.utilization * (1 - 1e-12)) << what << " " << a.point;
+                EXPECT_LE(b.local.utilization, a.local.utilization * 1.05) << what << " " << a.point;
+            } else {
+                EXPECT_EQ(a.local.utilization, b.local.utilization) << what << " " << a.point;
+                EXPECT_EQ(a.local.worst, b.local.worst) << what << " " << a.point;
+                EXPECT_EQ(a.local.max_ulp, b.local.max_ulp) << what << " " << a.point;
+            }
+        }
+    };
+    ModelContract c = small("dense", Format::bf16);
+    check(c, {}, "dense");
+    CandidateOptions mutant;
+    mutant.mutant = "mutant.rms_norm.zc_as_w.bf16", mutant.at = 2;
+    check(c, mutant, "norm mutant");
+    CandidateOptions interleaved;
+    interleaved.conventions["gate_order"] = "up_gate";
+    check(c, interleaved, "gate_order");
+    c.mlp = MlpKind::moe;
+    check(c, {}, "moe");
+    c.mlp = MlpKind::swiglu;
+    c.logits = true, c.vocab = 64;
+    check(c, {}, "logits");
+}
+
+// With more tokens than the whole-point path takes, a defect at one layer
+// is still found there on the sample, and the report says what was judged.
+TEST(DivergeScale, SampledTokensFindAMutantAtItsLayer) {
+    ModelContract c = small("dense", Format::bf16);
+    c.layers = 3;
+    c.tokens = 300;
+    CandidateOptions opt;
+    opt.mutant = "mutant.rms_norm.zc_as_w.bf16", opt.at = 1;
+    const Synthetic m = synthetic_model(c, 5);
+    const DivergeReport r = diverge(c, m.weights, m.input, run_kernels(c, m.weights, m.input, opt));
+    EXPECT_EQ(r.tokens_checked, 128);
+    EXPECT_EQ(r.tokens_propagated, 64);
+    ASSERT_TRUE(r.first_failing) << first_failing_text(r);
+    EXPECT_EQ(r.points[*r.first_failing].layer, 1);
+    EXPECT_EQ(r.points[*r.first_failing].kind, StepKind::norm);
+    const DivergeReport clean = diverge(c, m.weights, m.input, run_kernels(c, m.weights, m.input));
+    EXPECT_FALSE(clean.first_failing) << first_failing_text(clean);
+    const nlohmann::json j = to_json(clean);
+    EXPECT_EQ(j.at("tokens_checked"), 128);
+    EXPECT_EQ(report_from_json(j, "r.json").tokens_propagated, 64);
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "io/case_file.hpp"
 #include "io/model_dump.hpp"
@@ -445,4 +446,84 @@ TEST(PythonModelWriter, TorchModuleRecordsBitForBit) {
     EXPECT_EQ(d.activations.at("layers.0.attn_norm").shape, (std::vector<std::int64_t>{4, 8}));
     EXPECT_EQ(d.activations.at("layers.0.output"), d.weights.at("expected.output"));
     EXPECT_EQ(d.weights.at("layers.0.q.weight").dtype, DType::bf16);
+}
+
+// --- mapped reading and streamed writing (dumps larger than memory) -------------
+
+// The mapped reader sees what the copying reader sees, tensor for tensor, and
+// a copy of a mapped tensor owns its bytes (a write to it never reaches the
+// mapping, nor the file).
+TEST(MappedModelDump, ReadsWhatTheCopyingReaderReads) {
+    TempDir tmp("conform_model_dump_test");
+    const fs::path file = tmp.path() / "m.safetensors";
+    ModelDump d = sample_dump();
+    d.weights.erase("positions");  // I32: no numeric format (below)
+    write_model_dump(d, file);
+    const MappedModelDump m = map_model_dump(file);
+    EXPECT_EQ(m.contract, d.contract);
+    EXPECT_EQ(m.impl, d.impl);
+    EXPECT_EQ(m.source, file.string());
+    EXPECT_EQ(StoredTensor::from_tensor(m.input), d.input);
+    ASSERT_EQ(m.activations.size(), d.activations.size());
+    for (const auto& [n, t] : d.activations) EXPECT_EQ(StoredTensor::from_tensor(m.activations.at(n)), t) << n;
+    ASSERT_EQ(m.weights.size(), d.weights.size());
+    for (const auto& [n, t] : d.weights) EXPECT_EQ(StoredTensor::from_tensor(m.weights.at(n)), t) << n;
+    const Tensor& mapped = m.weights.at("layers.0.q.weight");
+    EXPECT_TRUE(mapped.is_external());
+    Tensor copy = mapped;
+    EXPECT_FALSE(copy.is_external());
+    copy.set_bits(0, 0x4040);
+    EXPECT_EQ(mapped.bits(0), 0x3F80u);
+    mapped.release_pages();  // pages handed back are read again from the file
+    EXPECT_EQ(mapped.bits(1), 0x4000u);
+    EXPECT_EQ(read_model_dump(file), d);
+}
+
+TEST(MappedModelDump, RefusesWhatTheReaderRefusesAndI32Tensors) {
+    TempDir tmp("conform_model_dump_test");
+    const fs::path file = tmp.path() / "m.safetensors";
+    write_model_dump(sample_dump(), file);
+    expect_error([&] { map_model_dump(file); }, file.string(), "tensor \"positions\"", "no numeric format");
+    const auto write_bytes = [](const fs::path& f, const std::vector<std::byte>& b) {
+        std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    };
+    write_bytes(file, dump_with("conform.format", "case/1"));
+    expect_error([&] { map_model_dump(file); }, file.string(), meta_field("conform.format"), "use conform validate");
+    write_bytes(file, dump_named({"act.layers.0.output"}));
+    expect_error([&] { map_model_dump(file); }, file.string(), "tensor \"input\"", "missing");
+    expect_error([&] { map_model_dump(tmp.path() / "none"); }, (tmp.path() / "none").string(), "", "cannot open");
+}
+
+// Tensors put one at a time, in any order, make the file write_model_dump
+// makes; a writer that is not finished leaves nothing behind, and mistakes
+// are refused naming the tensor.
+TEST(ModelDumpWriter, StreamedFileEqualsTheWholeOne) {
+    TempDir tmp("conform_model_dump_test");
+    ModelDump d = sample_dump();
+    d.weights.erase("positions");
+    const fs::path whole = tmp.path() / "whole.safetensors", streamed = tmp.path() / "streamed.safetensors";
+    write_model_dump(d, whole);
+    const auto layout = [](const std::map<std::string, StoredTensor>& m) {
+        std::map<std::string, TensorLayout> l;
+        for (const auto& [n, t] : m) l[n] = {t.dtype, t.shape};
+        return l;
+    };
+    {
+        ModelDumpWriter w(streamed, d.contract, d.impl, {d.input.dtype, d.input.shape}, layout(d.activations), layout(d.weights));
+        for (auto it = d.weights.rbegin(); it != d.weights.rend(); ++it) w.put_weight(it->first, it->second.to_tensor());
+        for (const auto& [n, t] : d.activations) w.put_activation(n, t.to_tensor());
+        EXPECT_THROW(w.finish(), std::invalid_argument);  // the input is missing
+        w.put_input(d.input.to_tensor());
+        EXPECT_THROW(w.put_input(d.input.to_tensor()), std::invalid_argument);  // twice
+        EXPECT_THROW(w.put_weight("layers.9.q.weight", d.input.to_tensor()), std::invalid_argument);  // undeclared
+        EXPECT_THROW(w.put_weight("scale", d.input.to_tensor()), std::invalid_argument);  // another shape
+        w.finish();
+    }
+    EXPECT_EQ(read_bytes(streamed), read_bytes(whole));
+    {
+        ModelDumpWriter w(tmp.path() / "abandoned.safetensors", d.contract, d.impl, {d.input.dtype, d.input.shape}, {}, {});
+    }
+    int entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path())) ++entries;
+    EXPECT_EQ(entries, 2) << "an unfinished writer leaves no file";
 }
