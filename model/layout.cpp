@@ -213,6 +213,16 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
     if (w > 0 && convention(conv, "window_keys") == "w_plus_one") ++w;
     call.params = Params({{"scale", 0}, {"causal", top_left ? 0.0 : 1.0}, {"window", top_left ? 0.0 : static_cast<double>(w)},
                           {"softcap", 0}});
+    // attention_probs = dtype: the weights P rounded to the model's format
+    // before P V (PyTorch's CPU flash attention in bf16/fp16): the bound's
+    // declared p_unit / p_eta (oracle/attention_bound.hpp), as the CUDA
+    // kernels declare theirs.  No built-in kernel rounds P: run_kernels refuses.
+    if (convention(conv, "attention_probs") == "dtype" && info(c.dtype).precision < info(Format::fp32).precision) {
+        const FormatInfo& fi = info(c.dtype);
+        call.params.set("declared.p_unit", unit_roundoff(c.dtype));
+        call.params.set("declared.p_eta", std::ldexp(1.0, fi.emin - fi.precision));
+        call.unexpressed.push_back("attention_probs=dtype");
+    }
     if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, P + c.tokens, w));
     call.out_heads = s.heads;
 }
@@ -252,10 +262,20 @@ Tensor weight_or_empty(const Step& s, const ViewLookup& get, const std::string& 
 
 // router: moe_router's x, w [C, E][, bias]; moe: the layer op's inputs in
 // its order (numerics/moe_slots.hpp), absent optional ones empty in place.
-void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get) {
+void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
     call.in.push_back(copy_tensor(get(s.inputs[0])));
     if (s.kind == StepKind::router) {
         call.params = router_params(c);
+        // router_logits = dtype: the logits rounded to the model's format
+        // (Hugging Face's gate, an nn.Linear in the hidden dtype) before the
+        // FP32 scores; the score budget widens by half an ulp of each.  The
+        // built-in router forms FP32 logits: run_kernels refuses.
+        if (convention(conv, "router_logits") == "dtype" && info(c.dtype).precision < info(Format::fp32).precision) {
+            const FormatInfo& fi = info(c.dtype);
+            call.params.set("declared.logit_unit", unit_roundoff(c.dtype));
+            call.params.set("declared.logit_eta", std::ldexp(1.0, fi.emin - fi.precision));
+            call.unexpressed.push_back("router_logits=dtype");
+        }
         for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
         return;
     }
@@ -329,6 +349,9 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
                                   {"offset", static_cast<double>(c.cache_tokens)}});
             call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
             call.out_heads = s.heads;
+            // rope_arith = dtype: only the budget differs (step_bound_structured.cpp);
+            // no built-in kernel rotates in the model's format: run_kernels refuses.
+            if (convention(conv, "rope_arith") == "dtype" && c.dtype != Format::fp32) call.unexpressed.push_back("rope_arith=dtype");
             break;
         }
         case StepKind::attention: attention_call(call, c, s, get, conv); break;
@@ -374,7 +397,7 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             break;
         case StepKind::router:
         case StepKind::moe:
-        case StepKind::latent_out: moe_call(call, c, s, get); break;
+        case StepKind::latent_out: moe_call(call, c, s, get, conv); break;
         case StepKind::attn_res:
         case StepKind::gated_read: {  // the sources (streams) stacked [N, T, C], then the weights
             std::vector<TensorView> parts;
