@@ -424,6 +424,10 @@ def record_hf(model, input_ids, path, impl=None, conventions=None):
     finally:
         taps.remove()
     acts = dict(rec.activations, **taps.activations)
+    for name, a in acts.items():  # per-head points (Qwen3's q_norm: [T, H, D]) as [T, H D]
+        bits = a.bits if isinstance(a, cc.BF16) else a
+        if bits.ndim == 3:
+            acts[name] = cc.bf16(bits.reshape(bits.shape[0], -1)) if isinstance(a, cc.BF16) else bits.reshape(bits.shape[0], -1)
     for name, (a, b) in joined.items():
         acts[name] = _joined(acts.pop(a), acts.pop(b))
     if impl is None:

@@ -7,6 +7,7 @@ Small random-weight models, built from configs (no download), in BF16:
   fails first at that layer and the report names the convention:
   epsilon outside the root in layer 1's attention norm (eps_placement=outside),
   the interleaved RoPE pairing in layer 1 (rope_pairing=interleaved);
+- Qwen3 (QK-norm) and Qwen2 (q, k, v biases) dense stacks pass;
 - a Mixtral-style MoE stack passes;
 - declared without the conventions of BF16 arithmetic (rope_arith,
   attention_probs, router_logits = fp32), the clean models fail at the first
@@ -69,6 +70,14 @@ def ids(seed=2):
 
 def llama():
     return randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE))
+
+
+def qwen3():  # QK-norm, head_dim set apart from the width
+    return randomized(transformers.Qwen3Config(intermediate_size=256, head_dim=32, **SHAPE))
+
+
+def qwen2():  # q, k, v biases
+    return randomized(transformers.Qwen2Config(intermediate_size=256, **SHAPE))
 
 
 def mixtral():
@@ -189,6 +198,8 @@ def main():
               conventions={"rope_arith": "fp32"})
         check("llama_fp32_probs", args.conform, tmp, llama(), (0, "layers.0.attn", "attention_probs=dtype"),
               conventions={"attention_probs": "fp32"})
+        check("qwen3", args.conform, tmp, qwen3())
+        check("qwen2", args.conform, tmp, qwen2())
         check("mixtral", args.conform, tmp, mixtral())
         check("mixtral_fp32_router", args.conform, tmp, mixtral(), (0, "layers.0.router", "router_logits=dtype"),
               conventions={"router_logits": "fp32"})
