@@ -119,10 +119,10 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::norm:
         case StepKind::head_norm: return {"eps_placement", "norm_cast"};
         case StepKind::rope:
-            // rope_arith, attention_probs, router_logits: a narrow format's own arithmetic.
+            // rope_arith, attention_probs, router_arith: a narrow format's own arithmetic.
             return c.dtype != Format::fp32 ? std::vector<std::string>{"rope_pairing", "rope_arith"} : std::vector<std::string>{"rope_pairing"};
         case StepKind::mla: return {"rope_pairing"};
-        case StepKind::router: return c.dtype != Format::fp32 ? std::vector<std::string>{"router_logits"} : std::vector<std::string>{};
+        case StepKind::router: return c.dtype != Format::fp32 ? std::vector<std::string>{"router_arith"} : std::vector<std::string>{};
         // Only the logits read lm_head.weight; on any other matmul the alternative is the same step.
         case StepKind::matmul:
             return c.logits && !c.tied_embeddings ? std::vector<std::string>{"lm_head"} : std::vector<std::string>{};

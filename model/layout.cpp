@@ -266,15 +266,18 @@ void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLoo
     call.in.push_back(copy_tensor(get(s.inputs[0])));
     if (s.kind == StepKind::router) {
         call.params = router_params(c);
-        // router_logits = dtype: the logits rounded to the model's format
-        // (Hugging Face's gate, an nn.Linear in the hidden dtype) before the
-        // FP32 scores; the score budget widens by half an ulp of each.  The
-        // built-in router forms FP32 logits: run_kernels refuses.
-        if (convention(conv, "router_logits") == "dtype" && info(c.dtype).precision < info(Format::fp32).precision) {
+        // router_arith = dtype, the router in the model's format (Hugging
+        // Face's gate, an nn.Linear in the hidden dtype): the logits rounded
+        // to it before the FP32 scores (the score budget widens by half an
+        // ulp of each), the weights possibly returned rounded to it (Qwen3-MoE;
+        // half an ulp more on each, router_step_bound).  The built-in router
+        // forms FP32 logits: run_kernels refuses.
+        if (convention(conv, "router_arith") == "dtype" && info(c.dtype).precision < info(Format::fp32).precision) {
             const FormatInfo& fi = info(c.dtype);
             call.params.set("declared.logit_unit", unit_roundoff(c.dtype));
             call.params.set("declared.logit_eta", std::ldexp(1.0, fi.emin - fi.precision));
-            call.unexpressed.push_back("router_logits=dtype");
+            call.params.set("declared.weight_unit", unit_roundoff(c.dtype));
+            call.unexpressed.push_back("router_arith=dtype");
         }
         for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
         return;

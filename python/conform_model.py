@@ -241,7 +241,7 @@ class ForwardRecorder:
 # models", lists the architectures, their point maps and what does not map.
 
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-MOE_TYPES = ("mixtral",)
+MOE_TYPES = ("mixtral", "qwen3_moe")
 _TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
 
 
@@ -279,7 +279,7 @@ def hf_contract(config, tokens, dtype):
         "head_dim": getattr(config, "head_dim", None) or config.hidden_size // heads,
         "ffn": config.intermediate_size, "tokens": int(tokens), "norm": "rms_norm",
         "eps": float(config.rms_norm_eps), "placement": "pre", "rope_base": _rope_theta(config),
-        "qkv_bias": kind == "qwen2" or bias, "o_bias": bias, "qk_norm": kind == "qwen3",
+        "qkv_bias": kind == "qwen2" or bias, "o_bias": bias, "qk_norm": kind in ("qwen3", "qwen3_moe"),
         "mlp": "swiglu", "dtype": dtype, "residual_format": dtype,  # the residual stream in the model's dtype
         # rotate_half; RMSNorm's weight * (x / rms).to(dtype); gate before up.
         "conventions": {"rope_pairing": "half", "norm_cast": "before_weight", "gate_order": "gate_up"},
@@ -287,11 +287,15 @@ def hf_contract(config, tokens, dtype):
     if dtype != "fp32":
         # q * cos + rotate_half(q) * sin in the model's dtype (cos, sin rounded
         # to it); SDPA's CPU flash kernel rounds the weights to it before P V.
-        c["conventions"].update({"rope_arith": "dtype", "attention_probs": "dtype", "router_logits": "dtype"})
+        c["conventions"].update({"rope_arith": "dtype", "attention_probs": "dtype", "router_arith": "dtype"})
     if kind in MOE_TYPES:
-        c.update({"mlp": "moe", "experts": config.num_local_experts, "top_k": config.num_experts_per_tok,
-                  "shared_experts": 0, "expert_ffn": config.intermediate_size, "router_score": "softmax",
-                  "renormalize": True, "selection_bias": False})
+        experts = getattr(config, "num_local_experts", None) or config.num_experts
+        if getattr(config, "mlp_only_layers", None) or getattr(config, "decoder_sparse_step", 1) != 1:
+            raise ValueError("dense MLP layers between MoE layers (mlp_only_layers, decoder_sparse_step) are not mapped")
+        c.update({"mlp": "moe", "experts": experts, "top_k": config.num_experts_per_tok, "shared_experts": 0,
+                  "expert_ffn": getattr(config, "moe_intermediate_size", config.intermediate_size),
+                  "router_score": "softmax", "renormalize": bool(getattr(config, "norm_topk_prob", True)),
+                  "selection_bias": False})
         del c["ffn"]
     return c
 

@@ -496,14 +496,14 @@ TEST(DivergeMoe, BuiltinKernelsPass) {
 
 // The conventions of a narrow format's own arithmetic (Hugging Face's
 // PyTorch code in bf16, docs/diverge.md "Recording Hugging Face models"):
-// rope_arith, attention_probs and router_logits = dtype widen only their own
+// rope_arith, attention_probs and router_arith = dtype widen only their own
 // step's budget, change nothing in an fp32 model, keep a clean run passing
 // when declared, and the executor refuses them (no built-in kernel rounds
 // there).  The recorded Hugging Face models that need them:
 // tests/python/hf_model_test.py.
 TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
     const std::vector<std::pair<std::string, StepKind>> cases{
-        {"rope_arith", StepKind::rope}, {"attention_probs", StepKind::attention}, {"router_logits", StepKind::router}};
+        {"rope_arith", StepKind::rope}, {"attention_probs", StepKind::attention}, {"router_arith", StepKind::router}};
     for (Format f : {Format::bf16, Format::fp32}) {
         const ModelContract c = moe_model(MlpKind::moe, f);
         const Synthetic m = synthetic_model(c, 5);

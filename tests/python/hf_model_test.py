@@ -8,9 +8,9 @@ Small random-weight models, built from configs (no download), in BF16:
   epsilon outside the root in layer 1's attention norm (eps_placement=outside),
   the interleaved RoPE pairing in layer 1 (rope_pairing=interleaved);
 - Qwen3 (QK-norm) and Qwen2 (q, k, v biases) dense stacks pass;
-- a Mixtral-style MoE stack passes;
+- Mixtral and Qwen3-MoE stacks pass;
 - declared without the conventions of BF16 arithmetic (rope_arith,
-  attention_probs, router_logits = fp32), the clean models fail at the first
+  attention_probs, router_arith = fp32), the clean models fail at the first
   step that needs one, which the report names.
 
     hf_model_test.py --conform build/conform [--keep DIR]
@@ -78,6 +78,11 @@ def qwen3():  # QK-norm, head_dim set apart from the width
 
 def qwen2():  # q, k, v biases
     return randomized(transformers.Qwen2Config(intermediate_size=256, **SHAPE))
+
+
+def qwen3_moe():  # QK-norm; the router returns its weights rounded to bf16
+    return randomized(transformers.Qwen3MoeConfig(intermediate_size=256, moe_intermediate_size=128, num_experts=4,
+                                                  num_experts_per_tok=2, head_dim=32, norm_topk_prob=True, **SHAPE))
 
 
 def mixtral():
@@ -201,8 +206,9 @@ def main():
         check("qwen3", args.conform, tmp, qwen3())
         check("qwen2", args.conform, tmp, qwen2())
         check("mixtral", args.conform, tmp, mixtral())
-        check("mixtral_fp32_router", args.conform, tmp, mixtral(), (0, "layers.0.router", "router_logits=dtype"),
-              conventions={"router_logits": "fp32"})
+        check("qwen3_moe", args.conform, tmp, qwen3_moe())
+        check("mixtral_fp32_router", args.conform, tmp, mixtral(), (0, "layers.0.router", "router_arith=dtype"),
+              conventions={"router_arith": "fp32"})
     print("hf_model_test: ok (%.1f s)" % (time.time() - start))
 
 
