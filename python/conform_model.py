@@ -24,50 +24,18 @@ directly: bf16 tensors are stored bit for bit, others through .numpy().
 
 Recording a PyTorch model with forward hooks (PyTorch is needed only here):
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(..., torch_dtype=torch.bfloat16)
-    points = llama_points(model.model)       # point name -> (submodule, "output" | "input")
-    with cm.ForwardRecorder(points) as rec:
-        model(input_ids)                     # a batch of one sequence
-    rec.write("llama.safetensors", contract, weights, impl="transformers " + transformers.__version__)
+    points = {"input": (embed, "output"), "layers.0.attn_norm": (norm0, "output"), ...}
+    with cm.ForwardRecorder(points) as rec:   # point -> (submodule, "output" | "input")
+        model(input_ids)                      # a batch of one sequence
+    rec.write("model.safetensors", contract, weights, impl="my-runtime 0.3")
 
-where, for a Llama-style Hugging Face decoder (LlamaModel: embed_tokens,
-layers[i].input_layernorm, .self_attn.{q,k,v,o}_proj, .post_attention_layernorm,
-.mlp.{gate,up,down}_proj), the points of model/graph.hpp are
+A Hugging Face transformers decoder (model_type llama, mistral, qwen2, qwen3,
+mixtral, qwen3_moe) is recorded in one call, its contract derived from the
+config, its weights exported under their contract names and every point of
+the graph recorded (docs/diverge.md, "Recording Hugging Face models"):
 
-    def llama_points(m):
-        points = {"input": (m.embed_tokens, "output")}     # the model input [T, C]
-        for l, layer in enumerate(m.layers):
-            p = "layers.%d." % l
-            attn, mlp = layer.self_attn, layer.mlp
-            points.update({
-                p + "attn_norm": (layer.input_layernorm, "output"),
-                p + "q": (attn.q_proj, "output"),
-                p + "k": (attn.k_proj, "output"),
-                p + "v": (attn.v_proj, "output"),
-                p + "attn": (attn.o_proj, "input"),          # attention before the output projection
-                p + "attn_out": (attn.o_proj, "output"),
-                p + "mid": (layer.post_attention_layernorm, "input"),   # x + attn_out
-                p + "mlp_norm": (layer.post_attention_layernorm, "output"),
-                p + "h": (mlp.down_proj, "input"),           # silu(gate) * up
-                p + "mlp_out": (mlp, "output"),
-                p + "output": (layer, "output"),             # the next block's input
-            })
-        return points
-
-and the weights under their contract names (gate and up fused, gate first):
-
-    for l, layer in enumerate(m.layers):
-        p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
-        weights[p + "attn_norm.weight"] = layer.input_layernorm.weight
-        for n in "qkvo":
-            weights[p + n + ".weight"] = getattr(a, n + "_proj").weight
-        weights[p + "mlp_norm.weight"] = layer.post_attention_layernorm.weight
-        weights[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
-        weights[p + "down.weight"] = f.down_proj.weight
-
-with contract conventions {"rope_pairing": "half", "norm_cast": "before_weight",
-"gate_order": "gate_up"} (HF's rotate_half and its RMSNorm, which rounds
-x / rms to the model dtype before the weight).
+    model = transformers.AutoModelForCausalLM.from_pretrained(NAME, dtype=torch.bfloat16).eval()
+    cm.record_hf(model, input_ids, "model.safetensors")     # input_ids [1, T]
 
 `python3 conform_model.py --self-test` checks this module (NumPy only).
 """
@@ -350,7 +318,9 @@ def hf_weights(model):
         if hasattr(f, "gate_proj"):
             w[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
             w[p + "down.weight"] = f.down_proj.weight
-        else:  # Mixtral: router [E, C], experts gate_up [E, 2F, C] (gate rows first), down [E, C, F]
+        else:  # router [E, C], 3-D experts gate_up [E, 2F, C] (gate rows first), down [E, C, F]
+            if not hasattr(f.experts, "gate_up_proj"):
+                raise ValueError("layer %d: per-expert modules (transformers < 5) are not mapped" % l)
             w[p + "router.weight"] = f.gate.weight.t()                           # [C, E]
             w[p + "experts.gate_up.weight"] = f.experts.gate_up_proj.transpose(1, 2)  # [E, C, 2F]
             w[p + "experts.down.weight"] = f.experts.down_proj.transpose(1, 2)        # [E, F, C]
@@ -404,7 +374,16 @@ class _HfTaps:
             self._handles.pop().remove()
 
 
+def _per_token(a):
+    """A recorded point as [T, features]: per-head points (Qwen3's q_norm,
+    [T, H, D]) flattened to [T, H D]."""
+    if isinstance(a, cc.BF16):
+        return cc.bf16(_per_token(a.bits))
+    return a.reshape(a.shape[0], -1) if a.ndim == 3 else a
+
+
 def _joined(a, b):
+    """Two points concatenated along the features (gate_up)."""
     if isinstance(a, cc.BF16):
         return cc.bf16(np.concatenate([a.bits, b.bits], axis=-1))
     return np.concatenate([a, b], axis=-1)
@@ -428,10 +407,7 @@ def record_hf(model, input_ids, path, impl=None, conventions=None):
     finally:
         taps.remove()
     acts = dict(rec.activations, **taps.activations)
-    for name, a in acts.items():  # per-head points (Qwen3's q_norm: [T, H, D]) as [T, H D]
-        bits = a.bits if isinstance(a, cc.BF16) else a
-        if bits.ndim == 3:
-            acts[name] = cc.bf16(bits.reshape(bits.shape[0], -1)) if isinstance(a, cc.BF16) else bits.reshape(bits.shape[0], -1)
+    acts = {name: _per_token(a) for name, a in acts.items()}
     for name, (a, b) in joined.items():
         acts[name] = _joined(acts.pop(a), acts.pop(b))
     if impl is None:
