@@ -162,6 +162,21 @@ std::vector<std::string> norm_unexpressed(const Conventions& conv) {
     return u;
 }
 
+// Whether the model computes a step in its own narrower format under the
+// convention `key` = dtype (rope_arith, attention_probs, router_arith).
+bool narrow_arith(const ModelContract& c, const Conventions& conv, const std::string& key) {
+    return convention(conv, key) == "dtype" && info(c.dtype).precision < info(Format::fp32).precision;
+}
+
+// A rounding into format f declared to a bound (params declared.<what>_unit
+// and declared.<what>_eta): f's unit roundoff and half its smallest
+// subnormal spacing.
+void declare_rounding(Params& p, const std::string& what, Format f) {
+    const FormatInfo& fi = info(f);
+    p.set("declared." + what + "_unit", unit_roundoff(f));
+    p.set("declared." + what + "_eta", std::ldexp(1.0, fi.emin - fi.precision));
+}
+
 // The additive top-left causal mask [Lq, Lk]: query i sees keys j <= i
 // (and j > i - window with a sliding window).
 Tensor top_left_mask(Format f, std::int64_t lq, std::int64_t lk, std::int64_t window) {
@@ -217,10 +232,8 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
     // before P V (PyTorch's CPU flash attention in bf16/fp16): the bound's
     // declared p_unit / p_eta (oracle/attention_bound.hpp), as the CUDA
     // kernels declare theirs.  No built-in kernel rounds P: run_kernels refuses.
-    if (convention(conv, "attention_probs") == "dtype" && info(c.dtype).precision < info(Format::fp32).precision) {
-        const FormatInfo& fi = info(c.dtype);
-        call.params.set("declared.p_unit", unit_roundoff(c.dtype));
-        call.params.set("declared.p_eta", std::ldexp(1.0, fi.emin - fi.precision));
+    if (narrow_arith(c, conv, "attention_probs")) {
+        declare_rounding(call.params, "p", c.dtype);
         call.unexpressed.push_back("attention_probs=dtype");
     }
     if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, P + c.tokens, w));
@@ -272,11 +285,9 @@ void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLoo
         // ulp of each), the weights possibly returned rounded to it (Qwen3-MoE;
         // half an ulp more on each, router_step_bound).  The built-in router
         // forms FP32 logits: run_kernels refuses.
-        if (convention(conv, "router_arith") == "dtype" && info(c.dtype).precision < info(Format::fp32).precision) {
-            const FormatInfo& fi = info(c.dtype);
-            call.params.set("declared.logit_unit", unit_roundoff(c.dtype));
-            call.params.set("declared.logit_eta", std::ldexp(1.0, fi.emin - fi.precision));
-            call.params.set("declared.weight_unit", unit_roundoff(c.dtype));
+        if (narrow_arith(c, conv, "router_arith")) {
+            declare_rounding(call.params, "logit", c.dtype);
+            declare_rounding(call.params, "weight", c.dtype);
             call.unexpressed.push_back("router_arith=dtype");
         }
         for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
@@ -354,7 +365,7 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             call.out_heads = s.heads;
             // rope_arith = dtype: only the budget differs (step_bound_structured.cpp);
             // no built-in kernel rotates in the model's format: run_kernels refuses.
-            if (convention(conv, "rope_arith") == "dtype" && c.dtype != Format::fp32) call.unexpressed.push_back("rope_arith=dtype");
+            if (narrow_arith(c, conv, "rope_arith")) call.unexpressed.push_back("rope_arith=dtype");
             break;
         }
         case StepKind::attention: attention_call(call, c, s, get, conv); break;

@@ -219,8 +219,7 @@ StepBound router_step_bound(const OpCall& call, const Values& ref, Format out) {
     // Weights a router in the model's format may return rounded to it
     // (router_arith = dtype, model/layout.cpp): half an ulp, at most u |g|
     // (or half the subnormal spacing).
-    const double weight_unit = call.params.get("declared.weight_unit", 0);
-    const double weight_eta = weight_unit > 0 ? call.params.get("declared.logit_eta", 0) : 0;
+    const double weight_unit = call.params.get("declared.weight_unit", 0), weight_eta = call.params.get("declared.weight_eta", 0);
     StepBound b{std::vector<double>(ref.v.size()), std::vector<double>(ref.v.size(), 0.0)};
     for (std::int64_t t = 0; t < T; ++t)
         for (std::int64_t j = 0; j < K; ++j) {
