@@ -9,6 +9,7 @@ Small random-weight models, built from configs (no download), in BF16:
   the interleaved RoPE pairing in layer 1 (rope_pairing=interleaved);
 - Qwen3 (QK-norm) and Qwen2 (q, k, v biases) dense stacks pass;
 - Mixtral and Qwen3-MoE stacks pass;
+- what does not map (Qwen3-Next, scaled RoPE, GELU) is refused naming why;
 - declared without the conventions of BF16 arithmetic (rope_arith,
   attention_probs, router_arith = fp32), the clean models fail at the first
   step that needs one, which the report names.
@@ -179,6 +180,23 @@ def check(name, conform, tmp, model, expect=None, conventions=None, wrap=None):
     return report
 
 
+def refusals():
+    """What does not map is refused naming why (docs/diverge.md, "What does not map")."""
+    cases = [(transformers.LlamaConfig(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
+                                       **SHAPE), "rope_type 'linear'"),
+             (transformers.LlamaConfig(hidden_act="gelu", **SHAPE), "hidden_act 'gelu'")]
+    if hasattr(transformers, "Qwen3NextConfig"):  # the hybrid, where this transformers has it
+        cases.append((transformers.Qwen3NextConfig(**SHAPE), "model_type 'qwen3_next' has no point map"))
+    for config, text in cases:
+        try:
+            cm.hf_contract(config, TOKENS, "bf16")
+        except ValueError as e:
+            assert text in str(e), (text, str(e))
+            continue
+        raise AssertionError("not refused: " + text)
+    print("refused: %s" % "; ".join(text for _, text in cases))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--conform", required=True)
@@ -187,6 +205,7 @@ def main():
     torch.set_num_threads(1)
     print("transformers %s, torch %s, Python %s" % (transformers.__version__, torch.__version__, sys.version.split()[0]))
     start = time.time()
+    refusals()
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.keep or scratch
         os.makedirs(tmp, exist_ok=True)
