@@ -118,9 +118,9 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
     switch (k) {
         case StepKind::norm:
         case StepKind::head_norm: return {"eps_placement", "norm_cast"};
-        case StepKind::rope:
-            // rope_arith, attention_probs, router_arith: a narrow format's own arithmetic.
-            return c.dtype != Format::fp32 ? std::vector<std::string>{"rope_pairing", "rope_arith"} : std::vector<std::string>{"rope_pairing"};
+        // rope_arith, attention_probs, router_arith: the model's own format's
+        // arithmetic (attention_probs and router_arith only narrower than fp32).
+        case StepKind::rope: return {"rope_pairing", "rope_arith"};
         case StepKind::mla: return {"rope_pairing"};
         case StepKind::router: return c.dtype != Format::fp32 ? std::vector<std::string>{"router_arith"} : std::vector<std::string>{};
         // Only the logits read lm_head.weight; on any other matmul the alternative is the same step.

@@ -363,9 +363,10 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
                                   {"offset", static_cast<double>(c.cache_tokens)}});
             call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
             call.out_heads = s.heads;
-            // rope_arith = dtype: only the budget differs (step_bound_structured.cpp);
-            // no built-in kernel rotates in the model's format: run_kernels refuses.
-            if (narrow_arith(c, conv, "rope_arith")) call.unexpressed.push_back("rope_arith=dtype");
+            // rope_arith = dtype: only the budget differs (step_bound_structured.cpp),
+            // in fp32 too (FP32 angles, where the default's are double); no
+            // built-in kernel rotates that way: run_kernels refuses.
+            if (convention(conv, "rope_arith") == "dtype") call.unexpressed.push_back("rope_arith=dtype");
             break;
         }
         case StepKind::attention: attention_call(call, c, s, get, conv); break;

@@ -67,9 +67,10 @@ Tensor converted_exactly(const TensorView& t, Format f) {
 }
 
 // rope_arith = dtype, the rotation as Hugging Face's PyTorch code does it in
-// a narrow format f: y = x cos + rotate_half(x) sin with cos, sin computed in
-// FP32 (FP32 inverse frequencies and angles, FP32 cos/sin) and rounded to f,
-// each product and the sum rounded to f.  oracle/rope.hpp's table and pair
+// the model's format f: y = x cos + rotate_half(x) sin with cos, sin computed
+// in FP32 (FP32 inverse frequencies and angles, FP32 cos/sin) and rounded to
+// f, each product and the sum rounded to f (in fp32 the default differs by
+// its double angles only).  oracle/rope.hpp's table and pair
 // bounds with that model: the table error (the FP32 angle's, the FP32
 // cos/sin's, half an ulp of f) and gamma_2(u_f) of the rotation, whose last
 // rounding is the output's.  Pass-through dims must be copied (bound 0).

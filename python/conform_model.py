@@ -249,13 +249,14 @@ def hf_contract(config, tokens, dtype):
         "eps": float(config.rms_norm_eps), "placement": "pre", "rope_base": _rope_theta(config),
         "qkv_bias": kind == "qwen2" or bias, "o_bias": bias, "qk_norm": kind in ("qwen3", "qwen3_moe"),
         "mlp": "swiglu", "dtype": dtype, "residual_format": dtype,  # the residual stream in the model's dtype
-        # rotate_half; RMSNorm's weight * (x / rms).to(dtype); gate before up.
-        "conventions": {"rope_pairing": "half", "norm_cast": "before_weight", "gate_order": "gate_up"},
+        # rotate_half; RMSNorm's weight * (x / rms).to(dtype); gate before up;
+        # q * cos + rotate_half(q) * sin in the model's dtype (cos, sin from
+        # FP32 angles rounded to it); SDPA's CPU flash kernel rounds the
+        # weights to it before P V; the router's logits (and Qwen3-MoE's
+        # weights) in it.  The last two change nothing in fp32.
+        "conventions": {"rope_pairing": "half", "norm_cast": "before_weight", "gate_order": "gate_up",
+                        "rope_arith": "dtype", "attention_probs": "dtype", "router_arith": "dtype"},
     }
-    if dtype != "fp32":
-        # q * cos + rotate_half(q) * sin in the model's dtype (cos, sin rounded
-        # to it); SDPA's CPU flash kernel rounds the weights to it before P V.
-        c["conventions"].update({"rope_arith": "dtype", "attention_probs": "dtype", "router_arith": "dtype"})
     if kind in MOE_TYPES:
         experts = getattr(config, "num_local_experts", None) or config.num_experts
         if getattr(config, "mlp_only_layers", None) or getattr(config, "decoder_sparse_step", 1) != 1:

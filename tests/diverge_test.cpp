@@ -497,9 +497,9 @@ TEST(DivergeMoe, BuiltinKernelsPass) {
 // The conventions of a narrow format's own arithmetic (Hugging Face's
 // PyTorch code in bf16, docs/diverge.md "Recording Hugging Face models"):
 // rope_arith, attention_probs and router_arith = dtype widen only their own
-// step's budget, change nothing in an fp32 model, keep a clean run passing
-// when declared, and the executor refuses them (no built-in kernel rounds
-// there).  The recorded Hugging Face models that need them:
+// step's budget (in an fp32 model only rope_arith, for its FP32 angles),
+// keep a clean run passing when declared, and the executor refuses them (no
+// built-in kernel computes that way).  The recorded Hugging Face models that need them:
 // tests/python/hf_model_test.py.
 TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
     const std::vector<std::pair<std::string, StepKind>> cases{
@@ -520,7 +520,7 @@ TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
                 const Values ref = eval_step(c, s, get, c.conventions);
                 const std::vector<double> a = step_bound(c, s, get, ref, c.conventions, s.format).budget;
                 const std::vector<double> b = step_bound(c, s, get, ref, conv, s.format).budget;
-                if (s.kind != kind || f == Format::fp32) {
+                if (s.kind != kind || (f == Format::fp32 && key != "rope_arith")) {
                     EXPECT_EQ(a, b) << key << " " << name(f) << " " << s.point;
                     continue;
                 }
@@ -529,9 +529,9 @@ TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
                     EXPECT_GE(b[i], a[i]) << key << " " << s.point << " element " << i;
                     sa += a[i], sb += b[i];
                 }
-                EXPECT_GT(sb, 2 * sa) << key << " " << s.point;
+                EXPECT_GT(sb, (f == Format::fp32 ? 1.01 : 2) * sa) << key << " " << name(f) << " " << s.point;
             }
-            if (f == Format::fp32) continue;
+            if (f == Format::fp32 && key != "rope_arith") continue;
             CandidateOptions opt;
             opt.conventions[key] = "dtype";
             try {
