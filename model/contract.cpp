@@ -49,6 +49,9 @@ const std::map<std::string, std::vector<std::string>>& convention_values() {
         {"norm_cast", {"after_weight", "before_weight"}}, {"causal", {"bottom_right", "top_left"}},
         {"window_keys", {"w", "w_plus_one"}}, {"lm_head", {"own", "embed"}},
         {"conv_padding", {"causal", "same"}}, {"logit_softcap", {"applied", "skipped"}},
+        // Arithmetic a narrow-format model may do in its own format
+        // (Hugging Face's PyTorch code in bf16/fp16; docs/model.md):
+        {"rope_arith", {"fp32", "dtype"}}, {"attention_probs", {"fp32", "dtype"}}, {"router_arith", {"fp32", "dtype"}},
     };
     return v;
 }

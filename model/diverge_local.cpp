@@ -317,8 +317,11 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
     switch (k) {
         case StepKind::norm:
         case StepKind::head_norm: return {"eps_placement", "norm_cast"};
-        case StepKind::rope:
+        // rope_arith, attention_probs, router_arith: the model's own format's
+        // arithmetic (attention_probs and router_arith only narrower than fp32).
+        case StepKind::rope: return {"rope_pairing", "rope_arith"};
         case StepKind::mla: return {"rope_pairing"};
+        case StepKind::router: return c.dtype != Format::fp32 ? std::vector<std::string>{"router_arith"} : std::vector<std::string>{};
         // Only the logits read lm_head.weight; on any other matmul the alternative is the same step.
         case StepKind::matmul:
             return c.logits && !c.tied_embeddings ? std::vector<std::string>{"lm_head"} : std::vector<std::string>{};
@@ -332,6 +335,7 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
             std::vector<std::string> v;
             if (c.cache_tokens > 0) v.push_back("causal");
             if (c.window > 0) v.push_back("window_keys");
+            if (c.dtype != Format::fp32) v.push_back("attention_probs");
             return v;
         }
         default: return {};

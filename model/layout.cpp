@@ -162,6 +162,21 @@ std::vector<std::string> norm_unexpressed(const Conventions& conv) {
     return u;
 }
 
+// Whether the model computes a step in its own narrower format under the
+// convention `key` = dtype (rope_arith, attention_probs, router_arith).
+bool narrow_arith(const ModelContract& c, const Conventions& conv, const std::string& key) {
+    return convention(conv, key) == "dtype" && info(c.dtype).precision < info(Format::fp32).precision;
+}
+
+// A rounding into format f declared to a bound (params declared.<what>_unit
+// and declared.<what>_eta): f's unit roundoff and half its smallest
+// subnormal spacing.
+void declare_rounding(Params& p, const std::string& what, Format f) {
+    const FormatInfo& fi = info(f);
+    p.set("declared." + what + "_unit", unit_roundoff(f));
+    p.set("declared." + what + "_eta", std::ldexp(1.0, fi.emin - fi.precision));
+}
+
 // The additive top-left causal mask [Lq, Lk]: query i sees keys j <= i
 // (and j > i - window with a sliding window).
 Tensor top_left_mask(Format f, std::int64_t lq, std::int64_t lk, std::int64_t window) {
@@ -213,6 +228,14 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
     if (w > 0 && convention(conv, "window_keys") == "w_plus_one") ++w;
     call.params = Params({{"scale", 0}, {"causal", top_left ? 0.0 : 1.0}, {"window", top_left ? 0.0 : static_cast<double>(w)},
                           {"softcap", 0}});
+    // attention_probs = dtype: the weights P rounded to the model's format
+    // before P V (PyTorch's CPU flash attention in bf16/fp16): the bound's
+    // declared p_unit / p_eta (oracle/attention_bound.hpp), as the CUDA
+    // kernels declare theirs.  No built-in kernel rounds P: run_kernels refuses.
+    if (narrow_arith(c, conv, "attention_probs")) {
+        declare_rounding(call.params, "p", c.dtype);
+        call.unexpressed.push_back("attention_probs=dtype");
+    }
     if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, P + c.tokens, w));
     call.out_heads = s.heads;
 }
@@ -252,10 +275,21 @@ Tensor weight_or_empty(const Step& s, const ViewLookup& get, const std::string& 
 
 // router: moe_router's x, w [C, E][, bias]; moe: the layer op's inputs in
 // its order (numerics/moe_slots.hpp), absent optional ones empty in place.
-void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get) {
+void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
     call.in.push_back(copy_tensor(get(s.inputs[0])));
     if (s.kind == StepKind::router) {
         call.params = router_params(c);
+        // router_arith = dtype, the router in the model's format (Hugging
+        // Face's gate, an nn.Linear in the hidden dtype): the logits rounded
+        // to it before the FP32 scores (the score budget widens by half an
+        // ulp of each), the weights possibly returned rounded to it (Qwen3-MoE;
+        // half an ulp more on each, router_step_bound).  The built-in router
+        // forms FP32 logits: run_kernels refuses.
+        if (narrow_arith(c, conv, "router_arith")) {
+            declare_rounding(call.params, "logit", c.dtype);
+            declare_rounding(call.params, "weight", c.dtype);
+            call.unexpressed.push_back("router_arith=dtype");
+        }
         for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
         return;
     }
@@ -329,6 +363,10 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
                                   {"offset", static_cast<double>(c.cache_tokens)}});
             call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
             call.out_heads = s.heads;
+            // rope_arith = dtype: only the budget differs (step_bound_structured.cpp),
+            // in fp32 too (FP32 angles, where the default's are double); no
+            // built-in kernel rotates that way: run_kernels refuses.
+            if (convention(conv, "rope_arith") == "dtype") call.unexpressed.push_back("rope_arith=dtype");
             break;
         }
         case StepKind::attention: attention_call(call, c, s, get, conv); break;
@@ -374,7 +412,7 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             break;
         case StepKind::router:
         case StepKind::moe:
-        case StepKind::latent_out: moe_call(call, c, s, get); break;
+        case StepKind::latent_out: moe_call(call, c, s, get, conv); break;
         case StepKind::attn_res:
         case StepKind::gated_read: {  // the sources (streams) stacked [N, T, C], then the weights
             std::vector<TensorView> parts;

@@ -216,11 +216,15 @@ StepBound router_step_bound(const OpCall& call, const Values& ref, Format out) {
     exact[3].push_back(0);
     const auto rb = oracle::moe_router_bound(call.params, in, exact, Format::fp32, std::vector<Format>(4, Format::fp32));
     const bool rounds = info(out).precision < info(Format::fp32).precision;
+    // Weights a router in the model's format may return rounded to it
+    // (router_arith = dtype, model/layout.cpp): half an ulp, at most u |g|
+    // (or half the subnormal spacing).
+    const double weight_unit = call.params.get("declared.weight_unit", 0), weight_eta = call.params.get("declared.weight_eta", 0);
     StepBound b{std::vector<double>(ref.v.size()), std::vector<double>(ref.v.size(), 0.0)};
     for (std::int64_t t = 0; t < T; ++t)
         for (std::int64_t j = 0; j < K; ++j) {
             const auto at = static_cast<std::size_t>(t * K + j), pi = static_cast<std::size_t>(t * 2 * K + j), pw = pi + static_cast<std::size_t>(K);
-            const double w = rb[1][at];
+            const double w = std::isfinite(rb[1][at]) ? rb[1][at] + weight_unit * (std::fabs(ref.v[pw]) + rb[1][at]) + weight_eta : rb[1][at];
             b.budget[pi] = rb[0][at];
             b.budget[pw] = w + (rounds && std::isfinite(w) ? 0.5 * ulp_at(out, std::fabs(ref.v[pw]) + w) : 0.0);
             if (std::isfinite(w)) b.oracle[pw] = kFp64TierScale * w;

@@ -14,11 +14,13 @@
 // the delta rule's bound is evaluated with the oracle's own chunking.
 #include "model/step_bound_structured.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "model/layout.hpp"
 #include "oracle/bound.hpp"
+#include "oracle/rope.hpp"
 
 namespace conform::model {
 namespace {
@@ -64,6 +66,42 @@ Tensor converted_exactly(const TensorView& t, Format f) {
     return out;
 }
 
+// rope_arith = dtype, the rotation as Hugging Face's PyTorch code does it in
+// the model's format f: y = x cos + rotate_half(x) sin with cos, sin computed
+// in FP32 (FP32 inverse frequencies and angles, FP32 cos/sin) and rounded to
+// f, each product and the sum rounded to f (in fp32 the default differs by
+// its double angles only).  oracle/rope.hpp's table and pair
+// bounds with that model: the table error (the FP32 angle's, the FP32
+// cos/sin's, half an ulp of f) and gamma_2(u_f) of the rotation, whose last
+// rounding is the output's.  Pass-through dims must be copied (bound 0).
+std::vector<double> rope_dtype_bound(const OpCall& call, const std::vector<double>& y, Format f) {
+    const TensorView x = call.in.at(0).view();
+    const std::int64_t H = x.shape[0], L = x.shape[1], D = x.shape[2];
+    const std::int64_t r = call.params.get("rotary_dim", 0) > 0 ? static_cast<std::int64_t>(call.params.get("rotary_dim", 0)) : D;
+    const auto pairing = static_cast<oracle::RopePairing>(static_cast<int>(call.params.get("pairing", 0)));
+    const double b = call.params.get("base", 10000) * call.params.get("ntk_scale", 1), abs_log_b = std::fabs(std::log(b));
+    oracle::RopeTableModel model;
+    model.angle_unit = unit_roundoff(Format::fp32);
+    model.trig_abs_error = 2 * unit_roundoff(Format::fp32);
+    model.table = model.arith = model.out = f;
+    std::vector<double> bound(static_cast<std::size_t>(x.numel()), 0.0);
+    for (std::int64_t l = 0; l < L; ++l) {
+        const double m = call.params.get("offset", 0) + static_cast<double>(l);
+        for (std::int64_t j = 0; j < r / 2; ++j) {
+            const double angle = m * oracle::rope_inv_freq(j, r, b), cv = std::cos(angle), sv = std::sin(angle);
+            const double log_theta = 2.0 * static_cast<double>(j) / static_cast<double>(r) * abs_log_b;
+            const oracle::TableError e = oracle::rope_table_error(model, angle, log_theta, cv, sv);
+            const auto [da, db] = oracle::rope_pair_dims(pairing, j, r);
+            for (std::int64_t h = 0; h < H; ++h) {
+                const auto ia = static_cast<std::size_t>((h * L + l) * D + da), ib = static_cast<std::size_t>((h * L + l) * D + db);
+                const auto [ba, bb] = oracle::rope_pair_bound(model, e, x.value(ia), x.value(ib), cv, sv, y[ia], y[ib]);
+                bound[ia] = ba, bound[ib] = bb;
+            }
+        }
+    }
+    return bound;
+}
+
 }  // namespace
 
 StepBound structured_step_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
@@ -90,7 +128,10 @@ StepBound structured_step_bound(const ModelContract& c, const Step& s, const Loo
     // The FP32-output bound plus one rounding into `out`: covers a kernel of
     // the model's format (one rounding into it) and an FP32 kernel whose
     // result the executor converts (gdn/kda have no fp16 kernel).
-    if (info(out).precision < info(Format::fp32).precision)
+    const auto& u = call.unexpressed;
+    if (call.op == "rope" && std::find(u.begin(), u.end(), "rope_arith=dtype") != u.end())
+        budget = rope_dtype_bound(call, exact[0], c.dtype);  // its last rounding is the output's
+    else if (info(out).precision < info(Format::fp32).precision)
         for (std::size_t i = 0; i < budget.size(); ++i) budget[i] += 0.5 * ulp_at(out, std::fabs(exact[0][i]) + budget[i]);
     return {to_point(call, ref, std::move(budget)), to_point(call, ref, std::move(orc))};
 }

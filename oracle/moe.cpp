@@ -79,6 +79,7 @@ RouterSetup router_setup(const Params& p, const std::vector<TensorView>& in) {
                                     std::to_string(s.experts) + "]");
     s.sigmoid = p.get("score", 0) != 0;
     s.renormalize = p.get("renormalize", 1) != 0;
+    s.logit_unit = p.get("declared.logit_unit", 0), s.logit_eta = p.get("declared.logit_eta", 0);
     s.capacity = p.get("capacity", 0);
     if (s.staged)
         for (std::size_t o = 0; o < 3; ++o) {
@@ -111,7 +112,8 @@ TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorVi
             l[e] += term, a += std::fabs(term);
         }
         const DotBudget db = dot_budget(a, s.channels, Format::fp32);
-        eps[e] = db.err;
+        // A logit rounded to a narrower format: half its ulp there more.
+        eps[e] = db.err + (s.logit_unit > 0 ? s.logit_unit * (std::fabs(l[e]) + db.err) + s.logit_eta : 0);
         if (db.may_overflow || (s.sigmoid && std::fabs(l[e]) >= kSigmoidRange)) b.undefined = true;
     }
     if (!b.finite) return b;

@@ -22,6 +22,10 @@ struct RouterSetup {
     bool sigmoid = false, renormalize = true, has_bias = false, staged = false;
     double capacity = 0;
     std::size_t outputs_at = 0;  // index of the candidate's first output in `in` (staged)
+    // Logits rounded to a narrower format before the scores (params
+    // declared.logit_unit, declared.logit_eta: its unit roundoff and half its
+    // smallest subnormal spacing; 0: FP32 logits).
+    double logit_unit = 0, logit_eta = 0;
 };
 RouterSetup router_setup(const Params& p, const std::vector<TensorView>& in);
 

@@ -24,50 +24,18 @@ directly: bf16 tensors are stored bit for bit, others through .numpy().
 
 Recording a PyTorch model with forward hooks (PyTorch is needed only here):
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(..., torch_dtype=torch.bfloat16)
-    points = llama_points(model.model)       # point name -> (submodule, "output" | "input")
-    with cm.ForwardRecorder(points) as rec:
-        model(input_ids)                     # a batch of one sequence
-    rec.write("llama.safetensors", contract, weights, impl="transformers " + transformers.__version__)
+    points = {"input": (embed, "output"), "layers.0.attn_norm": (norm0, "output"), ...}
+    with cm.ForwardRecorder(points) as rec:   # point -> (submodule, "output" | "input")
+        model(input_ids)                      # a batch of one sequence
+    rec.write("model.safetensors", contract, weights, impl="my-runtime 0.3")
 
-where, for a Llama-style Hugging Face decoder (LlamaModel: embed_tokens,
-layers[i].input_layernorm, .self_attn.{q,k,v,o}_proj, .post_attention_layernorm,
-.mlp.{gate,up,down}_proj), the points of model/graph.hpp are
+A Hugging Face transformers decoder (model_type llama, mistral, qwen2, qwen3,
+mixtral, qwen3_moe) is recorded in one call, its contract derived from the
+config, its weights exported under their contract names and every point of
+the graph recorded (docs/diverge.md, "Recording Hugging Face models"):
 
-    def llama_points(m):
-        points = {"input": (m.embed_tokens, "output")}     # the model input [T, C]
-        for l, layer in enumerate(m.layers):
-            p = "layers.%d." % l
-            attn, mlp = layer.self_attn, layer.mlp
-            points.update({
-                p + "attn_norm": (layer.input_layernorm, "output"),
-                p + "q": (attn.q_proj, "output"),
-                p + "k": (attn.k_proj, "output"),
-                p + "v": (attn.v_proj, "output"),
-                p + "attn": (attn.o_proj, "input"),          # attention before the output projection
-                p + "attn_out": (attn.o_proj, "output"),
-                p + "mid": (layer.post_attention_layernorm, "input"),   # x + attn_out
-                p + "mlp_norm": (layer.post_attention_layernorm, "output"),
-                p + "h": (mlp.down_proj, "input"),           # silu(gate) * up
-                p + "mlp_out": (mlp, "output"),
-                p + "output": (layer, "output"),             # the next block's input
-            })
-        return points
-
-and the weights under their contract names (gate and up fused, gate first):
-
-    for l, layer in enumerate(m.layers):
-        p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
-        weights[p + "attn_norm.weight"] = layer.input_layernorm.weight
-        for n in "qkvo":
-            weights[p + n + ".weight"] = getattr(a, n + "_proj").weight
-        weights[p + "mlp_norm.weight"] = layer.post_attention_layernorm.weight
-        weights[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
-        weights[p + "down.weight"] = f.down_proj.weight
-
-with contract conventions {"rope_pairing": "half", "norm_cast": "before_weight",
-"gate_order": "gate_up"} (HF's rotate_half and its RMSNorm, which rounds
-x / rms to the model dtype before the weight).
+    model = transformers.AutoModelForCausalLM.from_pretrained(NAME, dtype=torch.bfloat16).eval()
+    cm.record_hf(model, input_ids, "model.safetensors")     # input_ids [1, T]
 
 `python3 conform_model.py --self-test` checks this module (NumPy only).
 """
@@ -229,6 +197,225 @@ class ForwardRecorder:
             raise ValueError("no point %r recorded: map it to the model input, e.g. (embed_tokens, 'output')" % INPUT)
         acts = {k: v for k, v in self.activations.items() if k != INPUT}
         write_model_dump(path, contract, weights, self.activations[INPUT], acts, impl)
+
+
+# --- Hugging Face transformers decoders ---------------------------------------------
+#
+# record_hf(model, input_ids, path) runs one forward pass of a transformers
+# decoder on one sequence and writes its model dump: the contract derived from
+# model.config (hf_contract), the weights under their contract names
+# (hf_weights), the activations at the points of model/graph.hpp (hf_points,
+# the rotary tap, the router hooks).  docs/diverge.md, "Recording Hugging Face
+# models", lists the architectures, their point maps and what does not map.
+
+DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+MOE_TYPES = ("mixtral", "qwen3_moe")
+_TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
+
+
+def _base(model):
+    """The decoder stack (LlamaModel, ...) of a CausalLM, or the stack itself."""
+    inner = getattr(model, "model", None)
+    return inner if inner is not None and hasattr(inner, "layers") else model
+
+
+def _rope_theta(config):
+    params = getattr(config, "rope_parameters", None) or {}
+    if params.get("rope_type", "default") != "default":
+        raise ValueError("rope_type %r does not map: conform's RoPE is the unscaled one" % params["rope_type"])
+    if params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)) != 1.0:
+        raise ValueError("partial_rotary_factor != 1 is not mapped")
+    return float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+
+
+def hf_contract(config, tokens, dtype):
+    """The conform contract (a dict) of a transformers decoder config, for one
+    forward pass of `tokens` tokens in `dtype` ("bf16" | "fp16" | "fp32")."""
+    kind = config.model_type
+    if kind not in DENSE_TYPES + MOE_TYPES:
+        raise ValueError("model_type %r has no point map (mapped: %s)" % (kind, ", ".join(DENSE_TYPES + MOE_TYPES)))
+    if getattr(config, "hidden_act", "silu") != "silu":
+        raise ValueError("hidden_act %r does not map (swiglu is silu(gate) * up)" % config.hidden_act)
+    window = getattr(config, "sliding_window", None)
+    if window and getattr(config, "use_sliding_window", True) and window < tokens:
+        raise ValueError("a sliding window of %d keys below %d tokens is not mapped" % (window, tokens))
+    heads = config.num_attention_heads
+    bias = bool(getattr(config, "attention_bias", False))
+    c = {
+        "layers": config.num_hidden_layers, "width": config.hidden_size, "heads": heads,
+        "kv_heads": getattr(config, "num_key_value_heads", None) or heads,
+        "head_dim": getattr(config, "head_dim", None) or config.hidden_size // heads,
+        "ffn": config.intermediate_size, "tokens": int(tokens), "norm": "rms_norm",
+        "eps": float(config.rms_norm_eps), "placement": "pre", "rope_base": _rope_theta(config),
+        "qkv_bias": kind == "qwen2" or bias, "o_bias": bias, "qk_norm": kind in ("qwen3", "qwen3_moe"),
+        "mlp": "swiglu", "dtype": dtype, "residual_format": dtype,  # the residual stream in the model's dtype
+        # rotate_half; RMSNorm's weight * (x / rms).to(dtype); gate before up;
+        # q * cos + rotate_half(q) * sin in the model's dtype (cos, sin from
+        # FP32 angles rounded to it); SDPA's CPU flash kernel rounds the
+        # weights to it before P V; the router's logits (and Qwen3-MoE's
+        # weights) in it.  The last two change nothing in fp32.
+        "conventions": {"rope_pairing": "half", "norm_cast": "before_weight", "gate_order": "gate_up",
+                        "rope_arith": "dtype", "attention_probs": "dtype", "router_arith": "dtype"},
+    }
+    if kind in MOE_TYPES:
+        experts = getattr(config, "num_local_experts", None) or config.num_experts
+        if getattr(config, "mlp_only_layers", None) or getattr(config, "decoder_sparse_step", 1) != 1:
+            raise ValueError("dense MLP layers between MoE layers (mlp_only_layers, decoder_sparse_step) are not mapped")
+        c.update({"mlp": "moe", "experts": experts, "top_k": config.num_experts_per_tok, "shared_experts": 0,
+                  "expert_ffn": getattr(config, "moe_intermediate_size", config.intermediate_size),
+                  "router_score": "softmax", "renormalize": bool(getattr(config, "norm_topk_prob", True)),
+                  "selection_bias": False})
+        del c["ffn"]
+    return c
+
+
+def hf_points(model):
+    """The hooks' points (name -> (submodule, "output" | "input")) and the
+    points joined from two of them (name -> (first, second), concatenated along
+    the features: gate_up = [gate_proj | up_proj]).  q_rope / k_rope come from
+    the rotary tap, router points from the router hook (record_hf)."""
+    m = _base(model)
+    points, joined = {INPUT: (m.embed_tokens, "output")}, {}
+    for l, layer in enumerate(m.layers):
+        p = "layers.%d." % l
+        attn, mlp = layer.self_attn, layer.mlp
+        points.update({
+            p + "attn_norm": (layer.input_layernorm, "output"),
+            p + "q": (attn.q_proj, "output"), p + "k": (attn.k_proj, "output"), p + "v": (attn.v_proj, "output"),
+            p + "attn": (attn.o_proj, "input"),            # attention before the output projection
+            p + "attn_out": (attn.o_proj, "output"),
+            p + "mid": (layer.post_attention_layernorm, "input"),   # x + attn_out
+            p + "mlp_norm": (layer.post_attention_layernorm, "output"),
+            p + "mlp_out": (mlp, "output"),
+            p + "output": (layer, "output"),
+        })
+        if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over head_dim before RoPE
+            points[p + "q_norm"] = (attn.q_norm, "output")
+            points[p + "k_norm"] = (attn.k_norm, "output")
+        if hasattr(mlp, "gate_proj"):
+            points.update({p + "gate": (mlp.gate_proj, "output"), p + "up": (mlp.up_proj, "output"),
+                           p + "h": (mlp.down_proj, "input")})  # silu(gate) * up
+            joined[p + "gate_up"] = (p + "gate", p + "up")
+    return points, joined
+
+
+def hf_weights(model):
+    """Contract name -> tensor for every layer (nn.Linear's [out, in] layout;
+    MoE weights in the moe ops' layouts, docs/moe.md)."""
+    import torch
+    m, w = _base(model), {}
+    for l, layer in enumerate(m.layers):
+        p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
+        w[p + "attn_norm.weight"] = layer.input_layernorm.weight
+        for n in "qkvo":
+            proj = getattr(a, n + "_proj")
+            w[p + n + ".weight"] = proj.weight
+            if proj.bias is not None:
+                w[p + n + ".bias"] = proj.bias
+        if hasattr(a, "q_norm"):
+            w[p + "q_norm.weight"] = a.q_norm.weight
+            w[p + "k_norm.weight"] = a.k_norm.weight
+        w[p + "mlp_norm.weight"] = layer.post_attention_layernorm.weight
+        if hasattr(f, "gate_proj"):
+            w[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
+            w[p + "down.weight"] = f.down_proj.weight
+        else:  # router [E, C], 3-D experts gate_up [E, 2F, C] (gate rows first), down [E, C, F]
+            if not hasattr(f.experts, "gate_up_proj"):
+                raise ValueError("layer %d: per-expert modules (transformers < 5) are not mapped" % l)
+            w[p + "router.weight"] = f.gate.weight.t()                           # [C, E]
+            w[p + "experts.gate_up.weight"] = f.experts.gate_up_proj.transpose(1, 2)  # [E, C, 2F]
+            w[p + "experts.down.weight"] = f.experts.down_proj.transpose(1, 2)        # [E, F, C]
+    return w
+
+
+class _HfTaps:
+    """What no module hook sees: q_rope / k_rope, returned by the modeling
+    module's apply_rotary_pos_emb (a function; wrapped while recording, the
+    layer told by a pre-hook on its attention), and each MoE router's
+    selection (its gate returns logits, weights, ids: the router point is
+    [T, 2k] FP32, the ids then the weights)."""
+
+    def __init__(self, m):
+        import sys
+        self.module = sys.modules[type(m.layers[0].self_attn).__module__]
+        self.layer, self.activations, self._handles = None, {}, []
+        for l, layer in enumerate(m.layers):
+            self._handles.append(layer.self_attn.register_forward_pre_hook(self._enter(l)))
+            if not hasattr(layer.mlp, "gate_proj"):
+                self._handles.append(layer.mlp.gate.register_forward_hook(self._router("layers.%d.router" % l)))
+        self._inner = self.module.apply_rotary_pos_emb
+        self.module.apply_rotary_pos_emb = self._rotary
+
+    def _enter(self, l):
+        def pre_hook(module, args):
+            self.layer = l
+        return pre_hook
+
+    def _put(self, name, value):
+        if name in self.activations:
+            raise ValueError("point %r recorded twice: record one forward pass of one sequence" % name)
+        self.activations[name] = as_array(value)
+
+    def _rotary(self, q, k, *args, **kwargs):
+        q_embed, k_embed = self._inner(q, k, *args, **kwargs)
+        for name, t in (("q_rope", q_embed), ("k_rope", k_embed)):  # [1, H, T, D] -> [T, H D]
+            self._put("layers.%d.%s" % (self.layer, name), t[0].transpose(0, 1).reshape(t.shape[2], -1))
+        return q_embed, k_embed
+
+    def _router(self, name):
+        def hook(module, args, output):
+            import torch
+            _, weights, ids = output
+            self._put(name, torch.cat([ids.float(), weights.float()], dim=-1))
+        return hook
+
+    def remove(self):
+        self.module.apply_rotary_pos_emb = self._inner
+        while self._handles:
+            self._handles.pop().remove()
+
+
+def _per_token(a):
+    """A recorded point as [T, features]: per-head points (Qwen3's q_norm,
+    [T, H, D]) flattened to [T, H D]."""
+    if isinstance(a, cc.BF16):
+        return cc.bf16(_per_token(a.bits))
+    return a.reshape(a.shape[0], -1) if a.ndim == 3 else a
+
+
+def _joined(a, b):
+    """Two points concatenated along the features (gate_up)."""
+    if isinstance(a, cc.BF16):
+        return cc.bf16(np.concatenate([a.bits, b.bits], axis=-1))
+    return np.concatenate([a, b], axis=-1)
+
+
+def record_hf(model, input_ids, path, impl=None, conventions=None):
+    """Run `model` (a transformers decoder in eval mode, weights in bf16, fp16
+    or fp32) on input_ids [1, T] and write its model dump to `path`.
+    conventions: overrides of the derived contract's.  Returns the contract."""
+    import torch
+    import transformers
+    m = _base(model)
+    dtype = _TORCH_DTYPES[str(next(m.parameters()).dtype)]
+    contract = hf_contract(model.config, int(input_ids.shape[-1]), dtype)
+    contract["conventions"].update(conventions or {})
+    points, joined = hf_points(model)
+    taps = _HfTaps(m)
+    try:
+        with ForwardRecorder(points) as rec, torch.no_grad():
+            model(input_ids=input_ids, use_cache=False)
+    finally:
+        taps.remove()
+    acts = dict(rec.activations, **taps.activations)
+    acts = {name: _per_token(a) for name, a in acts.items()}
+    for name, (a, b) in joined.items():
+        acts[name] = _joined(acts.pop(a), acts.pop(b))
+    if impl is None:
+        impl = "transformers %s, torch %s, %s" % (transformers.__version__, torch.__version__,
+                                                 model.config._attn_implementation)
+    write_model_dump(path, contract, hf_weights(model), acts.pop(INPUT), acts, impl)
+    return contract
 
 
 # --- self-test (NumPy only) ----------------------------------------------------------

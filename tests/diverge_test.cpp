@@ -496,6 +496,60 @@ TEST(DivergeMoe, BuiltinKernelsPass) {
             }
 }
 
+// The conventions of a narrow format's own arithmetic (Hugging Face's
+// PyTorch code in bf16, docs/diverge.md "Recording Hugging Face models"):
+// rope_arith, attention_probs and router_arith = dtype widen only their own
+// step's budget (in an fp32 model only rope_arith, for its FP32 angles),
+// keep a clean run passing when declared, and the executor refuses them (no
+// built-in kernel computes that way).  The recorded Hugging Face models that need them:
+// tests/python/hf_model_test.py.
+TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
+    const std::vector<std::pair<std::string, StepKind>> cases{
+        {"rope_arith", StepKind::rope}, {"attention_probs", StepKind::attention}, {"router_arith", StepKind::router}};
+    for (Format f : {Format::bf16, Format::fp32}) {
+        const ModelContract c = moe_model(MlpKind::moe, f);
+        const Synthetic m = synthetic_model(c, 5);
+        const NamedTensors run = run_kernels(c, m.weights, m.input);
+        Named vals{{"input", values_of(m.input.view())}};
+        for (const NamedTensors* ts : {&m.weights, &run})
+            for (const auto& [n, t] : *ts) vals.emplace(n, values_of(t.view()));
+        const Lookup get = [&](const std::string& n) -> const Values& { return vals.at(n); };
+        for (const auto& [key, kind] : cases) {
+            Conventions conv = c.conventions;
+            conv[key] = "dtype";
+            for (const Step& s : build_graph(c)) {
+                if (s.layer != 0) continue;
+                const Values ref = eval_step(c, s, get, c.conventions);
+                const std::vector<double> a = step_bound(c, s, get, ref, c.conventions, s.format).budget;
+                const std::vector<double> b = step_bound(c, s, get, ref, conv, s.format).budget;
+                if (s.kind != kind || (f == Format::fp32 && key != "rope_arith")) {
+                    EXPECT_EQ(a, b) << key << " " << name(f) << " " << s.point;
+                    continue;
+                }
+                double sa = 0, sb = 0;
+                for (std::size_t i = 0; i < a.size(); ++i) {
+                    EXPECT_GE(b[i], a[i]) << key << " " << s.point << " element " << i;
+                    sa += a[i], sb += b[i];
+                }
+                EXPECT_GT(sb, (f == Format::fp32 ? 1.01 : 2) * sa) << key << " " << name(f) << " " << s.point;
+            }
+            if (f == Format::fp32 && key != "rope_arith") continue;
+            CandidateOptions opt;
+            opt.conventions[key] = "dtype";
+            try {
+                run_kernels(c, m.weights, m.input, opt);
+                ADD_FAILURE() << key << ": run_kernels ran";
+            } catch (const std::invalid_argument& e) {
+                EXPECT_NE(std::string(e.what()).find(key + "=dtype"), std::string::npos) << e.what();
+            }
+        }
+        ModelContract declared = c;
+        for (const auto& [key, kind] : cases) declared.conventions[key] = "dtype";
+        const DivergeReport r = diverge(declared, m.weights, m.input, run);
+        EXPECT_FALSE(r.first_failing) << name(f) << ": " << first_failing_text(r);
+    }
+}
+
 // A router mutant (weights renormalized over every expert) substituted at
 // one layer fails locally at that layer's router point, first.
 TEST(DivergeMoe, RouterMutantFailsAtItsRouterPoint) {

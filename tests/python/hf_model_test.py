@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Hugging Face transformers decoders recorded by conform_model.record_hf and
+judged by `conform diverge` (docs/diverge.md, "Recording Hugging Face models").
+
+Small random-weight models, built from configs (no download), in BF16:
+- a Llama-style dense stack passes; the same model with one planted defect
+  fails first at that layer and the report names the convention:
+  epsilon outside the root in layer 1's attention norm (eps_placement=outside),
+  the interleaved RoPE pairing in layer 1 (rope_pairing=interleaved);
+- Qwen3 (QK-norm) and Qwen2 (q, k, v biases) dense stacks pass;
+- Mixtral and Qwen3-MoE stacks pass;
+- what does not map (Qwen3-Next, scaled RoPE, GELU) is refused naming why;
+- declared without the conventions of BF16 arithmetic (rope_arith,
+  attention_probs, router_arith = fp32), the clean models fail at the first
+  step that needs one, which the report names.
+
+    hf_model_test.py --conform build/conform [--keep DIR]
+
+Exits 77 (a CTest skip) when torch or transformers cannot be imported.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+
+try:
+    import torch
+    import transformers
+except ImportError as e:
+    print("SKIP: %s (pip install torch transformers numpy)" % e)
+    sys.exit(77)
+
+import conform_model as cm
+
+TOKENS = 32
+SHAPE = dict(vocab_size=256, hidden_size=128, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+             max_position_embeddings=2 * TOKENS,
+             rms_norm_eps=0.05)  # large enough for the epsilon's placement to show in BF16 (docs/model.md)
+
+
+def randomized(config, seed=1):
+    """The model in BF16 as from_pretrained(dtype=bfloat16) makes it (RoPE's
+    inverse frequencies stay FP32), with O(1) activations: embeddings N(0, 1),
+    projections N(0, 1 / fan_in), norm weights 1 + 0.1 N (so that where the
+    weight is applied shows)."""
+    config._attn_implementation = "sdpa"
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+            elif "embed" in name:
+                p.copy_(torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
+    return model
+
+
+def ids(seed=2):
+    return torch.randint(0, SHAPE["vocab_size"], (1, TOKENS), generator=torch.Generator().manual_seed(seed))
+
+
+def llama():
+    return randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE))
+
+
+def qwen3():  # QK-norm, head_dim set apart from the width
+    return randomized(transformers.Qwen3Config(intermediate_size=256, head_dim=32, **SHAPE))
+
+
+def qwen2():  # q, k, v biases
+    return randomized(transformers.Qwen2Config(intermediate_size=256, **SHAPE))
+
+
+def qwen3_moe():  # QK-norm; the router returns its weights rounded to bf16
+    return randomized(transformers.Qwen3MoeConfig(intermediate_size=256, moe_intermediate_size=128, num_experts=4,
+                                                  num_experts_per_tok=2, head_dim=32, norm_topk_prob=True, **SHAPE))
+
+
+def mixtral():
+    return randomized(transformers.MixtralConfig(intermediate_size=128, num_local_experts=4, num_experts_per_tok=2,
+                                                 **SHAPE))
+
+
+# --- planted defects ------------------------------------------------------------------
+
+
+def eps_outside(norm):
+    """This RMSNorm divides by sqrt(mean x^2) + eps (one module instance)."""
+    def forward(self, x):
+        h = x.float()
+        h = h / (h.pow(2).mean(-1, keepdim=True).sqrt() + self.variance_epsilon)
+        return self.weight * h.to(x.dtype)
+    norm.forward = types.MethodType(forward, norm)
+
+
+class InterleavedRope:
+    """Layer `layer` rotates the pairs (2j, 2j+1) with HF's cos/sin tables:
+    the modeling module's apply_rotary_pos_emb, replaced while the block is
+    in use, switches on a pre-hook of that layer's attention."""
+
+    def __init__(self, model, layer):
+        m = cm._base(model)
+        self.module = sys.modules[type(m.layers[0].self_attn).__module__]
+        self.inner, self.on = self.module.apply_rotary_pos_emb, False
+        attn = m.layers[layer].self_attn
+        self.handles = [attn.register_forward_pre_hook(lambda *a: self._set(True)),
+                        attn.register_forward_hook(lambda *a: self._set(False))]
+
+    def _set(self, on):
+        self.on = on
+
+    def __enter__(self):
+        self.module.apply_rotary_pos_emb = self.apply
+        return self
+
+    def __exit__(self, *exc):
+        self.module.apply_rotary_pos_emb = self.inner
+        for h in self.handles:
+            h.remove()
+
+    def apply(self, q, k, cos, sin, *args, **kwargs):
+        if not self.on:
+            return self.inner(q, k, cos, sin, *args, **kwargs)
+        half = cos.shape[-1] // 2
+        c = cos[..., :half].repeat_interleave(2, -1).unsqueeze(1)
+        s = sin[..., :half].repeat_interleave(2, -1).unsqueeze(1)
+
+        def rotate(x):
+            return torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)
+        return q * c + rotate(q) * s, k * c + rotate(k) * s
+
+
+# --- the checks -----------------------------------------------------------------------
+
+
+def diverge(conform, dump, out):
+    t = time.time()
+    r = subprocess.run([conform, "diverge", dump, "--out", out], capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        raise AssertionError("conform diverge %s: exit %d\n%s" % (dump, r.returncode, r.stderr))
+    with open(os.path.join(out, "diverge.json")) as f:
+        report = json.load(f)
+    return r.returncode, report, time.time() - t
+
+
+def check(name, conform, tmp, model, expect=None, conventions=None, wrap=None):
+    """Record `model`, judge it; expect None (a pass) or (layer, point, convention)."""
+    t = time.time()
+    dump = os.path.join(tmp, name + ".safetensors")
+    if wrap:
+        with wrap:
+            cm.record_hf(model, ids(), dump, conventions=conventions)
+    else:
+        cm.record_hf(model, ids(), dump, conventions=conventions)
+    recorded = time.time() - t
+    rc, report, judged = diverge(conform, dump, os.path.join(tmp, name))
+    first = report["first_failing"]
+    worst = max((float(p["local"]["utilization"]) for p in report["points"] if p["status"] == "pass"), default=0)
+    print("%-22s exit %d, first failing %s, largest passing local utilization %.3g, recorded %.2f s, judged %.2f s"
+          % (name, rc, first and "%s (%s)" % (first["point"], first["convention_match"]), worst, recorded, judged))
+    if expect is None:
+        assert rc == 0 and first is None, "%s: expected a pass, got %s" % (name, first)
+        assert all(p["status"] == "pass" for p in report["points"]), name
+        return report
+    layer, point, convention = expect
+    assert rc == 1 and first is not None, "%s: expected a failure at %s" % (name, point)
+    assert (first["layer"], first["point"], first["convention_match"]) == (layer, point, convention), (name, first)
+    names = [p["point"] for p in report["points"]]
+    assert all(p["status"] == "pass" for p in report["points"][:names.index(point)]), "%s: a point before %s fails" % (name, point)
+    return report
+
+
+def refusals():
+    """What does not map is refused naming why (docs/diverge.md, "What does not map")."""
+    cases = [(transformers.LlamaConfig(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
+                                       **SHAPE), "rope_type 'linear'"),
+             (transformers.LlamaConfig(hidden_act="gelu", **SHAPE), "hidden_act 'gelu'")]
+    if hasattr(transformers, "Qwen3NextConfig"):  # the hybrid, where this transformers has it
+        cases.append((transformers.Qwen3NextConfig(**SHAPE), "model_type 'qwen3_next' has no point map"))
+    for config, text in cases:
+        try:
+            cm.hf_contract(config, TOKENS, "bf16")
+        except ValueError as e:
+            assert text in str(e), (text, str(e))
+            continue
+        raise AssertionError("not refused: " + text)
+    print("refused: %s" % "; ".join(text for _, text in cases))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--conform", required=True)
+    ap.add_argument("--keep", help="write the dumps and reports here (kept)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    print("transformers %s, torch %s, Python %s" % (transformers.__version__, torch.__version__, sys.version.split()[0]))
+    start = time.time()
+    refusals()
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
+        os.makedirs(tmp, exist_ok=True)
+        check("llama", args.conform, tmp, llama())
+        defect = llama()
+        eps_outside(cm._base(defect).layers[1].input_layernorm)
+        check("llama_eps_outside", args.conform, tmp, defect, (1, "layers.1.attn_norm", "eps_placement=outside"))
+        defect = llama()
+        check("llama_rope_interleaved", args.conform, tmp, defect, (1, "layers.1.q_rope", "rope_pairing=interleaved"),
+              wrap=InterleavedRope(defect, 1))
+        # Without a convention of BF16 arithmetic the clean model fails at its
+        # first step that needs it, and the analysis names it there.
+        check("llama_fp32_rope", args.conform, tmp, llama(), (0, "layers.0.q_rope", "rope_arith=dtype"),
+              conventions={"rope_arith": "fp32"})
+        check("llama_fp32_probs", args.conform, tmp, llama(), (0, "layers.0.attn", "attention_probs=dtype"),
+              conventions={"attention_probs": "fp32"})
+        check("qwen3", args.conform, tmp, qwen3())
+        check("qwen2", args.conform, tmp, qwen2())
+        check("mixtral", args.conform, tmp, mixtral())
+        check("qwen3_moe", args.conform, tmp, qwen3_moe())
+        check("mixtral_fp32_router", args.conform, tmp, mixtral(), (0, "layers.0.router", "router_arith=dtype"),
+              conventions={"router_arith": "fp32"})
+    print("hf_model_test: ok (%.1f s)" % (time.time() - start))
+
+
+if __name__ == "__main__":
+    main()
