@@ -1,13 +1,13 @@
 // The candidate executor (docs/model.md, "Kernel executor"): every step of
 // the graph run by the built-in kernels of the contract's dtype, optionally
 // with a mutant at one layer or with conventions other than the contract's.
-#include <Eigen/Dense>
 
 #include <cmath>
 #include <stdexcept>
 
 #include "impls/cpu/moe.hpp"
 #include "impls/registry.hpp"
+#include "model/dense_gemm.hpp"
 #include "model/int8_steps.hpp"
 #include "model/linear_block.hpp"
 #include "model/layout.hpp"
@@ -17,7 +17,6 @@
 namespace conform::model {
 namespace {
 
-using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // The values of t as floats (exact: every model format is at most fp32).
 std::vector<float> floats(const TensorView& t) {
@@ -45,18 +44,17 @@ Tensor converted(const TensorView& t, Format f) {
     return out;
 }
 
-// y = x W^T (+ b): inputs widened to float (exact), Eigen's float GEMM
-// (FP32 accumulation), bias added in FP32, one rounding to `out`.
+// y = x W^T (+ b): inputs widened to float (exact), Eigen's float GEMM for
+// this CPU's ISA (FP32 accumulation; model/dense_gemm.hpp), bias added in FP32, one rounding to `out`.
 Tensor matmul(const TensorView& x, const TensorView& w, const TensorView* b, Format out) {
     const std::int64_t T = x.shape[0], in = x.shape[1], n = w.shape[0];
     const std::vector<float> xf = floats(x), wf = floats(w);
     std::vector<float> y(static_cast<std::size_t>(T * n));
-    Eigen::Map<RowMatF> Y(y.data(), T, n);
-    Y.noalias() = Eigen::Map<const RowMatF>(xf.data(), T, in) * Eigen::Map<const RowMatF>(wf.data(), n, in).transpose();
+    gemm_xwt(xf.data(), wf.data(), y.data(), T, in, n);
     if (b) {
         const std::vector<float> bf = floats(*b);
         for (std::int64_t t = 0; t < T; ++t)
-            for (std::int64_t o = 0; o < n; ++o) Y(t, o) += bf[static_cast<std::size_t>(o)];
+            for (std::int64_t o = 0; o < n; ++o) y[static_cast<std::size_t>(t * n + o)] += bf[static_cast<std::size_t>(o)];
     }
     return stored(y, {T, n}, out);
 }

@@ -1,10 +1,11 @@
 // The FP64 tier of the block-stack oracle (docs/model.md, "FP64 tier"): the
-// oracle/ templates instantiated on double, matmuls through Eigen in double.
-#include <Eigen/Dense>
+// oracle/ templates instantiated on double, matmuls through Eigen in double
+// (model/dense_gemm.hpp).
 
 #include <cmath>
 #include <stdexcept>
 
+#include "model/dense_gemm.hpp"
 #include "model/int8_steps.hpp"
 #include "model/linear_block.hpp"
 #include "model/layout.hpp"
@@ -23,7 +24,6 @@
 namespace conform::model {
 namespace {
 
-using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using std::size_t;
 
 Values sized(std::vector<std::int64_t> shape) {
@@ -34,17 +34,16 @@ Values sized(std::vector<std::int64_t> shape) {
 
 std::vector<double> doubles(const Tensor& t) { return values_of(t.view()).v; }
 
-// y = x W^T (+ b): Eigen's double GEMM (any summation order: the a-priori
+// y = x W^T (+ b): Eigen's double GEMM for this CPU (any summation order: the a-priori
 // bound gamma_n |x| |W|^T holds for every order).
 Values matmul(const Values& x, const Values& w, const Values* b) {
     const std::int64_t T = x.shape.at(0), in = x.shape.at(1), out = w.shape.at(0);
     if (w.shape.at(1) != in) throw std::invalid_argument("matmul: weight " + shape_string(w.shape) + " does not take " + shape_string(x.shape));
     Values y = sized({T, out});
-    Eigen::Map<RowMat> Y(y.v.data(), T, out);
-    Y.noalias() = Eigen::Map<const RowMat>(x.v.data(), T, in) * Eigen::Map<const RowMat>(w.v.data(), out, in).transpose();
+    gemm_xwt(x.v.data(), w.v.data(), y.v.data(), T, in, out);
     if (b)
         for (std::int64_t t = 0; t < T; ++t)
-            for (std::int64_t o = 0; o < out; ++o) Y(t, o) += b->v[static_cast<size_t>(o)];
+            for (std::int64_t o = 0; o < out; ++o) y.v[static_cast<size_t>(t * out + o)] += b->v[static_cast<size_t>(o)];
     return y;
 }
 

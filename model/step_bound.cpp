@@ -10,6 +10,8 @@
 
 #include <Eigen/Core>
 
+#include "model/dense_gemm.hpp"
+
 #include "model/int8_steps.hpp"
 #include "model/layout.hpp"
 #include "model/linear_block.hpp"
@@ -68,11 +70,10 @@ AbsProducts abs_products(const Values& x, const Values& w, const Values* bias) {
     using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     const std::int64_t K = x.shape.back(), T = x.numel() / K, N = w.shape.at(0);
     if (w.numel() != N * K) throw std::invalid_argument("matmul bound: weight shape does not match the input width");
-    const Eigen::Map<const Mat> X(x.v.data(), T, K), W(w.v.data(), N, K);
     AbsProducts p;
     p.a.resize(static_cast<std::size_t>(T * N));
+    gemm_abs_xwt(x.v.data(), w.v.data(), p.a.data(), T, K, N);
     Eigen::Map<Mat> A(p.a.data(), T, N);
-    A.noalias() = X.cwiseAbs() * W.cwiseAbs().transpose();
     if (bias) A.rowwise() += Eigen::Map<const Eigen::RowVectorXd>(bias->v.data(), N).cwiseAbs();
     p.terms = K + (bias ? 1 : 0);
     // A itself is a double sum of nonnegative terms: relative error <= gamma_terms(2^-53).

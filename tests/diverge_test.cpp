@@ -18,6 +18,8 @@
 #include "cli_testing.hpp"
 #include "io/model_dump.hpp"
 #include "model/diverge.hpp"
+#include "impls/cpu/isa.hpp"
+#include "model/dense_gemm.hpp"
 #include "model/diverge_local.hpp"
 #include "model/diverge_report.hpp"
 #include "model/layout.hpp"
@@ -1210,4 +1212,35 @@ TEST(DivergeScale, SampledTokensFindAMutantAtItsLayer) {
     const nlohmann::json j = to_json(clean);
     EXPECT_EQ(j.at("tokens_checked"), 128);
     EXPECT_EQ(report_from_json(j, "r.json").tokens_propagated, 64);
+}
+
+// Each ISA build of the dense products the CPU can run (model/dense_gemm.hpp)
+// computes X W^T within gamma_K |X| |W|^T of the exact product, and the
+// dispatched one is the best the CPU has.
+TEST(DenseGemm, EveryBuildIsWithinGammaKOfTheExactProduct) {
+    const std::int64_t T = 7, K = 301, N = 13;
+    std::mt19937_64 g(11);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> x(T * K), w(N * K), y(T * N), a(T * N);
+    for (double& v : x) v = u(g);
+    for (double& v : w) v = u(g) * 1e3;
+    gemm_abs_xwt(x.data(), w.data(), a.data(), T, K, N);
+    std::vector<std::string> builds{"baseline"};
+    if (cpu::has_avx2()) builds.push_back("avx2");
+    if (cpu::has_avx512()) builds.push_back("avx512");
+    EXPECT_EQ(std::string(gemm_isa()), builds.back());
+    for (const std::string& isa : builds) {
+        gemm_xwt(isa.c_str(), x.data(), w.data(), y.data(), T, K, N);
+        for (std::int64_t t = 0; t < T; ++t)
+            for (std::int64_t n = 0; n < N; ++n) {
+                long double exact = 0, mag = 0;
+                for (std::int64_t k = 0; k < K; ++k) {
+                    exact += static_cast<long double>(x[t * K + k]) * w[n * K + k];
+                    mag += std::fabs(static_cast<long double>(x[t * K + k]) * w[n * K + k]);
+                }
+                const double gamma = K * 0x1p-53 / (1 - K * 0x1p-53);
+                EXPECT_LE(std::fabs(static_cast<double>(y[t * N + n] - exact)), gamma * static_cast<double>(mag)) << isa;
+                EXPECT_NEAR(a[t * N + n], static_cast<double>(mag), 1e-12 * static_cast<double>(mag)) << isa;
+            }
+    }
 }
