@@ -186,7 +186,7 @@ Subcommand add_synth(CLI::App& app) {
     cmd->add_option("--convention", o->conventions,
                     "KEY=VALUE the candidate really follows (repeatable; the dump still declares the contract's): "
                     "rope_pairing=interleaved, eps_placement=outside, gate_order=up_gate, gelu=tanh, "
-                    "norm_cast=before_weight, causal=top_left, window_keys=w_plus_one, lm_head=embed");
+                    "norm_cast=before_weight, causal=top_left, window_keys=w_plus_one, lm_head=embed, rolling_order=slots");
     cmd->add_option("--out", o->out, "the model dump to write (safetensors)")->required();
     cmd->footer(
         "Shapes not given take the contract defaults (width 64, 4 heads of 16, 2 KV heads, ffn 128, 16 tokens).\n"

@@ -49,6 +49,7 @@ const std::map<std::string, std::vector<std::string>>& convention_values() {
         {"norm_cast", {"after_weight", "before_weight"}}, {"causal", {"bottom_right", "top_left"}},
         {"window_keys", {"w", "w_plus_one"}}, {"lm_head", {"own", "embed"}},
         {"conv_padding", {"causal", "same"}}, {"logit_softcap", {"applied", "skipped"}},
+        {"rolling_order", {"positions", "slots"}},
         // Arithmetic a narrow-format model may do in its own format
         // (Hugging Face's PyTorch code in bf16/fp16; docs/model.md):
         {"rope_arith", {"fp32", "dtype"}}, {"attention_probs", {"fp32", "dtype"}}, {"router_arith", {"fp32", "dtype"}},
@@ -60,6 +61,11 @@ Conventions default_conventions() {
     Conventions c;
     for (const auto& [k, vals] : convention_values()) c[k] = vals.front();
     return c;
+}
+
+std::int64_t ModelContract::cache_rows(std::int64_t layer) const {
+    const std::int64_t w = layer_window(layer);
+    return kv_cache == "rolling" && w > 0 ? std::min(cache_tokens, w) : cache_tokens;
 }
 
 std::int64_t ModelContract::layer_window(std::int64_t layer) const {
@@ -174,6 +180,8 @@ void validate(const ModelContract& c) {
     if (c.window < 0) fail("window", "must be >= 0 (0: no sliding window)");
     if (c.window_pattern.empty() || c.window_pattern.find_first_not_of("LG") != std::string::npos)
         fail("window_pattern", "must be a non-empty string of L (local) and G (global), e.g. \"LLLLLG\"");
+    if (c.kv_cache != "full" && c.kv_cache != "rolling") fail("kv_cache", "must be full or rolling");
+    if (c.kv_cache == "rolling" && c.window == 0) fail("kv_cache", "rolling needs a sliding window (window > 0)");
     if (c.short_conv < 0) fail("short_conv", "must be >= 0 (0: no short convolution)");
     if (c.quant != "none" && c.quant != "int8") fail("quant", "must be none or int8");
     if (c.quant_pattern.empty() || c.quant_pattern.find_first_not_of("QF") != std::string::npos)
@@ -343,6 +351,7 @@ const std::map<std::string, Field>& fields() {
         {"mla_v_dim", int_field(&ModelContract::mla_v_dim)},
         {"mla_form", string_field(&ModelContract::mla_form)},
         {"window_pattern", string_field(&ModelContract::window_pattern)},
+        {"kv_cache", string_field(&ModelContract::kv_cache)},
         {"qkv_bias", bool_field(&ModelContract::qkv_bias)},
         {"o_bias", bool_field(&ModelContract::o_bias)},
         {"norm", enum_field(&ModelContract::norm, {NormKind::rms_norm, NormKind::layer_norm})},

@@ -49,6 +49,8 @@ const char* name(ResidualKind r);
 //   conv_padding    causal | same           the short convolution's window: the K - 1 earlier
 //                                           tokens, or centred (Conv1d(padding = (K - 1) / 2))
 //   logit_softcap   applied | skipped       the contract's logit softcap applied, or the raw logits
+//   rolling_order   positions | slots       a rolling KV cache read oldest first (the ring
+//                                           unrolled), or in its slots' order as stored
 using Conventions = std::map<std::string, std::string>;
 const std::map<std::string, std::vector<std::string>>& convention_values();
 Conventions default_conventions();
@@ -96,6 +98,10 @@ struct ModelContract {
     // "L" every layer, "LG" alternating (gpt-oss), "LLLLLG" Gemma's 5:1.
     std::int64_t window = 0;
     std::string window_pattern = "L";
+    // The KV cache of the local layers: "full" holds the P cached keys in
+    // position order; "rolling" (Mistral's rolling buffer) holds the last
+    // min(P, W) in a ring of W slots, position p in slot p mod W.
+    std::string kv_cache = "full";
     bool qkv_bias = false, o_bias = false;
     // Norms.
     NormKind norm = NormKind::rms_norm;
@@ -150,6 +156,7 @@ struct ModelContract {
     bool has_kind(AttentionKind k) const;                // some layer is of kind k
     bool moe() const { return mlp == MlpKind::moe || mlp == MlpKind::latent_moe; }
     std::int64_t layer_window(std::int64_t layer) const;  // W on a local layer, 0 on a global one
+    std::int64_t cache_rows(std::int64_t layer) const;    // rows of the layer's KV cache: P, or min(P, W) rolling
     bool int8_layer(std::int64_t layer) const;  // quant = int8 and the pattern marks the layer 'Q'
 };
 

@@ -335,6 +335,7 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
             std::vector<std::string> v;
             if (c.cache_tokens > 0) v.push_back("causal");
             if (c.window > 0) v.push_back("window_keys");
+            if (c.kv_cache == "rolling" && c.cache_tokens > c.window) v.push_back("rolling_order");
             if (c.dtype != Format::fp32) v.push_back("attention_probs");
             return v;
         }

@@ -262,7 +262,7 @@ private:
         if (P > 0) {
             in.push_back(p("cache.k"));
             in.push_back(p("cache.v"));
-            weights[p("cache.k")] = weights[p("cache.v")] = {P, G * D};
+            weights[p("cache.k")] = weights[p("cache.v")] = {c_.cache_rows(layer_), G * D};
         }
         std::string attn = step("attn", StepKind::attention, in, {}, {T_, H * D}, false, H);
         if (kind == AttentionKind::gated) {

@@ -215,12 +215,24 @@ std::pair<Tensor, Tensor> halves(const TensorView& x) {
     return {half(0), half(F)};
 }
 
+// A layer's KV cache in position order.  A rolling cache (kv_cache
+// rolling, a local layer) that has wrapped holds position p in slot p mod W:
+// unrolled, its oldest entry (slot P mod W) comes first -- unless the
+// candidate reads the slots as stored (rolling_order slots, a port that
+// never unrolls the ring).
+Tensor cache_in_order(const TensorView& cache, const ModelContract& c, const Step& s, const Conventions& conv) {
+    const std::int64_t W = c.layer_window(s.layer), R = cache.shape[0], F = R > 0 ? cache.numel() / R : 0;
+    const std::int64_t start = c.kv_cache == "rolling" && W > 0 && c.cache_tokens >= W ? c.cache_tokens % W : 0;
+    if (start == 0 || convention(conv, "rolling_order") == "slots") return copy_tensor(cache);
+    return permuted(cache, {R, F}, [=](std::int64_t i) { return ((i / F + start) % R) * F + i % F; });
+}
+
 void attention_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
-    const std::int64_t G = c.kv_heads, P = c.cache_tokens;
+    const std::int64_t G = c.kv_heads, P = c.cache_tokens, R = c.cache_rows(s.layer);
     call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
-    for (std::size_t i : {1u, 2u}) {  // k, v: cached keys first, then the new ones
+    for (std::size_t i : {1u, 2u}) {  // k, v: cached keys first (oldest first), then the new ones
         const TensorView x = get(s.inputs[i]);
-        call.in.push_back(heads_major(P > 0 ? concat_first(get(s.inputs[i + 2]), x).view() : x, G));
+        call.in.push_back(heads_major(P > 0 ? concat_first(cache_in_order(get(s.inputs[i + 2]), c, s, conv).view(), x).view() : x, G));
     }
     const bool top_left = convention(conv, "causal") == "top_left" && P > 0;
     // The op's window counts the keys seen, the query's own included.
@@ -236,7 +248,7 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
         declare_rounding(call.params, "p", c.dtype);
         call.unexpressed.push_back("attention_probs=dtype");
     }
-    if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, P + c.tokens, w));
+    if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, R + c.tokens, w));
     call.out_heads = s.heads;
 }
 

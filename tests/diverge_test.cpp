@@ -1244,3 +1244,30 @@ TEST(DenseGemm, EveryBuildIsWithinGammaKOfTheExactProduct) {
             }
     }
 }
+
+// Mistral's rolling-buffer KV cache (kv_cache rolling): a local layer's
+// cache holds the last min(P, W) keys, position p in slot p mod W; global
+// layers keep all P.  Clean stacks pass, wrapped or not; a port that reads
+// the ring in slot order fails at its first local attention, named.
+TEST(Diverge, RollingBufferCacheLayers) {
+    for (Format f : {Format::fp32, Format::bf16}) {
+        ModelContract c = small("dense", f);
+        c.window = 6, c.window_pattern = "LG", c.kv_cache = "rolling", c.tokens = 8;
+        for (std::int64_t P : {4, 9, 12}) {
+            c.cache_tokens = P;
+            std::map<std::string, std::vector<std::int64_t>> shapes;
+            for (const WeightSpec& w : weight_specs(c)) shapes[w.name] = w.shape;
+            EXPECT_EQ(shapes.at("layers.0.cache.k")[0], std::min<std::int64_t>(P, 6)) << P;
+            EXPECT_EQ(shapes.at("layers.1.cache.v")[0], P) << P;
+            const DivergeReport r = analyse(c);
+            EXPECT_FALSE(r.first_failing) << name(f) << " P " << P << ": " << first_failing_text(r);
+        }
+        c.cache_tokens = 9;  // wrapped: slot order is not position order
+        CandidateOptions slots;
+        slots.conventions["rolling_order"] = "slots";
+        expect_first_failing(analyse(c, slots), "layers.0.attn", "rolling_order=slots");
+    }
+    ModelContract bad = small("dense", Format::bf16);
+    bad.kv_cache = "rolling";
+    EXPECT_THROW(validate(bad), std::invalid_argument);  // no window: nothing rolls
+}
