@@ -108,8 +108,12 @@ Values DumpValues::rows(const std::string& name, const std::vector<std::int64_t>
     out.shape.assign(v.shape.begin(), v.shape.begin() + v.rank);
     out.shape[0] = static_cast<std::int64_t>(rows.size());
     out.v.reserve(rows.size() * static_cast<std::size_t>(width));
-    for (std::int64_t r : rows)
-        for (std::int64_t e = 0; e < width; ++e) out.v.push_back(v.value(r * width + e));
+    const auto bytes = static_cast<std::size_t>(info(v.format).bytes);
+    for (std::int64_t r : rows) {  // a stored point is dense: each row a dense view, widened by values_of's fast paths
+        const Values row = values_of(TensorView::contiguous(static_cast<char*>(v.data) + static_cast<std::size_t>(r * width) * bytes,
+                                                            v.format, {width}));
+        out.v.insert(out.v.end(), row.v.begin(), row.v.end());
+    }
     return out;
 }
 
@@ -186,33 +190,38 @@ struct Piece {
     std::vector<std::vector<std::int64_t>> in;    // rows of each input (per s.inputs)
 };
 
-// The pieces of a sampled step: one for a row-separable step; one per row
-// for causal attention without cached keys (query t over keys 0..t, which
+// The pieces of a sampled step: one for a row-separable step; for causal
+// attention without cached keys, the prefix as the causal problem of its
+// tokens and each later row t alone, query t over the keys 0..t (which
 // bottom-right alignment and the window see exactly as in the whole
-// sequence); none when the step must be judged whole.
+// sequence); for RoPE, the prefix and each later row at its own position
+// (the offset P + t); none when the step must be judged whole.
 std::vector<Piece> pieces(const ModelContract& c, const Step& s, const TokenSample& sample) {
     if (sample.all) return {};
-    const auto restated = [&](std::int64_t rows) {
-        Piece p{c, s, {}, {}};
-        p.c.tokens = rows;
-        p.s.shape[0] = rows;
+    const auto restated = [&](std::vector<std::int64_t> rows, std::int64_t offset) {
+        Piece p{c, s, std::move(rows), {}};
+        p.c.tokens = static_cast<std::int64_t>(p.out.size());
+        p.c.cache_tokens = offset;
+        p.s.shape[0] = p.c.tokens;
+        p.in.assign(s.inputs.size(), p.out);
         return p;
     };
-    std::vector<Piece> out;
-    if (row_separable(s.kind)) {
-        Piece p = restated(static_cast<std::int64_t>(sample.rows.size()));
-        p.out = sample.rows;
-        p.in.assign(s.inputs.size(), sample.rows);
-        out.push_back(std::move(p));
-    } else if (s.kind == StepKind::attention && c.cache_tokens == 0) {
-        for (std::int64_t t : sample.rows) {
-            Piece p = restated(1);
-            p.out = {t};
-            std::vector<std::int64_t> keys(static_cast<std::size_t>(t + 1));
-            for (std::int64_t j = 0; j <= t; ++j) keys[static_cast<std::size_t>(j)] = j;
-            p.in = {{t}, keys, keys};
-            out.push_back(std::move(p));
+    if (row_separable(s.kind)) return {restated(sample.rows, c.cache_tokens)};
+    const bool attention = s.kind == StepKind::attention && c.cache_tokens == 0;
+    if (!attention && s.kind != StepKind::rope) return {};
+    const auto split = sample.rows.begin() + static_cast<std::ptrdiff_t>(sample.prefix);
+    std::vector<Piece> out{restated({sample.rows.begin(), split}, c.cache_tokens)};
+    for (auto it = split; it != sample.rows.end(); ++it) {
+        const std::int64_t t = *it;
+        if (!attention) {
+            out.push_back(restated({t}, c.cache_tokens + t));
+            continue;
         }
+        Piece p = restated({t}, 0);
+        std::vector<std::int64_t> keys(static_cast<std::size_t>(t + 1));
+        for (std::int64_t j = 0; j <= t; ++j) keys[static_cast<std::size_t>(j)] = j;
+        p.in = {{t}, keys, keys};
+        out.push_back(std::move(p));
     }
     return out;
 }

@@ -69,11 +69,28 @@ namespace {
 
 // A dense tensor of x's format whose element i is x's element src_of(i),
 // copied as bits (a layout change never rounds).
+template <class E, class Index>
+void gather(const TensorView& x, const TensorView& out, std::int64_t n, Index src_of) {
+    const E* in = static_cast<const E*>(x.data);
+    E* o = static_cast<E*>(out.data);
+    for (std::int64_t i = 0; i < n; ++i) o[i] = in[src_of(i)];
+}
+
 template <class Index>
 Tensor permuted(const TensorView& x, std::vector<std::int64_t> shape, Index src_of) {
     Tensor t(x.format, std::move(shape));
     const TensorView out = t.view();
-    for (std::int64_t i = 0; i < t.numel(); ++i) out.set_bits(i, x.bits(src_of(i)));
+    const std::int64_t n = t.numel();
+    if (dense(x)) {  // element i of a dense view is at offset i: no per-element stride walk
+        switch (info(x.format).bytes) {
+            case 1: gather<std::uint8_t>(x, out, n, src_of); break;
+            case 2: gather<std::uint16_t>(x, out, n, src_of); break;
+            case 4: gather<std::uint32_t>(x, out, n, src_of); break;
+            default: gather<std::uint64_t>(x, out, n, src_of); break;
+        }
+        return t;
+    }
+    for (std::int64_t i = 0; i < n; ++i) out.set_bits(i, x.bits(src_of(i)));
     return t;
 }
 
@@ -117,6 +134,12 @@ Tensor concat_first(const TensorView& a, const TensorView& b) {
     const std::int64_t na = a.numel();
     Tensor t(a.format, shape);
     const TensorView out = t.view();
+    if (dense(a) && dense(b)) {  // two block copies
+        const std::size_t e = static_cast<std::size_t>(info(a.format).bytes);
+        std::memcpy(out.data, a.data, static_cast<std::size_t>(na) * e);
+        std::memcpy(static_cast<char*>(out.data) + static_cast<std::size_t>(na) * e, b.data, static_cast<std::size_t>(b.numel()) * e);
+        return t;
+    }
     for (std::int64_t i = 0; i < t.numel(); ++i) out.set_bits(i, i < na ? a.bits(i) : b.bits(i - na));
     return t;
 }
