@@ -1271,3 +1271,35 @@ TEST(Diverge, RollingBufferCacheLayers) {
     bad.kv_cache = "rolling";
     EXPECT_THROW(validate(bad), std::invalid_argument);  // no window: nothing rolls
 }
+
+// On a sample, every step is judged on a subset of the rows with the same
+// per-element budgets (RoPE's rows at their own positions), so no point's
+// local utilization exceeds the whole analysis's, and the worst element
+// named lies in a sampled row; attention rows are judged over their own
+// keys (a bound never looser).
+TEST(DivergeScale, SampleJudgesASubsetOfTheWholeAnalysis) {
+    ModelContract c = small("dense", Format::bf16);
+    c.layers = 2, c.tokens = 300, c.qk_norm = true;
+    const Synthetic m = synthetic_model(c, 9);
+    const NamedTensors pts = run_kernels(c, m.weights, m.input);
+    DivergeOptions all, sampled;
+    all.tokens = 301;
+    sampled.tokens = 40;
+    const DivergeReport w = diverge(c, ModelRun{m.weights, m.input, pts, "c"}, all);
+    const DivergeReport s = diverge(c, ModelRun{m.weights, m.input, pts, "c"}, sampled);
+    EXPECT_EQ(w.tokens_checked, 300);
+    EXPECT_EQ(s.tokens_checked, 40);
+    const TokenSample rows = token_sample(c, build_graph(c), 40);
+    ASSERT_EQ(w.points.size(), s.points.size());
+    for (std::size_t i = 0; i < w.points.size(); ++i) {
+        const PointReport &a = w.points[i], &b = s.points[i];
+        EXPECT_EQ(b.status, PointStatus::pass) << b.point;
+        if (a.kind != StepKind::attention)
+            EXPECT_LE(b.local.utilization, a.local.utilization * (1 + 1e-12)) << b.point;
+        if (b.local.worst >= 0) {
+            const std::int64_t row = b.local.worst / (pts.at(b.point).numel() / c.tokens);
+            EXPECT_TRUE(std::binary_search(rows.rows.begin(), rows.rows.end(), row)) << b.point << " row " << row;
+        }
+        if (a.kind == StepKind::rope) EXPECT_GT(b.local.utilization, 0.1) << b.point;
+    }
+}
