@@ -31,7 +31,7 @@ struct OpOutputs {
     std::vector<std::vector<Real>> values;           // row-major, numel(shape) each
     // What the verdict should count about this case beyond the values (the
     // router's ambiguous selections it accepted): reason -> count.
-    std::map<std::string, std::int64_t> notes;
+    std::map<std::string, std::int64_t> notes = {};
 };
 
 // An integer-valued parameter of an evaluator in [lo, hi] (enums and sizes
@@ -59,7 +59,7 @@ struct StructuredResult {
     std::vector<std::vector<double>> exact;   // the oracle values, rounded to double
     unsigned max_bits = 0;                    // highest precision any element needed
     std::int64_t recomputed = 0;              // elements that needed more than 2P
-    std::map<std::string, std::int64_t> notes;  // OpOutputs::notes of the last evaluation
+    std::map<std::string, std::int64_t> notes = {};  // OpOutputs::notes of the last evaluation
 };
 
 // `out` gives one format per output; a single format applies to every output.

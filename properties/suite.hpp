@@ -57,7 +57,7 @@ struct PropertyDef {
     PropertyMaker make;
     int case_divisor = 1;  // expensive properties run cases / divisor
     // Unset: every kernel of an op it applies to; set: only kernels it accepts.
-    std::function<bool(const KernelInfo&)> for_kernel;
+    std::function<bool(const KernelInfo&)> for_kernel = {};
     // Outputs other than the first whose values it interprets: not run for a
     // kernel that does not write one of them (KernelInfo::unwritten).
     std::vector<std::string> needs = {};
