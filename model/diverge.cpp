@@ -202,7 +202,7 @@ private:
             for (auto& [name, v] : seeds_) publish(name, v, v);
             const auto lookup_in = [&](const Named& pts) -> Lookup {
                 return [&](const std::string& n) -> const Values& {
-                    if (dump.is_weight(n)) return dump.weight(n);
+                    if (dump.is_weight(n)) return dump.weight(n, true);
                     std::lock_guard lock(m_);
                     return pts.at(n);
                 };

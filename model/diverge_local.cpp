@@ -86,11 +86,18 @@ const Tensor& DumpValues::stored(const std::string& name) const {
     throw std::invalid_argument("no point named '" + name + "' in " + run_.source);
 }
 
-const Values& DumpValues::weight(const std::string& name) {
+const Values& DumpValues::weight(const std::string& name, bool feed) {
     std::lock_guard lock(m_);
     if (const auto w = weights_.find(name); w != weights_.end()) return w->second;
     const auto t = run_.weights.find(name);
     if (t == run_.weights.end()) throw std::invalid_argument("no weight or cache named '" + name + "' in " + run_.source);
+    // A weight read after its last use by the graph (a convention tried at
+    // the logits reads the embedding) is kept to the end: released as soon
+    // as the other thread passes it, it would dangle while this one reads it.
+    // (A thread's progress is past every step before the one it is on.)
+    const auto last = last_use_.find(name);
+    if (last == last_use_.end() || static_cast<std::int64_t>(last->second) <= (feed ? feed_past_ : local_past_))
+        pinned_.insert(name);
     // std::map: a reference stays valid while other entries come and go.
     return weights_.emplace(name, values_of(t->second.view())).first->second;
 }
@@ -127,7 +134,7 @@ void DumpValues::release_weights() {
     const std::int64_t past = feed_ ? std::min(local_past_, feed_past_) : local_past_;
     for (auto it = weights_.begin(); it != weights_.end();) {
         const auto last = last_use_.find(it->first);
-        if (last != last_use_.end() && static_cast<std::int64_t>(last->second) > past) {
+        if (pinned_.count(it->first) || (last != last_use_.end() && static_cast<std::int64_t>(last->second) > past)) {
             ++it;
             continue;
         }

@@ -45,7 +45,9 @@ public:
     bool has(const std::string& name) const;
     bool is_weight(const std::string& name) const { return run_.weights.count(name) > 0; }  // or a cache
     const Values& get(const std::string& name);     // a point, the input or a weight, whole
-    const Values& weight(const std::string& name);  // a weight or cache, converted once while in use
+    // A weight or cache, converted once while in use; `feed`: asked by the
+    // oracle thread (whose progress says which reads are past a last use).
+    const Values& weight(const std::string& name, bool feed = false);
     // Rows of a point or the model input (first dimension), read from the dump.
     Values rows(const std::string& name, const std::vector<std::int64_t>& rows) const;
     Values first_rows(const std::string& name, std::int64_t n) const;
@@ -61,6 +63,7 @@ private:
     std::map<std::string, std::size_t> last_use_;
     std::mutex m_;  // weights_ and the consumers' progress
     std::map<std::string, Values> weights_;
+    std::set<std::string> pinned_;  // read after their last use: held to the end
     std::int64_t local_past_ = -1, feed_past_ = -1;
     bool feed_ = false;
 };
