@@ -129,8 +129,11 @@ MappedModelDump map_model_dump(const fs::path& file) {
         ::close(fd);
         throw FormatError(source, "", std::to_string(size) + " bytes: shorter than the 8-byte header length");
     }
-    // Copy-on-write: a write through a tensor never reaches the file.
-    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    // Copy-on-write: a write through a tensor never reaches the file.  No
+    // reservation: a private writable mapping is otherwise charged in full
+    // against memory + swap, and a dump larger than both could not be mapped
+    // (nothing writes to it; a page written would be allocated then).
+    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
     ::close(fd);
     if (base == MAP_FAILED) throw FormatError(source, "", std::string("cannot map: ") + std::strerror(errno));
     const std::shared_ptr<void> mapping(base, [size](void* p) { ::munmap(p, size); });

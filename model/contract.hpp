@@ -102,6 +102,10 @@ struct ModelContract {
     // position order; "rolling" (Mistral's rolling buffer) holds the last
     // min(P, W) in a ring of W slots, position p in slot p mod W.
     std::string kv_cache = "full";
+    // Internal, never in the contract's JSON: the positions of the queries
+    // when an attention step is restated over sampled rows (docs/diverge.md,
+    // "Scale"): query i at position query_positions[i] over the keys from 0.
+    std::vector<std::int64_t> query_positions;
     bool qkv_bias = false, o_bias = false;
     // Norms.
     NormKind norm = NormKind::rms_norm;

@@ -98,8 +98,16 @@ const Values& DumpValues::weight(const std::string& name, bool feed) {
     const auto last = last_use_.find(name);
     if (last == last_use_.end() || static_cast<std::int64_t>(last->second) <= (feed ? feed_past_ : local_past_))
         pinned_.insert(name);
+    // A released weight's buffer of the same size is reused: the layers of a
+    // stack repeat their shapes, so only the first layer's weights take fresh
+    // pages (the kernel zeroing them was a third of the time at width 4096).
+    std::vector<double> buffer;
+    if (auto p = pool_.find(static_cast<std::size_t>(t->second.numel())); p != pool_.end() && !p->second.empty()) {
+        buffer = std::move(p->second.back());
+        p->second.pop_back();
+    }
     // std::map: a reference stays valid while other entries come and go.
-    return weights_.emplace(name, values_of(t->second.view())).first->second;
+    return weights_.emplace(name, values_of(t->second.view(), std::move(buffer))).first->second;
 }
 
 const Values& DumpValues::get(const std::string& name) {
@@ -139,6 +147,7 @@ void DumpValues::release_weights() {
             continue;
         }
         run_.weights.at(it->first).release_pages();
+        pool_[it->second.v.size()].push_back(std::move(it->second.v));
         it = weights_.erase(it);
     }
 }
@@ -199,10 +208,9 @@ struct Piece {
 
 // The pieces of a sampled step: one for a row-separable step; for causal
 // attention without cached keys, the prefix as the causal problem of its
-// tokens and each later row t alone, query t over the keys 0..t (which
-// bottom-right alignment and the window see exactly as in the whole
-// sequence); for RoPE, the prefix and each later row at its own position
-// (the offset P + t); none when the step must be judged whole.
+// tokens and the later rows as queries at their own positions; for RoPE,
+// the prefix and each later row at its own position (the offset P + t);
+// none when the step must be judged whole.
 std::vector<Piece> pieces(const ModelContract& c, const Step& s, const TokenSample& sample) {
     if (sample.all) return {};
     const auto restated = [&](std::vector<std::int64_t> rows, std::int64_t offset) {
@@ -218,18 +226,20 @@ std::vector<Piece> pieces(const ModelContract& c, const Step& s, const TokenSamp
     if (!attention && s.kind != StepKind::rope) return {};
     const auto split = sample.rows.begin() + static_cast<std::ptrdiff_t>(sample.prefix);
     std::vector<Piece> out{restated({sample.rows.begin(), split}, c.cache_tokens)};
-    for (auto it = split; it != sample.rows.end(); ++it) {
-        const std::int64_t t = *it;
-        if (!attention) {
-            out.push_back(restated({t}, c.cache_tokens + t));
-            continue;
-        }
-        Piece p = restated({t}, 0);
-        std::vector<std::int64_t> keys(static_cast<std::size_t>(t + 1));
-        for (std::int64_t j = 0; j <= t; ++j) keys[static_cast<std::size_t>(j)] = j;
-        p.in = {{t}, keys, keys};
-        out.push_back(std::move(p));
+    if (split == sample.rows.end()) return out;
+    if (!attention) {  // RoPE: each later row at its own position
+        for (auto it = split; it != sample.rows.end(); ++it) out.push_back(restated({*it}, c.cache_tokens + *it));
+        return out;
     }
+    // Attention: the later rows as queries at their own positions over the
+    // keys 0 .. the last of them (an explicit mask: what bottom-right
+    // alignment and the window show each of them in the whole sequence).
+    Piece p = restated({split, sample.rows.end()}, 0);
+    p.c.query_positions = p.out;
+    std::vector<std::int64_t> keys(static_cast<std::size_t>(p.out.back() + 1));
+    for (std::size_t j = 0; j < keys.size(); ++j) keys[j] = static_cast<std::int64_t>(j);
+    p.in = {p.out, keys, keys};
+    out.push_back(std::move(p));
     return out;
 }
 

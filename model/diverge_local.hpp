@@ -64,6 +64,7 @@ private:
     std::mutex m_;  // weights_ and the consumers' progress
     std::map<std::string, Values> weights_;
     std::set<std::string> pinned_;  // read after their last use: held to the end
+    std::map<std::size_t, std::vector<std::vector<double>>> pool_;  // released weights' buffers, by size
     std::int64_t local_past_ = -1, feed_past_ = -1;
     bool feed_ = false;
 };

@@ -31,11 +31,14 @@ bool dense(const TensorView& t) {
 
 }  // namespace
 
-Values values_of(const TensorView& t) {
+Values values_of(const TensorView& t) { return values_of(t, {}); }
+
+Values values_of(const TensorView& t, std::vector<double> storage) {
     Values v;
     v.shape = shape_of(t);
     const auto n = static_cast<std::size_t>(t.numel());
-    v.v.resize(n);
+    v.v = std::move(storage);
+    v.v.resize(n);  // a buffer of n already: kept as it is (every element is written below)
     if (dense(t) && (t.format == Format::fp16 || t.format == Format::bf16)) {
         const std::vector<double>& table = table16(t.format);
         const auto* p = static_cast<const std::uint16_t*>(t.data);
@@ -106,23 +109,39 @@ Tensor copy_tensor(const TensorView& t) {
     return permuted(t, shape_of(t), [](std::int64_t i) { return i; });
 }
 
+namespace {
+
+// [A, B, D] -> [B, A, D] by rows of D: the transposition heads_major and
+// tokens_major make, as block copies when x is dense.
+Tensor swap_leading(const TensorView& x, std::int64_t a, std::int64_t b, std::int64_t d, std::vector<std::int64_t> shape) {
+    if (!dense(x))
+        return permuted(x, std::move(shape), [=](std::int64_t i) {
+            const std::int64_t j = i / (a * d), k = i / d % a, e = i % d;
+            return (k * b + j) * d + e;
+        });
+    Tensor t(x.format, std::move(shape));
+    const std::size_t bytes = static_cast<std::size_t>(info(x.format).bytes), row = static_cast<std::size_t>(d) * bytes;
+    const char* in = static_cast<const char*>(x.data);
+    char* out = static_cast<char*>(t.data());
+    for (std::int64_t j = 0; j < b; ++j)
+        for (std::int64_t k = 0; k < a; ++k)
+            std::memcpy(out + static_cast<std::size_t>(j * a + k) * row, in + static_cast<std::size_t>(k * b + j) * row, row);
+    return t;
+}
+
+}  // namespace
+
 Tensor heads_major(const TensorView& x, std::int64_t heads) {
     require_rank("heads_major", shape_of(x), 2);
     const std::int64_t T = x.shape[0], D = x.shape[1] / heads;
     if (D * heads != x.shape[1]) throw std::invalid_argument("heads_major: features not divisible by heads");
-    return permuted(x, {heads, T, D}, [=](std::int64_t i) {
-        const std::int64_t h = i / (T * D), t = i / D % T, d = i % D;
-        return t * heads * D + h * D + d;
-    });
+    return swap_leading(x, T, heads, D, {heads, T, D});  // [T, H, D] -> [H, T, D]
 }
 
 Tensor tokens_major(const TensorView& x) {
     require_rank("tokens_major", shape_of(x), 3);
     const std::int64_t H = x.shape[0], T = x.shape[1], D = x.shape[2];
-    return permuted(x, {T, H * D}, [=](std::int64_t i) {
-        const std::int64_t t = i / (H * D), h = i / D % H, d = i % D;
-        return (h * T + t) * D + d;
-    });
+    return swap_leading(x, H, T, D, {T, H * D});  // [H, T, D] -> [T, H, D]
 }
 
 Tensor concat_first(const TensorView& a, const TensorView& b) {
@@ -272,6 +291,19 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
         call.unexpressed.push_back("attention_probs=dtype");
     }
     if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, R + c.tokens, w));
+    if (!c.query_positions.empty()) {  // sampled queries: each sees the keys up to its own position
+        const std::int64_t lq = static_cast<std::int64_t>(c.query_positions.size()), lk = call.in[1].shape()[1];
+        Tensor m(call.in[0].format(), {lq, lk});
+        for (std::int64_t i = 0; i < lq; ++i)
+            for (std::int64_t j = 0; j < lk; ++j) {
+                const std::int64_t pos = c.query_positions[static_cast<std::size_t>(i)];
+                const bool seen = j <= pos && (w <= 0 || j > pos - w);
+                m.set_value(i * lk + j, seen ? 0.0 : -std::numeric_limits<double>::infinity());
+            }
+        call.params.set("causal", 0);
+        call.params.set("window", 0);
+        call.in.push_back(std::move(m));
+    }
     call.out_heads = s.heads;
 }
 

@@ -28,6 +28,9 @@ struct Values {
     std::int64_t numel() const { return static_cast<std::int64_t>(v.size()); }
 };
 Values values_of(const TensorView& t);  // exact
+// The same into `storage`'s buffer (one of t's size is reused as it is: a
+// recycled buffer costs no fresh pages).
+Values values_of(const TensorView& t, std::vector<double> storage);
 
 using Named = std::map<std::string, Values>;          // points, weights, caches by name
 using NamedTensors = std::map<std::string, Tensor>;   // the same, in a storage format
