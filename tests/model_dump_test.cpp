@@ -316,8 +316,8 @@ namespace {
 
 // Runs `script` (arguments: the python/ directory and `out`) with the Python
 // that has NumPy; false when there is none (the caller skips).
-bool run_python(const std::string& script, const fs::path& out) {
-    const std::string& py = python_with_numpy();
+bool run_python(const std::string& script, const fs::path& out, const std::string& python = python_with_numpy()) {
+    const std::string& py = python;
     if (py.empty()) return false;
     write_text(out / "script.py", script);
     const std::string cmd = py + " " + (out / "script.py").string() + " " + CONFORM_SOURCE_DIR "/python " + out.string();
@@ -435,11 +435,17 @@ TEST(PythonModelWriter, RecordedDumpReadsBack) {
 }
 
 TEST(PythonModelWriter, TorchModuleRecordsBitForBit) {
-    const std::string& py = python_with_numpy();
-    if (py.empty() || std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0)
-        GTEST_SKIP() << "no python3 with numpy and torch";
+    // A Python with NumPy and PyTorch: $CONFORM_TORCH_PYTHON, the one with
+    // NumPy, or the environment the Hugging Face test uses (docs/diverge.md).
+    std::string py;
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("CONFORM_TORCH_PYTHON")) candidates.push_back(env);
+    candidates.insert(candidates.end(), {python_with_numpy(), "/opt/torch-venv/bin/python3"});
+    for (const std::string& c : candidates)
+        if (py.empty() && !c.empty() && std::system((c + " -c 'import numpy, torch' >/dev/null 2>&1").c_str()) == 0) py = c;
+    if (py.empty()) GTEST_SKIP() << "no python3 with numpy and torch";
     TempDir tmp("conform_model_dump_test");
-    ASSERT_TRUE(run_python(kTorchScript, tmp.path()));
+    ASSERT_TRUE(run_python(kTorchScript, tmp.path(), py));
     const ModelDump d = read_model_dump(tmp.path() / "torch.safetensors");
     EXPECT_EQ(d.input.dtype, DType::bf16);
     EXPECT_EQ(d.input.shape, (std::vector<std::int64_t>{4, 8}));
