@@ -21,6 +21,7 @@ CONFORM_GEMM_DECLARE(avx512)
 namespace {
 
 enum class Isa { baseline, avx2, avx512 };
+constexpr const char* kIsaNames[] = {"baseline", "avx2", "avx512"};  // by Isa
 
 Isa isa() {
     static const Isa i = cpu::has_avx512() ? Isa::avx512 : cpu::has_avx2() ? Isa::avx2 : Isa::baseline;
@@ -28,8 +29,8 @@ Isa isa() {
 }
 
 template <class T>
-void dispatch(const T* x, const T* w, T* y, std::int64_t rows, std::int64_t k, std::int64_t n) {
-    switch (isa()) {
+void dispatch(Isa i, const T* x, const T* w, T* y, std::int64_t rows, std::int64_t k, std::int64_t n) {
+    switch (i) {
         case Isa::avx512: return avx512::gemm_xwt(x, w, y, rows, k, n);
         case Isa::avx2: return avx2::gemm_xwt(x, w, y, rows, k, n);
         case Isa::baseline: return baseline::gemm_xwt(x, w, y, rows, k, n);
@@ -39,10 +40,10 @@ void dispatch(const T* x, const T* w, T* y, std::int64_t rows, std::int64_t k, s
 }  // namespace
 
 void gemm_xwt(const double* x, const double* w, double* y, std::int64_t T, std::int64_t K, std::int64_t N) {
-    dispatch(x, w, y, T, K, N);
+    dispatch(isa(), x, w, y, T, K, N);
 }
 void gemm_xwt(const float* x, const float* w, float* y, std::int64_t T, std::int64_t K, std::int64_t N) {
-    dispatch(x, w, y, T, K, N);
+    dispatch(isa(), x, w, y, T, K, N);
 }
 void gemm_abs_xwt(const double* x, const double* w, double* y, std::int64_t T, std::int64_t K, std::int64_t N) {
     switch (isa()) {
@@ -54,18 +55,9 @@ void gemm_abs_xwt(const double* x, const double* w, double* y, std::int64_t T, s
 
 void gemm_xwt(const char* name, const double* x, const double* w, double* y, std::int64_t T, std::int64_t K, std::int64_t N) {
     const std::string n = name;
-    if (n == "avx512") avx512::gemm_xwt(x, w, y, T, K, N);
-    else if (n == "avx2") avx2::gemm_xwt(x, w, y, T, K, N);
-    else baseline::gemm_xwt(x, w, y, T, K, N);
+    dispatch(n == "avx512" ? Isa::avx512 : n == "avx2" ? Isa::avx2 : Isa::baseline, x, w, y, T, K, N);
 }
 
-const char* gemm_isa() {
-    switch (isa()) {
-        case Isa::avx512: return "avx512";
-        case Isa::avx2: return "avx2";
-        case Isa::baseline: break;
-    }
-    return "baseline";
-}
+const char* gemm_isa() { return kIsaNames[static_cast<int>(isa())]; }
 
 }  // namespace conform::model

@@ -131,16 +131,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The last step reading each point (or computing it, when none reads it).
-std::map<std::string, std::size_t> last_uses(const std::vector<Step>& graph) {
-    std::map<std::string, std::size_t> last;
-    for (std::size_t i = 0; i < graph.size(); ++i) {
-        last[graph[i].point] = std::max(last[graph[i].point], i);
-        for (const std::string& in : graph[i].inputs) last[in] = i;
-    }
-    return last;
-}
-
 // The FP64 tier run from the model input on a second thread (with the MPFR
 // cross-check of each layer once it is computed), while the first judges
 // the steps locally: the local checks are most of the work and need only
@@ -306,7 +296,7 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const Diverg
     ModelContract cp = c;  // the propagated run's contract: the sample's prefix of the tokens
     cp.tokens = sample.prefix;
     const std::vector<Step> graph_p = steps_in_range(build_graph(cp), rep.range, c.layers);
-    DumpValues dump(c, graph, cand, 2);
+    DumpValues dump(graph, cand, 2);
     Named seeds = range_seeds(graph, dump, sample.prefix);
     rep.propagated_from = "the model input";
     if (!seeds.empty()) {
@@ -365,7 +355,7 @@ DivergeReport diverge(const ModelContract& c, const ModelRun& cand, const ModelR
     const TokenSample sample = token_sample(c, graph, opt.tokens);
     rep.tokens_checked = sample.all ? c.tokens : static_cast<std::int64_t>(sample.rows.size());
     rep.tokens_propagated = rep.tokens_checked;  // each dump's own points: the same rows
-    DumpValues cd(c, graph, cand), rd(c, graph, refr);
+    DumpValues cd(graph, cand), rd(graph, refr);
     rep.mpfr_cross_check = "not run (two dumps: no FP64-tier run from the model input)";
     Statuses st, rst;
     std::int64_t shown = -2;

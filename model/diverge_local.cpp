@@ -61,15 +61,8 @@ TokenSample token_sample(const ModelContract& c, const std::vector<Step>& graph,
     return t;
 }
 
-DumpValues::DumpValues(const ModelContract& c, const std::vector<Step>& graph, const ModelRun& run, int consumers)
-    : run_(run), feed_(consumers > 1) {
-    (void)c;
-    for (std::size_t i = 0; i < graph.size(); ++i) {
-        last_use_[graph[i].point] = i;
-        for (const auto* names : {&graph[i].inputs, &graph[i].weights})
-            for (const std::string& in : *names) last_use_[in] = i;
-    }
-}
+DumpValues::DumpValues(const std::vector<Step>& graph, const ModelRun& run, int consumers)
+    : run_(run), last_use_(last_uses(graph)), feed_(consumers > 1) {}
 
 bool DumpValues::has(const std::string& name) const {
     return name == "input" || run_.points.count(name) || run_.weights.count(name);
@@ -277,11 +270,10 @@ Evaluated evaluate_piece(const Piece& p, DumpValues& dump, const Conventions& co
     return evaluate(p.c, p.s, get, conv, f, &cand, counts);
 }
 
-// The step on every token, or on the sample's rows (pieces concatenated in
-// row order); `cand`: the candidate's values of the same rows.
-Evaluated evaluate_sampled(const ModelContract& c, const Step& s, DumpValues& dump, const TokenSample& sample,
+// The step on every token (no pieces), or on the sample's rows (the pieces
+// concatenated in row order); `cand`: the candidate's values of the same rows.
+Evaluated evaluate_sampled(const ModelContract& c, const Step& s, DumpValues& dump, const std::vector<Piece>& ps,
                            const Conventions& conv, Format f, const Values& cand, RouterCounts* counts) {
-    const std::vector<Piece> ps = pieces(c, s, sample);
     if (ps.empty()) {
         const Lookup get = [&dump](const std::string& n) -> const Values& { return dump.get(n); };
         return evaluate(c, s, get, conv, f, &cand, counts);
@@ -305,12 +297,6 @@ Evaluated evaluate_sampled(const ModelContract& c, const Step& s, DumpValues& du
     return all;
 }
 
-// The candidate's values the verdict compares: the whole point, or the
-// sample's rows when the step is judged on them.
-Values candidate_values(const ModelContract& c, const Step& s, DumpValues& dump, const TokenSample& sample) {
-    return pieces(c, s, sample).empty() ? dump.get(s.point) : dump.rows(s.point, sample.rows);
-}
-
 }  // namespace
 
 LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump, const TokenSample& sample) {
@@ -320,16 +306,19 @@ LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump,
     const Tensor* t = dump.point(s.point);
     lr.present = t != nullptr;
     if (!lr.present || !lr.missing.empty()) return lr;
-    lr.cand = candidate_values(c, s, dump, sample);
+    const std::vector<Piece> ps = pieces(c, s, sample);
+    lr.sampled = !ps.empty();
+    // The candidate's values the verdict compares: the whole point, or the
+    // sample's rows when the step is judged on them.
+    lr.cand = lr.sampled ? dump.rows(s.point, sample.rows) : dump.get(s.point);
     lr.format = t->format();
     RouterCounts counts;
-    Evaluated e = evaluate_sampled(c, s, dump, sample, c.conventions, lr.format, lr.cand, &counts);
+    Evaluated e = evaluate_sampled(c, s, dump, ps, c.conventions, lr.format, lr.cand, &counts);
     if (s.kind == StepKind::router) lr.note = counts.note();
     lr.ref = std::move(e.ref);
     lr.allowed = std::move(e.allowed);
     lr.local = compare(lr.cand.v, lr.ref.v, lr.allowed, lr.format, e.inherited);
     lr.oracle_ratio = e.ratio;
-    lr.sampled = !pieces(c, s, sample).empty();
     if (lr.sampled && lr.local.worst >= 0) {  // back to the whole point's flat index
         const std::int64_t width = t->numel() / t->shape()[0];
         lr.local.worst = sample.rows[static_cast<std::size_t>(lr.local.worst / width)] * width + lr.local.worst % width;
@@ -372,12 +361,13 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
 void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, const LocalResult& lr, PointReport& r,
                      const TokenSample& sample) {
     double best = 1;
+    const std::vector<Piece> ps = pieces(c, s, sample);
     for (const std::string& key : conventions_of(c, s.kind)) {
         for (const std::string& value : convention_values().at(key)) {
             if (value == c.conventions.at(key)) continue;
             Conventions conv = c.conventions;
             conv[key] = value;
-            const Evaluated e = evaluate_sampled(c, s, dump, sample, conv, lr.format, lr.cand, nullptr);
+            const Evaluated e = evaluate_sampled(c, s, dump, ps, conv, lr.format, lr.cand, nullptr);
             const double util = compare(lr.cand.v, e.ref.v, e.allowed, lr.format).utilization;
             char text[64];
             std::snprintf(text, sizeof text, ": utilization %.3g", util);

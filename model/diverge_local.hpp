@@ -41,7 +41,7 @@ TokenSample token_sample(const ModelContract& c, const std::vector<Step>& graph,
 // thread; get() and release_after() from the local thread only.
 class DumpValues {
 public:
-    DumpValues(const ModelContract& c, const std::vector<Step>& graph, const ModelRun& run, int consumers = 1);
+    DumpValues(const std::vector<Step>& graph, const ModelRun& run, int consumers = 1);
     bool has(const std::string& name) const;
     bool is_weight(const std::string& name) const { return run_.weights.count(name) > 0; }  // or a cache
     const Values& get(const std::string& name);     // a point, the input or a weight, whole

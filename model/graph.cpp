@@ -419,6 +419,16 @@ std::vector<Step> steps_in_range(const std::vector<Step>& graph, const LayerRang
     return out;
 }
 
+std::map<std::string, std::size_t> last_uses(const std::vector<Step>& steps) {
+    std::map<std::string, std::size_t> last;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+        last.try_emplace(steps[i].point, i);  // read later: overwritten below
+        for (const auto* names : {&steps[i].inputs, &steps[i].weights})
+            for (const std::string& n : *names) last[n] = i;
+    }
+    return last;
+}
+
 std::vector<std::string> outside_inputs(const std::vector<Step>& steps,
                                         const std::function<bool(const std::string&)>& is_weight) {
     std::set<std::string> made, seen;

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,10 @@ LayerRange parse_layer_range(const std::string& text, std::int64_t layers);
 std::vector<Step> steps_in_range(const std::vector<Step>& graph, const LayerRange& r, std::int64_t layers);
 // The points the steps read that no step of the list computes and that are
 // not weights or caches (`is_weight`): a range's inputs from earlier layers.
+// The index of the last step of `steps` that reads each point, weight or
+// cache (or, for a point no step reads, the step that computes it): what a
+// streamed run holds until then and may drop after.
+std::map<std::string, std::size_t> last_uses(const std::vector<Step>& steps);
 std::vector<std::string> outside_inputs(const std::vector<Step>& steps,
                                         const std::function<bool(const std::string&)>& is_weight);
 

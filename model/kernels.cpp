@@ -332,12 +332,7 @@ NamedTensors run_kernels(const ModelContract& c, const NamedTensors& weights, co
 void run_kernels_streamed(const ModelContract& c, const WeightSource& weight, const Tensor& input,
                           const CandidateOptions& opt) {
     const std::vector<Step> graph = build_graph(c);
-    std::map<std::string, std::size_t> last_use;  // points and weights by the last step that reads them
-    for (std::size_t i = 0; i < graph.size(); ++i) {
-        last_use[graph[i].point] = std::max(last_use[graph[i].point], i);
-        for (const auto* names : {&graph[i].inputs, &graph[i].weights})
-            for (const std::string& n : *names) last_use[n] = i;
-    }
+    const std::map<std::string, std::size_t> last_use = last_uses(graph);
     NamedTensors points{{"input", input}}, held;
     const TensorLookup get = [&](const std::string& n) -> const Tensor& {
         if (auto it = points.find(n); it != points.end()) return it->second;

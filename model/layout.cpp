@@ -219,13 +219,15 @@ void declare_rounding(Params& p, const std::string& what, Format f) {
     p.set("declared." + what + "_eta", std::ldexp(1.0, fi.emin - fi.precision));
 }
 
-// The additive top-left causal mask [Lq, Lk]: query i sees keys j <= i
-// (and j > i - window with a sliding window).
-Tensor top_left_mask(Format f, std::int64_t lq, std::int64_t lk, std::int64_t window) {
+// The additive mask [Lq, Lk] of queries at key positions `pos`: query i
+// sees keys j <= pos[i] (and j > pos[i] - window with a sliding window).
+Tensor position_mask(Format f, const std::vector<std::int64_t>& pos, std::int64_t lk, std::int64_t window) {
+    const auto lq = static_cast<std::int64_t>(pos.size());
     Tensor m(f, {lq, lk});
     for (std::int64_t i = 0; i < lq; ++i)
         for (std::int64_t j = 0; j < lk; ++j) {
-            const bool seen = j <= i && (window <= 0 || j > i - window);
+            const std::int64_t p = pos[static_cast<std::size_t>(i)];
+            const bool seen = j <= p && (window <= 0 || j > p - window);
             m.set_value(i * lk + j, seen ? 0.0 : -std::numeric_limits<double>::infinity());
         }
     return m;
@@ -270,17 +272,23 @@ Tensor cache_in_order(const TensorView& cache, const ModelContract& c, const Ste
 }
 
 void attention_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
-    const std::int64_t G = c.kv_heads, P = c.cache_tokens, R = c.cache_rows(s.layer);
+    const std::int64_t G = c.kv_heads, P = c.cache_tokens;
     call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
     for (std::size_t i : {1u, 2u}) {  // k, v: cached keys first (oldest first), then the new ones
         const TensorView x = get(s.inputs[i]);
         call.in.push_back(heads_major(P > 0 ? concat_first(cache_in_order(get(s.inputs[i + 2]), c, s, conv).view(), x).view() : x, G));
     }
-    const bool top_left = convention(conv, "causal") == "top_left" && P > 0;
+    // The query positions an explicit mask states: top-left alignment (query
+    // i at key i), or the sampled queries of a step restated over rows
+    // (docs/diverge.md, "Scale"); none: the op's bottom-right causal mask.
+    std::vector<std::int64_t> positions = c.query_positions;
+    if (convention(conv, "causal") == "top_left" && P > 0)
+        for (std::int64_t i = 0; i < c.tokens; ++i) positions.push_back(i);
     // The op's window counts the keys seen, the query's own included.
     std::int64_t w = c.layer_window(s.layer);
     if (w > 0 && convention(conv, "window_keys") == "w_plus_one") ++w;
-    call.params = Params({{"scale", 0}, {"causal", top_left ? 0.0 : 1.0}, {"window", top_left ? 0.0 : static_cast<double>(w)},
+    const bool masked = !positions.empty();
+    call.params = Params({{"scale", 0}, {"causal", masked ? 0.0 : 1.0}, {"window", masked ? 0.0 : static_cast<double>(w)},
                           {"softcap", 0}});
     // attention_probs = dtype: the weights P rounded to the model's format
     // before P V (PyTorch's CPU flash attention in bf16/fp16): the bound's
@@ -290,20 +298,7 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
         declare_rounding(call.params, "p", c.dtype);
         call.unexpressed.push_back("attention_probs=dtype");
     }
-    if (top_left) call.in.push_back(top_left_mask(call.in[0].format(), c.tokens, R + c.tokens, w));
-    if (!c.query_positions.empty()) {  // sampled queries: each sees the keys up to its own position
-        const std::int64_t lq = static_cast<std::int64_t>(c.query_positions.size()), lk = call.in[1].shape()[1];
-        Tensor m(call.in[0].format(), {lq, lk});
-        for (std::int64_t i = 0; i < lq; ++i)
-            for (std::int64_t j = 0; j < lk; ++j) {
-                const std::int64_t pos = c.query_positions[static_cast<std::size_t>(i)];
-                const bool seen = j <= pos && (w <= 0 || j > pos - w);
-                m.set_value(i * lk + j, seen ? 0.0 : -std::numeric_limits<double>::infinity());
-            }
-        call.params.set("causal", 0);
-        call.params.set("window", 0);
-        call.in.push_back(std::move(m));
-    }
+    if (masked) call.in.push_back(position_mask(call.in[0].format(), positions, call.in[1].shape()[1], w));
     call.out_heads = s.heads;
 }
 
