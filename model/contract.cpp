@@ -126,13 +126,17 @@ void require_model_format(const std::string& field, Format f) {
 }
 
 void check_conventions(const Conventions& conv) {
-    for (const auto& [k, v] : conv) {
+    for (const auto& [key, v] : conv) {
+        const std::size_t colon = key.find(':');  // "STEP:key": scoped to one step name
+        if (colon == 0 || (colon != std::string::npos && key.find_first_of(" :", colon + 1) != std::string::npos))
+            fail("conventions." + key, "a scoped convention is STEP:key, e.g. o_norm:norm_cast");
+        const std::string k = colon == std::string::npos ? key : key.substr(colon + 1);
         auto it = convention_values().find(k);
-        if (it == convention_values().end()) fail("conventions." + k, "unknown convention");
+        if (it == convention_values().end()) fail("conventions." + key, "unknown convention");
         bool known = false;
         std::string list;
         for (const auto& a : it->second) known |= a == v, list += (list.empty() ? "" : " | ") + a;
-        if (!known) fail("conventions." + k, "'" + v + "' is not one of " + list);
+        if (!known) fail("conventions." + key, "'" + v + "' is not one of " + list);
     }
 }
 
@@ -143,6 +147,12 @@ void validate_moe(const ModelContract& c) {
     if (c.top_k < 1 || c.top_k > c.experts)
         fail("top_k", "must be in [1, experts = " + std::to_string(c.experts) + "] (is " + std::to_string(c.top_k) + ")");
     if (c.shared_experts < 0) fail("shared_experts", "must be >= 0");
+    if (c.shared_ffn < 0) fail("shared_ffn", "must be >= 0 (0: expert_ffn)");
+    if (c.shared_gate) {
+        if (c.shared_experts != 1) fail("shared_gate", "needs shared_experts = 1 (one gated shared expert)");
+        if (c.mlp != MlpKind::moe) fail("shared_gate", "needs mlp moe");
+        if (c.residual_scale != 1) fail("shared_gate", "needs residual_scale 1 (the routed and shared sums add unscaled)");
+    }
     if (c.mlp == MlpKind::latent_moe) require_positive("latent_dim", c.latent_dim);
 }
 
@@ -188,7 +198,13 @@ void validate(const ModelContract& c) {
         fail("quant_pattern", "must be a non-empty string of Q (INT8) and F (float), e.g. \"QQQF\"");
     if (c.quant == "int8" && (c.qkv_bias || c.o_bias))
         fail("quant", "int8 layers take no projection bias (qkv_bias, o_bias)");
-    if (c.decay != "softplus" && c.decay != "lower_bounded") fail("decay", "must be softplus or lower_bounded");
+    if (c.decay != "softplus" && c.decay != "lower_bounded" && c.decay != "exp_softplus")
+        fail("decay", "must be softplus, lower_bounded or exp_softplus");
+    if (c.linear_v_heads < 0) fail("linear_v_heads", "must be >= 0 (0: linear_heads)");
+    if (c.value_heads() % c.linear_heads)
+        fail("linear_v_heads", "must be a multiple of linear_heads (" + std::to_string(c.linear_heads) + ")");
+    if (c.linear_gate_act != "sigmoid" && c.linear_gate_act != "silu") fail("linear_gate_act", "must be sigmoid or silu");
+    if (c.l2_format != "dtype" && c.l2_format != "fp32") fail("l2_format", "must be dtype or fp32");
     if (!(c.decay_min < 0) || !std::isfinite(c.decay_min) || static_cast<double>(static_cast<float>(c.decay_min)) != c.decay_min)
         fail("decay_min", "must be a negative FP32 value (eq 1.22: -5)");
     require_finite("eps", c.eps, false);
@@ -336,8 +352,15 @@ const std::map<std::string, Field>& fields() {
         {"linear_heads", int_field(&ModelContract::linear_heads)},
         {"linear_head_dim", int_field(&ModelContract::linear_head_dim)},
         {"short_conv", int_field(&ModelContract::short_conv)},
+        {"linear_v_heads", int_field(&ModelContract::linear_v_heads)},
         {"linear_output_gate", bool_field(&ModelContract::linear_output_gate)},
+        {"linear_gate_act", string_field(&ModelContract::linear_gate_act)},
+        {"o_norm_zero_centered", {[](ModelContract& c, const std::string& f, const nlohmann::json& v) {
+                                      c.o_norm_zero_centered = typed(f, v, nlohmann::json::value_t::boolean).get<bool>();
+                                  },
+                                  [](const ModelContract& c) { return nlohmann::json(c.o_norm_offset()); }}},
         {"decay", string_field(&ModelContract::decay)},
+        {"l2_format", string_field(&ModelContract::l2_format)},
         {"decay_min", num_field(&ModelContract::decay_min)},
         {"quant", string_field(&ModelContract::quant)},
         {"quant_pattern", string_field(&ModelContract::quant_pattern)},
@@ -373,6 +396,8 @@ const std::map<std::string, Field>& fields() {
         {"top_k", int_field(&ModelContract::top_k)},
         {"shared_experts", int_field(&ModelContract::shared_experts)},
         {"expert_ffn", int_field(&ModelContract::expert_ffn)},
+        {"shared_gate", bool_field(&ModelContract::shared_gate)},
+        {"shared_ffn", int_field(&ModelContract::shared_ffn)},
         {"router_score", enum_field(&ModelContract::router_score, {RouterScore::softmax, RouterScore::sigmoid})},
         {"renormalize", bool_field(&ModelContract::renormalize)},
         {"selection_bias", bool_field(&ModelContract::selection_bias)},

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,17 @@ const char* name(ResidualKind r);
 //   logit_softcap   applied | skipped       the contract's logit softcap applied, or the raw logits
 //   rolling_order   positions | slots       a rolling KV cache read oldest first (the ring
 //                                           unrolled), or in its slots' order as stored
+// A key "STEP:key" (e.g. "o_norm:norm_cast") declares `key` for the steps
+// whose point is STEP in every layer ("layers.N.STEP"), over the plain key:
+// a model whose modules differ (Qwen3-Next's gated output norm casts before
+// its weight, its other norms after).  step_conventions resolves them.
 using Conventions = std::map<std::string, std::string>;
 const std::map<std::string, std::vector<std::string>>& convention_values();
 Conventions default_conventions();
+struct Step;
+// The conventions of step s: the plain keys, each overridden by a scoped
+// "STEP:key" whose STEP is s's point within its layer; no scoped key left.
+Conventions step_conventions(const Conventions& conv, const Step& s);
 
 struct ModelContract {
     // Stack.
@@ -73,15 +82,30 @@ struct ModelContract {
     std::int64_t width = 64;  // C: hidden size
     std::int64_t heads = 4, kv_heads = 2, head_dim = 16;
     std::int64_t linear_heads = 4, linear_head_dim = 16;  // gdn/kda: d_k = d_v = linear_head_dim
+    // Value heads of the linear layers (0: linear_heads).  More value heads
+    // than query/key heads (Qwen3-Next's 32 : 16): value head h reads query
+    // and key head h / (linear_v_heads / linear_heads), as repeat_interleave.
+    std::int64_t linear_v_heads = 0;
     // The linear (gdn/kda) block's extras (docs/model.md, "Linear-attention
     // block extras"): short_conv K > 0: q, k, v pass through a depthwise
     // causal convolution of K taps and SiLU before the L2 norms (conv caches
     // of K - 1 rows with cache_tokens); linear_output_gate: o = sigmoid(x W_g)
-    // * RMSNorm_head(o) before W_o (eq 1.23); decay: softplus (g = -softplus(x
-    // W_g)) or lower_bounded (g = decay_min sigmoid(e^A_h x W_g), eq 1.22).
+    // * RMSNorm_head(o) before W_o (eq 1.23), with linear_gate_act silu: o =
+    // silu(x W_g) * RMSNorm_head(o), the gate in FP32 and the product rounded
+    // once (Qwen3-Next's gated RMSNorm); o_norm_zero_centered: its weight
+    // applied as 1 + w (unset: zero_centered); decay: softplus (g =
+    // -softplus(x W_g)), lower_bounded (g = decay_min sigmoid(e^A_h x W_g), eq
+    // 1.22) or exp_softplus (g = -e^{A_h} softplus(x W_g + b_h), FP32:
+    // Mamba-2's and Qwen3-Next's A_log and dt_bias).
     std::int64_t short_conv = 0;
     bool linear_output_gate = false;
+    std::string linear_gate_act = "sigmoid";
+    std::optional<bool> o_norm_zero_centered;
     std::string decay = "softplus";
+    // The format of the linear layers' L2-normalized q and k: dtype, or fp32
+    // (normalized in FP32 and never rounded, as Hugging Face's chunked delta
+    // rule and FLA's kernels do; the delta rule then runs in FP32).
+    std::string l2_format = "dtype";
     double decay_min = -5;
     // INT8 layers (docs/model.md, "INT8 layers"): quant = int8 makes every
     // projection of the layers quant_pattern marks 'Q' (layer l reads
@@ -124,6 +148,11 @@ struct ModelContract {
     // router's top_k of `experts` SwiGLU experts of hidden size expert_ffn
     // each, plus `shared_experts` always-on experts of the same size.
     std::int64_t experts = 8, top_k = 2, shared_experts = 1, expert_ffn = 32;
+    // shared_gate: the shared expert is a separate dense SwiGLU of hidden
+    // size shared_ffn (0: expert_ffn) scaled by sigmoid(x w_sg), w_sg [1, C],
+    // and added to the routed sum in the model's format (Qwen3-Next, Qwen2-MoE).
+    bool shared_gate = false;
+    std::int64_t shared_ffn = 0;
     RouterScore router_score = RouterScore::softmax;
     bool renormalize = true;      // weights over the k chosen (or the raw scores)
     bool selection_bias = false;  // DeepSeek-V3's aux-loss-free bias: chooses, never weighs
@@ -162,6 +191,8 @@ struct ModelContract {
     std::int64_t layer_window(std::int64_t layer) const;  // W on a local layer, 0 on a global one
     std::int64_t cache_rows(std::int64_t layer) const;    // rows of the layer's KV cache: P, or min(P, W) rolling
     bool int8_layer(std::int64_t layer) const;  // quant = int8 and the pattern marks the layer 'Q'
+    std::int64_t value_heads() const { return linear_v_heads > 0 ? linear_v_heads : linear_heads; }
+    bool o_norm_offset() const { return o_norm_zero_centered.value_or(zero_centered); }
 };
 
 // std::invalid_argument naming the field ("contract.heads: must divide ...").

@@ -184,7 +184,7 @@ bool row_separable(StepKind k) {
         case StepKind::norm: case StepKind::head_norm: case StepKind::l2_head: case StepKind::matmul:
         case StepKind::sigmoid: case StepKind::log_decay: case StepKind::mul: case StepKind::glu:
         case StepKind::gelu: case StepKind::add: case StepKind::embed: case StepKind::router:
-        case StepKind::moe: case StepKind::latent_out: case StepKind::bounded_decay:
+        case StepKind::moe: case StepKind::latent_out: case StepKind::bounded_decay: case StepKind::softplus_decay:
         case StepKind::int8_matmul: case StepKind::softcap: return true;
         default: return false;
     }
@@ -364,8 +364,8 @@ void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, co
     const std::vector<Piece> ps = pieces(c, s, sample);
     for (const std::string& key : conventions_of(c, s.kind)) {
         for (const std::string& value : convention_values().at(key)) {
-            if (value == c.conventions.at(key)) continue;
-            Conventions conv = c.conventions;
+            Conventions conv = step_conventions(c.conventions, s);  // the step's own, scoped keys resolved
+            if (value == conv.at(key)) continue;
             conv[key] = value;
             const Evaluated e = evaluate_sampled(c, s, dump, ps, conv, lr.format, lr.cand, nullptr);
             const double util = compare(lr.cand.v, e.ref.v, e.allowed, lr.format).utilization;

@@ -35,6 +35,7 @@ const char* name(StepKind k) {
         case StepKind::short_conv: return "short_conv";
         case StepKind::silu: return "silu";
         case StepKind::bounded_decay: return "bounded_decay";
+        case StepKind::softplus_decay: return "softplus_decay";
         case StepKind::int8_matmul: return "int8_matmul";
         case StepKind::attn_res: return "attn_res";
         case StepKind::gated_read: return "gated_read";
@@ -47,6 +48,28 @@ std::optional<StepKind> step_kind_from_name(const std::string& n) {
     for (int k = 0; k <= static_cast<int>(StepKind::gated_write); ++k)
         if (n == name(static_cast<StepKind>(k))) return static_cast<StepKind>(k);
     return std::nullopt;
+}
+
+bool is_o_norm(const Step& s) {
+    const std::string tail = ".o_norm";
+    return s.kind == StepKind::head_norm && s.point.size() > tail.size() &&
+           s.point.compare(s.point.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+bool norm_offset(const ModelContract& c, const Step& s) { return is_o_norm(s) ? c.o_norm_offset() : c.zero_centered; }
+
+Conventions step_conventions(const Conventions& conv, const Step& s) {
+    // The point within its layer: "layers.3.o_norm" -> "o_norm".
+    std::string local = s.point;
+    if (s.layer >= 0 && local.rfind("layers.", 0) == 0) local = local.substr(local.find('.', 7) + 1);
+    Conventions out;
+    for (const auto& [k, v] : conv)
+        if (k.find(':') == std::string::npos) out.emplace(k, v);
+    for (const auto& [k, v] : conv) {
+        const std::size_t colon = k.find(':');
+        if (colon != std::string::npos && k.compare(0, colon, local) == 0 && colon == local.size()) out[k.substr(colon + 1)] = v;
+    }
+    return out;
 }
 
 std::string block_input(const ModelContract& c, std::int64_t layer) {
@@ -224,7 +247,7 @@ private:
     void qkv(const std::string& x, std::int64_t hq, std::int64_t hkv, std::int64_t dk, std::int64_t dv) {
         matmul("q", x, "q", hq * dk, C_, c_.qkv_bias);
         matmul("k", x, "k", hkv * dk, C_, c_.qkv_bias);
-        matmul("v", x, "v", hkv * dv, C_, c_.qkv_bias);
+        if (dv > 0) matmul("v", x, "v", hkv * dv, C_, c_.qkv_bias);
     }
 
     // MLA (docs/mla.md): the op's weights as its own layouts; the latent
@@ -286,41 +309,60 @@ private:
         return step(name + "_act", StepKind::silu, {y}, {}, {T_, F});
     }
 
+    // The decay of the contract's parameterization (per value head, or per
+    // key channel of it for KDA).
+    std::string decay(std::int64_t Hv, std::int64_t gw) {
+        if (c_.decay == "lower_bounded")
+            return step("g", StepKind::bounded_decay, {p("g_logit")}, {{"decay_a.weight", {Hv}}}, {T_, gw}, false, Hv);
+        if (c_.decay == "softplus") return step("g", StepKind::log_decay, {p("g_logit")}, {}, {T_, gw});
+        const std::string g = step("g", StepKind::softplus_decay, {p("g_logit")},
+                                   {{"decay_a.weight", {Hv}}, {"decay_dt.bias", {Hv}}}, {T_, gw}, false, Hv);
+        step_format(Format::fp32);
+        return g;
+    }
+
+    // q, k: linear_heads H; v, the decay, beta, the state and the output:
+    // value heads Hv (a multiple of H; the delta-rule step repeats q and k).
     std::string linear_attention(const std::string& x, AttentionKind kind) {
-        const std::int64_t H = c_.linear_heads, d = c_.linear_head_dim;
-        const std::int64_t gw = kind == AttentionKind::kda ? H * d : H;  // decay per head or per key channel
-        qkv(x, H, H, d, d);
+        const std::int64_t H = c_.linear_heads, Hv = c_.value_heads(), d = c_.linear_head_dim;
+        const std::int64_t gw = kind == AttentionKind::kda ? Hv * d : Hv;  // decay per head or per key channel
+        qkv(x, H, H, d, 0);
+        matmul("v", x, "v", Hv * d, C_, c_.qkv_bias);
         std::string qp = p("q"), kp = p("k"), vp = p("v");
-        if (c_.short_conv > 0) qp = short_conv("q", H * d), kp = short_conv("k", H * d), vp = short_conv("v", H * d);
+        if (c_.short_conv > 0) qp = short_conv("q", H * d), kp = short_conv("k", H * d), vp = short_conv("v", Hv * d);
+        const Format l2 = c_.l2_format == "fp32" ? Format::fp32 : c_.dtype;
         const std::string q = step("q_l2", StepKind::l2_head, {qp}, {}, {T_, H * d}, false, H);
+        step_format(l2);
         const std::string k = step("k_l2", StepKind::l2_head, {kp}, {}, {T_, H * d}, false, H);
+        step_format(l2);
         matmul("g_logit", x, "g", gw, C_, false);
-        const std::string g = c_.decay == "lower_bounded"
-                                  ? step("g", StepKind::bounded_decay, {p("g_logit")}, {{"decay_a.weight", {H}}}, {T_, gw}, false, H)
-                                  : step("g", StepKind::log_decay, {p("g_logit")}, {}, {T_, gw});
-        matmul("b_logit", x, "b", H, C_, false);
-        const std::string beta = step("beta", StepKind::sigmoid, {p("b_logit")}, {}, {T_, H});
+        const std::string g = decay(Hv, gw);
+        matmul("b_logit", x, "b", Hv, C_, false);
+        const std::string beta = step("beta", StepKind::sigmoid, {p("b_logit")}, {}, {T_, Hv});
         std::vector<std::string> in{q, k, vp, g, beta};
         if (c_.cache_tokens > 0) {
             in.push_back(p("cache.state"));
-            weights[p("cache.state")] = {H, d, d};
+            weights[p("cache.state")] = {Hv, d, d};
         }
         const StepKind sk = kind == AttentionKind::kda ? StepKind::kda : StepKind::gdn;
-        std::string attn = step("attn", sk, in, {}, {T_, H * d}, false, H);
-        if (c_.linear_output_gate) {  // eq 1.23: sigmoid(x W_g) * RMSNorm(o) per head
-            const std::string on = step("o_norm", StepKind::head_norm, {attn}, {{"o_norm.weight", {d}}}, {T_, H * d}, false, H);
-            const std::string gt = matmul("gate", x, "gate", H * d, C_, false);
-            const std::string gs = step("gate_sig", StepKind::sigmoid, {gt}, {}, {T_, H * d});
-            attn = step("attn_gated", StepKind::mul, {on, gs}, {}, {T_, H * d});
+        std::string attn = step("attn", sk, in, {}, {T_, Hv * d}, false, Hv);
+        if (c_.linear_output_gate) {  // eq 1.23: sigmoid(x W_g) * RMSNorm(o) per head; or silu(x W_g) in FP32
+            const std::string on = step("o_norm", StepKind::head_norm, {attn}, {{"o_norm.weight", {d}}}, {T_, Hv * d}, false, Hv);
+            const std::string gt = matmul("gate", x, "gate", Hv * d, C_, false);
+            const bool silu = c_.linear_gate_act == "silu";
+            const std::string gs = step(silu ? "gate_act" : "gate_sig", silu ? StepKind::silu : StepKind::sigmoid, {gt}, {},
+                                        {T_, Hv * d});
+            if (silu) step_format(Format::fp32);
+            attn = step("attn_gated", StepKind::mul, {on, gs}, {}, {T_, Hv * d});
         }
-        return matmul("attn_out", attn, "o", C_, H * d, c_.o_bias, true);
+        return matmul("attn_out", attn, "o", C_, Hv * d, c_.o_bias, true);
     }
 
     // The MoE MLP: the router point, then the experts on its selection.
     // Expert weights are in the registry ops' layouts (numerics/op.cpp):
     // [in, out] per matrix, experts stacked first.
     std::string moe_mlp(const std::string& x) {
-        const std::int64_t E = c_.experts, S = c_.shared_experts, F = c_.expert_ffn;
+        const std::int64_t E = c_.experts, S = c_.shared_gate ? 0 : c_.shared_experts, F = c_.expert_ffn;
         const bool latent = c_.mlp == MlpKind::latent_moe;
         const std::int64_t W = latent ? c_.latent_dim : C_;
         std::vector<std::pair<std::string, Shape>> rw{{"router.weight", {C_, E}}};
@@ -341,12 +383,26 @@ private:
             w.push_back({"latent.up.weight", {W, C_}});
             if (c_.normalized) w.push_back({"latent_norm.weight", {W}});
         }
+        if (!latent && c_.shared_gate) return gated_shared(x, step("experts", StepKind::moe, {x, r}, w, {T_, C_}));
         if (!latent) return step("mlp_out", StepKind::moe, {x, r}, w, {T_, C_}, true);
         // latent_moe in two points: RMSNorm(u) has no useful bound when u's
         // own budget nears |u| / 8, which the four stored stages before it
         // reach in BF16 (docs/moe.md, "In the model").
         const std::string u = step("latent_u", StepKind::moe, {x, r}, w, {T_, W});
         return step("mlp_out", StepKind::latent_out, {x, u}, w, {T_, C_}, true);
+    }
+
+    // shared_gate (Qwen3-Next): the shared expert as a dense SwiGLU, scaled
+    // by sigmoid(x w_sg) and added to the routed sum, each in the model's format.
+    std::string gated_shared(const std::string& x, const std::string& routed) {
+        const std::int64_t F = c_.shared_ffn > 0 ? c_.shared_ffn : c_.expert_ffn;
+        const std::string gu = matmul("shared_gate_up", x, "shared_mlp.gate_up", 2 * F, C_, false);
+        const std::string h = step("shared_h", StepKind::glu, {gu}, {}, {T_, F});
+        const std::string y = matmul("shared_out", h, "shared_mlp.down", C_, F, false);
+        const std::string g = matmul("shared_logit", x, "shared_gate", 1, C_, false);
+        const std::string s = step("shared_sig", StepKind::sigmoid, {g}, {}, {T_, 1});
+        const std::string gated = step("shared_gated", StepKind::mul, {y, s}, {}, {T_, C_});
+        return step("mlp_out", StepKind::add, {routed, gated}, {}, {T_, C_}, true);
     }
 
     void step_format(Format f) { steps.back().format = f; }

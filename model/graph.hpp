@@ -44,7 +44,7 @@ enum class StepKind {
     attention,   // causal softmax attention, GQA: in {q, k, v}[ + cache k, v]; out [T, Hq * D]
     sigmoid,     // elementwise
     log_decay,   // g = -softplus(x): the delta rule's log-decay
-    mul,         // elementwise a * b
+    mul,         // elementwise a * b; b [T, 1] scales row t of a (mul_index)
     glu,         // in {gate_up [T, 2F]}: swiglu / situ_glu of the halves (gate_order)
     gelu,        // in {up [T, F]}: gelu (erf | tanh)
     gdn,         // in {q, k, v, g [T, H], beta [T, H]}[ + cache state]
@@ -67,6 +67,7 @@ enum class StepKind {
     short_conv,  // linear block: depthwise causal convolution over tokens: in {x[, cache [K-1, F]]}, {w [F, K]}
     silu,        // elementwise x sigmoid(x) (after the short convolution)
     bounded_decay,  // g = decay_min sigmoid(e^A_h z): in {z}, {A [H]}; `heads`
+    softplus_decay, // g = -e^A_h softplus(z + b_h), FP32: in {z}, {A [H], b [H]}; `heads`
     int8_matmul,    // a projection of an INT8 layer: y = x W^T as W8A8 (quant = int8): in {x}, {W [out, in]}
     attn_res,       // residual attn_res: op block_attn_res over the sources: in {v_0, ..., v_{N-1}} ([T, C] each),
                     //      {query [C], key_norm [C]}
@@ -76,6 +77,14 @@ enum class StepKind {
     // mHC: an X of shape [T, C] (the model input) is n copies of itself.
 };
 const char* name(StepKind k);
+struct Step;
+// Whether step s is a linear layer's output-gate norm (o_norm_zero_centered).
+bool is_o_norm(const Step& s);
+// Whether step s, a norm, applies its weight as 1 + w.
+bool norm_offset(const ModelContract& c, const Step& s);
+// The element of mul's second input that multiplies element i of the first
+// (n_a, n_b elements): itself, or its row's scale when b is [T, 1].
+inline std::int64_t mul_index(std::int64_t i, std::int64_t n_a, std::int64_t n_b) { return n_a == n_b ? i : i / (n_a / n_b); }
 std::optional<StepKind> step_kind_from_name(const std::string& n);  // name()'s inverse
 
 struct Step {

@@ -2,6 +2,7 @@
 // the graph run by the built-in kernels of the contract's dtype, optionally
 // with a mutant at one layer or with conventions other than the contract's.
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -72,7 +73,10 @@ Tensor residual_step(const ModelContract& c, const Step& s, const TensorLookup& 
     if (s.kind == StepKind::add || s.kind == StepKind::mul) {
         const std::vector<float> b = floats(get(s.inputs[1]).view());
         const float scale = static_cast<float>(c.residual_scale);
-        for (std::size_t i = 0; i < a.size(); ++i) a[i] = s.kind == StepKind::mul ? a[i] * b[i] : a[i] + scale * b[i];
+        const auto na = static_cast<std::int64_t>(a.size()), nb = static_cast<std::int64_t>(b.size());
+        for (std::size_t i = 0; i < a.size(); ++i)
+            a[i] = s.kind == StepKind::mul ? a[i] * b[static_cast<std::size_t>(mul_index(static_cast<std::int64_t>(i), na, nb))]
+                                           : a[i] + scale * b[i];
         return stored(a, s.shape, s.format);
     }
     const TensorView x = get(s.inputs[0]).view();
@@ -166,8 +170,19 @@ struct Executor {
 
     Tensor registry_step(const Step& s, const TensorLookup& get) const {
         const OpCall call = op_call(c, s, get, conv);
-        Format f = wider(call.in[0].format(), c.dtype);
-        const bool eps_out = conv.at("eps_placement") == "outside", cast = conv.at("norm_cast") == "before_weight";
+        // An elementwise step stored in FP32 (Qwen3-Next's silu gate) runs the FP32 kernel.
+        // A step stored in FP32 from narrower inputs (Qwen3-Next's silu gate,
+        // l2_format fp32) runs the FP32 kernel; so does the delta rule on FP32
+        // q, k or decay (exp_softplus), as Hugging Face's chunked delta rule:
+        // nothing FP32 is rounded to dtype on the way in.
+        const bool fp32_out = s.format == Format::fp32 &&
+                              (s.kind == StepKind::silu || s.kind == StepKind::sigmoid || s.kind == StepKind::l2_head);
+        const bool delta = s.kind == StepKind::gdn || s.kind == StepKind::kda;
+        const bool fp32_in = delta && std::any_of(call.in.begin(), call.in.begin() + 4,
+                                                  [](const Tensor& t) { return t.format() == Format::fp32; });
+        Format f = fp32_out || fp32_in ? Format::fp32 : wider(call.in[0].format(), c.dtype);
+        const Conventions sc = step_conventions(conv, s);
+        const bool eps_out = sc.at("eps_placement") == "outside", cast = sc.at("norm_cast") == "before_weight";
         const bool own_norm = (s.kind == StepKind::norm || s.kind == StepKind::head_norm) && (eps_out || cast);
         const bool mutated = mutant && s.layer == at && mutant->op == call.op;
         if (own_norm && !mutated) {
@@ -255,6 +270,8 @@ struct Executor {
             }
             case StepKind::bounded_decay:
                 return run_bounded_decay(get(s.inputs[0]).view(), get(s.weights[0]).view(), c.decay_min, s.format);
+            case StepKind::softplus_decay:
+                return run_softplus_decay(get(s.inputs[0]).view(), get(s.weights[0]).view(), get(s.weights[1]).view(), s.format);
             case StepKind::int8_matmul: {
                 const bool mutated = mutant && s.layer == at && mutant->op == "int8_gemm";
                 return run_int8_matmul(get(s.inputs[0]).view(), get(s.weights[0]).view(), s.format,

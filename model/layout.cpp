@@ -302,10 +302,19 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
     call.out_heads = s.heads;
 }
 
+// q, k [T, H, d] repeated to the value heads Hv (head h of the result is
+// head h / (Hv / H): repeat_interleave), as the op takes one head count.
+Tensor value_headed(const TensorView& x, std::int64_t T, std::int64_t H, std::int64_t Hv, std::int64_t d) {
+    if (H == Hv) return reshaped(x, {T, H, d});
+    const std::int64_t r = Hv / H;
+    return permuted(x, {T, Hv, d}, [=](std::int64_t i) { return (i / (Hv * d)) * H * d + ((i / d) % Hv) / r * d + i % d; });
+}
+
 void delta_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get) {
-    const std::int64_t T = c.tokens, H = c.linear_heads, d = c.linear_head_dim;
-    for (std::size_t i = 0; i < 3; ++i) call.in.push_back(reshaped(get(s.inputs[i]), {T, H, d}));
-    if (s.kind == StepKind::kda) call.in.push_back(reshaped(get(s.inputs[3]), {T, H, d}));
+    const std::int64_t T = c.tokens, H = c.linear_heads, Hv = c.value_heads(), d = c.linear_head_dim;
+    for (std::size_t i = 0; i < 2; ++i) call.in.push_back(value_headed(get(s.inputs[i]), T, H, Hv, d));
+    call.in.push_back(reshaped(get(s.inputs[2]), {T, Hv, d}));
+    if (s.kind == StepKind::kda) call.in.push_back(reshaped(get(s.inputs[3]), {T, Hv, d}));
     else call.in.push_back(copy_tensor(get(s.inputs[3])));
     call.in.push_back(copy_tensor(get(s.inputs[4])));
     if (s.inputs.size() > 5) call.in.push_back(copy_tensor(get(s.inputs[5])));
@@ -320,7 +329,7 @@ void norm_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLo
         return;
     }
     const bool rms = s.kind == StepKind::head_norm || c.norm == NormKind::rms_norm;
-    call.params = rms ? Params({{"eps", c.eps}, {"zero_centered", c.zero_centered ? 1.0 : 0.0}}) : Params({{"eps", c.eps}});
+    call.params = rms ? Params({{"eps", c.eps}, {"zero_centered", norm_offset(c, s) ? 1.0 : 0.0}}) : Params({{"eps", c.eps}});
     if (s.kind == StepKind::head_norm) call.in.push_back(reshaped(x, {x.numel() / (x.shape[1] / s.heads), x.shape[1] / s.heads}));
     else call.in.push_back(copy_tensor(x));
     for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
@@ -492,6 +501,7 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
         case StepKind::hc_update:
         case StepKind::short_conv:
         case StepKind::bounded_decay:
+        case StepKind::softplus_decay:
         case StepKind::gated_write:
         case StepKind::int8_matmul: break;  // computed by the model code (no registry op call)
     }
@@ -500,11 +510,13 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
 
 }  // namespace
 
-OpCall op_call(const ModelContract& c, const Step& s, const TensorLookup& get, const Conventions& conv) {
+OpCall op_call(const ModelContract& c, const Step& s, const TensorLookup& get, const Conventions& all) {
+    const Conventions conv = step_conventions(all, s);
     return make_call(c, s, [&](const std::string& n) { return get(n).view(); }, conv);
 }
 
-OpCall op_call(const ModelContract& c, const Step& s, const Lookup& get, const Conventions& conv) {
+OpCall op_call(const ModelContract& c, const Step& s, const Lookup& get, const Conventions& all) {
+    const Conventions conv = step_conventions(all, s);
     std::deque<Tensor> held;  // fp64 copies alive for the duration of the call
     return make_call(
         c, s,

@@ -1,6 +1,7 @@
-// Short causal convolution and lower-bounded decay (model/linear_block.hpp).
+// Short causal convolution, lower-bounded and softplus decays (model/linear_block.hpp).
 #include "model/linear_block.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -147,6 +148,63 @@ StepBound bounded_decay_bound(const BoundedDecay& d, const Values& ref, Format o
         b.oracle[i] = 16 * kLbU64 * (std::fabs(ref.v[i]) + gm * S * (1 - S) * std::fabs(y)) + kLbEta64;
     }
     return b;
+}
+
+namespace {
+
+// softplus in double without overflow: max(y, 0) + log1p(e^-|y|).
+double softplus_double(double y) { return std::max(y, 0.0) + std::log1p(std::exp(-std::fabs(y))); }
+
+double head_value(const Values& v, std::size_t i, std::int64_t width) {
+    return v.v[static_cast<std::size_t>(decay_head(static_cast<std::int64_t>(i), width, v.numel()))];
+}
+
+}  // namespace
+
+Values eval_softplus_decay(const SoftplusDecay& d) {
+    const std::int64_t width = d.z.shape.back();
+    Values g{d.z.shape, std::vector<double>(d.z.v.size())};
+    for (std::size_t i = 0; i < g.v.size(); ++i)
+        g.v[i] = -std::exp(head_value(d.a, i, width)) * softplus_double(d.z.v[i] + head_value(d.b, i, width));
+    return g;
+}
+
+Tensor run_softplus_decay(const TensorView& z, const TensorView& a, const TensorView& b, Format out) {
+    const std::int64_t width = z.shape[z.rank - 1], heads = a.numel();
+    if (width % heads != 0 || b.numel() != heads)
+        throw std::invalid_argument("softplus_decay: width is not a multiple of the heads, or A and b differ in size");
+    Tensor g(out, shape_of(z));
+    for (std::int64_t i = 0; i < z.numel(); ++i) {
+        const std::int64_t h = decay_head(i, width, heads);
+        const float y = static_cast<float>(z.value(i)) + static_cast<float>(b.value(h));
+        const float sp = std::max(y, 0.0f) + std::log1p(std::exp(-std::fabs(y)));
+        g.set_value(i, -(std::exp(static_cast<float>(a.value(h))) * sp));
+    }
+    return g;
+}
+
+// docs/diverge.md, "Softplus decay": y = z + b rounds once in FP32 (u), which
+// moves softplus by at most D = sigma(|y|(1 + u)) |y| u (its slope is sigma
+// <= 1, increasing); the FP32 softplus is within theta = 1.5 e_exp + e_log +
+// u of softplus(y^) relative -- max(y, 0) + log1p(e^-|y|) and PyTorch's
+// log1p(e^y) (the 1.5: e_exp E / (1 + E) over softplus >= log 2 when y > 0)
+// alike, and its threshold x > 20 returns x within e^-20 / 20 relative --;
+// e^A within e_exp, the product one u, the store into `out` half an ulp.
+StepBound softplus_decay_bound(const SoftplusDecay& d, const Values& ref, Format out) {
+    const std::int64_t width = d.z.shape.back();
+    const double theta = 1.5 * kLbExp + kLbExp + kLbU, prod = (1 + kLbExp) * (1 + theta) * (1 + kLbU) - 1;
+    const bool rounds = info(out).precision < info(Format::fp32).precision;
+    StepBound bd{std::vector<double>(ref.v.size()), std::vector<double>(ref.v.size())};
+    for (std::size_t i = 0; i < ref.v.size(); ++i) {
+        const double y = d.z.v[i] + head_value(d.b, i, width), ea = std::exp(head_value(d.a, i, width));
+        if (!std::isfinite(y) || !std::isfinite(ea) || !std::isfinite(ref.v[i])) continue;  // judged by class
+        const double sp = softplus_double(y), D = oracle::sigmoid_double(y + std::fabs(y) * kLbU) * std::fabs(y) * kLbU;
+        const double pre = ea * (D + (sp + D) * prod + 4 * kLbEta) + kLbEta;  // 4 eta: e^-|y| and log1p underflowing
+        bd.budget[i] = pre + (rounds ? 0.5 * ulp_at(out, std::fabs(ref.v[i]) + pre) : 0.0);
+        // The FP64 tier: the same steps with u = 2^-53 and glibc's exp and log1p (< 1 ulp).
+        bd.oracle[i] = 16 * kLbU64 * (std::fabs(ref.v[i]) + ea * oracle::sigmoid_double(y) * std::fabs(y)) + kLbEta64;
+    }
+    return bd;
 }
 
 }  // namespace conform::model

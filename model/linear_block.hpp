@@ -1,7 +1,8 @@
 // The extras of the gated linear-attention block (docs/model.md,
 // "Linear-attention block extras"): the short causal convolution of q, k, v
 // (Gated DeltaNet, KDA: L2Norm(SiLU(ShortConv(W x)))) and KDA's
-// lower-bounded decay g = g_min sigmoid(e^A z) (seed 001 eq 1.22).  Each has
+// lower-bounded decay g = g_min sigmoid(e^A z) (seed 001 eq 1.22) and
+// Qwen3-Next's g = -e^A softplus(z + b).  Each has
 // its FP64-tier value, the FP32 kernel of the executor and the local budget
 // of a kernel that computes it in FP32 (derivations in docs/diverge.md,
 // "Budgets").  The output gate (eq 1.23) is made of existing steps.
@@ -54,5 +55,18 @@ Values eval_bounded_decay(const BoundedDecay& d);
 // the product by g_min, one rounding into `out`.
 Tensor run_bounded_decay(const TensorView& z, const TensorView& a, double g_min, Format out);
 StepBound bounded_decay_bound(const BoundedDecay& d, const Values& ref, Format out);
+
+// g[t, i] = -e^{A_h} softplus(z[t, i] + b_h), A, b [H], h = i / (width / H)
+// (exp_softplus: Mamba-2's and Qwen3-Next's A_log and dt_bias).
+struct SoftplusDecay {
+    const Values& z;
+    const Values& a;
+    const Values& b;
+};
+Values eval_softplus_decay(const SoftplusDecay& d);
+// FP32: z + b, softplus as max(y, 0) + log1p(e^-|y|), e^A, the product, one
+// rounding into `out`.
+Tensor run_softplus_decay(const TensorView& z, const TensorView& a, const TensorView& b, Format out);
+StepBound softplus_decay_bound(const SoftplusDecay& d, const Values& ref, Format out);
 
 }  // namespace conform::model

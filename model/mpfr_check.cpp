@@ -8,6 +8,7 @@
 #include "model/layout.hpp"
 #include "model/linear_block.hpp"
 #include "oracle/attention.hpp"
+#include "oracle/decay.hpp"
 #include "oracle/eval.hpp"
 #include "oracle/structured.hpp"
 
@@ -73,7 +74,8 @@ struct Checker {
         for (int k = 0; k < n; ++k) {
             if (s.kind == StepKind::add || s.kind == StepKind::mul) {
                 const std::int64_t e = pick(get(s.point).numel());
-                const Real a = at(s.inputs[0], e), b = at(s.inputs[1], e);
+                const Real a = at(s.inputs[0], e);
+                const Real b = at(s.inputs[1], s.kind == StepKind::mul ? mul_index(e, get(s.point).numel(), get(s.inputs[1]).numel()) : e);
                 r.push_back({e, s.kind == StepKind::mul ? Real(a * b) : Real(a + from_double(c.residual_scale) * b)});
             } else if (s.kind == StepKind::hc_mix) {
                 const std::int64_t e = pick(m);
@@ -235,6 +237,11 @@ struct Checker {
                 r.push_back({e, from_double(c.decay_min) * oracle::sigmoid(y)});
                 continue;
             }
+            if (s.kind == StepKind::softplus_decay) {
+                const std::int64_t H = get(s.weights[0]).numel(), h = (e % F) / (F / H);
+                r.push_back({e, oracle::softplus_log_decay(Real(at(s.inputs[0], e) + at(s.weights[1], h)), at(s.weights[0], h))});
+                continue;
+            }
             const std::int64_t K = get(s.weights[0]).shape.at(1);
             const bool same = convention_value(c.conventions, "conv_padding") == "same";
             Real acc(0);
@@ -249,7 +256,8 @@ struct Checker {
     Sample step(const Step& s) {
         switch (s.kind) {
             case StepKind::short_conv:
-            case StepKind::bounded_decay: return linear_extra(s);
+            case StepKind::bounded_decay:
+            case StepKind::softplus_decay: return linear_extra(s);
             case StepKind::router:
             case StepKind::moe:
             case StepKind::latent_out: return moe(s);

@@ -295,14 +295,15 @@ Values hc_update(const ModelContract& c, const Values& x, const Values& f, const
 
 }  // namespace
 
-Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const Conventions& conv) {
+Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const Conventions& all) {
+    const Conventions conv = step_conventions(all, s);
     switch (s.kind) {
         case StepKind::matmul:
             return matmul(get(s.inputs[0]), get(matmul_weight(s, conv)), s.weights.size() > 1 ? &get(s.weights[1]) : nullptr);
         case StepKind::mul: {
             Values y = get(s.inputs[0]);
             const Values& b = get(s.inputs[1]);
-            for (size_t i = 0; i < y.v.size(); ++i) y.v[i] *= b.v[i];
+            for (size_t i = 0; i < y.v.size(); ++i) y.v[i] *= b.v[static_cast<size_t>(mul_index(static_cast<std::int64_t>(i), y.numel(), b.numel()))];
             return y;
         }
         case StepKind::add: {
@@ -322,6 +323,7 @@ Values eval_step(const ModelContract& c, const Step& s, const Lookup& get, const
             return eval_short_conv({get(s.inputs[0]), s.inputs.size() > 1 ? &get(s.inputs[1]) : nullptr, get(s.weights[0]),
                                     convention_value(conv, "conv_padding") == "same"});
         case StepKind::bounded_decay: return eval_bounded_decay({get(s.inputs[0]), get(s.weights[0]), c.decay_min});
+        case StepKind::softplus_decay: return eval_softplus_decay({get(s.inputs[0]), get(s.weights[0]), get(s.weights[1])});
         case StepKind::int8_matmul: return eval_int8_matmul(get(s.inputs[0]), get(s.weights[0]));
         case StepKind::gated_write: return gated_write(c, get(s.inputs[0]), get(s.inputs[1]), get(s.weights[0]));
         case StepKind::softcap:

@@ -138,7 +138,7 @@ NormSetup norm_setup(const ModelContract& c, const Step& s, std::int64_t width) 
     if (s.kind == StepKind::l2_head)
         return {find_op("l2_norm"), Params({{"eps", c.eps}}), width / s.heads};
     if (s.kind == StepKind::head_norm)
-        return {find_op("rms_norm"), Params({{"eps", c.eps}, {"zero_centered", c.zero_centered ? 1.0 : 0.0}}),
+        return {find_op("rms_norm"), Params({{"eps", c.eps}, {"zero_centered", norm_offset(c, s) ? 1.0 : 0.0}}),
                 width / s.heads};
     if (c.norm == NormKind::layer_norm) return {find_op("layer_norm"), Params({{"eps", c.eps}}), width};
     return {find_op("rms_norm"), Params({{"eps", c.eps}, {"zero_centered", c.zero_centered ? 1.0 : 0.0}}), width};
@@ -202,7 +202,7 @@ StepBound norm_bound(const ModelContract& c, const Step& s, const Lookup& get, c
         // eps outside the square root: the same count of roundings (sqrt, then
         // the eps add), so the same bound holds (docs/diverge.md).
         const std::vector<double> bud =
-            before ? before_weight_budget(ns, row, ns.op->name == "layer_norm", outside, c.zero_centered, out)
+            before ? before_weight_budget(ns, row, ns.op->name == "layer_norm", outside, norm_offset(c, s), out)
                    : oracle::row_bound(*ns.op, ns.params, row, kAcc, out);
         const std::vector<double> orc = oracle::row_bound(*ns.op, ns.params, row, Format::fp64, Format::fp64);
         std::copy(bud.begin(), bud.end(), b.budget.begin() + off);
@@ -257,9 +257,17 @@ StepBound glu_bound(const Step& s, const Lookup& get, const Values& ref, Format 
 // The FP64 tier's product of two stored values (<= 24 significand bits each,
 // exponents >= -149) is exact in double: its bound is 0, and a product
 // representable in `out` must be met exactly (budget 0).
+// mul: the FP32 product, then the store into `out`.  The product rounds
+// only where the exact one is no FP32 number (a bf16 by an FP32 factor:
+// Qwen3-Next's RMSNorm(o) silu(z)); there, in a narrower `out`, it may move
+// by u |ab| before the store (two roundings).
 StepBound mul_bound(const Values& ref, Format out) {
     StepBound b{std::vector<double>(ref.v.size()), std::vector<double>(ref.v.size(), 0.0)};
-    for (std::size_t i = 0; i < ref.v.size(); ++i) b.budget[i] = ulp_window(out, ref.v[i], eta(kAcc) / 2, 0);
+    const double u = info(out).precision < info(kAcc).precision ? unit_roundoff(kAcc) : 0.0;  // FP32 out: one rounding
+    for (std::size_t i = 0; i < ref.v.size(); ++i) {
+        const double y = ref.v[i], first = static_cast<double>(static_cast<float>(y)) == y ? 0.0 : u * std::fabs(y);
+        b.budget[i] = ulp_window(out, y, first + eta(kAcc) / 2, 0);
+    }
     return b;
 }
 
@@ -356,7 +364,7 @@ static StepBound step_bound_of(const ModelContract& c, const Step& s, const Look
 
 StepBound step_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
                      const Conventions& conv, Format out) {
-    StepBound b = step_bound_of(c, s, get, ref, conv, out);
+    StepBound b = step_bound_of(c, s, get, ref, step_conventions(conv, s), out);
     b.granule = eta(out);
     return b;
 }
@@ -379,6 +387,8 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
                                     ref, c.dtype, out);
         case StepKind::int8_matmul: return int8_matmul_bound(ref, out);
         case StepKind::bounded_decay: return bounded_decay_bound({get(s.inputs.at(0)), get(s.weights.at(0)), c.decay_min}, ref, out);
+        case StepKind::softplus_decay:
+            return softplus_decay_bound({get(s.inputs.at(0)), get(s.weights.at(0)), get(s.weights.at(1))}, ref, out);
         case StepKind::embed: return exact_bound(ref);
         case StepKind::glu: return glu_bound(s, get, ref, out);
         case StepKind::mul: return mul_bound(ref, out);

@@ -80,7 +80,8 @@ Law law(const ModelContract& c, const std::string& name, const std::vector<std::
     if (name.find(".mla.") != std::string::npos)  // the op's layouts: the fan-in is the last dimension
         return {0, 1 / std::sqrt(static_cast<double>(shape.back()))};
     const bool norm = ends_with(name, "norm.weight");
-    if (norm) return {c.zero_centered && c.norm == NormKind::rms_norm ? 0.0 : 1.0, 0.1};
+    const bool offset = ends_with(name, ".o_norm.weight") ? c.o_norm_offset() : c.zero_centered;
+    if (norm) return {offset && c.norm == NormKind::rms_norm ? 0.0 : 1.0, 0.1};
     if (ends_with(name, ".bias")) return {0, 0.1};
     if (ends_with(name, "_hc.alpha") || ends_with(name, "_hc.gamma")) return {0, 0.5};
     if (ends_with(name, "_hc.logits")) return {0, 2};

@@ -210,6 +210,7 @@ class ForwardRecorder:
 
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 MOE_TYPES = ("mixtral", "qwen3_moe")
+HYBRID_TYPES = ("qwen3_next",)
 _TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
 
 
@@ -232,8 +233,10 @@ def hf_contract(config, tokens, dtype):
     """The conform contract (a dict) of a transformers decoder config, for one
     forward pass of `tokens` tokens in `dtype` ("bf16" | "fp16" | "fp32")."""
     kind = config.model_type
+    if kind in HYBRID_TYPES:
+        return _qwen3_next_contract(config, tokens, dtype)
     if kind not in DENSE_TYPES + MOE_TYPES:
-        raise ValueError("model_type %r has no point map (mapped: %s)" % (kind, ", ".join(DENSE_TYPES + MOE_TYPES)))
+        raise ValueError("model_type %r has no point map (mapped: %s)" % (kind, ", ".join(DENSE_TYPES + MOE_TYPES + HYBRID_TYPES)))
     if getattr(config, "hidden_act", "silu") != "silu":
         raise ValueError("hidden_act %r does not map (swiglu is silu(gate) * up)" % config.hidden_act)
     window = getattr(config, "sliding_window", None)
@@ -275,6 +278,8 @@ def hf_points(model):
     the features: gate_up = [gate_proj | up_proj]).  q_rope / k_rope come from
     the rotary tap, router points from the router hook (record_hf)."""
     m = _base(model)
+    if model.config.model_type in HYBRID_TYPES:
+        return _qwen3_next_points(m)
     points, joined = {INPUT: (m.embed_tokens, "output")}, {}
     for l, layer in enumerate(m.layers):
         p = "layers.%d." % l
@@ -304,6 +309,8 @@ def hf_weights(model):
     MoE weights in the moe ops' layouts, docs/moe.md)."""
     import torch
     m, w = _base(model), {}
+    if model.config.model_type in HYBRID_TYPES:
+        return _qwen3_next_weights(m)
     for l, layer in enumerate(m.layers):
         p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
         w[p + "attn_norm.weight"] = layer.input_layernorm.weight
@@ -337,10 +344,11 @@ class _HfTaps:
 
     def __init__(self, m):
         import sys
-        self.module = sys.modules[type(m.layers[0].self_attn).__module__]
+        self.module = sys.modules[type(m.layers[0]).__module__]
         self.layer, self.activations, self._handles = None, {}, []
         for l, layer in enumerate(m.layers):
-            self._handles.append(layer.self_attn.register_forward_pre_hook(self._enter(l)))
+            if hasattr(layer, "self_attn"):  # Qwen3-Next's linear layers have none
+                self._handles.append(layer.self_attn.register_forward_pre_hook(self._enter(l)))
             if not hasattr(layer.mlp, "gate_proj"):
                 self._handles.append(layer.mlp.gate.register_forward_hook(self._router("layers.%d.router" % l)))
         self._inner = self.module.apply_rotary_pos_emb
@@ -401,7 +409,7 @@ def record_hf(model, input_ids, path, impl=None, conventions=None):
     contract = hf_contract(model.config, int(input_ids.shape[-1]), dtype)
     contract["conventions"].update(conventions or {})
     points, joined = hf_points(model)
-    taps = _HfTaps(m)
+    taps = (_Qwen3NextTaps if model.config.model_type in HYBRID_TYPES else _HfTaps)(m)
     try:
         with ForwardRecorder(points) as rec, torch.no_grad():
             model(input_ids=input_ids, use_cache=False)
@@ -416,6 +424,256 @@ def record_hf(model, input_ids, path, impl=None, conventions=None):
                                                  model.config._attn_implementation)
     write_model_dump(path, contract, hf_weights(model), acts.pop(INPUT), acts, impl)
     return contract
+
+
+# --- Qwen3-Next (hybrid: Gated DeltaNet and gated attention, MoE with a gated shared expert) ---
+#
+# docs/diverge.md, "Recording Hugging Face models", lists what each point is.
+# Points no module returns are taken by wrapping the modeling module's
+# functions while recording (the short convolution, the chunked delta rule,
+# the attention function) or recomputed in a hook from the module's own
+# inputs by the same operations (the gated norm's halves, the attention
+# gate's sigmoid, the shared expert's gate): bit for bit what the module
+# computes in between, since CPU PyTorch is deterministic.
+
+
+def _qwen3_next_contract(config, tokens, dtype):
+    if getattr(config, "hidden_act", "silu") != "silu":
+        raise ValueError("hidden_act %r does not map (swiglu is silu(gate) * up)" % config.hidden_act)
+    if getattr(config, "attention_bias", False):
+        raise ValueError("attention_bias does not map (the linear layers' projections have none)")
+    if config.linear_key_head_dim != config.linear_value_head_dim:
+        raise ValueError("linear_key_head_dim != linear_value_head_dim is not mapped (d_k = d_v)")
+    if getattr(config, "mlp_only_layers", None) or getattr(config, "decoder_sparse_step", 1) != 1 or not config.num_experts:
+        raise ValueError("dense MLP layers (mlp_only_layers, decoder_sparse_step, num_experts 0) are not mapped")
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    if params.get("rope_type", "default") != "default":
+        raise ValueError("rope_type %r does not map: conform's RoPE is the unscaled one" % params["rope_type"])
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kinds = {"linear_attention": "D", "full_attention": "G"}
+    pattern = "".join(kinds[t] for t in config.layer_types)
+    return {
+        "layers": config.num_hidden_layers, "pattern": pattern, "attention_kind": "gated", "linear_kind": "gdn",
+        "width": config.hidden_size, "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
+        "head_dim": head_dim, "rotary_dim": int(head_dim * params.get("partial_rotary_factor", 1.0)),
+        "rope_base": float(params.get("rope_theta", 10000.0)), "tokens": int(tokens), "norm": "rms_norm",
+        "eps": float(config.rms_norm_eps), "placement": "pre", "zero_centered": True, "qk_norm": True,
+        "linear_heads": config.linear_num_key_heads, "linear_v_heads": config.linear_num_value_heads,
+        "linear_head_dim": config.linear_key_head_dim, "short_conv": config.linear_conv_kernel_dim,
+        "decay": "exp_softplus", "l2_format": "fp32", "linear_output_gate": True, "linear_gate_act": "silu",
+        "o_norm_zero_centered": False,
+        "mlp": "moe", "experts": config.num_experts, "top_k": config.num_experts_per_tok, "shared_experts": 1,
+        "shared_gate": True, "expert_ffn": config.moe_intermediate_size,
+        "shared_ffn": config.shared_expert_intermediate_size, "router_score": "softmax",
+        "renormalize": bool(config.norm_topk_prob), "selection_bias": False,
+        "dtype": dtype, "residual_format": dtype,
+        # Qwen3NextRMSNorm: (x / rms * (1 + w)) in FP32, rounded once; its
+        # gated norm: x / rms rounded to dtype, then * w (Llama's order).
+        "conventions": {"rope_pairing": "half", "norm_cast": "after_weight", "o_norm:norm_cast": "before_weight",
+                        "gate_order": "gate_up", "rope_arith": "dtype", "attention_probs": "dtype",
+                        "router_arith": "dtype"},
+    }
+
+
+def _qwen3_next_points(m):
+    """The module points (the rest: _Qwen3NextTaps)."""
+    points = {INPUT: (m.embed_tokens, "output")}
+    for l, layer in enumerate(m.layers):
+        p = "layers.%d." % l
+        out_proj = layer.linear_attn.out_proj if hasattr(layer, "linear_attn") else layer.self_attn.o_proj
+        points.update({
+            p + "attn_norm": (layer.input_layernorm, "output"),
+            p + "attn_gated": (out_proj, "input"), p + "attn_out": (out_proj, "output"),
+            p + "mid": (layer.post_attention_layernorm, "input"),
+            p + "mlp_norm": (layer.post_attention_layernorm, "output"),
+            p + "mlp_out": (layer.mlp, "output"), p + "output": (layer, "output"),
+        })
+        if hasattr(layer, "self_attn"):
+            a = layer.self_attn
+            points.update({p + "k": (a.k_proj, "output"), p + "v": (a.v_proj, "output"),
+                           p + "q_norm": (a.q_norm, "output"), p + "k_norm": (a.k_norm, "output")})
+    return points, {}
+
+
+def _qwen3_next_weights(m):
+    import torch
+    w = {}
+    for l, layer in enumerate(m.layers):
+        p, f = "layers.%d." % l, layer.mlp
+        w[p + "attn_norm.weight"] = layer.input_layernorm.weight
+        w[p + "mlp_norm.weight"] = layer.post_attention_layernorm.weight
+        if hasattr(layer, "linear_attn"):
+            w.update(_gdn_weights(p, layer.linear_attn))
+        else:
+            a, H, D = layer.self_attn, m.config.num_attention_heads, layer.self_attn.head_dim
+            qg = a.q_proj.weight.view(H, 2 * D, -1)  # per head: D query rows, then D gate rows
+            w[p + "q.weight"], w[p + "gate.weight"] = qg[:, :D].reshape(H * D, -1), qg[:, D:].reshape(H * D, -1)
+            w[p + "k.weight"], w[p + "v.weight"], w[p + "o.weight"] = a.k_proj.weight, a.v_proj.weight, a.o_proj.weight
+            w[p + "q_norm.weight"], w[p + "k_norm.weight"] = a.q_norm.weight, a.k_norm.weight
+        w[p + "router.weight"] = f.gate.weight.t()
+        w[p + "experts.gate_up.weight"] = f.experts.gate_up_proj.transpose(1, 2)
+        w[p + "experts.down.weight"] = f.experts.down_proj.transpose(1, 2)
+        s = f.shared_expert
+        w[p + "shared_mlp.gate_up.weight"] = torch.cat([s.gate_proj.weight, s.up_proj.weight])
+        w[p + "shared_mlp.down.weight"] = s.down_proj.weight
+        w[p + "shared_gate.weight"] = f.shared_expert_gate.weight
+    return w
+
+
+def _gdn_weights(p, g):
+    """Qwen3NextGatedDeltaNet's fused, per-key-head interleaved projections
+    split into the contract's q, k, v, gate (z), b and g (a) rows."""
+    Hk, Hv, dk, dv = g.num_k_heads, g.num_v_heads, g.head_k_dim, g.head_v_dim
+    r, C = Hv // Hk, g.in_proj_qkvz.weight.shape[-1]
+    qkvz = g.in_proj_qkvz.weight.view(Hk, 2 * dk + 2 * r * dv, C)
+    q, k, v, z = qkvz.split([dk, dk, r * dv, r * dv], dim=1)
+    b, a = g.in_proj_ba.weight.view(Hk, 2 * r, C).split([r, r], dim=1)
+    conv = g.conv1d.weight.squeeze(1)  # [q | k | v channels, K]
+    return {p + "q.weight": q.reshape(-1, C), p + "k.weight": k.reshape(-1, C), p + "v.weight": v.reshape(-1, C),
+            p + "gate.weight": z.reshape(-1, C), p + "b.weight": b.reshape(-1, C), p + "g.weight": a.reshape(-1, C),
+            p + "q_conv.weight": conv[:g.key_dim], p + "k_conv.weight": conv[g.key_dim:2 * g.key_dim],
+            p + "v_conv.weight": conv[2 * g.key_dim:], p + "decay_a.weight": g.A_log, p + "decay_dt.bias": g.dt_bias,
+            p + "o_norm.weight": g.norm.weight, p + "o.weight": g.out_proj.weight}
+
+
+class _AttentionTap:
+    """The modeling module's ALL_ATTENTION_FUNCTIONS, its functions wrapped to
+    record their output (the attention before the output gate)."""
+
+    def __init__(self, inner, record):
+        self._inner, self._record = inner, record
+
+    def get_interface(self, name, default):
+        fn = self._inner.get_interface(name, default)
+
+        def wrapped(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            self._record(out[0])
+            return out
+        return wrapped
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class _Qwen3NextTaps(_HfTaps):
+    """_HfTaps (RoPE, routers) and Qwen3-Next's own points: the split fused
+    projections, the short convolution (before and after SiLU), the delta
+    rule's inputs and output, the gated norm's halves, the gated attention,
+    the routed sum and the gated shared expert."""
+
+    def __init__(self, m):
+        super().__init__(m)
+        import torch
+        self._torch, self._pending, self._layers = torch, {}, m.layers
+        mod = self.module
+        self._saved = {n: getattr(mod, n) for n in ("causal_conv1d_fn", "torch_chunk_gated_delta_rule",
+                                                      "ALL_ATTENTION_FUNCTIONS")}
+        mod.causal_conv1d_fn = self._conv
+        mod.torch_chunk_gated_delta_rule = self._delta
+        mod.ALL_ATTENTION_FUNCTIONS = _AttentionTap(self._saved["ALL_ATTENTION_FUNCTIONS"],
+                                                    lambda o: self._put(self._p("attn"), self._rows(o)))
+        for l, layer in enumerate(m.layers):
+            self._hook(layer, "pre", lambda mod_, args, l=l: setattr(self, "layer", l))
+            if hasattr(layer, "linear_attn"):
+                g = layer.linear_attn
+                self._hook(g.in_proj_qkvz, "out", lambda mod_, a, o, l=l: self._pending.__setitem__(l, o))
+                self._hook(g.in_proj_ba, "out", lambda mod_, a, o, l=l, g=g: self._projections(l, g, o))
+                self._hook(g.norm, "out", lambda mod_, a, o, l=l, g=g: self._gated_norm(l, g, *a))
+            else:
+                a = layer.self_attn
+                self._hook(a.q_proj, "out", lambda mod_, args, o, l=l, a=a: self._query_gate(l, a, o))
+            f = layer.mlp
+            self._hook(f.experts, "out", lambda mod_, a, o, l=l: self._put("layers.%d.experts" % l, o))
+            s, p = f.shared_expert, "layers.%d." % l
+            self._hook(s.gate_proj, "out", lambda mod_, a, o, p=p: self._pending.__setitem__(p, o))
+            self._hook(s.up_proj, "out", lambda mod_, a, o, p=p: self._put(
+                p + "shared_gate_up", self._torch.cat([self._pending.pop(p), o], dim=-1)))
+            self._hook(s.down_proj, "out", lambda mod_, a, o, p=p: self._shared_down(p, a[0], o))
+            self._hook(f.shared_expert_gate, "out", lambda mod_, a, o, p=p: self._shared_gate(p, o))
+
+    def _hook(self, module, when, fn):
+        """A hook that only records: whatever fn returns, the module's output stands."""
+        def hook(*args):
+            fn(*args)
+        reg = module.register_forward_pre_hook if when == "pre" else module.register_forward_hook
+        self._handles.append(reg(hook))
+
+    def _p(self, name):
+        return "layers.%d.%s" % (self.layer, name)
+
+    @staticmethod
+    def _rows(t):
+        """[1, T, ...] -> [T, features]."""
+        return t[0].reshape(t.shape[1], -1)
+
+    def _projections(self, l, g, ba):
+        q, k, v, z, b, a = g.fix_query_key_value_ordering(self._pending.pop(l), ba)
+        for name, t in (("q", q), ("k", k), ("v", v), ("gate", z), ("b_logit", b), ("g_logit", a)):
+            self._put("layers.%d.%s" % (l, name), self._rows(t))
+
+    def _conv(self, hidden_states, weight, bias=None, activation=None, **kwargs):
+        """causal_conv1d_fn with its activation applied here, as it applies it."""
+        from transformers.activations import ACT2FN
+        out = self._saved["causal_conv1d_fn"](hidden_states, weight, bias, activation=None, **kwargs)
+        y = ACT2FN[activation](out).to(hidden_states.dtype) if activation is not None else out
+        g = self._layer_gdn()
+        for stage, t in (("conv", out), ("act", y)):
+            parts = t[0].transpose(0, 1).split([g.key_dim, g.key_dim, g.value_dim], dim=-1)
+            for name, part in zip("qkv", parts):
+                self._put(self._p(name + "_" + stage), part)
+        return y
+
+    def _layer_gdn(self):
+        return self._layers[self.layer].linear_attn
+
+    def _delta(self, query, key, value, g, beta, **kwargs):
+        """The chunked delta rule: q, k L2-normalized in FP32 as it does
+        (before its repeat to the value heads, which copies rows), the decay,
+        beta and the output."""
+        f32 = self._torch.float32
+        for name, t in (("q_l2", query), ("k_l2", key)):
+            self._put(self._p(name), self._rows(self.module.l2norm(t.to(f32), dim=-1, eps=1e-6)))
+        self._put(self._p("g"), self._rows(g))
+        self._put(self._p("beta"), self._rows(beta))
+        out = self._saved["torch_chunk_gated_delta_rule"](query, key, value, g, beta, **kwargs)
+        self._put(self._p("attn"), self._rows(out[0]))
+        return out
+
+    def _gated_norm(self, l, g, x, gate):
+        """RMSNormGated's two halves ([T Hv, d] rows): w * (x / rms).to(dtype), silu(gate) in FP32."""
+        from transformers.activations import ACT2FN
+        t, norm = self._torch, g.norm
+        h = x.to(t.float32)
+        h = h * t.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+        T = x.shape[0] // g.num_v_heads
+        self._put("layers.%d.o_norm" % l, (norm.weight * h.to(x.dtype)).reshape(T, -1))
+        self._put("layers.%d.gate_act" % l, ACT2FN[norm.activation](gate.to(t.float32)).reshape(T, -1))
+
+    def _query_gate(self, l, a, out):
+        """q_proj's output per head: D query values, then D gate values."""
+        T, H = out.shape[1], a.config.num_attention_heads
+        q, gate = self._torch.chunk(out[0].view(T, H, 2 * a.head_dim), 2, dim=-1)
+        self._put("layers.%d.q" % l, q.reshape(T, -1))
+        self._put("layers.%d.gate" % l, gate.reshape(T, -1))
+        self._put("layers.%d.gate_sig" % l, self._torch.sigmoid(gate).reshape(T, -1))
+
+    def _shared_down(self, p, h, out):
+        self._put(p + "shared_h", h)
+        self._put(p + "shared_out", out)
+        self._pending[p + "out"] = out
+
+    def _shared_gate(self, p, logit):
+        """The shared expert's gate: sigmoid(x w_sg) * shared_out, as the MoE block computes it."""
+        sig = self._torch.nn.functional.sigmoid(logit)
+        self._put(p + "shared_logit", logit)
+        self._put(p + "shared_sig", sig)
+        self._put(p + "shared_gated", sig * self._pending.pop(p + "out"))
+
+    def remove(self):
+        for name, fn in self._saved.items():
+            setattr(self.module, name, fn)
+        super().remove()
 
 
 # --- self-test (NumPy only) ----------------------------------------------------------

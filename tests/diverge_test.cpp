@@ -989,6 +989,122 @@ TEST(Diverge, LinearBlockConventionsAreIdentified) {
     EXPECT_EQ(r.points[*r.first_failing].point, "layers.0.g");
 }
 
+// ---- Qwen3-Next's hybrid layers (docs/model.md, "Linear-attention block extras") ----
+
+namespace {
+
+// 3 Gated DeltaNet : 1 gated attention, twice the value heads of the
+// query/key heads, q and k normalized in FP32, g = -e^A softplus(x W_g + b)
+// in FP32, the output gate
+// silu(x W_z) RMSNorm(o) with a plain-weight norm that casts before its
+// weight (the others: zero-centred, cast after), a MoE with a sigmoid-gated
+// shared expert.
+ModelContract qwen3_next_like(Format f) {
+    ModelContract c = small("DDDG", f);
+    c.linear_v_heads = 2 * c.linear_heads;
+    c.short_conv = 4;
+    c.decay = "exp_softplus";
+    c.linear_output_gate = true, c.linear_gate_act = "silu", c.o_norm_zero_centered = false;
+    c.zero_centered = true, c.qk_norm = true, c.rotary_dim = 4;
+    c.attention_kind = AttentionKind::gated;
+    c.mlp = MlpKind::moe, c.experts = 4, c.top_k = 2, c.shared_experts = 1, c.shared_gate = true, c.shared_ffn = 24;
+    c.residual_format = f;
+    c.l2_format = "fp32";
+    c.conventions["o_norm:norm_cast"] = "before_weight";
+    return c;
+}
+
+}  // namespace
+
+// The executor's kernels meet every local budget of the Qwen3-Next layer
+// kinds, with and without a cache; the FP64 tier's bound stays negligible
+// and the MPFR cross-check covers the softplus decay.
+TEST(Diverge, Qwen3NextLayersPass) {
+    for (Format f : {Format::fp32, Format::bf16})
+        for (std::int64_t cache : {0, 5}) {
+            ModelContract c = qwen3_next_like(f);
+            c.cache_tokens = cache;
+            const DivergeReport r = analyse(c);
+            const std::string what = std::string(name(f)) + " cache " + std::to_string(cache);
+            EXPECT_FALSE(r.first_failing) << what << ": " << first_failing_text(r);
+            EXPECT_LE(r.oracle_bound_ratio, 1e-3) << what << " at " << r.oracle_bound_worst;
+            std::set<std::string> points;
+            for (const PointReport& p : r.points) points.insert(p.point);
+            for (const char* p : {"layers.0.g", "layers.0.gate_act", "layers.0.o_norm", "layers.0.experts",
+                                  "layers.0.shared_gated", "layers.3.attn_gated"})
+                EXPECT_TRUE(points.count(p)) << p;
+            EXPECT_NE(r.mpfr_cross_check.find("softplus_decay"), std::string::npos) << r.mpfr_cross_check;
+        }
+}
+
+// A scoped convention binds only its step: the contract's o_norm casts after
+// its weight, the candidate's casts before (as Hugging Face's Qwen3-Next) and
+// fails there, named; the layer norms (cast after in both) pass.  And the
+// decay's budget is sharp: a candidate that drops dt_bias fails at g.
+TEST(Diverge, Qwen3NextDefectsAreFound) {
+    ModelContract c = qwen3_next_like(Format::bf16);
+    c.conventions.erase("o_norm:norm_cast");
+    CandidateOptions cast;
+    cast.conventions["o_norm:norm_cast"] = "before_weight";
+    expect_first_failing(analyse(c, cast), "layers.0.o_norm", "norm_cast=before_weight");
+
+    const Synthetic m = synthetic_model(c, 5);
+    NamedTensors no_bias = m.weights;
+    for (auto& [n, t] : no_bias)
+        if (n.find("decay_dt.bias") != std::string::npos)
+            for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, 0.0);
+    const DivergeReport r = diverge(c, m.weights, m.input, run_kernels(c, no_bias, m.input));
+    ASSERT_TRUE(r.first_failing);
+    EXPECT_EQ(r.points[*r.first_failing].point, "layers.0.g");
+}
+
+// Value heads: a stack with H query/key heads and 2H value heads computes
+// what one with 2H query/key heads computes when each query/key head's
+// projection rows are repeated for its two value heads (repeat_interleave:
+// value head h reads head h / 2), to the FP64 tier's rounding (2^-45 of the
+// largest output; the head mapping changes the values by ~10^-2).
+TEST(Diverge, ValueHeadsReadTheirQueryKeyHeadRepeated) {
+    ModelContract grouped = small("D", Format::fp32);
+    grouped.layers = 1, grouped.short_conv = 4, grouped.linear_v_heads = 2 * grouped.linear_heads;
+    ModelContract full = grouped;
+    full.linear_heads = full.linear_v_heads;
+    const Synthetic m = synthetic_model(grouped, 5);
+    const std::int64_t d = grouped.linear_head_dim;
+    Named wg, wf;
+    for (const auto& [n, t] : m.weights) wg.emplace(n, values_of(t.view()));
+    wf = wg;
+    for (const char* n : {"layers.0.q.weight", "layers.0.k.weight", "layers.0.q_conv.weight", "layers.0.k_conv.weight"}) {
+        const Values& w = wg.at(n);
+        const std::int64_t cols = w.shape[1], rows_per_head = d;
+        Values r{{2 * w.shape[0], cols}, {}};
+        for (std::int64_t row = 0; row < 2 * w.shape[0]; ++row) {
+            const std::int64_t head = row / rows_per_head / 2, src = head * rows_per_head + row % rows_per_head;
+            r.v.insert(r.v.end(), w.v.begin() + src * cols, w.v.begin() + (src + 1) * cols);
+        }
+        wf[n] = r;
+    }
+    const Values input = values_of(m.input.view());
+    const Named a = run_oracle(grouped, wg, input), b = run_oracle(full, wf, input);
+    for (const char* p : {"layers.0.attn", "layers.0.output"}) {
+        ASSERT_EQ(a.at(p).v.size(), b.at(p).v.size()) << p;
+        double scale = 0;
+        for (double v : a.at(p).v) scale = std::max(scale, std::fabs(v));
+        for (std::size_t i = 0; i < a.at(p).v.size(); ++i) ASSERT_NEAR(a.at(p).v[i], b.at(p).v[i], 0x1p-45 * scale) << p << " " << i;
+    }
+    // Not vacuous: the other head order (value head h reading head h mod H) differs.
+    for (const char* n : {"layers.0.q.weight", "layers.0.k.weight", "layers.0.q_conv.weight", "layers.0.k_conv.weight"}) {
+        const Values& w = wg.at(n);
+        Values r{{2 * w.shape[0], w.shape[1]}, {}};
+        for (int rep = 0; rep < 2; ++rep) r.v.insert(r.v.end(), w.v.begin(), w.v.end());
+        wf[n] = r;
+    }
+    const Named mod = run_oracle(full, wf, input);
+    double diff = 0;
+    for (std::size_t i = 0; i < a.at("layers.0.attn").v.size(); ++i)
+        diff = std::max(diff, std::fabs(mod.at("layers.0.attn").v[i] - a.at("layers.0.attn").v[i]));
+    EXPECT_GT(diff, 1e-6);
+}
+
 // ---- INT8 layers (docs/model.md, "INT8 layers") ----
 
 // The W8A8 projections of the layers the pattern quantizes: the registry's
