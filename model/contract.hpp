@@ -51,6 +51,10 @@ const char* name(ResidualKind r);
 //   logit_softcap   applied | skipped       the contract's logit softcap applied, or the raw logits
 //   rolling_order   positions | slots       a rolling KV cache read oldest first (the ring
 //                                           unrolled), or in its slots' order as stored
+//   logits_format   fp32 | dtype            the lm_head product stored in FP32, or rounded to the
+//                                           model's dtype (an lm_head in it: Hugging Face)
+//   glu_arith       fused | separate        SwiGLU within 1 ulp, or silu(gate) computed in FP32,
+//                                           stored in the model's format, times up rounded
 using Conventions = std::map<std::string, std::string>;
 const std::map<std::string, std::vector<std::string>>& convention_values();
 Conventions default_conventions();

@@ -338,10 +338,18 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::mla: return {"rope_pairing"};
         case StepKind::router: return c.dtype != Format::fp32 ? std::vector<std::string>{"router_arith"} : std::vector<std::string>{};
         // Only the logits read lm_head.weight; on any other matmul the alternative is the same step.
-        case StepKind::matmul:
-            return c.logits && !c.tied_embeddings ? std::vector<std::string>{"lm_head"} : std::vector<std::string>{};
+        // logits_format: the logits rounded to a narrower dtype (on other matmuls the same step).
+        case StepKind::matmul: {
+            std::vector<std::string> v;
+            if (c.logits && !c.tied_embeddings) v.push_back("lm_head");
+            if (c.logits && c.dtype != Format::fp32) v.push_back("logits_format");
+            return v;
+        }
+        // glu_arith: SwiGLU's activation stored, then the product rounded.
         case StepKind::glu:
-            return c.mlp == MlpKind::geglu ? std::vector<std::string>{"gate_order", "gelu"} : std::vector<std::string>{"gate_order"};
+            if (c.mlp == MlpKind::geglu) return {"gate_order", "gelu"};
+            if (c.mlp == MlpKind::swiglu) return {"gate_order", "glu_arith"};
+            return {"gate_order"};
         case StepKind::gelu: return {"gelu"};
         case StepKind::short_conv: return {"conv_padding"};
         case StepKind::softcap: return {"logit_softcap"};

@@ -174,6 +174,11 @@ struct Executor {
             Tensor y = norm_variant(c, call, eps_out, cast, s.format);
             return point_from_op(call, s, y.view());
         }
+        // glu_arith = separate (act(gate) stored, then the product rounded)
+        // changes only the budget; no built-in kernel computes SwiGLU that way.
+        if (s.kind == StepKind::glu && conv.at("glu_arith") == "separate")
+            throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op + " with glu_arith=separate (" +
+                                        s.point + "); the divergence analysis judges such dumps");
         if (!own_norm && !call.unexpressed.empty())
             throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op + " with " + call.unexpressed.front() +
                                         " (" + s.point + "); the divergence analysis judges such dumps");
@@ -240,7 +245,9 @@ struct Executor {
             case StepKind::matmul: {
                 const Tensor* b = s.weights.size() > 1 ? &get(s.weights[1]) : nullptr;
                 TensorView bv = b ? b->view() : TensorView{};
-                return matmul(get(s.inputs[0]).view(), get(matmul_weight(s, conv)).view(), b ? &bv : nullptr, s.format);
+                // The logits rounded to the dtype under logits_format = dtype.
+                const Format f = is_logits_product(s) ? logits_product_format(c, conv) : s.format;
+                return matmul(get(s.inputs[0]).view(), get(matmul_weight(s, conv)).view(), b ? &bv : nullptr, f);
             }
             case StepKind::add:
             case StepKind::mul:
