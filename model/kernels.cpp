@@ -245,9 +245,11 @@ struct Executor {
             case StepKind::matmul: {
                 const Tensor* b = s.weights.size() > 1 ? &get(s.weights[1]) : nullptr;
                 TensorView bv = b ? b->view() : TensorView{};
-                // The logits rounded to the dtype under logits_format = dtype.
+                // The logits rounded to the dtype under logits_format = dtype,
+                // stored in the point's declared format (exact).
                 const Format f = is_logits_product(s) ? logits_product_format(c, conv) : s.format;
-                return matmul(get(s.inputs[0]).view(), get(matmul_weight(s, conv)).view(), b ? &bv : nullptr, f);
+                return in_format(matmul(get(s.inputs[0]).view(), get(matmul_weight(s, conv)).view(), b ? &bv : nullptr, f),
+                                 s.format);
             }
             case StepKind::add:
             case StepKind::mul:

@@ -589,7 +589,8 @@ double total(const std::vector<double>& v) {
 // judged in the format the contract declares, whatever the dump stores, so
 // BF16 logits -- stored as BF16 or widened to FP32 -- fail an FP32-logits
 // contract at the logits, named, and pass one that declares them.  The
-// executor runs the convention (an FP32-accumulating product stored in the dtype).
+// executor runs the convention (an FP32-accumulating product rounded to the
+// dtype, stored in the point's declared format).
 TEST(DivergeEnds, LogitsFormatWidensOnlyTheLogitsStep) {
     for (Format f : {Format::bf16, Format::fp32}) {
         ModelContract c = small("dense", f);
@@ -610,10 +611,14 @@ TEST(DivergeEnds, LogitsFormatWidensOnlyTheLogitsStep) {
     const Synthetic m = synthetic_model(c, 5);
     CandidateOptions opt;
     opt.conventions["logits_format"] = "dtype";
-    NamedTensors bf16_logits = run_kernels(c, m.weights, m.input, opt);
-    ASSERT_EQ(bf16_logits.at("logits").format(), Format::bf16);
-    NamedTensors widened = bf16_logits;  // the same values as FP32 (a port that calls .float() on them)
-    widened.at("logits") = to_tensor(values_of(bf16_logits.at("logits").view()), Format::fp32);
+    // The executor stores the dtype-rounded logits in the declared FP32 (as a
+    // port that calls .float() on them); the same values stored as BF16.
+    NamedTensors widened = run_kernels(c, m.weights, m.input, opt);
+    ASSERT_EQ(widened.at("logits").format(), Format::fp32);
+    NamedTensors bf16_logits = widened;
+    bf16_logits.at("logits") = to_tensor(values_of(widened.at("logits").view()), Format::bf16);
+    EXPECT_EQ(values_of(bf16_logits.at("logits").view()).v, values_of(widened.at("logits").view()).v);
+    EXPECT_NE(values_of(widened.at("logits").view()).v, values_of(run_kernels(c, m.weights, m.input).at("logits").view()).v);
     ModelContract declared = c;
     declared.conventions["logits_format"] = "dtype";
     EXPECT_EQ(build_graph(declared).back().format, Format::bf16);
