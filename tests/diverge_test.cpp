@@ -474,6 +474,15 @@ ModelContract moe_model(MlpKind k, Format f) {
     return c;
 }
 
+// The synthetic model's input and weights and the built-in kernels' points, as values.
+Named kernel_values(const ModelContract& c, const Synthetic& m) {
+    const NamedTensors run = run_kernels(c, m.weights, m.input);
+    Named vals{{"input", values_of(m.input.view())}};
+    for (const NamedTensors* ts : {&m.weights, &run})
+        for (const auto& [n, t] : *ts) vals.emplace(n, values_of(t.view()));
+    return vals;
+}
+
 }  // namespace
 
 // The MoE steps' budgets hold for the built-in kernels in every format and
@@ -511,10 +520,7 @@ TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
     for (Format f : {Format::bf16, Format::fp32}) {
         const ModelContract c = moe_model(MlpKind::moe, f);
         const Synthetic m = synthetic_model(c, 5);
-        const NamedTensors run = run_kernels(c, m.weights, m.input);
-        Named vals{{"input", values_of(m.input.view())}};
-        for (const NamedTensors* ts : {&m.weights, &run})
-            for (const auto& [n, t] : *ts) vals.emplace(n, values_of(t.view()));
+        const Named vals = kernel_values(c, m);
         const Lookup get = [&](const std::string& n) -> const Values& { return vals.at(n); };
         for (const auto& [key, kind] : cases) {
             Conventions conv = c.conventions;
@@ -547,7 +553,7 @@ TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
         }
         ModelContract declared = c;
         for (const auto& [key, kind] : cases) declared.conventions[key] = "dtype";
-        const DivergeReport r = diverge(declared, m.weights, m.input, run);
+        const DivergeReport r = diverge(declared, m.weights, m.input, run_kernels(c, m.weights, m.input));
         EXPECT_FALSE(r.first_failing) << name(f) << ": " << first_failing_text(r);
     }
 }
@@ -561,11 +567,7 @@ struct BudgetPair {
     std::vector<double> a, b;
 };
 std::vector<BudgetPair> budgets_under(const ModelContract& c, const Conventions& conv) {
-    const Synthetic m = synthetic_model(c, 5);
-    const NamedTensors run = run_kernels(c, m.weights, m.input);
-    Named vals{{"input", values_of(m.input.view())}};
-    for (const NamedTensors* ts : {&m.weights, &run})
-        for (const auto& [n, t] : *ts) vals.emplace(n, values_of(t.view()));
+    const Named vals = kernel_values(c, synthetic_model(c, 5));
     const Lookup get = [&](const std::string& n) -> const Values& { return vals.at(n); };
     std::vector<BudgetPair> out;
     for (const Step& s : build_graph(c)) {
