@@ -337,8 +337,8 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::rope: return {"rope_pairing", "rope_arith"};
         case StepKind::mla: return {"rope_pairing"};
         case StepKind::router: return c.dtype != Format::fp32 ? std::vector<std::string>{"router_arith"} : std::vector<std::string>{};
-        // Only the logits read lm_head.weight; on any other matmul the alternative is the same step.
-        // logits_format: the logits rounded to a narrower dtype (on other matmuls the same step).
+        // Only the logits read lm_head.weight, and logits_format concerns only
+        // them (try_conventions skips both on the other matmuls).
         case StepKind::matmul: {
             std::vector<std::string> v;
             if (c.logits && !c.tied_embeddings) v.push_back("lm_head");
@@ -371,6 +371,7 @@ void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, co
     double best = 1;
     const std::vector<Piece> ps = pieces(c, s, sample);
     for (const std::string& key : conventions_of(c, s.kind)) {
+        if ((key == "lm_head" || key == "logits_format") && !is_logits_product(s)) continue;  // the same step elsewhere
         for (const std::string& value : convention_values().at(key)) {
             if (value == c.conventions.at(key)) continue;
             Conventions conv = c.conventions;
