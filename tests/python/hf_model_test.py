@@ -9,8 +9,8 @@ from the token ids to the logits, in BF16:
   epsilon outside the root in layer 1's attention norm, or in the final
   norm (eps_placement=outside), the interleaved RoPE pairing in layer 1
   (rope_pairing=interleaved);
-- Qwen3 (QK-norm) and Qwen2 (q, k, v biases; recorded without the ends too)
-  dense stacks pass;
+- Qwen3 (QK-norm) and Qwen2 (q, k, v biases; recorded without the ends
+  too, and with its head tied to the embedding) dense stacks pass;
 - Mixtral and Qwen3-MoE stacks pass;
 - what does not map (Qwen3-Next, scaled RoPE, GELU) is refused naming why;
 - declared without the conventions of BF16 arithmetic (rope_arith,
@@ -83,8 +83,8 @@ def qwen3(dtype=torch.bfloat16):  # QK-norm, head_dim set apart from the width
     return randomized(transformers.Qwen3Config(intermediate_size=256, head_dim=32, **SHAPE), dtype=dtype)
 
 
-def qwen2(dtype=torch.bfloat16):  # q, k, v biases
-    return randomized(transformers.Qwen2Config(intermediate_size=256, **SHAPE), dtype=dtype)
+def qwen2(dtype=torch.bfloat16, tied=False):  # q, k, v biases
+    return randomized(transformers.Qwen2Config(intermediate_size=256, tie_word_embeddings=tied, **SHAPE), dtype=dtype)
 
 
 def qwen3_moe(dtype=torch.bfloat16):  # QK-norm; the router returns its weights rounded to bf16
@@ -244,6 +244,8 @@ def main():
         check("qwen3", args.conform, tmp, qwen3())
         check("qwen2", args.conform, tmp, qwen2())
         check("qwen2_no_ends", args.conform, tmp, qwen2(), logits=False)
+        tied = check("qwen2_tied", args.conform, tmp, qwen2(tied=True))  # lm_head is the embedding
+        assert tied["contract"]["tied_embeddings"], "qwen2_tied: the contract unties the head"
         check("mixtral", args.conform, tmp, mixtral())
         check("qwen3_moe", args.conform, tmp, qwen3_moe())
         check("mixtral_fp32_router", args.conform, tmp, mixtral(), (0, "layers.0.router", "router_arith=dtype"),
