@@ -248,7 +248,7 @@ StepBound unary_bound(const Step& s, const Lookup& get, const Values& ref, Forma
 }
 
 // glu_arith = separate: SwiGLU as act_fn(gate) * up (Hugging Face's
-// LlamaMLP), derived in docs/diverge.md ("glu_arith = separate"):
+// LlamaMLP), derived in docs/diverge.md ("SwiGLU computed in two ops"):
 //   s^ = silu(g) in FP32 as g / (1 + exp(-g)), exp within 1 ulp (2u
 //        relative) and two roundings: |s^ - s| <= rho |s| + eta/2,
 //        rho = 4u (1 + 4u); |s| itself where exp(-g) or 1 + exp(-g) may
