@@ -10,7 +10,7 @@ input, against the exact value s = x / (1 + e^-x) in double (relative error
 
 Prints the largest error in units of u |s| and in ulps of s (normal
 results), the largest ratio to each clause of the bound, and what the
-function returns where e^-x may overflow.  One thread; about 8 minutes on
+function returns where e^-x may overflow.  One thread; about 6 minutes on
 one core for all 2^32 - 2^24 inputs (a range of bit patterns: --bits LO HI).
 
     python3 python/third_party/torch_silu_error.py [--bits LO HI] [--device cuda]
