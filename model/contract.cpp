@@ -53,6 +53,9 @@ const std::map<std::string, std::vector<std::string>>& convention_values() {
         // Arithmetic a narrow-format model may do in its own format
         // (Hugging Face's PyTorch code in bf16/fp16; docs/model.md):
         {"rope_arith", {"fp32", "dtype"}}, {"attention_probs", {"fp32", "dtype"}}, {"router_arith", {"fp32", "dtype"}},
+        // The logits rounded to the model's format (an lm_head in it), and
+        // SwiGLU as act(gate) stored, then the product rounded (docs/model.md).
+        {"logits_format", {"fp32", "dtype"}}, {"glu_arith", {"fused", "separate"}}, {"silu_arith", {"ulp", "quotient"}},
     };
     return v;
 }
@@ -238,6 +241,9 @@ void validate(const ModelContract& c) {
         require_finite("logit_softcap", c.logit_softcap, false);
     }
     check_conventions(c.conventions);
+    if (const auto g = c.conventions.find("glu_arith"); g != c.conventions.end() && g->second == "separate" &&
+        (c.mlp == MlpKind::geglu || c.mlp == MlpKind::situ_glu || c.mlp == MlpKind::swiglu_clamp))
+        fail("conventions.glu_arith", "separate is derived for SwiGLU (and MoE experts) only, not " + std::string(name(c.mlp)));
 }
 
 // ---- JSON ----------------------------------------------------------------

@@ -52,6 +52,12 @@ const char* name(ResidualKind r);
 //   logit_softcap   applied | skipped       the contract's logit softcap applied, or the raw logits
 //   rolling_order   positions | slots       a rolling KV cache read oldest first (the ring
 //                                           unrolled), or in its slots' order as stored
+//   logits_format   fp32 | dtype            the lm_head product stored in FP32, or rounded to the
+//                                           model's dtype (an lm_head in it: Hugging Face)
+//   glu_arith       fused | separate        SwiGLU within 1 ulp, or silu(gate) computed in FP32,
+//                                           stored in the model's format, times up rounded
+//   silu_arith      ulp | quotient          a silu step within 1 ulp, or the FP32 quotient
+//                                           x / (1 + exp(-x)) with a 1-ulp exp (PyTorch's CPU silu)
 // A key "STEP:key" (e.g. "o_norm:norm_cast") declares `key` for the steps
 // whose point is STEP in every layer ("layers.N.STEP"), over the plain key:
 // a model whose modules differ (Qwen3-Next's gated output norm casts before

@@ -337,13 +337,22 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::rope: return {"rope_pairing", "rope_arith"};
         case StepKind::mla: return {"rope_pairing"};
         case StepKind::router: return c.dtype != Format::fp32 ? std::vector<std::string>{"router_arith"} : std::vector<std::string>{};
-        // Only the logits read lm_head.weight; on any other matmul the alternative is the same step.
-        case StepKind::matmul:
-            return c.logits && !c.tied_embeddings ? std::vector<std::string>{"lm_head"} : std::vector<std::string>{};
+        // Only the logits read lm_head.weight, and logits_format concerns only
+        // them (try_conventions skips both on the other matmuls).
+        case StepKind::matmul: {
+            std::vector<std::string> v;
+            if (c.logits && !c.tied_embeddings) v.push_back("lm_head");
+            if (c.logits && c.dtype != Format::fp32) v.push_back("logits_format");
+            return v;
+        }
+        // glu_arith: SwiGLU's activation stored, then the product rounded.
         case StepKind::glu:
-            return c.mlp == MlpKind::geglu ? std::vector<std::string>{"gate_order", "gelu"} : std::vector<std::string>{"gate_order"};
+            if (c.mlp == MlpKind::geglu) return {"gate_order", "gelu"};
+            if (c.mlp == MlpKind::swiglu) return {"gate_order", "glu_arith"};
+            return {"gate_order"};
         case StepKind::gelu: return {"gelu"};
         case StepKind::short_conv: return {"conv_padding"};
+        case StepKind::silu: return {"silu_arith"};
         case StepKind::softcap: return {"logit_softcap"};
         // Without cached keys (Lq = Lk) both alignments are the same mask.
         case StepKind::attention: {
@@ -363,6 +372,7 @@ void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, co
     double best = 1;
     const std::vector<Piece> ps = pieces(c, s, sample);
     for (const std::string& key : conventions_of(c, s.kind)) {
+        if ((key == "lm_head" || key == "logits_format") && !is_logits_product(s)) continue;  // the same step elsewhere
         for (const std::string& value : convention_values().at(key)) {
             Conventions conv = step_conventions(c.conventions, s);  // the step's own, scoped keys resolved
             if (value == conv.at(key)) continue;

@@ -121,7 +121,7 @@ private:
         const bool cap = c_.logit_softcap > 0;
         const std::string y = matmul(cap ? "logits_raw" : "logits", n, c_.tied_embeddings ? "embed" : "lm_head", c_.vocab, C_,
                                      false, !cap);
-        step_format(Format::fp32);
+        step_format(logits_product_format(c_, c_.conventions));  // FP32, or the dtype (logits_format)
         if (cap) {
             step("logits", StepKind::softcap, {y}, {}, {T_, c_.vocab}, true);
             step_format(Format::fp32);
@@ -505,5 +505,14 @@ std::vector<WeightSpec> weight_specs(const ModelContract& c) {
 
 std::vector<std::int64_t> point_shape(const ModelContract&, const Step& s) { return s.shape; }
 Format point_format(const ModelContract&, const Step& s) { return s.format; }
+
+bool is_logits_product(const Step& s) {
+    return s.kind == StepKind::matmul && (s.point == "logits" || s.point == "logits_raw");
+}
+
+Format logits_product_format(const ModelContract& c, const Conventions& conv) {
+    const auto it = conv.find("logits_format");
+    return it != conv.end() && it->second == "dtype" ? c.dtype : Format::fp32;
+}
 
 }  // namespace conform::model

@@ -134,5 +134,10 @@ std::vector<std::int64_t> point_shape(const ModelContract& c, const Step& s);  /
 Format point_format(const ModelContract& c, const Step& s);                     // s.format
 // The block input of layer l: "input" (or "embed" with logits) or "layers.<l-1>.output".
 std::string block_input(const ModelContract& c, std::int64_t layer);
+// The lm_head product's step (the point logits, or logits_raw under a
+// softcap) and its format under conventions conv: FP32, or the model's dtype
+// under logits_format = dtype (docs/model.md).
+bool is_logits_product(const Step& s);
+Format logits_product_format(const ModelContract& c, const Conventions& conv);
 
 }  // namespace conform::model

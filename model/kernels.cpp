@@ -189,6 +189,18 @@ struct Executor {
             Tensor y = norm_variant(c, call, eps_out, cast, s.format);
             return point_from_op(call, s, y.view());
         }
+        // silu_arith = quotient: PyTorch's CPU silu, the FP32 quotient
+        // x / (1 + exp(-x)) (glibc's expf, within 1 ulp), stored once.
+        if (s.kind == StepKind::silu && sc.at("silu_arith") == "quotient" && !mutated) {
+            std::vector<float> y = floats(call.in.at(0).view());
+            for (float& v : y) v = v / (1.0f + std::exp(-v));
+            return stored(y, s.shape, s.format);
+        }
+        // glu_arith = separate (act(gate) stored, then the product rounded)
+        // changes only the budget; no built-in kernel computes SwiGLU that way.
+        if (s.kind == StepKind::glu && conv.at("glu_arith") == "separate")
+            throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op + " with glu_arith=separate (" +
+                                        s.point + "); the divergence analysis judges such dumps");
         if (!own_norm && !call.unexpressed.empty())
             throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op + " with " + call.unexpressed.front() +
                                         " (" + s.point + "); the divergence analysis judges such dumps");
@@ -255,7 +267,11 @@ struct Executor {
             case StepKind::matmul: {
                 const Tensor* b = s.weights.size() > 1 ? &get(s.weights[1]) : nullptr;
                 TensorView bv = b ? b->view() : TensorView{};
-                return matmul(get(s.inputs[0]).view(), get(matmul_weight(s, conv)).view(), b ? &bv : nullptr, s.format);
+                // The logits rounded to the dtype under logits_format = dtype,
+                // stored in the point's declared format (exact).
+                const Format f = is_logits_product(s) ? logits_product_format(c, conv) : s.format;
+                return in_format(matmul(get(s.inputs[0]).view(), get(matmul_weight(s, conv)).view(), b ? &bv : nullptr, f),
+                                 s.format);
             }
             case StepKind::add:
             case StepKind::mul:

@@ -102,11 +102,19 @@ LogitMetrics logit_metrics(const std::vector<double>& cand, const std::vector<do
         if (!std::all_of(c, c + vocab, [](double x) { return std::isfinite(x); }) ||
             !std::all_of(r, r + vocab, [](double x) { return std::isfinite(x); }))
             continue;
+        // Ties in the candidate (BF16 logits tie often) are read in the
+        // reference's favour: the candidate's format cannot order them, and
+        // its argmax among equal values is an index convention.  Top-1
+        // agrees when the reference's argmax holds the candidate's largest
+        // value; the overlap counts the reference's top k that some order of
+        // the candidate's ties puts in its top k.
         const auto tc = top_k(c, vocab, m.k), tr = top_k(r, vocab, m.k);
-        m.top1 += tc[0] == tr[0];
-        std::int64_t common = 0;
-        for (std::int64_t a : tc) common += std::find(tr.begin(), tr.end(), a) != tr.end();
-        m.topk += static_cast<double>(common) / static_cast<double>(m.k);
+        const double kth = c[tc.back()];
+        const auto above = std::count_if(c, c + vocab, [&](double x) { return x > kth; });
+        std::int64_t over = 0, tied = 0;
+        for (std::int64_t a : tr) over += c[a] > kth, tied += c[a] == kth;
+        m.top1 += c[tr[0]] == c[tc[0]];
+        m.topk += static_cast<double>(over + std::min<std::int64_t>(tied, m.k - above)) / static_cast<double>(m.k);
         m.kl += kl_row(r, c, vocab);
         ++m.tokens;
     }

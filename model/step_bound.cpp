@@ -120,6 +120,10 @@ StepBound matmul_bound(const ModelContract& c, const Step& s, const Lookup& get,
     const Values& x = get(s.inputs.at(0));
     const Values* bias = s.weights.size() > 1 ? &get(s.weights[1]) : nullptr;
     const AbsProducts p = abs_products(x, get(matmul_weight(s, conv)), bias);
+    // The lm_head product is judged in the format the contract declares for
+    // it, whatever the dump stores: FP32, or the dtype under logits_format =
+    // dtype (the product's budget plus its rounding into the dtype).
+    if (is_logits_product(s)) out = logits_product_format(c, conv);
     // Weights and activations are stored in the model format.  (Were x wider,
     // gamma_terms already counts one rounding per product; only the exact-
     // product claim of the subnormal term would change.)
@@ -243,13 +247,73 @@ StepBound unary_bound(const Step& s, const Lookup& get, const Values& ref, Forma
     return ulp_bound(ref, out, kActivationUlps, [&](std::size_t i) { return std::fabs(x.v[i]); });
 }
 
-StepBound glu_bound(const Step& s, const Lookup& get, const Values& ref, Format out) {
+double quotient_silu_error(double g);
+
+// silu_arith = quotient: the silu step as PyTorch's CPU silu computes it, the
+// FP32 quotient g / (1 + exp(-g)) with a 1-ulp exp (docs/diverge.md, "SwiGLU
+// computed in two ops", steps 1-3), then stored into `out` (+ 1/2 ulp when
+// narrower than FP32).
+StepBound silu_bound(const Step& s, const Lookup& get, const Values& ref, const Conventions& conv, Format out) {
+    StepBound b = unary_bound(s, get, ref, out);
+    if (convention_value(conv, "silu_arith") != "quotient") return b;
+    const Values& x = get(s.inputs.at(0));
+    const bool narrow = info(out).precision < info(kAcc).precision;
+    for (std::size_t i = 0; i < ref.v.size(); ++i) {
+        if (!std::isfinite(x.v[i]) || !std::isfinite(ref.v[i])) continue;  // judged by class
+        const double e = quotient_silu_error(x.v[i]);
+        b.budget[i] = e + (narrow ? 0.5 * ulp_at(out, std::fabs(ref.v[i]) + e) : 0.0);
+    }
+    return b;
+}
+
+// glu_arith = separate: SwiGLU as act_fn(gate) * up (Hugging Face's
+// LlamaMLP), derived in docs/diverge.md ("SwiGLU computed in two ops"):
+//   s^ = silu(g) in FP32 as g / (1 + exp(-g)), exp within 1 ulp (2u
+//        relative) and two roundings: |s^ - s| <= rho |s| + eta/2,
+//        rho = 4u (1 + 4u); |s| itself where exp(-g) or 1 + exp(-g) may
+//        overflow FP32 (s^ = -0 there);
+//   stored in the model format f: + 1/2 ulp_f(|s| + e_act) when f is narrower;
+//   h^ = s^ up rounded into f (an FP32 product of two f values is exact
+//        for bf16/fp16 but for underflow, eta/2): + 1/2 ulp_f(|h| + |up| e_s);
+//   stored into out when out is narrower than f: + 1/2 ulp_out.
+constexpr double kSiluRel = 4 * 0x1p-24 * (1 + 4 * 0x1p-24);
+
+// |s^ - s| of the FP32 quotient g / (1 + exp(-g)) with a 1-ulp exp (steps
+// 1-3 of the derivation): rho |s| + eta/2, or |s| where the exp may overflow.
+double quotient_silu_error(double g) {
+    const double s = g / (1 + std::exp(-g)), u = unit_roundoff(kAcc);
+    const bool overflows = std::exp(-g) * (1 + 2 * u) * (1 + u) >= max_finite(kAcc);
+    return overflows ? std::fabs(s) : kSiluRel * std::fabs(s) + eta(kAcc) / 2;
+}
+
+double separate_swiglu_budget(double g, double up, double y, Format f, Format out) {
+    if (!std::isfinite(g) || !std::isfinite(up) || !std::isfinite(y)) return 0;  // judged by class
+    const double s = g / (1 + std::exp(-g)), eta32 = eta(kAcc);
+    double e = quotient_silu_error(g);
+    const bool narrow = info(f).precision < info(kAcc).precision;
+    if (narrow) e += 0.5 * ulp_at(f, std::fabs(s) + e);
+    double pre = std::fabs(up) * e + (narrow ? eta32 / 2 : 0.0);
+    pre += 0.5 * ulp_at(f, std::fabs(y) + pre);
+    if (info(out).precision < info(f).precision) pre += 0.5 * ulp_at(out, std::fabs(y) + pre);
+    return pre;
+}
+
+StepBound glu_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref, const Conventions& conv,
+                    Format out) {
     const Values& gu = get(s.inputs.at(0));
     const auto F = static_cast<std::size_t>(ref.shape.back());
-    return ulp_bound(ref, out, kActivationUlps, [&](std::size_t i) {
+    StepBound b = ulp_bound(ref, out, kActivationUlps, [&](std::size_t i) {
         const std::size_t t = i / F, j = i % F;  // either half may be the gate: take both
         return std::max(std::fabs(gu.v[t * 2 * F + j]), std::fabs(gu.v[t * 2 * F + F + j]));
     });
+    if (convention_value(conv, "glu_arith") != "separate" || step_op(c, s, conv) != "swiglu") return b;
+    const bool gate_first = convention_value(conv, "gate_order") == "gate_up";
+    for (std::size_t i = 0; i < ref.v.size(); ++i) {
+        const std::size_t t = i / F, j = i % F;
+        const double first = gu.v[t * 2 * F + j], second = gu.v[t * 2 * F + F + j];
+        b.budget[i] = separate_swiglu_budget(gate_first ? first : second, gate_first ? second : first, ref.v[i], c.dtype, out);
+    }
+    return b;
 }
 
 // mul: a b in FP32 (exact for bf16/fp16 inputs, one rounding for fp32), then
@@ -376,8 +440,8 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::head_norm:
         case StepKind::l2_head: return norm_bound(c, s, get, ref, conv, out);
         case StepKind::matmul: return matmul_bound(c, s, get, ref, conv, out);
+        case StepKind::silu: return silu_bound(s, get, ref, conv, out);
         case StepKind::sigmoid:
-        case StepKind::silu:
         case StepKind::log_decay:
         case StepKind::softcap:
         case StepKind::gelu: return unary_bound(s, get, ref, out);
@@ -390,7 +454,7 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::softplus_decay:
             return softplus_decay_bound({get(s.inputs.at(0)), get(s.weights.at(0)), get(s.weights.at(1))}, ref, out);
         case StepKind::embed: return exact_bound(ref);
-        case StepKind::glu: return glu_bound(s, get, ref, out);
+        case StepKind::glu: return glu_bound(c, s, get, ref, conv, out);
         case StepKind::mul: return mul_bound(ref, out);
         case StepKind::add: return add_bound(c, s, get, ref, out);
         case StepKind::hc_mix: return hc_mix_bound(c, s, get, ref, out);

@@ -35,7 +35,7 @@ config, its weights exported under their contract names and every point of
 the graph recorded (docs/diverge.md, "Recording Hugging Face models"):
 
     model = transformers.AutoModelForCausalLM.from_pretrained(NAME, dtype=torch.bfloat16).eval()
-    cm.record_hf(model, input_ids, "model.safetensors")     # input_ids [1, T]
+    cm.record_hf(model, input_ids, "model.safetensors")     # input_ids [1, T]: token ids to logits
 
 `python3 conform_model.py --self-test` checks this module (NumPy only).
 """
@@ -258,7 +258,8 @@ def hf_contract(config, tokens, dtype):
         # weights to it before P V; the router's logits (and Qwen3-MoE's
         # weights) in it.  The last two change nothing in fp32.
         "conventions": {"rope_pairing": "half", "norm_cast": "before_weight", "gate_order": "gate_up",
-                        "rope_arith": "dtype", "attention_probs": "dtype", "router_arith": "dtype"},
+                        "rope_arith": "dtype", "attention_probs": "dtype", "router_arith": "dtype",
+                        "glu_arith": "separate"},  # act_fn(gate) * up: silu stored, then the product rounded
     }
     if kind in MOE_TYPES:
         experts = getattr(config, "num_local_experts", None) or config.num_experts
@@ -398,17 +399,48 @@ def _joined(a, b):
     return np.concatenate([a, b], axis=-1)
 
 
-def record_hf(model, input_ids, path, impl=None, conventions=None):
+def hf_ends(model):
+    """The ends of a *ForCausalLM (logits: true): its points embed (the
+    embedding's output), final_norm and logits (lm_head's output, as
+    returned: in the model's dtype), its weights embed.weight,
+    final_norm.weight and lm_head.weight (untied only), and whether the
+    head is tied to the embedding."""
+    m, head = _base(model), getattr(model, "lm_head", None)
+    if head is None or m is model:
+        raise ValueError("logits=True records a *ForCausalLM (a decoder with an lm_head), not %s" % type(model).__name__)
+    tied = head.weight is m.embed_tokens.weight
+    if tied != bool(getattr(model.config, "tie_word_embeddings", False)):
+        raise ValueError("lm_head.weight %s the embedding, config.tie_word_embeddings says otherwise" % ("is" if tied else "is not"))
+    points = {"embed": (m.embed_tokens, "output"), "final_norm": (m.norm, "output"), "logits": (head, "output")}
+    weights = {"embed.weight": m.embed_tokens.weight, "final_norm.weight": m.norm.weight}
+    if not tied:
+        weights["lm_head.weight"] = head.weight
+    return points, weights, tied
+
+
+def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True):
     """Run `model` (a transformers decoder in eval mode, weights in bf16, fp16
     or fp32) on input_ids [1, T] and write its model dump to `path`.
-    conventions: overrides of the derived contract's.  Returns the contract."""
+    logits: record the whole model, token ids to logits (a *ForCausalLM;
+    contract logits: true); else from the embedding's output to the last
+    layer's.  conventions: overrides of the derived contract's.  Returns the
+    contract."""
     import torch
     import transformers
     m = _base(model)
     dtype = _TORCH_DTYPES[str(next(m.parameters()).dtype)]
     contract = hf_contract(model.config, int(input_ids.shape[-1]), dtype)
-    contract["conventions"].update(conventions or {})
     points, joined = hf_points(model)
+    weights = hf_weights(model)
+    if logits:
+        ends, end_weights, tied = hf_ends(model)
+        # lm_head is an nn.Linear in the model's dtype: the logits come rounded to it.
+        contract.update({"logits": True, "vocab": int(ends["logits"][0].weight.shape[0]), "tied_embeddings": tied})
+        contract["conventions"]["logits_format"] = "dtype"
+        points = dict(points, **ends)
+        del points[INPUT]  # the model input is the token ids
+        weights.update(end_weights)
+    contract["conventions"].update(conventions or {})
     taps = (_Qwen3NextTaps if model.config.model_type in HYBRID_TYPES else _HfTaps)(m)
     try:
         with ForwardRecorder(points) as rec, torch.no_grad():
@@ -422,7 +454,8 @@ def record_hf(model, input_ids, path, impl=None, conventions=None):
     if impl is None:
         impl = "transformers %s, torch %s, %s" % (transformers.__version__, torch.__version__,
                                                  model.config._attn_implementation)
-    write_model_dump(path, contract, hf_weights(model), acts.pop(INPUT), acts, impl)
+    model_input = input_ids[0].to(torch.float32) if logits else acts.pop(INPUT)  # ids: exact FP32 values
+    write_model_dump(path, contract, weights, model_input, acts, impl)
     return contract
 
 

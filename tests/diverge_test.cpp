@@ -474,6 +474,15 @@ ModelContract moe_model(MlpKind k, Format f) {
     return c;
 }
 
+// The synthetic model's input and weights and the built-in kernels' points, as values.
+Named kernel_values(const ModelContract& c, const Synthetic& m) {
+    const NamedTensors run = run_kernels(c, m.weights, m.input);
+    Named vals{{"input", values_of(m.input.view())}};
+    for (const NamedTensors* ts : {&m.weights, &run})
+        for (const auto& [n, t] : *ts) vals.emplace(n, values_of(t.view()));
+    return vals;
+}
+
 }  // namespace
 
 // The MoE steps' budgets hold for the built-in kernels in every format and
@@ -511,10 +520,7 @@ TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
     for (Format f : {Format::bf16, Format::fp32}) {
         const ModelContract c = moe_model(MlpKind::moe, f);
         const Synthetic m = synthetic_model(c, 5);
-        const NamedTensors run = run_kernels(c, m.weights, m.input);
-        Named vals{{"input", values_of(m.input.view())}};
-        for (const NamedTensors* ts : {&m.weights, &run})
-            for (const auto& [n, t] : *ts) vals.emplace(n, values_of(t.view()));
+        const Named vals = kernel_values(c, m);
         const Lookup get = [&](const std::string& n) -> const Values& { return vals.at(n); };
         for (const auto& [key, kind] : cases) {
             Conventions conv = c.conventions;
@@ -547,9 +553,175 @@ TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
         }
         ModelContract declared = c;
         for (const auto& [key, kind] : cases) declared.conventions[key] = "dtype";
-        const DivergeReport r = diverge(declared, m.weights, m.input, run);
+        const DivergeReport r = diverge(declared, m.weights, m.input, run_kernels(c, m.weights, m.input));
         EXPECT_FALSE(r.first_failing) << name(f) << ": " << first_failing_text(r);
     }
+}
+
+namespace {
+
+// Every step's budget under the contract's conventions and under `conv`, on
+// the built-in kernels' run of c: (step, budget a, budget b) for each step.
+struct BudgetPair {
+    Step s;
+    std::vector<double> a, b;
+};
+std::vector<BudgetPair> budgets_under(const ModelContract& c, const Conventions& conv) {
+    const Named vals = kernel_values(c, synthetic_model(c, 5));
+    const Lookup get = [&](const std::string& n) -> const Values& { return vals.at(n); };
+    std::vector<BudgetPair> out;
+    for (const Step& s : build_graph(c)) {
+        const Values ref = eval_step(c, s, get, c.conventions);
+        out.push_back({s, step_bound(c, s, get, ref, c.conventions, s.format).budget, step_bound(c, s, get, ref, conv, s.format).budget});
+    }
+    return out;
+}
+
+double total(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s;
+}
+
+}  // namespace
+
+// logits_format = dtype (the lm_head product rounded to the model's dtype,
+// as Hugging Face's lm_head returns it) widens only the logits step, by the
+// rounding to the dtype (changes nothing in fp32); the logits point is
+// judged in the format the contract declares, whatever the dump stores, so
+// BF16 logits -- stored as BF16 or widened to FP32 -- fail an FP32-logits
+// contract at the logits, named, and pass one that declares them.  The
+// executor runs the convention (an FP32-accumulating product rounded to the
+// dtype, stored in the point's declared format).
+TEST(DivergeEnds, LogitsFormatWidensOnlyTheLogitsStep) {
+    for (Format f : {Format::bf16, Format::fp32}) {
+        ModelContract c = small("dense", f);
+        c.logits = true, c.vocab = 300, c.layers = 2;
+        Conventions conv = c.conventions;
+        conv["logits_format"] = "dtype";
+        for (const BudgetPair& p : budgets_under(c, conv)) {
+            if (p.s.point != "logits" || f == Format::fp32) {
+                EXPECT_EQ(p.a, p.b) << name(f) << " " << p.s.point;
+                continue;
+            }
+            for (std::size_t i = 0; i < p.a.size(); ++i) ASSERT_GE(p.b[i], p.a[i]) << "element " << i;
+            EXPECT_GT(total(p.b), 100 * total(p.a));  // half a bf16 ulp against gamma_32(2^-24) A
+        }
+    }
+    ModelContract c = small("dense", Format::bf16);
+    c.logits = true, c.vocab = 300;
+    const Synthetic m = synthetic_model(c, 5);
+    CandidateOptions opt;
+    opt.conventions["logits_format"] = "dtype";
+    // The executor stores the dtype-rounded logits in the declared FP32 (as a
+    // port that calls .float() on them); the same values stored as BF16.
+    NamedTensors widened = run_kernels(c, m.weights, m.input, opt);
+    ASSERT_EQ(widened.at("logits").format(), Format::fp32);
+    NamedTensors bf16_logits = widened;
+    bf16_logits.at("logits") = to_tensor(values_of(widened.at("logits").view()), Format::bf16);
+    EXPECT_EQ(values_of(bf16_logits.at("logits").view()).v, values_of(widened.at("logits").view()).v);
+    EXPECT_NE(values_of(widened.at("logits").view()).v, values_of(run_kernels(c, m.weights, m.input).at("logits").view()).v);
+    ModelContract declared = c;
+    declared.conventions["logits_format"] = "dtype";
+    EXPECT_EQ(build_graph(declared).back().format, Format::bf16);
+    EXPECT_EQ(build_graph(c).back().format, Format::fp32);
+    for (const NamedTensors* run : {&bf16_logits, &widened}) {
+        expect_first_failing(diverge(c, m.weights, m.input, *run), "logits", "logits_format=dtype");
+        const DivergeReport r = diverge(declared, m.weights, m.input, *run);
+        EXPECT_FALSE(r.first_failing) << first_failing_text(r);
+        ASSERT_TRUE(r.points.back().logits);
+        EXPECT_EQ(r.points.back().logits->top1, 1.0);
+        EXPECT_GT(r.points.back().local.utilization, 0.1);  // the dtype's rounding uses the budget
+    }
+    // The clean FP32-logits run passes the contract that declares FP32 logits.
+    EXPECT_FALSE(analyse(c).first_failing);
+}
+
+// Top-1 and top-k read ties in the candidate (BF16 logits) in the
+// reference's favour: no order of equal values is wrong.
+TEST(DivergeEnds, LogitMetricsReadTiesInTheReferencesFavour) {
+    // k = 5 of V = 7: the candidate ties ids 4 and 5 at its 5th place, and 0 and 1 at its top.
+    const std::vector<double> cand{5, 5, 3, 2, 1, 1, 0}, ref{4.9, 5, 3, 2, 0.5, 1, 0};
+    const LogitMetrics m = logit_metrics(cand, ref, 7);
+    EXPECT_EQ(m.top1, 1.0);
+    EXPECT_EQ(m.topk, 1.0);
+    const std::vector<double> apart{5, 4.5, 3, 2, 1, 1, 0};  // no tie at the top: id 0 is not the reference's argmax
+    EXPECT_EQ(logit_metrics(apart, ref, 7).top1, 0.0);
+    const std::vector<double> out{5, 5, 3, 2, 1, 0.5, 0};  // the reference's 5th (id 5) below the candidate's
+    EXPECT_EQ(logit_metrics(out, ref, 7).topk, 0.8);
+}
+
+namespace {
+
+// SwiGLU as PyTorch computes act_fn(gate) * up in FP32 with the weakest exp
+// glu_arith = separate admits: exp(-g) rounded upwards (within 1 ulp), 1 +
+// exp and g / (1 + exp) rounded to nearest, the product rounded.
+double separate_swiglu_fp32(double g, double up) {
+    const double e = std::exp(-g);
+    float ef = static_cast<float>(e);
+    if (static_cast<double>(ef) < e) ef = std::nextafter(ef, INFINITY);
+    const float d = 1.0f + ef, s = static_cast<float>(g) / d;
+    return static_cast<double>(s * static_cast<float>(up));
+}
+
+}  // namespace
+
+// glu_arith = separate changes only the glu step's budget (every other one
+// is unchanged): in fp32 it widens it everywhere (the FP32 SiLU's 4u and a
+// second rounding); in bf16 its derived budget sums to less than the fused
+// 1-ulp window (both are dominated by the format's own roundings); an FP32 SwiGLU computed separately with a
+// 1-ulp exp fails the fused budget at layer 0's h, named, and passes when
+// declared; the executor refuses it (no built-in kernel); a GLU other than
+// SwiGLU refuses the declaration.
+TEST(DivergeEnds, GluArithSeparateWidensOnlyTheGluStep) {
+    for (Format f : {Format::fp32, Format::bf16}) {
+        ModelContract c = small("dense", f);
+        c.layers = 2;
+        Conventions conv = c.conventions;
+        conv["glu_arith"] = "separate";
+        for (const BudgetPair& p : budgets_under(c, conv)) {
+            if (p.s.kind != StepKind::glu) {
+                EXPECT_EQ(p.a, p.b) << name(f) << " " << p.s.point;
+                continue;
+            }
+            if (f != Format::fp32) {  // derived, not widened: about half an ulp of s times up, plus the product's half ulp
+                EXPECT_NE(p.a, p.b) << p.s.point;
+                EXPECT_GT(total(p.b), 0.5 * total(p.a)) << p.s.point;
+                continue;
+            }
+            EXPECT_GT(total(p.b), 1.5 * total(p.a)) << p.s.point;
+            for (std::size_t i = 0; i < p.a.size(); ++i)  // >= 2.5 ulps of h against the fused <= 1.5 wherever h != 0
+                if (p.a[i] > 1e-40) ASSERT_GE(p.b[i], p.a[i]) << p.s.point << " element " << i;
+        }
+        CandidateOptions opt;
+        opt.conventions["glu_arith"] = "separate";
+        try {
+            run_kernels(c, synthetic_model(c, 5).weights, synthetic_model(c, 5).input, opt);
+            ADD_FAILURE() << "run_kernels ran glu_arith=separate";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find("glu_arith=separate"), std::string::npos) << e.what();
+        }
+    }
+    ModelContract c = small("dense", Format::fp32);
+    const Synthetic m = synthetic_model(c, 5);
+    NamedTensors run = run_kernels(c, m.weights, m.input);
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+        const std::string p = "layers." + std::to_string(l) + ".";
+        const Tensor& gu = run.at(p + "gate_up");
+        Tensor& h = run.at(p + "h");
+        const std::int64_t F = h.shape()[1];
+        for (std::int64_t t = 0; t < h.shape()[0]; ++t)
+            for (std::int64_t j = 0; j < F; ++j)
+                h.set_value(t * F + j, separate_swiglu_fp32(gu.value(t * 2 * F + j), gu.value(t * 2 * F + F + j)));
+    }
+    expect_first_failing(diverge(c, m.weights, m.input, run), "layers.0.h", "glu_arith=separate");
+    ModelContract declared = c;
+    declared.conventions["glu_arith"] = "separate";
+    const DivergeReport r = diverge(declared, m.weights, m.input, run);
+    EXPECT_FALSE(r.first_failing) << first_failing_text(r);
+    ModelContract geglu = small("dense", Format::fp32);
+    geglu.mlp = MlpKind::geglu, geglu.conventions["glu_arith"] = "separate";
+    EXPECT_THROW(validate(geglu), std::invalid_argument);
 }
 
 // A router mutant (weights renormalized over every expert) substituted at

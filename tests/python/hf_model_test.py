@@ -2,12 +2,15 @@
 """Hugging Face transformers decoders recorded by conform_model.record_hf and
 judged by `conform diverge` (docs/diverge.md, "Recording Hugging Face models").
 
-Small random-weight models, built from configs (no download), in BF16:
+Small random-weight models, built from configs (no download), recorded
+from the token ids to the logits, in BF16:
 - a Llama-style dense stack passes; the same model with one planted defect
   fails first at that layer and the report names the convention:
-  epsilon outside the root in layer 1's attention norm (eps_placement=outside),
-  the interleaved RoPE pairing in layer 1 (rope_pairing=interleaved);
-- Qwen3 (QK-norm) and Qwen2 (q, k, v biases) dense stacks pass;
+  epsilon outside the root in layer 1's attention norm, or in the final
+  norm (eps_placement=outside), the interleaved RoPE pairing in layer 1
+  (rope_pairing=interleaved);
+- Qwen3 (QK-norm) and Qwen2 (q, k, v biases; recorded without the ends
+  too, and with its head tied to the embedding) dense stacks pass;
 - Mixtral and Qwen3-MoE stacks pass;
 - a Qwen3-Next hybrid (Gated DeltaNet with grouped value heads, gated
   attention, a MoE with a gated shared expert) passes; declared with its gated
@@ -16,8 +19,11 @@ Small random-weight models, built from configs (no download), in BF16:
   dt_bias at layers.1.g;
 - what does not map (DeepSeek-V3, scaled RoPE, GELU) is refused naming why;
 - declared without the conventions of BF16 arithmetic (rope_arith,
-  attention_probs, router_arith = fp32), the clean models fail at the first
-  step that needs one, which the report names.
+  attention_probs, router_arith, logits_format = fp32), the clean models
+  fail at the first step that needs one, which the report names;
+and in FP32: Llama, Qwen2, Qwen3, Mixtral and Qwen3-MoE pass; declared with
+a fused SwiGLU (glu_arith=fused) Llama fails at layer 0's h, named
+glu_arith=separate.
 
     hf_model_test.py --conform build/conform [--keep DIR]
 
@@ -51,13 +57,13 @@ SHAPE = dict(vocab_size=256, hidden_size=128, num_hidden_layers=3, num_attention
              rms_norm_eps=0.05)  # large enough for the epsilon's placement to show in BF16 (docs/model.md)
 
 
-def randomized(config, seed=1):
-    """The model in BF16 as from_pretrained(dtype=bfloat16) makes it (RoPE's
+def randomized(config, seed=1, dtype=torch.bfloat16):
+    """The model in `dtype` as from_pretrained(dtype=...) makes it (RoPE's
     inverse frequencies stay FP32), with O(1) activations: embeddings N(0, 1),
     projections N(0, 1 / fan_in), norm weights 1 + 0.1 N (so that where the
     weight is applied shows)."""
     config._attn_implementation = "sdpa"
-    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -74,34 +80,35 @@ def ids(seed=2):
     return torch.randint(0, SHAPE["vocab_size"], (1, TOKENS), generator=torch.Generator().manual_seed(seed))
 
 
-def llama():
-    return randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE))
+def llama(dtype=torch.bfloat16):
+    return randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE), dtype=dtype)
 
 
-def qwen3():  # QK-norm, head_dim set apart from the width
-    return randomized(transformers.Qwen3Config(intermediate_size=256, head_dim=32, **SHAPE))
+def qwen3(dtype=torch.bfloat16):  # QK-norm, head_dim set apart from the width
+    return randomized(transformers.Qwen3Config(intermediate_size=256, head_dim=32, **SHAPE), dtype=dtype)
 
 
-def qwen2():  # q, k, v biases
-    return randomized(transformers.Qwen2Config(intermediate_size=256, **SHAPE))
+def qwen2(dtype=torch.bfloat16, tied=False):  # q, k, v biases
+    return randomized(transformers.Qwen2Config(intermediate_size=256, tie_word_embeddings=tied, **SHAPE), dtype=dtype)
 
 
-def qwen3_moe():  # QK-norm; the router returns its weights rounded to bf16
+def qwen3_moe(dtype=torch.bfloat16):  # QK-norm; the router returns its weights rounded to bf16
     return randomized(transformers.Qwen3MoeConfig(intermediate_size=256, moe_intermediate_size=128, num_experts=4,
-                                                  num_experts_per_tok=2, head_dim=32, norm_topk_prob=True, **SHAPE))
+                                                  num_experts_per_tok=2, head_dim=32, norm_topk_prob=True, **SHAPE),
+                      dtype=dtype)
 
 
-def qwen3_next():  # 3 Gated DeltaNet : 1 gated attention, 2 value heads per key head, MoE with a gated shared expert
+def qwen3_next(dtype=torch.bfloat16):  # 3 Gated DeltaNet : 1 gated attention, 2 value heads per key head, MoE with a gated shared expert
     shape = dict(SHAPE, num_hidden_layers=4)
     return randomized(transformers.Qwen3NextConfig(
         intermediate_size=256, head_dim=32, moe_intermediate_size=64, shared_expert_intermediate_size=96, num_experts=4,
         num_experts_per_tok=2, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
-        linear_value_head_dim=32, linear_conv_kernel_dim=4, full_attention_interval=4, **shape))
+        linear_value_head_dim=32, linear_conv_kernel_dim=4, full_attention_interval=4, **shape), dtype=dtype)
 
 
-def mixtral():
+def mixtral(dtype=torch.bfloat16):
     return randomized(transformers.MixtralConfig(intermediate_size=128, num_local_experts=4, num_experts_per_tok=2,
-                                                 **SHAPE))
+                                                 **SHAPE), dtype=dtype)
 
 
 # --- planted defects ------------------------------------------------------------------
@@ -206,24 +213,30 @@ def diverge(conform, dump, out):
     return r.returncode, report, time.time() - t
 
 
-def check(name, conform, tmp, model, expect=None, conventions=None, wrap=None):
-    """Record `model`, judge it; expect None (a pass) or (layer, point, convention)."""
+def check(name, conform, tmp, model, expect=None, conventions=None, wrap=None, logits=True):
+    """Record `model` (token ids to logits unless logits=False), judge it;
+    expect None (a pass) or (layer, point, convention)."""
     t = time.time()
     dump = os.path.join(tmp, name + ".safetensors")
     if wrap:
         with wrap:
-            cm.record_hf(model, ids(), dump, conventions=conventions)
+            cm.record_hf(model, ids(), dump, conventions=conventions, logits=logits)
     else:
-        cm.record_hf(model, ids(), dump, conventions=conventions)
+        cm.record_hf(model, ids(), dump, conventions=conventions, logits=logits)
     recorded = time.time() - t
     rc, report, judged = diverge(conform, dump, os.path.join(tmp, name))
     first = report["first_failing"]
     worst = max((float(p["local"]["utilization"]) for p in report["points"] if p["status"] == "pass"), default=0)
-    print("%-22s exit %d, first failing %s, largest passing local utilization %.3g, recorded %.2f s, judged %.2f s"
-          % (name, rc, first and "%s (%s)" % (first["point"], first["convention_match"]), worst, recorded, judged))
+    lm = report["points"][-1].get("logit_metrics")
+    print("%-22s exit %d, first failing %s, largest passing local utilization %.3g, recorded %.2f s, judged %.2f s%s"
+          % (name, rc, first and "%s (%s)" % (first["point"], first["convention_match"]), worst, recorded, judged,
+             lm and "; logits: top-1 %.3g, top-%d %.3g, KL %.2g" % (lm["top1_agreement"], lm["k"], lm["topk_overlap"], lm["kl"]) or ""))
+    assert (report["points"][-1]["point"] == "logits") == logits, name
     if expect is None:
         assert rc == 0 and first is None, "%s: expected a pass, got %s" % (name, first)
         assert all(p["status"] == "pass" for p in report["points"]), name
+        if logits:  # a reading, not a verdict: MoE routing may differ from the FP64 run's at ambiguous tokens
+            assert lm["tokens"] == TOKENS and math.isfinite(lm["kl"]), (name, lm)
         return report
     layer, point, convention = expect
     assert rc == 1 and first is not None, "%s: expected a failure at %s" % (name, point)
@@ -282,6 +295,10 @@ def main():
         eps_outside(cm._base(defect).layers[1].input_layernorm)
         check("llama_eps_outside", args.conform, tmp, defect, (1, "layers.1.attn_norm", "eps_placement=outside"))
         defect = llama()
+        eps_outside(cm._base(defect).norm)
+        check("llama_final_eps_outside", args.conform, tmp, defect, (SHAPE["num_hidden_layers"], "final_norm",
+                                                                     "eps_placement=outside"))
+        defect = llama()
         check("llama_rope_interleaved", args.conform, tmp, defect, (1, "layers.1.q_rope", "rope_pairing=interleaved"),
               wrap=InterleavedRope(defect, 1))
         # Without a convention of BF16 arithmetic the clean model fails at its
@@ -290,12 +307,23 @@ def main():
               conventions={"rope_arith": "fp32"})
         check("llama_fp32_probs", args.conform, tmp, llama(), (0, "layers.0.attn", "attention_probs=dtype"),
               conventions={"attention_probs": "fp32"})
+        check("llama_fp32_logits", args.conform, tmp, llama(), (SHAPE["num_hidden_layers"], "logits", "logits_format=dtype"),
+              conventions={"logits_format": "fp32"})
         check("qwen3", args.conform, tmp, qwen3())
         check("qwen2", args.conform, tmp, qwen2())
+        check("qwen2_no_ends", args.conform, tmp, qwen2(), logits=False)
+        tied = check("qwen2_tied", args.conform, tmp, qwen2(tied=True))  # lm_head is the embedding
+        assert tied["contract"]["tied_embeddings"], "qwen2_tied: the contract unties the head"
         check("mixtral", args.conform, tmp, mixtral())
         check("qwen3_moe", args.conform, tmp, qwen3_moe())
         check("mixtral_fp32_router", args.conform, tmp, mixtral(), (0, "layers.0.router", "router_arith=dtype"),
               conventions={"router_arith": "fp32"})
+        # FP32 models: PyTorch's SiLU and the separate product need glu_arith=separate.
+        for name, make in (("llama", llama), ("qwen2", qwen2), ("qwen3", qwen3), ("mixtral", mixtral),
+                           ("qwen3_moe", qwen3_moe)):
+            check(name + "_f32", args.conform, tmp, make(torch.float32))
+        check("llama_f32_fused_glu", args.conform, tmp, llama(torch.float32), (0, "layers.0.h", "glu_arith=separate"),
+              conventions={"glu_arith": "fused"})
         if hasattr(transformers, "Qwen3NextConfig"):  # the hybrid, where this transformers has it
             qwen3_next_checks(args.conform, tmp)
     print("hf_model_test: ok (%.1f s)" % (time.time() - start))
