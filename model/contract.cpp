@@ -55,7 +55,7 @@ const std::map<std::string, std::vector<std::string>>& convention_values() {
         {"rope_arith", {"fp32", "dtype"}}, {"attention_probs", {"fp32", "dtype"}}, {"router_arith", {"fp32", "dtype"}},
         // The logits rounded to the model's format (an lm_head in it), and
         // SwiGLU as act(gate) stored, then the product rounded (docs/model.md).
-        {"logits_format", {"fp32", "dtype"}}, {"glu_arith", {"fused", "separate"}}, {"silu_arith", {"ulp", "quotient"}},
+        {"logits_format", {"fp32", "dtype"}}, {"glu_arith", {"fused", "separate"}}, {"act_arith", {"ulp", "quotient"}},
     };
     return v;
 }

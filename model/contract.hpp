@@ -56,8 +56,9 @@ const char* name(ResidualKind r);
 //                                           model's dtype (an lm_head in it: Hugging Face)
 //   glu_arith       fused | separate        SwiGLU within 1 ulp, or silu(gate) computed in FP32,
 //                                           stored in the model's format, times up rounded
-//   silu_arith      ulp | quotient          a silu step within 1 ulp, or the FP32 quotient
-//                                           x / (1 + exp(-x)) with a 1-ulp exp (PyTorch's CPU silu)
+//   act_arith       ulp | quotient          sigmoid and silu steps within 1 ulp, or the FP32
+//                                           quotients 1 / (1 + exp(-x)), x / (1 + exp(-x)) with a
+//                                           1-ulp exp (PyTorch's CPU sigmoid and silu)
 // A key "STEP:key" (e.g. "o_norm:norm_cast") declares `key` for the steps
 // whose point is STEP in every layer ("layers.N.STEP"), over the plain key:
 // a model whose modules differ (Qwen3-Next's gated output norm casts before

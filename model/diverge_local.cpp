@@ -352,7 +352,8 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
             return {"gate_order"};
         case StepKind::gelu: return {"gelu"};
         case StepKind::short_conv: return {"conv_padding"};
-        case StepKind::silu: return {"silu_arith"};
+        case StepKind::silu:
+        case StepKind::sigmoid: return {"act_arith"};
         case StepKind::softcap: return {"logit_softcap"};
         // Without cached keys (Lq = Lk) both alignments are the same mask.
         case StepKind::attention: {

@@ -189,11 +189,13 @@ struct Executor {
             Tensor y = norm_variant(c, call, eps_out, cast, s.format);
             return point_from_op(call, s, y.view());
         }
-        // silu_arith = quotient: PyTorch's CPU silu, the FP32 quotient
-        // x / (1 + exp(-x)) (glibc's expf, within 1 ulp), stored once.
-        if (s.kind == StepKind::silu && sc.at("silu_arith") == "quotient" && !mutated) {
+        // act_arith = quotient: PyTorch's CPU silu and sigmoid, the FP32
+        // quotients x / (1 + exp(-x)), 1 / (1 + exp(-x)) (glibc's expf,
+        // within 1 ulp), stored once.
+        if ((s.kind == StepKind::silu || s.kind == StepKind::sigmoid) && sc.at("act_arith") == "quotient" && !mutated) {
             std::vector<float> y = floats(call.in.at(0).view());
-            for (float& v : y) v = v / (1.0f + std::exp(-v));
+            const bool silu = s.kind == StepKind::silu;
+            for (float& v : y) v = (silu ? v : 1.0f) / (1.0f + std::exp(-v));
             return stored(y, s.shape, s.format);
         }
         // glu_arith = separate (act(gate) stored, then the product rounded)

@@ -247,20 +247,21 @@ StepBound unary_bound(const Step& s, const Lookup& get, const Values& ref, Forma
     return ulp_bound(ref, out, kActivationUlps, [&](std::size_t i) { return std::fabs(x.v[i]); });
 }
 
-double quotient_silu_error(double g);
+double quotient_error(double x, double s);
 
-// silu_arith = quotient: the silu step as PyTorch's CPU silu computes it, the
-// FP32 quotient g / (1 + exp(-g)) with a 1-ulp exp (docs/diverge.md, "SwiGLU
-// computed in two ops", steps 1-3), then stored into `out` (+ 1/2 ulp when
+// act_arith = quotient: the sigmoid and silu steps as PyTorch's CPU kernels
+// compute them, the FP32 quotients 1 / (1 + exp(-x)) and x / (1 + exp(-x))
+// with a 1-ulp exp (docs/diverge.md, "SwiGLU computed in two ops", steps
+// 1-3: one division either way), then stored into `out` (+ 1/2 ulp when
 // narrower than FP32).
-StepBound silu_bound(const Step& s, const Lookup& get, const Values& ref, const Conventions& conv, Format out) {
+StepBound logistic_bound(const Step& s, const Lookup& get, const Values& ref, const Conventions& conv, Format out) {
     StepBound b = unary_bound(s, get, ref, out);
-    if (convention_value(conv, "silu_arith") != "quotient") return b;
+    if (convention_value(conv, "act_arith") != "quotient") return b;
     const Values& x = get(s.inputs.at(0));
     const bool narrow = info(out).precision < info(kAcc).precision;
     for (std::size_t i = 0; i < ref.v.size(); ++i) {
         if (!std::isfinite(x.v[i]) || !std::isfinite(ref.v[i])) continue;  // judged by class
-        const double e = quotient_silu_error(x.v[i]);
+        const double e = quotient_error(x.v[i], ref.v[i]);
         b.budget[i] = e + (narrow ? 0.5 * ulp_at(out, std::fabs(ref.v[i]) + e) : 0.0);
     }
     return b;
@@ -278,18 +279,19 @@ StepBound silu_bound(const Step& s, const Lookup& get, const Values& ref, const 
 //   stored into out when out is narrower than f: + 1/2 ulp_out.
 constexpr double kSiluRel = 4 * 0x1p-24 * (1 + 4 * 0x1p-24);
 
-// |s^ - s| of the FP32 quotient g / (1 + exp(-g)) with a 1-ulp exp (steps
-// 1-3 of the derivation): rho |s| + eta/2, or |s| where the exp may overflow.
-double quotient_silu_error(double g) {
-    const double s = g / (1 + std::exp(-g)), u = unit_roundoff(kAcc);
-    const bool overflows = std::exp(-g) * (1 + 2 * u) * (1 + u) >= max_finite(kAcc);
+// |s^ - s| of an FP32 quotient s = n / (1 + exp(-x)) (silu: n = x; sigmoid:
+// n = 1) with a 1-ulp exp (steps 1-3 of the derivation): rho |s| + eta/2, or
+// |s| where the exp may overflow.
+double quotient_error(double x, double s) {
+    const double u = unit_roundoff(kAcc);
+    const bool overflows = std::exp(-x) * (1 + 2 * u) * (1 + u) >= max_finite(kAcc);
     return overflows ? std::fabs(s) : kSiluRel * std::fabs(s) + eta(kAcc) / 2;
 }
 
 double separate_swiglu_budget(double g, double up, double y, Format f, Format out) {
     if (!std::isfinite(g) || !std::isfinite(up) || !std::isfinite(y)) return 0;  // judged by class
     const double s = g / (1 + std::exp(-g)), eta32 = eta(kAcc);
-    double e = quotient_silu_error(g);
+    double e = quotient_error(g, s);
     const bool narrow = info(f).precision < info(kAcc).precision;
     if (narrow) e += 0.5 * ulp_at(f, std::fabs(s) + e);
     double pre = std::fabs(up) * e + (narrow ? eta32 / 2 : 0.0);
@@ -440,8 +442,8 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::head_norm:
         case StepKind::l2_head: return norm_bound(c, s, get, ref, conv, out);
         case StepKind::matmul: return matmul_bound(c, s, get, ref, conv, out);
-        case StepKind::silu: return silu_bound(s, get, ref, conv, out);
-        case StepKind::sigmoid:
+        case StepKind::silu:
+        case StepKind::sigmoid: return logistic_bound(s, get, ref, conv, out);
         case StepKind::log_decay:
         case StepKind::softcap:
         case StepKind::gelu: return unary_bound(s, get, ref, out);

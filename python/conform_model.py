@@ -501,10 +501,12 @@ def _qwen3_next_contract(config, tokens, dtype):
         "renormalize": bool(config.norm_topk_prob), "selection_bias": False,
         "dtype": dtype, "residual_format": dtype,
         # Qwen3NextRMSNorm: (x / rms * (1 + w)) in FP32, rounded once; its
-        # gated norm: x / rms rounded to dtype, then * w (Llama's order).
+        # gated norm: x / rms rounded to dtype, then * w (Llama's order);
+        # PyTorch's SiLU (the short convolution's, the gate's in FP32, the
+        # shared expert's): the FP32 quotient x / (1 + exp(-x)).
         "conventions": {"rope_pairing": "half", "norm_cast": "after_weight", "o_norm:norm_cast": "before_weight",
                         "gate_order": "gate_up", "rope_arith": "dtype", "attention_probs": "dtype",
-                        "router_arith": "dtype"},
+                        "router_arith": "dtype", "glu_arith": "separate", "act_arith": "quotient"},
     }
 
 

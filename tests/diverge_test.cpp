@@ -1277,6 +1277,47 @@ TEST(Diverge, ValueHeadsReadTheirQueryKeyHeadRepeated) {
     EXPECT_GT(diff, 1e-6);
 }
 
+// act_arith = quotient changes only the sigmoid and silu steps' budgets,
+// widening them in fp32 (PyTorch's FP32 quotient with a 1-ulp exp, 4u of
+// the result); an FP32 SiLU computed that way with the weakest exp admitted
+// (rounded upwards) fails the 1-ulp budget at its first step, named, and
+// passes when declared; the executor's own quotient passes the declared
+// contract.
+TEST(Diverge, ActArithQuotientWidensOnlyTheLogisticSteps) {
+    ModelContract c = qwen3_next_like(Format::fp32);
+    c.tokens = 32;
+    Conventions conv = c.conventions;
+    conv["act_arith"] = "quotient";
+    for (const BudgetPair& p : budgets_under(c, conv)) {
+        if (p.s.kind != StepKind::sigmoid && p.s.kind != StepKind::silu) {
+            EXPECT_EQ(p.a, p.b) << p.s.point;
+            continue;
+        }
+        EXPECT_GT(total(p.b), total(p.a)) << p.s.point;
+        for (std::size_t i = 0; i < p.a.size(); ++i)
+            if (p.a[i] > 1e-40) ASSERT_GE(p.b[i], p.a[i]) << p.s.point << " element " << i;
+    }
+    const Synthetic m = synthetic_model(c, 5);
+    NamedTensors run = run_kernels(c, m.weights, m.input);
+    for (const char* name : {"q", "k", "v"}) {
+        const std::string p = std::string("layers.0.") + name;
+        const Tensor& x = run.at(p + "_conv");
+        Tensor& y = run.at(p + "_act");
+        for (std::int64_t i = 0; i < x.numel(); ++i) {
+            const double g = x.value(i), e = std::exp(-g);
+            float ef = static_cast<float>(e);
+            if (static_cast<double>(ef) < e) ef = std::nextafter(ef, INFINITY);
+            y.set_value(i, static_cast<double>(static_cast<float>(g) / (1.0f + ef)));
+        }
+    }
+    expect_first_failing(diverge(c, m.weights, m.input, run), "layers.0.q_act", "act_arith=quotient");
+    ModelContract declared = c;
+    declared.conventions["act_arith"] = "quotient";
+    EXPECT_FALSE(diverge(declared, m.weights, m.input, run).first_failing);
+    const DivergeReport own = analyse(declared);
+    EXPECT_FALSE(own.first_failing) << first_failing_text(own);
+}
+
 // ---- INT8 layers (docs/model.md, "INT8 layers") ----
 
 // The W8A8 projections of the layers the pattern quantizes: the registry's

@@ -13,8 +13,10 @@ from the token ids to the logits, in BF16:
   too, and with its head tied to the embedding) dense stacks pass;
 - Mixtral and Qwen3-MoE stacks pass;
 - a Qwen3-Next hybrid (Gated DeltaNet with grouped value heads, gated
-  attention, a MoE with a gated shared expert) passes; declared with its gated
-  norm cast like the others it fails there naming norm_cast; layer 1's delta
+  attention, a MoE with a gated shared expert) passes in BF16 and FP32;
+  declared with its gated norm cast like the others it fails there naming
+  norm_cast, with a 1-ulp SiLU at its FP32 output gate naming act_arith;
+  layer 1's delta
   rule with tiled query/key heads fails at layers.1.attn, its decay without
   dt_bias at layers.1.g;
 - what does not map (DeepSeek-V3, scaled RoPE, GELU) is refused naming why;
@@ -270,6 +272,10 @@ def qwen3_next_checks(conform, tmp):
     # delta rule fail there.
     check("qwen3_next_o_norm_cast", conform, tmp, qwen3_next(), (0, "layers.0.o_norm", "norm_cast=before_weight"),
           conventions={"o_norm:norm_cast": "after_weight"})
+    # PyTorch's FP32 SiLU (the output gate's, kept in FP32) is no 1-ulp one.
+    check("qwen3_next_silu_ulp", conform, tmp, qwen3_next(), (0, "layers.0.gate_act", "act_arith=quotient"),
+          conventions={"act_arith": "ulp"})
+    check("qwen3_next_f32", conform, tmp, qwen3_next(torch.float32))
     defect = qwen3_next()
     check("qwen3_next_tiled_heads", conform, tmp, defect, (1, "layers.1.attn", None),
           wrap=DeltaRuleDefect(defect, 1, "tile"))
