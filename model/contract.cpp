@@ -76,6 +76,10 @@ std::int64_t ModelContract::layer_window(std::int64_t layer) const {
     return window_pattern[static_cast<std::size_t>(layer) % window_pattern.size()] == 'L' ? window : 0;
 }
 
+bool ModelContract::moe_layer(std::int64_t layer) const {
+    return moe() && !mlp_pattern.empty() && mlp_pattern[static_cast<std::size_t>(layer) % mlp_pattern.size()] == 'M';
+}
+
 bool ModelContract::int8_layer(std::int64_t layer) const {
     return quant == "int8" && !quant_pattern.empty() &&
            quant_pattern[static_cast<std::size_t>(layer) % quant_pattern.size()] == 'Q';
@@ -151,6 +155,8 @@ void validate_moe(const ModelContract& c) {
         fail("top_k", "must be in [1, experts = " + std::to_string(c.experts) + "] (is " + std::to_string(c.top_k) + ")");
     if (c.shared_experts < 0) fail("shared_experts", "must be >= 0");
     if (c.shared_ffn < 0) fail("shared_ffn", "must be >= 0 (0: expert_ffn)");
+    if (c.mlp_pattern.empty() || c.mlp_pattern.find_first_not_of("MD") != std::string::npos)
+        fail("mlp_pattern", "must be a non-empty string of M (MoE) and D (dense SwiGLU of ffn), e.g. \"DMMM\"");
     if (c.shared_gate) {
         if (c.shared_experts != 1) fail("shared_gate", "needs shared_experts = 1 (one gated shared expert)");
         if (c.mlp != MlpKind::moe) fail("shared_gate", "needs mlp moe");
@@ -404,6 +410,7 @@ const std::map<std::string, Field>& fields() {
         {"expert_ffn", int_field(&ModelContract::expert_ffn)},
         {"shared_gate", bool_field(&ModelContract::shared_gate)},
         {"shared_ffn", int_field(&ModelContract::shared_ffn)},
+        {"mlp_pattern", string_field(&ModelContract::mlp_pattern)},
         {"router_score", enum_field(&ModelContract::router_score, {RouterScore::softmax, RouterScore::sigmoid})},
         {"renormalize", bool_field(&ModelContract::renormalize)},
         {"selection_bias", bool_field(&ModelContract::selection_bias)},

@@ -160,6 +160,10 @@ struct ModelContract {
     // and added to the routed sum in the model's format (Qwen3-Next, Qwen2-MoE).
     bool shared_gate = false;
     std::int64_t shared_ffn = 0;
+    // Which layers of a MoE stack are MoE (layer l reads mlp_pattern[l %
+    // size]): 'M' MoE, 'D' a dense SwiGLU of `ffn` (DeepSeek's first dense
+    // layers, Qwen-MoE's mlp_only_layers, a decoder_sparse_step).
+    std::string mlp_pattern = "M";
     RouterScore router_score = RouterScore::softmax;
     bool renormalize = true;      // weights over the k chosen (or the raw scores)
     bool selection_bias = false;  // DeepSeek-V3's aux-loss-free bias: chooses, never weighs
@@ -195,6 +199,7 @@ struct ModelContract {
     AttentionKind layer_kind(std::int64_t layer) const;  // hybrid: layer % 4 == 3 is full attention
     bool has_kind(AttentionKind k) const;                // some layer is of kind k
     bool moe() const { return mlp == MlpKind::moe || mlp == MlpKind::latent_moe; }
+    bool moe_layer(std::int64_t layer) const;  // moe() and mlp_pattern marks the layer 'M'
     std::int64_t layer_window(std::int64_t layer) const;  // W on a local layer, 0 on a global one
     std::int64_t cache_rows(std::int64_t layer) const;    // rows of the layer's KV cache: P, or min(P, W) rolling
     bool int8_layer(std::int64_t layer) const;  // quant = int8 and the pattern marks the layer 'Q'

@@ -93,6 +93,8 @@ void progress_layer(const DivergeOptions& opt, const Step& s, std::int64_t& show
     if (s.layer == shown) return;
     shown = s.layer;
     if (s.layer < 0) return;
+    // The ends' head (final norm, logits) is counted as layer L, past the range.
+    if (s.layer >= range.end) return say(opt, "diverge: final norm and logits");
     std::string line = "diverge: layer " + std::to_string(s.layer - range.first + 1) + "/" + std::to_string(range.end - range.first);
     if (range.first > 0) line += " (layer " + std::to_string(s.layer) + ")";
     say(opt, line);

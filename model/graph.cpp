@@ -408,7 +408,7 @@ private:
     void step_format(Format f) { steps.back().format = f; }
 
     std::string mlp(const std::string& x) {
-        if (c_.moe()) return moe_mlp(x);
+        if (c_.moe_layer(layer_)) return moe_mlp(x);
         const std::int64_t F = c_.ffn;
         std::string h;
         if (c_.mlp == MlpKind::gelu) {

@@ -263,14 +263,18 @@ def hf_contract(config, tokens, dtype):
     }
     if kind in MOE_TYPES:
         experts = getattr(config, "num_local_experts", None) or config.num_experts
-        if getattr(config, "mlp_only_layers", None) or getattr(config, "decoder_sparse_step", 1) != 1:
-            raise ValueError("dense MLP layers between MoE layers (mlp_only_layers, decoder_sparse_step) are not mapped")
         c.update({"mlp": "moe", "experts": experts, "top_k": config.num_experts_per_tok, "shared_experts": 0,
                   "expert_ffn": getattr(config, "moe_intermediate_size", config.intermediate_size),
                   "router_score": "softmax", "renormalize": bool(getattr(config, "norm_topk_prob", True)),
-                  "selection_bias": False})
-        del c["ffn"]
+                  "selection_bias": False, "mlp_pattern": _mlp_pattern(config)})
     return c
+
+
+def _mlp_pattern(config):
+    """One letter per layer: M a MoE layer, D a dense MLP (Qwen-MoE's
+    mlp_only_layers and decoder_sparse_step, as its decoder layer decides)."""
+    dense, step = set(getattr(config, "mlp_only_layers", None) or ()), getattr(config, "decoder_sparse_step", 1) or 1
+    return "".join("M" if l not in dense and (l + 1) % step == 0 else "D" for l in range(config.num_hidden_layers))
 
 
 def hf_points(model):
@@ -477,8 +481,8 @@ def _qwen3_next_contract(config, tokens, dtype):
         raise ValueError("attention_bias does not map (the linear layers' projections have none)")
     if config.linear_key_head_dim != config.linear_value_head_dim:
         raise ValueError("linear_key_head_dim != linear_value_head_dim is not mapped (d_k = d_v)")
-    if getattr(config, "mlp_only_layers", None) or getattr(config, "decoder_sparse_step", 1) != 1 or not config.num_experts:
-        raise ValueError("dense MLP layers (mlp_only_layers, decoder_sparse_step, num_experts 0) are not mapped")
+    if not config.num_experts:
+        raise ValueError("num_experts 0 (every MLP dense) is not mapped")
     params = dict(getattr(config, "rope_parameters", None) or {})
     if params.get("rope_type", "default") != "default":
         raise ValueError("rope_type %r does not map: conform's RoPE is the unscaled one" % params["rope_type"])
@@ -495,6 +499,7 @@ def _qwen3_next_contract(config, tokens, dtype):
         "linear_head_dim": config.linear_key_head_dim, "short_conv": config.linear_conv_kernel_dim,
         "decay": "exp_softplus", "l2_format": "fp32", "linear_output_gate": True, "linear_gate_act": "silu",
         "o_norm_zero_centered": False,
+        "ffn": config.intermediate_size, "mlp_pattern": _mlp_pattern(config),
         "mlp": "moe", "experts": config.num_experts, "top_k": config.num_experts_per_tok, "shared_experts": 1,
         "shared_gate": True, "expert_ffn": config.moe_intermediate_size,
         "shared_ffn": config.shared_expert_intermediate_size, "router_score": "softmax",
@@ -512,9 +517,15 @@ def _qwen3_next_contract(config, tokens, dtype):
 
 def _qwen3_next_points(m):
     """The module points (the rest: _Qwen3NextTaps)."""
-    points = {INPUT: (m.embed_tokens, "output")}
+    points, joined = {INPUT: (m.embed_tokens, "output")}, {}
     for l, layer in enumerate(m.layers):
         p = "layers.%d." % l
+        if hasattr(layer.mlp, "gate_proj"):  # a dense MLP layer (mlp_only_layers, decoder_sparse_step)
+            f = layer.mlp
+            # joined into gate_up (not "gate": the attention gate's point)
+            points.update({p + "gate_proj": (f.gate_proj, "output"), p + "up_proj": (f.up_proj, "output"),
+                           p + "h": (f.down_proj, "input")})
+            joined[p + "gate_up"] = (p + "gate_proj", p + "up_proj")
         out_proj = layer.linear_attn.out_proj if hasattr(layer, "linear_attn") else layer.self_attn.o_proj
         points.update({
             p + "attn_norm": (layer.input_layernorm, "output"),
@@ -527,7 +538,7 @@ def _qwen3_next_points(m):
             a = layer.self_attn
             points.update({p + "k": (a.k_proj, "output"), p + "v": (a.v_proj, "output"),
                            p + "q_norm": (a.q_norm, "output"), p + "k_norm": (a.k_norm, "output")})
-    return points, {}
+    return points, joined
 
 
 def _qwen3_next_weights(m):
@@ -545,6 +556,10 @@ def _qwen3_next_weights(m):
             w[p + "q.weight"], w[p + "gate.weight"] = qg[:, :D].reshape(H * D, -1), qg[:, D:].reshape(H * D, -1)
             w[p + "k.weight"], w[p + "v.weight"], w[p + "o.weight"] = a.k_proj.weight, a.v_proj.weight, a.o_proj.weight
             w[p + "q_norm.weight"], w[p + "k_norm.weight"] = a.q_norm.weight, a.k_norm.weight
+        if hasattr(f, "gate_proj"):  # a dense MLP layer
+            w[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
+            w[p + "down.weight"] = f.down_proj.weight
+            continue
         w[p + "router.weight"] = f.gate.weight.t()
         w[p + "experts.gate_up.weight"] = f.experts.gate_up_proj.transpose(1, 2)
         w[p + "experts.down.weight"] = f.experts.down_proj.transpose(1, 2)
@@ -619,6 +634,8 @@ class _Qwen3NextTaps(_HfTaps):
                 a = layer.self_attn
                 self._hook(a.q_proj, "out", lambda mod_, args, o, l=l, a=a: self._query_gate(l, a, o))
             f = layer.mlp
+            if hasattr(f, "gate_proj"):  # a dense MLP layer: its points are module hooks
+                continue
             self._hook(f.experts, "out", lambda mod_, a, o, l=l: self._put("layers.%d.experts" % l, o))
             s, p = f.shared_expert, "layers.%d." % l
             self._hook(s.gate_proj, "out", lambda mod_, a, o, p=p: self._pending.__setitem__(p, o))

@@ -1207,6 +1207,16 @@ TEST(Diverge, Qwen3NextLayersPass) {
                 EXPECT_TRUE(points.count(p)) << p;
             EXPECT_NE(r.mpfr_cross_check.find("softplus_decay"), std::string::npos) << r.mpfr_cross_check;
         }
+    // mlp_pattern: dense SwiGLU layers between the MoE ones (layer 0 dense, layer 1 MoE, ...).
+    ModelContract c = qwen3_next_like(Format::bf16);
+    c.mlp_pattern = "DM";
+    const DivergeReport r = analyse(c);
+    EXPECT_FALSE(r.first_failing) << first_failing_text(r);
+    std::set<std::string> points;
+    for (const PointReport& p : r.points) points.insert(p.point);
+    for (const char* p : {"layers.0.gate_up", "layers.0.h", "layers.1.router", "layers.2.h", "layers.3.experts"})
+        EXPECT_TRUE(points.count(p)) << p;
+    EXPECT_FALSE(points.count("layers.0.router"));
 }
 
 // A scoped convention binds only its step: the contract's o_norm casts after

@@ -94,14 +94,16 @@ def qwen2(dtype=torch.bfloat16, tied=False):  # q, k, v biases
     return randomized(transformers.Qwen2Config(intermediate_size=256, tie_word_embeddings=tied, **SHAPE), dtype=dtype)
 
 
-def qwen3_moe(dtype=torch.bfloat16):  # QK-norm; the router returns its weights rounded to bf16
+def qwen3_moe(dtype=torch.bfloat16, **extra):  # QK-norm; the router returns its weights rounded to bf16
     return randomized(transformers.Qwen3MoeConfig(intermediate_size=256, moe_intermediate_size=128, num_experts=4,
-                                                  num_experts_per_tok=2, head_dim=32, norm_topk_prob=True, **SHAPE),
+                                                  num_experts_per_tok=2, head_dim=32, norm_topk_prob=True,
+                                                  **SHAPE, **extra),
                       dtype=dtype)
 
 
-def qwen3_next(dtype=torch.bfloat16):  # 3 Gated DeltaNet : 1 gated attention, 2 value heads per key head, MoE with a gated shared expert
-    shape = dict(SHAPE, num_hidden_layers=4)
+def qwen3_next(dtype=torch.bfloat16, **extra):
+    """3 Gated DeltaNet : 1 gated attention, 2 value heads per key head, MoE with a gated shared expert."""
+    shape = dict(SHAPE, num_hidden_layers=4, **extra)
     return randomized(transformers.Qwen3NextConfig(
         intermediate_size=256, head_dim=32, moe_intermediate_size=64, shared_expert_intermediate_size=96, num_experts=4,
         num_experts_per_tok=2, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
@@ -276,6 +278,7 @@ def qwen3_next_checks(conform, tmp):
     check("qwen3_next_silu_ulp", conform, tmp, qwen3_next(), (0, "layers.0.gate_act", "act_arith=quotient"),
           conventions={"act_arith": "ulp"})
     check("qwen3_next_f32", conform, tmp, qwen3_next(torch.float32))
+    check("qwen3_next_dense_layer", conform, tmp, qwen3_next(mlp_only_layers=[0]))
     defect = qwen3_next()
     check("qwen3_next_tiled_heads", conform, tmp, defect, (1, "layers.1.attn", None),
           wrap=DeltaRuleDefect(defect, 1, "tile"))
@@ -322,6 +325,8 @@ def main():
         assert tied["contract"]["tied_embeddings"], "qwen2_tied: the contract unties the head"
         check("mixtral", args.conform, tmp, mixtral())
         check("qwen3_moe", args.conform, tmp, qwen3_moe())
+        # Dense MLP layers between the MoE ones (decoder_sparse_step 2: layer 1 MoE; mlp_only_layers)
+        check("qwen3_moe_sparse_step", args.conform, tmp, qwen3_moe(decoder_sparse_step=2))
         check("mixtral_fp32_router", args.conform, tmp, mixtral(), (0, "layers.0.router", "router_arith=dtype"),
               conventions={"router_arith": "fp32"})
         # FP32 models: PyTorch's SiLU and the separate product need glu_arith=separate.
