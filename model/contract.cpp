@@ -157,10 +157,11 @@ void validate_moe(const ModelContract& c) {
     if (c.shared_ffn < 0) fail("shared_ffn", "must be >= 0 (0: expert_ffn)");
     if (c.mlp_pattern.empty() || c.mlp_pattern.find_first_not_of("MD") != std::string::npos)
         fail("mlp_pattern", "must be a non-empty string of M (MoE) and D (dense SwiGLU of ffn), e.g. \"DMMM\"");
-    if (c.shared_gate) {
-        if (c.shared_experts != 1) fail("shared_gate", "needs shared_experts = 1 (one gated shared expert)");
-        if (c.mlp != MlpKind::moe) fail("shared_gate", "needs mlp moe");
-        if (c.residual_scale != 1) fail("shared_gate", "needs residual_scale 1 (the routed and shared sums add unscaled)");
+    if (c.dense_shared()) {
+        const char* key = c.shared_gate ? "shared_gate" : "shared_dense";
+        if (c.shared_experts != 1) fail(key, "needs shared_experts = 1 (one dense shared expert)");
+        if (c.mlp != MlpKind::moe) fail(key, "needs mlp moe");
+        if (c.residual_scale != 1) fail(key, "needs residual_scale 1 (the routed and shared sums add unscaled)");
     }
     if (c.mlp == MlpKind::latent_moe) require_positive("latent_dim", c.latent_dim);
 }
@@ -408,6 +409,7 @@ const std::map<std::string, Field>& fields() {
         {"top_k", int_field(&ModelContract::top_k)},
         {"shared_experts", int_field(&ModelContract::shared_experts)},
         {"expert_ffn", int_field(&ModelContract::expert_ffn)},
+        {"shared_dense", bool_field(&ModelContract::shared_dense)},
         {"shared_gate", bool_field(&ModelContract::shared_gate)},
         {"shared_ffn", int_field(&ModelContract::shared_ffn)},
         {"mlp_pattern", string_field(&ModelContract::mlp_pattern)},

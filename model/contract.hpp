@@ -155,10 +155,11 @@ struct ModelContract {
     // router's top_k of `experts` SwiGLU experts of hidden size expert_ffn
     // each, plus `shared_experts` always-on experts of the same size.
     std::int64_t experts = 8, top_k = 2, shared_experts = 1, expert_ffn = 32;
-    // shared_gate: the shared expert is a separate dense SwiGLU of hidden
-    // size shared_ffn (0: expert_ffn) scaled by sigmoid(x w_sg), w_sg [1, C],
-    // and added to the routed sum in the model's format (Qwen3-Next, Qwen2-MoE).
-    bool shared_gate = false;
+    // shared_dense: the shared expert is a separate dense SwiGLU of hidden
+    // size shared_ffn (0: expert_ffn), added to the routed sum in the model's
+    // format (DeepSeek-V2/V3's n_shared_experts as one MLP); shared_gate:
+    // such a one scaled by sigmoid(x w_sg), w_sg [1, C] (Qwen3-Next, Qwen2-MoE).
+    bool shared_dense = false, shared_gate = false;
     std::int64_t shared_ffn = 0;
     // Which layers of a MoE stack are MoE (layer l reads mlp_pattern[l %
     // size]): 'M' MoE, 'D' a dense SwiGLU of `ffn` (DeepSeek's first dense
@@ -200,6 +201,7 @@ struct ModelContract {
     bool has_kind(AttentionKind k) const;                // some layer is of kind k
     bool moe() const { return mlp == MlpKind::moe || mlp == MlpKind::latent_moe; }
     bool moe_layer(std::int64_t layer) const;  // moe() and mlp_pattern marks the layer 'M'
+    bool dense_shared() const { return shared_dense || shared_gate; }  // the shared expert as its own steps
     std::int64_t layer_window(std::int64_t layer) const;  // W on a local layer, 0 on a global one
     std::int64_t cache_rows(std::int64_t layer) const;    // rows of the layer's KV cache: P, or min(P, W) rolling
     bool int8_layer(std::int64_t layer) const;  // quant = int8 and the pattern marks the layer 'Q'

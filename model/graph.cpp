@@ -362,7 +362,7 @@ private:
     // Expert weights are in the registry ops' layouts (numerics/op.cpp):
     // [in, out] per matrix, experts stacked first.
     std::string moe_mlp(const std::string& x) {
-        const std::int64_t E = c_.experts, S = c_.shared_gate ? 0 : c_.shared_experts, F = c_.expert_ffn;
+        const std::int64_t E = c_.experts, S = c_.dense_shared() ? 0 : c_.shared_experts, F = c_.expert_ffn;
         const bool latent = c_.mlp == MlpKind::latent_moe;
         const std::int64_t W = latent ? c_.latent_dim : C_;
         std::vector<std::pair<std::string, Shape>> rw{{"router.weight", {C_, E}}};
@@ -383,7 +383,7 @@ private:
             w.push_back({"latent.up.weight", {W, C_}});
             if (c_.normalized) w.push_back({"latent_norm.weight", {W}});
         }
-        if (!latent && c_.shared_gate) return gated_shared(x, step("experts", StepKind::moe, {x, r}, w, {T_, C_}));
+        if (!latent && c_.dense_shared()) return dense_shared(x, step("experts", StepKind::moe, {x, r}, w, {T_, C_}));
         if (!latent) return step("mlp_out", StepKind::moe, {x, r}, w, {T_, C_}, true);
         // latent_moe in two points: RMSNorm(u) has no useful bound when u's
         // own budget nears |u| / 8, which the four stored stages before it
@@ -392,13 +392,15 @@ private:
         return step("mlp_out", StepKind::latent_out, {x, u}, w, {T_, C_}, true);
     }
 
-    // shared_gate (Qwen3-Next): the shared expert as a dense SwiGLU, scaled
-    // by sigmoid(x w_sg) and added to the routed sum, each in the model's format.
-    std::string gated_shared(const std::string& x, const std::string& routed) {
+    // shared_dense (DeepSeek) and shared_gate (Qwen3-Next): the shared expert
+    // as a dense SwiGLU, [scaled by sigmoid(x w_sg)], added to the routed
+    // sum, each in the model's format.
+    std::string dense_shared(const std::string& x, const std::string& routed) {
         const std::int64_t F = c_.shared_ffn > 0 ? c_.shared_ffn : c_.expert_ffn;
         const std::string gu = matmul("shared_gate_up", x, "shared_mlp.gate_up", 2 * F, C_, false);
         const std::string h = step("shared_h", StepKind::glu, {gu}, {}, {T_, F});
         const std::string y = matmul("shared_out", h, "shared_mlp.down", C_, F, false);
+        if (!c_.shared_gate) return step("mlp_out", StepKind::add, {routed, y}, {}, {T_, C_}, true);
         const std::string g = matmul("shared_logit", x, "shared_gate", 1, C_, false);
         const std::string s = step("shared_sig", StepKind::sigmoid, {g}, {}, {T_, 1});
         const std::string gated = step("shared_gated", StepKind::mul, {y, s}, {}, {T_, C_});

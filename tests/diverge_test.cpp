@@ -1217,6 +1217,14 @@ TEST(Diverge, Qwen3NextLayersPass) {
     for (const char* p : {"layers.0.gate_up", "layers.0.h", "layers.1.router", "layers.2.h", "layers.3.experts"})
         EXPECT_TRUE(points.count(p)) << p;
     EXPECT_FALSE(points.count("layers.0.router"));
+    // shared_dense: the shared expert ungated (DeepSeek's).
+    c.shared_gate = false, c.shared_dense = true;
+    const DivergeReport d = analyse(c);
+    EXPECT_FALSE(d.first_failing) << first_failing_text(d);
+    std::set<std::string> dense;
+    for (const PointReport& p : d.points) dense.insert(p.point);
+    EXPECT_TRUE(dense.count("layers.1.shared_out"));
+    EXPECT_FALSE(dense.count("layers.1.shared_sig"));
 }
 
 // A scoped convention binds only its step: the contract's o_norm casts after
