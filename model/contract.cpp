@@ -179,8 +179,6 @@ void validate(const ModelContract& c) {
         if (c.mla_q_rank < 0) fail("mla_q_rank", "must be >= 0 (0: no low-rank query)");
         if (c.mla_q_rank > 0 && !c.mla_latent_norm)
             fail("mla_q_rank", "the low-rank query is a form of the decomposed MLA layer: it needs mla_latent_norm");
-        if (c.mla_split() && c.cache_tokens > 0)
-            fail("cache_tokens", "the decomposed MLA layer (mla_latent_norm) takes no cache yet");
         const auto it = c.conventions.find("causal");
         if (it != c.conventions.end() && it->second == "top_left" && c.cache_tokens > 0)
             fail("conventions.causal", "mla layers take the bottom-right alignment only");

@@ -214,6 +214,8 @@ std::vector<Piece> pieces(const ModelContract& c, const Step& s, const TokenSamp
         p.in.assign(s.inputs.size(), p.out);
         return p;
     };
+    // A product of a cache's rows (MLA's kv_b_cache, [P, ...]) is no row of tokens: judged whole.
+    if (s.inputs.empty() || s.inputs[0].find(".cache.") != std::string::npos) return {};
     if (row_separable(s.kind)) return {restated(sample.rows, c.cache_tokens)};
     const bool attention = s.kind == StepKind::attention && c.cache_tokens == 0;
     if (!attention && s.kind != StepKind::rope) return {};

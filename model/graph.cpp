@@ -286,9 +286,12 @@ private:
     //   q_rope = RoPE(q's last d_r of each head) [T, H d_r], k_rope = RoPE(kv_a[:, d_c:]) [T, d_r]
     //   attn = attention(Q = [q_nope | q_rope], K = [k_nope | k_rope (every head)], V = v),
     //          scale (d_nope + d_r)^-1/2; then attn_out = attn W_o^T.
+    // With P cached tokens (caches c_kv [P, d_c] = their kv_norm, k_r [P, d_r]
+    // rotated) kv_b_cache = c_kv W_kvb^T [P, H (d_nope + d_v)] and the keys
+    // and values are the cached rows, then the new ones.
     std::string mla_split_attention(const std::string& x) {
         const std::int64_t H = c_.heads, dc = c_.mla_latent, dn = c_.mla_nope_dim, dr = c_.mla_rope_dim,
-                           dv = c_.mla_v_dim, R = c_.mla_q_rank, dq = dn + dr;
+                           dv = c_.mla_v_dim, R = c_.mla_q_rank, dq = dn + dr, P = c_.cache_tokens;
         std::string q;
         if (R > 0) {
             const std::string qa = matmul("q_a", x, "q_a", R, C_, c_.qkv_bias);
@@ -304,7 +307,15 @@ private:
         steps.back().in_offset = dn;
         const std::string kr = step("k_rope", StepKind::rope, {kva}, {}, {T_, dr}, false, 1);
         steps.back().in_offset = dc;
-        const std::string attn = step("attn", StepKind::attention, {q, qr, kvb, kr}, {}, {T_, H * dv}, false, H);
+        std::vector<std::string> in{q, qr, kvb, kr};
+        if (P > 0) {  // the cache holds the normalized latents and the rotated rope keys, as Hugging Face's
+            weights[p("cache.c_kv")] = {P, dc};
+            weights[p("cache.k_r")] = {P, dr};
+            in.push_back(matmul("kv_b_cache", p("cache.c_kv"), "kv_b", H * (dn + dv), dc, false));
+            steps.back().shape[0] = P;  // kv_b of the cached tokens: [P, H (d_nope + d_v)]
+            in.push_back(p("cache.k_r"));
+        }
+        const std::string attn = step("attn", StepKind::attention, in, {}, {T_, H * dv}, false, H);
         return matmul("attn_out", attn, "o", C_, H * dv, c_.o_bias, true);
     }
 

@@ -284,12 +284,20 @@ Tensor group_columns(const TensorView& x, std::int64_t groups, std::int64_t off,
 }
 
 // DeepSeek's MLA attention (is_mla_split_attention): inputs q [T, H (dn + dr)],
-// q_rope [T, H dr], kv_b [T, H (dn + dv)], k_rope [T, dr] -> the attention
-// op's Q [H, T, dn + dr] = [q_nope | q_rope], K [H, T, dn + dr] = [k_nope |
-// k_rope] (the one rope key of every head), V [H, T, dv].  Exact copies.
+// q_rope [T, H dr], kv_b [T, H (dn + dv)], k_rope [T, dr][, kv_b_cache
+// [P, H (dn + dv)], cache.k_r [P, dr]] -> the attention op's Q [H, T, dn + dr]
+// = [q_nope | q_rope], K [H, P + T, dn + dr] = [k_nope | k_rope] (the one
+// rope key of every head; the cached rows first), V [H, P + T, dv].  Exact copies.
 void mla_split_views(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get) {
     const std::int64_t H = s.heads, dn = c.mla_nope_dim, dr = c.mla_rope_dim, dv = c.mla_v_dim, dq = dn + dr;
-    const TensorView q = get(s.inputs.at(0)), qr = get(s.inputs.at(1)), kvb = get(s.inputs.at(2)), kr = get(s.inputs.at(3));
+    const TensorView q = get(s.inputs.at(0)), qr = get(s.inputs.at(1));
+    Tensor kvb_all, kr_all;
+    if (s.inputs.size() > 4) {
+        kvb_all = concat_first(get(s.inputs[4]), get(s.inputs[2]));
+        kr_all = concat_first(get(s.inputs[5]), get(s.inputs[3]));
+    }
+    const TensorView kvb = s.inputs.size() > 4 ? kvb_all.view() : get(s.inputs.at(2));
+    const TensorView kr = s.inputs.size() > 4 ? kr_all.view() : get(s.inputs.at(3));
     const std::int64_t T = q.shape[0], Lk = kvb.shape[0];
     if (q.format != qr.format || kvb.format != kr.format)
         throw std::invalid_argument("mla attention: the query (key) parts are stored in different formats");
