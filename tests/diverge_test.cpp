@@ -529,8 +529,9 @@ TEST(Diverge, DeepSeekMlaStepsComputeTheLayer) {
 // bound stays negligible and the MPFR cross-check covers the new steps.  A
 // latent norm with its eps outside the root (a contract with eps 0.1, where
 // that moves the norm well past its budget) fails at kv_norm, a rope pairing
-// (2j, 2j + 1) under a half-split contract at q_rope, both named.  The
-// contract refuses a low-rank query without the latent norm.
+// (2j, 2j + 1) under a half-split contract at q_rope, a top-left causal
+// attention kernel over a cache at attn, each named.  The contract refuses a
+// low-rank query without the latent norm.
 TEST(Diverge, DeepSeekMlaLayers) {
     for (Format f : {Format::fp32, Format::bf16})
         for (std::int64_t rank : {0, 24}) {
@@ -559,6 +560,12 @@ TEST(Diverge, DeepSeekMlaLayers) {
     CandidateOptions pairing;
     pairing.conventions["rope_pairing"] = "interleaved";
     expect_first_failing(analyse(c, pairing), "layers.0.q_rope", "rope_pairing=interleaved");
+    // With cached keys an attention kernel aligning the mask top-left (new
+    // token t sees keys j <= t only) fails at its layer's attn, named.
+    c.cache_tokens = 5;
+    CandidateOptions mutant;
+    mutant.mutant = "mutant.attention.top_left_causal.bf16", mutant.at = 1;
+    expect_first_failing(analyse(c, mutant), "layers.1.attn", "causal=top_left");
 
     ModelContract bad = deepseek_like(Format::fp32, 24);
     bad.mla_latent_norm = false;
