@@ -530,8 +530,8 @@ TEST(Diverge, DeepSeekMlaStepsComputeTheLayer) {
 // latent norm with its eps outside the root (a contract with eps 0.1, where
 // that moves the norm well past its budget) fails at kv_norm, a rope pairing
 // (2j, 2j + 1) under a half-split contract at q_rope, a top-left causal
-// attention kernel over a cache at attn, each named.  The contract refuses a
-// low-rank query without the latent norm.
+// attention kernel over a cache at attn, each named; on a sample of the
+// tokens too.  The contract refuses a low-rank query without the latent norm.
 TEST(Diverge, DeepSeekMlaLayers) {
     for (Format f : {Format::fp32, Format::bf16})
         for (std::int64_t rank : {0, 24}) {
@@ -566,6 +566,23 @@ TEST(Diverge, DeepSeekMlaLayers) {
     CandidateOptions mutant;
     mutant.mutant = "mutant.attention.top_left_causal.bf16", mutant.at = 1;
     expect_first_failing(analyse(c, mutant), "layers.1.attn", "causal=top_left");
+
+    // Judged on 6 of the 12 tokens (docs/diverge.md, "Scale"): the sampled
+    // queries over the keys before them; clean passes, an attention kernel
+    // that drops the scale fails at its attn.
+    const ModelContract sc = deepseek_like(Format::bf16, 24);
+    const Synthetic m = synthetic_model(sc, 5);
+    DivergeOptions few;
+    few.tokens = 6;
+    const DivergeReport clean = diverge(sc, ModelRun{m.weights, m.input, run_kernels(sc, m.weights, m.input), "c"}, few);
+    EXPECT_EQ(clean.tokens_checked, 6);
+    EXPECT_FALSE(clean.first_failing) << first_failing_text(clean);
+    CandidateOptions scale;
+    scale.mutant = "mutant.attention.scale_dropped.bf16", scale.at = 1;
+    const DivergeReport dropped =
+        diverge(sc, ModelRun{m.weights, m.input, run_kernels(sc, m.weights, m.input, scale), "c"}, few);
+    ASSERT_TRUE(dropped.first_failing);
+    EXPECT_EQ(dropped.points[*dropped.first_failing].point, "layers.1.attn");
 
     ModelContract bad = deepseek_like(Format::fp32, 24);
     bad.mla_latent_norm = false;
