@@ -382,9 +382,12 @@ void norm_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLo
     call.params = rms ? Params({{"eps", c.eps}, {"zero_centered", norm_offset(c, s) ? 1.0 : 0.0}}) : Params({{"eps", c.eps}});
     if (s.kind == StepKind::head_norm) {
         const std::int64_t w = s.shape.back() / s.heads;  // the point's head width: input 0's columns (Step::in_offset)
-        call.in.push_back(reshaped(group_columns(x, s.heads, s.in_offset, w).view(), {x.shape[0] * s.heads, w}));
+        const std::vector<std::int64_t> rows{x.shape[0] * s.heads, w};
+        call.in.push_back(x.shape[1] == s.shape.back() ? reshaped(x, rows)
+                                                       : reshaped(group_columns(x, s.heads, s.in_offset, w).view(), rows));
+    } else {
+        call.in.push_back(copy_tensor(x));
     }
-    else call.in.push_back(copy_tensor(x));
     for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
     call.unexpressed = norm_unexpressed(conv);
 }
@@ -492,7 +495,10 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
                                   {"rotary_dim", c.layer_kind(s.layer) == AttentionKind::mla ? 0.0 : static_cast<double>(c.rotary_dim)},
                                   {"offset", static_cast<double>(c.cache_tokens)}});
             // Input 0's columns of the step (Step::in_offset: the rope parts of MLA's q and kv_a).
-            call.in.push_back(heads_major(group_columns(get(s.inputs[0]), s.heads, s.in_offset, s.shape.back() / s.heads).view(), s.heads));
+            const TensorView x = get(s.inputs[0]);
+            call.in.push_back(x.shape[1] == s.shape.back()
+                                  ? heads_major(x, s.heads)
+                                  : heads_major(group_columns(x, s.heads, s.in_offset, s.shape.back() / s.heads).view(), s.heads));
             call.out_heads = s.heads;
             // rope_arith = dtype: only the budget differs (step_bound_structured.cpp),
             // in fp32 too (FP32 angles, where the default's are double); no
