@@ -183,6 +183,9 @@ void validate(const ModelContract& c) {
             require_positive(f, v);
         if (c.mla_rope_dim < 2 || c.mla_rope_dim % 2) fail("mla_rope_dim", "must be even and >= 2");
         if (c.mla_form != "explicit" && c.mla_form != "absorbed") fail("mla_form", "must be explicit or absorbed");
+        if (c.mla_q_rank < 0) fail("mla_q_rank", "must be >= 0 (0: no low-rank query)");
+        if (c.mla_q_rank > 0 && !c.mla_latent_norm)
+            fail("mla_q_rank", "the low-rank query is a form of the decomposed MLA layer: it needs mla_latent_norm");
         const auto it = c.conventions.find("causal");
         if (it != c.conventions.end() && it->second == "top_left" && c.cache_tokens > 0)
             fail("conventions.causal", "mla layers take the bottom-right alignment only");
@@ -386,6 +389,8 @@ const std::map<std::string, Field>& fields() {
         {"mla_rope_dim", int_field(&ModelContract::mla_rope_dim)},
         {"mla_v_dim", int_field(&ModelContract::mla_v_dim)},
         {"mla_form", string_field(&ModelContract::mla_form)},
+        {"mla_q_rank", int_field(&ModelContract::mla_q_rank)},
+        {"mla_latent_norm", bool_field(&ModelContract::mla_latent_norm)},
         {"window_pattern", string_field(&ModelContract::window_pattern)},
         {"kv_cache", string_field(&ModelContract::kv_cache)},
         {"qkv_bias", bool_field(&ModelContract::qkv_bias)},

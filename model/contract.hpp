@@ -85,6 +85,14 @@ struct ModelContract {
     // content and rope query/key dims, value dim; the executor's kernel form.
     std::int64_t mla_latent = 32, mla_nope_dim = 16, mla_rope_dim = 8, mla_v_dim = 16;
     std::string mla_form = "explicit";  // explicit (prefill) | absorbed (decode)
+    // DeepSeek-V2/V3's MLA (docs/mla.md, "In the model"): mla_latent_norm
+    // (RMSNorm on the latent) makes an MLA layer the decomposed steps q_a,
+    // q_a_norm, q, kv_a, kv_norm, kv_b, q_rope, k_rope, attn (mla_split());
+    // in it a low-rank query q = W_qb RMSNorm(W_qa x) of rank mla_q_rank
+    // (0: q = W_q x).  mla_q_rank > 0 requires mla_latent_norm.
+    std::int64_t mla_q_rank = 0;
+    bool mla_latent_norm = false;
+    bool mla_split() const { return mla_latent_norm; }
     // Shapes.
     std::int64_t width = 64;  // C: hidden size
     std::int64_t heads = 4, kv_heads = 2, head_dim = 16;

@@ -214,6 +214,8 @@ std::vector<Piece> pieces(const ModelContract& c, const Step& s, const TokenSamp
         p.in.assign(s.inputs.size(), p.out);
         return p;
     };
+    // A product of a cache's rows (MLA's kv_b_cache, [P, ...]) is no row of tokens: judged whole.
+    if (s.inputs.empty() || s.inputs[0].find(".cache.") != std::string::npos) return {};
     if (row_separable(s.kind)) return {restated(sample.rows, c.cache_tokens)};
     const bool attention = s.kind == StepKind::attention && c.cache_tokens == 0;
     if (!attention && s.kind != StepKind::rope) return {};
@@ -231,7 +233,9 @@ std::vector<Piece> pieces(const ModelContract& c, const Step& s, const TokenSamp
     p.c.query_positions = p.out;
     std::vector<std::int64_t> keys(static_cast<std::size_t>(p.out.back() + 1));
     for (std::size_t j = 0; j < keys.size(); ++j) keys[j] = static_cast<std::int64_t>(j);
-    p.in = {p.out, keys, keys};
+    p.in.assign(s.inputs.size(), keys);  // k, v (MLA: kv_b, k_rope)
+    p.in[0] = p.out;                      // q
+    if (is_mla_split_attention(c, s)) p.in[1] = p.out;  // MLA: q_rope
     out.push_back(std::move(p));
     return out;
 }

@@ -56,6 +56,11 @@ bool is_o_norm(const Step& s) {
            s.point.compare(s.point.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+bool is_mla_split_attention(const ModelContract& c, const Step& s) {
+    return s.kind == StepKind::attention && s.layer >= 0 && s.layer < c.layers && c.layer_kind(s.layer) == AttentionKind::mla &&
+           c.mla_split();
+}
+
 bool norm_offset(const ModelContract& c, const Step& s) { return is_o_norm(s) ? c.o_norm_offset() : c.zero_centered; }
 
 Conventions step_conventions(const Conventions& conv, const Step& s) {
@@ -253,6 +258,7 @@ private:
     // MLA (docs/mla.md): the op's weights as its own layouts; the latent
     // and rotated rope-key caches [P, d_c], [P, d_r].
     std::string mla_attention(const std::string& x) {
+        if (c_.mla_split()) return mla_split_attention(x);
         const std::int64_t H = c_.heads, dc = c_.mla_latent, dn = c_.mla_nope_dim, dr = c_.mla_rope_dim,
                            dv = c_.mla_v_dim, P = c_.cache_tokens;
         std::vector<std::string> in{x};
@@ -267,6 +273,49 @@ private:
                                        {"mla.w_uv.weight", {H, dv, dc}}, {"mla.w_q.weight", {H, dn + dr, C_}},
                                        {"mla.w_kr.weight", {dr, C_}}},
                                       {T_, H * dv}, false, H);
+        return matmul("attn_out", attn, "o", C_, H * dv, c_.o_bias, true);
+    }
+
+    // DeepSeek-V2/V3's MLA as Hugging Face's DeepseekV3Attention computes it
+    // (docs/mla.md, "In the model"), one point per module output:
+    //   q_a = x W_qa^T, q_a_norm = RMSNorm(q_a), q = q_a_norm W_qb^T   (mla_q_rank > 0)
+    //   q = x W_q^T                                                     (mla_q_rank = 0)
+    //   kv_a = x W_kva^T [T, d_c + d_r]  (kv_a_proj_with_mqa: [c_raw | k_rot] per token)
+    //   kv_norm = RMSNorm(kv_a[:, :d_c]) [T, d_c]  (the latent the cache would hold)
+    //   kv_b = kv_norm W_kvb^T [T, H (d_nope + d_v)]  (per head [k_nope | v])
+    //   q_rope = RoPE(q's last d_r of each head) [T, H d_r], k_rope = RoPE(kv_a[:, d_c:]) [T, d_r]
+    //   attn = attention(Q = [q_nope | q_rope], K = [k_nope | k_rope (every head)], V = v),
+    //          scale (d_nope + d_r)^-1/2; then attn_out = attn W_o^T.
+    // With P cached tokens (caches c_kv [P, d_c] = their kv_norm, k_r [P, d_r]
+    // rotated) kv_b_cache = c_kv W_kvb^T [P, H (d_nope + d_v)] and the keys
+    // and values are the cached rows, then the new ones.
+    std::string mla_split_attention(const std::string& x) {
+        const std::int64_t H = c_.heads, dc = c_.mla_latent, dn = c_.mla_nope_dim, dr = c_.mla_rope_dim,
+                           dv = c_.mla_v_dim, R = c_.mla_q_rank, dq = dn + dr, P = c_.cache_tokens;
+        std::string q;
+        if (R > 0) {
+            const std::string qa = matmul("q_a", x, "q_a", R, C_, c_.qkv_bias);
+            const std::string qn = step("q_a_norm", StepKind::head_norm, {qa}, {{"q_a_norm.weight", {R}}}, {T_, R}, false, 1);
+            q = matmul("q", qn, "q_b", H * dq, R, false);
+        } else {
+            q = matmul("q", x, "q", H * dq, C_, false);
+        }
+        const std::string kva = matmul("kv_a", x, "kv_a", dc + dr, C_, c_.qkv_bias);
+        const std::string latent = step("kv_norm", StepKind::head_norm, {kva}, {{"kv_norm.weight", {dc}}}, {T_, dc}, false, 1);
+        const std::string kvb = matmul("kv_b", latent, "kv_b", H * (dn + dv), dc, false);
+        const std::string qr = step("q_rope", StepKind::rope, {q}, {}, {T_, H * dr}, false, H);
+        steps.back().in_offset = dn;
+        const std::string kr = step("k_rope", StepKind::rope, {kva}, {}, {T_, dr}, false, 1);
+        steps.back().in_offset = dc;
+        std::vector<std::string> in{q, qr, kvb, kr};
+        if (P > 0) {  // the cache holds the normalized latents and the rotated rope keys, as Hugging Face's
+            weights[p("cache.c_kv")] = {P, dc};
+            weights[p("cache.k_r")] = {P, dr};
+            in.push_back(matmul("kv_b_cache", p("cache.c_kv"), "kv_b", H * (dn + dv), dc, false));
+            steps.back().shape[0] = P;  // kv_b of the cached tokens: [P, H (d_nope + d_v)]
+            in.push_back(p("cache.k_r"));
+        }
+        const std::string attn = step("attn", StepKind::attention, in, {}, {T_, H * dv}, false, H);
         return matmul("attn_out", attn, "o", C_, H * dv, c_.o_bias, true);
     }
 

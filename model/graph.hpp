@@ -86,6 +86,10 @@ bool norm_offset(const ModelContract& c, const Step& s);
 // (n_a, n_b elements): itself, or its row's scale when b is [T, 1].
 inline std::int64_t mul_index(std::int64_t i, std::int64_t n_a, std::int64_t n_b) { return n_a == n_b ? i : i / (n_a / n_b); }
 std::optional<StepKind> step_kind_from_name(const std::string& n);  // name()'s inverse
+// Whether step s is the attention of a decomposed MLA layer (mla_split()):
+// inputs {q, q_rope, kv_b, k_rope}, the queries [q_nope | q_rope] and keys
+// [k_nope | k_rope] assembled per head by op_call (model/layout.hpp).
+bool is_mla_split_attention(const ModelContract& c, const Step& s);
 
 struct Step {
     std::string point;                 // the point it computes, e.g. "layers.3.q"
@@ -95,6 +99,11 @@ struct Step {
     std::vector<std::string> inputs;   // point or cache names, in the kind's order
     std::vector<std::string> weights;  // weight names, in the kind's order
     std::int64_t heads = 0;            // head_norm, l2_head, rope: heads of the layout
+    // head_norm, rope: the step reads columns [in_offset, in_offset + w) of
+    // each of the `heads` equal groups of input 0, w = the point's features /
+    // heads (all of them when the widths agree).  DeepSeek's MLA: the rope
+    // part of each query head, the latent and the rope key of kv_a.
+    std::int64_t in_offset = 0;
     bool required = false;             // one of the points every dump must hold
     std::vector<std::int64_t> shape;   // the point's shape ([T, features]; mHC streams [n, T, C]; B [n, n])
     Format format = Format::fp32;      // its storage format: residual_format for add / hc_update

@@ -271,12 +271,62 @@ Tensor cache_in_order(const TensorView& cache, const ModelContract& c, const Ste
     return permuted(cache, {R, F}, [=](std::int64_t i) { return ((i / F + start) % R) * F + i % F; });
 }
 
+// Columns [off, off + w) of each of the `groups` equal column groups of
+// x [T, groups * g] as a dense [T, groups * w] (exact copies).
+Tensor group_columns(const TensorView& x, std::int64_t groups, std::int64_t off, std::int64_t w) {
+    require_rank("group_columns", shape_of(x), 2);
+    const std::int64_t T = x.shape[0], g = x.shape[1] / groups;
+    if (g * groups != x.shape[1] || off < 0 || off + w > g)
+        throw std::invalid_argument("group_columns: columns [" + std::to_string(off) + ", " + std::to_string(off + w) +
+                                    ") of groups of " + std::to_string(g) + " of " + shape_string(shape_of(x)));
+    if (off == 0 && w == g) return copy_tensor(x);
+    return permuted(x, {T, groups * w}, [=](std::int64_t i) { return (i / w) * g + off + i % w; });
+}
+
+// DeepSeek's MLA attention (is_mla_split_attention): inputs q [T, H (dn + dr)],
+// q_rope [T, H dr], kv_b [T, H (dn + dv)], k_rope [T, dr][, kv_b_cache
+// [P, H (dn + dv)], cache.k_r [P, dr]] -> the attention op's Q [H, T, dn + dr]
+// = [q_nope | q_rope], K [H, P + T, dn + dr] = [k_nope | k_rope] (the one
+// rope key of every head; the cached rows first), V [H, P + T, dv].  Exact copies.
+void mla_split_views(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get) {
+    const std::int64_t H = s.heads, dn = c.mla_nope_dim, dr = c.mla_rope_dim, dv = c.mla_v_dim, dq = dn + dr;
+    const TensorView q = get(s.inputs.at(0)), qr = get(s.inputs.at(1));
+    Tensor kvb_all, kr_all;
+    if (s.inputs.size() > 4) {
+        kvb_all = concat_first(get(s.inputs[4]), get(s.inputs[2]));
+        kr_all = concat_first(get(s.inputs[5]), get(s.inputs[3]));
+    }
+    const TensorView kvb = s.inputs.size() > 4 ? kvb_all.view() : get(s.inputs.at(2));
+    const TensorView kr = s.inputs.size() > 4 ? kr_all.view() : get(s.inputs.at(3));
+    const std::int64_t T = q.shape[0], Lk = kvb.shape[0];
+    if (q.format != qr.format || kvb.format != kr.format)
+        throw std::invalid_argument("mla attention: the query (key) parts are stored in different formats");
+    Tensor Q(q.format, {H, T, dq}), K(kvb.format, {H, Lk, dq});
+    const TensorView qv = Q.view(), kv = K.view();
+    for (std::int64_t h = 0; h < H; ++h) {
+        for (std::int64_t t = 0; t < T; ++t)
+            for (std::int64_t d = 0; d < dq; ++d)
+                qv.set_bits((h * T + t) * dq + d, d < dn ? q.bits(t * H * dq + h * dq + d) : qr.bits(t * H * dr + h * dr + d - dn));
+        for (std::int64_t j = 0; j < Lk; ++j)
+            for (std::int64_t d = 0; d < dq; ++d)
+                kv.set_bits((h * Lk + j) * dq + d, d < dn ? kvb.bits(j * H * (dn + dv) + h * (dn + dv) + d) : kr.bits(j * dr + d - dn));
+    }
+    call.in.push_back(std::move(Q));
+    call.in.push_back(std::move(K));
+    call.in.push_back(heads_major(group_columns(kvb, H, dn, dv).view(), H));
+}
+
 void attention_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
     const std::int64_t G = c.kv_heads, P = c.cache_tokens;
-    call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
-    for (std::size_t i : {1u, 2u}) {  // k, v: cached keys first (oldest first), then the new ones
-        const TensorView x = get(s.inputs[i]);
-        call.in.push_back(heads_major(P > 0 ? concat_first(cache_in_order(get(s.inputs[i + 2]), c, s, conv).view(), x).view() : x, G));
+    if (is_mla_split_attention(c, s)) {
+        mla_split_views(call, c, s, get);
+    } else {
+        call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
+        for (std::size_t i : {1u, 2u}) {  // k, v: cached keys first (oldest first), then the new ones
+            const TensorView x = get(s.inputs[i]);
+            call.in.push_back(
+                heads_major(P > 0 ? concat_first(cache_in_order(get(s.inputs[i + 2]), c, s, conv).view(), x).view() : x, G));
+        }
     }
     // The query positions an explicit mask states: top-left alignment (query
     // i at key i), or the sampled queries of a step restated over rows
@@ -330,8 +380,14 @@ void norm_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLo
     }
     const bool rms = s.kind == StepKind::head_norm || c.norm == NormKind::rms_norm;
     call.params = rms ? Params({{"eps", c.eps}, {"zero_centered", norm_offset(c, s) ? 1.0 : 0.0}}) : Params({{"eps", c.eps}});
-    if (s.kind == StepKind::head_norm) call.in.push_back(reshaped(x, {x.numel() / (x.shape[1] / s.heads), x.shape[1] / s.heads}));
-    else call.in.push_back(copy_tensor(x));
+    if (s.kind == StepKind::head_norm) {
+        const std::int64_t w = s.shape.back() / s.heads;  // the point's head width: input 0's columns (Step::in_offset)
+        const std::vector<std::int64_t> rows{x.shape[0] * s.heads, w};
+        call.in.push_back(x.shape[1] == s.shape.back() ? reshaped(x, rows)
+                                                       : reshaped(group_columns(x, s.heads, s.in_offset, w).view(), rows));
+    } else {
+        call.in.push_back(copy_tensor(x));
+    }
     for (const auto& w : s.weights) call.in.push_back(copy_tensor(get(w)));
     call.unexpressed = norm_unexpressed(conv);
 }
@@ -375,6 +431,11 @@ void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLoo
 }
 
 }  // namespace
+
+Values step_input0(const Values& x, const Step& s) {
+    if (s.heads <= 0 || x.shape.size() != 2 || s.shape.empty() || x.shape[1] == s.shape.back()) return x;
+    return values_of(group_columns(to_tensor(x).view(), s.heads, s.in_offset, s.shape.back() / s.heads).view());
+}
 
 const std::string& convention_value(const Conventions& conv, const std::string& key) { return convention(conv, key); }
 
@@ -430,9 +491,14 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             call.params = Params({{"pairing", interleaved ? 0.0 : 1.0},
                                   {"base", c.rope_base},
                                   {"ntk_scale", 1},
-                                  {"rotary_dim", static_cast<double>(c.rotary_dim)},
+                                  // an MLA layer rotates all of its d_r rope dims
+                                  {"rotary_dim", c.layer_kind(s.layer) == AttentionKind::mla ? 0.0 : static_cast<double>(c.rotary_dim)},
                                   {"offset", static_cast<double>(c.cache_tokens)}});
-            call.in.push_back(heads_major(get(s.inputs[0]), s.heads));
+            // Input 0's columns of the step (Step::in_offset: the rope parts of MLA's q and kv_a).
+            const TensorView x = get(s.inputs[0]);
+            call.in.push_back(x.shape[1] == s.shape.back()
+                                  ? heads_major(x, s.heads)
+                                  : heads_major(group_columns(x, s.heads, s.in_offset, s.shape.back() / s.heads).view(), s.heads));
             call.out_heads = s.heads;
             // rope_arith = dtype: only the budget differs (step_bound_structured.cpp),
             // in fp32 too (FP32 angles, where the default's are double); no

@@ -32,6 +32,12 @@ Tensor concat_first(const TensorView& a, const TensorView& b);
 Values reshaped(Values x, std::vector<std::int64_t> shape);
 Tensor reshaped(const TensorView& x, const std::vector<std::int64_t>& shape);
 
+// Input 0 of step s as the step reads it: its columns [in_offset, in_offset
+// + w) of each of the step's `heads` groups, w = the point's features / heads
+// (Step::in_offset: DeepSeek MLA's rope parts and latent); x itself when the
+// widths agree.  Exact copies.
+Values step_input0(const Values& x, const Step& s);
+
 // Exact conversions between Values and fp64 tensors (and any tensor).
 Tensor to_tensor(const Values& v);                 // Format::fp64
 Tensor to_tensor(const Values& v, Format f);       // each value correctly rounded into f

@@ -187,7 +187,7 @@ std::vector<double> before_weight_budget(const NormSetup& ns, const oracle::RowD
 
 StepBound norm_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
                      const Conventions& conv, Format out) {
-    const Values& x = get(s.inputs.at(0));
+    const Values x = step_input0(get(s.inputs.at(0)), s);  // a head_norm's columns (Step::in_offset)
     const Values* w = s.weights.empty() ? nullptr : &get(s.weights[0]);
     const Values* bias = s.weights.size() > 1 ? &get(s.weights[1]) : nullptr;
     const NormSetup ns = norm_setup(c, s, x.shape.back());
