@@ -136,7 +136,20 @@ Testable weights_sum_to_one(const KernelInfo& k) {
             double sum = 0;
             for (std::int64_t j = 0; j < kk; ++j) sum += out[1].value(t * kk + j);
             if (std::isnan(sum)) continue;  // a token with a non-finite logit
-            if (!(std::fabs(sum - scaling) <= tol))
+            const std::vector<TensorView> in = c.views();
+            const oracle::TokenBudget tb = oracle::router_token_budget(oracle::router_setup(c.params, in), in, t);
+            if (tb.undefined) continue;  // not judged: sigmoid scores may underflow to 0 (0 / 0, or 0 with an epsilon)
+            // Nor where the chosen p's may all underflow (a dropped group's
+            // expert taking the whole softmax): the verdict's own condition.
+            double sp_lo = 0;
+            for (std::int64_t j = 0; j < kk; ++j) {
+                const auto e = static_cast<std::size_t>(out[0].value(t * kk + j));
+                sp_lo += tb.p[e] * (1 - tb.rel[e]);
+            }
+            if (!(sp_lo * (1 - oracle::gamma(static_cast<double>(kk), 0x1p-24)) > static_cast<double>(kk) * tb.abs_p)) continue;
+            // A renormalizing epsilon (at most FP32's 1e-20, which the budget
+            // admits) lowers the sum by its share of the chosen p's sum.
+            if (!(std::fabs(sum - scaling) <= tol + scaling * 1e-20 * (1 + 0x1p-23) / sp_lo))
                 RC_FAIL("token " + std::to_string(t) + ": the " + std::to_string(kk) + " weights sum to " + hexfloat(sum) +
                         ", not the scaling " + hexfloat(scaling));
         }
