@@ -770,6 +770,11 @@ TEST(DivergeMoe, GroupLimitedScaledRouterPassesMutantsFailAtTheirRouter) {
     const NamedTensors run = run_kernels(c, m.weights, m.input);
     const DivergeReport r = diverge(c, m.weights, m.input, run);
     EXPECT_FALSE(r.first_failing) << first_failing_text(r);
+    EXPECT_LE(r.oracle_bound_ratio, 1e-3) << r.oracle_bound_worst;
+    // The FP64 tier's routing (groups, scaling) agrees with the MPFR oracle's.
+    const std::size_t at = r.mpfr_cross_check.find("router ");
+    ASSERT_NE(at, std::string::npos) << r.mpfr_cross_check;
+    EXPECT_LT(std::stod(r.mpfr_cross_check.substr(at + 7)), 1e-12) << r.mpfr_cross_check;
     for (const auto& change : std::vector<std::function<void(ModelContract&)>>{
              [](ModelContract& o) { o.router_groups = 1, o.router_topk_groups = 0; },
              [](ModelContract& o) { o.routed_scaling = 1; }}) {
