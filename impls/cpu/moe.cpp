@@ -195,9 +195,10 @@ void register_cpu_moe(Registry& r) {
             k.out = Format::fp32;
             k.acc = Format::fp32;
             k.description = std::string("logits by ") + (simd ? "cpu.simd.matmul" : "cpu.scalar.matmul") +
-                            " into FP32; softmax (max-shifted expf) or sigmoid, scores p + b, a stable sort (ties to "
-                            "the lower index), weights over the chosen experts summed in expert order, capacity in "
-                            "token order, loss in double";
+                            " into FP32; softmax (max-shifted expf) or sigmoid, scores p + b, grouped: each group's two "
+                            "largest scores summed in FP32 and the best topk_groups groups kept (ties to the lower "
+                            "group); a stable sort (ties to the lower index), weights over the chosen experts summed "
+                            "in expert order, times fl32(scaling), capacity in token order, loss in double";
             k.fn = [simd](const KernelCall& c) { cpu::moe_router_call(c, simd); };
             r.add(std::move(k));
         }
