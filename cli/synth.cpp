@@ -174,7 +174,8 @@ Subcommand add_synth(CLI::App& app) {
     cmd->add_option("--linear", o->linear, "gdn | kda (the linear layers of a hybrid stack)");
     cmd->add_option("--mlp", o->mlp,
                     "swiglu | situ_glu | gelu | geglu | swiglu_clamp | moe | latent_moe (the MoE keys -- experts, top_k, shared_experts, "
-                    "expert_ffn, router_score, renormalize, selection_bias, latent_dim, normalized -- from --contract)");
+                    "expert_ffn, router_score, renormalize, selection_bias, router_groups, router_topk_groups, routed_scaling, "
+                    "latent_dim, normalized -- from --contract)");
     cmd->add_option("--placement", o->placement, "pre | post norm");
     cmd->add_option("--residual", o->residual, "plain | mhc");
     cmd->add_flag("--qk-norm", o->qk_norm, "RMSNorm over head_dim of q and k before RoPE");

@@ -203,6 +203,13 @@ props::CaseSpec vector_spec(const OpSpec& op, Format f, props::Family fam, int i
     if (name == "moe_router") {                         // 5 tokens, 8 experts (two duplicated: a tie), top 2, capacity
         s.dims = {5, 4, 8, 1, 1};
         s.params.set("capacity", 1);
+        if (i % 2 == 1) {  // DeepSeek-V3's router: sigmoid, 4 groups of 2 with 2 kept, weights scaled by 2.5; no
+                           // duplicates (a group's top-2 sum would be twice its largest); the outliers' logits
+                           // reach the sigmoid's undefined range (|l| >= 87): softmax there
+            s.dims[4] = 0;
+            s.params.set("score", fam == props::Family::outlier ? 0 : 1), s.params.set("groups", 4), s.params.set("topk_groups", 2);
+            s.params.set("scaling", 2.5);
+        }
     }
     if (name == "moe" || name == "latent_moe") {  // 5 tokens, 4 experts of F 4, top 2, one shared expert, a bias
         s.dims = {5, 4, 4, 4, 1, name == "moe" ? 0 : 4, 1, name == "moe" ? 0 : 1};

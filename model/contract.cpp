@@ -164,6 +164,14 @@ void validate_moe(const ModelContract& c) {
         if (c.residual_scale != 1) fail(key, "needs residual_scale 1 (the routed and shared sums add unscaled)");
     }
     if (c.mlp == MlpKind::latent_moe) require_positive("latent_dim", c.latent_dim);
+    if (c.router_groups < 1 || c.experts % c.router_groups != 0 || (c.router_groups > 1 && c.experts / c.router_groups < 2))
+        fail("router_groups", "must divide experts = " + std::to_string(c.experts) + " into groups of at least 2 experts (is " +
+                                  std::to_string(c.router_groups) + ")");
+    if (c.router_topk_groups < 0 || c.router_topk_groups > c.router_groups)
+        fail("router_topk_groups", "must be in [0, router_groups] (0: all groups)");
+    const std::int64_t kept = (c.router_topk_groups ? c.router_topk_groups : c.router_groups) * (c.experts / c.router_groups);
+    if (c.top_k > kept) fail("top_k", "exceeds the " + std::to_string(kept) + " experts of the kept groups");
+    if (!(std::isfinite(c.routed_scaling) && c.routed_scaling > 0)) fail("routed_scaling", "must be finite and > 0");
 }
 
 }  // namespace
@@ -421,6 +429,9 @@ const std::map<std::string, Field>& fields() {
         {"router_score", enum_field(&ModelContract::router_score, {RouterScore::softmax, RouterScore::sigmoid})},
         {"renormalize", bool_field(&ModelContract::renormalize)},
         {"selection_bias", bool_field(&ModelContract::selection_bias)},
+        {"router_groups", int_field(&ModelContract::router_groups)},
+        {"router_topk_groups", int_field(&ModelContract::router_topk_groups)},
+        {"routed_scaling", num_field(&ModelContract::routed_scaling)},
         {"latent_dim", int_field(&ModelContract::latent_dim)},
         {"normalized", bool_field(&ModelContract::normalized)},
         {"situ_beta1", num_field(&ModelContract::situ_beta1)},

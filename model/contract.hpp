@@ -176,6 +176,10 @@ struct ModelContract {
     RouterScore router_score = RouterScore::softmax;
     bool renormalize = true;      // weights over the k chosen (or the raw scores)
     bool selection_bias = false;  // DeepSeek-V3's aux-loss-free bias: chooses, never weighs
+    // DeepSeek-V3's group-limited routing and routed scaling (moe_router's
+    // groups, topk_groups (0: all), scaling; docs/moe.md).
+    std::int64_t router_groups = 1, router_topk_groups = 0;
+    double routed_scaling = 1;
     std::int64_t latent_dim = 32; // latent_moe: the routed experts' width L
     bool normalized = true;       // latent_moe: RMSNorm(u) before latent_up (eps: the contract's)
     // Formats: weights, activations and every point of the model are stored in

@@ -21,7 +21,10 @@ Params router_params(const ModelContract& c) {
     return Params({{"k", static_cast<double>(c.top_k)},
                    {"score", c.router_score == RouterScore::sigmoid ? 1.0 : 0.0},
                    {"renormalize", c.renormalize ? 1.0 : 0.0},
-                   {"capacity", 0}});
+                   {"capacity", 0},
+                   {"groups", static_cast<double>(c.router_groups)},
+                   {"topk_groups", static_cast<double>(c.router_topk_groups)},
+                   {"scaling", c.routed_scaling}});
 }
 
 Params moe_layer_params(const ModelContract& c) {
@@ -54,13 +57,10 @@ void widen_by_tier(oracle::TokenBudget& b) {
     for (double& d : b.delta) d = d * (1 + 2 * kFp64TierScale) + 0x1p-1070;
 }
 
-// The k experts of largest score, in decreasing order, ties to the lower index.
+// The k experts of largest score, in decreasing order, ties to the lower
+// index (group-limited: among the kept groups', oracle::router_order).
 std::vector<double> own_selection(const oracle::TokenBudget& b, std::int64_t k, std::vector<std::int64_t>& order) {
-    order.resize(b.score.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t c) {
-        return b.score[static_cast<std::size_t>(a)] > b.score[static_cast<std::size_t>(c)];
-    });
+    order = oracle::router_order(b);
     return {order.begin(), order.begin() + k};
 }
 
@@ -97,7 +97,7 @@ Values eval_router_step(const OpCall& call, const Values* cand, RouterCounts* co
         for (std::int64_t j = 0; j < K; ++j) {
             const double p = b.p[static_cast<std::size_t>(chosen[static_cast<std::size_t>(j)])];
             row[j] = chosen[static_cast<std::size_t>(j)];
-            row[K + j] = s.renormalize ? p / sum : p;
+            row[K + j] = s.scaling * (s.renormalize ? p / sum : p);
         }
     }
     return out;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -14,6 +15,10 @@ namespace {
 
 constexpr double kU = 0x1p-24;         // FP32's unit roundoff: the kernels' arithmetic
 constexpr double kSigmoidRange = 87;   // |l| past it, FP32's exp(-l) leaves the normal range
+// A renormalizing kernel may add up to FP32's 1e-20 to the chosen scores'
+// sum (Hugging Face's DeepSeek-V3 router: sum + 1e-20): the weights' budget
+// admits any addend in [0, kRenormEps] (docs/moe.md, "Error budget").
+constexpr double kRenormEps = 1e-20 * (1 + 0x1p-23);
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double bias_at(const RouterSetup& s, const std::vector<TensorView>& in, std::int64_t e) {
@@ -28,6 +33,36 @@ std::vector<std::int64_t> ranked(const std::vector<V>& score) {
     std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
         return score[static_cast<std::size_t>(a)] > score[static_cast<std::size_t>(b)];
     });
+    return order;
+}
+
+// Which groups are kept: ranked by the sum of their two largest scores
+// (ties to the lower group), the first m.
+template <class V>
+std::vector<char> kept_groups(const std::vector<V>& score, std::int64_t groups, std::int64_t m) {
+    const std::size_t n = score.size() / static_cast<std::size_t>(groups);
+    std::vector<V> gs(static_cast<std::size_t>(groups));
+    for (std::size_t g = 0; g < gs.size(); ++g) {
+        std::vector<V> v(score.begin() + static_cast<std::ptrdiff_t>(g * n), score.begin() + static_cast<std::ptrdiff_t>((g + 1) * n));
+        std::partial_sort(v.begin(), v.begin() + 2, v.end(), [](const V& a, const V& b) { return a > b; });
+        gs[g] = v[0] + v[1];
+    }
+    const std::vector<std::int64_t> order = ranked(gs);
+    std::vector<char> kept(gs.size(), 0);
+    for (std::int64_t i = 0; i < m; ++i) kept[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] = 1;
+    return kept;
+}
+
+// Experts by decreasing score, ties to the lower index, those of the kept
+// groups first (group-limited selection): the first k are the choice.
+template <class V>
+std::vector<std::int64_t> masked_ranking(const std::vector<V>& score, std::int64_t groups, std::int64_t m) {
+    std::vector<std::int64_t> order = ranked(score);
+    if (groups > 1 && m < groups) {
+        const std::vector<char> kept = kept_groups(score, groups, m);
+        const std::size_t n = score.size() / static_cast<std::size_t>(groups);
+        std::stable_partition(order.begin(), order.end(), [&](std::int64_t e) { return kept[static_cast<std::size_t>(e) / n] != 0; });
+    }
     return order;
 }
 
@@ -47,9 +82,46 @@ std::vector<Real> probabilities(const std::vector<Real>& l, bool sigmoid) {
 
 }  // namespace
 
+// top2(c + e) <= top2(c) + top2(|e|): a group score moves by at most its two
+// largest deltas; the FP32 addition rounds once (u), the double one here
+// (2^-52).
+void group_scores(const TokenBudget& b, std::vector<double>& g, std::vector<double>& dg) {
+    const std::size_t n = b.score.size() / static_cast<std::size_t>(b.groups);
+    g.assign(static_cast<std::size_t>(b.groups), 0), dg.assign(static_cast<std::size_t>(b.groups), 0);
+    for (std::size_t h = 0; h < g.size(); ++h) {
+        std::vector<double> s(b.score.begin() + static_cast<std::ptrdiff_t>(h * n), b.score.begin() + static_cast<std::ptrdiff_t>((h + 1) * n));
+        std::vector<double> d(b.delta.begin() + static_cast<std::ptrdiff_t>(h * n), b.delta.begin() + static_cast<std::ptrdiff_t>((h + 1) * n));
+        std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<double>());
+        std::partial_sort(d.begin(), d.begin() + 2, d.end(), std::greater<double>());
+        g[h] = s[0] + s[1];
+        const double D = d[0] + d[1];
+        dg[h] = D + kU * (std::fabs(g[h]) + D) + 0x1p-52 * std::fabs(g[h]);
+    }
+}
+
+std::vector<std::int64_t> router_order(const TokenBudget& b) { return masked_ranking(b.score, b.groups, b.topk_groups); }
+
 // More than one selection (or order) within the budget: a chosen score and
-// the next one overlap in their budgets.
-bool ambiguous(const TokenBudget& b, const std::vector<std::int64_t>& order, std::int64_t k) {
+// the next one overlap in their budgets, or (group-limited) a kept group's
+// score and a dropped one's.
+bool ambiguous(const TokenBudget& b, const std::vector<std::int64_t>& all, std::int64_t k) {
+    std::vector<std::int64_t> order = all;
+    if (b.limited()) {
+        std::vector<double> g, dg;
+        group_scores(b, g, dg);
+        const std::vector<std::int64_t> gr = ranked(g);
+        double low_kept = INFINITY, high_dropped = -INFINITY;
+        for (std::size_t i = 0; i < gr.size(); ++i) {
+            const auto h = static_cast<std::size_t>(gr[i]);
+            if (static_cast<std::int64_t>(i) < b.topk_groups) low_kept = std::min(low_kept, g[h] - dg[h]);
+            else high_dropped = std::max(high_dropped, g[h] + dg[h]);
+        }
+        if (low_kept <= high_dropped) return true;
+        const std::vector<char> kept = kept_groups(b.score, b.groups, b.topk_groups);
+        const std::size_t n = b.score.size() / static_cast<std::size_t>(b.groups);
+        order.erase(std::remove_if(order.begin(), order.end(), [&](std::int64_t e) { return !kept[static_cast<std::size_t>(e) / n]; }),
+                    order.end());
+    }
     for (std::int64_t j = 0; j + 1 < static_cast<std::int64_t>(order.size()) && j < k; ++j) {
         const auto a = static_cast<std::size_t>(order[static_cast<std::size_t>(j)]), c = static_cast<std::size_t>(order[static_cast<std::size_t>(j + 1)]);
         if (b.score[a] - b.delta[a] <= b.score[c] + b.delta[c]) return true;
@@ -81,6 +153,24 @@ RouterSetup router_setup(const Params& p, const std::vector<TensorView>& in) {
     s.renormalize = p.get("renormalize", 1) != 0;
     s.logit_unit = p.get("declared.logit_unit", 0), s.logit_eta = p.get("declared.logit_eta", 0);
     s.capacity = p.get("capacity", 0);
+    s.groups = static_cast<std::int64_t>(p.get("groups", 1));
+    if (s.groups < 1 || s.experts % s.groups != 0)
+        throw std::invalid_argument(op + ": parameter groups = " + std::to_string(s.groups) + " must divide E = " +
+                                    std::to_string(s.experts));
+    if (s.groups > 1 && s.experts / s.groups < 2)
+        throw std::invalid_argument(op + ": parameter groups = " + std::to_string(s.groups) +
+                                    " leaves fewer than two experts per group (a group's score sums its two largest)");
+    const auto tg = static_cast<std::int64_t>(p.get("topk_groups", 0));
+    if (tg < 0 || tg > s.groups)
+        throw std::invalid_argument(op + ": parameter topk_groups = " + std::to_string(tg) + " outside [0, groups = " +
+                                    std::to_string(s.groups) + "]");
+    s.topk_groups = tg == 0 ? s.groups : tg;
+    if (s.k > s.topk_groups * (s.experts / s.groups))
+        throw std::invalid_argument(op + ": parameter k = " + std::to_string(s.k) + " exceeds the " +
+                                    std::to_string(s.topk_groups * (s.experts / s.groups)) + " experts of the kept groups");
+    s.scaling = p.get("scaling", 1);
+    if (!(std::isfinite(s.scaling) && s.scaling > 0))
+        throw std::invalid_argument(op + ": parameter scaling must be finite and > 0");
     if (s.staged)
         for (std::size_t o = 0; o < 3; ++o) {
             require_rank(op, "a candidate output", in[s.outputs_at + o], 2);
@@ -102,6 +192,7 @@ RouterSetup router_setup(const Params& p, const std::vector<TensorView>& in) {
 // 4 eta).  The score p + b rounds once more.
 TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorView>& in, std::int64_t t) {
     TokenBudget b;
+    b.groups = s.groups, b.topk_groups = s.topk_groups;
     const std::size_t e_count = static_cast<std::size_t>(s.experts);
     std::vector<double> l(e_count, 0), eps(e_count, 0);
     for (std::size_t e = 0; e < e_count; ++e) {
@@ -171,7 +262,41 @@ bool router_admissible(const TokenBudget& b, const std::vector<double>& chosen) 
         if (in_set[e]) lo = std::min(lo, b.score[e] + b.delta[e]);
         else hi = std::max(hi, b.score[e] - b.delta[e]);
     }
-    if (lo < hi) return false;
+    if (!b.limited() && lo < hi) return false;
+    if (b.limited()) {
+        // The groups H holding a chosen expert must be kept; a group may be
+        // kept only if none of its other experts must beat the chosen ones
+        // (feasible).  Some kept set K, H in K, |K| = m, is admissible iff
+        // for some tau = min_K (G + dG): K holds every group with G - dG >
+        // tau, and only groups with G + dG >= tau, feasible.
+        const std::size_t n = e_count / static_cast<std::size_t>(b.groups), ng = static_cast<std::size_t>(b.groups);
+        std::vector<char> held(ng, 0), feasible(ng, 1);
+        for (std::size_t e = 0; e < e_count; ++e) {
+            if (in_set[e]) held[e / n] = 1;
+            else if (b.score[e] - b.delta[e] > lo) feasible[e / n] = 0;
+        }
+        std::int64_t nh = 0;
+        for (std::size_t h = 0; h < ng; ++h) {
+            if (held[h] && !feasible[h]) return false;  // a chosen group's other expert beats a chosen one
+            nh += held[h];
+        }
+        if (nh > b.topk_groups) return false;
+        std::vector<double> g, dg;
+        group_scores(b, g, dg);
+        bool some = false;
+        for (std::size_t t = 0; t < ng && !some; ++t) {
+            const double tau = g[t] + dg[t];
+            std::int64_t forced = 0, allowed = 0;
+            bool fits = true;
+            for (std::size_t h = 0; h < ng; ++h) {
+                const bool f = held[h] || g[h] - dg[h] > tau, a = g[h] + dg[h] >= tau && feasible[h];
+                fits = fits && (!f || a);
+                forced += f, allowed += a;
+            }
+            some = fits && forced <= b.topk_groups && b.topk_groups <= allowed;
+        }
+        if (!some) return false;
+    }
     for (std::size_t a = 0; a + 1 < chosen.size(); ++a) {
         const auto i = static_cast<std::size_t>(chosen[a]), j = static_cast<std::size_t>(chosen[a + 1]);
         if (b.score[i] + b.delta[i] < b.score[j] - b.delta[j]) return false;
@@ -210,7 +335,7 @@ OpOutputs eval_moe_router(const Params& params, const std::vector<TensorView>& i
         const std::vector<Real> p = probabilities(l, s.sigmoid);
         std::vector<Real> score(ek);
         for (std::size_t e = 0; e < ek; ++e) score[e] = p[e] + from_double(bias_at(s, in, static_cast<std::int64_t>(e)));
-        const std::vector<std::int64_t> order = ranked(score);
+        const std::vector<std::int64_t> order = masked_ranking(score, s.groups, s.topk_groups);
         list.assign(order.begin(), order.begin() + K);
         // The candidate's selection where the budget allows it.  On a token
         // the budget leaves undefined (not judged) any valid selection is
@@ -238,9 +363,10 @@ OpOutputs eval_moe_router(const Params& params, const std::vector<TensorView>& i
         Real chosen = 0, all = 0;
         for (std::int64_t i : list) chosen += p[static_cast<std::size_t>(i)];
         for (const Real& v : p) all += v;
+        const Real scaling = from_double(s.scaling);
         for (std::int64_t i : list) {
             out.values[0].push_back(Real(static_cast<double>(i)));
-            out.values[1].push_back(s.renormalize ? p[static_cast<std::size_t>(i)] / chosen : p[static_cast<std::size_t>(i)]);
+            out.values[1].push_back(scaling * (s.renormalize ? p[static_cast<std::size_t>(i)] / chosen : p[static_cast<std::size_t>(i)]));
             ++counts[static_cast<std::size_t>(i)];
         }
         for (std::size_t e = 0; e < ek; ++e) p_sum[e] += s.sigmoid ? p[e] / all : p[e];
@@ -307,19 +433,31 @@ std::vector<std::vector<double>> moe_router_bound(const Params& params, const st
             }
             b[0].push_back(0), b[2].push_back(0);
             const std::size_t e = static_cast<std::size_t>(exact[0][at]);
-            const double g = exact[1][at], p = tb.p[e], r = tb.rel[e];
+            const double lam = s.scaling, g = exact[1][at] / lam, p = tb.p[e], r = tb.rel[e];
             if (exact[2][at] == 0) {  // dropped: exactly 0
                 b[1].push_back(0);
                 continue;
             }
+            // The weight before the scaling: within b1 of g.
+            double b1 = 0;
             if (!s.renormalize) {
-                b[1].push_back(p * r + tb.abs_p + kU * (p * (1 + r) + tb.abs_p));
-                continue;
+                b1 = p * r + tb.abs_p + kU * (p * (1 + r) + tb.abs_p);
+            } else {
+                // The sum's k roundings (k - 1 additions, and the addition of
+                // a renormalizing epsilon in [0, kRenormEps]) within gamma_k;
+                // the epsilon lowers the weight at most by its share.
+                const double kabs = static_cast<double>(K) * tb.abs_p;
+                const double hi = (p * (1 + r) + tb.abs_p) / (sp_lo * (1 - g_k) - kabs) * (1 + kU);
+                const double lo = (p * (1 - r) - tb.abs_p) / (sp_hi * (1 + g_k) + kabs + kRenormEps) * (1 - kU);
+                b1 = sp_lo * (1 - g_k) > kabs ? std::max(hi - g, g - lo) : kUndefined;
             }
-            const double kabs = static_cast<double>(K) * tb.abs_p;
-            const double hi = (p * (1 + r) + tb.abs_p) / (sp_lo * (1 - g_k) - kabs) * (1 + kU);
-            const double lo = (p * (1 - r) - tb.abs_p) / (sp_hi * (1 + g_k) + kabs) * (1 - kU);
-            b[1].push_back(sp_lo * (1 - g_k) > kabs ? std::max(hi - g, g - lo) : kUndefined);
+            // Times the scaling: rounded to FP32 (rl), the product once (u),
+            // its subnormal range eta / 2.
+            if (lam != 1 && b1 != kUndefined) {
+                const double rl = static_cast<double>(static_cast<float>(lam)) == lam ? 0 : kU;
+                b1 = lam * b1 + lam * (std::fabs(g) + b1) * (rl + kU + rl * kU) + kEta / 2;
+            }
+            b[1].push_back(b1);
         }
         loss_undefined = loss_undefined || tb.undefined;
         rel_max = std::max(rel_max, tb.rel_p);

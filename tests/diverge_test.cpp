@@ -906,6 +906,54 @@ TEST(DivergeMoe, RouterMutantFailsAtItsRouterPoint) {
     }
 }
 
+// DeepSeek-V3's router in the stack (router_groups, router_topk_groups,
+// routed_scaling; docs/moe.md): sigmoid scores, the selection bias, 8
+// experts in 4 groups of 2 with 2 kept, weights renormalized and scaled by
+// 2.5.  The built-in kernels pass; their dump judged as ungrouped or
+// unscaled fails at the first router (the keys change the routing); a
+// router mutant at layer 1 (group score = its largest score; the scaling
+// before renormalizing) fails there, at its router point.
+TEST(DivergeMoe, GroupLimitedScaledRouterPassesMutantsFailAtTheirRouter) {
+    ModelContract c = moe_model(MlpKind::moe, Format::fp32);
+    c.layers = 3, c.experts = 8, c.top_k = 3, c.router_score = RouterScore::sigmoid, c.selection_bias = true;
+    c.router_groups = 4, c.router_topk_groups = 2, c.routed_scaling = 2.5;
+    const ModelContract back = contract_from_json(to_json(c));
+    EXPECT_EQ(back.router_groups, 4);
+    EXPECT_EQ(back.router_topk_groups, 2);
+    EXPECT_EQ(back.routed_scaling, 2.5);
+    ModelContract bad = c;
+    bad.router_groups = 3;  // does not divide 8
+    EXPECT_THROW(validate(bad), std::invalid_argument);
+    bad = c, bad.router_topk_groups = 1;  // 2 experts kept, top_k 3
+    EXPECT_THROW(validate(bad), std::invalid_argument);
+    const Synthetic m = synthetic_model(c, 5);
+    const NamedTensors run = run_kernels(c, m.weights, m.input);
+    const DivergeReport r = diverge(c, m.weights, m.input, run);
+    EXPECT_FALSE(r.first_failing) << first_failing_text(r);
+    EXPECT_LE(r.oracle_bound_ratio, 1e-3) << r.oracle_bound_worst;
+    // The FP64 tier's routing (groups, scaling) agrees with the MPFR oracle's.
+    const std::size_t at = r.mpfr_cross_check.find("router ");
+    ASSERT_NE(at, std::string::npos) << r.mpfr_cross_check;
+    EXPECT_LT(std::stod(r.mpfr_cross_check.substr(at + 7)), 1e-12) << r.mpfr_cross_check;
+    for (const auto& change : std::vector<std::function<void(ModelContract&)>>{
+             [](ModelContract& o) { o.router_groups = 1, o.router_topk_groups = 0; },
+             [](ModelContract& o) { o.routed_scaling = 1; }}) {
+        ModelContract other = c;
+        change(other);
+        const DivergeReport o = diverge(other, m.weights, m.input, run);
+        ASSERT_TRUE(o.first_failing);
+        EXPECT_EQ(o.points[*o.first_failing].point, "layers.0.router");
+    }
+    for (const char* mutant : {"mutant.moe_router.group_score_max.fp32", "mutant.moe_router.scaling_before_renormalize.fp32"}) {
+        CandidateOptions opt;
+        opt.mutant = mutant, opt.at = 1;
+        const DivergeReport f = analyse(c, opt);
+        ASSERT_TRUE(f.first_failing) << mutant;
+        EXPECT_EQ(f.points[*f.first_failing].point, "layers.1.router") << mutant;
+        for (std::size_t i = 0; i < *f.first_failing; ++i) EXPECT_EQ(f.points[i].status, PointStatus::pass) << f.points[i].point;
+    }
+}
+
 namespace {
 
 // Expert 1 made a copy of expert 0 in layer 0 (router column and both

@@ -4,6 +4,8 @@
 // budget, and the inputs' errors.  The property suites of the family's
 // kernels and mutants run in moe_test (CONFORM_FAMILY_SUITES(Moe, "moe")).
 #include <cmath>
+#include <random>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -159,4 +161,43 @@ TEST(MoeLayerOracle, EpsBelowFp32NormalsRefused) {
                  std::invalid_argument);
     EXPECT_NO_THROW(oracle::evaluate_structured("latent_moe", Params({{"k", 1}, {"eps", 1e-50}, {"normalized", 0}}), in,
                                                 {Format::fp32}));
+}
+
+// The layers forward DeepSeek-V3's router parameters (groups, topk_groups,
+// scaling) to their router: top 3 of 8 experts in 4 groups of 2, 2 kept, the
+// weights scaled by 2.5, the kernels pass, every token's experts lie in at
+// most 2 groups and its renormalized weights sum to 2.5; a router that
+// scales before renormalizing fails the layer (y and weights).
+TEST(MoeLayerVerdict, GroupLimitedScaledRouterForwarded) {
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> N(0, 0.5);
+    const auto random = [&](std::vector<std::int64_t> shape) {
+        Tensor t(Format::fp32, shape);
+        for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, N(rng));
+        return t;
+    };
+    const std::int64_t T = 6, C = 8, E = 8, F = 4;
+    const Tensor x = random({T, C}), router = random({C, E}), gu = random({E, C, 2 * F}), dn = random({E, F, C});
+    const Tensor sgu = random({1, C, 2 * F}), sdn = random({1, F, C}), bias = random({E});
+    const std::vector<TensorView> in{x.view(), router.view(), gu.view(), dn.view(), sgu.view(), sdn.view(), bias.view()};
+    const Params p({{"k", 3}, {"score", 1}, {"groups", 4}, {"topk_groups", 2}, {"scaling", 2.5}});
+    for (const char* name : {"cpu.simd.moe.fp32", "cpu.scalar.moe.fp32"}) {
+        const KernelInfo& k = *builtin_registry().find(name);
+        const props::CaseResult r = props::check_case(k, p, in);
+        EXPECT_TRUE(r.passed()) << name << ": " << r.message;
+        const auto out = run_kernel(k, p, in);
+        for (std::int64_t t = 0; t < T; ++t) {
+            std::set<int> groups;
+            double sum = 0;
+            for (std::int64_t j = 0; j < 3; ++j) groups.insert(static_cast<int>(out[1].value(t * 3 + j)) / 2), sum += out[2].value(t * 3 + j);
+            EXPECT_LE(groups.size(), 2u) << t;
+            EXPECT_NEAR(sum, 2.5, 1e-6) << t;
+        }
+    }
+    KernelInfo bad = *builtin_registry().find("cpu.scalar.moe.fp32");
+    bad.name = "test.scaling_before_renormalize.moe.fp32";
+    bad.fn = [](const KernelCall& c) {
+        cpu::moe_layer_call(c, false, false, cpu::ExpertForm::grouped, {.router = {.scaling_before_renormalize = true}});
+    };
+    EXPECT_FALSE(props::check_case(bad, p, in).passed());
 }

@@ -92,4 +92,58 @@ TEST(MoeVerdict, TiesBrokenTheOtherWayPass) {
         "other than the oracle's");
 }
 
+// DeepSeek-V3's router: sigmoid scores, 4 groups of 2 experts, the best
+// group by the sum of its two largest scores (group 1: 2 sigma(2) = 1.76
+// beats group 0: sigma(3) + sigma(-3) = 1, whose largest score is the
+// largest), k = 2 within it, renormalized and scaled by 2.5.
+TEST(MoeOracle, GroupLimitedSelectionAndScaling) {
+    const Tensor x = matrix(1, 1, {1}), w = matrix(1, 8, {3, -3, 2, 2, -1, -1, 0, -5});
+    const Params p({{"k", 2}, {"score", 1}, {"groups", 4}, {"topk_groups", 1}, {"scaling", 2.5}});
+    const auto r = route(p, {x.view(), w.view()});
+    EXPECT_EQ(r.rounded[0].value(0), 2);
+    EXPECT_EQ(r.rounded[0].value(1), 3);
+    EXPECT_EQ(r.exact[1][0], 1.25);
+    EXPECT_EQ(r.exact[1][1], 1.25);
+    const auto ungrouped = route(Params({{"k", 2}, {"score", 1}}), {x.view(), w.view()});
+    EXPECT_EQ(ungrouped.rounded[0].value(0), 0);  // without groups: experts 0 and 2
+    EXPECT_EQ(ungrouped.rounded[0].value(1), 2);
+    const auto b = oracle::router_token_budget(oracle::router_setup(p, {x.view(), w.view()}), {x.view(), w.view()}, 0);
+    EXPECT_TRUE(oracle::router_admissible(b, {2, 3}));
+    EXPECT_TRUE(oracle::router_admissible(b, {3, 2}));   // the tie within the group
+    EXPECT_FALSE(oracle::router_admissible(b, {0, 2}));  // the ungrouped choice: group 0 is out of budget
+    EXPECT_FALSE(oracle::router_admissible(b, {2, 6}));  // two groups where one is kept
+    for (const auto& [name, value] : std::vector<std::pair<const char*, double>>{{"groups", 3}, {"topk_groups", 5}, {"scaling", 0}}) {
+        Params q = p;
+        q.set(name, value);
+        EXPECT_THROW(route(q, {x.view(), w.view()}), std::invalid_argument) << name;
+    }
+}
+
+// The group decision is judged ambiguity-aware: groups 0 and 1 tie exactly
+// (the same two scores), so either is a correct choice; group 2, below
+// beyond the budget, is not; nor is the kept group's lower expert.
+TEST(MoeVerdict, GroupChoiceWithinTheGroupScoresBudget) {
+    const Tensor x = matrix(1, 1, {1}), w = matrix(1, 8, {1, 0.5, 0.5, 1, -2, -2, -2, -2});
+    const Params p({{"k", 1}, {"score", 1}, {"groups", 4}, {"topk_groups", 1}});
+    const std::vector<TensorView> in{x.view(), w.view()};
+    const auto b = oracle::router_token_budget(oracle::router_setup(p, in), in, 0);
+    EXPECT_TRUE(oracle::router_admissible(b, {0}));
+    EXPECT_TRUE(oracle::router_admissible(b, {3}));   // group 1: the group tie broken the other way
+    EXPECT_FALSE(oracle::router_admissible(b, {1}));  // group 0's lower expert
+    EXPECT_FALSE(oracle::router_admissible(b, {4}));  // group 2: out of the group scores' budget
+    EXPECT_TRUE(oracle::ambiguous(b, oracle::router_order(b), 1));
+    EXPECT_EQ(route(p, in).rounded[0].value(0), 0);  // the tie to the lower group
+}
+
+// Hugging Face's DeepSeek-V3 router adds 1e-20 to the chosen scores' sum
+// before renormalizing: the weights' budget admits it (docs/moe.md, "Error
+// budget"); with ties broken toward the higher index (experts and groups)
+// as well, every property passes.
+TEST(MoeVerdict, RenormalizingEpsilonAndOtherTieRulePass) {
+    conform::testing::expect_other_tie_rule_passes(
+        "cpu.scalar.moe_router.fp32",
+        [](const KernelCall& c) { cpu::moe_router_call(c, false, {.ties_to_higher = true, .renorm_eps = true}); },
+        "other than the oracle's");
+}
+
 CONFORM_FAMILY_SUITES(Moe, "moe");

@@ -1,8 +1,10 @@
 // CPU kernels of Mixture-of-Experts routing (docs/moe.md, "Kernels"): logits
 // x w by the matmul kernel (FP32 accumulation), then per token in FP32:
-// softmax (max-shifted, expf) or sigmoid, scores p + b, a stable sort for
-// the top k, weights over the chosen experts summed in expert order, the
-// capacity in token order, and the loss in double.
+// softmax (max-shifted, expf) or sigmoid, scores p + b, group-limited
+// selection (each group's two largest scores summed in FP32, the best
+// topk_groups groups kept), a stable sort for the top k, weights over the
+// chosen experts summed in expert order, times the scaling, the capacity in
+// token order, and the loss in double.
 #include "impls/cpu/moe.hpp"
 
 #include <algorithm>
@@ -21,11 +23,46 @@ struct Router {
     std::int64_t t, c, e, k;
     bool sigmoid, renormalize;
     double capacity;
+    std::int64_t groups, topk_groups;
+    float scaling;
 };
 
 Router read(const KernelCall& c) {
-    return {c.in.at(0).shape[0], c.in.at(0).shape[1], c.in.at(1).shape[1], static_cast<std::int64_t>(c.params.get("k", 2)),
-            c.params.get("score", 0) != 0, c.params.get("renormalize", 1) != 0, c.params.get("capacity", 0)};
+    Router r{c.in.at(0).shape[0], c.in.at(0).shape[1], c.in.at(1).shape[1], static_cast<std::int64_t>(c.params.get("k", 2)),
+             c.params.get("score", 0) != 0, c.params.get("renormalize", 1) != 0, c.params.get("capacity", 0),
+             static_cast<std::int64_t>(c.params.get("groups", 1)), static_cast<std::int64_t>(c.params.get("topk_groups", 0)),
+             static_cast<float>(c.params.get("scaling", 1))};
+    if (r.groups < 1 || r.e % r.groups != 0 || (r.groups > 1 && r.e / r.groups < 2) || r.topk_groups < 0 || r.topk_groups > r.groups)
+        throw std::invalid_argument("moe_router kernel: groups must divide E into groups of at least 2, topk_groups in [0, groups]");
+    if (r.topk_groups == 0) r.topk_groups = r.groups;
+    return r;
+}
+
+// Group-limited selection: every expert outside the topk_groups groups of
+// largest score (the sum of the group's two largest scores in FP32) set to
+// -inf in `score`.
+void limit_groups(std::vector<float>& score, const Router& r, const RouterFlaws& f) {
+    if (r.groups == 1 || r.topk_groups == r.groups) return;
+    const std::int64_t n = r.e / r.groups;
+    std::vector<float> gs(static_cast<std::size_t>(r.groups));
+    for (std::int64_t g = 0; g < r.groups; ++g) {
+        const float* v = score.data() + g * n;
+        float a = -INFINITY, b = -INFINITY, all = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+            all += v[i];
+            if (v[i] > a) b = a, a = v[i];
+            else if (v[i] > b) b = v[i];
+        }
+        gs[static_cast<std::size_t>(g)] = f.group_sum_all ? all : f.group_max ? a : a + b;
+    }
+    std::vector<std::int64_t> order(gs.size());
+    std::iota(order.begin(), order.end(), 0);
+    if (f.ties_to_higher) std::reverse(order.begin(), order.end());
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        return gs[static_cast<std::size_t>(a)] > gs[static_cast<std::size_t>(b)];
+    });
+    for (std::size_t j = static_cast<std::size_t>(r.topk_groups); j < order.size(); ++j)
+        std::fill_n(score.begin() + order[j] * n, n, -INFINITY);
 }
 
 // p of one token from its FP32 logits.
@@ -58,13 +95,16 @@ std::vector<std::int64_t> top_k(const std::vector<float>& score, std::int64_t k,
 // gives the same bits whatever its order).
 std::vector<float> weights_of(const std::vector<std::int64_t>& chosen, const std::vector<float>& p, const float* l,
                               const std::vector<float>& score, const Router& r, const RouterFlaws& f) {
-    const std::vector<float>& v = f.bias_in_weights ? score : p;
+    std::vector<float> v = f.bias_in_weights ? score : p;
+    if (f.scaling_before_renormalize)
+        for (float& x : v) x *= r.scaling;
+    const float scaling = f.scaling_before_renormalize ? 1.0f : r.scaling;
     std::vector<float> w(chosen.size());
     if (f.softmax_after_topk) {
         float m = -INFINITY, sum = 0;
         for (std::int64_t i : chosen) m = std::max(m, l[i]);
         for (std::size_t j = 0; j < chosen.size(); ++j) sum += (w[j] = std::exp(l[chosen[j]] - m));
-        for (float& x : w) x /= sum;
+        for (float& x : w) x = x / sum * scaling;
         return w;
     }
     std::vector<std::int64_t> sorted = chosen;
@@ -72,8 +112,9 @@ std::vector<float> weights_of(const std::vector<std::int64_t>& chosen, const std
     float sum = 0;
     if (f.renormalize_all) for (float x : v) sum += x;
     else for (std::int64_t i : sorted) sum += v[static_cast<std::size_t>(i)];
+    if (f.renorm_eps) sum += 1e-20f;
     for (std::size_t j = 0; j < chosen.size(); ++j)
-        w[j] = r.renormalize ? v[static_cast<std::size_t>(chosen[j])] / sum : v[static_cast<std::size_t>(chosen[j])];
+        w[j] = (r.renormalize ? v[static_cast<std::size_t>(chosen[j])] / sum : v[static_cast<std::size_t>(chosen[j])]) * scaling;
     return w;
 }
 
@@ -105,6 +146,7 @@ void moe_router_call(const KernelCall& c, bool simd, const RouterFlaws& f) {
         std::vector<float> score(p);
         for (std::int64_t i = 0; i < r.e; ++i) score[static_cast<std::size_t>(i)] += has_bias ? static_cast<float>(c.in[2].value(i)) : 0.0f;
         std::vector<float> chooser = f.softmax_after_topk ? std::vector<float>(l, l + r.e) : score;
+        limit_groups(chooser, r, f);
         auto& list = lists[static_cast<std::size_t>(t)];
         list = top_k(chooser, r.k, f.ties_to_higher);
         if (f.routed_twice && r.k > 1) list.back() = list.front();
@@ -153,9 +195,10 @@ void register_cpu_moe(Registry& r) {
             k.out = Format::fp32;
             k.acc = Format::fp32;
             k.description = std::string("logits by ") + (simd ? "cpu.simd.matmul" : "cpu.scalar.matmul") +
-                            " into FP32; softmax (max-shifted expf) or sigmoid, scores p + b, a stable sort (ties to "
-                            "the lower index), weights over the chosen experts summed in expert order, capacity in "
-                            "token order, loss in double";
+                            " into FP32; softmax (max-shifted expf) or sigmoid, scores p + b, grouped: each group's two "
+                            "largest scores summed in FP32 and the best topk_groups groups kept (ties to the lower "
+                            "group); a stable sort (ties to the lower index), weights over the chosen experts summed "
+                            "in expert order, times fl32(scaling), capacity in token order, loss in double";
             k.fn = [simd](const KernelCall& c) { cpu::moe_router_call(c, simd); };
             r.add(std::move(k));
         }

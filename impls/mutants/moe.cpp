@@ -34,6 +34,15 @@ void register_mutants_moe(Registry& r) {
         {.routed_twice = true});
     add(r, "capacity_reversed", "17 discrete choices", "capacity filled from the last token backwards: the wrong tokens dropped",
         {.capacity_reversed = true});
+    add(r, "group_score_sum_all", "17 discrete choices",
+        "group-limited selection ranking the groups by the sum of all their scores, not of their two largest",
+        {.group_sum_all = true});
+    add(r, "group_score_max", "17 discrete choices",
+        "group-limited selection ranking the groups by their largest score only, not the sum of their two largest",
+        {.group_max = true});
+    add(r, "scaling_before_renormalize", "9 scale/offset convention",
+        "the routed scaling applied to p before renormalizing, where it cancels (the weights not scaled)",
+        {.scaling_before_renormalize = true});
     add_layer(r, "latent_moe", "rmsnorm_skipped", "11 wrong function variant", "Normalized LatentMoE without its RMSNorm: u latent_up",
               {.rmsnorm_skipped = true});
     add_layer(r, "moe", "shared_weighted", "9 scale/offset convention", "the shared experts scaled by the token's first routing weight",
