@@ -211,6 +211,7 @@ class ForwardRecorder:
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 MOE_TYPES = ("mixtral", "qwen3_moe")
 HYBRID_TYPES = ("qwen3_next",)
+MLA_TYPES = ("deepseek_v3", "deepseek_v2")
 _TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
 
 
@@ -235,8 +236,11 @@ def hf_contract(config, tokens, dtype):
     kind = config.model_type
     if kind in HYBRID_TYPES:
         return _qwen3_next_contract(config, tokens, dtype)
+    if kind in MLA_TYPES:
+        return _deepseek_contract(config, tokens, dtype)
     if kind not in DENSE_TYPES + MOE_TYPES:
-        raise ValueError("model_type %r has no point map (mapped: %s)" % (kind, ", ".join(DENSE_TYPES + MOE_TYPES + HYBRID_TYPES)))
+        raise ValueError("model_type %r has no point map (mapped: %s)"
+                         % (kind, ", ".join(DENSE_TYPES + MOE_TYPES + HYBRID_TYPES + MLA_TYPES)))
     if getattr(config, "hidden_act", "silu") != "silu":
         raise ValueError("hidden_act %r does not map (swiglu is silu(gate) * up)" % config.hidden_act)
     window = getattr(config, "sliding_window", None)
@@ -285,6 +289,8 @@ def hf_points(model):
     m = _base(model)
     if model.config.model_type in HYBRID_TYPES:
         return _qwen3_next_points(m)
+    if model.config.model_type in MLA_TYPES:
+        return _deepseek_points(m)
     points, joined = {INPUT: (m.embed_tokens, "output")}, {}
     for l, layer in enumerate(m.layers):
         p = "layers.%d." % l
@@ -316,6 +322,8 @@ def hf_weights(model):
     m, w = _base(model), {}
     if model.config.model_type in HYBRID_TYPES:
         return _qwen3_next_weights(m)
+    if model.config.model_type in MLA_TYPES:
+        return _deepseek_weights(m)
     for l, layer in enumerate(m.layers):
         p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
         w[p + "attn_norm.weight"] = layer.input_layernorm.weight
@@ -378,9 +386,15 @@ class _HfTaps:
     def _router(self, name):
         def hook(module, args, output):
             import torch
-            _, weights, ids = output
+            logits, weights, ids = output
+            ids, weights = self._ordered(module, logits, ids, weights)
             self._put(name, torch.cat([ids.float(), weights.float()], dim=-1))
         return hook
+
+    @staticmethod
+    def _ordered(module, logits, ids, weights):
+        """Each token's experts in conform's order (their routers sort them)."""
+        return ids, weights
 
     def remove(self):
         self.module.apply_rotary_pos_emb = self._inner
@@ -445,7 +459,8 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True):
         del points[INPUT]  # the model input is the token ids
         weights.update(end_weights)
     contract["conventions"].update(conventions or {})
-    taps = (_Qwen3NextTaps if model.config.model_type in HYBRID_TYPES else _HfTaps)(m)
+    taps = {"qwen3_next": _Qwen3NextTaps}.get(model.config.model_type,
+                                             _DeepseekTaps if model.config.model_type in MLA_TYPES else _HfTaps)(m)
     try:
         with ForwardRecorder(points) as rec, torch.no_grad():
             model(input_ids=input_ids, use_cache=False)
@@ -725,6 +740,151 @@ class _Qwen3NextTaps(_HfTaps):
     def remove(self):
         for name, fn in self._saved.items():
             setattr(self.module, name, fn)
+        super().remove()
+
+
+# --- DeepSeek-V2/V3 (MLA with a low-rank query and latent norms, grouped sigmoid routing) ---
+
+
+def _deepseek_contract(config, tokens, dtype):
+    if getattr(config, "hidden_act", "silu") != "silu":
+        raise ValueError("hidden_act %r does not map (swiglu is silu(gate) * up)" % config.hidden_act)
+    if getattr(config, "attention_bias", False):
+        raise ValueError("attention_bias does not map")
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    if params.get("rope_type", "default") != "default":
+        raise ValueError("rope_type %r does not map: conform's RoPE is the unscaled one (YaRN's mscale too)"
+                         % params["rope_type"])
+    if config.rms_norm_eps != 1e-6:  # q_a_layernorm and kv_a_layernorm are built with eps 1e-6
+        raise ValueError("rms_norm_eps %g does not map: the latent norms use 1e-6, the contract one eps"
+                         % config.rms_norm_eps)
+    if getattr(config, "topk_method", "noaux_tc") not in ("noaux_tc", None):
+        raise ValueError("topk_method %r does not map (DeepSeek-V3's noaux_tc)" % config.topk_method)
+    H, L = config.num_attention_heads, config.num_hidden_layers
+    dense = min(getattr(config, "first_k_dense_replace", 0) or 0, L)
+    return {
+        "layers": L, "pattern": "dense", "attention_kind": "mla", "width": config.hidden_size,
+        "heads": H, "kv_heads": H, "head_dim": config.qk_rope_head_dim, "tokens": int(tokens),
+        "mla_latent": config.kv_lora_rank, "mla_nope_dim": config.qk_nope_head_dim,
+        "mla_rope_dim": config.qk_rope_head_dim, "mla_v_dim": config.v_head_dim,
+        "mla_q_rank": config.q_lora_rank or 0, "mla_latent_norm": True,
+        "norm": "rms_norm", "eps": float(config.rms_norm_eps), "placement": "pre",
+        "rope_base": float(params.get("rope_theta", 10000.0)), "ffn": config.intermediate_size,
+        "mlp": "moe", "mlp_pattern": "D" * dense + "M" * (L - dense), "experts": config.n_routed_experts,
+        "top_k": config.num_experts_per_tok, "expert_ffn": config.moe_intermediate_size,
+        "shared_experts": 1, "shared_dense": True,
+        "shared_ffn": config.moe_intermediate_size * config.n_shared_experts,
+        "router_score": "sigmoid", "selection_bias": True, "renormalize": bool(config.norm_topk_prob),
+        "router_groups": config.n_group or 1, "router_topk_groups": config.topk_group or 0,
+        "routed_scaling": float(config.routed_scaling_factor),
+        "dtype": dtype, "residual_format": dtype,
+        # DeepseekV3RMSNorm casts x / rms to the dtype before its weight; the
+        # rope parts pair (2j, 2j+1) with rope_interleave; the router runs in
+        # FP32 (its weight and bias are kept FP32).
+        "conventions": {"rope_pairing": "interleaved" if getattr(config, "rope_interleave", False) else "half",
+                        "norm_cast": "before_weight", "gate_order": "gate_up", "rope_arith": "dtype",
+                        "attention_probs": "dtype", "router_arith": "fp32", "glu_arith": "separate"},
+    }
+
+
+def _deepseek_points(m):
+    points, joined = {INPUT: (m.embed_tokens, "output")}, {}
+    for l, layer in enumerate(m.layers):
+        p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
+        points.update({
+            p + "attn_norm": (layer.input_layernorm, "output"),
+            p + "q": (a.q_b_proj if a.q_lora_rank else a.q_proj, "output"),
+            p + "kv_a": (a.kv_a_proj_with_mqa, "output"), p + "kv_norm": (a.kv_a_layernorm, "output"),
+            p + "attn": (a.o_proj, "input"), p + "attn_out": (a.o_proj, "output"),
+            p + "mid": (layer.post_attention_layernorm, "input"),
+            p + "mlp_norm": (layer.post_attention_layernorm, "output"),
+            p + "mlp_out": (f, "output"), p + "output": (layer, "output"),
+        })
+        if a.q_lora_rank:
+            points.update({p + "q_a": (a.q_a_proj, "output"), p + "q_a_norm": (a.q_a_layernorm, "output")})
+        mlp, pre = (f, "") if hasattr(f, "gate_proj") else (f.shared_experts, "shared_")
+        points.update({p + pre + "gate_proj": (mlp.gate_proj, "output"), p + pre + "up_proj": (mlp.up_proj, "output"),
+                       p + pre + "h": (mlp.down_proj, "input")})
+        joined[p + pre + "gate_up"] = (p + pre + "gate_proj", p + pre + "up_proj")
+        if pre:
+            points[p + "shared_out"] = (mlp.down_proj, "output")
+    return points, joined
+
+
+def _deepseek_weights(m):
+    import torch
+    w = {}
+    for l, layer in enumerate(m.layers):
+        p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
+        w[p + "attn_norm.weight"] = layer.input_layernorm.weight
+        w[p + "mlp_norm.weight"] = layer.post_attention_layernorm.weight
+        if a.q_lora_rank:
+            w[p + "q_a.weight"], w[p + "q_a_norm.weight"] = a.q_a_proj.weight, a.q_a_layernorm.weight
+            w[p + "q_b.weight"] = a.q_b_proj.weight
+        else:
+            w[p + "q.weight"] = a.q_proj.weight
+        w[p + "kv_a.weight"], w[p + "kv_norm.weight"] = a.kv_a_proj_with_mqa.weight, a.kv_a_layernorm.weight
+        w[p + "kv_b.weight"], w[p + "o.weight"] = a.kv_b_proj.weight, a.o_proj.weight
+        mlp, pre = (f, "") if hasattr(f, "gate_proj") else (f.shared_experts, "shared_mlp.")
+        w[p + pre + "gate_up.weight"] = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
+        w[p + pre + "down.weight"] = mlp.down_proj.weight
+        if pre:
+            w[p + "router.weight"] = f.gate.weight.t()                # [C, E], FP32
+            w[p + "router.bias"] = f.gate.e_score_correction_bias     # [E], FP32: chooses, never weighs
+            w[p + "experts.gate_up.weight"] = f.experts.gate_up_proj.transpose(1, 2)
+            w[p + "experts.down.weight"] = f.experts.down_proj.transpose(1, 2)
+    return w
+
+
+class _DeepseekTaps(_HfTaps):
+    """_HfTaps (rotary, routers) and DeepSeek's own: the interleaved rotary
+    function's outputs put back in place (it returns the rotated pairs
+    de-interleaved: even elements, then odd), kv_b_proj's [1, 1, T, .] output
+    per token, the routed sum."""
+
+    def __init__(self, m):
+        super().__init__(m)
+        self._inner_interleave = getattr(self.module, "apply_rotary_pos_emb_interleave", None)
+        if self._inner_interleave is not None:
+            self.module.apply_rotary_pos_emb_interleave = self._interleaved
+        for l, layer in enumerate(m.layers):
+            a = layer.self_attn
+            self._handles.append(a.kv_b_proj.register_forward_hook(
+                lambda mod_, args, out, l=l: self._put("layers.%d.kv_b" % l, out.reshape(out.shape[-2], -1))))
+            if not hasattr(layer.mlp, "gate_proj"):
+                self._handles.append(layer.mlp.experts.register_forward_hook(
+                    lambda mod_, args, out, l=l: self._put("layers.%d.experts" % l, out)))
+
+    @staticmethod
+    def _ordered(module, logits, ids, weights):
+        """DeepSeek's router returns its top k unsorted (topk(sorted=False)):
+        each token's experts by decreasing choice score sigmoid(logit) + bias
+        (conform's router point order), ties to the lower index, the weights
+        with them."""
+        import torch
+        choice = (logits.sigmoid() + module.e_score_correction_bias).gather(1, ids)
+        # decreasing score, then increasing id: sort by id first, then a stable sort by score
+        by_id = torch.sort(ids, dim=-1).indices
+        ids, weights, choice = ids.gather(1, by_id), weights.gather(1, by_id), choice.gather(1, by_id)
+        order = torch.sort(choice, dim=-1, descending=True, stable=True).indices
+        return ids.gather(1, order), weights.gather(1, order)
+
+    def _interleaved(self, q, k, *args, **kwargs):
+        q_embed, k_embed = self._inner_interleave(q, k, *args, **kwargs)
+        for name, t in (("q_rope", q_embed), ("k_rope", k_embed)):
+            half = t.shape[-1] // 2  # [even | odd] -> pairs in place
+            placed = self._torch_stack(t[..., :half], t[..., half:])
+            self._put("layers.%d.%s" % (self.layer, name), placed[0].transpose(0, 1).reshape(t.shape[2], -1))
+        return q_embed, k_embed
+
+    @staticmethod
+    def _torch_stack(even, odd):
+        import torch
+        return torch.stack((even, odd), dim=-1).flatten(-2)
+
+    def remove(self):
+        if self._inner_interleave is not None:
+            self.module.apply_rotary_pos_emb_interleave = self._inner_interleave
         super().remove()
 
 

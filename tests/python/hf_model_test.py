@@ -19,7 +19,13 @@ from the token ids to the logits, in BF16:
   layer 1's delta
   rule with tiled query/key heads fails at layers.1.attn, its decay without
   dt_bias at layers.1.g;
-- what does not map (DeepSeek-V3, scaled RoPE, GELU) is refused naming why;
+- a DeepSeek-V3 stack (MLA with a low-rank query and latent norms, a first
+  dense layer, grouped sigmoid routing with a selection bias and routed
+  scaling, a shared expert) passes in BF16 and FP32; declared with the
+  half-split rope pairing it fails at layers.0.q_rope naming the interleaved
+  one; its latent norm without weight fails at layers.1.kv_norm, its router
+  without the group limit at layers.2.router;
+- what does not map (YaRN, GELU, Gemma 2) is refused naming why;
 - declared without the conventions of BF16 arithmetic (rope_arith,
   attention_probs, router_arith, logits_format = fp32), the clean models
   fail at the first step that needs one, which the report names;
@@ -110,6 +116,25 @@ def qwen3_next(dtype=torch.bfloat16, **extra):
         linear_value_head_dim=32, linear_conv_kernel_dim=4, full_attention_interval=4, **shape), dtype=dtype)
 
 
+def deepseek_v3(dtype=torch.bfloat16, **extra):
+    """MLA (low-rank query 48, latent 32, rope dims 8 interleaved, value dim 16),
+    a first dense layer, then MoE: 8 experts in 4 groups, top 2 groups, top 2,
+    sigmoid scores with a selection bias, routed scaling 2.5, one shared
+    expert.  The latent norms' epsilon is 1e-6 whatever rms_norm_eps says:
+    the model takes that one."""
+    shape = dict(SHAPE, rms_norm_eps=1e-6, num_key_value_heads=4, **extra)
+    model = randomized(transformers.DeepseekV3Config(
+        intermediate_size=256, moe_intermediate_size=64, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+        n_group=4, topk_group=2, routed_scaling_factor=2.5, first_k_dense_replace=1, q_lora_rank=48,
+        kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, rope_interleave=True, **shape),
+        dtype=dtype)
+    with torch.no_grad():  # a selection bias that matters (randomized set every 1-D parameter to 1 + 0.1 N)
+        for layer in cm._base(model).layers:
+            if hasattr(layer.mlp, "gate"):
+                layer.mlp.gate.e_score_correction_bias.copy_(0.05 * torch.randn(8, generator=torch.Generator().manual_seed(3)))
+    return model
+
+
 def mixtral(dtype=torch.bfloat16):
     return randomized(transformers.MixtralConfig(intermediate_size=128, num_local_experts=4, num_experts_per_tok=2,
                                                  **SHAPE), dtype=dtype)
@@ -124,6 +149,27 @@ def eps_outside(norm):
         h = x.float()
         h = h / (h.pow(2).mean(-1, keepdim=True).sqrt() + self.variance_epsilon)
         return self.weight * h.to(x.dtype)
+    norm.forward = types.MethodType(forward, norm)
+
+
+def ungrouped(router):
+    """This DeepSeek router chooses its top k over every expert (the group
+    limit dropped), otherwise as the module does (one module instance)."""
+    def forward(self, hidden_states):
+        logits = torch.nn.functional.linear(hidden_states.view(-1, self.hidden_dim).float(), self.weight.float())
+        scores = logits.sigmoid()
+        ids = torch.topk(scores + self.e_score_correction_bias, k=self.top_k, dim=-1, sorted=False)[1]
+        weights = scores.gather(1, ids)
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20) * self.routed_scaling_factor
+        return logits, weights, ids
+    router.forward = types.MethodType(forward, router)
+
+
+def unweighted(norm):
+    """This RMSNorm forgets its weight (one module instance)."""
+    def forward(self, x):
+        h = x.float()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)).to(x.dtype)
     norm.forward = types.MethodType(forward, norm)
 
 
@@ -256,7 +302,10 @@ def refusals():
                                        **SHAPE), "rope_type 'linear'"),
              (transformers.LlamaConfig(hidden_act="gelu", **SHAPE), "hidden_act 'gelu'")]
     if hasattr(transformers, "DeepseekV3Config"):  # MLA with a low-rank query, grouped sigmoid routing
-        cases.append((transformers.DeepseekV3Config(**SHAPE), "model_type 'deepseek_v3' has no point map"))
+        yarn = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4, "original_max_position_embeddings": 16}
+        cases.append((transformers.DeepseekV3Config(rope_parameters=yarn, **SHAPE), "rope_type 'yarn'"))
+    if hasattr(transformers, "Gemma2Config"):
+        cases.append((transformers.Gemma2Config(**SHAPE), "model_type 'gemma2' has no point map"))
     for config, text in cases:
         try:
             cm.hf_contract(config, TOKENS, "bf16")
@@ -285,6 +334,22 @@ def qwen3_next_checks(conform, tmp):
     defect = qwen3_next()
     check("qwen3_next_no_dt_bias", conform, tmp, defect, (1, "layers.1.g", None),
           wrap=DeltaRuleDefect(defect, 1, "no_dt_bias"))
+
+
+def deepseek_checks(conform, tmp):
+    check("deepseek_v3", conform, tmp, deepseek_v3())
+    check("deepseek_v3_f32", conform, tmp, deepseek_v3(torch.float32))
+    # Declared with the half-split pairing, the interleaved rope fails at the
+    # first rotation, named; layer 1's latent norm planted without its
+    # weight fails there.
+    check("deepseek_v3_half_rope", conform, tmp, deepseek_v3(), (0, "layers.0.q_rope", "rope_pairing=interleaved"),
+          conventions={"rope_pairing": "half"})
+    defect = deepseek_v3()
+    unweighted(cm._base(defect).layers[1].self_attn.kv_a_layernorm)
+    check("deepseek_v3_kv_norm_unweighted", conform, tmp, defect, (1, "layers.1.kv_norm", None))
+    defect = deepseek_v3()
+    ungrouped(cm._base(defect).layers[2].mlp.gate)
+    check("deepseek_v3_ungrouped_router", conform, tmp, defect, (2, "layers.2.router", None))
 
 
 def main():
@@ -337,6 +402,8 @@ def main():
               conventions={"glu_arith": "fused"})
         if hasattr(transformers, "Qwen3NextConfig"):  # the hybrid, where this transformers has it
             qwen3_next_checks(args.conform, tmp)
+        if hasattr(transformers, "DeepseekV3Config"):
+            deepseek_checks(args.conform, tmp)
     print("hf_model_test: ok (%.1f s)" % (time.time() - start))
 
 
