@@ -211,7 +211,7 @@ class ForwardRecorder:
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 MOE_TYPES = ("mixtral", "qwen3_moe")
 HYBRID_TYPES = ("qwen3_next",)
-MLA_TYPES = ("deepseek_v3", "deepseek_v2")
+MLA_TYPES = ("deepseek_v3",)  # DeepSeek-V2's router (softmax, group max) is another one
 _TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
 
 
@@ -743,7 +743,7 @@ class _Qwen3NextTaps(_HfTaps):
         super().remove()
 
 
-# --- DeepSeek-V2/V3 (MLA with a low-rank query and latent norms, grouped sigmoid routing) ---
+# --- DeepSeek-V3 (MLA with a low-rank query and latent norms, grouped sigmoid routing) ---
 
 
 def _deepseek_contract(config, tokens, dtype):

@@ -304,6 +304,8 @@ def refusals():
     if hasattr(transformers, "DeepseekV3Config"):  # MLA with a low-rank query, grouped sigmoid routing
         yarn = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4, "original_max_position_embeddings": 16}
         cases.append((transformers.DeepseekV3Config(rope_parameters=yarn, **SHAPE), "rope_type 'yarn'"))
+    if hasattr(transformers, "DeepseekV2Config"):  # its router ranks groups by their largest softmax score
+        cases.append((transformers.DeepseekV2Config(**SHAPE), "model_type 'deepseek_v2' has no point map"))
     if hasattr(transformers, "Gemma2Config"):
         cases.append((transformers.Gemma2Config(**SHAPE), "model_type 'gemma2' has no point map"))
     for config, text in cases:
