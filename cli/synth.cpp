@@ -187,7 +187,9 @@ Subcommand add_synth(CLI::App& app) {
     cmd->add_option("--convention", o->conventions,
                     "KEY=VALUE the candidate really follows (repeatable; the dump still declares the contract's): "
                     "rope_pairing=interleaved, eps_placement=outside, gate_order=up_gate, gelu=tanh, "
-                    "norm_cast=before_weight, causal=top_left, window_keys=w_plus_one, lm_head=embed, rolling_order=slots");
+                    "norm_cast=before_weight, causal=top_left, window_keys=w_plus_one, lm_head=embed, rolling_order=slots, "
+                    "logits_format=dtype, act_arith=quotient; STEP:KEY=VALUE for one step of every layer, e.g. "
+                    "o_norm:norm_cast=before_weight (docs/model.md, \"Conventions\")");
     cmd->add_option("--out", o->out, "the model dump to write (safetensors)")->required();
     cmd->footer(
         "Shapes not given take the contract defaults (width 64, 4 heads of 16, 2 KV heads, ffn 128, 16 tokens).\n"
