@@ -199,10 +199,14 @@ StepBound softplus_decay_bound(const SoftplusDecay& d, const Values& ref, Format
         const double y = d.z.v[i] + head_value(d.b, i, width), ea = std::exp(head_value(d.a, i, width));
         if (!std::isfinite(y) || !std::isfinite(ea) || !std::isfinite(ref.v[i])) continue;  // judged by class
         const double sp = softplus_double(y), D = oracle::sigmoid_double(y + std::fabs(y) * kLbU) * std::fabs(y) * kLbU;
-        const double pre = ea * (D + (sp + D) * prod + 4 * kLbEta) + kLbEta;  // 4 eta: e^-|y| and log1p underflowing
+        // 4 eta: e^-|y| and log1p underflowing; 2 eta (sp + D)(1 + theta)(1 + u): e^A subnormal in FP32
+        // (A < -87.3, an absolute error of an ulp, eta, for a 1-ulp exp).
+        const double sub = ea < 0x1p-126 ? 2 * kLbEta * (sp + D) * (1 + theta) * (1 + kLbU) : 0.0;
+        const double pre = ea * (D + (sp + D) * prod + 4 * kLbEta) + sub + kLbEta;
         bd.budget[i] = pre + (rounds ? 0.5 * ulp_at(out, std::fabs(ref.v[i]) + pre) : 0.0);
         // The FP64 tier: the same steps with u = 2^-53 and glibc's exp and log1p (< 1 ulp).
-        bd.oracle[i] = 16 * kLbU64 * (std::fabs(ref.v[i]) + ea * oracle::sigmoid_double(y) * std::fabs(y)) + kLbEta64;
+        bd.oracle[i] = 16 * kLbU64 * (std::fabs(ref.v[i]) + ea * oracle::sigmoid_double(y) * std::fabs(y)) +
+                       4 * ea * kLbEta64 + kLbEta64;  // e^y subnormal in double (y < -708), times e^A
     }
     return bd;
 }

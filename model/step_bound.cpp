@@ -325,11 +325,11 @@ StepBound glu_bound(const ModelContract& c, const Step& s, const Lookup& get, co
 // representable in `out` must be met exactly (budget 0).
 // mul: the FP32 product, then the store into `out`.  The product rounds
 // only where the exact one is no FP32 number (a bf16 by an FP32 factor:
-// Qwen3-Next's RMSNorm(o) silu(z)); there, in a narrower `out`, it may move
-// by u |ab| before the store (two roundings).
+// Qwen3-Next's RMSNorm(o) silu(z)); there, in any `out` but FP32, it may
+// move by u |ab| before the store (two roundings, or the FP32 one kept).
 StepBound mul_bound(const Values& ref, Format out) {
     StepBound b{std::vector<double>(ref.v.size()), std::vector<double>(ref.v.size(), 0.0)};
-    const double u = info(out).precision < info(kAcc).precision ? unit_roundoff(kAcc) : 0.0;  // FP32 out: one rounding
+    const double u = out == kAcc ? 0.0 : unit_roundoff(kAcc);  // FP32 out: the product's one rounding
     for (std::size_t i = 0; i < ref.v.size(); ++i) {
         const double y = ref.v[i], first = static_cast<double>(static_cast<float>(y)) == y ? 0.0 : u * std::fabs(y);
         b.budget[i] = ulp_window(out, y, first + eta(kAcc) / 2, 0);

@@ -84,7 +84,7 @@ std::vector<Real> probabilities(const std::vector<Real>& l, bool sigmoid) {
 
 // top2(c + e) <= top2(c) + top2(|e|): a group score moves by at most its two
 // largest deltas; the FP32 addition rounds once (u), the double one here
-// (2^-52).
+// (2^-52 of |c_a| + |c_b|: a negative bias can make their sum far smaller).
 void group_scores(const TokenBudget& b, std::vector<double>& g, std::vector<double>& dg) {
     const std::size_t n = b.score.size() / static_cast<std::size_t>(b.groups);
     g.assign(static_cast<std::size_t>(b.groups), 0), dg.assign(static_cast<std::size_t>(b.groups), 0);
@@ -95,7 +95,7 @@ void group_scores(const TokenBudget& b, std::vector<double>& g, std::vector<doub
         std::partial_sort(d.begin(), d.begin() + 2, d.end(), std::greater<double>());
         g[h] = s[0] + s[1];
         const double D = d[0] + d[1];
-        dg[h] = D + kU * (std::fabs(g[h]) + D) + 0x1p-52 * std::fabs(g[h]);
+        dg[h] = D + kU * (std::fabs(g[h]) + D) + 0x1p-52 * (std::fabs(s[0]) + std::fabs(s[1]));
     }
 }
 
