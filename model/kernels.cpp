@@ -170,7 +170,6 @@ struct Executor {
 
     Tensor registry_step(const Step& s, const TensorLookup& get) const {
         const OpCall call = op_call(c, s, get, conv);
-        // An elementwise step stored in FP32 (Qwen3-Next's silu gate) runs the FP32 kernel.
         // A step stored in FP32 from narrower inputs (Qwen3-Next's silu gate,
         // l2_format fp32) runs the FP32 kernel; so does the delta rule on FP32
         // q, k or decay (exp_softplus), as Hugging Face's chunked delta rule:
@@ -200,7 +199,7 @@ struct Executor {
         }
         // glu_arith = separate (act(gate) stored, then the product rounded)
         // changes only the budget; no built-in kernel computes SwiGLU that way.
-        if (s.kind == StepKind::glu && conv.at("glu_arith") == "separate")
+        if (s.kind == StepKind::glu && sc.at("glu_arith") == "separate")
             throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op + " with glu_arith=separate (" +
                                         s.point + "); the divergence analysis judges such dumps");
         if (!own_norm && !call.unexpressed.empty())

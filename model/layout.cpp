@@ -283,6 +283,15 @@ Tensor group_columns(const TensorView& x, std::int64_t groups, std::int64_t off,
     return permuted(x, {T, groups * w}, [=](std::int64_t i) { return (i / w) * g + off + i % w; });
 }
 
+// The columns of input 0 that step s reads (Step::in_offset: a head_norm's
+// or rope's part of a wider point, as MLA's kv_a and q), held in `held`; x
+// itself when the step reads every column.
+TensorView step_columns(const TensorView& x, const Step& s, Tensor& held) {
+    if (x.shape[1] == s.shape.back()) return x;
+    held = group_columns(x, s.heads, s.in_offset, s.shape.back() / s.heads);
+    return held.view();
+}
+
 // DeepSeek's MLA attention (is_mla_split_attention): inputs q [T, H (dn + dr)],
 // q_rope [T, H dr], kv_b [T, H (dn + dv)], k_rope [T, dr][, kv_b_cache
 // [P, H (dn + dv)], cache.k_r [P, dr]] -> the attention op's Q [H, T, dn + dr]
@@ -381,10 +390,8 @@ void norm_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLo
     const bool rms = s.kind == StepKind::head_norm || c.norm == NormKind::rms_norm;
     call.params = rms ? Params({{"eps", c.eps}, {"zero_centered", norm_offset(c, s) ? 1.0 : 0.0}}) : Params({{"eps", c.eps}});
     if (s.kind == StepKind::head_norm) {
-        const std::int64_t w = s.shape.back() / s.heads;  // the point's head width: input 0's columns (Step::in_offset)
-        const std::vector<std::int64_t> rows{x.shape[0] * s.heads, w};
-        call.in.push_back(x.shape[1] == s.shape.back() ? reshaped(x, rows)
-                                                       : reshaped(group_columns(x, s.heads, s.in_offset, w).view(), rows));
+        Tensor held;
+        call.in.push_back(reshaped(step_columns(x, s, held), {x.shape[0] * s.heads, s.shape.back() / s.heads}));
     } else {
         call.in.push_back(copy_tensor(x));
     }
@@ -494,11 +501,8 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
                                   // an MLA layer rotates all of its d_r rope dims
                                   {"rotary_dim", c.layer_kind(s.layer) == AttentionKind::mla ? 0.0 : static_cast<double>(c.rotary_dim)},
                                   {"offset", static_cast<double>(c.cache_tokens)}});
-            // Input 0's columns of the step (Step::in_offset: the rope parts of MLA's q and kv_a).
-            const TensorView x = get(s.inputs[0]);
-            call.in.push_back(x.shape[1] == s.shape.back()
-                                  ? heads_major(x, s.heads)
-                                  : heads_major(group_columns(x, s.heads, s.in_offset, s.shape.back() / s.heads).view(), s.heads));
+            Tensor held;  // the rope parts of MLA's q and kv_a: input 0's columns
+            call.in.push_back(heads_major(step_columns(get(s.inputs[0]), s, held), s.heads));
             call.out_heads = s.heads;
             // rope_arith = dtype: only the budget differs (step_bound_structured.cpp),
             // in fp32 too (FP32 angles, where the default's are double); no

@@ -9,6 +9,7 @@
 #include "model/layout.hpp"
 #include "oracle/attention_bound.hpp"
 #include "oracle/bound.hpp"
+#include "oracle/decay.hpp"
 
 namespace conform::model {
 namespace {
@@ -152,9 +153,6 @@ StepBound bounded_decay_bound(const BoundedDecay& d, const Values& ref, Format o
 
 namespace {
 
-// softplus in double without overflow: max(y, 0) + log1p(e^-|y|).
-double softplus_double(double y) { return std::max(y, 0.0) + std::log1p(std::exp(-std::fabs(y))); }
-
 double head_value(const Values& v, std::size_t i, std::int64_t width) {
     return v.v[static_cast<std::size_t>(decay_head(static_cast<std::int64_t>(i), width, v.numel()))];
 }
@@ -165,7 +163,7 @@ Values eval_softplus_decay(const SoftplusDecay& d) {
     const std::int64_t width = d.z.shape.back();
     Values g{d.z.shape, std::vector<double>(d.z.v.size())};
     for (std::size_t i = 0; i < g.v.size(); ++i)
-        g.v[i] = -std::exp(head_value(d.a, i, width)) * softplus_double(d.z.v[i] + head_value(d.b, i, width));
+        g.v[i] = oracle::softplus_log_decay(d.z.v[i] + head_value(d.b, i, width), head_value(d.a, i, width));
     return g;
 }
 
@@ -183,8 +181,8 @@ Tensor run_softplus_decay(const TensorView& z, const TensorView& a, const Tensor
     return g;
 }
 
-// docs/diverge.md, "Softplus decay": y = z + b rounds once in FP32 (u), which
-// moves softplus by at most D = sigma(|y|(1 + u)) |y| u (its slope is sigma
+// docs/diverge.md, "softplus_decay": y = z + b rounds once in FP32 (u), which
+// moves softplus by at most D = sigma(y + |y| u) |y| u (its slope is sigma
 // <= 1, increasing); the FP32 softplus is within theta = 1.5 e_exp + e_log +
 // u of softplus(y^) relative -- max(y, 0) + log1p(e^-|y|) and PyTorch's
 // log1p(e^y) (the 1.5: e_exp E / (1 + E) over softplus >= log 2 when y > 0)
@@ -198,7 +196,7 @@ StepBound softplus_decay_bound(const SoftplusDecay& d, const Values& ref, Format
     for (std::size_t i = 0; i < ref.v.size(); ++i) {
         const double y = d.z.v[i] + head_value(d.b, i, width), ea = std::exp(head_value(d.a, i, width));
         if (!std::isfinite(y) || !std::isfinite(ea) || !std::isfinite(ref.v[i])) continue;  // judged by class
-        const double sp = softplus_double(y), D = oracle::sigmoid_double(y + std::fabs(y) * kLbU) * std::fabs(y) * kLbU;
+        const double sp = oracle::softplus(y), D = oracle::sigmoid_double(y + std::fabs(y) * kLbU) * std::fabs(y) * kLbU;
         // 4 eta: e^-|y| and log1p underflowing; 2 eta (sp + D)(1 + theta)(1 + u): e^A subnormal in FP32
         // (A < -87.3, an absolute error of an ulp, eta, for a 1-ulp exp).
         const double sub = ea < 0x1p-126 ? 2 * kLbEta * (sp + D) * (1 + theta) * (1 + kLbU) : 0.0;

@@ -247,7 +247,17 @@ StepBound unary_bound(const Step& s, const Lookup& get, const Values& ref, Forma
     return ulp_bound(ref, out, kActivationUlps, [&](std::size_t i) { return std::fabs(x.v[i]); });
 }
 
-double quotient_error(double x, double s);
+// rho of the FP32 quotient: a 1-ulp exp (2u) and two roundings, <= 4u (1 + 4u).
+constexpr double kSiluRel = 4 * 0x1p-24 * (1 + 4 * 0x1p-24);
+
+// |s^ - s| of an FP32 quotient s = n / (1 + exp(-x)) (silu: n = x; sigmoid:
+// n = 1) with a 1-ulp exp (steps 1-3 of the derivation): rho |s| + eta/2, or
+// |s| where the exp may overflow.
+double quotient_error(double x, double s) {
+    const double u = unit_roundoff(kAcc);
+    const bool overflows = std::exp(-x) * (1 + 2 * u) * (1 + u) >= max_finite(kAcc);
+    return overflows ? std::fabs(s) : kSiluRel * std::fabs(s) + eta(kAcc) / 2;
+}
 
 // act_arith = quotient: the sigmoid and silu steps as PyTorch's CPU kernels
 // compute them, the FP32 quotients 1 / (1 + exp(-x)) and x / (1 + exp(-x))
@@ -277,17 +287,6 @@ StepBound logistic_bound(const Step& s, const Lookup& get, const Values& ref, co
 //   h^ = s^ up rounded into f (an FP32 product of two f values is exact
 //        for bf16/fp16 but for underflow, eta/2): + 1/2 ulp_f(|h| + |up| e_s);
 //   stored into out when out is narrower than f: + 1/2 ulp_out.
-constexpr double kSiluRel = 4 * 0x1p-24 * (1 + 4 * 0x1p-24);
-
-// |s^ - s| of an FP32 quotient s = n / (1 + exp(-x)) (silu: n = x; sigmoid:
-// n = 1) with a 1-ulp exp (steps 1-3 of the derivation): rho |s| + eta/2, or
-// |s| where the exp may overflow.
-double quotient_error(double x, double s) {
-    const double u = unit_roundoff(kAcc);
-    const bool overflows = std::exp(-x) * (1 + 2 * u) * (1 + u) >= max_finite(kAcc);
-    return overflows ? std::fabs(s) : kSiluRel * std::fabs(s) + eta(kAcc) / 2;
-}
-
 double separate_swiglu_budget(double g, double up, double y, Format f, Format out) {
     if (!std::isfinite(g) || !std::isfinite(up) || !std::isfinite(y)) return 0;  // judged by class
     const double s = g / (1 + std::exp(-g)), eta32 = eta(kAcc);

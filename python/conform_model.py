@@ -367,6 +367,13 @@ class _HfTaps:
         self._inner = self.module.apply_rotary_pos_emb
         self.module.apply_rotary_pos_emb = self._rotary
 
+    def _hook(self, module, when, fn):
+        """A hook that only records: whatever fn returns, the module's output stands."""
+        def hook(*args):
+            fn(*args)
+        reg = module.register_forward_pre_hook if when == "pre" else module.register_forward_hook
+        self._handles.append(reg(hook))
+
     def _enter(self, l):
         def pre_hook(module, args):
             self.layer = l
@@ -659,13 +666,6 @@ class _Qwen3NextTaps(_HfTaps):
             self._hook(s.down_proj, "out", lambda mod_, a, o, p=p: self._shared_down(p, a[0], o))
             self._hook(f.shared_expert_gate, "out", lambda mod_, a, o, p=p: self._shared_gate(p, o))
 
-    def _hook(self, module, when, fn):
-        """A hook that only records: whatever fn returns, the module's output stands."""
-        def hook(*args):
-            fn(*args)
-        reg = module.register_forward_pre_hook if when == "pre" else module.register_forward_hook
-        self._handles.append(reg(hook))
-
     def _p(self, name):
         return "layers.%d.%s" % (self.layer, name)
 
@@ -848,12 +848,10 @@ class _DeepseekTaps(_HfTaps):
         if self._inner_interleave is not None:
             self.module.apply_rotary_pos_emb_interleave = self._interleaved
         for l, layer in enumerate(m.layers):
-            a = layer.self_attn
-            self._handles.append(a.kv_b_proj.register_forward_hook(
-                lambda mod_, args, out, l=l: self._put("layers.%d.kv_b" % l, out.reshape(out.shape[-2], -1))))
+            self._hook(layer.self_attn.kv_b_proj, "out",
+                       lambda mod_, args, out, l=l: self._put("layers.%d.kv_b" % l, out.reshape(out.shape[-2], -1)))
             if not hasattr(layer.mlp, "gate_proj"):
-                self._handles.append(layer.mlp.experts.register_forward_hook(
-                    lambda mod_, args, out, l=l: self._put("layers.%d.experts" % l, out)))
+                self._hook(layer.mlp.experts, "out", lambda mod_, args, out, l=l: self._put("layers.%d.experts" % l, out))
 
     @staticmethod
     def _ordered(module, logits, ids, weights):
@@ -870,17 +868,13 @@ class _DeepseekTaps(_HfTaps):
         return ids.gather(1, order), weights.gather(1, order)
 
     def _interleaved(self, q, k, *args, **kwargs):
+        import torch
         q_embed, k_embed = self._inner_interleave(q, k, *args, **kwargs)
         for name, t in (("q_rope", q_embed), ("k_rope", k_embed)):
             half = t.shape[-1] // 2  # [even | odd] -> pairs in place
-            placed = self._torch_stack(t[..., :half], t[..., half:])
+            placed = torch.stack((t[..., :half], t[..., half:]), dim=-1).flatten(-2)
             self._put("layers.%d.%s" % (self.layer, name), placed[0].transpose(0, 1).reshape(t.shape[2], -1))
         return q_embed, k_embed
-
-    @staticmethod
-    def _torch_stack(even, odd):
-        import torch
-        return torch.stack((even, odd), dim=-1).flatten(-2)
 
     def remove(self):
         if self._inner_interleave is not None:
