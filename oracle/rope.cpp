@@ -100,16 +100,55 @@ std::int64_t rotary_dim_of(const std::string& op, const Params& p, std::int64_t 
     return r;
 }
 
+RopeScaling rope_scaling_of(const std::string& op, const Params& p) {
+    RopeScaling sc;
+    sc.kind = static_cast<RopeScalingKind>(integer_param(op, p, "scaling", 0, 0, 3));
+    sc.factor = positive_param(op, p, "factor", 1.0);
+    sc.low_freq_factor = positive_param(op, p, "low_freq_factor", 1.0);
+    sc.high_freq_factor = positive_param(op, p, "high_freq_factor", 4.0);
+    if (sc.kind == RopeScalingKind::llama3 && !(sc.high_freq_factor > sc.low_freq_factor))
+        throw std::invalid_argument(op + ": parameter 'high_freq_factor' is " + num(sc.high_freq_factor) +
+                                    ", must be > low_freq_factor (" + num(sc.low_freq_factor) + ")");
+    sc.original_max_pos = positive_param(op, p, "original_max_pos", 8192.0);
+    sc.beta_fast = positive_param(op, p, "beta_fast", 32.0);
+    sc.beta_slow = positive_param(op, p, "beta_slow", 1.0);
+    sc.truncate = integer_param(op, p, "truncate", 1, 0, 1) != 0;
+    sc.attention_factor = positive_param(op, p, "attention_factor", 1.0);
+    return sc;
+}
+
+// Extra bits for the scaled frequency: the multiplier g = w + (1 − w)/s is
+// formed at W bits from ρ (llama3) or the correction range (yarn); an
+// absolute error δ of w moves g by |1 − 1/s| δ, and g >= min(1, 1/s), so
+// the relative error of g is at most (s + 1/s + 1) δ, with δ a small
+// multiple of 2^-W times the conditioning of w's formula.
+long scaling_bits(const RopeConfig& c, double b) {
+    const RopeScaling& sc = c.scaling;
+    if (sc.kind == RopeScalingKind::none || sc.kind == RopeScalingKind::linear) return 4;
+    double cond = sc.factor + 1 / sc.factor + 1;
+    if (sc.kind == RopeScalingKind::llama3) {
+        cond *= (sc.high_freq_factor + sc.low_freq_factor + 1) / (sc.high_freq_factor - sc.low_freq_factor);
+    } else {
+        const auto [lo, hi] = rope_yarn_range<double>(c.rotary_dim, b, sc);
+        const double r = static_cast<double>(c.rotary_dim);
+        cond *= (r + std::fabs(lo) + std::fabs(hi) + 2) * (1 + r / std::fabs(2 * std::log(b))) / std::fabs(hi - lo);
+    }
+    return 8 + static_cast<long>(std::ceil(std::log2(cond)));
+}
+
+}  // namespace
+
 RopeConfig rope_config(const std::string& op, const Params& p, std::int64_t D) {
     RopeConfig c;
     c.pairing = static_cast<RopePairing>(integer_param(op, p, "pairing", 0, 0, 1));
     c.rotary_dim = rotary_dim_of(op, p, D);
     c.base = positive_param(op, p, "base", 10000.0);
     c.ntk_scale = positive_param(op, p, "ntk_scale", 1.0);
+    c.scaling = rope_scaling_of(op, p);
+    if (c.scaling.kind == RopeScalingKind::yarn && c.base * c.ntk_scale == 1.0)
+        throw std::invalid_argument(op + ": parameter 'base' times 'ntk_scale' is 1; yarn's correction range divides by its log");
     return c;
 }
-
-}  // namespace
 
 Real rope_inv_freq(std::int64_t j, std::int64_t r, const Real& b) {
     Mp theta(static_cast<long>(current_bits()) + 10 + log_base_bits(b));
@@ -129,12 +168,85 @@ CosSin<Real> rope_cos_sin(const Real& m, std::int64_t j, std::int64_t r, const R
     return {to_working(c.get()), to_working(s.get())};
 }
 
+CosSin<Real> rope_scaled_cos_sin(const Real& m, std::int64_t j, const RopeConfig& c) {
+    const Real b = rope_effective_base<Real>(c);
+    if (c.scaling.kind == RopeScalingKind::none) return rope_cos_sin(m, j, c.rotary_dim, b);
+    if (!mpfr_number_p(raw(m))) return {nan_real(), nan_real()};
+    const long W = angle_bits(m, b) + scaling_bits(c, to_double(b)) +
+                   static_cast<long>(std::ceil(std::log2(std::max(1.0, 1 / c.scaling.factor))));
+    Mp theta(W), angle(W), cs(W), sn(W);
+    inv_freq_at(theta.get(), j, c.rotary_dim, b);
+    {
+        // g at W bits (Real arithmetic follows the thread's precision; b and
+        // m are exact, θ carries W bits).
+        PrecisionScope scope(static_cast<unsigned>(W));
+        Real th;
+        mpfr_set(th.backend().data(), theta.get(), MPFR_RNDN);
+        const Real g = rope_freq_multiplier(j, c.rotary_dim, th, b, c.scaling);
+        const Real af = from_double(c.scaling.attention_factor);
+        mpfr_mul(angle.get(), raw(m), theta.get(), MPFR_RNDN);
+        mpfr_mul(angle.get(), angle.get(), raw(g), MPFR_RNDN);
+        mpfr_sin_cos(sn.get(), cs.get(), angle.get(), MPFR_RNDN);
+        mpfr_mul(cs.get(), cs.get(), raw(af), MPFR_RNDN);
+        mpfr_mul(sn.get(), sn.get(), raw(af), MPFR_RNDN);
+    }
+    return {to_working(cs.get()), to_working(sn.get())};
+}
+
 TableError rope_table_error(const RopeTableModel& k, double angle, double abs_log_theta, double c, double s) {
     // θ̂_j: the exponent −2j/r rounds (relative error |ln θ_j| u after pow or
     // exp), pow/exp add <= 2u, ln b (exp form) another |ln θ_j| u; m·θ̂ one u.
-    const double angle_err = std::fabs(angle) * (2 * abs_log_theta + 4) * k.angle_unit;
-    const double pre = angle_err + k.trig_abs_error;  // |sin' | <= 1: angle error passes through
-    return {pre + 0.5 * ulp_at(k.table, std::fabs(c) + pre), pre + 0.5 * ulp_at(k.table, std::fabs(s) + pre)};
+    return rope_scaled_table_error(k, angle, 2 * abs_log_theta + 3, c, s, 1.0);
+}
+
+TableError rope_scaled_table_error(const RopeTableModel& k, double angle, double theta_units, double c, double s,
+                                   double af) {
+    const double angle_err = std::fabs(angle) * (theta_units + 1) * k.angle_unit;  // m·θ̂' one more unit
+    // |sin'| <= 1: the angle error passes through, times af; af·cos rounds once.
+    const double pre = af * (angle_err + k.trig_abs_error);
+    const double pc = pre + (af != 1 ? std::fabs(c) * k.angle_unit : 0), ps = pre + (af != 1 ? std::fabs(s) * k.angle_unit : 0);
+    return {pc + 0.5 * ulp_at(k.table, std::fabs(c) + pc), ps + 0.5 * ulp_at(k.table, std::fabs(s) + ps)};
+}
+
+// The reference order (kernels in double, Hugging Face in FP32), u the unit:
+//   linear  θ̂/s                                             (s converted: 1, division: 1)
+//   llama3  λ = (1/θ̂)·2π; θ̂/s if λ > L0/l, θ̂ if λ < L0/h, else
+//           σ = ((1/λ)·L0 − l)/(h − l), ((1 − σ)·θ̂)/s + σ·θ̂
+//   yarn    ramp = (j − lo)/(hi − lo) clamped, e = 1 − ramp;
+//           (1/(s·p))·(1 − e) + (1/p)·e with p = b^(2j/r)
+// Units = ε (θ̂'s) + the scaling's roundings + the weight's absolute error
+// δ (in units) times |1 − 1/s| / g, g = θ'/θ >= min(1, 1/s): the keep
+// weight and its complement move together, so only their difference of
+// slopes θ − θ/s carries δ.
+double rope_theta_error_units(const RopeConfig& c, std::int64_t j, double theta) {
+    const RopeScaling& sc = c.scaling;
+    const double eps = 2 * std::fabs(std::log(theta)) + 3;
+    if (sc.kind == RopeScalingKind::none) return eps;
+    if (sc.kind == RopeScalingKind::linear) return eps + 2;
+    const double b = c.base * c.ntk_scale, s = sc.factor;
+    const double g = rope_freq_multiplier<double>(j, c.rotary_dim, theta, b, sc), slope = std::fabs(1 - 1 / s) / g;
+    if (sc.kind == RopeScalingKind::llama3) {
+        const double l = sc.low_freq_factor, h = sc.high_freq_factor;
+        const double rho = sc.original_max_pos * theta / (2 * pi_of<double>()), rho_units = eps + 6;  // (1/θ̂)·2π, 1/λ, ·L0, L0
+        const double margin = 2 * rho_units * 0x1p-20;  // far wider than any unit's rho_units·u
+        if (rho > h * (1 + margin)) return eps;          // kept: both decisions agree
+        if (rho < l * (1 - margin)) return eps + 2;      // θ̂/s
+        // σ̂: ρ̂ off by ρ rho_units, ρ̂ − l and /(h − l) one unit each, h − l
+        // converted one more; a flipped decision is within the same δσ.
+        const double dsigma = (h * rho_units + (h - l) + l) / (h - l) + 3;
+        return eps + 5 + dsigma * slope;
+    }
+    const auto [lo, hi] = rope_yarn_range<double>(c.rotary_dim, b, sc);
+    const double ramp = (static_cast<double>(j) - lo) / (hi - lo);
+    if (!(ramp > 0)) return eps;      // e = 1 exactly: θ̂' = 1/p
+    if (!(ramp < 1)) return eps + 3;  // e = 0: 1/(s p), s converted
+    // lo, hi: exact integers when truncated, else off by 8|lo| + r/|ln b|
+    // units (double logs; FP32 conversion); the ramp's three roundings.
+    const bool integral = lo == std::floor(lo) && hi == std::floor(hi);
+    const double r = static_cast<double>(c.rotary_dim), dl = integral ? 0 : 8 * std::fabs(lo) + r / std::fabs(std::log(b));
+    const double dh = integral ? 0 : 8 * std::fabs(hi) + r / std::fabs(std::log(b));
+    const double dramp = (2 * dl + dh) / std::fabs(hi - lo) + 3;
+    return eps + 6 + (dramp + 1) * slope;
 }
 
 std::pair<double, double> rope_pair_bound(const RopeTableModel& k, const TableError& e, double xa, double xb, double c,
@@ -221,17 +333,17 @@ std::vector<std::vector<double>> rope_bound(const Params& params, const std::vec
     model.out = out.at(0);
     PrecisionScope scope(kDefaultBits);
     const Real b = rope_effective_base<Real>(c);
-    const double abs_log_b = std::fabs(std::log(to_double(b)));
     std::vector<double> bound(static_cast<std::size_t>(x.numel()), 0.0);
     const std::vector<double>& y = exact.at(0);
     for (std::int64_t l = 0; l < L; ++l) {
         const double m = offset + static_cast<double>(l);
         for (std::int64_t j = 0; j < c.rotary_dim / 2; ++j) {
-            const CosSin<Real> cs = rope_cos_sin(from_double(m), j, c.rotary_dim, b);
+            const CosSin<Real> cs = rope_scaled_cos_sin(from_double(m), j, c);
             const double cv = to_double(cs.cos), sv = to_double(cs.sin);
-            const double log_theta = 2.0 * static_cast<double>(j) / static_cast<double>(c.rotary_dim) * abs_log_b;
-            const double angle = m * to_double(rope_inv_freq(j, c.rotary_dim, b));
-            const TableError e = rope_table_error(model, angle, log_theta, cv, sv);
+            const double theta = to_double(rope_inv_freq(j, c.rotary_dim, b));
+            const double angle = m * theta * rope_freq_multiplier<double>(j, c.rotary_dim, theta, to_double(b), c.scaling);
+            const TableError e = rope_scaled_table_error(model, angle, rope_theta_error_units(c, j, theta), cv, sv,
+                                                         c.scaling.attention_factor);
             const auto [da, db] = rope_pair_dims(c.pairing, j, c.rotary_dim);
             for (std::int64_t h = 0; h < H; ++h) {
                 const std::int64_t base = (h * L + l) * D;

@@ -59,12 +59,88 @@ std::pair<R, R> rotate_pair(const R& x0, const R& x1, const CosSin<R>& cs) {
     return {x0 * cs.cos - x1 * cs.sin, x0 * cs.sin + x1 * cs.cos};
 }
 
+// Frequency scaling for contexts longer than the trained one (docs/rope.md,
+// "Frequency scaling"): θ'_j = θ_j (w_j + (1 − w_j)/s) with the keep weight
+// w_j ∈ [0, 1] of pair j, s = factor:
+//   none    w = 1
+//   linear  w = 0 (position interpolation, m/s)
+//   llama3  ρ = L0 θ_j / (2π): w = 1 for ρ > h, 0 for ρ < l, else (ρ − l)/(h − l)
+//   yarn    w = 1 − clamp((j − lo)/(hi − lo), 0, 1), [lo, hi] the correction range
+// and cos, sin multiplied by attention_factor (YaRN's mscale).
+enum class RopeScalingKind { none = 0, linear = 1, llama3 = 2, yarn = 3 };
+
+struct RopeScaling {
+    RopeScalingKind kind = RopeScalingKind::none;
+    double factor = 1.0;              // s
+    double low_freq_factor = 1.0;     // l (llama3)
+    double high_freq_factor = 4.0;    // h (llama3), > l
+    double original_max_pos = 8192;   // L0 (llama3, yarn)
+    double beta_fast = 32, beta_slow = 1;  // yarn's rotation counts
+    bool truncate = true;             // yarn: lo, hi rounded out to integers
+    double attention_factor = 1.0;    // multiplies cos and sin
+};
+
 struct RopeConfig {
     RopePairing pairing = RopePairing::interleaved;
     std::int64_t rotary_dim = 0;  // r: even, 2 <= r <= D; the first r dims rotate
     double base = 10000.0;        // θ of (3.3)
     double ntk_scale = 1.0;       // s of (3.6): effective base b = base · s
+    RopeScaling scaling{};
 };
+
+// The op's parameters (docs/rope.md, "Validation") for a head dimension D;
+// std::invalid_argument naming op and parameter.
+RopeConfig rope_config(const std::string& op, const Params& p, std::int64_t D);
+
+// YaRN's correction range [lo, hi] over pair indices, in R:
+// lo/hi = r ln(L0 / (2π β)) / (2 ln b) for β = beta_fast / beta_slow, floored
+// / ceiled when truncate, clipped to [0, r − 1]; hi += 0.001 when they meet.
+template <class R>
+std::pair<R, R> rope_yarn_range(std::int64_t r, const R& b, const RopeScaling& sc) {
+    using std::ceil;
+    using std::floor;
+    using std::log;
+    const R two_pi = 2 * pi_of<R>(), L0 = R(sc.original_max_pos);
+    const auto dim_of = [&](double beta) { return R(static_cast<double>(r)) * log(L0 / (two_pi * R(beta))) / (2 * log(b)); };
+    R lo = dim_of(sc.beta_fast), hi = dim_of(sc.beta_slow);
+    if (sc.truncate) lo = floor(lo), hi = ceil(hi);
+    if (lo < 0) lo = R(0);
+    if (hi > R(static_cast<double>(r - 1))) hi = R(static_cast<double>(r - 1));
+    if (lo == hi) hi += R(0.001);
+    return {lo, hi};
+}
+
+// w_j of pair j given its unscaled θ_j (see RopeScaling).
+template <class R>
+R rope_keep_weight(std::int64_t j, std::int64_t r, const R& theta, const R& b, const RopeScaling& sc) {
+    switch (sc.kind) {
+    case RopeScalingKind::none: return R(1);
+    case RopeScalingKind::linear: return R(0);
+    case RopeScalingKind::llama3: {
+        const R rho = R(sc.original_max_pos) * theta / (2 * pi_of<R>());
+        const R l = R(sc.low_freq_factor), h = R(sc.high_freq_factor);
+        if (rho > h) return R(1);
+        if (rho < l) return R(0);
+        return (rho - l) / (h - l);
+    }
+    case RopeScalingKind::yarn: {
+        const auto [lo, hi] = rope_yarn_range(r, b, sc);
+        R ramp = (R(static_cast<double>(j)) - lo) / (hi - lo);
+        if (ramp < 0) ramp = R(0);
+        if (ramp > 1) ramp = R(1);
+        return 1 - ramp;
+    }
+    }
+    return R(1);
+}
+
+// θ'_j / θ_j = w_j + (1 − w_j)/s.
+template <class R>
+R rope_freq_multiplier(std::int64_t j, std::int64_t r, const R& theta, const R& b, const RopeScaling& sc) {
+    if (sc.kind == RopeScalingKind::none) return R(1);
+    const R w = rope_keep_weight(j, r, theta, b, sc);
+    return w + (1 - w) / R(sc.factor);
+}
 
 // Effective base of (3.6), b = base · s: exact for Real (a product of two
 // doubles has at most 106 significant bits), rounded once for double.
@@ -74,14 +150,24 @@ R rope_effective_base(const RopeConfig& c) {
     else return R(c.base) * R(c.ntk_scale);
 }
 
+// cos and sin of m θ'_j, the scaled frequency, times attention_factor.
+// Real: within 2^-P of the exact values (rope_cos_sin's guard bits plus
+// those the scaling's conditioning needs); double: the FP64 tier.
+CosSin<Real> rope_scaled_cos_sin(const Real& m, std::int64_t j, const RopeConfig& c);
+inline CosSin<double> rope_scaled_cos_sin(double m, std::int64_t j, const RopeConfig& c) {
+    const double b = rope_effective_base<double>(c), theta = rope_inv_freq(j, c.rotary_dim, b);
+    const double a = m * theta * rope_freq_multiplier(j, c.rotary_dim, theta, b, c.scaling);
+    const double af = c.scaling.attention_factor;
+    return {af * std::cos(a), af * std::sin(a)};
+}
+
 // One table row: cos/sin of every pair j < r/2 at position m (shared by every
 // head and by both pairings).
 template <class R>
 std::vector<CosSin<R>> rope_table_row(const R& m, const RopeConfig& c) {
-    const R b = rope_effective_base<R>(c);
     std::vector<CosSin<R>> row;
     row.reserve(static_cast<std::size_t>(c.rotary_dim / 2));
-    for (std::int64_t j = 0; j < c.rotary_dim / 2; ++j) row.push_back(rope_cos_sin(m, j, c.rotary_dim, b));
+    for (std::int64_t j = 0; j < c.rotary_dim / 2; ++j) row.push_back(rope_scaled_cos_sin(m, j, c));
     return row;
 }
 
@@ -139,6 +225,19 @@ struct TableError {
     double cos, sin;
 };
 TableError rope_table_error(const RopeTableModel& k, double angle, double abs_log_theta, double c, double s);
+
+// The same for a scaled frequency (RopeScaling): θ̂'_j has relative error at
+// most theta_units · k.angle_unit (rope_theta_error_units), the angle one more
+// unit; c, s are the exact entries af·cos(m θ'_j), af·sin(m θ'_j), and
+// af ≠ 1 adds the product af·cos's rounding (in angle_unit's arithmetic).
+TableError rope_scaled_table_error(const RopeTableModel& k, double angle, double theta_units, double c, double s,
+                                   double af);
+
+// Relative error of θ̂'_j in units of the arithmetic's unit roundoff, for the
+// reference order of operations (docs/rope.md, "Frequency scaling"): θ̂_j =
+// 1/b^(2j/r) or pow(b, −2j/r) (2|ln θ_j| + 3 units), then the scaling's own
+// operations, each rounding once.  theta is the exact θ_j.
+double rope_theta_error_units(const RopeConfig& c, std::int64_t j, double theta);
 
 // Per-element bound |ŷ − y| for the pair (x_a, x_b) with exact outputs
 // (y_a, y_b), exact c, s and table errors e: the table term, the rotation's

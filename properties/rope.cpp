@@ -24,6 +24,33 @@ double offset_of(double drawn, std::uint64_t seed) {
     return drawn == kAnyOffset ? static_cast<double>((seed >> 16) % (static_cast<std::uint64_t>(kTwoTo24) + 1)) : drawn;
 }
 
+// Frequency-scaling presets (docs/rope.md, "Frequency scaling"): none most
+// often; linear with a factor that rounds; llama3 as Llama 3.1 ships it and
+// with a short L0 so that small heads reach every band; yarn as DeepSeek-V3
+// (truncated range, factor 40) and untruncated with Qwen's attention factor.
+void add_scaling(Params& p, int preset) {
+    switch (preset) {
+    case 1: p.set("scaling", 1), p.set("factor", 2.5); break;
+    case 2:
+        p.set("scaling", 2), p.set("factor", 8), p.set("low_freq_factor", 1), p.set("high_freq_factor", 4);
+        p.set("original_max_pos", 8192);
+        break;
+    case 3:
+        p.set("scaling", 2), p.set("factor", 32), p.set("low_freq_factor", 1.5), p.set("high_freq_factor", 6);
+        p.set("original_max_pos", 64);
+        break;
+    case 4:
+        p.set("scaling", 3), p.set("factor", 40), p.set("beta_fast", 32), p.set("beta_slow", 1);
+        p.set("original_max_pos", 4096);
+        break;
+    case 5:
+        p.set("scaling", 3), p.set("factor", 4), p.set("original_max_pos", 512), p.set("truncate", 0);
+        p.set("attention_factor", 0.1 * std::log(4.0) + 1);
+        break;
+    default: break;
+    }
+}
+
 }  // namespace
 
 // Shapes [H, L, D] with D even (including D = 2 and D not a multiple of 8),
@@ -32,16 +59,16 @@ double offset_of(double drawn, std::uint64_t seed) {
 rc::Gen<CaseSpec> gen_rope_spec(Format fmt, GenOptions opt) {
     return rc::gen::apply(
         [fmt](int H, int L, int D, int pairing, double base, double ntk, int rot_div, double drawn_offset,
-                   Family fam, int k, std::uint64_t seed, int specials) {
+                   Family fam, int k, std::uint64_t seed, int specials, int scaling) {
             const int r = rot_div == 0 ? 0 : std::max(2, D / rot_div / 2 * 2);
             const double offset = offset_of(drawn_offset, seed);
-            return structured_spec("rope", fmt, {H, L, D},
-                                   Params({{"pairing", double(pairing)},
-                                           {"base", base},
-                                           {"ntk_scale", ntk},
-                                           {"rotary_dim", double(r)},
-                                           {"offset", offset}}),
-                                   fam, k, seed, specials);
+            Params p({{"pairing", double(pairing)},
+                      {"base", base},
+                      {"ntk_scale", ntk},
+                      {"rotary_dim", double(r)},
+                      {"offset", offset}});
+            add_scaling(p, scaling);
+            return structured_spec("rope", fmt, {H, L, D}, p, fam, k, seed, specials);
         },
         rc::gen::inRange(1, 4), rc::gen::inRange(1, 9), rc::gen::element(2, 4, 6, 8, 16, 18, 64, 128),
         rc::gen::inRange(0, 2), rc::gen::element(10000.0, 500000.0, 1e6, 10.0), rc::gen::element(1.0, 1.0, 4.0, 8.0),
@@ -49,7 +76,7 @@ rc::Gen<CaseSpec> gen_rope_spec(Format fmt, GenOptions opt) {
         rc::gen::element(0.0, 7.0, 4096.0, 65535.0, 1048570.0, 1048576.0, kTwoTo24 - 5, kTwoTo24, kAnyOffset,
                          kAnyOffset, kAnyOffset),
         rc::gen::elementOf(value_families()), rc::gen::inRange(-8, 9), rc::gen::arbitrary<std::uint64_t>(),
-        opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0));
+        opt.specials ? rc::gen::inRange(1, 4) : rc::gen::just(0), rc::gen::element(0, 0, 0, 0, 1, 2, 3, 4, 5));
 }
 
 Case build_rope_case(const CaseSpec& spec) {
@@ -142,11 +169,13 @@ bool same_value(const Tensor& a, const Tensor& b, std::int64_t i) {
 }
 
 // Position 0 is the identity: with offset 0, token 0 comes back unchanged
-// (cos 0 = 1 and sin 0 = 0 are exact in every table) for finite inputs.
+// (cos 0 = 1 and sin 0 = 0 are exact in every table) for finite inputs, at
+// attention_factor 1 (any frequency scaling).
 Testable position_zero_identity(const KernelInfo& k) {
     return [&k] {
         Case c = rope_case(k);
         c.params.set("offset", 0);
+        c.params.set("attention_factor", 1);
         const TensorView x = c.inputs[0].view();
         const std::int64_t L = x.shape[1], D = x.shape[2];
         const auto y = run_kernel(k, c.params, {x});

@@ -49,11 +49,20 @@ struct Case {
     double base, ntk_scale;
     std::int64_t offset;
     bool specials;  // NaN/±Inf injected, signalling NaNs in the pass-through dims
+    int scaling = 0;  // 0 none; 1 Llama 3.1's llama3; 2 DeepSeek-V3's yarn; 3 yarn untruncated with an attention factor
 
     std::int64_t r() const { return rotary_dim ? rotary_dim : D; }
     Params params() const {
-        return Params({{"pairing", pairing}, {"rotary_dim", static_cast<double>(rotary_dim)}, {"base", base},
-                       {"ntk_scale", ntk_scale}, {"offset", static_cast<double>(offset)}});
+        Params p({{"pairing", pairing}, {"rotary_dim", static_cast<double>(rotary_dim)}, {"base", base},
+                  {"ntk_scale", ntk_scale}, {"offset", static_cast<double>(offset)}});
+        if (scaling == 1)
+            p.set("scaling", 2), p.set("factor", 8), p.set("low_freq_factor", 1), p.set("high_freq_factor", 4),
+                p.set("original_max_pos", 8192);
+        if (scaling == 2) p.set("scaling", 3), p.set("factor", 40), p.set("original_max_pos", 4096);
+        if (scaling == 3)
+            p.set("scaling", 3), p.set("factor", 4), p.set("original_max_pos", 32768), p.set("truncate", 0),
+                p.set("attention_factor", 0.1 * std::log(4.0) + 1);
+        return p;
     }
 };
 
@@ -72,6 +81,10 @@ const std::vector<Case> kCases = {
     {"half-split, r = 48 of 64, s = 2, near 2^16", 2, 8, 64, 1, 48, 1e4, 2, 65530, false},
     {"specials, interleaved, r = 16 of 32, m = 0..2", 2, 3, 32, 0, 16, 1e4, 1, 0, true},
     {"specials, half-split, r = 24 of 32, offset 1000", 2, 3, 32, 1, 24, 1e4, 1, 1000, true},
+    {"llama3 (Llama 3.1), D = 128, base 5e5, near 2^17", 2, 5, 128, 1, 0, 5e5, 1, 131070, false, 1},
+    {"yarn (DeepSeek-V3), r = 64 of 64, near 2^20", 2, 4, 64, 0, 0, 1e4, 1, 1048574, false, 2},
+    {"yarn untruncated, attention factor, D = 128, base 1e6, offset 40000", 2, 5, 128, 1, 0, 1e6, 1, 40000, false, 3},
+    {"specials, yarn with an attention factor", 2, 3, 32, 0, 24, 1e4, 1, 5, true, 3},
 };
 
 constexpr Format kFormats[] = {Format::fp32, Format::fp16, Format::bf16};
@@ -114,16 +127,18 @@ Reference reference(const Case& c, const Tensor& x, Format out) {
     ref.bound.assign(ref.y.size(), 0.0);
 
     const std::int64_t r = c.r(), D = c.D;
-    oracle::RopeConfig cfg{static_cast<oracle::RopePairing>(c.pairing), r, c.base, c.ntk_scale};
+    const oracle::RopeConfig cfg = oracle::rope_config("rope", c.params(), D);
     const oracle::RopeTableModel model{0x1p-53, 0x1p-52, Format::fp32, Format::fp32, out};
-    const double ln_b = std::log(c.base * c.ntk_scale);
+    const double b = c.base * c.ntk_scale, ln_b = std::log(b);
     for (std::int64_t l = 0; l < c.L; ++l) {
         const double m = static_cast<double>(c.offset + l);
         const auto row = oracle::rope_table_row(oracle::from_double(m), cfg);
         for (std::int64_t j = 0; j < r / 2; ++j) {
             const double cj = oracle::to_double(row[j].cos), sj = oracle::to_double(row[j].sin);
-            const double log_theta = 2.0 * static_cast<double>(j) / static_cast<double>(r) * ln_b;
-            const auto e = oracle::rope_table_error(model, m * std::exp(-log_theta), std::fabs(log_theta), cj, sj);
+            const double theta = std::exp(-2.0 * static_cast<double>(j) / static_cast<double>(r) * ln_b);
+            const double g = oracle::rope_freq_multiplier<double>(j, r, theta, b, cfg.scaling);
+            const auto e = oracle::rope_scaled_table_error(model, m * theta * g, oracle::rope_theta_error_units(cfg, j, theta),
+                                                           cj, sj, cfg.scaling.attention_factor);
             const auto [a, b] = oracle::rope_pair_dims(cfg.pairing, j, r);
             for (std::int64_t h = 0; h < c.H; ++h) {
                 const std::int64_t ia = (h * c.L + l) * D + a, ib = (h * c.L + l) * D + b;
@@ -206,10 +221,10 @@ bool same_bits_or_both_nan(const Tensor& a, const Tensor& b, std::int64_t i) {
 
 }  // namespace
 
-TEST(RopeKernels, RegistersSimdScalarNaivePerFormatAndSixMutants) {
+TEST(RopeKernels, RegistersSimdScalarNaivePerFormatAndTenMutants) {
     EXPECT_EQ(kernels_with(Role::kernel).size(), 6u);
     EXPECT_EQ(kernels_with(Role::baseline).size(), 3u);
-    EXPECT_EQ(kernels_with(Role::mutant).size(), 6u);
+    EXPECT_EQ(kernels_with(Role::mutant).size(), 10u);
     for (const char* n : {"cpu.simd.rope.fp32", "cpu.scalar.rope.bf16", "cpu.naive.rope.fp16",
                           "mutant.rope.fp32_angles.fp32", "mutant.rope.pairing_swapped.bf16"})
         EXPECT_NE(rope_registry().find(n), nullptr) << n;

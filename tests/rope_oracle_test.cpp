@@ -528,3 +528,150 @@ TEST(RopeBudget, Fp32AnglesOrBf16TablesBreakIt) {
     std::printf("fp32 angles at 2^20: utilization %.3g, invariance %.3g; bf16 tables: utilization %.3g\n",
                 fp32_angles.max_utilization, fp32_angles.max_invariance, bf16_tables.max_utilization);
 }
+
+// ---- frequency scaling (docs/rope.md, "Frequency scaling") -----------------------
+
+namespace {
+
+oracle::RopeScaling llama31() {
+    oracle::RopeScaling sc;
+    sc.kind = oracle::RopeScalingKind::llama3;
+    sc.factor = 8, sc.low_freq_factor = 1, sc.high_freq_factor = 4, sc.original_max_pos = 8192;
+    return sc;
+}
+
+oracle::RopeScaling deepseek_yarn() {
+    oracle::RopeScaling sc;
+    sc.kind = oracle::RopeScalingKind::yarn;
+    sc.factor = 40, sc.original_max_pos = 4096, sc.beta_fast = 32, sc.beta_slow = 1;
+    return sc;
+}
+
+}  // namespace
+
+TEST(RopeOracleScaling, LinearIsPositionInterpolation) {
+    oracle::PrecisionScope scope(128);
+    RopeConfig c = config(RopePairing::interleaved, 16);
+    c.scaling.kind = oracle::RopeScalingKind::linear;
+    c.scaling.factor = 4;
+    for (double m : {3.0, 1000.0, 1048573.0})
+        for (std::int64_t j = 0; j < 8; ++j) {
+            const CosSin<Real> got = oracle::rope_scaled_cos_sin(real(m), j, c);
+            const CosSin<Real> want = oracle::rope_cos_sin(real(m) / 4, j, 16, Real(10000));
+            EXPECT_TRUE(close(got.cos, want.cos, Real(1), 124)) << "m " << m << " j " << j;
+            EXPECT_TRUE(close(got.sin, want.sin, Real(1), 124)) << "m " << m << " j " << j;
+        }
+}
+
+// Llama 3.1's 128-dim heads (base 5e5): the fast pairs keep θ, the slow ones
+// take θ/8, the ones between blend by σ = (L0 θ/2π − 1)/3; every band occurs.
+TEST(RopeOracleScaling, Llama3KeepsBlendsAndDivides) {
+    const oracle::RopeScaling sc = llama31();
+    int kept = 0, blended = 0, divided = 0;
+    for (std::int64_t j = 0; j < 64; ++j) {
+        const double theta = std::pow(5e5, -2.0 * static_cast<double>(j) / 128), rho = 8192 * theta / (2 * M_PI);
+        const double g = oracle::rope_freq_multiplier<double>(j, 128, theta, 5e5, sc);
+        if (rho > 4) {
+            ++kept;
+            EXPECT_EQ(g, 1.0) << j;
+        } else if (rho < 1) {
+            ++divided;
+            EXPECT_EQ(g, 0.125) << j;
+        } else {
+            ++blended;
+            EXPECT_NEAR(g, (rho - 1) / 3 + (1 - (rho - 1) / 3) / 8, 1e-15) << j;
+        }
+    }
+    EXPECT_GT(kept, 0);
+    EXPECT_GT(blended, 0);
+    EXPECT_GT(divided, 0);
+}
+
+// The blend meets both ends: w → 0 as ρ → l from above, w → 1 as ρ → h from
+// below, so a decision that flips on rounding moves θ' by no more than the
+// rounding itself (what rope_theta_error_units relies on).
+TEST(RopeOracleScaling, Llama3IsContinuousAtItsBandEdges) {
+    oracle::PrecisionScope scope(128);
+    const oracle::RopeScaling sc = llama31();
+    const Real two_pi = 2 * oracle::pi();
+    for (const Real& d : {pow2(-40), -pow2(-40)}) {
+        const Real at_low = two_pi * (1 + d) / 8192, at_high = two_pi * 4 * (1 + d) / 8192;
+        const Real w_low = oracle::rope_keep_weight<Real>(5, 128, at_low, Real(5e5), sc);
+        const Real w_high = oracle::rope_keep_weight<Real>(5, 128, at_high, Real(5e5), sc);
+        EXPECT_TRUE(close(w_low, Real(0), Real(1), 40)) << oracle::to_double(w_low);
+        EXPECT_TRUE(close(w_high, Real(1), Real(1), 39)) << oracle::to_double(w_high);
+    }
+}
+
+// DeepSeek-V3's 64 rotary dims, base 1e4, L0 4096, β 32 / 1: the correction
+// range is r ln(L0/(2πβ))/(2 ln b) = 10.47… and 22.51…, truncated to [10, 23].
+TEST(RopeOracleScaling, YarnRangeAndRampOfDeepSeekV3) {
+    oracle::PrecisionScope scope(128);
+    oracle::RopeScaling sc = deepseek_yarn();
+    const auto [lo, hi] = oracle::rope_yarn_range<Real>(64, Real(10000), sc);
+    EXPECT_EQ(lo, Real(10));
+    EXPECT_EQ(hi, Real(23));
+    EXPECT_EQ(oracle::rope_yarn_range<double>(64, 10000.0, sc), (std::pair<double, double>{10, 23}));
+    const Real theta(0.5);  // the weight depends on j alone
+    EXPECT_EQ(oracle::rope_keep_weight<Real>(10, 64, theta, Real(10000), sc), Real(1));
+    EXPECT_EQ(oracle::rope_keep_weight<Real>(23, 64, theta, Real(10000), sc), Real(0));
+    EXPECT_TRUE(close(oracle::rope_keep_weight<Real>(16, 64, theta, Real(10000), sc), Real(7) / 13, Real(1), 126));
+    EXPECT_TRUE(close(oracle::rope_freq_multiplier<Real>(30, 64, theta, Real(10000), sc), Real(1) / 40, Real(1), 126));
+    sc.truncate = false;
+    const auto [ulo, uhi] = oracle::rope_yarn_range<Real>(64, Real(10000), sc);
+    EXPECT_NEAR(oracle::to_double(ulo), 64 * std::log(4096 / (64 * M_PI)) / (2 * std::log(1e4)), 1e-13);
+    EXPECT_NEAR(oracle::to_double(uhi), 64 * std::log(4096 / (2 * M_PI)) / (2 * std::log(1e4)), 1e-13);
+}
+
+TEST(RopeOracleScaling, AttentionFactorScalesTheRotation) {
+    oracle::PrecisionScope scope(128);
+    RopeConfig plain = config(RopePairing::half_split, 16);
+    plain.scaling = deepseek_yarn();
+    RopeConfig scaled = plain;
+    scaled.scaling.attention_factor = 0.1 * std::log(40.0) + 1;
+    const std::vector<Real> x = exact(random_values(16, 3));
+    const auto a = oracle::rope_vector(x, real(77777), plain), b = oracle::rope_vector(x, real(77777), scaled);
+    for (std::size_t i = 0; i < x.size(); ++i)
+        EXPECT_TRUE(close(b[i], a[i] * real(scaled.scaling.attention_factor), Real(4), 124)) << i;
+}
+
+// The scaled angles keep their guard bits: 128-bit values agree with 256-bit
+// ones at offset 2^20 for llama3, yarn and untruncated yarn.
+TEST(RopeOracleScaling, PrecisionSelfCheck128Vs256) {
+    const std::int64_t H = 1, L = 4, D = 64;
+    const auto xs = random_values(H * L * D, 9);
+    const Tensor x = tensor({H, L, D}, xs);
+    const std::vector<std::map<std::string, double>> configs = {
+        {{"offset", 1048570}, {"scaling", 2}, {"factor", 8}, {"original_max_pos", 64}, {"base", 500000}},
+        {{"offset", 1048570}, {"scaling", 3}, {"factor", 40}, {"original_max_pos", 4096}},
+        {{"offset", 1048570}, {"scaling", 3}, {"factor", 4}, {"truncate", 0}, {"attention_factor", 1.1386}},
+    };
+    for (const auto& p : configs) {
+        std::vector<Real> lo, hi;
+        {
+            oracle::PrecisionScope scope(128);
+            lo = rope(x, p);
+        }
+        oracle::PrecisionScope scope(256);
+        hi = rope(x, p);
+        for (std::size_t i = 0; i < lo.size(); ++i) EXPECT_TRUE(close(lo[i], hi[i], Real(4), 120)) << "element " << i;
+    }
+}
+
+TEST(RopeOracleScaling, ParameterErrorsNameTheParameter) {
+    const Tensor x = tensor({1, 1, 4}, {1, 2, 3, 4});
+    const auto message = [&](std::map<std::string, double> p) {
+        try {
+            rope(x, std::move(p));
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(message({{"scaling", 4}}).find("'scaling'"), std::string::npos);
+    EXPECT_NE(message({{"scaling", 2}, {"low_freq_factor", 4}, {"high_freq_factor", 4}}).find("'high_freq_factor'"),
+              std::string::npos);
+    EXPECT_NE(message({{"scaling", 3}, {"base", 1}}).find("'base'"), std::string::npos);
+    EXPECT_NE(message({{"scaling", 1}, {"factor", 0}}).find("'factor'"), std::string::npos);
+    EXPECT_NE(message({{"attention_factor", -1}}).find("'attention_factor'"), std::string::npos);
+}

@@ -52,6 +52,21 @@ RopeArgs rope_args(const Params& p, std::int64_t D) {
     a.base = positive_param(p, "base", 10000.0);
     a.ntk_scale = positive_param(p, "ntk_scale", 1.0);
     a.offset = static_cast<std::int64_t>(integer_param(p, "offset", 0, -kMaxExactInteger, kMaxExactInteger));
+    RopeScalingArgs& sc = a.scaling;
+    sc.kind = static_cast<int>(integer_param(p, "scaling", 0, 0, 3));
+    sc.factor = positive_param(p, "factor", 1.0);
+    sc.low_freq_factor = positive_param(p, "low_freq_factor", 1.0);
+    sc.high_freq_factor = positive_param(p, "high_freq_factor", 4.0);
+    if (sc.kind == 2 && !(sc.high_freq_factor > sc.low_freq_factor))
+        bad_param("high_freq_factor", sc.high_freq_factor, "must be > low_freq_factor");
+    sc.original_max_pos = positive_param(p, "original_max_pos", 8192.0);
+    sc.attention_factor = positive_param(p, "attention_factor", 1.0);
+    const double beta_fast = positive_param(p, "beta_fast", 32.0), beta_slow = positive_param(p, "beta_slow", 1.0);
+    const bool truncate = integer_param(p, "truncate", 1, 0, 1) != 0;
+    if (sc.kind == 3) {
+        if (a.base * a.ntk_scale == 1.0) bad_param("base", a.base, "times ntk_scale must not be 1 for yarn");
+        rope_yarn_ramp_range(sc, static_cast<int>(a.rotary_dim), a.base * a.ntk_scale, beta_fast, beta_slow, truncate);
+    }
     return a;
 }
 
@@ -63,6 +78,9 @@ RopeArgs rope_args(const Params& p, std::int64_t D) {
 //   cos/sin = (float)cos(a), (float)sin(a)     glibc double cos/sin (< 1 ulp), rounded once to FP32
 // so the angle is off by <= m θ_j (2|ln θ_j| + 4) 2^-53 and each entry by
 // that + 2^-52 + half an FP32 ulp: position-independent below m ~ 10^7.
+// A frequency scaling forms θ'_j from θ_j by rope_scaled_theta (double, the
+// order oracle::rope_theta_error_units bounds) and attention_factor
+// multiplies cos and sin in double before the FP32 rounding.
 // FP32 angles would instead lose m θ_j 2^-24 (0.06 rad at 2^20).
 // Built per call for positions [offset, offset + L), shared by the H heads.
 RopeTables rope_tables(const RopeArgs& a, std::int64_t L) {
@@ -72,15 +90,17 @@ RopeTables rope_tables(const RopeArgs& a, std::int64_t L) {
     const double b = a.base * a.ntk_scale;
     std::vector<double> theta(static_cast<std::size_t>(t.half));
     for (std::int64_t j = 0; j < t.half; ++j)
-        theta[j] = std::pow(b, -2.0 * static_cast<double>(j) / static_cast<double>(a.rotary_dim));
+        theta[j] = rope_scaled_theta(std::pow(b, -2.0 * static_cast<double>(j) / static_cast<double>(a.rotary_dim)),
+                                     static_cast<int>(j), a.scaling);
+    const double af = a.scaling.attention_factor;
     t.cos.resize(static_cast<std::size_t>(L * t.half));
     t.sin.resize(t.cos.size());
     for (std::int64_t l = 0; l < L; ++l) {
         const double m = static_cast<double>(a.offset + l);
         for (std::int64_t j = 0; j < t.half; ++j) {
             const double angle = m * theta[j];
-            t.cos[l * t.half + j] = static_cast<float>(std::cos(angle));
-            t.sin[l * t.half + j] = static_cast<float>(std::sin(angle));
+            t.cos[l * t.half + j] = static_cast<float>(af * std::cos(angle));
+            t.sin[l * t.half + j] = static_cast<float>(af * std::sin(angle));
         }
     }
     return t;
@@ -159,6 +179,22 @@ void scalar_vector(const storage_t<F>* x, storage_t<F>* y, const float* c, const
     scalar_pairs<F>(x, y, c, s, 0, half, pairing);
 }
 
+// attention_factor != 1: af·cos can exceed 1, so x_a·c can overflow FP32
+// where y_a does not.  The same rotation with the products (exact) and the
+// sum in double, rounded to FP32, then to F: no intermediate overflows where
+// the result does not, and the error stays within the FP32 model's γ_2.
+template <Format F>
+void wide_vector(const storage_t<F>* x, storage_t<F>* y, const float* c, const float* s, std::int64_t half,
+                 int pairing) {
+    using S = Storage<F>;
+    for (std::int64_t j = 0; j < half; ++j) {
+        const long ia = pairing == 0 ? 2 * j : j, ib = pairing == 0 ? 2 * j + 1 : j + half;
+        const double xa = S::load(x, ia), xb = S::load(x, ib);
+        S::store(y, ia, static_cast<float>(xa * c[j] - xb * s[j]));
+        S::store(y, ib, static_cast<float>(xa * s[j] + xb * c[j]));
+    }
+}
+
 // ---- driver ------------------------------------------------------------------
 
 template <Format F, void (*Vec)(const storage_t<F>*, storage_t<F>*, const float*, const float*, std::int64_t, int)>
@@ -169,11 +205,12 @@ void run_rope(const KernelCall& call) {
     const std::int64_t H = x.shape[0], L = x.shape[1], D = x.shape[2];
     const RopeArgs a = rope_args(call.params, D);
     const RopeTables t = rope_tables(a, L);
+    const auto vec = a.scaling.attention_factor != 1 ? &wide_vector<F> : Vec;
     for (std::int64_t h = 0; h < H; ++h)
         for (std::int64_t l = 0; l < L; ++l) {
             const T* xr = x.row<const T>(h * L + l);
             T* yr = y.row<T>(h * L + l);
-            Vec(xr, yr, t.cos_row(l), t.sin_row(l), t.half, a.pairing);
+            vec(xr, yr, t.cos_row(l), t.sin_row(l), t.half, a.pairing);
             // Pass-through dims: copied as bits (no widening, no NaN quieting).
             std::memcpy(yr + a.rotary_dim, xr + a.rotary_dim, static_cast<std::size_t>(D - a.rotary_dim) * sizeof(T));
         }
@@ -201,8 +238,10 @@ void naive_kernel(const KernelCall& call) {
     for (std::int64_t l = 0; l < L; ++l) {
         const double m = rd(static_cast<double>(a.offset + l));
         for (std::int64_t j = 0; j < half; ++j) {
-            const double angle = rd(m * rd(std::pow(b, rd(-2.0 * static_cast<double>(j) / static_cast<double>(r)))));
-            const double c = rd(std::cos(angle)), s = rd(std::sin(angle));
+            const double theta = rd(std::pow(b, rd(-2.0 * static_cast<double>(j) / static_cast<double>(r))));
+            const double angle = rd(m * rd(rope_scaled_theta(theta, static_cast<int>(j), a.scaling)));
+            const double af = rd(a.scaling.attention_factor);
+            const double c = rd(af * rd(std::cos(angle))), s = rd(af * rd(std::sin(angle)));
             const std::int64_t ia = a.pairing == 0 ? 2 * j : j, ib = a.pairing == 0 ? 2 * j + 1 : j + half;
             for (std::int64_t h = 0; h < H; ++h) {
                 const std::int64_t row = (h * L + l) * D;

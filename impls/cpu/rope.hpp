@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "impls/registry.hpp"
+#include "numerics/rope_scaling.hpp"
 
 namespace conform {
 
@@ -22,6 +23,7 @@ struct RopeArgs {
     double base = 10000.0;
     double ntk_scale = 1.0;
     std::int64_t offset = 0;     // token l sits at position offset + l
+    RopeScalingArgs scaling{};   // frequency scaling and attention_factor
 };
 // Throws std::invalid_argument naming the op and the parameter.
 RopeArgs rope_args(const Params& p, std::int64_t D);

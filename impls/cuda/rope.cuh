@@ -5,7 +5,8 @@
 // (j, j + r/2)), for every head: it forms θ_j = (b s)^(−2j/r) and the angle
 // (offset + l) θ_j in double once, takes sincos in double (full range
 // reduction: the angle's own rounding is the only position-dependent
-// error, 2^-53 relative) and rotates in double, rounding once; a dim past rotary_dim is copied (bit-identical when the
+// error, 2^-53 relative; a frequency scaling forms θ'_j by rope_scaled_theta
+// and attention_factor scales cos and sin) and rotates in double, rounding once; a dim past rotary_dim is copied (bit-identical when the
 // formats agree).  Parameters are validated as the CPU kernels do.
 #pragma once
 #include "impls/cpu/rope.hpp"
@@ -18,17 +19,19 @@ struct RopeShape {
     int L = 0, D = 0, r = 0, pairing = 0;
     double base = 0;     // b s
     double offset = 0;   // exact: |offset| <= 2^53
+    RopeScalingArgs sc{};  // frequency scaling (rope_scaled_theta) and attention_factor
 };
 
 template <class Bug>
 __device__ __forceinline__ void angle_sincos(double m, int j, const RopeShape& a, double* s, double* c) {
-    const double theta = pow(a.base, -2.0 * j / a.r);
+    const double theta = rope_scaled_theta(pow(a.base, -2.0 * j / a.r), j, a.sc);
     if constexpr (Bug::kFastSincos) {
         const float angle = static_cast<float>(m) * static_cast<float>(theta);
         *s = __sinf(angle), *c = __cosf(angle);
     } else {
         sincos(m * theta, s, c);
     }
+    *s *= a.sc.attention_factor, *c *= a.sc.attention_factor;
 }
 
 // One thread per (position l, pair j), grid-stride: the angle and its sincos
@@ -82,6 +85,7 @@ void run_rope_as(const KernelCall& call, const char* kernel, const Launch& l) {
     a.pairing = p.pairing;
     a.base = p.base * p.ntk_scale;
     a.offset = static_cast<double>(p.offset);
+    a.sc = p.scaling;
     const std::size_t bytes = static_cast<std::size_t>(xv.numel()) * sizeof(S);
     Stream s(kernel);
     DeviceBuffer x(bytes, kernel), y(bytes, kernel);
