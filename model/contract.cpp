@@ -176,6 +176,27 @@ void validate_moe(const ModelContract& c) {
 
 }  // namespace
 
+// The frequency scaling's keys (docs/model.md): values the rope op accepts.
+void validate_rope_scaling(const ModelContract& c) {
+    if (c.rope_scaling != "none" && c.rope_scaling != "linear" && c.rope_scaling != "llama3" && c.rope_scaling != "yarn")
+        fail("rope_scaling", "must be none, linear, llama3 or yarn");
+    for (const auto& [key, v] : {std::pair<const char*, double>{"rope_factor", c.rope_factor},
+                                 {"rope_low_freq_factor", c.rope_low_freq_factor},
+                                 {"rope_high_freq_factor", c.rope_high_freq_factor},
+                                 {"rope_original_max_pos", c.rope_original_max_pos},
+                                 {"rope_beta_fast", c.rope_beta_fast},
+                                 {"rope_beta_slow", c.rope_beta_slow},
+                                 {"rope_attention_factor", c.rope_attention_factor}})
+        if (!std::isfinite(v) || !(v > 0)) fail(key, "must be finite and > 0");
+    if (c.rope_scaling == "llama3" && !(c.rope_high_freq_factor > c.rope_low_freq_factor))
+        fail("rope_high_freq_factor", "must be > rope_low_freq_factor for llama3");
+    if (!std::isfinite(c.attention_scale) || c.attention_scale < 0)
+        fail("attention_scale", "must be finite and >= 0 (0: 1/sqrt(head dim))");
+    // The fused MLA op has no frequency scaling: the decomposed layer rotates in a rope step.
+    if (c.rope_scaling != "none" && c.attention_kind == AttentionKind::mla && !c.mla_latent_norm)
+        fail("rope_scaling", "needs mla_latent_norm (the decomposed MLA layer) with attention_kind mla");
+}
+
 void validate(const ModelContract& c) {
     require_positive("layers", c.layers);
     if (c.pattern != "dense" && c.pattern != "hybrid" &&
@@ -234,6 +255,7 @@ void validate(const ModelContract& c) {
     const std::int64_t r = c.rotary_dim ? c.rotary_dim : c.head_dim;
     if (r % 2 || r < 2 || r > c.head_dim)
         fail(c.rotary_dim ? "rotary_dim" : "head_dim", "the rotary dimension must be even, in [2, head_dim]");
+    validate_rope_scaling(c);
     require_finite("situ_beta1", c.situ_beta1, true);
     require_finite("situ_beta2", c.situ_beta2, true);
     require_finite("swiglu_limit", c.swiglu_limit, true);
@@ -410,6 +432,16 @@ const std::map<std::string, Field>& fields() {
         {"qk_norm", bool_field(&ModelContract::qk_norm)},
         {"rope_base", num_field(&ModelContract::rope_base)},
         {"rotary_dim", int_field(&ModelContract::rotary_dim)},
+        {"rope_scaling", string_field(&ModelContract::rope_scaling)},
+        {"rope_factor", num_field(&ModelContract::rope_factor)},
+        {"rope_low_freq_factor", num_field(&ModelContract::rope_low_freq_factor)},
+        {"rope_high_freq_factor", num_field(&ModelContract::rope_high_freq_factor)},
+        {"rope_original_max_pos", num_field(&ModelContract::rope_original_max_pos)},
+        {"rope_beta_fast", num_field(&ModelContract::rope_beta_fast)},
+        {"rope_beta_slow", num_field(&ModelContract::rope_beta_slow)},
+        {"rope_truncate", bool_field(&ModelContract::rope_truncate)},
+        {"rope_attention_factor", num_field(&ModelContract::rope_attention_factor)},
+        {"attention_scale", num_field(&ModelContract::attention_scale)},
         {"mlp", enum_field(&ModelContract::mlp,
                            {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe,
                             MlpKind::geglu, MlpKind::swiglu_clamp})},

@@ -155,6 +155,16 @@ struct ModelContract {
     // Positions.
     double rope_base = 10000;
     std::int64_t rotary_dim = 0;  // 0: the whole head_dim
+    // RoPE frequency scaling (docs/rope.md, "Frequency scaling"): none,
+    // linear, llama3 or yarn, with the rope op's parameters of the same names.
+    std::string rope_scaling = "none";
+    double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4, rope_original_max_pos = 8192;
+    double rope_beta_fast = 32, rope_beta_slow = 1;
+    bool rope_truncate = true;
+    double rope_attention_factor = 1;
+    // The attention's softmax scale (0: 1/sqrt(d_qk)); DeepSeek's YaRN
+    // multiplies it by mscale^2.
+    double attention_scale = 0;
     // MLP.
     MlpKind mlp = MlpKind::swiglu;
     double situ_beta1 = 4, situ_beta2 = 25;

@@ -347,7 +347,7 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
     std::int64_t w = c.layer_window(s.layer);
     if (w > 0 && convention(conv, "window_keys") == "w_plus_one") ++w;
     const bool masked = !positions.empty();
-    call.params = Params({{"scale", 0}, {"causal", masked ? 0.0 : 1.0}, {"window", masked ? 0.0 : static_cast<double>(w)},
+    call.params = Params({{"scale", c.attention_scale}, {"causal", masked ? 0.0 : 1.0}, {"window", masked ? 0.0 : static_cast<double>(w)},
                           {"softcap", 0}});
     // attention_probs = dtype: the weights P rounded to the model's format
     // before P V (PyTorch's CPU flash attention in bf16/fp16): the bound's
@@ -486,6 +486,21 @@ std::string step_op(const ModelContract& c, const Step& s, const Conventions& co
 
 namespace {
 
+// The contract's frequency scaling as the rope op's parameters (docs/rope.md).
+void add_rope_scaling(Params& p, const ModelContract& c) {
+    static const std::map<std::string, double> kinds{{"none", 0}, {"linear", 1}, {"llama3", 2}, {"yarn", 3}};
+    p.set("scaling", kinds.at(c.rope_scaling));
+    if (c.rope_scaling == "none") return;
+    p.set("factor", c.rope_factor);
+    p.set("low_freq_factor", c.rope_low_freq_factor);
+    p.set("high_freq_factor", c.rope_high_freq_factor);
+    p.set("original_max_pos", c.rope_original_max_pos);
+    p.set("beta_fast", c.rope_beta_fast);
+    p.set("beta_slow", c.rope_beta_slow);
+    p.set("truncate", c.rope_truncate ? 1 : 0);
+    p.set("attention_factor", c.rope_attention_factor);
+}
+
 OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, const Conventions& conv) {
     OpCall call;
     call.op = step_op(c, s, conv);
@@ -501,6 +516,7 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
                                   // an MLA layer rotates all of its d_r rope dims
                                   {"rotary_dim", c.layer_kind(s.layer) == AttentionKind::mla ? 0.0 : static_cast<double>(c.rotary_dim)},
                                   {"offset", static_cast<double>(c.cache_tokens)}});
+            add_rope_scaling(call.params, c);
             Tensor held;  // the rope parts of MLA's q and kv_a: input 0's columns
             call.in.push_back(heads_major(step_columns(get(s.inputs[0]), s, held), s.heads));
             call.out_heads = s.heads;
@@ -517,7 +533,7 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             for (std::size_t i = 1; i < s.inputs.size(); ++i) call.in.push_back(copy_tensor(get(s.inputs[i])));
             call.params = Params({{"form", c.mla_form == "absorbed" ? 1.0 : 0.0},
                                   {"causal", 1},
-                                  {"scale", 0},
+                                  {"scale", c.attention_scale},
                                   {"base", c.rope_base},
                                   {"pairing", convention(conv, "rope_pairing") == "interleaved" ? 0.0 : 1.0},
                                   {"offset", static_cast<double>(c.cache_tokens)},

@@ -135,10 +135,7 @@ Values eval_elementwise(const OpCall& call) {
 Values eval_rope(const OpCall& call) {
     Values x = values_of(call.in[0].view());  // [H, L, D]
     const std::int64_t H = x.shape[0], L = x.shape[1], D = x.shape[2];
-    oracle::RopeConfig cfg;
-    cfg.pairing = call.params.at("pairing") != 0 ? oracle::RopePairing::half_split : oracle::RopePairing::interleaved;
-    cfg.base = call.params.at("base");
-    cfg.rotary_dim = call.params.at("rotary_dim") != 0 ? static_cast<std::int64_t>(call.params.at("rotary_dim")) : D;
+    const oracle::RopeConfig cfg = oracle::rope_config("rope", call.params, D);
     const double offset = call.params.at("offset");
     for (std::int64_t l = 0; l < L; ++l) {
         const auto row = oracle::rope_table_row<double>(offset + static_cast<double>(l), cfg);
@@ -157,7 +154,7 @@ Values eval_attention(const OpCall& call) {
     const std::int64_t H = q.shape[0], Lq = q.shape[1], D = q.shape[2], G = k.shape[0], Lk = k.shape[1], Dv = v.shape[2];
     const bool causal = call.params.at("causal") != 0;
     const auto window = static_cast<std::int64_t>(call.params.get("window", 0));
-    const double scale = 1 / std::sqrt(static_cast<double>(D));
+    const double scale = call.params.get("scale", 0) > 0 ? call.params.get("scale", 0) : 1 / std::sqrt(static_cast<double>(D));
     Values o = sized({H, Lq, Dv});
     for (std::int64_t h = 0; h < H; ++h) {
         const std::int64_t g = oracle::kv_head_of(h, H, G);

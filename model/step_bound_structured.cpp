@@ -77,9 +77,9 @@ Tensor converted_exactly(const TensorView& t, Format f) {
 std::vector<double> rope_dtype_bound(const OpCall& call, const std::vector<double>& y, Format f) {
     const TensorView x = call.in.at(0).view();
     const std::int64_t H = x.shape[0], L = x.shape[1], D = x.shape[2];
-    const std::int64_t r = call.params.get("rotary_dim", 0) > 0 ? static_cast<std::int64_t>(call.params.get("rotary_dim", 0)) : D;
-    const auto pairing = static_cast<oracle::RopePairing>(static_cast<int>(call.params.get("pairing", 0)));
-    const double b = call.params.get("base", 10000) * call.params.get("ntk_scale", 1), abs_log_b = std::fabs(std::log(b));
+    const oracle::RopeConfig cfg = oracle::rope_config("rope", call.params, D);
+    const std::int64_t r = cfg.rotary_dim;
+    const double b = cfg.base * cfg.ntk_scale;
     oracle::RopeTableModel model;
     model.angle_unit = unit_roundoff(Format::fp32);
     model.trig_abs_error = 2 * unit_roundoff(Format::fp32);
@@ -88,10 +88,13 @@ std::vector<double> rope_dtype_bound(const OpCall& call, const std::vector<doubl
     for (std::int64_t l = 0; l < L; ++l) {
         const double m = call.params.get("offset", 0) + static_cast<double>(l);
         for (std::int64_t j = 0; j < r / 2; ++j) {
-            const double angle = m * oracle::rope_inv_freq(j, r, b), cv = std::cos(angle), sv = std::sin(angle);
-            const double log_theta = 2.0 * static_cast<double>(j) / static_cast<double>(r) * abs_log_b;
-            const oracle::TableError e = oracle::rope_table_error(model, angle, log_theta, cv, sv);
-            const auto [da, db] = oracle::rope_pair_dims(pairing, j, r);
+            // cos, sin (times the attention factor) and the angle as magnitudes.
+            const double theta = oracle::rope_inv_freq(j, r, b);
+            const double angle = m * theta * oracle::rope_freq_multiplier<double>(j, r, theta, b, cfg.scaling);
+            const double af = cfg.scaling.attention_factor, cv = af * std::cos(angle), sv = af * std::sin(angle);
+            const oracle::TableError e =
+                oracle::rope_scaled_table_error(model, angle, oracle::rope_theta_error_units(cfg, j, theta), cv, sv, af);
+            const auto [da, db] = oracle::rope_pair_dims(cfg.pairing, j, r);
             for (std::int64_t h = 0; h < H; ++h) {
                 const auto ia = static_cast<std::size_t>((h * L + l) * D + da), ib = static_cast<std::size_t>((h * L + l) * D + db);
                 const auto [ba, bb] = oracle::rope_pair_bound(model, e, x.value(ia), x.value(ib), cv, sv, y[ia], y[ib]);

@@ -472,8 +472,18 @@ std::vector<OpSpec> make_specs() {
                   {"base", 10000, "theta base b"},
                   {"ntk_scale", 1, "NTK-aware scaling s: theta_j = (b s)^(-2j/r)"},
                   {"rotary_dim", 0, "r: dims rotated (0 = the head dim D); the rest pass through"},
-                  {"offset", 0, "position of the first token (KV cache)"}},
-                 "x [H, L, D]: pair j of token l rotated by (offset + l) * (b s)^(-2j/r)"});
+                  {"offset", 0, "position of the first token (KV cache)"},
+                  {"scaling", 0, "frequency scaling: 0 none, 1 linear, 2 llama3, 3 yarn (docs/rope.md)"},
+                  {"factor", 1, "the scaling's factor: theta'_j = theta_j (w_j + (1 - w_j) / factor)"},
+                  {"low_freq_factor", 1, "llama3: pairs of wavelength above original_max_pos / low_freq_factor divided"},
+                  {"high_freq_factor", 4, "llama3: pairs of wavelength below original_max_pos / high_freq_factor kept"},
+                  {"original_max_pos", 8192, "llama3, yarn: the trained context length L0"},
+                  {"beta_fast", 32, "yarn: rotations at the correction range's low end"},
+                  {"beta_slow", 1, "yarn: rotations at the correction range's high end"},
+                  {"truncate", 1, "yarn: 1 rounds the correction range out to integers"},
+                  {"attention_factor", 1, "multiplies cos and sin (YaRN's mscale)"}},
+                 "x [H, L, D]: pair j of token l rotated by (offset + l) * theta'_j, theta_j = (b s)^(-2j/r) "
+                 "scaled by the frequency scaling; cos and sin times attention_factor"});
     s.push_back({"attention", "attention", OpKind::structured, {"q", "k", "v", "mask"}, {"o", "lse"}, attention_params(),
                  "q [Hq, Lq, D], k [Hkv, Lk, D], v [Hkv, Lk, Dv], optional additive mask [Lq, Lk]: o = softmax(scale "
                  "q k^T + mask) v per head, KV head floor(h / (Hq / Hkv)); lse [Hq, Lq]; fully masked rows o = 0, "

@@ -40,8 +40,10 @@ the graph recorded (docs/diverge.md, "Recording Hugging Face models"):
 `python3 conform_model.py --self-test` checks this module (NumPy only).
 """
 
+import math
 import os
 import re
+import struct
 import tempfile
 
 import numpy as np
@@ -223,11 +225,50 @@ def _base(model):
 
 def _rope_theta(config):
     params = getattr(config, "rope_parameters", None) or {}
-    if params.get("rope_type", "default") != "default":
-        raise ValueError("rope_type %r does not map: conform's RoPE is the unscaled one" % params["rope_type"])
     if params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)) != 1.0:
         raise ValueError("partial_rotary_factor != 1 is not mapped")
     return float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+
+
+def _yarn_mscale(scale, mscale=1.0):
+    """YaRN's 0.1 mscale ln(scale) + 1 (1 for scale <= 1), as transformers."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _fp32(v):
+    """v as the FP32 scalar PyTorch multiplies an FP32 tensor by."""
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def _rope_keys(config):
+    """The contract's frequency-scaling keys for the config's rope_type
+    (docs/rope.md, "Frequency scaling"): default, linear, llama3 and yarn as
+    transformers' modeling_rope_utils computes them; dynamic and longrope
+    (factors that depend on the sequence length, or lists) are refused."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    kind = params.get("rope_type", "default")
+    if kind == "default":
+        return {}
+    if kind not in ("linear", "llama3", "yarn"):
+        raise ValueError("rope_type %r does not map (mapped: default, linear, llama3, yarn)" % kind)
+    factor = params.get("factor")
+    if kind == "linear":
+        return {"rope_scaling": "linear", "rope_factor": float(factor)}
+    if kind == "llama3":
+        return {"rope_scaling": "llama3", "rope_factor": float(factor),
+                "rope_low_freq_factor": float(params["low_freq_factor"]),
+                "rope_high_freq_factor": float(params["high_freq_factor"]),
+                "rope_original_max_pos": float(params["original_max_position_embeddings"])}
+    L0 = params["original_max_position_embeddings"]
+    if factor is None:  # DeepSeek-V3's configs: the ratio of the two lengths
+        factor = config.max_position_embeddings / L0
+    af, mscale, mscale_all = params.get("attention_factor"), params.get("mscale"), params.get("mscale_all_dim")
+    if af is None:
+        af = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all) if mscale and mscale_all else _yarn_mscale(factor)
+    return {"rope_scaling": "yarn", "rope_factor": float(factor), "rope_original_max_pos": float(L0),
+            "rope_beta_fast": float(params.get("beta_fast") or 32), "rope_beta_slow": float(params.get("beta_slow") or 1),
+            "rope_truncate": bool(params.get("truncate", True)),
+            "rope_attention_factor": _fp32(float(af))}  # cos * attention_scaling in FP32
 
 
 def hf_contract(config, tokens, dtype):
@@ -235,9 +276,9 @@ def hf_contract(config, tokens, dtype):
     forward pass of `tokens` tokens in `dtype` ("bf16" | "fp16" | "fp32")."""
     kind = config.model_type
     if kind in HYBRID_TYPES:
-        return _qwen3_next_contract(config, tokens, dtype)
+        return dict(_qwen3_next_contract(config, tokens, dtype), **_rope_keys(config))
     if kind in MLA_TYPES:
-        return _deepseek_contract(config, tokens, dtype)
+        return dict(_deepseek_contract(config, tokens, dtype), **_rope_keys(config), **_mla_scale(config))
     if kind not in DENSE_TYPES + MOE_TYPES:
         raise ValueError("model_type %r has no point map (mapped: %s)"
                          % (kind, ", ".join(DENSE_TYPES + MOE_TYPES + HYBRID_TYPES + MLA_TYPES)))
@@ -265,6 +306,7 @@ def hf_contract(config, tokens, dtype):
                         "rope_arith": "dtype", "attention_probs": "dtype", "router_arith": "dtype",
                         "glu_arith": "separate"},  # act_fn(gate) * up: silu stored, then the product rounded
     }
+    c.update(_rope_keys(config))
     if kind in MOE_TYPES:
         experts = getattr(config, "num_local_experts", None) or config.num_experts
         c.update({"mlp": "moe", "experts": experts, "top_k": config.num_experts_per_tok, "shared_experts": 0,
@@ -506,8 +548,6 @@ def _qwen3_next_contract(config, tokens, dtype):
     if not config.num_experts:
         raise ValueError("num_experts 0 (every MLP dense) is not mapped")
     params = dict(getattr(config, "rope_parameters", None) or {})
-    if params.get("rope_type", "default") != "default":
-        raise ValueError("rope_type %r does not map: conform's RoPE is the unscaled one" % params["rope_type"])
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kinds = {"linear_attention": "D", "full_attention": "G"}
     pattern = "".join(kinds[t] for t in config.layer_types)
@@ -752,9 +792,6 @@ def _deepseek_contract(config, tokens, dtype):
     if getattr(config, "attention_bias", False):
         raise ValueError("attention_bias does not map")
     params = dict(getattr(config, "rope_parameters", None) or {})
-    if params.get("rope_type", "default") != "default":
-        raise ValueError("rope_type %r does not map: conform's RoPE is the unscaled one (YaRN's mscale too)"
-                         % params["rope_type"])
     if config.rms_norm_eps != 1e-6:  # q_a_layernorm and kv_a_layernorm are built with eps 1e-6
         raise ValueError("rms_norm_eps %g does not map: the latent norms use 1e-6, the contract one eps"
                          % config.rms_norm_eps)
@@ -785,6 +822,17 @@ def _deepseek_contract(config, tokens, dtype):
                         "norm_cast": "before_weight", "gate_order": "gate_up", "rope_arith": "dtype",
                         "attention_probs": "dtype", "router_arith": "fp32", "glu_arith": "separate"},
     }
+
+
+def _mla_scale(config):
+    """DeepSeek's softmax scale under YaRN: qk_head_dim^-1/2 times
+    mscale(factor, mscale_all_dim)^2 (transformers' yarn_apply_mscale); none
+    (1/sqrt(d_qk), the contract's default) otherwise."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    if params.get("rope_type", "default") == "default" or not params.get("mscale_all_dim"):
+        return {}
+    m = _yarn_mscale(params["factor"], params["mscale_all_dim"])
+    return {"attention_scale": (config.qk_nope_head_dim + config.qk_rope_head_dim) ** -0.5 * m * m}
 
 
 def _deepseek_points(m):

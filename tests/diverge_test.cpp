@@ -232,7 +232,14 @@ TEST(Diverge, ContractVariantsPass) {
         [](ModelContract& c) { c.attention_kind = AttentionKind::gated, c.qk_norm = true; },
         [](ModelContract& c) { c.mlp = MlpKind::situ_glu; },
         [](ModelContract& c) { c.mlp = MlpKind::geglu; },
-        [](ModelContract& c) { c.mlp = MlpKind::swiglu_clamp, c.swiglu_limit = 0.5; }};  // the clamp active on O(1) values
+        [](ModelContract& c) { c.mlp = MlpKind::swiglu_clamp, c.swiglu_limit = 0.5; },  // the clamp active on O(1) values
+        // RoPE frequency scaling with a trained length short enough for 16
+        // tokens to meet every band; YaRN's attention factor and a softmax scale.
+        [](ModelContract& c) { c.rope_scaling = "llama3", c.rope_factor = 8, c.rope_original_max_pos = 16; },
+        [](ModelContract& c) {
+            c.rope_scaling = "yarn", c.rope_factor = 4, c.rope_original_max_pos = 64, c.rope_truncate = false;
+            c.rope_attention_factor = 1.1386294364929199, c.attention_scale = 0.3;
+        }};
     for (std::size_t v = 0; v < variants.size(); ++v)
         for (Format f : {Format::fp32, Format::bf16}) {
             ModelContract c = small("hybrid", f);
@@ -264,6 +271,13 @@ TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
          [](ModelContract& c) { c.residual = ResidualKind::mhc; }},
         {"dense", "mutant.rms_norm.zc_as_w.bf16", 1, StepKind::norm,
          [](ModelContract& c) { c.placement = Placement::post; }},
+        // Frequency scaling: llama3's blend inverted; YaRN's mscale dropped.
+        {"dense", "mutant.rope.llama3_smooth_inverted.bf16", 2, StepKind::rope,
+         [](ModelContract& c) { c.rope_scaling = "llama3", c.rope_factor = 8, c.rope_original_max_pos = 16; }},
+        {"dense", "mutant.rope.attention_factor_ignored.bf16", 1, StepKind::rope,
+         [](ModelContract& c) {
+             c.rope_scaling = "yarn", c.rope_factor = 4, c.rope_original_max_pos = 64, c.rope_attention_factor = 1.1386294364929199;
+         }},
         // Gated attention: the output gate's sigmoid, rewritten as 1 - sigmoid(-x)
         // in float, cancels on the negative gate logits of that layer only.
         {"dense", "mutant.sigmoid.one_minus.fp32", 2, StepKind::sigmoid,

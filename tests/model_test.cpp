@@ -156,6 +156,17 @@ TEST(ModelContract, ErrorsNameTheField) {
     j["router_score"] = "sigmoid", j["shared_experts"] = -1;
     EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.shared_experts: must be >= 0");
     j = to_json(small());
+    j["rope_scaling"] = "ntk";
+    EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.rope_scaling: must be none, linear, llama3 or yarn");
+    j["rope_scaling"] = "llama3", j["rope_low_freq_factor"] = 4.0;
+    EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.rope_high_freq_factor: must be > rope_low_freq_factor for llama3");
+    j = to_json(small());
+    j["rope_attention_factor"] = 0.0;
+    EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.rope_attention_factor: must be finite and > 0");
+    j = to_json(small());
+    j["attention_scale"] = -0.5;
+    EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.attention_scale"), std::string::npos);
+    j = to_json(small());
     j["window"] = 4, j["window_pattern"] = "LLX";
     EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.window_pattern"), std::string::npos);
 }

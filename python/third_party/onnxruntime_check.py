@@ -97,9 +97,35 @@ def gelu(dtype, approximate):
     return fn
 
 
+def scaled_theta(params, r):
+    """theta'_j of the rope op's frequency scaling (docs/rope.md), in float64 as a caller building the
+    caches would: linear theta/s, llama3's bands and blend, yarn's ramp over the correction range."""
+    b = params["base"] * params["ntk_scale"]
+    theta = b ** (-np.arange(0, r, 2, dtype=np.float64) / r)
+    kind, s = int(params.get("scaling", 0)), params.get("factor", 1.0)
+    if kind == 1:
+        return theta / s
+    if kind == 2:
+        l, h, L0 = params["low_freq_factor"], params["high_freq_factor"], params["original_max_pos"]
+        wavelen = 2 * np.pi / theta
+        sigma = np.clip((L0 / wavelen - l) / (h - l), 0, 1)
+        return (1 - sigma) * theta / s + sigma * theta
+    if kind == 3:
+        L0 = params["original_max_pos"]
+        lo, hi = (r * np.log(L0 / (2 * np.pi * beta)) / (2 * np.log(b)) for beta in (params["beta_fast"], params["beta_slow"]))
+        if params.get("truncate", 1):
+            lo, hi = np.floor(lo), np.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, r - 1)
+        hi = hi + 0.001 if lo == hi else hi
+        ramp = np.clip((np.arange(r // 2) - lo) / (hi - lo), 0, 1)
+        return theta / s * ramp + theta * (1 - ramp)
+    return theta
+
+
 def rope(dtype):
     """com.microsoft RotaryEmbedding on x [H, L, D] as [1, H, L, D]; cos/sin caches from float64 angles
-    (offset + l) theta_j, rounded to the format, one row per token."""
+    (offset + l) theta'_j (the case's frequency scaling) times attention_factor, rounded to the format,
+    one row per token."""
     def fn(inputs, params):
         x = arr(inputs["x"], dtype)
         heads, length, d = x.shape
@@ -107,10 +133,10 @@ def rope(dtype):
         offset = int(params["offset"])
         if r % 2 or r > d:
             raise Unsupported("an odd rotary dimension")
-        theta = (params["base"] * params["ntk_scale"]) ** (-np.arange(0, r, 2, dtype=np.float64) / r)
+        theta, af = scaled_theta(params, r), params.get("attention_factor", 1.0)
         # rows of the caches for this case's positions only (offset may be large); position_ids index them
         angles = (offset + np.arange(length, dtype=np.float64))[:, None] * theta[None, :]
-        cos, sin = np.cos(angles).astype(NP[dtype]), np.sin(angles).astype(NP[dtype])
+        cos, sin = (af * np.cos(angles)).astype(NP[dtype]), (af * np.sin(angles)).astype(NP[dtype])
         interleaved = 1 if params["pairing"] == 0 else 0
         s = session(("rope", dtype, interleaved, r, d, heads), [helper.make_node(
             "RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain="com.microsoft", interleaved=interleaved,

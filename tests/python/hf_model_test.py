@@ -92,6 +92,35 @@ def llama(dtype=torch.bfloat16):
     return randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE), dtype=dtype)
 
 
+# Frequency scaling with short trained lengths, so that 32 tokens of 32-dim
+# heads meet every band: llama3 keeps pair 0, blends 1-2, divides 3-15 by 8;
+# yarn (untruncated, L0 256) ramps pairs 0-6 with attention factor 1.139.
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 32, "rope_theta": 1e4}
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "truncate": False,
+        "rope_theta": 1e4}
+
+
+def llama3(dtype=torch.bfloat16):
+    return randomized(transformers.LlamaConfig(intermediate_size=256, rope_parameters=dict(LLAMA3), **SHAPE), dtype=dtype)
+
+
+def qwen2_yarn(dtype=torch.bfloat16):
+    shape = dict(SHAPE, max_position_embeddings=1024)  # L0 times the factor
+    return randomized(transformers.Qwen2Config(intermediate_size=256, rope_parameters=dict(YARN), **shape), dtype=dtype)
+
+
+def unscaled_rope(model):
+    """A defect: the rotary embedding's frequencies reset to the unscaled
+    ones and its attention factor to 1 (rope scaling silently dropped)."""
+    rotary = cm._base(model).rotary_emb
+    dim = rotary.inv_freq.shape[0] * 2
+    with torch.no_grad():
+        rotary.inv_freq.copy_(1.0 / (1e4 ** (torch.arange(0, dim, 2, dtype=torch.float) / dim)))
+    rotary.attention_scaling = 1.0
+    return model
+
+
 def qwen3(dtype=torch.bfloat16):  # QK-norm, head_dim set apart from the width
     return randomized(transformers.Qwen3Config(intermediate_size=256, head_dim=32, **SHAPE), dtype=dtype)
 
@@ -114,6 +143,17 @@ def qwen3_next(dtype=torch.bfloat16, **extra):
         intermediate_size=256, head_dim=32, moe_intermediate_size=64, shared_expert_intermediate_size=96, num_experts=4,
         num_experts_per_tok=2, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
         linear_value_head_dim=32, linear_conv_kernel_dim=4, full_attention_interval=4, **shape), dtype=dtype)
+
+
+def rope_scaling_checks(conform, tmp):
+    """Llama 3.1's llama3 and Qwen's YaRN frequencies pass in BF16 and FP32;
+    the same models with the scaling dropped fail at their first rotation."""
+    check("llama3", conform, tmp, llama3())
+    check("llama3_f32", conform, tmp, llama3(torch.float32))
+    check("llama3_unscaled", conform, tmp, unscaled_rope(llama3()), (0, "layers.0.q_rope", None))
+    check("qwen2_yarn", conform, tmp, qwen2_yarn())
+    check("qwen2_yarn_f32", conform, tmp, qwen2_yarn(torch.float32))
+    check("qwen2_yarn_unscaled", conform, tmp, unscaled_rope(qwen2_yarn()), (0, "layers.0.q_rope", None))
 
 
 def deepseek_v3(dtype=torch.bfloat16, **extra):
@@ -298,12 +338,9 @@ def check(name, conform, tmp, model, expect=None, conventions=None, wrap=None, l
 
 def refusals():
     """What does not map is refused naming why (docs/diverge.md, "What does not map")."""
-    cases = [(transformers.LlamaConfig(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
-                                       **SHAPE), "rope_type 'linear'"),
+    cases = [(transformers.LlamaConfig(rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4},
+                                       **SHAPE), "rope_type 'dynamic'"),
              (transformers.LlamaConfig(hidden_act="gelu", **SHAPE), "hidden_act 'gelu'")]
-    if hasattr(transformers, "DeepseekV3Config"):  # MLA with a low-rank query, grouped sigmoid routing
-        yarn = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4, "original_max_position_embeddings": 16}
-        cases.append((transformers.DeepseekV3Config(rope_parameters=yarn, **SHAPE), "rope_type 'yarn'"))
     if hasattr(transformers, "DeepseekV2Config"):  # its router ranks groups by their largest softmax score
         cases.append((transformers.DeepseekV2Config(**SHAPE), "model_type 'deepseek_v2' has no point map"))
     if hasattr(transformers, "Gemma2Config"):
@@ -341,6 +378,17 @@ def qwen3_next_checks(conform, tmp):
 def deepseek_checks(conform, tmp):
     check("deepseek_v3", conform, tmp, deepseek_v3())
     check("deepseek_v3_f32", conform, tmp, deepseek_v3(torch.float32))
+    # The released configs' YaRN (factor 40, mscale = mscale_all_dim = 1):
+    # scaled frequencies and mscale^2 in the softmax scale; layer 1's
+    # attention planted with the plain 1/sqrt(d) fails there.
+    yarn = {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 256, "beta_fast": 32,
+            "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0, "rope_theta": 1e4}
+    long = dict(rope_parameters=yarn, max_position_embeddings=256 * 40)
+    check("deepseek_v3_yarn", conform, tmp, deepseek_v3(**long))
+    check("deepseek_v3_yarn_f32", conform, tmp, deepseek_v3(torch.float32, **long))
+    defect = deepseek_v3(**long)
+    cm._base(defect).layers[1].self_attn.scaling = 24 ** -0.5
+    check("deepseek_v3_yarn_no_mscale", conform, tmp, defect, (1, "layers.1.attn", None))
     # Declared with the half-split pairing, the interleaved rope fails at the
     # first rotation, named; layer 1's latent norm planted without its
     # weight fails there.
@@ -385,6 +433,7 @@ def main():
               conventions={"attention_probs": "fp32"})
         check("llama_fp32_logits", args.conform, tmp, llama(), (SHAPE["num_hidden_layers"], "logits", "logits_format=dtype"),
               conventions={"logits_format": "fp32"})
+        rope_scaling_checks(args.conform, tmp)
         check("qwen3", args.conform, tmp, qwen3())
         check("qwen2", args.conform, tmp, qwen2())
         check("qwen2_no_ends", args.conform, tmp, qwen2(), logits=False)
