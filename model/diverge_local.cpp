@@ -341,6 +341,8 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::rope: return {"rope_pairing", "rope_arith"};
         case StepKind::mla: return {"rope_pairing"};
         case StepKind::router: return c.dtype != Format::fp32 ? std::vector<std::string>{"router_arith"} : std::vector<std::string>{};
+        // glu_arith: the experts' SiLU stored in a bf16/fp16 model's format.
+        case StepKind::moe: return c.dtype != Format::fp32 ? std::vector<std::string>{"glu_arith"} : std::vector<std::string>{};
         // Only the logits read lm_head.weight, and logits_format concerns only
         // them (try_conventions skips both on the other matmuls).
         case StepKind::matmul: {

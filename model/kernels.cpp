@@ -162,6 +162,13 @@ Tensor in_format(Tensor t, Format f) { return t.format() == f ? t : converted(t.
 // fp32 when the two formats differ (neither holds the other in general).
 Format wider(Format a, Format b) { return a == b ? a : Format::fp32; }
 
+// A declared arithmetic the built-in kernels do not have (OpCall::unexpressed).
+void refuse_unexpressed(const OpCall& call, const Step& s) {
+    if (!call.unexpressed.empty())
+        throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op + " with " + call.unexpressed.front() +
+                                    " (" + s.point + "); the divergence analysis judges such dumps");
+}
+
 struct Executor {
     const ModelContract& c;
     Conventions conv;
@@ -202,9 +209,7 @@ struct Executor {
         if (s.kind == StepKind::glu && sc.at("glu_arith") == "separate")
             throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op + " with glu_arith=separate (" +
                                         s.point + "); the divergence analysis judges such dumps");
-        if (!own_norm && !call.unexpressed.empty())
-            throw std::invalid_argument("run_kernels: no built-in kernel for " + call.op + " with " + call.unexpressed.front() +
-                                        " (" + s.point + "); the divergence analysis judges such dumps");
+        if (!own_norm) refuse_unexpressed(call, s);
         // A mutant runs in the model's dtype (its inputs rounded to it when
         // the step reads a wider residual).
         const std::string prefer = call.op == "mla" ? c.mla_form : "simd";  // MLA: the contract's form
@@ -228,6 +233,7 @@ struct Executor {
     // u), latent_out from the stored u.
     Tensor moe_step(const Step& s, const TensorLookup& get) const {
         const OpCall call = op_call(c, s, get, conv);
+        refuse_unexpressed(call, s);
         std::vector<Tensor> in;
         std::vector<TensorView> views;
         for (const Tensor& t : call.in) in.push_back(t.numel() == 0 ? copy_tensor(t.view()) : converted(t.view(), c.dtype));

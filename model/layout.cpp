@@ -428,6 +428,13 @@ void moe_call(OpCall& call, const ModelContract& c, const Step& s, const ViewLoo
         return;
     }
     call.params = moe_layer_params(c);
+    // glu_arith = separate in a bf16/fp16 model: each expert's SiLU stored in
+    // the model's format before the product (Hugging Face's act_fn(gate) *
+    // up); the built-in kernels keep it FP32: run_kernels refuses.
+    if (convention(conv, "glu_arith") == "separate" && info(c.dtype).precision < info(Format::fp32).precision) {
+        declare_rounding(call.params, "act", c.dtype);
+        call.unexpressed.push_back("glu_arith=separate");
+    }
     const bool latent = c.mlp == MlpKind::latent_moe;
     std::vector<std::string> tails{".router.weight"};
     if (latent) tails.insert(tails.end(), {".latent.down.weight", ".latent.up.weight"});

@@ -53,6 +53,7 @@ Layer read_layer(const std::string& op, const Params& p, const std::vector<Tenso
     for (std::size_t i = 0; i < given; ++i)
         if (!(optional_input(names[i]) && in[i].numel() == 0)) l.at[order[i]] = static_cast<int>(i);
     l.outputs_at = given;
+    l.act_unit = p.get("declared.act_unit", 0), l.act_eta = p.get("declared.act_eta", 0);
     const TensorView& xv = l.in(in, x);
     require_rank(op, "x", xv, 2);
     l.t = xv.shape[0], l.c = xv.shape[1];

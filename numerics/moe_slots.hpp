@@ -26,6 +26,11 @@ struct Layer {
     std::int64_t t = 0, c = 0, e = 0, f = 0, s = 0, g = 0, k = 0;
     std::int64_t w = 0;  // the routed experts' width: c (moe) or the latent width l
     double eps = 0;
+    // A declared rounding of each expert's activation silu(gate) to a
+    // narrower format before the product (Hugging Face's act_fn(gate) * up
+    // in bf16/fp16; the model's glu_arith = separate): its unit roundoff and
+    // subnormal half-step, 0 when the activation stays FP32.
+    double act_unit = 0, act_eta = 0;
     std::array<int, n_slots> at{};  // position in the list, -1 when absent
     std::size_t outputs_at = 0;     // first staged output
     bool has(Slot s_) const { return at[s_] >= 0; }

@@ -34,7 +34,8 @@ struct Term {
 
 class Budget {
 public:
-    Budget(Format store, Format acc) : store_(store), acc_(acc), u_(unit_roundoff(acc)) {}
+    Budget(Format store, Format acc, double act_unit = 0, double act_eta = 0)
+        : store_(store), acc_(acc), u_(unit_roundoff(acc)), act_unit_(act_unit), act_eta_(act_eta) {}
     bool undefined = false;
 
     // Rounding into the storage format of a value of magnitude at most m.
@@ -66,7 +67,9 @@ public:
         return y;
     }
 
-    // a_f = silu(h_f) h_{F+f}, in the accumulator's format, stored.
+    // a_f = silu(h_f) h_{F+f}, in the accumulator's format, stored.  A
+    // declared activation rounding (act_unit) stores the FP32 SiLU first:
+    // |fl(ŝ) − ŝ| <= act_unit |ŝ| + act_eta, ŝ within silu_err of silu.
     Approx act(const Approx& h) {
         const std::size_t f = h.v.size() / 2;
         Approx a{std::vector<double>(f), std::vector<double>(f)};
@@ -75,8 +78,10 @@ public:
             const double sg = g / (1 + std::exp(-g));
             const double smag = std::fabs(sg) + 2 * kMoeSiluSlope * h.e[i] + 0x1p-1000, wmag = h.mag(f + i);
             a.v[i] = sg * w;
-            const double silu_err = kMoeSiluSlope * h.e[i] + kMoeSiluRel * smag + kMoeSiluAbs;
-            a.e[i] = silu_err * wmag + smag * h.e[f + i] + u_ * (smag * (1 + kMoeSiluRel) + kMoeSiluAbs) * wmag +
+            const double fp32_err = kMoeSiluSlope * h.e[i] + kMoeSiluRel * smag + kMoeSiluAbs;
+            const double silu_err = fp32_err + act_unit_ * (smag + fp32_err) + act_eta_;
+            const double stored = smag * (1 + kMoeSiluRel) + kMoeSiluAbs;  // |ŝ|, the product's first factor
+            a.e[i] = silu_err * wmag + smag * h.e[f + i] + u_ * (stored * (1 + act_unit_) + act_eta_) * wmag +
                      kEta + 4 * kDoubleU * std::fabs(a.v[i]);
             if (smag * wmag >= max_finite(acc_)) undefined = true;
             a.e[i] += st(std::fabs(a.v[i]) + 2 * a.e[i]);
@@ -143,7 +148,7 @@ public:
 
 private:
     Format store_, acc_;
-    double u_;
+    double u_, act_unit_, act_eta_;
 };
 
 Approx exact_row(const TensorView& x, std::int64_t t, std::int64_t c) {
@@ -159,7 +164,7 @@ std::vector<double> token_bound(const Layer& l, const std::vector<TensorView>& i
                                 const double* u_row, Format store, Format acc, BoundStage stage) {
     const std::size_t width = static_cast<std::size_t>(stage == BoundStage::latent_u ? l.w : l.c);
     const std::vector<double> undefined_row(width, kUndefined);
-    Budget b(store, acc);
+    Budget b(store, acc, l.act_unit, l.act_eta);
     const Approx x = exact_row(l.in(in, moe_slots::x), t, l.c);
     std::vector<Approx> ys;
     ys.reserve(static_cast<std::size_t>(l.k + l.s + 1));

@@ -898,6 +898,43 @@ TEST(DivergeEnds, GluArithSeparateWidensOnlyTheGluStep) {
     EXPECT_THROW(validate(geglu), std::invalid_argument);
 }
 
+// glu_arith = separate in a bf16/fp16 MoE stack: each expert's SiLU stored
+// in the model's format before the product (Hugging Face's experts) widens
+// only the moe step, everywhere (half an ulp of the activation carried by
+// the up value); in fp32 it changes nothing (the activation stays FP32).
+// The executor refuses it in bf16 (the built-in experts keep it FP32).
+TEST(DivergeMoe, GluArithSeparateStoresTheExpertsActivation) {
+    for (Format f : {Format::fp32, Format::bf16}) {
+        const ModelContract c = moe_model(MlpKind::moe, f);
+        Conventions conv = c.conventions;
+        conv["glu_arith"] = "separate";
+        bool widened = false;
+        for (const BudgetPair& p : budgets_under(c, conv)) {
+            if (p.s.kind != StepKind::moe || f == Format::fp32) {
+                EXPECT_EQ(p.a, p.b) << name(f) << " " << p.s.point;
+                continue;
+            }
+            for (std::size_t i = 0; i < p.a.size(); ++i) ASSERT_GE(p.b[i], p.a[i]) << p.s.point << " element " << i;
+            EXPECT_GT(total(p.b), 1.05 * total(p.a)) << p.s.point;
+            widened = true;
+        }
+        EXPECT_EQ(widened, f == Format::bf16);
+        CandidateOptions opt;
+        opt.conventions["glu_arith"] = "separate";
+        const Synthetic m = synthetic_model(c, 5);
+        if (f == Format::fp32) {
+            EXPECT_NO_THROW(run_kernels(c, m.weights, m.input, opt));
+            continue;
+        }
+        try {
+            run_kernels(c, m.weights, m.input, opt);
+            ADD_FAILURE() << "run_kernels ran glu_arith=separate experts in bf16";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find("glu_arith=separate"), std::string::npos) << e.what();
+        }
+    }
+}
+
 // A router mutant (weights renormalized over every expert) substituted at
 // one layer fails locally at that layer's router point, first.
 TEST(DivergeMoe, RouterMutantFailsAtItsRouterPoint) {
