@@ -52,7 +52,7 @@ const std::map<std::string, std::vector<std::string>>& convention_values() {
         {"rolling_order", {"positions", "slots"}},
         // Arithmetic a narrow-format model may do in its own format
         // (Hugging Face's PyTorch code in bf16/fp16; docs/model.md):
-        {"rope_arith", {"fp32", "dtype"}}, {"attention_probs", {"fp32", "dtype"}}, {"router_arith", {"fp32", "dtype"}},
+        {"rope_arith", {"fp32", "dtype", "fp32_angles"}}, {"attention_probs", {"fp32", "dtype"}}, {"router_arith", {"fp32", "dtype"}},
         // The logits rounded to the model's format (an lm_head in it), and
         // SwiGLU as act(gate) stored, then the product rounded (docs/model.md).
         {"logits_format", {"fp32", "dtype"}}, {"glu_arith", {"fused", "separate"}}, {"act_arith", {"ulp", "quotient"}},
@@ -167,6 +167,8 @@ void validate_moe(const ModelContract& c) {
     if (c.router_groups < 1 || c.experts % c.router_groups != 0 || (c.router_groups > 1 && c.experts / c.router_groups < 2))
         fail("router_groups", "must divide experts = " + std::to_string(c.experts) + " into groups of at least 2 experts (is " +
                                   std::to_string(c.router_groups) + ")");
+    if (c.router_group_top != 1 && c.router_group_top != 2)
+        fail("router_group_top", "must be 1 (a group's largest score) or 2 (the sum of its two largest)");
     if (c.router_topk_groups < 0 || c.router_topk_groups > c.router_groups)
         fail("router_topk_groups", "must be in [0, router_groups] (0: all groups)");
     const std::int64_t kept = (c.router_topk_groups ? c.router_topk_groups : c.router_groups) * (c.experts / c.router_groups);
@@ -463,6 +465,7 @@ const std::map<std::string, Field>& fields() {
         {"selection_bias", bool_field(&ModelContract::selection_bias)},
         {"router_groups", int_field(&ModelContract::router_groups)},
         {"router_topk_groups", int_field(&ModelContract::router_topk_groups)},
+        {"router_group_top", int_field(&ModelContract::router_group_top)},
         {"routed_scaling", num_field(&ModelContract::routed_scaling)},
         {"latent_dim", int_field(&ModelContract::latent_dim)},
         {"normalized", bool_field(&ModelContract::normalized)},

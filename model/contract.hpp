@@ -189,6 +189,7 @@ struct ModelContract {
     // DeepSeek-V3's group-limited routing and routed scaling (moe_router's
     // groups, topk_groups (0: all), scaling; docs/moe.md).
     std::int64_t router_groups = 1, router_topk_groups = 0;
+    std::int64_t router_group_top = 2;  // a group's score: its 2 largest summed (V3) or its largest (1, V2)
     double routed_scaling = 1;
     std::int64_t latent_dim = 32; // latent_moe: the routed experts' width L
     bool normalized = true;       // latent_moe: RMSNorm(u) before latent_up (eps: the contract's)

@@ -527,10 +527,11 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
             Tensor held;  // the rope parts of MLA's q and kv_a: input 0's columns
             call.in.push_back(heads_major(step_columns(get(s.inputs[0]), s, held), s.heads));
             call.out_heads = s.heads;
-            // rope_arith = dtype: only the budget differs (step_bound_structured.cpp),
-            // in fp32 too (FP32 angles, where the default's are double); no
-            // built-in kernel rotates that way: run_kernels refuses.
-            if (convention(conv, "rope_arith") == "dtype") call.unexpressed.push_back("rope_arith=dtype");
+            // rope_arith = dtype or fp32_angles: only the budget differs
+            // (step_bound_structured.cpp), in fp32 too (FP32 angles, where the
+            // default's are double); no built-in kernel rotates that way:
+            // run_kernels refuses.
+            if (convention(conv, "rope_arith") != "fp32") call.unexpressed.push_back("rope_arith=" + convention(conv, "rope_arith"));
             break;
         }
         case StepKind::attention: attention_call(call, c, s, get, conv); break;

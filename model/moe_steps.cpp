@@ -24,6 +24,7 @@ Params router_params(const ModelContract& c) {
                    {"capacity", 0},
                    {"groups", static_cast<double>(c.router_groups)},
                    {"topk_groups", static_cast<double>(c.router_topk_groups)},
+                   {"group_top", static_cast<double>(c.router_group_top)},
                    {"scaling", c.routed_scaling}});
 }
 

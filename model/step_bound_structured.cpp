@@ -70,11 +70,14 @@ Tensor converted_exactly(const TensorView& t, Format f) {
 // the model's format f: y = x cos + rotate_half(x) sin with cos, sin computed
 // in FP32 (FP32 inverse frequencies and angles, FP32 cos/sin) and rounded to
 // f, each product and the sum rounded to f (in fp32 the default differs by
-// its double angles only).  oracle/rope.hpp's table and pair
+// its double angles only).  rope_arith = fp32_angles (DeepSeek-V2's complex
+// product): the same FP32 angles and cos/sin, kept in FP32 (`table`), the
+// rotation in FP32, one rounding into f.  oracle/rope.hpp's table and pair
 // bounds with that model: the table error (the FP32 angle's, the FP32
-// cos/sin's, half an ulp of f) and gamma_2(u_f) of the rotation, whose last
-// rounding is the output's.  Pass-through dims must be copied (bound 0).
-std::vector<double> rope_dtype_bound(const OpCall& call, const std::vector<double>& y, Format f) {
+// cos/sin's, half an ulp of the table's format) and gamma_2 of the
+// rotation's arithmetic, then half an ulp of f where it is narrower.
+// Pass-through dims must be copied (bound 0).
+std::vector<double> rope_dtype_bound(const OpCall& call, const std::vector<double>& y, Format f, Format table) {
     const TensorView x = call.in.at(0).view();
     const std::int64_t H = x.shape[0], L = x.shape[1], D = x.shape[2];
     const oracle::RopeConfig cfg = oracle::rope_config("rope", call.params, D);
@@ -83,7 +86,8 @@ std::vector<double> rope_dtype_bound(const OpCall& call, const std::vector<doubl
     oracle::RopeTableModel model;
     model.angle_unit = unit_roundoff(Format::fp32);
     model.trig_abs_error = 2 * unit_roundoff(Format::fp32);
-    model.table = model.arith = model.out = f;
+    model.table = model.arith = table;
+    model.out = f;
     std::vector<double> bound(static_cast<std::size_t>(x.numel()), 0.0);
     for (std::int64_t l = 0; l < L; ++l) {
         const double m = call.params.get("offset", 0) + static_cast<double>(l);
@@ -133,7 +137,9 @@ StepBound structured_step_bound(const ModelContract& c, const Step& s, const Loo
     // result the executor converts (gdn/kda have no fp16 kernel).
     const auto& u = call.unexpressed;
     if (call.op == "rope" && std::find(u.begin(), u.end(), "rope_arith=dtype") != u.end())
-        budget = rope_dtype_bound(call, exact[0], c.dtype);  // its last rounding is the output's
+        budget = rope_dtype_bound(call, exact[0], c.dtype, c.dtype);  // its last rounding is the output's
+    else if (call.op == "rope" && std::find(u.begin(), u.end(), "rope_arith=fp32_angles") != u.end())
+        budget = rope_dtype_bound(call, exact[0], c.dtype, Format::fp32);  // FP32 tables and rotation, then the output
     else if (info(out).precision < info(Format::fp32).precision)
         for (std::size_t i = 0; i < budget.size(); ++i) budget[i] += 0.5 * ulp_at(out, std::fabs(exact[0][i]) + budget[i]);
     return {to_point(call, ref, std::move(budget)), to_point(call, ref, std::move(orc))};

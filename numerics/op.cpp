@@ -136,8 +136,9 @@ std::vector<ParamSpec> router_params() {
             {"capacity", 0, "c > 0: each expert takes at most floor(c T k / E) assignments, in token order "
                             "(then slot order); the rest are dropped (kept 0, weight 0); 0: no limit"},
             {"groups", 1, "group-limited selection (DeepSeek-V3's n_group): the experts in this many groups of E / groups "
-                          "consecutive ids (at least 2 each when > 1); a group's score is the sum of its two largest "
-                          "p_i + b_i; 1: no groups"},
+                          "consecutive ids (at least group_top each when > 1); a group's score is the sum of its "
+                          "group_top largest p_i + b_i; 1: no groups"},
+            {"group_top", 2, "scores summed per group: 2 (DeepSeek-V3's top-2 sum) or 1 (DeepSeek-V2's largest score)"},
             {"topk_groups", 0, "groups kept per token (DeepSeek-V3's topk_group): only the experts of the topk_groups "
                                "groups of largest score may be chosen (ties: the lower group); 0: all groups"},
             {"scaling", 1, "routed scaling factor (> 0): every weight times it, after renormalization"}};
@@ -578,7 +579,7 @@ std::vector<OpSpec> make_specs() {
                   "x [T, C], w [C, E], optional selection_bias b [E]: logits l = x w (exact), p = softmax(l) or "
                   "sigmoid(l); each token chooses the k experts of largest p_i + b_i (ties: the lower index), in "
                   "decreasing order, among the experts of its topk_groups best groups (group score: the sum of the "
-                  "group's two largest p_i + b_i) when groups > 1: indices [T, k]; weights scaling * p_i "
+                  "group's group_top largest p_i + b_i) when groups > 1: indices [T, k]; weights scaling * p_i "
                   "(renormalized over the k chosen, or not): the bias never enters a weight; kept [T, k] 1 or 0 (capacity); loss [1] = E sum_i f_i P_i with f_i the "
                   "share of tokens choosing expert i and P_i the mean over tokens of p_i (sigmoid: p_i / sum_j p_j). "
                   "A token with a non-finite logit has NaN indices, weights and kept, and makes the loss NaN.  "

@@ -36,16 +36,24 @@ std::vector<std::int64_t> ranked(const std::vector<V>& score) {
     return order;
 }
 
-// Which groups are kept: ranked by the sum of their two largest scores
+// The sum of the `top` largest of v (v reordered).
+template <class V>
+V top_sum(std::vector<V>& v, std::int64_t top) {
+    std::partial_sort(v.begin(), v.begin() + top, v.end(), [](const V& a, const V& b) { return a > b; });
+    V sum = v[0];
+    for (std::int64_t i = 1; i < top; ++i) sum += v[static_cast<std::size_t>(i)];
+    return sum;
+}
+
+// Which groups are kept: ranked by the sum of their `top` largest scores
 // (ties to the lower group), the first m.
 template <class V>
-std::vector<char> kept_groups(const std::vector<V>& score, std::int64_t groups, std::int64_t m) {
+std::vector<char> kept_groups(const std::vector<V>& score, std::int64_t groups, std::int64_t m, std::int64_t top) {
     const std::size_t n = score.size() / static_cast<std::size_t>(groups);
     std::vector<V> gs(static_cast<std::size_t>(groups));
     for (std::size_t g = 0; g < gs.size(); ++g) {
         std::vector<V> v(score.begin() + static_cast<std::ptrdiff_t>(g * n), score.begin() + static_cast<std::ptrdiff_t>((g + 1) * n));
-        std::partial_sort(v.begin(), v.begin() + 2, v.end(), [](const V& a, const V& b) { return a > b; });
-        gs[g] = v[0] + v[1];
+        gs[g] = top_sum(v, top);
     }
     const std::vector<std::int64_t> order = ranked(gs);
     std::vector<char> kept(gs.size(), 0);
@@ -56,10 +64,10 @@ std::vector<char> kept_groups(const std::vector<V>& score, std::int64_t groups, 
 // Experts by decreasing score, ties to the lower index, those of the kept
 // groups first (group-limited selection): the first k are the choice.
 template <class V>
-std::vector<std::int64_t> masked_ranking(const std::vector<V>& score, std::int64_t groups, std::int64_t m) {
+std::vector<std::int64_t> masked_ranking(const std::vector<V>& score, std::int64_t groups, std::int64_t m, std::int64_t top) {
     std::vector<std::int64_t> order = ranked(score);
     if (groups > 1 && m < groups) {
-        const std::vector<char> kept = kept_groups(score, groups, m);
+        const std::vector<char> kept = kept_groups(score, groups, m, top);
         const std::size_t n = score.size() / static_cast<std::size_t>(groups);
         std::stable_partition(order.begin(), order.end(), [&](std::int64_t e) { return kept[static_cast<std::size_t>(e) / n] != 0; });
     }
@@ -82,24 +90,27 @@ std::vector<Real> probabilities(const std::vector<Real>& l, bool sigmoid) {
 
 }  // namespace
 
-// top2(c + e) <= top2(c) + top2(|e|): a group score moves by at most its two
-// largest deltas; the FP32 addition rounds once (u), the double one here
-// (2^-52 of |c_a| + |c_b|: a negative bias can make their sum far smaller).
+// topn(c + e) <= topn(c) + topn(|e|) for the sum of the n largest: a group
+// score moves by at most its n largest deltas; with n = 2 the FP32
+// addition rounds once (u), the double one here (2^-52 of |c_a| + |c_b|: a
+// negative bias can make their sum far smaller); the maximum (n = 1) is
+// exact.
 void group_scores(const TokenBudget& b, std::vector<double>& g, std::vector<double>& dg) {
     const std::size_t n = b.score.size() / static_cast<std::size_t>(b.groups);
     g.assign(static_cast<std::size_t>(b.groups), 0), dg.assign(static_cast<std::size_t>(b.groups), 0);
     for (std::size_t h = 0; h < g.size(); ++h) {
         std::vector<double> s(b.score.begin() + static_cast<std::ptrdiff_t>(h * n), b.score.begin() + static_cast<std::ptrdiff_t>((h + 1) * n));
         std::vector<double> d(b.delta.begin() + static_cast<std::ptrdiff_t>(h * n), b.delta.begin() + static_cast<std::ptrdiff_t>((h + 1) * n));
-        std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<double>());
-        std::partial_sort(d.begin(), d.begin() + 2, d.end(), std::greater<double>());
-        g[h] = s[0] + s[1];
-        const double D = d[0] + d[1];
-        dg[h] = D + kU * (std::fabs(g[h]) + D) + 0x1p-52 * (std::fabs(s[0]) + std::fabs(s[1]));
+        g[h] = top_sum(s, b.group_top);
+        const double D = top_sum(d, b.group_top);
+        dg[h] = D;
+        if (b.group_top > 1) dg[h] += kU * (std::fabs(g[h]) + D) + 0x1p-52 * (std::fabs(s[0]) + std::fabs(s[1]));
     }
 }
 
-std::vector<std::int64_t> router_order(const TokenBudget& b) { return masked_ranking(b.score, b.groups, b.topk_groups); }
+std::vector<std::int64_t> router_order(const TokenBudget& b) {
+    return masked_ranking(b.score, b.groups, b.topk_groups, b.group_top);
+}
 
 // More than one selection (or order) within the budget: a chosen score and
 // the next one overlap in their budgets, or (group-limited) a kept group's
@@ -117,7 +128,7 @@ bool ambiguous(const TokenBudget& b, const std::vector<std::int64_t>& all, std::
             else high_dropped = std::max(high_dropped, g[h] + dg[h]);
         }
         if (low_kept <= high_dropped) return true;
-        const std::vector<char> kept = kept_groups(b.score, b.groups, b.topk_groups);
+        const std::vector<char> kept = kept_groups(b.score, b.groups, b.topk_groups, b.group_top);
         const std::size_t n = b.score.size() / static_cast<std::size_t>(b.groups);
         order.erase(std::remove_if(order.begin(), order.end(), [&](std::int64_t e) { return !kept[static_cast<std::size_t>(e) / n]; }),
                     order.end());
@@ -157,9 +168,14 @@ RouterSetup router_setup(const Params& p, const std::vector<TensorView>& in) {
     if (s.groups < 1 || s.experts % s.groups != 0)
         throw std::invalid_argument(op + ": parameter groups = " + std::to_string(s.groups) + " must divide E = " +
                                     std::to_string(s.experts));
-    if (s.groups > 1 && s.experts / s.groups < 2)
-        throw std::invalid_argument(op + ": parameter groups = " + std::to_string(s.groups) +
-                                    " leaves fewer than two experts per group (a group's score sums its two largest)");
+    s.group_top = static_cast<std::int64_t>(p.get("group_top", 2));
+    if (s.group_top != 1 && s.group_top != 2)
+        throw std::invalid_argument(op + ": parameter group_top = " + std::to_string(s.group_top) +
+                                    " must be 1 (a group's largest score) or 2 (the sum of its two largest)");
+    if (s.groups > 1 && s.experts / s.groups < s.group_top)
+        throw std::invalid_argument(op + ": parameter groups = " + std::to_string(s.groups) + " leaves fewer than " +
+                                    std::to_string(s.group_top) + " experts per group (a group's score sums its " +
+                                    std::to_string(s.group_top) + " largest)");
     const auto tg = static_cast<std::int64_t>(p.get("topk_groups", 0));
     if (tg < 0 || tg > s.groups)
         throw std::invalid_argument(op + ": parameter topk_groups = " + std::to_string(tg) + " outside [0, groups = " +
@@ -192,7 +208,7 @@ RouterSetup router_setup(const Params& p, const std::vector<TensorView>& in) {
 // 4 eta).  The score p + b rounds once more.
 TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorView>& in, std::int64_t t) {
     TokenBudget b;
-    b.groups = s.groups, b.topk_groups = s.topk_groups;
+    b.groups = s.groups, b.topk_groups = s.topk_groups, b.group_top = s.group_top;
     const std::size_t e_count = static_cast<std::size_t>(s.experts);
     std::vector<double> l(e_count, 0), eps(e_count, 0);
     for (std::size_t e = 0; e < e_count; ++e) {
@@ -335,7 +351,7 @@ OpOutputs eval_moe_router(const Params& params, const std::vector<TensorView>& i
         const std::vector<Real> p = probabilities(l, s.sigmoid);
         std::vector<Real> score(ek);
         for (std::size_t e = 0; e < ek; ++e) score[e] = p[e] + from_double(bias_at(s, in, static_cast<std::int64_t>(e)));
-        const std::vector<std::int64_t> order = masked_ranking(score, s.groups, s.topk_groups);
+        const std::vector<std::int64_t> order = masked_ranking(score, s.groups, s.topk_groups, s.group_top);
         list.assign(order.begin(), order.begin() + K);
         // The candidate's selection where the budget allows it.  On a token
         // the budget leaves undefined (not judged) any valid selection is

@@ -22,10 +22,11 @@ struct RouterSetup {
     bool sigmoid = false, renormalize = true, has_bias = false, staged = false;
     double capacity = 0;
     // Group-limited selection (DeepSeek-V3): the experts in `groups` groups of
-    // E / groups consecutive ids; a group's score is the sum of its two
-    // largest p + b; only the `topk_groups` best groups may be chosen
-    // (param topk_groups 0: all, resolved here).  groups = 1: no limit.
-    std::int64_t groups = 1, topk_groups = 1;
+    // E / groups consecutive ids; a group's score is the sum of its
+    // `group_top` largest p + b (2: DeepSeek-V3's top-2 sum; 1: DeepSeek-V2's
+    // maximum); only the `topk_groups` best groups may be chosen (param
+    // topk_groups 0: all, resolved here).  groups = 1: no limit.
+    std::int64_t groups = 1, topk_groups = 1, group_top = 2;
     double scaling = 1;  // routed scaling factor: every weight times it, after renormalization
 
     std::size_t outputs_at = 0;  // index of the candidate's first output in `in` (staged)
@@ -47,14 +48,15 @@ struct TokenBudget {
     double abs_p = 0;
     bool finite = true;            // every exact logit finite
     bool undefined = false;        // an FP32 logit may overflow, or a sigmoid leave the normal range
-    std::int64_t groups = 1, topk_groups = 1;  // the setup's group-limited selection
+    std::int64_t groups = 1, topk_groups = 1, group_top = 2;  // the setup's group-limited selection
     bool limited() const { return groups > 1 && topk_groups < groups; }
 };
 TokenBudget router_token_budget(const RouterSetup& s, const std::vector<TensorView>& in, std::int64_t t);
 
-// Group scores (the sum of each group's two largest scores) and their
-// budget: |computed - exact| <= the sum of the group's two largest delta,
-// plus the FP32 addition's rounding (and double's), docs/moe.md "Error budget".
+// Group scores (the sum of each group's group_top largest scores) and their
+// budget: |computed - exact| <= the sum of the group's group_top largest
+// delta, plus the FP32 additions' rounding (and double's), docs/moe.md
+// "Error budget".
 void group_scores(const TokenBudget& b, std::vector<double>& g, std::vector<double>& dg);
 
 // The experts in decreasing score, ties to the lower index, those of the

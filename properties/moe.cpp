@@ -37,13 +37,16 @@ Tensor selection_bias(std::int64_t experts, std::mt19937_64& rng) {
 }
 
 // Group-limited selection for E experts and k chosen (params groups,
-// topk_groups): 0 none; 1 min(8, E / 4) groups of 4 or more (E >= 8: the
-// top-2 sum differs from the sum of all and from the largest), about half
-// of them kept; 2 pairs (E >= 4), ceil(k / 2) kept.  Every choice keeps
-// fewer groups than there are unless k needs them all.
+// topk_groups, group_top): 0 none; 1 min(8, E / 4) groups of 4 or more (E >=
+// 8: the top-2 sum differs from the sum of all and from the largest), about
+// half of them kept; 2 pairs (E >= 4), ceil(k / 2) kept; 3 as 1, the groups
+// ranked by their largest score (group_top 1, DeepSeek-V2).  Every choice
+// keeps fewer groups than there are unless k needs them all.
 void set_grouping(Params& p, std::int64_t e, std::int64_t k, int grouping) {
     std::int64_t groups = 1, kept = 0;
-    if (grouping == 1 && e >= 8) groups = std::min<std::int64_t>(8, e / 4), kept = std::max<std::int64_t>(groups / 2, (k + e / groups - 1) / (e / groups));
+    if (grouping == 3) p.set("group_top", 1);
+    if ((grouping == 1 || grouping == 3) && e >= 8)
+        groups = std::min<std::int64_t>(8, e / 4), kept = std::max<std::int64_t>(groups / 2, (k + e / groups - 1) / (e / groups));
     if (grouping == 2 && e >= 4) groups = e / 2, kept = (k + 1) / 2;
     p.set("groups", static_cast<double>(groups));
     p.set("topk_groups", static_cast<double>(kept));
@@ -76,7 +79,7 @@ rc::Gen<CaseSpec> gen_moe_router_spec(Format fmt, GenOptions opt) {
         rc::gen::inRange(0, 2), rc::gen::element(0.0, 0.0, 0.5, 1.0, 1.25), rc::gen::inRange(0, 2), rc::gen::element(0, 0, 1, 2),
         rc::gen::elementOf(moe_families()), rc::gen::elementOf(moe_families()), rc::gen::inRange(-3, 2),
         rc::gen::arbitrary<std::uint64_t>(), opt.specials ? rc::gen::inRange(1, 3) : rc::gen::just(0),
-        rc::gen::pair(rc::gen::element(0, 0, 1, 2), rc::gen::element(1.0, 1.0, 2.5, 0.7)));
+        rc::gen::pair(rc::gen::element(0, 0, 1, 2, 3), rc::gen::element(1.0, 1.0, 2.5, 0.7)));
 }
 
 Case build_moe_router_case(const CaseSpec& spec) {

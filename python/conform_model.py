@@ -213,7 +213,7 @@ class ForwardRecorder:
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 MOE_TYPES = ("mixtral", "qwen3_moe")
 HYBRID_TYPES = ("qwen3_next",)
-MLA_TYPES = ("deepseek_v3",)  # DeepSeek-V2's router (softmax, group max) is another one
+MLA_TYPES = ("deepseek_v3", "deepseek_v2")
 _TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
 
 
@@ -406,8 +406,10 @@ class _HfTaps:
                 self._handles.append(layer.self_attn.register_forward_pre_hook(self._enter(l)))
             if not hasattr(layer.mlp, "gate_proj"):
                 self._handles.append(layer.mlp.gate.register_forward_hook(self._router("layers.%d.router" % l)))
-        self._inner = self.module.apply_rotary_pos_emb
-        self.module.apply_rotary_pos_emb = self._rotary
+        # DeepSeek-V2's rotary function is apply_rotary_emb(xq, xk, freqs_cis)
+        self._rotary_name = "apply_rotary_pos_emb" if hasattr(self.module, "apply_rotary_pos_emb") else "apply_rotary_emb"
+        self._inner = getattr(self.module, self._rotary_name)
+        setattr(self.module, self._rotary_name, self._rotary)
 
     def _hook(self, module, when, fn):
         """A hook that only records: whatever fn returns, the module's output stands."""
@@ -446,7 +448,7 @@ class _HfTaps:
         return ids, weights
 
     def remove(self):
-        self.module.apply_rotary_pos_emb = self._inner
+        setattr(self.module, self._rotary_name, self._inner)
         while self._handles:
             self._handles.pop().remove()
 
@@ -795,11 +797,15 @@ def _deepseek_contract(config, tokens, dtype):
     if config.rms_norm_eps != 1e-6:  # q_a_layernorm and kv_a_layernorm are built with eps 1e-6
         raise ValueError("rms_norm_eps %g does not map: the latent norms use 1e-6, the contract one eps"
                          % config.rms_norm_eps)
-    if getattr(config, "topk_method", "noaux_tc") not in ("noaux_tc", None):
-        raise ValueError("topk_method %r does not map (DeepSeek-V3's noaux_tc)" % config.topk_method)
+    v2 = config.model_type == "deepseek_v2"
+    method = getattr(config, "topk_method", None)
+    if method not in ((None, "greedy", "group_limited_greedy") if v2 else ("noaux_tc", None)):
+        raise ValueError("topk_method %r does not map (DeepSeek-V3's noaux_tc; DeepSeek-V2's greedy, group_limited_greedy)"
+                         % method)
     H, L = config.num_attention_heads, config.num_hidden_layers
     dense = min(getattr(config, "first_k_dense_replace", 0) or 0, L)
-    return {
+    grouped = method == "group_limited_greedy" or (not v2 and (config.n_group or 1) > 1)
+    c = {
         "layers": L, "pattern": "dense", "attention_kind": "mla", "width": config.hidden_size,
         "heads": H, "kv_heads": H, "head_dim": config.qk_rope_head_dim, "tokens": int(tokens),
         "mla_latent": config.kv_lora_rank, "mla_nope_dim": config.qk_nope_head_dim,
@@ -812,7 +818,7 @@ def _deepseek_contract(config, tokens, dtype):
         "shared_experts": 1, "shared_dense": True,
         "shared_ffn": config.moe_intermediate_size * config.n_shared_experts,
         "router_score": "sigmoid", "selection_bias": True, "renormalize": bool(config.norm_topk_prob),
-        "router_groups": config.n_group or 1, "router_topk_groups": config.topk_group or 0,
+        "router_groups": (config.n_group or 1) if grouped else 1, "router_topk_groups": (config.topk_group or 0) if grouped else 0,
         "routed_scaling": float(config.routed_scaling_factor),
         "dtype": dtype, "residual_format": dtype,
         # DeepseekV3RMSNorm casts x / rms to the dtype before its weight; the
@@ -822,6 +828,15 @@ def _deepseek_contract(config, tokens, dtype):
                         "norm_cast": "before_weight", "gate_order": "gate_up", "rope_arith": "dtype",
                         "attention_probs": "dtype", "router_arith": "fp32", "glu_arith": "separate"},
     }
+    if v2:
+        # DeepseekV2TopkRouter: FP32 softmax scores, no bias, no
+        # renormalization (the weights times routed_scaling_factor), groups
+        # ranked by their largest score; apply_rotary_emb: the pairs (2j,
+        # 2j+1) as complex numbers times FP32 polar(1, m theta), one rounding
+        # back to the dtype.
+        c.update({"router_score": "softmax", "selection_bias": False, "renormalize": False, "router_group_top": 1})
+        c["conventions"].update({"rope_pairing": "interleaved", "rope_arith": "fp32_angles"})
+    return c
 
 
 def _mla_scale(config):
@@ -878,7 +893,8 @@ def _deepseek_weights(m):
         w[p + pre + "down.weight"] = mlp.down_proj.weight
         if pre:
             w[p + "router.weight"] = f.gate.weight.t()                # [C, E], FP32
-            w[p + "router.bias"] = f.gate.e_score_correction_bias     # [E], FP32: chooses, never weighs
+            if hasattr(f.gate, "e_score_correction_bias"):  # V3's; V2's router has none
+                w[p + "router.bias"] = f.gate.e_score_correction_bias  # [E], FP32: chooses, never weighs
             w[p + "experts.gate_up.weight"] = f.experts.gate_up_proj.transpose(1, 2)
             w[p + "experts.down.weight"] = f.experts.down_proj.transpose(1, 2)
     return w
@@ -904,11 +920,13 @@ class _DeepseekTaps(_HfTaps):
     @staticmethod
     def _ordered(module, logits, ids, weights):
         """DeepSeek's router returns its top k unsorted (topk(sorted=False)):
-        each token's experts by decreasing choice score sigmoid(logit) + bias
-        (conform's router point order), ties to the lower index, the weights
-        with them."""
+        each token's experts by decreasing choice score (V3: sigmoid(logit) +
+        bias; V2: the softmax score), conform's router point order, ties to
+        the lower index, the weights with them."""
         import torch
-        choice = (logits.sigmoid() + module.e_score_correction_bias).gather(1, ids)
+        bias = getattr(module, "e_score_correction_bias", None)
+        score = logits.softmax(dim=-1, dtype=torch.float32) if bias is None else logits.sigmoid() + bias
+        choice = score.gather(1, ids)
         # decreasing score, then increasing id: sort by id first, then a stable sort by score
         by_id = torch.sort(ids, dim=-1).indices
         ids, weights, choice = ids.gather(1, by_id), weights.gather(1, by_id), choice.gather(1, by_id)

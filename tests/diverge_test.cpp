@@ -898,6 +898,40 @@ TEST(DivergeEnds, GluArithSeparateWidensOnlyTheGluStep) {
     EXPECT_THROW(validate(geglu), std::invalid_argument);
 }
 
+// rope_arith = fp32_angles (DeepSeek-V2's FP32 complex product: FP32
+// angles, cos, sin and rotation, one rounding) changes only the rope steps:
+// in bf16 between the default (double angles) and dtype (bf16 tables and
+// products) at every element; in fp32 it is dtype's arithmetic exactly.
+// The executor refuses it.
+TEST(DivergeMoe, RopeArithFp32AnglesSitsBetweenTheDefaultAndDtype) {
+    for (Format f : {Format::bf16, Format::fp32}) {
+        const ModelContract c = moe_model(MlpKind::moe, f);
+        Conventions angles = c.conventions, dtype = c.conventions;
+        angles["rope_arith"] = "fp32_angles", dtype["rope_arith"] = "dtype";
+        const std::vector<BudgetPair> a = budgets_under(c, angles), d = budgets_under(c, dtype);
+        ASSERT_EQ(a.size(), d.size());
+        for (std::size_t k = 0; k < a.size(); ++k) {
+            if (a[k].s.kind != StepKind::rope) {
+                EXPECT_EQ(a[k].a, a[k].b) << name(f) << " " << a[k].s.point;
+                continue;
+            }
+            if (f == Format::fp32) {
+                EXPECT_EQ(a[k].b, d[k].b) << a[k].s.point;
+                continue;
+            }
+            for (std::size_t i = 0; i < a[k].a.size(); ++i) {
+                ASSERT_GE(a[k].b[i], a[k].a[i]) << a[k].s.point << " element " << i;
+                ASSERT_LE(a[k].b[i], d[k].b[i]) << a[k].s.point << " element " << i;
+            }
+            EXPECT_LT(total(a[k].b), 0.8 * total(d[k].b)) << a[k].s.point;
+        }
+        CandidateOptions opt;
+        opt.conventions["rope_arith"] = "fp32_angles";
+        const Synthetic m = synthetic_model(c, 5);
+        EXPECT_THROW(run_kernels(c, m.weights, m.input, opt), std::invalid_argument);
+    }
+}
+
 // glu_arith = separate in a bf16/fp16 MoE stack: each expert's SiLU stored
 // in the model's format before the product (Hugging Face's experts) widens
 // only the moe step, everywhere (half an ulp of the activation carried by

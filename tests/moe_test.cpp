@@ -119,6 +119,30 @@ TEST(MoeOracle, GroupLimitedSelectionAndScaling) {
     }
 }
 
+// DeepSeek-V2's group_limited_greedy (group_top 1): the same router ranks
+// its groups by their largest score, so group 0 (sigma(3)) beats group 1
+// (2 sigma(2) summed, sigma(2) alone); k = 2 within group 0, expert 0 then
+// 1.  The maximum is exact, so the top-2 choice is out of budget; group_top
+// 2 needs groups of two, 3 is no rule.
+TEST(MoeOracle, GroupTopOneRanksGroupsByTheirLargestScore) {
+    const Tensor x = matrix(1, 1, {1}), w = matrix(1, 8, {3, -3, 2, 2, -1, -1, 0, -5});
+    const std::vector<TensorView> in{x.view(), w.view()};
+    const Params p({{"k", 2}, {"score", 1}, {"groups", 4}, {"topk_groups", 1}, {"group_top", 1}});
+    const auto r = route(p, in);
+    EXPECT_EQ(r.rounded[0].value(0), 0);
+    EXPECT_EQ(r.rounded[0].value(1), 1);
+    const auto b = oracle::router_token_budget(oracle::router_setup(p, in), in, 0);
+    EXPECT_TRUE(oracle::router_admissible(b, {0, 1}));
+    EXPECT_FALSE(oracle::router_admissible(b, {2, 3}));  // the top-2 sum's group
+    Params q = p;
+    q.set("group_top", 3);
+    EXPECT_THROW(route(q, in), std::invalid_argument);
+    q.set("group_top", 2), q.set("groups", 8), q.set("k", 1);  // groups of one expert
+    EXPECT_THROW(route(q, in), std::invalid_argument);
+    q.set("group_top", 1);
+    EXPECT_NO_THROW(route(q, in));
+}
+
 // The group decision is judged ambiguity-aware: groups 0 and 1 tie exactly
 // (the same two scores), so either is a correct choice; group 2, below
 // beyond the budget, is not; nor is the kept group's lower expert.

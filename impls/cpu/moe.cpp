@@ -1,8 +1,8 @@
 // CPU kernels of Mixture-of-Experts routing (docs/moe.md, "Kernels"): logits
 // x w by the matmul kernel (FP32 accumulation), then per token in FP32:
 // softmax (max-shifted, expf) or sigmoid, scores p + b, group-limited
-// selection (each group's two largest scores summed in FP32, the best
-// topk_groups groups kept), a stable sort for the top k, weights over the
+// selection (each group's largest score, or its two largest summed in FP32,
+// the best topk_groups groups kept), a stable sort for the top k, weights over the
 // chosen experts summed in expert order, times the scaling, the capacity in
 // token order, and the loss in double.
 #include "impls/cpu/moe.hpp"
@@ -25,22 +25,26 @@ struct Router {
     double capacity;
     std::int64_t groups, topk_groups;
     float scaling;
+    std::int64_t group_top;
 };
 
 Router read(const KernelCall& c) {
     Router r{c.in.at(0).shape[0], c.in.at(0).shape[1], c.in.at(1).shape[1], static_cast<std::int64_t>(c.params.get("k", 2)),
              c.params.get("score", 0) != 0, c.params.get("renormalize", 1) != 0, c.params.get("capacity", 0),
              static_cast<std::int64_t>(c.params.get("groups", 1)), static_cast<std::int64_t>(c.params.get("topk_groups", 0)),
-             static_cast<float>(c.params.get("scaling", 1))};
-    if (r.groups < 1 || r.e % r.groups != 0 || (r.groups > 1 && r.e / r.groups < 2) || r.topk_groups < 0 || r.topk_groups > r.groups)
-        throw std::invalid_argument("moe_router kernel: groups must divide E into groups of at least 2, topk_groups in [0, groups]");
+             static_cast<float>(c.params.get("scaling", 1)), static_cast<std::int64_t>(c.params.get("group_top", 2))};
+    if (r.group_top != 1 && r.group_top != 2) throw std::invalid_argument("moe_router kernel: group_top must be 1 or 2");
+    if (r.groups < 1 || r.e % r.groups != 0 || (r.groups > 1 && r.e / r.groups < r.group_top) || r.topk_groups < 0 ||
+        r.topk_groups > r.groups)
+        throw std::invalid_argument("moe_router kernel: groups must divide E into groups of at least group_top, topk_groups "
+                                    "in [0, groups]");
     if (r.topk_groups == 0) r.topk_groups = r.groups;
     return r;
 }
 
 // Group-limited selection: every expert outside the topk_groups groups of
-// largest score (the sum of the group's two largest scores in FP32) set to
-// -inf in `score`.
+// largest score (the group's largest score, or its two largest summed in
+// FP32: group_top) set to -inf in `score`.
 void limit_groups(std::vector<float>& score, const Router& r, const RouterFlaws& f) {
     if (r.groups == 1 || r.topk_groups == r.groups) return;
     const std::int64_t n = r.e / r.groups;
@@ -53,7 +57,8 @@ void limit_groups(std::vector<float>& score, const Router& r, const RouterFlaws&
             if (v[i] > a) b = a, a = v[i];
             else if (v[i] > b) b = v[i];
         }
-        gs[static_cast<std::size_t>(g)] = f.group_sum_all ? all : f.group_max ? a : a + b;
+        const bool top2 = f.group_top_ignored || (r.group_top == 2 && !f.group_max);
+        gs[static_cast<std::size_t>(g)] = f.group_sum_all ? all : top2 ? a + b : a;
     }
     std::vector<std::int64_t> order(gs.size());
     std::iota(order.begin(), order.end(), 0);

@@ -21,7 +21,8 @@ struct RouterFlaws {
     bool capacity_reversed = false;   // capacity filled from the last token backwards
     bool ties_to_higher = false;      // equal scores: the higher index first (a legitimate rule: must pass)
     bool group_sum_all = false;       // a group's score: the sum of all its scores, not of its two largest
-    bool group_max = false;           // a group's score: its largest score only
+    bool group_max = false;           // a group's score: its largest score only (group_top 2 requested)
+    bool group_top_ignored = false;   // a group's score: the sum of its two largest whatever group_top says
     bool scaling_before_renormalize = false;  // the scaling applied to p before renormalizing (lost there)
     bool renorm_eps = false;          // Hugging Face's sum + 1e-20 before the division (a legitimate variant: must pass)
 };

@@ -40,6 +40,9 @@ void register_mutants_moe(Registry& r) {
     add(r, "group_score_max", "17 discrete choices",
         "group-limited selection ranking the groups by their largest score only, not the sum of their two largest",
         {.group_max = true});
+    add(r, "group_top_ignored", "12 silently ignored parameter",
+        "group_top 1 (DeepSeek-V2: a group's largest score) ignored: the groups ranked by their two largest summed",
+        {.group_top_ignored = true});
     add(r, "scaling_before_renormalize", "9 scale/offset convention",
         "the routed scaling applied to p before renormalizing, where it cancels (the weights not scaled)",
         {.scaling_before_renormalize = true});

@@ -175,6 +175,18 @@ def deepseek_v3(dtype=torch.bfloat16, **extra):
     return model
 
 
+def deepseek_v2(dtype=torch.bfloat16, **extra):
+    """DeepSeek-V2's MLA with a low-rank query (as deepseek_v3 above) and its
+    own router: softmax scores, 8 experts in 4 groups ranked by their largest
+    score, top 2 groups, top 2, no renormalization, routed scaling 2.5; its
+    rotation the complex product of the interleaved pairs in FP32."""
+    shape = dict(SHAPE, rms_norm_eps=1e-6, num_key_value_heads=4, **extra)
+    return randomized(transformers.DeepseekV2Config(
+        intermediate_size=256, moe_intermediate_size=64, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+        n_group=4, topk_group=2, topk_method="group_limited_greedy", routed_scaling_factor=2.5, first_k_dense_replace=1,
+        q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, **shape), dtype=dtype)
+
+
 def mixtral(dtype=torch.bfloat16):
     return randomized(transformers.MixtralConfig(intermediate_size=128, num_local_experts=4, num_experts_per_tok=2,
                                                  **SHAPE), dtype=dtype)
@@ -190,6 +202,23 @@ def eps_outside(norm):
         h = h / (h.pow(2).mean(-1, keepdim=True).sqrt() + self.variance_epsilon)
         return self.weight * h.to(x.dtype)
     norm.forward = types.MethodType(forward, norm)
+
+
+def top2_groups(router):
+    """This DeepSeek-V2 router ranks its groups by the sum of their two
+    largest scores (DeepSeek-V3's rule) instead of their largest (one module
+    instance)."""
+    def forward(self, hidden_states):
+        logits = torch.nn.functional.linear(hidden_states.view(-1, self.hidden_dim).float(), self.weight.float())
+        scores = logits.softmax(dim=-1, dtype=torch.float32)
+        grouped = scores.view(-1, self.num_group, self.num_experts // self.num_group)
+        group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
+        group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]
+        mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+        mask = mask.unsqueeze(-1).expand(-1, self.num_group, self.num_experts // self.num_group).reshape(-1, self.num_experts)
+        weights, ids = torch.topk(scores.masked_fill(~mask.bool(), 0.0), k=self.top_k, dim=-1, sorted=False)
+        return logits, weights * self.routed_scaling_factor, ids
+    router.forward = types.MethodType(forward, router)
 
 
 def ungrouped(router):
@@ -341,8 +370,9 @@ def refusals():
     cases = [(transformers.LlamaConfig(rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4},
                                        **SHAPE), "rope_type 'dynamic'"),
              (transformers.LlamaConfig(hidden_act="gelu", **SHAPE), "hidden_act 'gelu'")]
-    if hasattr(transformers, "DeepseekV2Config"):  # its router ranks groups by their largest softmax score
-        cases.append((transformers.DeepseekV2Config(**SHAPE), "model_type 'deepseek_v2' has no point map"))
+    if hasattr(transformers, "DeepseekV2Config"):  # a router method of neither V2 nor V3
+        cases.append((transformers.DeepseekV2Config(topk_method="noaux_tc", **dict(SHAPE, rms_norm_eps=1e-6)),
+                      "topk_method 'noaux_tc'"))
     if hasattr(transformers, "Gemma2Config"):
         cases.append((transformers.Gemma2Config(**SHAPE), "model_type 'gemma2' has no point map"))
     for config, text in cases:
@@ -402,6 +432,19 @@ def deepseek_checks(conform, tmp):
     check("deepseek_v3_ungrouped_router", conform, tmp, defect, (2, "layers.2.router", None))
 
 
+def deepseek_v2_checks(conform, tmp):
+    check("deepseek_v2", conform, tmp, deepseek_v2())
+    check("deepseek_v2_f32", conform, tmp, deepseek_v2(torch.float32))
+    # Its FP32 complex rotation rounds once: a BF16 rotation (Llama's, each
+    # product rounded) declared as that fails at the first rotation, named;
+    # layer 2's router ranking its groups by their top-2 sum fails there.
+    check("llama_rope_fp32_angles", conform, tmp, llama(), (0, "layers.0.q_rope", "rope_arith=dtype"),
+          conventions={"rope_arith": "fp32_angles"})
+    defect = deepseek_v2()
+    top2_groups(cm._base(defect).layers[2].mlp.gate)
+    check("deepseek_v2_top2_groups", conform, tmp, defect, (2, "layers.2.router", None))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--conform", required=True)
@@ -455,6 +498,8 @@ def main():
             qwen3_next_checks(args.conform, tmp)
         if hasattr(transformers, "DeepseekV3Config"):
             deepseek_checks(args.conform, tmp)
+        if hasattr(transformers, "DeepseekV2Config"):
+            deepseek_v2_checks(args.conform, tmp)
     print("hf_model_test: ok (%.1f s)" % (time.time() - start))
 
 
