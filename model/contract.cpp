@@ -31,7 +31,7 @@ const char* name(MlpKind k) {
 }
 const char* name(RouterScore s) { return s == RouterScore::softmax ? "softmax" : "sigmoid"; }
 const char* name(NormKind k) { return k == NormKind::rms_norm ? "rms_norm" : "layer_norm"; }
-const char* name(Placement p) { return p == Placement::pre ? "pre" : "post"; }
+const char* name(Placement p) { return p == Placement::pre ? "pre" : p == Placement::post ? "post" : "sandwich"; }
 const char* name(ResidualKind r) {
     switch (r) {
         case ResidualKind::plain: return "plain";
@@ -258,6 +258,9 @@ void validate(const ModelContract& c) {
     if (r % 2 || r < 2 || r > c.head_dim)
         fail(c.rotary_dim ? "rotary_dim" : "head_dim", "the rotary dimension must be even, in [2, head_dim]");
     validate_rope_scaling(c);
+    if (c.rope_local_base != 0 && !(std::isfinite(c.rope_local_base) && c.rope_local_base > 1))
+        fail("rope_local_base", "must be 0 (the layers' one base) or > 1");
+    if (c.embed_scale && !c.logits) fail("embed_scale", "scales the embedding: needs logits (token ids in)");
     require_finite("situ_beta1", c.situ_beta1, true);
     require_finite("situ_beta2", c.situ_beta2, true);
     require_finite("swiglu_limit", c.swiglu_limit, true);
@@ -283,9 +286,12 @@ void validate(const ModelContract& c) {
         require_finite("logit_softcap", c.logit_softcap, false);
     }
     check_conventions(c.conventions);
+    const auto gelu = c.conventions.find("gelu");
+    const bool tanh_geglu = c.mlp == MlpKind::geglu && gelu != c.conventions.end() && gelu->second == "tanh";
     if (const auto g = c.conventions.find("glu_arith"); g != c.conventions.end() && g->second == "separate" &&
-        (c.mlp == MlpKind::geglu || c.mlp == MlpKind::situ_glu || c.mlp == MlpKind::swiglu_clamp))
-        fail("conventions.glu_arith", "separate is derived for SwiGLU (and MoE experts) only, not " + std::string(name(c.mlp)));
+        ((c.mlp == MlpKind::geglu && !tanh_geglu) || c.mlp == MlpKind::situ_glu || c.mlp == MlpKind::swiglu_clamp))
+        fail("conventions.glu_arith", "separate is derived for SwiGLU, GeGLU with the tanh GELU (and MoE experts) only, not " +
+                                          std::string(name(c.mlp)) + (c.mlp == MlpKind::geglu ? " with erf" : ""));
 }
 
 // ---- JSON ----------------------------------------------------------------
@@ -430,10 +436,12 @@ const std::map<std::string, Field>& fields() {
         {"norm", enum_field(&ModelContract::norm, {NormKind::rms_norm, NormKind::layer_norm})},
         {"eps", num_field(&ModelContract::eps)},
         {"zero_centered", bool_field(&ModelContract::zero_centered)},
-        {"placement", enum_field(&ModelContract::placement, {Placement::pre, Placement::post})},
+        {"placement", enum_field(&ModelContract::placement, {Placement::pre, Placement::post, Placement::sandwich})},
         {"qk_norm", bool_field(&ModelContract::qk_norm)},
         {"rope_base", num_field(&ModelContract::rope_base)},
         {"rotary_dim", int_field(&ModelContract::rotary_dim)},
+        {"rope_local_base", num_field(&ModelContract::rope_local_base)},
+        {"embed_scale", bool_field(&ModelContract::embed_scale)},
         {"rope_scaling", string_field(&ModelContract::rope_scaling)},
         {"rope_factor", num_field(&ModelContract::rope_factor)},
         {"rope_low_freq_factor", num_field(&ModelContract::rope_low_freq_factor)},

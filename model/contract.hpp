@@ -23,7 +23,9 @@ enum class AttentionKind { softmax, gated, gdn, kda, mla };
 enum class MlpKind { swiglu, situ_glu, gelu, moe, latent_moe, geglu, swiglu_clamp };
 enum class RouterScore { softmax, sigmoid };
 enum class NormKind { rms_norm, layer_norm };
-enum class Placement { pre, post };
+// pre: x + f(norm(x)); post: norm(x + f(x)); sandwich: x + norm'(f(norm(x)))
+// (Gemma 2/3: a second norm on each branch's output before the add).
+enum class Placement { pre, post, sandwich };
 enum class ResidualKind { plain, mhc, attn_res, gated };
 
 const char* name(AttentionKind k);
@@ -154,6 +156,9 @@ struct ModelContract {
     bool qk_norm = false;  // RMSNorm over head_dim of q and k before RoPE
     // Positions.
     double rope_base = 10000;
+    // > 0: the layers the window pattern marks local (L) rotate with this
+    // base and no frequency scaling (Gemma 3's rope_local_base_freq).
+    double rope_local_base = 0;
     std::int64_t rotary_dim = 0;  // 0: the whole head_dim
     // RoPE frequency scaling (docs/rope.md, "Frequency scaling"): none,
     // linear, llama3 or yarn, with the rope op's parameters of the same names.
@@ -204,6 +209,9 @@ struct ModelContract {
     std::int64_t vocab = 256;
     bool tied_embeddings = false;
     double logit_softcap = 0;
+    // Gemma: embed_scaled = embed * embed_scale (weight [1], sqrt(C) stored in
+    // dtype), the first layer's input.
+    bool embed_scale = false;
     // Residual.
     double residual_scale = 1;  // x + s * branch
     Format residual_format = Format::fp32;  // the residual stream's accumulation/storage format

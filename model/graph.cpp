@@ -78,7 +78,7 @@ Conventions step_conventions(const Conventions& conv, const Step& s) {
 }
 
 std::string block_input(const ModelContract& c, std::int64_t layer) {
-    if (layer == 0) return c.logits ? "embed" : "input";
+    if (layer == 0) return c.logits ? (c.embed_scale ? "embed_scaled" : "embed") : "input";
     return "layers." + std::to_string(layer - 1) + ".output";
 }
 
@@ -115,6 +115,10 @@ private:
     void embed() {
         layer_ = 0, sub_ = "embed", model_level_ = true;
         step("embed", StepKind::embed, {"input"}, {{"embed.weight", {c_.vocab, C_}}}, {T_, C_}, true);
+        if (c_.embed_scale) {  // Gemma: rows times sqrt(C) stored in dtype, rounded once
+            weights["embed_scale"] = {1};
+            step("embed_scaled", StepKind::mul, {"embed", "embed_scale"}, {}, {T_, C_}, true);
+        }
         model_level_ = false;
     }
 
@@ -211,6 +215,10 @@ private:
             return step(point, StepKind::hc_mix, {s}, {}, {T_, C_}, true, 0, true);
         }
         if (c_.placement == Placement::pre) return step(point, StepKind::add, {x, f}, {}, {T_, C_}, true, 0, true);
+        if (c_.placement == Placement::sandwich) {  // the branch's output normalized before the add
+            const std::string n = norm(sub_ + "_post_norm", f, sub_ + "_post_norm", false);
+            return step(point, StepKind::add, {x, n}, {}, {T_, C_}, true, 0, true);
+        }
         const std::string sum = step(sub_ + "_add", StepKind::add, {x, f}, {}, {T_, C_}, false, 0, true);
         return norm(point, sum, norm_w, true);
     }

@@ -517,13 +517,15 @@ OpCall make_call(const ModelContract& c, const Step& s, const ViewLookup& get, c
         case StepKind::l2_head: norm_call(call, c, s, get, conv); break;
         case StepKind::rope: {
             const bool interleaved = convention(conv, "rope_pairing") == "interleaved";
+            // Gemma 3: local (sliding-window) layers rotate with their own base, unscaled.
+            const bool local = c.rope_local_base > 0 && c.layer_window(s.layer) > 0;
             call.params = Params({{"pairing", interleaved ? 0.0 : 1.0},
-                                  {"base", c.rope_base},
+                                  {"base", local ? c.rope_local_base : c.rope_base},
                                   {"ntk_scale", 1},
                                   // an MLA layer rotates all of its d_r rope dims
                                   {"rotary_dim", c.layer_kind(s.layer) == AttentionKind::mla ? 0.0 : static_cast<double>(c.rotary_dim)},
                                   {"offset", static_cast<double>(c.cache_tokens)}});
-            add_rope_scaling(call.params, c);
+            if (!local) add_rope_scaling(call.params, c);
             Tensor held;  // the rope parts of MLA's q and kv_a: input 0's columns
             call.in.push_back(heads_major(step_columns(get(s.inputs[0]), s, held), s.heads));
             call.out_heads = s.heads;

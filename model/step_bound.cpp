@@ -287,16 +287,51 @@ StepBound logistic_bound(const Step& s, const Lookup& get, const Values& ref, co
 //   h^ = s^ up rounded into f (an FP32 product of two f values is exact
 //        for bf16/fp16 but for underflow, eta/2): + 1/2 ulp_f(|h| + |up| e_s);
 //   stored into out when out is narrower than f: + 1/2 ulp_out.
-double separate_swiglu_budget(double g, double up, double y, Format f, Format out) {
-    if (!std::isfinite(g) || !std::isfinite(up) || !std::isfinite(y)) return 0;  // judged by class
-    const double s = g / (1 + std::exp(-g)), eta32 = eta(kAcc);
-    double e = quotient_error(g, s);
+// |ŝ - s| of PyTorch's FP32 tanh GELU s = x/2 (1 + tanh(z)), z = β (x + κ x³)
+// (docs/diverge.md, "GeGLU computed in two ops"): x·x·x, κ̂ x³, the sum and
+// β̂ (·) with κ̂ = fl(0.044715), β̂ = fl(sqrt(2/π)) give ẑ = z(1 + ε_z), |ε_z|
+// <= 7u (x and κx³ share a sign: no cancellation); tanh within 2 ulps (4u);
+// 1 + t̂ and (x/2)(·) one rounding each.  Where x³ may overflow, ẑ = ±inf
+// and t̂ = ±1: |t̂ - t| = 1 - |t|.
+double tanh_gelu_error(double x, double s) {
+    const double u = unit_roundoff(kAcc), eta32 = eta(kAcc), ax = std::fabs(x);
+    const double kBeta = std::sqrt(2 / M_PI), kKappa = 0.044715;
+    const double z = kBeta * (x + kKappa * x * x * x), t = std::tanh(z), eps_z = 7 * u * (1 + 8 * u);
+    double dt;
+    if (ax * ax * ax >= max_finite(kAcc) / 2) {
+        dt = 1 - std::fabs(t);
+    } else {
+        const double az = std::fabs(z), far = az * (1 - eps_z), sech = 1 / std::cosh(std::min(far, 354.0));
+        const double moved = sech * sech * az * eps_z + kBeta * 3 * eta32;  // + underflowing x², x³, κx³
+        dt = moved + 4 * u * (std::fabs(t) + moved);
+    }
+    const double dw = dt * (1 + u) + u * (1 + t);  // 1 + t̂
+    return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + eta32;  // (x/2) ŵ: its rounding, x/2 below the normal range
+}
+
+// act(g) * up computed as two ops (act stored in f, then the product
+// rounded), given the FP32 activation's value s and error e.
+double separate_glu_budget(double s, double e, double up, double y, Format f, Format out) {
+    const double eta32 = eta(kAcc);
     const bool narrow = info(f).precision < info(kAcc).precision;
     if (narrow) e += 0.5 * ulp_at(f, std::fabs(s) + e);
     double pre = std::fabs(up) * e + (narrow ? eta32 / 2 : 0.0);
     pre += 0.5 * ulp_at(f, std::fabs(y) + pre);
     if (info(out).precision < info(f).precision) pre += 0.5 * ulp_at(out, std::fabs(y) + pre);
     return pre;
+}
+
+double separate_swiglu_budget(double g, double up, double y, Format f, Format out) {
+    if (!std::isfinite(g) || !std::isfinite(up) || !std::isfinite(y)) return 0;  // judged by class
+    const double s = g / (1 + std::exp(-g));
+    return separate_glu_budget(s, quotient_error(g, s), up, y, f, out);
+}
+
+// The same with PyTorch's tanh GELU (Gemma's GeGLU).
+double separate_geglu_tanh_budget(double g, double up, double y, Format f, Format out) {
+    if (!std::isfinite(g) || !std::isfinite(up) || !std::isfinite(y)) return 0;  // judged by class
+    const double s = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+    return separate_glu_budget(s, tanh_gelu_error(g, s), up, y, f, out);
 }
 
 StepBound glu_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref, const Conventions& conv,
@@ -307,12 +342,15 @@ StepBound glu_bound(const ModelContract& c, const Step& s, const Lookup& get, co
         const std::size_t t = i / F, j = i % F;  // either half may be the gate: take both
         return std::max(std::fabs(gu.v[t * 2 * F + j]), std::fabs(gu.v[t * 2 * F + F + j]));
     });
-    if (convention_value(conv, "glu_arith") != "separate" || step_op(c, s, conv) != "swiglu") return b;
+    const std::string op = step_op(c, s, conv);
+    const bool tanh_geglu = op == "geglu" && convention_value(conv, "gelu") == "tanh";
+    if (convention_value(conv, "glu_arith") != "separate" || (op != "swiglu" && !tanh_geglu)) return b;
     const bool gate_first = convention_value(conv, "gate_order") == "gate_up";
+    const auto budget = tanh_geglu ? separate_geglu_tanh_budget : separate_swiglu_budget;
     for (std::size_t i = 0; i < ref.v.size(); ++i) {
         const std::size_t t = i / F, j = i % F;
         const double first = gu.v[t * 2 * F + j], second = gu.v[t * 2 * F + F + j];
-        b.budget[i] = separate_swiglu_budget(gate_first ? first : second, gate_first ? second : first, ref.v[i], c.dtype, out);
+        b.budget[i] = budget(gate_first ? first : second, gate_first ? second : first, ref.v[i], c.dtype, out);
     }
     return b;
 }

@@ -76,6 +76,7 @@ bool moe_weight(const std::string& name) {
 Law law(const ModelContract& c, const std::string& name, const std::vector<std::int64_t>& shape) {
     if (ends_with(name, "latent_norm.weight")) return {1, 0.1};  // applied as w, never 1 + w
     if (name == "embed.weight") return {0, 1};                  // unit hidden states, as the non-logits input
+    if (name == "embed_scale") return {std::sqrt(static_cast<double>(c.width)), 0};  // Gemma's sqrt(C), rounded to dtype
     if (moe_weight(name)) return moe_law(c, name, shape);
     if (name.find(".mla.") != std::string::npos)  // the op's layouts: the fan-in is the last dimension
         return {0, 1 / std::sqrt(static_cast<double>(shape.back()))};

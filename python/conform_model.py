@@ -211,6 +211,7 @@ class ForwardRecorder:
 # models", lists the architectures, their point maps and what does not map.
 
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+SANDWICH_TYPES = ("gemma3_text",)
 MOE_TYPES = ("mixtral", "qwen3_moe")
 HYBRID_TYPES = ("qwen3_next",)
 MLA_TYPES = ("deepseek_v3", "deepseek_v2")
@@ -240,12 +241,13 @@ def _fp32(v):
     return struct.unpack("f", struct.pack("f", v))[0]
 
 
-def _rope_keys(config):
+def _rope_keys(config, params=None):
     """The contract's frequency-scaling keys for the config's rope_type
     (docs/rope.md, "Frequency scaling"): default, linear, llama3 and yarn as
     transformers' modeling_rope_utils computes them; dynamic and longrope
-    (factors that depend on the sequence length, or lists) are refused."""
-    params = dict(getattr(config, "rope_parameters", None) or {})
+    (factors that depend on the sequence length, or lists) are refused.
+    params: one layer type's rope parameters (Gemma 3's), else the config's."""
+    params = dict(params if params is not None else getattr(config, "rope_parameters", None) or {})
     kind = params.get("rope_type", "default")
     if kind == "default":
         return {}
@@ -279,9 +281,11 @@ def hf_contract(config, tokens, dtype):
         return dict(_qwen3_next_contract(config, tokens, dtype), **_rope_keys(config))
     if kind in MLA_TYPES:
         return dict(_deepseek_contract(config, tokens, dtype), **_rope_keys(config), **_mla_scale(config))
+    if kind in SANDWICH_TYPES:
+        return _gemma3_contract(config, tokens, dtype)
     if kind not in DENSE_TYPES + MOE_TYPES:
         raise ValueError("model_type %r has no point map (mapped: %s)"
-                         % (kind, ", ".join(DENSE_TYPES + MOE_TYPES + HYBRID_TYPES + MLA_TYPES)))
+                         % (kind, ", ".join(DENSE_TYPES + MOE_TYPES + HYBRID_TYPES + MLA_TYPES + SANDWICH_TYPES)))
     if getattr(config, "hidden_act", "silu") != "silu":
         raise ValueError("hidden_act %r does not map (swiglu is silu(gate) * up)" % config.hidden_act)
     window = getattr(config, "sliding_window", None)
@@ -316,6 +320,85 @@ def hf_contract(config, tokens, dtype):
     return c
 
 
+# --- Gemma 3 (text): sandwich norms, a scaled embedding, local and global layers ---
+
+
+def _gemma3_contract(config, tokens, dtype):
+    act = getattr(config, "hidden_activation", "gelu_pytorch_tanh")
+    if act not in ("gelu_pytorch_tanh", "gelu"):
+        raise ValueError("hidden_activation %r does not map (geglu: gelu_pytorch_tanh or gelu)" % act)
+    if getattr(config, "attn_logit_softcapping", None):
+        raise ValueError("attn_logit_softcapping does not map (the attention step has no softcap)")
+    if getattr(config, "use_bidirectional_attention", False) or getattr(config, "attention_bias", False):
+        raise ValueError("use_bidirectional_attention and attention_bias do not map")
+    rope = dict(config.rope_parameters)
+    local, full = dict(rope.get("sliding_attention") or {}), dict(rope.get("full_attention") or {})
+    if local.get("rope_type", "default") != "default":
+        raise ValueError("a scaled rope on the sliding layers (%r) does not map" % local["rope_type"])
+    kinds = {"sliding_attention": "L", "full_attention": "G"}
+    window = config.sliding_window if "sliding_attention" in config.layer_types else 0
+    if window and window < tokens:
+        raise ValueError("a sliding window of %d keys below %d tokens is not mapped" % (window, tokens))
+    c = {
+        "layers": config.num_hidden_layers, "width": config.hidden_size, "heads": config.num_attention_heads,
+        "kv_heads": config.num_key_value_heads, "head_dim": config.head_dim, "ffn": config.intermediate_size,
+        "tokens": int(tokens), "norm": "rms_norm", "eps": float(config.rms_norm_eps), "placement": "sandwich",
+        "zero_centered": True, "qk_norm": True, "mlp": "geglu",
+        "window": int(window or 0), "window_pattern": "".join(kinds[t] for t in config.layer_types),
+        "rope_base": float(full.get("rope_theta", 1e6)), "rope_local_base": float(local.get("rope_theta", 1e4)),
+        "attention_scale": float(config.query_pre_attn_scalar) ** -0.5,
+        "dtype": dtype, "residual_format": dtype,
+        # Gemma3RMSNorm: (x / rms * (1 + w)) in FP32, rounded once; gelu
+        # with the tanh approximation, times up; rotate_half in the dtype.
+        # act_fn(gate) * up: the FP32 tanh GELU stored, then the product
+        # rounded (glu_arith separate, derived for the tanh GELU only).
+        "conventions": {"rope_pairing": "half", "norm_cast": "after_weight", "gate_order": "gate_up",
+                        "gelu": "tanh" if act == "gelu_pytorch_tanh" else "erf", "rope_arith": "dtype",
+                        "attention_probs": "dtype", "glu_arith": "separate" if act == "gelu_pytorch_tanh" else "fused"},
+    }
+    c.update(_rope_keys(config, full))
+    if getattr(config, "final_logit_softcapping", None):
+        c["logit_softcap"] = float(config.final_logit_softcapping)
+    return c
+
+
+def _gemma3_points(m):
+    points, joined = {INPUT: (m.embed_tokens, "output")}, {}
+    for l, layer in enumerate(m.layers):
+        p, attn, mlp = "layers.%d." % l, layer.self_attn, layer.mlp
+        points.update({
+            p + "attn_norm": (layer.input_layernorm, "output"),
+            p + "q": (attn.q_proj, "output"), p + "k": (attn.k_proj, "output"), p + "v": (attn.v_proj, "output"),
+            p + "attn": (attn.o_proj, "input"), p + "attn_out": (attn.o_proj, "output"),  # q_norm, k_norm: _GemmaTaps
+            p + "attn_post_norm": (layer.post_attention_layernorm, "output"),
+            p + "mid": (layer.pre_feedforward_layernorm, "input"),    # x + attn_post_norm
+            p + "mlp_norm": (layer.pre_feedforward_layernorm, "output"),
+            p + "gate": (mlp.gate_proj, "output"), p + "up": (mlp.up_proj, "output"),
+            p + "h": (mlp.down_proj, "input"), p + "mlp_out": (mlp, "output"),
+            p + "mlp_post_norm": (layer.post_feedforward_layernorm, "output"),
+            p + "output": (layer, "output"),
+        })
+        joined[p + "gate_up"] = (p + "gate", p + "up")
+    return points, joined
+
+
+def _gemma3_weights(m):
+    import torch
+    w = {}
+    names = {"attn_norm": "input_layernorm", "attn_post_norm": "post_attention_layernorm",
+             "mlp_norm": "pre_feedforward_layernorm", "mlp_post_norm": "post_feedforward_layernorm"}
+    for l, layer in enumerate(m.layers):
+        p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
+        for point, module in names.items():
+            w[p + point + ".weight"] = getattr(layer, module).weight
+        for n in "qkvo":
+            w[p + n + ".weight"] = getattr(a, n + "_proj").weight
+        w[p + "q_norm.weight"], w[p + "k_norm.weight"] = a.q_norm.weight, a.k_norm.weight
+        w[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
+        w[p + "down.weight"] = f.down_proj.weight
+    return w
+
+
 def _mlp_pattern(config):
     """One letter per layer: M a MoE layer, D a dense MLP (Qwen-MoE's
     mlp_only_layers and decoder_sparse_step, as its decoder layer decides)."""
@@ -333,6 +416,8 @@ def hf_points(model):
         return _qwen3_next_points(m)
     if model.config.model_type in MLA_TYPES:
         return _deepseek_points(m)
+    if model.config.model_type in SANDWICH_TYPES:
+        return _gemma3_points(m)
     points, joined = {INPUT: (m.embed_tokens, "output")}, {}
     for l, layer in enumerate(m.layers):
         p = "layers.%d." % l
@@ -366,6 +451,8 @@ def hf_weights(model):
         return _qwen3_next_weights(m)
     if model.config.model_type in MLA_TYPES:
         return _deepseek_weights(m)
+    if model.config.model_type in SANDWICH_TYPES:
+        return _gemma3_weights(m)
     for l, layer in enumerate(m.layers):
         p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
         w[p + "attn_norm.weight"] = layer.input_layernorm.weight
@@ -453,6 +540,24 @@ class _HfTaps:
             self._handles.pop().remove()
 
 
+class _GemmaTaps(_HfTaps):
+    """_HfTaps and Gemma's own: q_norm / k_norm, which normalize the heads
+    after the transpose ([1, H, T, D] -> [T, H D]), and with the ends the
+    unscaled embedding rows (Gemma3TextScaledWordEmbedding returns them times
+    its scale): the same lookup, in a hook."""
+
+    def __init__(self, m, logits):
+        super().__init__(m)
+        import torch
+        for l, layer in enumerate(m.layers):
+            for name in ("q_norm", "k_norm"):
+                self._hook(getattr(layer.self_attn, name), "out", lambda mod, args, out, n="layers.%d.%s" % (l, name):
+                           self._put(n, out[0].transpose(0, 1).reshape(out.shape[2], -1)))
+        if logits:
+            self._hook(m.embed_tokens, "out",
+                       lambda mod, args, out: self._put("embed", torch.nn.functional.embedding(args[0], mod.weight)[0]))
+
+
 def _per_token(a):
     """A recorded point as [T, features]: per-head points (Qwen3's q_norm,
     [T, H, D]) flattened to [T, H D]."""
@@ -509,9 +614,14 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True):
         points = dict(points, **ends)
         del points[INPUT]  # the model input is the token ids
         weights.update(end_weights)
+        if model.config.model_type in SANDWICH_TYPES:  # embed_tokens returns the rows times its scale
+            contract["embed_scale"] = True
+            points["embed_scaled"] = points.pop("embed")  # the unscaled rows: _GemmaTaps
+            weights["embed_scale"] = m.embed_tokens.embed_scale.to(m.embed_tokens.weight.dtype).reshape(1)
     contract["conventions"].update(conventions or {})
-    taps = {"qwen3_next": _Qwen3NextTaps}.get(model.config.model_type,
-                                             _DeepseekTaps if model.config.model_type in MLA_TYPES else _HfTaps)(m)
+    kind = model.config.model_type
+    taps = (_GemmaTaps(m, logits) if kind in SANDWICH_TYPES else _Qwen3NextTaps(m) if kind in HYBRID_TYPES
+            else _DeepseekTaps(m) if kind in MLA_TYPES else _HfTaps(m))
     try:
         with ForwardRecorder(points) as rec, torch.no_grad():
             model(input_ids=input_ids, use_cache=False)

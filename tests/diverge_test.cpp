@@ -239,6 +239,13 @@ TEST(Diverge, ContractVariantsPass) {
         [](ModelContract& c) {
             c.rope_scaling = "yarn", c.rope_factor = 4, c.rope_original_max_pos = 64, c.rope_truncate = false;
             c.rope_attention_factor = 1.1386294364929199, c.attention_scale = 0.3;
+        },
+        // Gemma 3: sandwich norms, the embedding times sqrt(C), local layers
+        // with their own unscaled RoPE base beside linearly scaled global ones.
+        [](ModelContract& c) {
+            c.placement = Placement::sandwich, c.zero_centered = true, c.logits = true, c.embed_scale = true;
+            c.pattern = "dense", c.window = 64, c.window_pattern = "LG", c.rope_local_base = 10;
+            c.rope_scaling = "linear", c.rope_factor = 8;
         }};
     for (std::size_t v = 0; v < variants.size(); ++v)
         for (Format f : {Format::fp32, Format::bf16}) {
@@ -838,6 +845,18 @@ double separate_swiglu_fp32(double g, double up) {
     return static_cast<double>(s * static_cast<float>(up));
 }
 
+// Every layer's h rewritten as act(gate) * up by `glu` from its gate_up.
+void rewrite_h(NamedTensors& run, std::int64_t layers, const std::function<double(double, double)>& glu) {
+    for (std::int64_t l = 0; l < layers; ++l) {
+        const std::string p = "layers." + std::to_string(l) + ".";
+        const Tensor& gu = run.at(p + "gate_up");
+        Tensor& h = run.at(p + "h");
+        const std::int64_t F = h.shape()[1];
+        for (std::int64_t t = 0; t < h.shape()[0]; ++t)
+            for (std::int64_t j = 0; j < F; ++j) h.set_value(t * F + j, glu(gu.value(t * 2 * F + j), gu.value(t * 2 * F + F + j)));
+    }
+}
+
 }  // namespace
 
 // glu_arith = separate changes only the glu step's budget (every other one
@@ -879,15 +898,7 @@ TEST(DivergeEnds, GluArithSeparateWidensOnlyTheGluStep) {
     ModelContract c = small("dense", Format::fp32);
     const Synthetic m = synthetic_model(c, 5);
     NamedTensors run = run_kernels(c, m.weights, m.input);
-    for (std::int64_t l = 0; l < c.layers; ++l) {
-        const std::string p = "layers." + std::to_string(l) + ".";
-        const Tensor& gu = run.at(p + "gate_up");
-        Tensor& h = run.at(p + "h");
-        const std::int64_t F = h.shape()[1];
-        for (std::int64_t t = 0; t < h.shape()[0]; ++t)
-            for (std::int64_t j = 0; j < F; ++j)
-                h.set_value(t * F + j, separate_swiglu_fp32(gu.value(t * 2 * F + j), gu.value(t * 2 * F + F + j)));
-    }
+    rewrite_h(run, c.layers, separate_swiglu_fp32);
     expect_first_failing(diverge(c, m.weights, m.input, run), "layers.0.h", "glu_arith=separate");
     ModelContract declared = c;
     declared.conventions["glu_arith"] = "separate";
@@ -895,7 +906,83 @@ TEST(DivergeEnds, GluArithSeparateWidensOnlyTheGluStep) {
     EXPECT_FALSE(r.first_failing) << first_failing_text(r);
     ModelContract geglu = small("dense", Format::fp32);
     geglu.mlp = MlpKind::geglu, geglu.conventions["glu_arith"] = "separate";
-    EXPECT_THROW(validate(geglu), std::invalid_argument);
+    EXPECT_THROW(validate(geglu), std::invalid_argument);  // the erf GELU: not derived
+}
+
+// GeGLU with the tanh GELU computed in two ops (Gemma: PyTorch's FP32 tanh
+// GELU stored, then the product rounded): only the glu step's budget
+// changes; in fp32 it widens everywhere h != 0 (the GELU's FP32 error, then
+// a second rounding); a tanh GELU computed in FP32 with its tanh 2 ulps high
+// (the derivation's worst) fails the fused budget at layers.0.h, named, and
+// passes declared.
+TEST(DivergeEnds, GluArithSeparateCoversTheTanhGeglu) {
+    for (Format f : {Format::fp32, Format::bf16}) {
+        ModelContract erf = small("dense", f);  // the built-in kernels' values (no tanh GeGLU kernel)
+        erf.layers = 2, erf.mlp = MlpKind::geglu;
+        ModelContract c = erf;
+        c.conventions["gelu"] = "tanh";
+        Conventions conv = c.conventions;
+        conv["glu_arith"] = "separate";
+        const Named vals = kernel_values(erf, synthetic_model(erf, 5));
+        const Lookup get = [&](const std::string& n) -> const Values& { return vals.at(n); };
+        for (const Step& s : build_graph(c)) {
+            const Values ref = eval_step(c, s, get, c.conventions);
+            const auto a = step_bound(c, s, get, ref, c.conventions, s.format).budget, b = step_bound(c, s, get, ref, conv, s.format).budget;
+            if (s.kind != StepKind::glu) {
+                EXPECT_EQ(a, b) << name(f) << " " << s.point;
+                continue;
+            }
+            EXPECT_NE(a, b) << s.point;
+            if (f == Format::fp32) EXPECT_GT(total(b), 1.5 * total(a)) << s.point;
+        }
+    }
+    ModelContract erf = small("dense", Format::fp32);
+    erf.mlp = MlpKind::geglu;
+    ModelContract c = erf;
+    c.conventions["gelu"] = "tanh";
+    const Synthetic m = synthetic_model(c, 5);
+    NamedTensors run = run_kernels(erf, m.weights, m.input);
+    rewrite_h(run, c.layers, [](double gd, double upd) {
+        const auto g = static_cast<float>(gd), up = static_cast<float>(upd);
+        const float z = 0.7978845608f * (g + 0.044715f * (g * g * g));
+        float th = static_cast<float>(std::tanh(static_cast<double>(z)));
+        th = std::nextafter(std::nextafter(th, INFINITY), INFINITY);  // tanh 2 ulps high: the model's worst
+        const float w = 1.0f + th;
+        return static_cast<double>((0.5f * g * w) * up);
+    });
+    expect_first_failing(diverge(c, m.weights, m.input, run), "layers.0.h", "glu_arith=separate");
+    ModelContract declared = c;
+    declared.conventions["glu_arith"] = "separate";
+    // Declared, h passes (the run's later points came from the erf kernels'
+    // h: the first one reading it, mlp_out, fails).
+    expect_first_failing(diverge(declared, m.weights, m.input, run), "layers.0.mlp_out", "none");
+}
+
+// Gemma 3's layer: the branch outputs normalized before their adds
+// (attn_post_norm, mlp_post_norm), the scaled embedding the first layer's
+// input, and the local layers' rotations at their own base, unscaled, the
+// global ones at the contract's with its scaling.
+TEST(Diverge, GemmaSandwichStepsAndLocalRope) {
+    ModelContract c = small("dense", Format::bf16);
+    c.placement = Placement::sandwich, c.zero_centered = true, c.logits = true, c.embed_scale = true;
+    c.window = 64, c.window_pattern = "LG", c.rope_local_base = 10, c.rope_scaling = "linear", c.rope_factor = 8;
+    const Synthetic m = synthetic_model(c, 5);
+    const Named vals = kernel_values(c, m);
+    const Lookup get = [&](const std::string& n) -> const Values& { return vals.at(n); };
+    std::map<std::string, Step> by_point;
+    for (const Step& s : build_graph(c)) by_point.emplace(s.point, s);
+    EXPECT_EQ(by_point.at("embed_scaled").kind, StepKind::mul);
+    EXPECT_EQ(by_point.at("layers.0.attn_norm").inputs.at(0), "embed_scaled");
+    EXPECT_EQ(by_point.at("layers.1.mid").inputs, (std::vector<std::string>{"layers.0.output", "layers.1.attn_post_norm"}));
+    EXPECT_EQ(by_point.at("layers.1.mlp_post_norm").inputs.at(0), "layers.1.mlp_out");
+    const OpCall local = op_call(c, by_point.at("layers.0.q_rope"), get, c.conventions);
+    const OpCall global = op_call(c, by_point.at("layers.1.q_rope"), get, c.conventions);
+    EXPECT_EQ(local.params.get("base", 0), 10);
+    EXPECT_EQ(local.params.get("scaling", 0), 0);
+    EXPECT_EQ(global.params.get("base", 0), c.rope_base);
+    EXPECT_EQ(global.params.get("scaling", 0), 1);
+    EXPECT_EQ(global.params.get("factor", 0), 8);
+    EXPECT_EQ(vals.at("embed_scale").v.at(0), decode(Format::bf16, encode(Format::bf16, std::sqrt(static_cast<double>(c.width)))));
 }
 
 // rope_arith = fp32_angles (DeepSeek-V2's FP32 complex product: FP32

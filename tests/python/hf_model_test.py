@@ -187,6 +187,19 @@ def deepseek_v2(dtype=torch.bfloat16, **extra):
         q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, **shape), dtype=dtype)
 
 
+def gemma3(dtype=torch.bfloat16, **extra):
+    """Gemma 3 (text): sandwich norms (1 + w), QK-norm, GeGLU with the tanh
+    GELU, sliding (L) and full (G) layers alternating, the local ones at base
+    1e4, the global ones at 1e6 with linear scaling 8, the embedding times
+    sqrt(C), softmax scale query_pre_attn_scalar^-1/2 = 24^-1/2, tied head."""
+    shape = dict(SHAPE, num_hidden_layers=4, **extra)
+    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}
+    return randomized(transformers.Gemma3TextConfig(
+        intermediate_size=256, head_dim=32, query_pre_attn_scalar=24, sliding_window=64, sliding_window_pattern=2,
+        rope_parameters=rope, **shape), dtype=dtype)
+
+
 def mixtral(dtype=torch.bfloat16):
     return randomized(transformers.MixtralConfig(intermediate_size=128, num_local_experts=4, num_experts_per_tok=2,
                                                  **SHAPE), dtype=dtype)
@@ -219,6 +232,13 @@ def top2_groups(router):
         weights, ids = torch.topk(scores.masked_fill(~mask.bool(), 0.0), k=self.top_k, dim=-1, sorted=False)
         return logits, weights * self.routed_scaling_factor, ids
     router.forward = types.MethodType(forward, router)
+
+
+def unit_offset_dropped(norm):
+    """This Gemma RMSNorm applies its weight as w, not 1 + w (one module instance)."""
+    def forward(self, x):
+        return (self._norm(x.float()) * self.weight.float()).type_as(x)
+    norm.forward = types.MethodType(forward, norm)
 
 
 def ungrouped(router):
@@ -432,6 +452,20 @@ def deepseek_checks(conform, tmp):
     check("deepseek_v3_ungrouped_router", conform, tmp, defect, (2, "layers.2.router", None))
 
 
+def gemma3_checks(conform, tmp):
+    check("gemma3", conform, tmp, gemma3())
+    check("gemma3_no_ends", conform, tmp, gemma3(), logits=False)
+    # Layer 1's attention post-norm with its weight applied as w, not 1 + w,
+    # fails there; declared with a fused GeGLU (1 ulp), the clean model fails
+    # at its first h, named: PyTorch's tanh GELU is no 1-ulp one.
+    defect = gemma3()
+    unit_offset_dropped(cm._base(defect).layers[1].post_attention_layernorm)
+    check("gemma3_post_norm_weight", conform, tmp, defect, (1, "layers.1.attn_post_norm", None))
+    check("gemma3_fused_geglu", conform, tmp, gemma3(), (0, "layers.0.h", "glu_arith=separate"),
+          conventions={"glu_arith": "fused"})
+    check("gemma3_f32", conform, tmp, gemma3(torch.float32))
+
+
 def deepseek_v2_checks(conform, tmp):
     check("deepseek_v2", conform, tmp, deepseek_v2())
     check("deepseek_v2_f32", conform, tmp, deepseek_v2(torch.float32))
@@ -500,6 +534,8 @@ def main():
             deepseek_checks(args.conform, tmp)
         if hasattr(transformers, "DeepseekV2Config"):
             deepseek_v2_checks(args.conform, tmp)
+        if hasattr(transformers, "Gemma3TextConfig"):
+            gemma3_checks(args.conform, tmp)
     print("hf_model_test: ok (%.1f s)" % (time.time() - start))
 
 
