@@ -77,7 +77,7 @@ model::ModelContract make_contract(const SynthOptions& o, CLI::App* cmd) {
         c.mlp = parse_kind("--mlp", o.mlp, {model::MlpKind::swiglu, model::MlpKind::situ_glu, model::MlpKind::gelu,
                                             model::MlpKind::moe, model::MlpKind::latent_moe, model::MlpKind::geglu,
                                             model::MlpKind::swiglu_clamp});
-    if (!o.placement.empty()) c.placement = parse_kind("--placement", o.placement, {model::Placement::pre, model::Placement::post});
+    if (!o.placement.empty()) c.placement = parse_kind("--placement", o.placement, {model::Placement::pre, model::Placement::post, model::Placement::sandwich});
     if (!o.residual.empty())
         c.residual = parse_kind("--residual", o.residual, {model::ResidualKind::plain, model::ResidualKind::mhc});
     if (o.qk_norm) c.qk_norm = true;
@@ -176,7 +176,7 @@ Subcommand add_synth(CLI::App& app) {
                     "swiglu | situ_glu | gelu | geglu | swiglu_clamp | moe | latent_moe (the MoE keys -- experts, top_k, shared_experts, "
                     "expert_ffn, router_score, renormalize, selection_bias, router_groups, router_topk_groups, routed_scaling, "
                     "latent_dim, normalized -- from --contract)");
-    cmd->add_option("--placement", o->placement, "pre | post norm");
+    cmd->add_option("--placement", o->placement, "pre | post | sandwich norm (sandwich: Gemma's post-norm on each branch too)");
     cmd->add_option("--residual", o->residual, "plain | mhc");
     cmd->add_flag("--qk-norm", o->qk_norm, "RMSNorm over head_dim of q and k before RoPE");
     cmd->add_option("--norm", o->norm, "rms_norm | layer_norm");
