@@ -147,6 +147,19 @@ RopeConfig rope_config(const std::string& op, const Params& p, std::int64_t D) {
     c.scaling = rope_scaling_of(op, p);
     if (c.scaling.kind == RopeScalingKind::yarn && c.base * c.ntk_scale == 1.0)
         throw std::invalid_argument(op + ": parameter 'base' times 'ntk_scale' is 1; yarn's correction range divides by its log");
+    if (c.scaling.kind == RopeScalingKind::yarn && c.scaling.truncate) {
+        // A correction range end within rounding of an integer: a kernel's
+        // (or Hugging Face's) double floor/ceil may land on the other integer
+        // than the exact one, moving a whole pair's frequency.  Not decided.
+        RopeScaling raw = c.scaling;
+        raw.truncate = false;
+        const auto [lo, hi] = rope_yarn_range<double>(c.rotary_dim, c.base * c.ntk_scale, raw);
+        for (const double v : {lo, hi})
+            if (v > 0 && v < static_cast<double>(c.rotary_dim - 1) &&
+                std::fabs(v - std::nearbyint(v)) <= 0x1p-40 * (std::fabs(v) + static_cast<double>(c.rotary_dim)))
+                throw std::invalid_argument(op + ": yarn's correction range end " + num(v) +
+                                            " lies within rounding of an integer: truncate's floor/ceil is not determined");
+    }
     return c;
 }
 
@@ -204,7 +217,9 @@ TableError rope_scaled_table_error(const RopeTableModel& k, double angle, double
     const double angle_err = std::fabs(angle) * (theta_units + 1) * k.angle_unit;  // m·θ̂' one more unit
     // |sin'| <= 1: the angle error passes through, times af; af·cos rounds once.
     const double pre = af * (angle_err + k.trig_abs_error);
-    const double pc = pre + (af != 1 ? std::fabs(c) * k.angle_unit : 0), ps = pre + (af != 1 ? std::fabs(s) * k.angle_unit : 0);
+    // af != 1: af itself converted to the arithmetic's format (Hugging Face's
+    // Python float cast to FP32), then the product: two units.
+    const double pc = pre + (af != 1 ? 2 * std::fabs(c) * k.angle_unit : 0), ps = pre + (af != 1 ? 2 * std::fabs(s) * k.angle_unit : 0);
     return {pc + 0.5 * ulp_at(k.table, std::fabs(c) + pc), ps + 0.5 * ulp_at(k.table, std::fabs(s) + ps)};
 }
 
@@ -238,15 +253,17 @@ double rope_theta_error_units(const RopeConfig& c, std::int64_t j, double theta)
     }
     const auto [lo, hi] = rope_yarn_range<double>(c.rotary_dim, b, sc);
     const double ramp = (static_cast<double>(j) - lo) / (hi - lo);
-    if (!(ramp > 0)) return eps;      // e = 1 exactly: θ̂' = 1/p
-    if (!(ramp < 1)) return eps + 3;  // e = 0: 1/(s p), s converted
     // lo, hi: exact integers when truncated, else off by 8|lo| + r/|ln b|
     // units (double logs; FP32 conversion); the ramp's three roundings.
     const bool integral = lo == std::floor(lo) && hi == std::floor(hi);
     const double r = static_cast<double>(c.rotary_dim), dl = integral ? 0 : 8 * std::fabs(lo) + r / std::fabs(std::log(b));
     const double dh = integral ? 0 : 8 * std::fabs(hi) + r / std::fabs(std::log(b));
-    const double dramp = (2 * dl + dh) / std::fabs(hi - lo) + 3;
-    return eps + 6 + (dramp + 1) * slope;
+    const double shift = (2 * dl + dh) / std::fabs(hi - lo);  // the ends' error, in units of the ramp
+    // Clamped only where a computed ramp is clamped too (a margin far wider
+    // than shift · u); near the clamps the between formula covers a flip.
+    if (ramp < -shift * 0x1p-20 || (integral && !(ramp > 0))) return eps;     // e = 1 exactly: θ̂' = 1/p
+    if (ramp > 1 + shift * 0x1p-20 || (integral && !(ramp < 1))) return eps + 3;  // e = 0: 1/(s p), s converted
+    return eps + 6 + (shift + 3 + 1) * slope;
 }
 
 std::pair<double, double> rope_pair_bound(const RopeTableModel& k, const TableError& e, double xa, double xb, double c,

@@ -151,8 +151,8 @@ R rope_effective_base(const RopeConfig& c) {
 }
 
 // cos and sin of m θ'_j, the scaled frequency, times attention_factor.
-// Real: within 2^-P of the exact values (rope_cos_sin's guard bits plus
-// those the scaling's conditioning needs); double: the FP64 tier.
+// Real: within 2^-P max(1, af) of the exact values (rope_cos_sin's guard
+// bits plus those the scaling's conditioning needs); double: the FP64 tier.
 CosSin<Real> rope_scaled_cos_sin(const Real& m, std::int64_t j, const RopeConfig& c);
 inline CosSin<double> rope_scaled_cos_sin(double m, std::int64_t j, const RopeConfig& c) {
     const double b = rope_effective_base<double>(c), theta = rope_inv_freq(j, c.rotary_dim, b);

@@ -674,4 +674,14 @@ TEST(RopeOracleScaling, ParameterErrorsNameTheParameter) {
     EXPECT_NE(message({{"scaling", 3}, {"base", 1}}).find("'base'"), std::string::npos);
     EXPECT_NE(message({{"scaling", 1}, {"factor", 0}}).find("'factor'"), std::string::npos);
     EXPECT_NE(message({{"attention_factor", -1}}).find("'attention_factor'"), std::string::npos);
+    // A truncated yarn range whose end lies within 1e-16 of an integer (19.99999999999999995):
+    // the kernels' double floor and the exact one differ by a pair.  Refused.
+    const Tensor wide = tensor({1, 1, 128}, std::vector<double>(128, 1.0));
+    try {
+        rope(wide, {{"scaling", 3}, {"factor", 40}, {"original_max_pos", 4096}, {"base", 15448.855965331382}});
+        ADD_FAILURE() << "an undetermined correction range was accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("correction range end"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(rope(wide, {{"scaling", 3}, {"factor", 40}, {"original_max_pos", 4096}, {"base", 10000}}));
 }
