@@ -290,7 +290,7 @@ StepBound logistic_bound(const Step& s, const Lookup& get, const Values& ref, co
 // |ŝ - s| of PyTorch's FP32 tanh GELU s = x/2 (1 + tanh(z)), z = β (x + κ x³)
 // (docs/diverge.md, "GeGLU computed in two ops"): x·x·x, κ̂ x³, the sum and
 // β̂ (·) with κ̂ = fl(0.044715), β̂ = fl(sqrt(2/π)) give ẑ = z(1 + ε_z), |ε_z|
-// <= 7u (x and κx³ share a sign: no cancellation); tanh within 2 ulps (4u);
+// <= 7u (x and κx³ share a sign: no cancellation); tanh within 2 ulps;
 // 1 + t̂ and (x/2)(·) one rounding each.  Where x³ may overflow, ẑ = ±inf
 // and t̂ = ±1: |t̂ - t| = 1 - |t|.
 double tanh_gelu_error(double x, double s) {
@@ -303,7 +303,7 @@ double tanh_gelu_error(double x, double s) {
     } else {
         const double az = std::fabs(z), far = az * (1 - eps_z), sech = 1 / std::cosh(std::min(far, 354.0));
         const double moved = sech * sech * az * eps_z + kBeta * 3 * eta32;  // + underflowing x², x³, κx³
-        dt = moved + 4 * u * (std::fabs(t) + moved);
+        dt = moved + 2 * ulp_at(kAcc, std::fabs(t) + moved);  // 2 ulps of tanh(ẑ), |tanh(ẑ)| <= |t| + moved
     }
     const double dw = dt * (1 + u) + u * (1 + t);  // 1 + t̂
     return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + eta32;  // (x/2) ŵ: its rounding, x/2 below the normal range
