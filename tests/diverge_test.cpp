@@ -912,9 +912,9 @@ TEST(DivergeEnds, GluArithSeparateWidensOnlyTheGluStep) {
 // GeGLU with the tanh GELU computed in two ops (Gemma: PyTorch's FP32 tanh
 // GELU stored, then the product rounded): only the glu step's budget
 // changes; in fp32 it widens everywhere h != 0 (the GELU's FP32 error, then
-// a second rounding); a tanh GELU computed in FP32 with its tanh 2 ulps high
-// (the derivation's worst) fails the fused budget at layers.0.h, named, and
-// passes declared.
+// a second rounding); a tanh GELU computed in FP32 with its tanh one ulp
+// above the nearest float (within the derivation's 2 ulps) fails the fused
+// budget at layers.0.h, named, and passes declared.
 TEST(DivergeEnds, GluArithSeparateCoversTheTanhGeglu) {
     for (Format f : {Format::fp32, Format::bf16}) {
         ModelContract erf = small("dense", f);  // the built-in kernels' values (no tanh GeGLU kernel)
@@ -946,7 +946,7 @@ TEST(DivergeEnds, GluArithSeparateCoversTheTanhGeglu) {
         const auto g = static_cast<float>(gd), up = static_cast<float>(upd);
         const float z = 0.7978845608f * (g + 0.044715f * (g * g * g));
         float th = static_cast<float>(std::tanh(static_cast<double>(z)));
-        th = std::nextafter(std::nextafter(th, INFINITY), INFINITY);  // tanh 2 ulps high: the model's worst
+        th = std::nextafter(th, INFINITY);  // up to 1.5 ulps high: within the model's 2
         const float w = 1.0f + th;
         return static_cast<double>((0.5f * g * w) * up);
     });
