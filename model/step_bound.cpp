@@ -17,6 +17,7 @@
 #include "model/linear_block.hpp"
 #include "model/moe_steps.hpp"
 #include "model/step_bound_structured.hpp"
+#include "oracle/activation.hpp"
 #include "oracle/bound.hpp"
 
 namespace conform::model {
@@ -330,7 +331,7 @@ double separate_swiglu_budget(double g, double up, double y, Format f, Format ou
 // The same with PyTorch's tanh GELU (Gemma's GeGLU).
 double separate_geglu_tanh_budget(double g, double up, double y, Format f, Format out) {
     if (!std::isfinite(g) || !std::isfinite(up) || !std::isfinite(y)) return 0;  // judged by class
-    const double s = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+    const double s = oracle::gelu_tanh(g);
     return separate_glu_budget(s, tanh_gelu_error(g, s), up, y, f, out);
 }
 

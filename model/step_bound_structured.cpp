@@ -93,11 +93,9 @@ std::vector<double> rope_dtype_bound(const OpCall& call, const std::vector<doubl
         const double m = call.params.get("offset", 0) + static_cast<double>(l);
         for (std::int64_t j = 0; j < r / 2; ++j) {
             // cos, sin (times the attention factor) and the angle as magnitudes.
-            const double theta = oracle::rope_inv_freq(j, r, b);
-            const double angle = m * theta * oracle::rope_freq_multiplier<double>(j, r, theta, b, cfg.scaling);
+            const double theta = oracle::rope_inv_freq(j, r, b), angle = oracle::rope_scaled_angle(cfg, m, j, theta);
             const double af = cfg.scaling.attention_factor, cv = af * std::cos(angle), sv = af * std::sin(angle);
-            const oracle::TableError e =
-                oracle::rope_scaled_table_error(model, angle, oracle::rope_theta_error_units(cfg, j, theta), cv, sv, af);
+            const oracle::TableError e = oracle::rope_entry_error(model, cfg, j, theta, angle, cv, sv);
             const auto [da, db] = oracle::rope_pair_dims(cfg.pairing, j, r);
             for (std::int64_t h = 0; h < H; ++h) {
                 const auto ia = static_cast<std::size_t>((h * L + l) * D + da), ib = static_cast<std::size_t>((h * L + l) * D + db);

@@ -223,6 +223,11 @@ TableError rope_scaled_table_error(const RopeTableModel& k, double angle, double
     return {pc + 0.5 * ulp_at(k.table, std::fabs(c) + pc), ps + 0.5 * ulp_at(k.table, std::fabs(s) + ps)};
 }
 
+TableError rope_entry_error(const RopeTableModel& k, const RopeConfig& c, std::int64_t j, double theta, double angle,
+                            double cv, double sv) {
+    return rope_scaled_table_error(k, angle, rope_theta_error_units(c, j, theta), cv, sv, c.scaling.attention_factor);
+}
+
 // The reference order (kernels in double, Hugging Face in FP32), u the unit:
 //   linear  θ̂/s                                             (s converted: 1, division: 1)
 //   llama3  λ = (1/θ̂)·2π; θ̂/s if λ > L0/l, θ̂ if λ < L0/h, else
@@ -358,9 +363,7 @@ std::vector<std::vector<double>> rope_bound(const Params& params, const std::vec
             const CosSin<Real> cs = rope_scaled_cos_sin(from_double(m), j, c);
             const double cv = to_double(cs.cos), sv = to_double(cs.sin);
             const double theta = to_double(rope_inv_freq(j, c.rotary_dim, b));
-            const double angle = m * theta * rope_freq_multiplier<double>(j, c.rotary_dim, theta, to_double(b), c.scaling);
-            const TableError e = rope_scaled_table_error(model, angle, rope_theta_error_units(c, j, theta), cv, sv,
-                                                         c.scaling.attention_factor);
+            const TableError e = rope_entry_error(model, c, j, theta, rope_scaled_angle(c, m, j, theta), cv, sv);
             const auto [da, db] = rope_pair_dims(c.pairing, j, c.rotary_dim);
             for (std::int64_t h = 0; h < H; ++h) {
                 const std::int64_t base = (h * L + l) * D;

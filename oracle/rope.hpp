@@ -150,13 +150,17 @@ R rope_effective_base(const RopeConfig& c) {
     else return R(c.base) * R(c.ntk_scale);
 }
 
+// m θ'_j in double, θ_j given (b = base · ntk_scale rounded once).
+inline double rope_scaled_angle(const RopeConfig& c, double m, std::int64_t j, double theta) {
+    return m * theta * rope_freq_multiplier(j, c.rotary_dim, theta, c.base * c.ntk_scale, c.scaling);
+}
+
 // cos and sin of m θ'_j, the scaled frequency, times attention_factor.
 // Real: within 2^-P max(1, af) of the exact values (rope_cos_sin's guard
 // bits plus those the scaling's conditioning needs); double: the FP64 tier.
 CosSin<Real> rope_scaled_cos_sin(const Real& m, std::int64_t j, const RopeConfig& c);
 inline CosSin<double> rope_scaled_cos_sin(double m, std::int64_t j, const RopeConfig& c) {
-    const double b = rope_effective_base<double>(c), theta = rope_inv_freq(j, c.rotary_dim, b);
-    const double a = m * theta * rope_freq_multiplier(j, c.rotary_dim, theta, b, c.scaling);
+    const double a = rope_scaled_angle(c, m, j, rope_inv_freq(j, c.rotary_dim, rope_effective_base<double>(c)));
     const double af = c.scaling.attention_factor;
     return {af * std::cos(a), af * std::sin(a)};
 }
@@ -238,6 +242,12 @@ TableError rope_scaled_table_error(const RopeTableModel& k, double angle, double
 // 1/b^(2j/r) or pow(b, −2j/r) (2|ln θ_j| + 3 units), then the scaling's own
 // operations, each rounding once.  theta is the exact θ_j.
 double rope_theta_error_units(const RopeConfig& c, std::int64_t j, double theta);
+
+// The table error of pair j of c at the scaled angle (rope_scaled_angle):
+// rope_scaled_table_error with θ̂'_j's units and c's attention factor; cv, sv
+// the exact entries.
+TableError rope_entry_error(const RopeTableModel& k, const RopeConfig& c, std::int64_t j, double theta, double angle,
+                            double cv, double sv);
 
 // Per-element bound |ŷ − y| for the pair (x_a, x_b) with exact outputs
 // (y_a, y_b), exact c, s and table errors e: the table term, the rotation's

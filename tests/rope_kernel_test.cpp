@@ -129,16 +129,14 @@ Reference reference(const Case& c, const Tensor& x, Format out) {
     const std::int64_t r = c.r(), D = c.D;
     const oracle::RopeConfig cfg = oracle::rope_config("rope", c.params(), D);
     const oracle::RopeTableModel model{0x1p-53, 0x1p-52, Format::fp32, Format::fp32, out};
-    const double b = c.base * c.ntk_scale, ln_b = std::log(b);
+    const double ln_b = std::log(c.base * c.ntk_scale);
     for (std::int64_t l = 0; l < c.L; ++l) {
         const double m = static_cast<double>(c.offset + l);
         const auto row = oracle::rope_table_row(oracle::from_double(m), cfg);
         for (std::int64_t j = 0; j < r / 2; ++j) {
             const double cj = oracle::to_double(row[j].cos), sj = oracle::to_double(row[j].sin);
             const double theta = std::exp(-2.0 * static_cast<double>(j) / static_cast<double>(r) * ln_b);
-            const double g = oracle::rope_freq_multiplier<double>(j, r, theta, b, cfg.scaling);
-            const auto e = oracle::rope_scaled_table_error(model, m * theta * g, oracle::rope_theta_error_units(cfg, j, theta),
-                                                           cj, sj, cfg.scaling.attention_factor);
+            const auto e = oracle::rope_entry_error(model, cfg, j, theta, oracle::rope_scaled_angle(cfg, m, j, theta), cj, sj);
             const auto [a, b] = oracle::rope_pair_dims(cfg.pairing, j, r);
             for (std::int64_t h = 0; h < c.H; ++h) {
                 const std::int64_t ia = (h * c.L + l) * D + a, ib = (h * c.L + l) * D + b;
