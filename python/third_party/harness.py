@@ -29,8 +29,11 @@ class Check:
     """One row: `name` the library's operator as used, mapped onto conform `op` in `dtype`."""
 
     def __init__(self, name, op, dtype, fn, conventions=None, domain=None, unwritten=None, note="", cases=None,
-                 weight=1):
+                 weight=1, group=None):
         self.name, self.op, self.dtype, self.fn, self.cases, self.weight = name, op, dtype, fn, cases, weight
+        # Checks of one group share a shard: they call one compiled function on the
+        # same shapes (a JIT compiles each shape once per process).
+        self.group = group
         self.conventions, self.domain, self.unwritten, self.note = conventions, domain, unwritten, note
 
     def key(self):
@@ -39,11 +42,18 @@ class Check:
 
 
 def shard_of(checks, shards):
-    """The shard of each check: the heaviest first, each onto the least loaded shard (deterministic)."""
+    """The shard of each check: its group (a check without one is its own), the
+    heaviest group first, onto the least loaded shard (deterministic)."""
+    groups = {}
+    for i, c in enumerate(checks):
+        groups.setdefault(c.group if c.group is not None else ("check", i), []).append(i)
+    weight = {g: sum(checks[i].weight for i in members) for g, members in groups.items()}
     load, out = [0] * shards, [0] * len(checks)
-    for i in sorted(range(len(checks)), key=lambda i: (-checks[i].weight, i)):
-        out[i] = min(range(shards), key=lambda s: (load[s], s))
-        load[out[i]] += checks[i].weight
+    for g in sorted(groups, key=lambda g: (-weight[g], groups[g][0])):
+        shard = min(range(shards), key=lambda s: (load[s], s))
+        load[shard] += weight[g]
+        for i in groups[g]:
+            out[i] = shard
     return out
 
 

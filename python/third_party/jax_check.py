@@ -104,11 +104,11 @@ for dt in ("fp32", "bf16"):
         Check("jax.nn.softplus", "softplus", dt, unary(jax.nn.softplus, dt)),
         Check("jax.nn.softmax", "softmax", dt, softmax(dt)),
         Check("jax.nn.dot_product_attention", "attention", dt, attention(dt), domain=DOMAIN,
-              cases=12, weight=4, note="head sizes 16 (one size for keys and values); softcap cases (parameter_sensitivity) are not run"),
+              cases=12, weight=4, group="attention/" + dt, note="head sizes 16 (one size for keys and values); softcap cases (parameter_sensitivity) are not run"),
         Check("jax.nn.dot_product_attention", "attention", dt, attention(dt), domain=DOMAIN,
-              conventions={"causal": "top_left"}, cases=12, weight=4),
+              conventions={"causal": "top_left"}, cases=12, weight=4, group="attention/" + dt),
         Check("jax.nn.dot_product_attention", "attention", dt, attention(dt), domain=DOMAIN,
-              conventions={"causal": "top_left", "masked_row": "nan"}, cases=12, weight=4),
+              conventions={"causal": "top_left", "masked_row": "nan"}, cases=12, weight=4, group="attention/" + dt),
     ]
 
 EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's case count
