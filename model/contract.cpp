@@ -53,9 +53,11 @@ const std::map<std::string, std::vector<std::string>>& convention_values() {
         // Arithmetic a narrow-format model may do in its own format
         // (Hugging Face's PyTorch code in bf16/fp16; docs/model.md):
         {"rope_arith", {"fp32", "dtype", "fp32_angles"}}, {"attention_probs", {"fp32", "dtype"}}, {"router_arith", {"fp32", "dtype"}},
+        {"attention_logits", {"fp32", "dtype"}},
         // The logits rounded to the model's format (an lm_head in it), and
         // SwiGLU as act(gate) stored, then the product rounded (docs/model.md).
         {"logits_format", {"fp32", "dtype"}}, {"glu_arith", {"fused", "separate"}}, {"act_arith", {"ulp", "quotient"}},
+        {"softcap_arith", {"ulp", "dtype"}},
     };
     return v;
 }
@@ -194,6 +196,10 @@ void validate_rope_scaling(const ModelContract& c) {
         fail("rope_high_freq_factor", "must be > rope_low_freq_factor for llama3");
     if (!std::isfinite(c.attention_scale) || c.attention_scale < 0)
         fail("attention_scale", "must be finite and >= 0 (0: 1/sqrt(head dim))");
+    if (!std::isfinite(c.attention_softcap) || c.attention_softcap < 0)
+        fail("attention_softcap", "must be finite and >= 0 (0: none)");
+    if (c.attention_softcap > 0 && c.attention_kind == AttentionKind::mla)
+        fail("attention_softcap", "the mla op takes no softcap (0 with attention_kind mla)");
     // The fused MLA op has no frequency scaling: the decomposed layer rotates in a rope step.
     if (c.rope_scaling != "none" && c.attention_kind == AttentionKind::mla && !c.mla_latent_norm)
         fail("rope_scaling", "needs mla_latent_norm (the decomposed MLA layer) with attention_kind mla");
@@ -452,6 +458,7 @@ const std::map<std::string, Field>& fields() {
         {"rope_truncate", bool_field(&ModelContract::rope_truncate)},
         {"rope_attention_factor", num_field(&ModelContract::rope_attention_factor)},
         {"attention_scale", num_field(&ModelContract::attention_scale)},
+        {"attention_softcap", num_field(&ModelContract::attention_softcap)},
         {"mlp", enum_field(&ModelContract::mlp,
                            {MlpKind::swiglu, MlpKind::situ_glu, MlpKind::gelu, MlpKind::moe, MlpKind::latent_moe,
                             MlpKind::geglu, MlpKind::swiglu_clamp})},

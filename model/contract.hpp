@@ -58,9 +58,16 @@ const char* name(ResidualKind r);
 //                                           model's dtype (an lm_head in it: Hugging Face)
 //   glu_arith       fused | separate        SwiGLU within 1 ulp, or silu(gate) computed in FP32,
 //                                           stored in the model's format, times up rounded
+//   attention_logits fp32 | dtype          attention logits in FP32, or rounded to the model's
+//                                           format after every stage (the dot product, the scale,
+//                                           the softcap's divide, tanh and multiply, the mask
+//                                           add: eager attention in PyTorch)
 //   act_arith       ulp | quotient          sigmoid and silu steps within 1 ulp, or the FP32
 //                                           quotients 1 / (1 + exp(-x)), x / (1 + exp(-x)) with a
 //                                           1-ulp exp (PyTorch's CPU sigmoid and silu)
+//   softcap_arith   ulp | dtype             the logit softcap within 1 ulp, or c tanh(x / c) with
+//                                           the divide, tanh and multiply each rounded to the
+//                                           model's format (PyTorch: Gemma 2's final softcap)
 // A key "STEP:key" (e.g. "o_norm:norm_cast") declares `key` for the steps
 // whose point is STEP in every layer ("layers.N.STEP"), over the plain key:
 // a model whose modules differ (Qwen3-Next's gated output norm casts before
@@ -170,6 +177,9 @@ struct ModelContract {
     // The attention's softmax scale (0: 1/sqrt(d_qk)); DeepSeek's YaRN
     // multiplies it by mscale^2.
     double attention_scale = 0;
+    // The attention logits capped c tanh(s / c) after the scale, before the
+    // mask (Gemma 2's attn_logit_softcapping; 0: none).
+    double attention_softcap = 0;
     // MLP.
     MlpKind mlp = MlpKind::swiglu;
     double situ_beta1 = 4, situ_beta2 = 25;

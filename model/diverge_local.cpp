@@ -13,23 +13,6 @@ namespace conform::model {
 
 // ---- DumpValues -----------------------------------------------------------------
 
-
-namespace {
-
-// Whether a weight or cache serves one of the layers of `graph`: a layer
-// range converts only its own layers' weights (and the model-level ones).
-bool weight_serves(const std::string& weight, const std::set<std::int64_t>& layers) {
-    if (weight.rfind("layers.", 0) != 0) return true;
-    const std::size_t dot = weight.find('.', 7);
-    try {
-        return layers.count(std::stoll(weight.substr(7, dot - 7))) > 0;
-    } catch (const std::exception&) {
-        return true;
-    }
-}
-
-}  // namespace
-
 TokenSample token_sample(const ModelContract& c, const std::vector<Step>& graph, std::int64_t tokens) {
     const std::int64_t T = c.tokens;
     TokenSample all{true, {}, T};
@@ -336,8 +319,8 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
     switch (k) {
         case StepKind::norm:
         case StepKind::head_norm: return {"eps_placement", "norm_cast"};
-        // rope_arith, attention_probs, router_arith: the model's own format's
-        // arithmetic (attention_probs and router_arith only narrower than fp32).
+        // rope_arith, attention_probs, attention_logits, router_arith: the model's own
+        // format's arithmetic (all but rope_arith only narrower than fp32).
         case StepKind::rope: return {"rope_pairing", "rope_arith"};
         case StepKind::mla: return {"rope_pairing"};
         case StepKind::router: return c.dtype != Format::fp32 ? std::vector<std::string>{"router_arith"} : std::vector<std::string>{};
@@ -360,24 +343,46 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         case StepKind::short_conv: return {"conv_padding"};
         case StepKind::silu:
         case StepKind::sigmoid: return {"act_arith"};
-        case StepKind::softcap: return {"logit_softcap"};
+        case StepKind::softcap: return {"logit_softcap", "softcap_arith"};
         // Without cached keys (Lq = Lk) both alignments are the same mask.
         case StepKind::attention: {
             std::vector<std::string> v;
             if (c.cache_tokens > 0) v.push_back("causal");
             if (c.window > 0) v.push_back("window_keys");
             if (c.kv_cache == "rolling" && c.cache_tokens > c.window) v.push_back("rolling_order");
-            if (c.dtype != Format::fp32) v.push_back("attention_probs");
+            if (c.dtype != Format::fp32) v.push_back("attention_probs"), v.push_back("attention_logits");
             return v;
         }
         default: return {};
     }
 }
 
+// Conventions of arithmetic that keep the exact reference and only widen
+// the step's budget: a wider one passes wherever a narrower one does.
+bool widens_only(const std::string& key) {
+    static const std::set<std::string> keys{"rope_arith", "attention_probs", "attention_logits", "router_arith",
+                                            "act_arith", "glu_arith", "softcap_arith"};
+    return keys.count(key) > 0;
+}
+
+std::optional<std::string> convention_match(const std::vector<std::pair<std::string, double>>& tried) {
+    std::optional<std::string> changes, widening;
+    double best = 1, tightest = -1;
+    for (const auto& [kv, util] : tried) {
+        if (!(util <= 1)) continue;  // fails (or NaN)
+        if (!widens_only(kv.substr(0, kv.find('=')))) {
+            if (util <= best) best = util, changes = kv;
+        } else if (util > tightest) {
+            tightest = util, widening = kv;
+        }
+    }
+    return changes ? changes : widening;
+}
+
 void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, const LocalResult& lr, PointReport& r,
                      const TokenSample& sample) {
-    double best = 1;
     const std::vector<Piece> ps = pieces(c, s, sample);
+    std::vector<std::pair<std::string, double>> tried;
     for (const std::string& key : conventions_of(c, s.kind)) {
         if ((key == "lm_head" || key == "logits_format") && !is_logits_product(s)) continue;  // the same step elsewhere
         for (const std::string& value : convention_values().at(key)) {
@@ -389,9 +394,10 @@ void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, co
             char text[64];
             std::snprintf(text, sizeof text, ": utilization %.3g", util);
             r.conventions_tried.push_back(key + "=" + value + text);
-            if (util <= best) best = util, r.convention_match = key + "=" + value;
+            tried.emplace_back(key + "=" + value, util);
         }
     }
+    r.convention_match = convention_match(tried);
 }
 
 // ---- input checks -------------------------------------------------------------

@@ -88,11 +88,20 @@ struct LocalResult {
 // of the whole point.
 LocalResult judge_local(const ModelContract& c, const Step& s, DumpValues& dump, const TokenSample& sample = {});
 
+// The convention a failing point matches, of those tried ("key=value",
+// utilization under it): of the passing ones (utilization <= 1) that change
+// the step's reference, the lowest utilization; else, of those that only
+// widen its budget (rope_arith, attention_probs, attention_logits,
+// router_arith, act_arith, glu_arith, softcap_arith), the tightest that
+// passes — the highest utilization — so that a much wider declaration
+// (attention_logits) does not shadow the one the step needs
+// (attention_probs).  None when nothing passes.
+std::optional<std::string> convention_match(const std::vector<std::pair<std::string, double>>& tried);
+
 // The conventions of the contract that concern a step kind (contract.hpp).
 std::vector<std::string> conventions_of(const ModelContract& c, StepKind k);
 // At a failing step: every alternative value of each convention that
-// concerns it; fills conventions_tried and convention_match (the lowest
-// utilization <= 1).
+// concerns it; fills conventions_tried and convention_match (above).
 void try_conventions(const ModelContract& c, const Step& s, DumpValues& dump, const LocalResult& lr, PointReport& r,
                      const TokenSample& sample = {});
 

@@ -300,9 +300,16 @@ struct Executor {
                 return run_int8_matmul(get(s.inputs[0]).view(), get(s.weights[0]).view(), s.format,
                                        mutated ? mutant : nullptr);
             }
-            case StepKind::softcap:
+            case StepKind::softcap: {
                 if (conv.at("logit_softcap") == "skipped") return in_format(copy_tensor(get(s.inputs[0]).view()), s.format);
-                return registry_step(s, get);
+                if (conv.at("softcap_arith") != "dtype") return registry_step(s, get);
+                // PyTorch's c tanh(x / c) in the model's format: each stage rounded to it.
+                const auto r = [&](float v) { return static_cast<float>(decode(c.dtype, encode(c.dtype, v))); };
+                const auto cap = static_cast<float>(c.logit_softcap);
+                std::vector<float> y = floats(get(s.inputs[0]).view());
+                for (float& v : y) v = r(r(std::tanh(r(v / cap))) * cap);
+                return stored(y, s.shape, s.format);
+            }
             default: return registry_step(s, get);
         }
     }

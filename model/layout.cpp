@@ -205,7 +205,8 @@ std::vector<std::string> norm_unexpressed(const Conventions& conv) {
 }
 
 // Whether the model computes a step in its own narrower format under the
-// convention `key` = dtype (rope_arith, attention_probs, router_arith).
+// convention `key` = dtype (rope_arith, attention_probs, attention_logits,
+// router_arith).
 bool narrow_arith(const ModelContract& c, const Conventions& conv, const std::string& key) {
     return convention(conv, key) == "dtype" && info(c.dtype).precision < info(Format::fp32).precision;
 }
@@ -348,7 +349,7 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
     if (w > 0 && convention(conv, "window_keys") == "w_plus_one") ++w;
     const bool masked = !positions.empty();
     call.params = Params({{"scale", c.attention_scale}, {"causal", masked ? 0.0 : 1.0}, {"window", masked ? 0.0 : static_cast<double>(w)},
-                          {"softcap", 0}});
+                          {"softcap", c.attention_softcap}});
     // attention_probs = dtype: the weights P rounded to the model's format
     // before P V (PyTorch's CPU flash attention in bf16/fp16): the bound's
     // declared p_unit / p_eta (oracle/attention_bound.hpp), as the CUDA
@@ -356,6 +357,12 @@ void attention_call(OpCall& call, const ModelContract& c, const Step& s, const V
     if (narrow_arith(c, conv, "attention_probs")) {
         declare_rounding(call.params, "p", c.dtype);
         call.unexpressed.push_back("attention_probs=dtype");
+    }
+    // attention_logits = dtype: the logits rounded to it after every stage
+    // (PyTorch's eager attention): declared s_unit / s_eta.
+    if (narrow_arith(c, conv, "attention_logits")) {
+        declare_rounding(call.params, "s", c.dtype);
+        call.unexpressed.push_back("attention_logits=dtype");
     }
     if (masked) call.in.push_back(position_mask(call.in[0].format(), positions, call.in[1].shape()[1], w));
     call.out_heads = s.heads;

@@ -167,7 +167,8 @@ Values eval_attention(const OpCall& call) {
                 s[static_cast<size_t>(j)] =
                     hidden ? -INFINITY
                            : oracle::capped_logit(&q.v[static_cast<size_t>((h * Lq + i) * D)],
-                                                  &k.v[static_cast<size_t>((g * Lk + j) * D)], D, scale, 0);
+                                                  &k.v[static_cast<size_t>((g * Lk + j) * D)], D, scale,
+                                                  call.params.get("softcap", 0));
             }
             const auto st = oracle::attend_direct(s, vh, Dv);
             std::copy(st.o.begin(), st.o.end(), o.v.begin() + (h * Lq + i) * Dv);

@@ -248,6 +248,35 @@ StepBound unary_bound(const Step& s, const Lookup& get, const Values& ref, Forma
     return ulp_bound(ref, out, kActivationUlps, [&](std::size_t i) { return std::fabs(x.v[i]); });
 }
 
+// softcap_arith = dtype: y = c tanh(x / c) as PyTorch computes it in the
+// model's format f (docs/diverge.md, "The logit softcap in the model's
+// format"): x / c (or x times an FP32 1 / c) rounded to f, y1 = (x / c)(1 + t1),
+// |t1| <= (1 + u)(1 + u32)^2 - 1; the FP32 tanh (2 ulps: 4 u32 relative) rounded
+// to f, t^ = tanh(y1)(1 + t2), |t2| <= (1 + 4 u32)(1 + u) - 1; times c rounded
+// to f, y^ = c t^ (1 + t3), |t3| <= (1 + u)(1 + u32) - 1.  By the mean value
+// theorem, sech^2 decreasing in |y|: |tanh(y1) - tanh(x / c)| <= |x / c| t1
+// sech^2(|x / c| (1 - t1)); so
+//   |y^ - y| <= |x| t1 sech^2(|x / c| (1 - t1)) (1 + t2)(1 + t3) + |y| ((1 + t2)(1 + t3) - 1)
+// plus (2c + 1) eta_f for stages that land below f's normal range, and half
+// an ulp of `out` where it is narrower than f.
+StepBound softcap_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
+                        const Conventions& conv, Format out) {
+    StepBound b = unary_bound(s, get, ref, out);
+    if (convention_value(conv, "softcap_arith") != "dtype") return b;
+    const Values& x = get(s.inputs.at(0));
+    const double u = unit_roundoff(c.dtype), u32 = unit_roundoff(kAcc), cap = c.logit_softcap;
+    const double t1 = (1 + u) * (1 + u32) * (1 + u32) - 1, t2 = (1 + 4 * u32) * (1 + u) - 1, t3 = (1 + u) * (1 + u32) - 1;
+    const bool narrower = info(out).precision < info(c.dtype).precision;
+    for (std::size_t i = 0; i < ref.v.size(); ++i) {
+        if (!std::isfinite(x.v[i]) || !std::isfinite(ref.v[i])) continue;  // judged by class
+        const double y = std::fabs(x.v[i] / cap), sech = 1 / std::cosh(y * (1 - t1));
+        const double e = std::fabs(x.v[i]) * t1 * sech * sech * (1 + t2) * (1 + t3) +
+                         std::fabs(ref.v[i]) * ((1 + t2) * (1 + t3) - 1) + (2 * cap + 1) * eta(c.dtype);
+        b.budget[i] = e + (narrower ? 0.5 * ulp_at(out, std::fabs(ref.v[i]) + e) : 0.0);
+    }
+    return b;
+}
+
 // rho of the FP32 quotient: a 1-ulp exp (2u) and two roundings, <= 4u (1 + 4u).
 constexpr double kSiluRel = 4 * 0x1p-24 * (1 + 4 * 0x1p-24);
 
@@ -482,8 +511,8 @@ StepBound step_bound_of(const ModelContract& c, const Step& s, const Lookup& get
         case StepKind::matmul: return matmul_bound(c, s, get, ref, conv, out);
         case StepKind::silu:
         case StepKind::sigmoid: return logistic_bound(s, get, ref, conv, out);
+        case StepKind::softcap: return softcap_bound(c, s, get, ref, conv, out);
         case StepKind::log_decay:
-        case StepKind::softcap:
         case StepKind::gelu: return unary_bound(s, get, ref, out);
         case StepKind::short_conv:
             return short_conv_bound({get(s.inputs.at(0)), s.inputs.size() > 1 ? &get(s.inputs[1]) : nullptr,

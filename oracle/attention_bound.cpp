@@ -24,7 +24,8 @@ struct Shape {
 // One row's logits and the magnitudes the budget needs; s_j = -inf for
 // hidden keys.
 struct RowLogits {
-    std::vector<double> s, capped, a;  // final logit, logit after softcap (before mask), sum |q_d k_jd|
+    // final logit, scaled logit before the softcap, after it (before the mask), sum |q_d k_jd|
+    std::vector<double> s, raw, capped, a;
 };
 
 RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::vector<double>& q,
@@ -34,7 +35,8 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
     const auto window = static_cast<std::int64_t>(p.get("window", 0));
     const bool top_left = p.get("convention.causal", 0) != 0;
     const double cap = p.get("softcap", 0);
-    RowLogits r{std::vector<double>(sh.lk, -INFINITY), std::vector<double>(sh.lk, 0), std::vector<double>(sh.lk, 0)};
+    RowLogits r{std::vector<double>(sh.lk, -INFINITY), std::vector<double>(sh.lk, 0), std::vector<double>(sh.lk, 0),
+                std::vector<double>(sh.lk, 0)};
     const double* qr = &q[(h * sh.lq + i) * sh.d];
     for (std::int64_t j = 0; j < sh.lk; ++j) {
         if (!key_visible(i, j, sh.lq, sh.lk, causal, window, top_left)) continue;
@@ -43,6 +45,7 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
         double dot = 0, a = 0;
         for (std::int64_t t = 0; t < sh.d; ++t) dot += qr[t] * kr[t], a += std::fabs(qr[t] * kr[t]);
         double x = scale * dot;
+        r.raw[j] = x;
         if (cap > 0) x = cap * std::tanh(x / cap);
         r.capped[j] = x, r.a[j] = a;
         r.s[j] = mask.empty() ? x : x + mask[i * sh.lk + j];
@@ -51,6 +54,20 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
 }
 
 double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
+
+// The logit's extra error when every stage rounds it to a format of unit u
+// (docs/attention.md, "Logits in a narrower format"): the dot product and the
+// scale (and the softcap's divide) are relative roundings of the scaled
+// logit, which carries the FP32 error e32: gamma_k(u) (|x| + e32); the cap
+// c tanh(y / c) is 1-Lipschitz in y, so that error passes through it, and
+// tanh's result and the multiply by c round twice more: 2u(1 + u)|cap(x)|;
+// the mask add once: u|s|.  Each stage's result may be subnormal: eta each.
+double narrow_logit_error(const FlashErrorModel& m, double raw, double e32, double capped, double s, bool cap, bool mask) {
+    if (m.s_unit == 0) return 0;
+    const int stages = 2 + (cap ? 1 : 0);
+    return gamma(stages, m.s_unit) * (std::fabs(raw) + e32) + (cap ? 2 * m.s_unit * (1 + m.s_unit) * std::fabs(capped) : 0) +
+           (mask ? m.s_unit * std::fabs(s) : 0) + (stages + 3) * m.s_eta;
+}
 
 // The rounding groups of a row's visible keys (hidden keys: -1): keys whose
 // weights lie in one interval [k s, (k + 1) s) of the grid of a format with
@@ -149,7 +166,9 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
             for (std::int64_t j = 0; j < sh.lk; ++j) {
                 pr[j] = r.s[j] == -INFINITY ? 0 : std::exp(r.s[j] - m) / l;
                 if (pr[j] == 0 && r.s[j] == -INFINITY) continue;
-                const double delta = g_dot * std::fabs(scale) * r.a[j] + dot_abs * std::fabs(scale) + d_merge +
+                const double e32 = g_dot * std::fabs(scale) * r.a[j] + dot_abs * std::fabs(scale);
+                const double delta = e32 + d_merge +
+                                     narrow_logit_error(model, r.raw[j], e32, r.capped[j], r.s[j], softcap, !mask.empty()) +
                                      (softcap ? (model.e_tanh + 3 * kU) * std::fabs(r.capped[j]) : 0) +
                                      (mask.empty() ? 0 : kU * std::fabs(r.s[j])) +  // the mask add rounds once
                                      4 * kU * (std::fabs(r.s[j]) + std::fabs(m)) +
@@ -207,6 +226,7 @@ FlashErrorModel declared_flash_model(const Params& p, const std::vector<Format>&
     model.mma_k = static_cast<int>(p.get("declared.mma_k", 0));
     model.key_tile = static_cast<std::int64_t>(p.get("block", 0));
     model.p_unit = p.get("declared.p_unit", 0), model.p_eta = p.get("declared.p_eta", 0);
+    model.s_unit = p.get("declared.s_unit", 0), model.s_eta = p.get("declared.s_eta", 0);
     const double max_splits = p.get("declared.max_splits", 1), splits = p.get("splits", 0);
     model.splits = static_cast<std::int64_t>(std::max(1.0, splits > 0 ? std::min(splits, max_splits) : max_splits));
     model.out = out.at(0);

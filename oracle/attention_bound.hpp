@@ -31,6 +31,12 @@ struct FlashErrorModel {
     // The weights rounded to a narrower format before P V: its unit
     // roundoff and half its smallest subnormal spacing (0: not rounded).
     double p_unit = 0, p_eta = 0;
+    // The logits rounded to a narrower format after every stage of their
+    // arithmetic (the dot product's FP32 sum, the scale, the softcap's
+    // divide, tanh and multiply, the mask add: eager attention in BF16 or
+    // FP16): its unit roundoff and half its smallest subnormal spacing
+    // (0: the logits stay in FP32).
+    double s_unit = 0, s_eta = 0;
     // KV splits merged by lse_merge (1: none).
     std::int64_t splits = 1;
 };
@@ -52,7 +58,8 @@ std::vector<double> attention_bound(const Params& params, const std::vector<Tens
                                     const FlashErrorModel& model);
 
 // The error model of a kernel from what it declares (params "declared.*":
-// key_block, mma_k, p_unit, p_eta, max_splits; params block and splits) and
+// key_block, mma_k, p_unit, p_eta, s_unit, s_eta, max_splits; params block
+// and splits) and
 // its output formats (o, lse).
 FlashErrorModel declared_flash_model(const Params& p, const std::vector<Format>& out);
 

@@ -211,7 +211,7 @@ class ForwardRecorder:
 # models", lists the architectures, their point maps and what does not map.
 
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-SANDWICH_TYPES = ("gemma3_text",)
+SANDWICH_TYPES = ("gemma3_text", "gemma2")
 MOE_TYPES = ("mixtral", "qwen3_moe")
 HYBRID_TYPES = ("qwen3_next",)
 MLA_TYPES = ("deepseek_v3", "deepseek_v2")
@@ -275,14 +275,23 @@ def _rope_keys(config, params=None):
 
 def hf_contract(config, tokens, dtype):
     """The conform contract (a dict) of a transformers decoder config, for one
-    forward pass of `tokens` tokens in `dtype` ("bf16" | "fp16" | "fp32")."""
+    forward pass of `tokens` tokens in `dtype` ("bf16" | "fp16" | "fp32").
+    Under the eager attention implementation the logits are computed in the
+    model's dtype (attention_logits: dtype)."""
+    c = _contract_of_type(config, tokens, dtype)
+    if getattr(config, "_attn_implementation", None) == "eager":
+        c["conventions"]["attention_logits"] = "dtype"
+    return c
+
+
+def _contract_of_type(config, tokens, dtype):
     kind = config.model_type
     if kind in HYBRID_TYPES:
         return dict(_qwen3_next_contract(config, tokens, dtype), **_rope_keys(config))
     if kind in MLA_TYPES:
         return dict(_deepseek_contract(config, tokens, dtype), **_rope_keys(config), **_mla_scale(config))
     if kind in SANDWICH_TYPES:
-        return _gemma3_contract(config, tokens, dtype)
+        return _gemma_contract(config, tokens, dtype)
     if kind not in DENSE_TYPES + MOE_TYPES:
         raise ValueError("model_type %r has no point map (mapped: %s)"
                          % (kind, ", ".join(DENSE_TYPES + MOE_TYPES + HYBRID_TYPES + MLA_TYPES + SANDWICH_TYPES)))
@@ -320,19 +329,25 @@ def hf_contract(config, tokens, dtype):
     return c
 
 
-# --- Gemma 3 (text): sandwich norms, a scaled embedding, local and global layers ---
+# --- Gemma 2 and Gemma 3 (text): sandwich norms, a scaled embedding, local and global layers ---
+#
+# Gemma 3 adds q_norm / k_norm and a RoPE base of its own on the local
+# layers; Gemma 2 caps its attention logits (attn_logit_softcapping), which
+# only its eager attention computes (transformers refuses sdpa for it).
 
 
-def _gemma3_contract(config, tokens, dtype):
+def _gemma_contract(config, tokens, dtype):
     act = getattr(config, "hidden_activation", "gelu_pytorch_tanh")
     if act not in ("gelu_pytorch_tanh", "gelu"):
         raise ValueError("hidden_activation %r does not map (geglu: gelu_pytorch_tanh or gelu)" % act)
-    if getattr(config, "attn_logit_softcapping", None):
-        raise ValueError("attn_logit_softcapping does not map (the attention step has no softcap)")
     if getattr(config, "use_bidirectional_attention", False) or getattr(config, "attention_bias", False):
         raise ValueError("use_bidirectional_attention and attention_bias do not map")
+    gemma3 = config.model_type == "gemma3_text"
     rope = dict(config.rope_parameters)
-    local, full = dict(rope.get("sliding_attention") or {}), dict(rope.get("full_attention") or {})
+    if gemma3:
+        local, full = dict(rope.get("sliding_attention") or {}), dict(rope.get("full_attention") or {})
+    else:  # one RoPE for every layer
+        local, full = {}, rope
     if local.get("rope_type", "default") != "default":
         raise ValueError("a scaled rope on the sliding layers (%r) does not map" % local["rope_type"])
     kinds = {"sliding_attention": "L", "full_attention": "G"}
@@ -343,10 +358,12 @@ def _gemma3_contract(config, tokens, dtype):
         "layers": config.num_hidden_layers, "width": config.hidden_size, "heads": config.num_attention_heads,
         "kv_heads": config.num_key_value_heads, "head_dim": config.head_dim, "ffn": config.intermediate_size,
         "tokens": int(tokens), "norm": "rms_norm", "eps": float(config.rms_norm_eps), "placement": "sandwich",
-        "zero_centered": True, "qk_norm": True, "mlp": "geglu",
+        "zero_centered": True, "qk_norm": gemma3, "mlp": "geglu",
         "window": int(window or 0), "window_pattern": "".join(kinds[t] for t in config.layer_types),
-        "rope_base": float(full.get("rope_theta", 1e6)), "rope_local_base": float(local.get("rope_theta", 1e4)),
+        "rope_base": float(full.get("rope_theta", 1e6 if gemma3 else 1e4)),
+        "rope_local_base": float(local.get("rope_theta", 1e4)) if gemma3 else 0.0,
         "attention_scale": float(config.query_pre_attn_scalar) ** -0.5,
+        "attention_softcap": float(getattr(config, "attn_logit_softcapping", None) or 0),
         "dtype": dtype, "residual_format": dtype,
         # Gemma3RMSNorm: (x / rms * (1 + w)) in FP32, rounded once; gelu
         # with the tanh approximation, times up; rotate_half in the dtype.
@@ -358,11 +375,13 @@ def _gemma3_contract(config, tokens, dtype):
     }
     c.update(_rope_keys(config, full))
     if getattr(config, "final_logit_softcapping", None):
+        # logits / c, tanh, times c: each in the model's dtype
         c["logit_softcap"] = float(config.final_logit_softcapping)
+        c["conventions"]["softcap_arith"] = "dtype"
     return c
 
 
-def _gemma3_points(m):
+def _gemma_points(m):
     points, joined = {INPUT: (m.embed_tokens, "output")}, {}
     for l, layer in enumerate(m.layers):
         p, attn, mlp = "layers.%d." % l, layer.self_attn, layer.mlp
@@ -382,7 +401,7 @@ def _gemma3_points(m):
     return points, joined
 
 
-def _gemma3_weights(m):
+def _gemma_weights(m):
     import torch
     w = {}
     names = {"attn_norm": "input_layernorm", "attn_post_norm": "post_attention_layernorm",
@@ -393,7 +412,8 @@ def _gemma3_weights(m):
             w[p + point + ".weight"] = getattr(layer, module).weight
         for n in "qkvo":
             w[p + n + ".weight"] = getattr(a, n + "_proj").weight
-        w[p + "q_norm.weight"], w[p + "k_norm.weight"] = a.q_norm.weight, a.k_norm.weight
+        if hasattr(a, "q_norm"):  # Gemma 3
+            w[p + "q_norm.weight"], w[p + "k_norm.weight"] = a.q_norm.weight, a.k_norm.weight
         w[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
         w[p + "down.weight"] = f.down_proj.weight
     return w
@@ -417,7 +437,7 @@ def hf_points(model):
     if model.config.model_type in MLA_TYPES:
         return _deepseek_points(m)
     if model.config.model_type in SANDWICH_TYPES:
-        return _gemma3_points(m)
+        return _gemma_points(m)
     points, joined = {INPUT: (m.embed_tokens, "output")}, {}
     for l, layer in enumerate(m.layers):
         p = "layers.%d." % l
@@ -452,7 +472,7 @@ def hf_weights(model):
     if model.config.model_type in MLA_TYPES:
         return _deepseek_weights(m)
     if model.config.model_type in SANDWICH_TYPES:
-        return _gemma3_weights(m)
+        return _gemma_weights(m)
     for l, layer in enumerate(m.layers):
         p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
         w[p + "attn_norm.weight"] = layer.input_layernorm.weight
@@ -550,7 +570,7 @@ class _GemmaTaps(_HfTaps):
         super().__init__(m)
         import torch
         for l, layer in enumerate(m.layers):
-            for name in ("q_norm", "k_norm"):
+            for name in ("q_norm", "k_norm") if hasattr(layer.self_attn, "q_norm") else ():
                 self._hook(getattr(layer.self_attn, name), "out", lambda mod, args, out, n="layers.%d.%s" % (l, name):
                            self._put(n, out[0].transpose(0, 1).reshape(out.shape[2], -1)))
         if logits:
@@ -576,7 +596,7 @@ def _joined(a, b):
 def hf_ends(model):
     """The ends of a *ForCausalLM (logits: true): its points embed (the
     embedding's output), final_norm and logits (lm_head's output, as
-    returned: in the model's dtype), its weights embed.weight,
+    returned: in the model's dtype; logits_raw under a final softcap), its weights embed.weight,
     final_norm.weight and lm_head.weight (untied only), and whether the
     head is tied to the embedding."""
     m, head = _base(model), getattr(model, "lm_head", None)
@@ -585,7 +605,11 @@ def hf_ends(model):
     tied = head.weight is m.embed_tokens.weight
     if tied != bool(getattr(model.config, "tie_word_embeddings", False)):
         raise ValueError("lm_head.weight %s the embedding, config.tie_word_embeddings says otherwise" % ("is" if tied else "is not"))
-    points = {"embed": (m.embed_tokens, "output"), "final_norm": (m.norm, "output"), "logits": (head, "output")}
+    # With a final softcap (Gemma 2) lm_head's output is logits_raw; the
+    # capped logits are the model's output (record_hf).
+    capped = bool(getattr(model.config, "final_logit_softcapping", None))
+    points = {"embed": (m.embed_tokens, "output"), "final_norm": (m.norm, "output"),
+              "logits_raw" if capped else "logits": (head, "output")}
     weights = {"embed.weight": m.embed_tokens.weight, "final_norm.weight": m.norm.weight}
     if not tied:
         weights["lm_head.weight"] = head.weight
@@ -609,7 +633,8 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True):
     if logits:
         ends, end_weights, tied = hf_ends(model)
         # lm_head is an nn.Linear in the model's dtype: the logits come rounded to it.
-        contract.update({"logits": True, "vocab": int(ends["logits"][0].weight.shape[0]), "tied_embeddings": tied})
+        head = ends.get("logits", ends.get("logits_raw"))[0]
+        contract.update({"logits": True, "vocab": int(head.weight.shape[0]), "tied_embeddings": tied})
         contract["conventions"]["logits_format"] = "dtype"
         points = dict(points, **ends)
         del points[INPUT]  # the model input is the token ids
@@ -624,10 +649,12 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True):
             else _DeepseekTaps(m) if kind in MLA_TYPES else _HfTaps(m))
     try:
         with ForwardRecorder(points) as rec, torch.no_grad():
-            model(input_ids=input_ids, use_cache=False)
+            out = model(input_ids=input_ids, use_cache=False)
     finally:
         taps.remove()
     acts = dict(rec.activations, **taps.activations)
+    if "logits_raw" in points:  # the capped logits: the model's output
+        acts["logits"] = as_array(out.logits[0])
     acts = {name: _per_token(a) for name, a in acts.items()}
     for name, (a, b) in joined.items():
         acts[name] = _joined(acts.pop(a), acts.pop(b))

@@ -448,3 +448,106 @@ TEST(AttentionKernel, EveryMutantIsKilled) {
         std::printf("[ mutant   ] %-42s killed by: %s\n", k->name.c_str(), killers.c_str());
     }
 }
+
+// ---- logits in the model's format (docs/attention.md, "Logits in a narrower format") ----
+
+namespace {
+
+double in_format(Format f, double x) { return decode(f, encode(f, x)); }
+// x rounded to nearest with `bits` significand bits (no range limits): a
+// format "twice as inaccurate" as one with bits + 1.
+double to_bits(int bits, double x) {
+    if (x == 0 || !std::isfinite(x)) return x;
+    const int e = std::ilogb(x) - (bits - 1);
+    return std::ldexp(std::nearbyint(std::ldexp(x, -e)), e);
+}
+
+// PyTorch's eager attention in a narrow format f (transformers'
+// eager_attention_forward): the FP32-accumulated q.k rounded to f, times the
+// scale, the softcap's divide, tanh and multiply, the mask add, each rounded
+// by `logit` (f, or a coarser rounding); softmax in FP32, the weights rounded
+// to f, P V accumulated in FP32 and rounded to f; lse in FP32.
+template <class Round>
+Outputs eager_attention(const Data& d, Format f, Round logit) {
+    const Case& c = *d.c;
+    const auto r = [&](double x) { return logit(static_cast<float>(x)); };
+    const float scale = static_cast<float>(c.params.count("scale") ? c.params.at("scale") : 1 / std::sqrt(double(c.d)));
+    const float cap = static_cast<float>(c.params.count("softcap") ? c.params.at("softcap") : 0);
+    const bool causal = c.params.count("causal") && c.params.at("causal") != 0;
+    const auto window = static_cast<std::int64_t>(c.params.count("window") ? c.params.at("window") : 0);
+    Outputs out{Tensor(f, {c.hq, c.lq, c.dv}), Tensor(Format::fp32, {c.hq, c.lq})};
+    std::vector<float> s(c.lk);
+    for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t i = 0; i < c.lq; ++i) {
+            const std::int64_t g = oracle::kv_head_of(h, c.hq, c.hkv), row = h * c.lq + i;
+            float m = -INFINITY;
+            for (std::int64_t j = 0; j < c.lk; ++j) {
+                const double mk = d.in.size() > 3 ? d.in[3].value(i * c.lk + j) : 0;
+                if (!oracle::key_visible(i, j, c.lq, c.lk, causal, window) || mk == -kInf) {
+                    s[j] = -INFINITY;
+                    continue;
+                }
+                float dot = 0;
+                for (std::int64_t t = 0; t < c.d; ++t)
+                    dot += static_cast<float>(d.in[0].value(row * c.d + t)) * static_cast<float>(d.in[1].value((g * c.lk + j) * c.d + t));
+                float x = r(r(dot) * scale);
+                if (cap > 0) x = r(r(std::tanh(r(x / cap))) * cap);
+                s[j] = d.in.size() > 3 ? r(x + static_cast<float>(mk)) : x;
+                m = std::max(m, s[j]);
+            }
+            if (m == -INFINITY) {  // a fully hidden row: o = 0, lse = -inf (the op's default)
+                for (std::int64_t t = 0; t < c.dv; ++t) out.o.set_value(row * c.dv + t, 0.0);
+                out.lse.set_value(row, -kInf);
+                continue;
+            }
+            float l = 0;
+            for (std::int64_t j = 0; j < c.lk; ++j) l += s[j] == -INFINITY ? 0.0f : std::exp(s[j] - m);
+            for (std::int64_t t = 0; t < c.dv; ++t) {
+                float acc = 0;
+                for (std::int64_t j = 0; j < c.lk; ++j)
+                    if (s[j] != -INFINITY)
+                        acc += static_cast<float>(in_format(f, std::exp(s[j] - m) / l)) *
+                               static_cast<float>(d.in[2].value((g * c.lk + j) * c.dv + t));
+                out.o.set_value(row * c.dv + t, in_format(f, acc));
+            }
+            out.lse.set_value(row, m + std::log(l));
+        }
+    return out;
+}
+
+// The bound with the weights rounded to f and, when `narrow_logits`, the logits.
+std::vector<double> eager_bound(const Data& d, Format f, bool narrow_logits) {
+    oracle::FlashErrorModel m = model(f, 0);
+    const double eta = std::ldexp(1.0, info(f).emin - info(f).precision);
+    m.p_unit = unit_roundoff(f), m.p_eta = eta;
+    if (narrow_logits) m.s_unit = unit_roundoff(f), m.s_eta = eta;
+    return oracle::attention_bound(d.params, d.views(), d.exact, m);
+}
+
+}  // namespace
+
+// Eager attention in BF16 and FP16 stays within the bound that declares its
+// logits' format (every case, special rows included); without that
+// declaration some case breaches (the declaration is needed), and logits
+// rounded to one bit fewer than the format breach the declared bound (it
+// is not vacuous).
+TEST(AttentionKernel, EagerLogitsInTheModelFormatWithinTheDeclaredBound) {
+    for (Format f : {Format::bf16, Format::fp16}) {
+        double worst = 0, undeclared = 0, coarse = 0;
+        const int bits = info(f).precision;
+        for (std::size_t i = 0; i < cases().size(); ++i) {
+            const Data& d = data(i, f);
+            const Outputs out = eager_attention(d, f, [&](float x) { return static_cast<float>(in_format(f, x)); });
+            const Verdict v = judge(d, out, eager_bound(d, f, true));
+            EXPECT_TRUE(v.fail.empty()) << name(f) << " " << d.c->name << ": " << v.fail;
+            worst = std::max(worst, v.max_util);
+            undeclared = std::max(undeclared, judge(d, out, eager_bound(d, f, false)).max_util);
+            const Outputs worse = eager_attention(d, f, [&](float x) { return static_cast<float>(to_bits(bits - 1, x)); });
+            coarse = std::max(coarse, judge(d, worse, eager_bound(d, f, true)).max_util);
+        }
+        std::printf("[ eager    ] %s max utilization %.3g declared, %.3g undeclared, %.3g with a bit fewer\n", name(f),
+                    worst, undeclared, coarse);
+        EXPECT_GT(undeclared, 1.0) << name(f);
+        EXPECT_GT(coarse, 1.0) << name(f);
+    }
+}

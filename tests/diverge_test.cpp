@@ -246,6 +246,12 @@ TEST(Diverge, ContractVariantsPass) {
             c.placement = Placement::sandwich, c.zero_centered = true, c.logits = true, c.embed_scale = true;
             c.pattern = "dense", c.window = 64, c.window_pattern = "LG", c.rope_local_base = 10;
             c.rope_scaling = "linear", c.rope_factor = 8;
+        },
+        // Gemma 2: attention logits capped (at 0.5, below the synthetic
+        // model's logits) and the output logits capped.
+        [](ModelContract& c) {
+            c.placement = Placement::sandwich, c.zero_centered = true, c.logits = true, c.embed_scale = true;
+            c.pattern = "dense", c.window = 64, c.window_pattern = "LG", c.attention_softcap = 0.5, c.logit_softcap = 3;
         }};
     for (std::size_t v = 0; v < variants.size(); ++v)
         for (Format f : {Format::fp32, Format::bf16}) {
@@ -315,6 +321,38 @@ TEST(Diverge, MutantIsFoundAtItsLayerAndPoint) {
         EXPECT_TRUE(propagated) << k.mutant << ": no later layer carries the error";
         EXPECT_EQ(to_json(r)["first_failing"]["layer"], k.at);
         EXPECT_EQ(to_json(r)["first_failing"]["point"], f.point);
+    }
+}
+
+// The match at a failing point: a convention that changes the reference
+// wins with its lowest passing utilization; else the tightest passing
+// widening of the budget (attention_probs over the much wider
+// attention_logits, which passes wherever it does); nothing that fails.
+TEST(Diverge, ConventionMatchPrefersTheReferenceThenTheTightestWidening) {
+    EXPECT_EQ(convention_match({{"attention_probs=dtype", 0.9}, {"attention_logits=dtype", 0.05}}), "attention_probs=dtype");
+    EXPECT_EQ(convention_match({{"rope_arith=dtype", 0.9}, {"rope_pairing=interleaved", 0.75}, {"rope_arith=fp32_angles", 0.3}}),
+              "rope_pairing=interleaved");
+    EXPECT_EQ(convention_match({{"causal=top_left", 0.8}, {"window_keys=w_plus_one", 0.2}}), "window_keys=w_plus_one");
+    EXPECT_EQ(convention_match({{"rope_arith=dtype", 0.99}, {"rope_arith=fp32_angles", 1.5}}), "rope_arith=dtype");
+    EXPECT_EQ(convention_match({{"rope_pairing=interleaved", 3.0}, {"attention_probs=dtype", NAN}}), std::nullopt);
+}
+
+// A model whose attention ignores the contract's softcap (a kernel run
+// without it) fails first at layer 0's attention step, locally.
+TEST(Diverge, AttentionSoftcapIgnoredFailsAtTheFirstAttention) {
+    for (Format f : {Format::fp32, Format::bf16}) {
+        ModelContract c = small("dense", f);
+        c.attention_softcap = 0.5;
+        const Synthetic m = synthetic_model(c, 5);
+        ModelContract uncapped = c;
+        uncapped.attention_softcap = 0;
+        const DivergeReport r = diverge(c, m.weights, m.input, run_kernels(uncapped, m.weights, m.input));
+        ASSERT_TRUE(r.first_failing) << name(f);
+        const PointReport& p = r.points[*r.first_failing];
+        EXPECT_EQ(p.layer, 0) << name(f);
+        EXPECT_EQ(p.kind, StepKind::attention) << name(f) << " " << p.point;
+        EXPECT_EQ(p.status, PointStatus::fail_local) << name(f) << " " << p.point;
+        EXPECT_FALSE(diverge(c, m.weights, m.input, run_kernels(c, m.weights, m.input)).first_failing) << name(f);
     }
 }
 
@@ -690,14 +728,15 @@ TEST(DivergeMoe, BuiltinKernelsPass) {
 
 // The conventions of a narrow format's own arithmetic (Hugging Face's
 // PyTorch code in bf16, docs/diverge.md "Recording Hugging Face models"):
-// rope_arith, attention_probs and router_arith = dtype widen only their own
+// rope_arith, attention_probs, attention_logits and router_arith = dtype widen only their own
 // step's budget (in an fp32 model only rope_arith, for its FP32 angles),
 // keep a clean run passing when declared, and the executor refuses them (no
 // built-in kernel computes that way).  The recorded Hugging Face models that need them:
 // tests/python/hf_model_test.py.
 TEST(DivergeMoe, NarrowArithmeticConventionsWidenOnlyTheirStep) {
     const std::vector<std::pair<std::string, StepKind>> cases{
-        {"rope_arith", StepKind::rope}, {"attention_probs", StepKind::attention}, {"router_arith", StepKind::router}};
+        {"rope_arith", StepKind::rope}, {"attention_probs", StepKind::attention},
+        {"attention_logits", StepKind::attention}, {"router_arith", StepKind::router}};
     for (Format f : {Format::bf16, Format::fp32}) {
         const ModelContract c = moe_model(MlpKind::moe, f);
         const Synthetic m = synthetic_model(c, 5);
@@ -1252,7 +1291,10 @@ TEST(Diverge, ConventionsAreIdentifiedOnEveryStack) {
         {"gated attention", "rope_pairing", "interleaved", StepKind::rope, 0,
          [](ModelContract& c) { c.attention_kind = AttentionKind::gated; }},
         {"gated attention", "causal", "top_left", StepKind::attention, 0,
-         [](ModelContract& c) { c.attention_kind = AttentionKind::gated, c.cache_tokens = 4; }}};
+         [](ModelContract& c) { c.attention_kind = AttentionKind::gated, c.cache_tokens = 4; }},
+        // The final softcap in the model's format (PyTorch's, Gemma 2): three roundings.
+        {"logit softcap", "softcap_arith", "dtype", StepKind::softcap, 4,
+         [](ModelContract& c) { c.logits = true, c.logit_softcap = 3; }}};
     for (const Case& k : cases) {
         ModelContract c = small("dense", Format::bf16);
         k.variant(c);

@@ -167,6 +167,12 @@ TEST(ModelContract, ErrorsNameTheField) {
     j["attention_scale"] = -0.5;
     EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.attention_scale"), std::string::npos);
     j = to_json(small());
+    j["attention_softcap"] = -1.0;
+    EXPECT_EQ(message_of([&] { contract_from_json(j); }), "contract.attention_softcap: must be finite and >= 0 (0: none)");
+    j["attention_softcap"] = 50.0, j["attention_kind"] = "mla";
+    EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.attention_softcap: the mla op takes no softcap"),
+              std::string::npos);
+    j = to_json(small());
     j["window"] = 4, j["window_pattern"] = "LLX";
     EXPECT_NE(message_of([&] { contract_from_json(j); }).find("contract.window_pattern"), std::string::npos);
 }

@@ -25,7 +25,13 @@ from the token ids to the logits, in BF16:
   half-split rope pairing it fails at layers.0.q_rope naming the interleaved
   one; its latent norm without weight fails at layers.1.kv_norm, its router
   without the group limit at layers.2.router;
-- what does not map (YaRN, GELU, Gemma 2) is refused naming why;
+- Gemma 2 (attention and output logits capped, eager attention: the
+  attention logits in BF16 at every stage) and Llama in eager attention
+  pass; Gemma 2 declared with FP32 attention logits fails at the first
+  attention naming attention_logits=dtype, declared with a 1-ulp final
+  softcap at the logits naming softcap_arith=dtype, and with layer 1's
+  attention softcap dropped fails there;
+- what does not map (dynamic RoPE, a GELU Llama, a SiLU Gemma) is refused naming why;
 - declared without the conventions of BF16 arithmetic (rope_arith,
   attention_probs, router_arith, logits_format = fp32), the clean models
   fail at the first step that needs one, which the report names;
@@ -65,12 +71,12 @@ SHAPE = dict(vocab_size=256, hidden_size=128, num_hidden_layers=3, num_attention
              rms_norm_eps=0.05)  # large enough for the epsilon's placement to show in BF16 (docs/model.md)
 
 
-def randomized(config, seed=1, dtype=torch.bfloat16):
+def randomized(config, seed=1, dtype=torch.bfloat16, attn="sdpa"):
     """The model in `dtype` as from_pretrained(dtype=...) makes it (RoPE's
     inverse frequencies stay FP32), with O(1) activations: embeddings N(0, 1),
     projections N(0, 1 / fan_in), norm weights 1 + 0.1 N (so that where the
-    weight is applied shows)."""
-    config._attn_implementation = "sdpa"
+    weight is applied shows); attention by `attn` (sdpa or eager)."""
+    config._attn_implementation = attn
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -198,6 +204,17 @@ def gemma3(dtype=torch.bfloat16, **extra):
     return randomized(transformers.Gemma3TextConfig(
         intermediate_size=256, head_dim=32, query_pre_attn_scalar=24, sliding_window=64, sliding_window_pattern=2,
         rope_parameters=rope, **shape), dtype=dtype)
+
+
+def gemma2(dtype=torch.bfloat16, **extra):
+    """Gemma 2: as Gemma 3 without QK-norm, one RoPE base (1e4) for every
+    layer, the attention logits capped at 2 and the output logits at 5 (low
+    enough to act on these O(1) logits), in eager attention (transformers
+    refuses sdpa with a softcap)."""
+    shape = dict(SHAPE, num_hidden_layers=4, **extra)
+    return randomized(transformers.Gemma2Config(
+        intermediate_size=256, head_dim=32, query_pre_attn_scalar=24, sliding_window=64, attn_logit_softcapping=2.0,
+        final_logit_softcapping=5.0, **shape), dtype=dtype, attn="eager")
 
 
 def mixtral(dtype=torch.bfloat16):
@@ -393,8 +410,8 @@ def refusals():
     if hasattr(transformers, "DeepseekV2Config"):  # a router method of neither V2 nor V3
         cases.append((transformers.DeepseekV2Config(topk_method="noaux_tc", **dict(SHAPE, rms_norm_eps=1e-6)),
                       "topk_method 'noaux_tc'"))
-    if hasattr(transformers, "Gemma2Config"):
-        cases.append((transformers.Gemma2Config(**SHAPE), "model_type 'gemma2' has no point map"))
+    if hasattr(transformers, "Gemma3TextConfig"):
+        cases.append((transformers.Gemma3TextConfig(hidden_activation="silu", **SHAPE), "hidden_activation 'silu'"))
     for config, text in cases:
         try:
             cm.hf_contract(config, TOKENS, "bf16")
@@ -464,6 +481,23 @@ def gemma3_checks(conform, tmp):
     check("gemma3_fused_geglu", conform, tmp, gemma3(), (0, "layers.0.h", "glu_arith=separate"),
           conventions={"glu_arith": "fused"})
     check("gemma3_f32", conform, tmp, gemma3(torch.float32))
+
+
+def gemma2_checks(conform, tmp):
+    # Eager attention in BF16: the logits rounded at every stage
+    # (attention_logits: dtype), capped; declared in FP32 they fail at the
+    # first attention, named.  Layer 1's attention without its softcap fails there.
+    check("gemma2", conform, tmp, gemma2())
+    check("gemma2_f32", conform, tmp, gemma2(torch.float32))
+    check("gemma2_fp32_logits", conform, tmp, gemma2(), (0, "layers.0.attn", "attention_logits=dtype"),
+          conventions={"attention_logits": "fp32"})
+    # Its final softcap, three roundings in BF16, is no 1-ulp one.
+    check("gemma2_ulp_softcap", conform, tmp, gemma2(), (4, "logits", "softcap_arith=dtype"),
+          conventions={"softcap_arith": "ulp"})
+    defect = gemma2()
+    cm._base(defect).layers[1].self_attn.attn_logit_softcapping = None
+    check("gemma2_uncapped_attention", conform, tmp, defect, (1, "layers.1.attn", None))
+    check("llama_eager", conform, tmp, randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE), attn="eager"))
 
 
 def deepseek_v2_checks(conform, tmp):
@@ -536,6 +570,8 @@ def main():
             deepseek_v2_checks(args.conform, tmp)
         if hasattr(transformers, "Gemma3TextConfig"):
             gemma3_checks(args.conform, tmp)
+        if hasattr(transformers, "Gemma2Config"):
+            gemma2_checks(args.conform, tmp)
     print("hf_model_test: ok (%.1f s)" % (time.time() - start))
 
 
