@@ -250,28 +250,30 @@ StepBound unary_bound(const Step& s, const Lookup& get, const Values& ref, Forma
 
 // softcap_arith = dtype: y = c tanh(x / c) as PyTorch computes it in the
 // model's format f (docs/diverge.md, "The logit softcap in the model's
-// format"): x / c (or x times an FP32 1 / c) rounded to f, y1 = (x / c)(1 + t1),
-// |t1| <= (1 + u)(1 + u32)^2 - 1; the FP32 tanh (2 ulps: 4 u32 relative) rounded
-// to f, t^ = tanh(y1)(1 + t2), |t2| <= (1 + 4 u32)(1 + u) - 1; times c rounded
-// to f, y^ = c t^ (1 + t3), |t3| <= (1 + u)(1 + u32) - 1.  By the mean value
+// format"), with c rounded to FP32 (u32 each time it is used): x / c (or x
+// times an FP32 1 / c) rounded to f, y1 = (x / c)(1 + t1), |t1| <= (1 + u)(1 +
+// u32)^3 - 1; the FP32 tanh (2 ulps: 4 u32 relative) rounded to f, t^ =
+// tanh(y1)(1 + t2), |t2| <= (1 + 4 u32)(1 + u) - 1; times c rounded to f, y^ =
+// c t^ (1 + t3), |t3| <= (1 + u)(1 + u32)^2 - 1.  By the mean value
 // theorem, sech^2 decreasing in |y|: |tanh(y1) - tanh(x / c)| <= |x / c| t1
 // sech^2(|x / c| (1 - t1)); so
 //   |y^ - y| <= |x| t1 sech^2(|x / c| (1 - t1)) (1 + t2)(1 + t3) + |y| ((1 + t2)(1 + t3) - 1)
-// plus (2c + 1) eta_f for stages that land below f's normal range, and half
-// an ulp of `out` where it is narrower than f.
+// plus (3c + 1) eta_f (1 + 4u) for stages that land below f's normal range
+// (the divide's eta and the tanh's — up to 2 eta in FP32 — carried by c, the
+// multiply's), and half an ulp of `out` where it is narrower than f.
 StepBound softcap_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref,
                         const Conventions& conv, Format out) {
     StepBound b = unary_bound(s, get, ref, out);
     if (convention_value(conv, "softcap_arith") != "dtype") return b;
     const Values& x = get(s.inputs.at(0));
     const double u = unit_roundoff(c.dtype), u32 = unit_roundoff(kAcc), cap = c.logit_softcap;
-    const double t1 = (1 + u) * (1 + u32) * (1 + u32) - 1, t2 = (1 + 4 * u32) * (1 + u) - 1, t3 = (1 + u) * (1 + u32) - 1;
+    const double t1 = (1 + u) * std::pow(1 + u32, 3) - 1, t2 = (1 + 4 * u32) * (1 + u) - 1, t3 = (1 + u) * std::pow(1 + u32, 2) - 1;
     const bool narrower = info(out).precision < info(c.dtype).precision;
     for (std::size_t i = 0; i < ref.v.size(); ++i) {
         if (!std::isfinite(x.v[i]) || !std::isfinite(ref.v[i])) continue;  // judged by class
         const double y = std::fabs(x.v[i] / cap), sech = 1 / std::cosh(y * (1 - t1));
         const double e = std::fabs(x.v[i]) * t1 * sech * sech * (1 + t2) * (1 + t3) +
-                         std::fabs(ref.v[i]) * ((1 + t2) * (1 + t3) - 1) + (2 * cap + 1) * eta(c.dtype);
+                         std::fabs(ref.v[i]) * ((1 + t2) * (1 + t3) - 1) + (3 * cap + 1) * eta(c.dtype) * (1 + 4 * u);
         b.budget[i] = e + (narrower ? 0.5 * ulp_at(out, std::fabs(ref.v[i]) + e) : 0.0);
     }
     return b;

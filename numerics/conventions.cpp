@@ -43,6 +43,10 @@ const std::vector<ConventionSpec>& convention_specs() {
         {"gelu", {"erf", "tanh"}, {"geglu"}, "the gate's GELU: the erf form, or the tanh approximation"},
         {"causal", {"bottom_right", "top_left"}, {"attention", "gated_attention"},
          "causal mask aligned so the last query sees the last key, or so query i sees keys 0..i"},
+        {"attention_arith", {"fp32", "input"}, {"attention"},
+         "logits, weights and lse kept in FP32 (a flash kernel), or rounded to the input format: the logits after "
+         "every stage (q.k, the scale, the softcap, the mask add), the weights before P V, the lse (PyTorch's eager "
+         "attention, XLA's dot_product_attention in BF16/FP16): the budget only"},
         {"rope_pairing", {"interleaved", "half"}, {"rope"},
          "a kernel that implements one pairing: pins the `pairing` parameter to 0, pairs (2j, 2j + 1), or 1, "
          "pairs (j, j + r/2)"},

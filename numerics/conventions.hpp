@@ -11,6 +11,8 @@
 //   special_values ml | ieee                       activations, gated ops
 //   gelu           erf | tanh                      geglu
 //   causal         bottom_right | top_left         attention, gated_attention
+//   attention_arith fp32 | input                   attention (the budget only: logits, weights and lse
+//                                                  rounded to the input format, as eager attention)
 //   rope_pairing   interleaved | half              rope (pins its `pairing` parameter to 0 | 1)
 //   mla_form       explicit | absorbed             mla (pins its `form` parameter to 0 | 1)
 //

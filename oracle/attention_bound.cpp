@@ -58,15 +58,22 @@ double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
 // The logit's extra error when every stage rounds it to a format of unit u
 // (docs/attention.md, "Logits in a narrower format"): the dot product and the
 // scale (and the softcap's divide) are relative roundings of the scaled
-// logit, which carries the FP32 error e32: gamma_k(u) (|x| + e32); the cap
-// c tanh(y / c) is 1-Lipschitz in y, so that error passes through it, and
-// tanh's result and the multiply by c round twice more: 2u(1 + u)|cap(x)|;
-// the mask add once: u|s|.  Each stage's result may be subnormal: eta each.
-double narrow_logit_error(const FlashErrorModel& m, double raw, double e32, double capped, double s, bool cap, bool mask) {
+// logit, which carries the FP32 error e32: gamma_k(u) (|x| + e32) =: e_pre;
+// the cap c tanh(y / c) is 1-Lipschitz in y, so that error passes through it,
+// and tanh's result and the multiply by c round twice more, at most
+// 2u(1 + u)(|cap(x)| + e_pre); the mask add once, u(|s| + the error so far).
+// A stage whose result is subnormal errs by up to eta absolute, carried into
+// the logit by what follows: the dot product's by |scale|, the divide's and
+// tanh's by c.
+double narrow_logit_error(const FlashErrorModel& m, double scale, double cap, double raw, double e32, double capped,
+                          double s, bool mask) {
     if (m.s_unit == 0) return 0;
-    const int stages = 2 + (cap ? 1 : 0);
-    return gamma(stages, m.s_unit) * (std::fabs(raw) + e32) + (cap ? 2 * m.s_unit * (1 + m.s_unit) * std::fabs(capped) : 0) +
-           (mask ? m.s_unit * std::fabs(s) : 0) + (stages + 3) * m.s_eta;
+    const double u = m.s_unit;
+    const double e_pre = gamma(2 + (cap > 0 ? 1 : 0), u) * (std::fabs(raw) + e32);
+    const double e_cap = cap > 0 ? 2 * u * (1 + u) * (std::fabs(capped) + e_pre) : 0;
+    const double e_mask = mask ? u * (std::fabs(s) + e32 + e_pre + e_cap) : 0;
+    const double etas = std::max(1.0, std::fabs(scale)) + 1 + (cap > 0 ? 2 * cap + 1 : 0) + (mask ? 1 : 0);
+    return e_pre + e_cap + e_mask + etas * m.s_eta * (1 + 4 * u);
 }
 
 // The rounding groups of a row's visible keys (hidden keys: -1): keys whose
@@ -84,12 +91,15 @@ std::vector<int> rounding_groups(const std::vector<double>& p, const std::vector
     return group;
 }
 
-// p * rho where p may have underflowed to 0 in double and rho overflowed to
-// inf (logits so large that their FP32 error exceeds ~700 in the exponent):
-// then the kernel's weight is unbounded and so is the bound (inf, never NaN).
-double weighted(double p, double rho) {
-    if (std::isinf(rho)) return INFINITY;
-    return p * rho;
+// p (e^r - 1) for p = e^lw, in the log domain: a key far below the row's
+// maximum (a finite mask of -3e38, as transformers' eager masks) has a
+// weight that underflows in double and a logit error r beyond exp's range,
+// yet e^(lw + r) is still 0; only where lw + r itself passes ~709 is the
+// kernel's weight unbounded, and so is the bound (inf, never NaN).
+double weighted(double lw, double r) {
+    if (r <= 700) return std::exp(lw) * std::expm1(r);
+    const double hi = lw + r;
+    return hi >= 709 ? INFINITY : std::exp(hi);
 }
 
 }  // namespace
@@ -138,7 +148,8 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
     }
     const std::int64_t n_o = sh.hq * sh.lq * sh.dv;
     std::vector<double> bound(static_cast<std::size_t>(n_o + sh.hq * sh.lq), 0.0);
-    std::vector<double> rho(sh.lk), pr(sh.lk);
+    // p_j, log p_j, and log(1 + rho_j) (first the logit error delta_j)
+    std::vector<double> pr(sh.lk), lw(sh.lk), lr(sh.lk);
     for (std::int64_t h = 0; h < sh.hq; ++h) {
         const double* vh = &v[kv_head_of(h, sh.hq, sh.hkv) * sh.lk * sh.dv];
         for (std::int64_t i = 0; i < sh.lq; ++i) {
@@ -152,32 +163,39 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
             }
             const double m = *std::max_element(r.s.begin(), r.s.end());
             if (m == -INFINITY) continue;  // empty row: exact (0, -inf) required
-            double mm = 0, l = 0;          // M = max |s_j| over visible keys; l = sum exp(s_j - m)
+            double l = 0;  // sum exp(s_j - m) over visible keys
             for (double s : r.s)
-                if (s != -INFINITY) mm = std::max(mm, std::fabs(s)), l += std::exp(s - m);
+                if (s != -INFINITY) l += std::exp(s - m);
+            const double log_l = std::log(l);
             // Split-KV: each split's lse_s = m_s + log l_s (l_s in [1, Lk], its sum off by gamma_K) and
             // the merge's w_s = exp(lse_s - max) act on every key of the split like a logit error.
             const double log_lk = std::log(static_cast<double>(std::max<std::int64_t>(sh.lk, 1)));
-            const double d_merge = splits > 1 ? gk / (1 - gk) + model.e_log * log_lk + 3 * kU * (mm + log_lk) +
-                                                    model.e_exp
-                                              : 0;
+            // Every running (or split) maximum that key j's weight passes through lies in
+            // [s_j, m], so its exponent errors scale with M_j = max(|s_j|, |m|) <= M: a key
+            // far below the row (a finite mask of -3e38) does not widen the others' bounds.
+            const auto d_merge = [&](double mj) {
+                return splits > 1 ? gk / (1 - gk) + model.e_log * log_lk + 3 * kU * (mj + log_lk) + model.e_exp : 0;
+            };
             // 1. logit perturbation delta_j; 2. weights: rho_j with E = sum p_k (e^delta_k - 1)
             double big_e = 0;
             for (std::int64_t j = 0; j < sh.lk; ++j) {
                 pr[j] = r.s[j] == -INFINITY ? 0 : std::exp(r.s[j] - m) / l;
-                if (pr[j] == 0 && r.s[j] == -INFINITY) continue;
+                if (r.s[j] == -INFINITY) continue;
+                lw[j] = r.s[j] - m - log_l;
                 const double e32 = g_dot * std::fabs(scale) * r.a[j] + dot_abs * std::fabs(scale);
-                const double delta = e32 + d_merge +
-                                     narrow_logit_error(model, r.raw[j], e32, r.capped[j], r.s[j], softcap, !mask.empty()) +
+                const double mj = std::max(std::fabs(r.s[j]), std::fabs(m));
+                const double delta = e32 + d_merge(mj) +
+                                     narrow_logit_error(model, scale, p.get("softcap", 0), r.raw[j], e32, r.capped[j], r.s[j],
+                                                        !mask.empty()) +
                                      (softcap ? (model.e_tanh + 3 * kU) * std::fabs(r.capped[j]) : 0) +
                                      (mask.empty() ? 0 : kU * std::fabs(r.s[j])) +  // the mask add rounds once
                                      4 * kU * (std::fabs(r.s[j]) + std::fabs(m)) +
-                                     (nb + 1) * (model.e_exp + 2 * kU * mm);
-                rho[j] = std::expm1(delta);  // e^delta - 1, completed with E below
-                big_e += weighted(pr[j], rho[j]);
+                                     (nb + 1) * (model.e_exp + 2 * kU * mj);
+                lr[j] = delta;  // log(1 + rho_j) = delta_j + log(1 + E), completed below
+                big_e += weighted(lw[j], delta);
             }
             for (std::int64_t j = 0; j < sh.lk; ++j)
-                if (r.s[j] != -INFINITY) rho[j] = (1 + rho[j]) * (1 + big_e) - 1;
+                if (r.s[j] != -INFINITY) lr[j] += std::log1p(big_e);
             // Weights that round together: the keys whose weights share one interval of the P
             // format's grid (equal logits above all) get the same rounding error, so the
             // probabilistic tier takes each such group as one term.
@@ -190,8 +208,9 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                 for (std::int64_t j = 0; j < sh.lk; ++j) {
                     if (r.s[j] == -INFINITY) continue;
                     const double av = std::fabs(vh[j * sh.dv + d]);
-                    vd += pr[j] * av, td += weighted(pr[j], rho[j]) * av, vmax = std::max(vmax, av);
-                    if (!group.empty()) gsum[group[j]] += (pr[j] + weighted(pr[j], rho[j])) * av;
+                    const double pr_rho = weighted(lw[j], lr[j]);  // p_j rho_j
+                    vd += pr[j] * av, td += pr_rho * av, vmax = std::max(vmax, av);
+                    if (!group.empty()) gsum[group[j]] += (pr[j] + pr_rho) * av;
                 }
                 double sq = 0;  // the groups' terms p_j (1 + rho_j) |v_jd|, squared
                 for (double g : gsum) sq += g * g;

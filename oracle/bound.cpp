@@ -250,7 +250,17 @@ std::vector<std::vector<double>> attention_bound_split(const Params& p, const st
                                                        const std::vector<std::vector<double>>& exact, Format,
                                                        const std::vector<Format>& out) {
     const OpOutputs ex = attention_outputs(in, exact.at(0), exact.at(1));
-    std::vector<double> flat = attention_bound(p, in, ex, declared_flash_model(p, out));
+    FlashErrorModel model = declared_flash_model(p, out);
+    // attention_arith = input: the logits, the weights and the lse rounded to
+    // the input format (docs/attention.md, "Logits in a narrower format").
+    const Format f = in.at(0).format;
+    if (p.get("convention.attention_arith", 0) != 0 && info(f).precision < info(Format::fp32).precision) {
+        const double eta_f = std::ldexp(1.0, info(f).emin - info(f).precision);
+        model.s_unit = std::max(model.s_unit, unit_roundoff(f)), model.s_eta = std::max(model.s_eta, eta_f);
+        model.p_unit = std::max(model.p_unit, unit_roundoff(f)), model.p_eta = std::max(model.p_eta, eta_f);
+        if (info(f).precision < info(model.lse_out).precision) model.lse_out = f;
+    }
+    std::vector<double> flat = attention_bound(p, in, ex, model);
     const auto n_o = static_cast<std::ptrdiff_t>(exact.at(0).size());
     return {std::vector<double>(flat.begin(), flat.begin() + n_o), std::vector<double>(flat.begin() + n_o, flat.end())};
 }

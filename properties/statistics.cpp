@@ -33,8 +33,7 @@ std::string rounding_bias(const Stats& s, const char* unit) {
 }
 
 const char* vote_unit(const OpSpec& op) {
-    if (op.kind == OpKind::unary || op.kind == OpKind::gated) return "elements";
-    return op.kind == OpKind::row ? "rows" : "cases";
+    return op.kind == OpKind::unary || op.kind == OpKind::gated ? "elements" : "cases";
 }
 
 }  // namespace conform::props

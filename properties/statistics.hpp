@@ -22,8 +22,8 @@ double sign_test_tail(std::int64_t votes_for, std::int64_t votes_against);
 // The rounding-direction votes of a kernel (Stats::add_direction_vote):
 // empty when both (above/below, away from/toward zero) are symmetric at
 // kBiasAlpha, else what is biased, e.g. "results not correctly rounded lie
-// toward zero in 412 of 415 rows (p < 1e-170)".
-// `unit` names the votes: "elements", "rows" or "cases" (vote_unit()).
+// toward zero in 412 of 415 cases (p < 1e-170)".
+// `unit` names the votes: "elements" or "cases" (vote_unit()).
 std::string rounding_bias(const Stats& s, const char* unit);
 
 // The independent unit of op's direction votes (verdict.cpp, judge_case).

@@ -23,6 +23,7 @@
 #include "impls/cpu/attention.hpp"
 #include "oracle/attention.hpp"
 #include "oracle/attention_bound.hpp"
+#include "oracle/bound.hpp"
 #include "properties/verdict.hpp"
 
 using namespace conform;
@@ -550,4 +551,85 @@ TEST(AttentionKernel, EagerLogitsInTheModelFormatWithinTheDeclaredBound) {
         EXPECT_GT(undeclared, 1.0) << name(f);
         EXPECT_GT(coarse, 1.0) << name(f);
     }
+}
+
+// The op-level declaration attention_arith = input (case files, plug-ins;
+// docs/numerics.md "Conventions") holds the verdict's bound to the same
+// model, the lse rounded to the input format too: eager attention whose lse
+// comes back in BF16/FP16 (as XLA's) passes with it and breaches without.
+TEST(AttentionKernel, AttentionArithInputCoversEagerAttentionWithANarrowLse) {
+    const oracle::StructuredBoundFn bound = oracle::find_structured_bound("attention");
+    ASSERT_NE(bound, nullptr);
+    for (Format f : {Format::bf16, Format::fp16}) {
+        double worst = 0, undeclared = 0;
+        for (std::size_t i = 0; i < cases().size(); ++i) {
+            const Data& d = data(i, f);
+            Outputs out = eager_attention(d, f, [&](float x) { return static_cast<float>(in_format(f, x)); });
+            for (std::int64_t e = 0; e < out.lse.numel(); ++e) out.lse.set_value(e, in_format(f, out.lse.value(e)));
+            const auto flat = [&](bool declared) {
+                Params p = d.params;
+                if (declared) p.set("convention.attention_arith", 1);
+                std::vector<std::vector<double>> b = bound(p, d.views(), {d.o, d.lse}, Format::fp32, {f, Format::fp32});
+                b[0].insert(b[0].end(), b[1].begin(), b[1].end());
+                return b[0];
+            };
+            const Verdict v = judge(d, out, flat(true));
+            EXPECT_TRUE(v.fail.empty()) << name(f) << " " << d.c->name << ": " << v.fail;
+            worst = std::max(worst, v.max_util);
+            undeclared = std::max(undeclared, judge(d, out, flat(false)).max_util);
+        }
+        std::printf("[ arith    ] %s max utilization %.3g declared attention_arith=input, %.3g undeclared\n", name(f),
+                    worst, undeclared);
+        EXPECT_GT(undeclared, 1.0) << name(f);
+    }
+}
+
+// A stage's subnormal rounding is carried into the logit by what follows it:
+// FP16, softcap 50, one key, x = 75 2^-24: x / 50 = 1.5 2^-24 rounds to
+// 2^-23 (a tie to even), times 50 gives 100 2^-24 — the lse off by 25 2^-24
+// = 1.49e-6, which the bound must cover (it scales the divide's eta by c).
+TEST(AttentionKernel, EagerSubnormalStagesAreCarriedByTheCap) {
+    Tensor q(Format::fp16, {1, 1, 1}), k(Format::fp16, {1, 1, 1}), v(Format::fp16, {1, 1, 1});
+    q.set_value(0, 75 * 0x1p-24), k.set_value(0, 1.0), v.set_value(0, 1.0);
+    const Params p({{"scale", 1}, {"softcap", 50}});
+    const std::vector<TensorView> in{q.view(), k.view(), v.view()};
+    oracle::PrecisionScope scope(128);
+    const oracle::OpOutputs exact = oracle::eval_attention(p, in);
+    oracle::FlashErrorModel m = model(Format::fp16, 0);
+    m.s_unit = m.p_unit = 0x1p-11, m.s_eta = m.p_eta = 0x1p-25;
+    const std::vector<double> b = oracle::attention_bound(p, in, exact, m);
+    const float x = 75 * 0x1p-24f;
+    const double eager = in_format(Format::fp16, in_format(Format::fp16, std::tanh(in_format(Format::fp16, x / 50.0f))) * 50.0f);
+    EXPECT_EQ(eager, 100 * 0x1p-24);
+    const double err = std::fabs(eager - oracle::to_double(exact.values[1][0]));
+    EXPECT_GT(err, 1.4e-6);
+    EXPECT_LE(err, b.at(1)) << "lse bound " << b.at(1);
+}
+
+// A finite mask of -3e38 (transformers' eager masks use the format's
+// lowest value): the masked keys' weights are 0 and so is their share of
+// the bound; it stays finite (computed in the log domain), and the built-in
+// kernels stay within it.
+TEST(AttentionKernel, AHugeFiniteMaskKeepsTheBoundFinite) {
+    Tensor q(Format::fp32, {1, 2, 4}), k(Format::fp32, {1, 4, 4}), v(Format::fp32, {1, 4, 4}), mask(Format::fp32, {2, 4});
+    std::mt19937_64 g(7);
+    for (Tensor* t : {&q, &k, &v})
+        for (std::int64_t e = 0; e < t->numel(); ++e) t->set_value(e, draw(Dist::normal, g));
+    for (std::int64_t e = 0; e < mask.numel(); ++e) mask.set_value(e, e % 2 ? -3e38 : 0.0);
+    const Params p;
+    const std::vector<TensorView> in{q.view(), k.view(), v.view(), mask.view()};
+    oracle::PrecisionScope scope(128);
+    const oracle::OpOutputs exact = oracle::eval_attention(p, in);
+    const std::vector<double> b = oracle::attention_bound(p, in, exact, model(Format::fp32, 64));
+    for (double x : b) EXPECT_TRUE(std::isfinite(x) && x > 0) << x;
+    for (const std::string variant : {"simd", "scalar"})
+        for (const KernelInfo* kern : kernels(variant)) {
+            if (kern->in != Format::fp32) continue;
+            Tensor o(Format::fp32, {1, 2, 4}), lse(Format::fp32, {1, 2});
+            kern->fn(KernelCall{p, in, {o.view(), lse.view()}});
+            for (std::int64_t e = 0; e < o.numel(); ++e)
+                EXPECT_LE(std::fabs(o.value(e) - oracle::to_double(exact.values[0][e])), b[e]) << kern->name << " o " << e;
+            for (std::int64_t e = 0; e < lse.numel(); ++e)
+                EXPECT_LE(std::fabs(lse.value(e) - oracle::to_double(exact.values[1][e])), b[o.numel() + e]) << kern->name;
+        }
 }

@@ -238,25 +238,38 @@ TEST(Statistics, SignTestTail) {
 // formula) they cast no vote; 0.2 ulp below it they do, and are a bias.
 TEST(Statistics, MissesAtATieCastNoVote) {
     auto votes_for_misses = [](double below_midpoint_ulps) {
-        std::vector<double> got, exact;
-        for (int i = 0; i < 200; ++i) {
-            const double g = 1 + i * 0x1p-20;  // an fp32 value; its ulp is 2^-23
-            exact.push_back(g + 0x1p-24 - below_midpoint_ulps * 0x1p-23);
-            got.push_back(g + 0x1p-23);  // the neighbour away from zero
-        }
-        // 200 rows of one element: one vote each.
-        const CaseEval e = handmade(Format::fp32, got, exact, std::vector<double>(200, 0x1p-22), {200, 1});
         Stats s;
-        EXPECT_TRUE(judge_case(e, parse_profile("strict"), &s).pass);
+        for (int i = 0; i < 200; ++i) {  // 200 cases of one element (a row op votes once per case)
+            const double g = 1 + i * 0x1p-20;  // an fp32 value; its ulp is 2^-23
+            const CaseEval e = handmade(Format::fp32, {g + 0x1p-23}, {g + 0x1p-24 - below_midpoint_ulps * 0x1p-23},
+                                        {0x1p-22}, {1, 1});  // got: the neighbour away from zero
+            EXPECT_TRUE(judge_case(e, parse_profile("strict"), &s).pass);
+        }
         return s;
     };
     const Stats at_tie = votes_for_misses(0x1p-20);
     EXPECT_EQ(at_tie.votes_for()[1] + at_tie.votes_against()[1], 0);
-    EXPECT_EQ(rounding_bias(at_tie, "rows"), "");
+    EXPECT_EQ(rounding_bias(at_tie, "cases"), "");
     const Stats inside = votes_for_misses(0.2);
     EXPECT_EQ(inside.votes_for()[1], 200);
-    EXPECT_NE(rounding_bias(inside, "rows").find("lie above in 200 of 200 rows"), std::string::npos)
-        << rounding_bias(inside, "rows");
+    EXPECT_NE(rounding_bias(inside, "cases").find("lie above in 200 of 200 cases"), std::string::npos)
+        << rounding_bias(inside, "cases");
+}
+
+// A row op votes once per case: 200 rows of one case that all miss the same
+// way (repeated rows, or one normalizer shared through eps) are one vote.
+TEST(Statistics, ARowOpsCaseVotesOnce) {
+    std::vector<double> got, exact;
+    for (int i = 0; i < 200; ++i) {
+        const double g = 1 + i * 0x1p-20;
+        exact.push_back(g + 0x1p-24 - 0.2 * 0x1p-23), got.push_back(g + 0x1p-23);
+    }
+    Stats s;
+    EXPECT_TRUE(judge_case(handmade(Format::fp32, got, exact, std::vector<double>(200, 0x1p-22), {200, 1}),
+                           parse_profile("strict"), &s).pass);
+    EXPECT_EQ(s.votes_for()[1] + s.votes_against()[1], 1);
+    EXPECT_STREQ(vote_unit(*find_op("rms_norm")), "cases");
+    EXPECT_STREQ(vote_unit(*find_op("silu")), "elements");
 }
 
 // A bf16 silu that truncates is within 1 ulp everywhere: only the rounding
