@@ -20,7 +20,7 @@ struct SynthOptions {
     std::int64_t width = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, tokens = 0, cache_tokens = -1, at = -1;
     std::uint64_t seed = 1;
     std::string attention, linear, mlp, placement, residual, norm;
-    double eps = -1;
+    double eps = -1, attention_softcap = -1;
     bool qk_norm = false;
     std::vector<std::string> conventions;
 };
@@ -83,6 +83,7 @@ model::ModelContract make_contract(const SynthOptions& o, CLI::App* cmd) {
     if (o.qk_norm) c.qk_norm = true;
     if (!o.norm.empty()) c.norm = parse_kind("--norm", o.norm, {model::NormKind::rms_norm, model::NormKind::layer_norm});
     if (o.eps >= 0) c.eps = o.eps;
+    if (given("--attention-softcap")) c.attention_softcap = o.attention_softcap;  // a negative one: the contract's error
     try {
         model::validate(c);
     } catch (const std::invalid_argument& e) {
@@ -181,6 +182,8 @@ Subcommand add_synth(CLI::App& app) {
     cmd->add_flag("--qk-norm", o->qk_norm, "RMSNorm over head_dim of q and k before RoPE");
     cmd->add_option("--norm", o->norm, "rms_norm | layer_norm");
     cmd->add_option("--eps", o->eps, "norm epsilon (a large one, e.g. 0.1, makes eps_placement visible)");
+    cmd->add_option("--attention-softcap", o->attention_softcap,
+                    "c > 0: attention logits capped c tanh(s / c) (Gemma 2's attn_logit_softcapping; 0: none)");
     cmd->add_option("--contract", o->contract_file, "contract JSON (the fields above override it)");
     cmd->add_option("--mutant", o->mutant, "registry name of a mutant kernel of --dtype (see conform list) to substitute at --at");
     cmd->add_option("--at", o->at, "the layer the mutant is substituted at");
@@ -188,7 +191,7 @@ Subcommand add_synth(CLI::App& app) {
                     "KEY=VALUE the candidate really follows (repeatable; the dump still declares the contract's): "
                     "rope_pairing=interleaved, eps_placement=outside, gate_order=up_gate, gelu=tanh, "
                     "norm_cast=before_weight, causal=top_left, window_keys=w_plus_one, lm_head=embed, rolling_order=slots, "
-                    "logits_format=dtype, act_arith=quotient; STEP:KEY=VALUE for one step of every layer, e.g. "
+                    "logits_format=dtype, act_arith=quotient, softcap_arith=dtype; STEP:KEY=VALUE for one step of every layer, e.g. "
                     "o_norm:norm_cast=before_weight (docs/model.md, \"Conventions\")");
     cmd->add_option("--out", o->out, "the model dump to write (safetensors)")->required();
     cmd->footer(

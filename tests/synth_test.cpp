@@ -64,6 +64,8 @@ TEST(Synth, BadInputExitsTwo) {
     EXPECT_NE(log.find("contract.kv_heads"), std::string::npos) << log;
     EXPECT_EQ(run("--layers 2 --convention causal=sideways --out " + out, &log), 2);
     EXPECT_NE(log.find("contract.conventions.causal"), std::string::npos) << log;
+    EXPECT_EQ(run("--layers 2 --attention-softcap -1 --out " + out, &log), 2);
+    EXPECT_NE(log.find("contract.attention_softcap"), std::string::npos) << log;
     EXPECT_EQ(run("--layers 2", &log), 2);  // --out is required
     EXPECT_FALSE(fs::exists(out));
 }
@@ -77,11 +79,15 @@ TEST(Synth, ContractFileThenOptions) {
     }
     std::string log;
     ASSERT_EQ(run("--contract " + json + " --layers 2 --out " + out, &log), 0) << log;
+    ASSERT_EQ(run("--contract " + json + " --attention-softcap 0.5 --out " + out + ".capped", &log), 0) << log;
+    EXPECT_EQ(model::contract_from_json(io::read_model_dump(out + ".capped").contract).attention_softcap, 0.5);
+    fs::remove(out + ".capped");
     const model::ModelContract c = model::contract_from_json(io::read_model_dump(out).contract);
     EXPECT_EQ(c.layers, 2);  // the option wins
     EXPECT_EQ(c.norm, model::NormKind::layer_norm);
     EXPECT_EQ(c.mlp, model::MlpKind::gelu);
     EXPECT_EQ(c.dtype, Format::fp16);  // from the file: --dtype not given
+    EXPECT_EQ(c.attention_softcap, 0);
     {
         std::ofstream f(json);
         f << R"({"layers": 3, "widht": 32})";
