@@ -111,7 +111,8 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
     const std::vector<double> mask = in.size() > 3 ? decoded_values(in[3]) : std::vector<double>{};
     const double scale_param = p.get("scale", 0);
     const double scale = scale_param != 0 ? scale_param : 1 / std::sqrt(static_cast<double>(sh.d));
-    const bool softcap = p.get("softcap", 0) > 0;
+    const double cap = p.get("softcap", 0);
+    const bool softcap = cap > 0;
     const double nb = model.key_block > 0 ? std::ceil(static_cast<double>(sh.lk) / model.key_block)
                                           : static_cast<double>(sh.lk);
     const double kk = sh.lk + nb;  // terms of each accumulation: products and rescales
@@ -179,13 +180,13 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
             // 1. logit perturbation delta_j; 2. weights: rho_j with E = sum p_k (e^delta_k - 1)
             double big_e = 0;
             for (std::int64_t j = 0; j < sh.lk; ++j) {
-                pr[j] = r.s[j] == -INFINITY ? 0 : std::exp(r.s[j] - m) / l;
+                pr[j] = 0;
                 if (r.s[j] == -INFINITY) continue;
-                lw[j] = r.s[j] - m - log_l;
+                lw[j] = r.s[j] - m - log_l, pr[j] = std::exp(lw[j]);
                 const double e32 = g_dot * std::fabs(scale) * r.a[j] + dot_abs * std::fabs(scale);
                 const double mj = std::max(std::fabs(r.s[j]), std::fabs(m));
                 const double delta = e32 + d_merge(mj) +
-                                     narrow_logit_error(model, scale, p.get("softcap", 0), r.raw[j], e32, r.capped[j], r.s[j],
+                                     narrow_logit_error(model, scale, cap, r.raw[j], e32, r.capped[j], r.s[j],
                                                         !mask.empty()) +
                                      (softcap ? (model.e_tanh + 3 * kU) * std::fabs(r.capped[j]) : 0) +
                                      (mask.empty() ? 0 : kU * std::fabs(r.s[j])) +  // the mask add rounds once

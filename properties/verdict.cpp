@@ -666,9 +666,8 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
     for (std::size_t o = 0; o < e.outputs.size(); ++o) {
         const OutputEval& out = e.outputs[o];
         if (!out.judged) continue;
-        const std::size_t unit = elementwise ? 1 : 0;
         for (std::size_t i = 0; i < out.exact.size(); ++i) {
-            if (unit && i % unit == 0 && i > 0) vote();
+            if (elementwise && i > 0) vote();
             const Element el = rank_element(out, i, model_holds);
             if (el.undefined) {
                 ++res.not_judged;
@@ -727,7 +726,7 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
                 res.failed_element = static_cast<std::int64_t>(i);
             }
         }
-        if (unit) vote();
+        if (elementwise) vote();
     }
     if (above != 0 || away != 0) vote();
     // One entry per case, NaN when it has none: error profiles pair cases by position.
