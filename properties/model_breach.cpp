@@ -1,5 +1,5 @@
 // Where the probabilistic tier's model fails (docs/numerics.md): repeated
-// values and absorbed terms make rounding errors systematic.
+// values, absorbed terms and clustered terms make rounding errors systematic.
 #include <algorithm>
 #include <cmath>
 #include <unordered_set>
@@ -52,9 +52,34 @@ bool absorbs(const std::vector<double>& terms, double u) {
     return small > u * total;
 }
 
-std::string absorption(const std::string& what, std::size_t row) {
-    return what + " of row " + std::to_string(row) +
-           ": terms below one rounding of the sum add up to more than one rounding (absorbed alike)";
+// More than half of the terms above u A within 2 u A of each other (A the
+// total, 2 u A at least an ulp of any running sum near A): nearly equal
+// terms (the 1 - d_i of a softmax row of tiny logits) land on the sum's grid
+// alike, each addition rounds away the same part of its term, and the errors
+// share one sign (repeated values, up to the sum's rounding unit).
+bool clusters(std::vector<double> terms, double u) {
+    double total = 0;
+    for (double t : terms)
+        if (std::isfinite(t)) total += t;
+    const double grid = u * total;
+    if (!(grid > 0) || !std::isfinite(grid)) return false;
+    std::erase_if(terms, [grid](double t) { return !std::isfinite(t) || t <= grid; });
+    std::sort(terms.begin(), terms.end());
+    std::size_t most = 0;
+    for (std::size_t lo = 0, hi = 0; hi < terms.size(); ++hi) {
+        while (terms[hi] - terms[lo] > 2 * grid) ++lo;
+        most = std::max(most, hi - lo + 1);
+    }
+    return static_cast<std::int64_t>(terms.size()) >= kMinRow && 2 * most > terms.size();
+}
+
+// Why the terms of one row's sum round alike, or "".
+std::string alike(const std::string& what, const std::vector<double>& terms, double u, std::size_t row) {
+    const std::string where = what + " of row " + std::to_string(row) + ": ";
+    if (absorbs(terms, u)) return where + "terms below one rounding of the sum add up to more than one rounding (absorbed alike)";
+    if (clusters(terms, u))
+        return where + "most terms lie within one rounding of the sum of each other (rounded alike)";
+    return "";
 }
 
 // The nonnegative terms each row op sums: x^2 (rms, l2), (x - mean)^2
@@ -75,7 +100,8 @@ std::string row_absorption(const OpSpec& op, const TensorView& x, double u) {
             }
             for (double v : row) terms.push_back((v - mean) * (v - mean));
         }
-        if (absorbs(terms, u)) return absorption(op.name == "softmax" ? "the exponentials" : "the squares", static_cast<std::size_t>(r));
+        const std::string what = op.name == "softmax" ? "the exponentials" : "the squares";
+        if (std::string why = alike(what, terms, u, static_cast<std::size_t>(r)); !why.empty()) return why;
     }
     return "";
 }
@@ -115,7 +141,7 @@ std::string probabilistic_model_breach(const OpSpec& op, const Params& p, const 
         if (in.size() > attention_mask_input(op.name)) attn.push_back(in[attention_mask_input(op.name)]);
         const auto weights = oracle::attention_weights(p, attn);
         for (std::size_t r = 0; r < weights.size(); ++r)
-            if (absorbs(weights[r], u)) return absorption("the attention weights", r);
+            if (std::string why = alike("the attention weights", weights[r], u, r); !why.empty()) return why;
         return "";
     }
     if (op.name == "dsa_attention") {  // attention over the oracle's selection (docs/dsa_attention.md)
@@ -124,7 +150,7 @@ std::string probabilistic_model_breach(const OpSpec& op, const Params& p, const 
         ap.set("causal", 0);
         const auto weights = oracle::attention_weights(ap, {in.at(3), in.at(4), in.at(5), mask.view()});
         for (std::size_t r = 0; r < weights.size(); ++r)
-            if (absorbs(weights[r], u)) return absorption("the attention weights", r);
+            if (std::string why = alike("the attention weights", weights[r], u, r); !why.empty()) return why;
     }
     return dominant_outlier(op, in, acc);
 }

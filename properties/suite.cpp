@@ -422,7 +422,10 @@ report::KernelReport run_suite(const KernelInfo& k, const RunConfig& cfg,
             return r;
         }
     }
-    for (report::PropertyOutcome& o : statistics_outcomes(k, cfg, within)) add(std::move(o));
+    // A replayed case is a sample of one: the statistics over the whole
+    // sample have nothing to say about it.
+    if (cfg.reproduce.empty())
+        for (report::PropertyOutcome& o : statistics_outcomes(k, cfg, within)) add(std::move(o));
     // A failing within_budget or special_values stopped at its first
     // counterexample: its statistics describe a few cases.  The report's
     // (tightest profile met, where the errors lie, the worst utilization)

@@ -221,6 +221,44 @@ TEST(ModelBreach, AbsorbedTermsFallBackToTheRigorousTier) {
     EXPECT_FALSE(judge_case(e, parse_profile("strict")).pass);
 }
 
+// Nearly equal terms round alike: a softmax row of tiny logits has every
+// exponential within 2^-13 of 1.  Term i sits just under half an ulp of the
+// running sum (about i) below 1 (0.8 to 0.95 of one), so the textbook FP32
+// sum drops each 1 - e^(x-m) the same way.  The case breaches (clustered
+// terms) and the correct kernel passes on the rigorous tier, beyond the
+// probabilistic bound it would have failed (a heavy-tailed row of scale
+// 2^-20 failed so in CI, seed 244586516: utilization 1.28).
+TEST(ModelBreach, ClusteredTermsFallBackToTheRigorousTier) {
+    const std::int64_t n = 4096;
+    std::vector<double> v(static_cast<std::size_t>(n));
+    std::mt19937_64 g(5);
+    std::uniform_real_distribution<double> jitter(0.8, 0.95);  // distinct values, not repeated ones
+    for (std::int64_t i = 1; i < n; ++i) {
+        const int e = std::ilogb(static_cast<double>(i));  // the running sum lies in [2^e, 2^(e+1))
+        v[static_cast<std::size_t>(i)] = static_cast<float>(-jitter(g) * std::ldexp(1.0, e - 24));
+    }
+    v[0] = 0;  // the max: every exponential in (1 - 2^-13, 1]
+    const Tensor x = tensor({1, n}, v, Format::fp32);
+    const std::vector<TensorView> in{x.view()};
+    const OpSpec& op = *find_op("softmax");
+    EXPECT_NE(probabilistic_model_breach(op, Params{}, in, Format::fp32).find("rounded alike"), std::string::npos);
+    CaseEval e = evaluate_case(kernel("cpu.scalar.softmax.fp32"), Params{}, in);  // sequential fp32 sum
+    EXPECT_TRUE(judge_case(e, parse_profile("strict")).passed());
+    e.model_breach.clear();
+    {
+        oracle::TierScope scope(oracle::Tier::probabilistic);
+        oracle::RowData row;
+        row.x = v, row.y = e.outputs[0].exact;
+        e.outputs[0].probabilistic = oracle::row_bound(op, Params{}, row, Format::fp32, Format::fp32);
+    }
+    EXPECT_FALSE(judge_case(e, parse_profile("strict")).pass);
+    // Logits spread over many roundings of the sum do not cluster.
+    std::uniform_real_distribution<double> u(-0x1p-8, 0);
+    for (double& t : v) t = static_cast<float>(u(g));
+    const Tensor spread = tensor({1, n}, v, Format::fp32);
+    EXPECT_EQ(probabilistic_model_breach(op, Params{}, {spread.view()}, Format::fp32), "");
+}
+
 TEST(Statistics, SignTestTail) {
     EXPECT_DOUBLE_EQ(sign_test_tail(50, 50), 1.0);
     EXPECT_NEAR(sign_test_tail(100, 0), 2 * std::exp(-50.0), 1e-30);
