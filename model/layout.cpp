@@ -215,9 +215,8 @@ bool narrow_arith(const ModelContract& c, const Conventions& conv, const std::st
 // and declared.<what>_eta): f's unit roundoff and half its smallest
 // subnormal spacing.
 void declare_rounding(Params& p, const std::string& what, Format f) {
-    const FormatInfo& fi = info(f);
     p.set("declared." + what + "_unit", unit_roundoff(f));
-    p.set("declared." + what + "_eta", std::ldexp(1.0, fi.emin - fi.precision));
+    p.set("declared." + what + "_eta", min_subnormal(f) / 2);
 }
 
 // The additive mask [Lq, Lk] of queries at key positions `pos`: query i

@@ -29,7 +29,7 @@ constexpr double kU64 = 0x1p-53;
 constexpr double kEta64 = 0x1p-1074;
 
 // Smallest positive subnormal of f: the absolute error of an underflowing product.
-double eta(Format f) { return std::ldexp(1.0, info(f).emin - info(f).precision + 1); }
+double eta(Format f) { return min_subnormal(f); }
 
 double next_up(Format f, double v);
 // The next value of f below v (v finite).

@@ -170,6 +170,7 @@ std::uint64_t encode(Format f, double v, Overflow o) {
 }
 
 double unit_roundoff(Format f) { return std::ldexp(1.0, -info(f).precision); }
+double min_subnormal(Format f) { return std::ldexp(1.0, info(f).emin - info(f).precision + 1); }
 
 double ulp_at(Format f, double v) {
     const FormatInfo& fi = info(f);

@@ -56,6 +56,10 @@ std::uint64_t assemble_rounded(Format f, bool neg, double r, int q);
 
 // Unit roundoff u = 2^-p of a floating format.
 double unit_roundoff(Format f);
+// Smallest positive subnormal 2^(emin - p + 1) of a floating format: the
+// spacing below the normal range, so an underflowing rounding errs by at
+// most half of it.
+double min_subnormal(Format f);
 // Spacing of the format at |v|: 2^(max(e, emin) - p + 1) for v in binade e.
 double ulp_at(Format f, double v);
 double max_finite(Format f);

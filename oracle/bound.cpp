@@ -29,10 +29,7 @@ namespace {
 
 // Smallest positive subnormal of the accumulation format: the absolute error
 // an underflowing product can make.
-double eta(Format acc) {
-    const FormatInfo& fi = info(acc);
-    return std::ldexp(1.0, fi.emin - fi.precision + 1);
-}
+double eta(Format acc) { return min_subnormal(acc); }
 
 // Output rounding: half an output ulp at the largest value the kernel's
 // pre-rounding result can take.
@@ -255,7 +252,7 @@ std::vector<std::vector<double>> attention_bound_split(const Params& p, const st
     // the input format (docs/attention.md, "Logits in a narrower format").
     const Format f = in.at(0).format;
     if (p.get("convention.attention_arith", 0) != 0 && info(f).precision < info(Format::fp32).precision) {
-        const double eta_f = std::ldexp(1.0, info(f).emin - info(f).precision);
+        const double eta_f = min_subnormal(f) / 2;
         model.s_unit = std::max(model.s_unit, unit_roundoff(f)), model.s_eta = std::max(model.s_eta, eta_f);
         model.p_unit = std::max(model.p_unit, unit_roundoff(f)), model.p_eta = std::max(model.p_eta, eta_f);
         if (info(f).precision < info(model.lse_out).precision) model.lse_out = f;

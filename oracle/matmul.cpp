@@ -50,9 +50,8 @@ OpOutputs eval_matmul(const Params&, const std::vector<TensorView>& in) {
 // left undefined (an FP32 accumulator may overflow there in some order,
 // whatever the exact sum): not judged, and counted.
 DotBudget dot_budget(double s, std::int64_t k, Format acc) {
-    const FormatInfo& ai = info(acc);
     const double u = unit_roundoff(acc), kd = static_cast<double>(k);
-    const double half_eta = std::ldexp(1.0, ai.emin - ai.precision);  // half the smallest subnormal
+    const double half_eta = min_subnormal(acc) / 2;
     return {gamma(kd, u) * s + kd * half_eta, s * (1 + gamma_rigorous(kd, u)) >= max_finite(acc)};
 }
 

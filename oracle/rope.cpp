@@ -275,15 +275,14 @@ std::pair<double, double> rope_pair_bound(const RopeTableModel& k, const TableEr
                                           double s, double ya, double yb) {
     if (!std::isfinite(xa) || !std::isfinite(xb)) return {INFINITY, INFINITY};
     const double u = unit_roundoff(k.arith), g2 = 2 * u / (1 - 2 * u);
-    const FormatInfo& fa = info(k.arith);
-    const double eta = std::ldexp(1.0, fa.emin - fa.precision + 1);  // underflowing products/sums
+    const double eta = min_subnormal(k.arith);  // underflowing products/sums
     const double ax = std::fabs(xa), bx = std::fabs(xb), ac = std::fabs(c), as = std::fabs(s);
     // y_a = x_a c − x_b s, y_b = x_a s + x_b c with table entries c + Δc, s + Δs.
     const double ta = ax * e.cos + bx * e.sin, tb = ax * e.sin + bx * e.cos;
     const double ra = g2 * (ax * (ac + e.cos) + bx * (as + e.sin)) + 3 * eta;
     const double rb = g2 * (ax * (as + e.sin) + bx * (ac + e.cos)) + 3 * eta;
     double ba = ta + ra, bb = tb + rb;
-    if (info(k.out).precision < fa.precision) {  // a second rounding into the storage format
+    if (info(k.out).precision < info(k.arith).precision) {  // a second rounding into the storage format
         ba += 0.5 * ulp_at(k.out, std::fabs(ya) + ba);
         bb += 0.5 * ulp_at(k.out, std::fabs(yb) + bb);
     }

@@ -519,7 +519,7 @@ Outputs eager_attention(const Data& d, Format f, Round logit) {
 // The bound with the weights rounded to f and, when `narrow_logits`, the logits.
 std::vector<double> eager_bound(const Data& d, Format f, bool narrow_logits) {
     oracle::FlashErrorModel m = model(f, 0);
-    const double eta = std::ldexp(1.0, info(f).emin - info(f).precision);
+    const double eta = min_subnormal(f) / 2;
     m.p_unit = unit_roundoff(f), m.p_eta = eta;
     if (narrow_logits) m.s_unit = unit_roundoff(f), m.s_eta = eta;
     return oracle::attention_bound(d.params, d.views(), d.exact, m);
