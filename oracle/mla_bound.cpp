@@ -184,6 +184,11 @@ MlaRowBound mla_attend_bound(const MlaCtx& c, const MlaApprox& q, const std::vec
         }
         b.o.v[e] = val;
         b.o.e[e] = weights + g_avg * mag + 2 * static_cast<double>(nk) * c.eta * vmax;
+        // A flash kernel sums exp(s_j - m) v_j before dividing by l: that
+        // unnormalized sum, up to l times the average's magnitude, may
+        // overflow FP32 where the average does not (latents near the
+        // format's max with equal weights).
+        if (!(l * mag <= max_finite(Format::fp32))) b.o.e[e] = INFINITY;
     }
     // l >= 1 (the largest weight is exp(0)): underflowing weights move it by at most nk eta.
     const double g_l = gamma(static_cast<double>(nk), c.u),

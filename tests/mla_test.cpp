@@ -70,6 +70,31 @@ TEST(MlaBound, FormsDifferAndUndeclaredTakesTheLarger) {
     EXPECT_TRUE(differ);
 }
 
+// Zero queries weigh every visible key alike; two cached latents at BF16's
+// max make the flash kernels' unnormalized sum exp(s_j - m) c_j overflow
+// FP32 though the average (2/3 of it) and o (1/24 of it) do not.  Those
+// elements of the absorbed form are undefined (not judged), and both forms
+// pass: the absorbed kernel's o is +inf, far from the overflow threshold.
+TEST(MlaBound, AnUnnormalizedSumPastFp32IsNotJudged) {
+    props::Case c = deepseek_like(Format::bf16, 2);
+    const std::int64_t d_c = 8, d_v = 3, heads = 2;
+    for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) c.inputs[0].set_value(i, 0.0);  // h = 0: q = 0, new c = 0
+    for (std::int64_t j = 0; j < 2; ++j)
+        for (std::int64_t k = 0; k < d_c; ++k) c.inputs[6].set_value(j * d_c + k, k == 0 ? max_finite(Format::bf16) : 0.0);
+    for (std::int64_t r = 0; r < heads * d_v; ++r) c.inputs[3].set_value(r * d_c, 0x1p-4);  // W_uv's column 0
+    for (const char* form : {"explicit", "absorbed"}) {
+        const KernelInfo* k = builtin_registry().find(std::string("cpu.") + form + ".mla.bf16");
+        ASSERT_NE(k, nullptr);
+        const props::CaseResult r = props::check_case(*k, c.params, c.views());
+        EXPECT_TRUE(r.pass) << form << ": " << r.message;
+        // Absorbed: no o element judged (every row sums both cached latents);
+        // explicit sums the values W_uv c_j, 1/16 of them: all judged.
+        const bool absorbed = std::string(form) == "absorbed";
+        EXPECT_EQ(r.not_judged, absorbed ? heads * 3 * d_v : 0) << form;
+        EXPECT_EQ(r.judged, heads * 3 * (absorbed ? 1 : d_v + 1)) << form;
+    }
+}
+
 // A NaN in the last new token's hidden state reaches only its own rows: the
 // earlier tokens never see it (causal) and are bit-identical to the run
 // without it; the last token's o and lse are NaN.
