@@ -297,9 +297,6 @@ def _contract_of_type(config, tokens, dtype):
                          % (kind, ", ".join(DENSE_TYPES + MOE_TYPES + HYBRID_TYPES + MLA_TYPES + SANDWICH_TYPES)))
     if getattr(config, "hidden_act", "silu") != "silu":
         raise ValueError("hidden_act %r does not map (swiglu is silu(gate) * up)" % config.hidden_act)
-    window = getattr(config, "sliding_window", None)
-    if window and getattr(config, "use_sliding_window", True) and window < tokens:
-        raise ValueError("a sliding window of %d keys below %d tokens is not mapped" % (window, tokens))
     heads = config.num_attention_heads
     bias = bool(getattr(config, "attention_bias", False))
     c = {
@@ -309,6 +306,7 @@ def _contract_of_type(config, tokens, dtype):
         "ffn": config.intermediate_size, "tokens": int(tokens), "norm": "rms_norm",
         "eps": float(config.rms_norm_eps), "placement": "pre", "rope_base": _rope_theta(config),
         "qkv_bias": kind == "qwen2" or bias, "o_bias": bias, "qk_norm": kind in ("qwen3", "qwen3_moe"),
+        **_window(config),
         "mlp": "swiglu", "dtype": dtype, "residual_format": dtype,  # the residual stream in the model's dtype
         # rotate_half; RMSNorm's weight * (x / rms).to(dtype); gate before up;
         # q * cos + rotate_half(q) * sin in the model's dtype (cos, sin from
@@ -327,6 +325,22 @@ def _contract_of_type(config, tokens, dtype):
                   "router_score": "softmax", "renormalize": bool(getattr(config, "norm_topk_prob", True)),
                   "selection_bias": False, "mlp_pattern": _mlp_pattern(config)})
     return c
+
+
+_LAYER_KINDS = {"sliding_attention": "L", "full_attention": "G"}
+
+
+def _window(config):
+    """The sliding window: transformers' mask keeps the keys j > i - W, the
+    W keys (p - W, p] of the contract (window_keys: w).  Where the config
+    lists layer_types (Qwen2/3: layers from max_window_layers on, Gemma),
+    they give the pattern; otherwise (Mistral, Mixtral, Qwen3-MoE) every
+    layer is local once sliding_window is set."""
+    window = getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", True) else None
+    types = getattr(config, "layer_types", None)
+    if not window or (types and "sliding_attention" not in types):
+        return {"window": 0}
+    return {"window": int(window), "window_pattern": "".join(_LAYER_KINDS[t] for t in types) if types else "L"}
 
 
 # --- Gemma 2 and Gemma 3 (text): sandwich norms, a scaled embedding, local and global layers ---
@@ -350,16 +364,12 @@ def _gemma_contract(config, tokens, dtype):
         local, full = {}, rope
     if local.get("rope_type", "default") != "default":
         raise ValueError("a scaled rope on the sliding layers (%r) does not map" % local["rope_type"])
-    kinds = {"sliding_attention": "L", "full_attention": "G"}
-    window = config.sliding_window if "sliding_attention" in config.layer_types else 0
-    if window and window < tokens:
-        raise ValueError("a sliding window of %d keys below %d tokens is not mapped" % (window, tokens))
     c = {
         "layers": config.num_hidden_layers, "width": config.hidden_size, "heads": config.num_attention_heads,
         "kv_heads": config.num_key_value_heads, "head_dim": config.head_dim, "ffn": config.intermediate_size,
         "tokens": int(tokens), "norm": "rms_norm", "eps": float(config.rms_norm_eps), "placement": "sandwich",
         "zero_centered": True, "qk_norm": gemma3, "mlp": "geglu",
-        "window": int(window or 0), "window_pattern": "".join(kinds[t] for t in config.layer_types),
+        **_window(config),
         "rope_base": float(full.get("rope_theta", 1e6 if gemma3 else 1e4)),
         "rope_local_base": float(local.get("rope_theta", 1e4)) if gemma3 else 0.0,
         "attention_scale": float(config.query_pre_attn_scalar) ** -0.5,

@@ -193,7 +193,7 @@ def deepseek_v2(dtype=torch.bfloat16, **extra):
         q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, **shape), dtype=dtype)
 
 
-def gemma3(dtype=torch.bfloat16, **extra):
+def gemma3(dtype=torch.bfloat16, window=64, **extra):
     """Gemma 3 (text): sandwich norms (1 + w), QK-norm, GeGLU with the tanh
     GELU, sliding (L) and full (G) layers alternating, the local ones at base
     1e4, the global ones at 1e6 with linear scaling 8, the embedding times
@@ -202,19 +202,35 @@ def gemma3(dtype=torch.bfloat16, **extra):
     rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
             "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}
     return randomized(transformers.Gemma3TextConfig(
-        intermediate_size=256, head_dim=32, query_pre_attn_scalar=24, sliding_window=64, sliding_window_pattern=2,
+        intermediate_size=256, head_dim=32, query_pre_attn_scalar=24, sliding_window=window, sliding_window_pattern=2,
         rope_parameters=rope, **shape), dtype=dtype)
 
 
-def gemma2(dtype=torch.bfloat16, **extra):
+def gemma2(dtype=torch.bfloat16, window=64, **extra):
     """Gemma 2: as Gemma 3 without QK-norm, one RoPE base (1e4) for every
     layer, the attention logits capped at 2 and the output logits at 5 (low
     enough to act on these O(1) logits), in eager attention (transformers
     refuses sdpa with a softcap)."""
     shape = dict(SHAPE, num_hidden_layers=4, **extra)
     return randomized(transformers.Gemma2Config(
-        intermediate_size=256, head_dim=32, query_pre_attn_scalar=24, sliding_window=64, attn_logit_softcapping=2.0,
+        intermediate_size=256, head_dim=32, query_pre_attn_scalar=24, sliding_window=window, attn_logit_softcapping=2.0,
         final_logit_softcapping=5.0, **shape), dtype=dtype, attn="eager")
+
+
+WINDOW = 8  # a sliding window below TOKENS
+
+
+def mistral(dtype=torch.bfloat16, attn="sdpa"):
+    """Mistral: Llama with every layer local (sliding_window keys)."""
+    return randomized(transformers.MistralConfig(intermediate_size=256, sliding_window=WINDOW, **SHAPE),
+                      dtype=dtype, attn=attn)
+
+
+def qwen2_window(dtype=torch.bfloat16):
+    """Qwen2 with use_sliding_window: the layers from max_window_layers (1)
+    on are local, layer 0 global (layer_types LL... after a G)."""
+    return randomized(transformers.Qwen2Config(intermediate_size=256, use_sliding_window=True, sliding_window=WINDOW,
+                                               max_window_layers=1, **SHAPE), dtype=dtype)
 
 
 def mixtral(dtype=torch.bfloat16):
@@ -277,6 +293,30 @@ def unweighted(norm):
         h = x.float()
         return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)).to(x.dtype)
     norm.forward = types.MethodType(forward, norm)
+
+
+class WiderWindow:
+    """Layer `layer` sees W + 1 keys, [p - W, p] (a `j >= i - W` window): a
+    pre-hook of that layer's attention unhides the key W before each query
+    in the mask transformers passes it (boolean for sdpa, additive for eager)."""
+
+    def __init__(self, model, layer, window):
+        attn = cm._base(model).layers[layer].self_attn
+        self.handle = attn.register_forward_pre_hook(lambda m, a, kw: (a, self._wider(kw, window)), with_kwargs=True)
+
+    @staticmethod
+    def _wider(kwargs, window):
+        mask = kwargs["attention_mask"]
+        t, s = mask.shape[-2:]
+        edge = torch.arange(s)[None, :] == torch.arange(t)[:, None] + (s - t) - window
+        kwargs["attention_mask"] = mask | edge if mask.dtype == torch.bool else mask.masked_fill(edge, 0.0)
+        return kwargs
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
 
 
 class InterleavedRope:
@@ -500,6 +540,26 @@ def gemma2_checks(conform, tmp):
     check("llama_eager", conform, tmp, randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE), attn="eager"))
 
 
+def window_checks(conform, tmp):
+    """Sliding windows of WINDOW keys below TOKENS (transformers keeps the
+    keys j > i - W: window_keys w).  Declared with W + 1 keys a clean model
+    fails at its first local attention, named; layer 1 planted with a
+    window of W + 1 keys fails there, named."""
+    check("mistral_window", conform, tmp, mistral())
+    check("mistral_window_f32", conform, tmp, mistral(torch.float32))
+    check("mistral_window_eager", conform, tmp, mistral(attn="eager"))
+    check("qwen2_window", conform, tmp, qwen2_window())
+    check("mistral_window_w_plus_one", conform, tmp, mistral(), (0, "layers.0.attn", "window_keys=w"),
+          conventions={"window_keys": "w_plus_one"})
+    defect = mistral()
+    check("mistral_wider_window", conform, tmp, defect, (1, "layers.1.attn", "window_keys=w_plus_one"),
+          wrap=WiderWindow(defect, 1, WINDOW))
+    if hasattr(transformers, "Gemma3TextConfig"):
+        check("gemma3_window", conform, tmp, gemma3(window=WINDOW))
+    if hasattr(transformers, "Gemma2Config"):
+        check("gemma2_window", conform, tmp, gemma2(window=WINDOW))
+
+
 def deepseek_v2_checks(conform, tmp):
     check("deepseek_v2", conform, tmp, deepseek_v2())
     check("deepseek_v2_f32", conform, tmp, deepseek_v2(torch.float32))
@@ -572,6 +632,7 @@ def main():
             gemma3_checks(args.conform, tmp)
         if hasattr(transformers, "Gemma2Config"):
             gemma2_checks(args.conform, tmp)
+        window_checks(args.conform, tmp)
     print("hf_model_test: ok (%.1f s)" % (time.time() - start))
 
 
