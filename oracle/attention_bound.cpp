@@ -16,6 +16,7 @@ namespace conform::oracle {
 namespace {
 
 constexpr double kU = 0x1p-24;     // FP32 unit roundoff (the accumulators)
+constexpr double kFp32Max = 0x1.fffffep+127;  // past it an FP32 accumulator overflows
 
 struct Shape {
     std::int64_t hq, hkv, lq, lk, d, dv;
@@ -225,6 +226,9 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                                    (model.p_eta > 0 ? (1 + g_num + g_den) * sh.lk * model.p_eta * vmax : 0);
                 // eta: weights (and with splits the merge's weights and products) below FP32's normal range
                 ob[d] = pre + half_ulp(model.out, od + pre) + (sh.lk + 3 * merge_terms) * kEta * vmax;
+                // The unnormalized sum exp(s_j - m) v_jd of a flash kernel, l times w, may
+                // overflow FP32 where o does not (values near the format's max): no bound.
+                if (!(l * w <= kFp32Max)) ob[d] = INFINITY;
             }
             const double lse = std::fabs(to_double(exact.values[1][row]));
             const double g_merge = splits > 1 ? gamma(splits, kU) + model.e_log * std::log(splits) : 0;

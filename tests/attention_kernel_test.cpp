@@ -386,6 +386,31 @@ TEST(AttentionKernel, AnInfiniteValueCountsWhereItsWeightUnderflows) {
             }
 }
 
+// Zero logits weigh three keys alike; two values at the format's max in
+// column 0 make the unnormalized sum exp(s_j - m) v_j overflow FP32 though
+// o, 2/3 of max, does not: that column is undefined (not judged), the
+// others judged, and every kernel passes whatever it returns there.
+TEST(AttentionKernel, AnUnnormalizedSumPastFp32IsNotJudged) {
+    for (const std::string variant : {"simd", "scalar"})
+        for (const KernelInfo* k : kernels(variant)) {
+            const std::int64_t lk = 3, d = 4;
+            std::vector<Tensor> in = {Tensor(k->in, {1, 1, d}), Tensor(k->in, {1, lk, d}), Tensor(k->in, {1, lk, d})};
+            std::mt19937_64 g(4);
+            std::normal_distribution<double> n;
+            for (std::int64_t i = 0; i < in[1].numel(); ++i) in[1].set_value(i, n(g)), in[2].set_value(i, n(g));
+            for (std::int64_t i = 0; i < d; ++i) in[0].set_value(i, 0.0);
+            in[2].set_value(0, max_finite(k->in)), in[2].set_value(d, max_finite(k->in)), in[2].set_value(2 * d, 0.0);
+            std::vector<TensorView> views;
+            for (const Tensor& t : in) views.push_back(t.view());
+            const props::CaseResult r = props::check_case(*k, Params::defaults(*find_op("attention")), views);
+            EXPECT_TRUE(r.pass) << k->name << ": " << r.message;
+            // FP16's max is far inside FP32's range: all judged there.
+            const bool past = k->in != Format::fp16;
+            EXPECT_EQ(r.not_judged, past ? 1 : 0) << k->name;
+            EXPECT_EQ(r.judged, past ? d : d + 1) << k->name;  // o's other columns and the lse
+        }
+}
+
 // GQA (and MQA) give bit for bit what MHA gives with KV heads repeat-interleaved.
 TEST(AttentionKernel, GqaEqualsMhaWithKvReplicated) {
     for (const KernelInfo* k : kernels("simd")) {
