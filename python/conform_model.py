@@ -241,18 +241,39 @@ def _fp32(v):
     return struct.unpack("f", struct.pack("f", v))[0]
 
 
-def _rope_keys(config, params=None):
+def _dynamic_base(config, params, tokens):
+    """Dynamic NTK's base for one pass of `tokens` tokens from position 0:
+    past max_position_embeddings transformers' dynamic_rope_update recomputes
+    the frequencies with seq_len = tokens, base * (factor * seq_len / max_pos
+    - (factor - 1)) ** (r / (r - 2)), in FP32 tensor arithmetic (seq_len is a
+    tensor); evaluated here by the same torch expression, so the contract's
+    base is that FP32 value.  At or below max_pos the frequencies stay the
+    default ones."""
+    base, max_pos = float(params["rope_theta"]), config.max_position_embeddings
+    if tokens <= max_pos:
+        return base
+    import torch  # only here: a dynamic rope is mapped from a torch model
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
+    factor = params["factor"]
+    seq_len = torch.maximum(torch.tensor(int(tokens)), torch.tensor(max_pos))
+    return float(base * ((factor * seq_len / max_pos) - (factor - 1)) ** (dim / (dim - 2)))
+
+
+def _rope_keys(config, params=None, tokens=None):
     """The contract's frequency-scaling keys for the config's rope_type
     (docs/rope.md, "Frequency scaling"): default, linear, llama3 and yarn as
-    transformers' modeling_rope_utils computes them; dynamic and longrope
-    (factors that depend on the sequence length, or lists) are refused.
+    transformers' modeling_rope_utils computes them; dynamic as the base it
+    takes for `tokens` tokens; longrope (per-pair factor lists) is refused.
     params: one layer type's rope parameters (Gemma 3's), else the config's."""
     params = dict(params if params is not None else getattr(config, "rope_parameters", None) or {})
     kind = params.get("rope_type", "default")
     if kind == "default":
         return {}
+    if kind == "dynamic" and tokens is not None:
+        return {"rope_base": _dynamic_base(config, params, tokens)}
     if kind not in ("linear", "llama3", "yarn"):
-        raise ValueError("rope_type %r does not map (mapped: default, linear, llama3, yarn)" % kind)
+        raise ValueError("rope_type %r does not map (mapped: default, linear, llama3, yarn, dynamic)" % kind)
     factor = params.get("factor")
     if kind == "linear":
         return {"rope_scaling": "linear", "rope_factor": float(factor)}
@@ -287,9 +308,9 @@ def hf_contract(config, tokens, dtype):
 def _contract_of_type(config, tokens, dtype):
     kind = config.model_type
     if kind in HYBRID_TYPES:
-        return dict(_qwen3_next_contract(config, tokens, dtype), **_rope_keys(config))
+        return dict(_qwen3_next_contract(config, tokens, dtype), **_rope_keys(config, tokens=tokens))
     if kind in MLA_TYPES:
-        return dict(_deepseek_contract(config, tokens, dtype), **_rope_keys(config), **_mla_scale(config))
+        return dict(_deepseek_contract(config, tokens, dtype), **_rope_keys(config, tokens=tokens), **_mla_scale(config))
     if kind in SANDWICH_TYPES:
         return _gemma_contract(config, tokens, dtype)
     if kind not in DENSE_TYPES + MOE_TYPES:
@@ -317,7 +338,7 @@ def _contract_of_type(config, tokens, dtype):
                         "rope_arith": "dtype", "attention_probs": "dtype", "router_arith": "dtype",
                         "glu_arith": "separate"},  # act_fn(gate) * up: silu stored, then the product rounded
     }
-    c.update(_rope_keys(config))
+    c.update(_rope_keys(config, tokens=tokens))
     if kind in MOE_TYPES:
         experts = getattr(config, "num_local_experts", None) or config.num_experts
         c.update({"mlp": "moe", "experts": experts, "top_k": config.num_experts_per_tok, "shared_experts": 0,
@@ -383,7 +404,7 @@ def _gemma_contract(config, tokens, dtype):
                         "gelu": "tanh" if act == "gelu_pytorch_tanh" else "erf", "rope_arith": "dtype",
                         "attention_probs": "dtype", "glu_arith": "separate" if act == "gelu_pytorch_tanh" else "fused"},
     }
-    c.update(_rope_keys(config, full))
+    c.update(_rope_keys(config, full, tokens))
     if getattr(config, "final_logit_softcapping", None):
         # logits / c, tanh, times c: each in the model's dtype
         c["logit_softcap"] = float(config.final_logit_softcapping)

@@ -107,6 +107,23 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
         "rope_theta": 1e4}
 
 
+# Dynamic NTK past a trained length of 16: at 32 tokens the base becomes
+# 1e4 (2 * 32 / 16 - 1)^(32 / 30) (max_position_embeddings is that length).
+DYNAMIC = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4}
+
+
+def llama_dynamic(dtype=torch.bfloat16):
+    shape = dict(SHAPE, max_position_embeddings=16)
+    return randomized(transformers.LlamaConfig(intermediate_size=256, rope_parameters=dict(DYNAMIC), **shape), dtype=dtype)
+
+
+def stale_dynamic(model):
+    """A defect: the dynamic rope believes its frequencies already cover any
+    length, so they are never recomputed past the trained one."""
+    cm._base(model).rotary_emb.max_seq_len_cached = 1 << 30
+    return model
+
+
 def llama3(dtype=torch.bfloat16):
     return randomized(transformers.LlamaConfig(intermediate_size=256, rope_parameters=dict(LLAMA3), **SHAPE), dtype=dtype)
 
@@ -152,14 +169,19 @@ def qwen3_next(dtype=torch.bfloat16, **extra):
 
 
 def rope_scaling_checks(conform, tmp):
-    """Llama 3.1's llama3 and Qwen's YaRN frequencies pass in BF16 and FP32;
-    the same models with the scaling dropped fail at their first rotation."""
+    """Llama 3.1's llama3, Qwen's YaRN and dynamic NTK frequencies pass in
+    BF16 and FP32; the same models with the scaling dropped (for dynamic
+    NTK: never recomputed past the trained length) fail at their first
+    rotation."""
     check("llama3", conform, tmp, llama3())
     check("llama3_f32", conform, tmp, llama3(torch.float32))
     check("llama3_unscaled", conform, tmp, unscaled_rope(llama3()), (0, "layers.0.q_rope", None))
     check("qwen2_yarn", conform, tmp, qwen2_yarn())
     check("qwen2_yarn_f32", conform, tmp, qwen2_yarn(torch.float32))
     check("qwen2_yarn_unscaled", conform, tmp, unscaled_rope(qwen2_yarn()), (0, "layers.0.q_rope", None))
+    check("llama_dynamic", conform, tmp, llama_dynamic())
+    check("llama_dynamic_f32", conform, tmp, llama_dynamic(torch.float32))
+    check("llama_dynamic_stale", conform, tmp, stale_dynamic(llama_dynamic()), (0, "layers.0.q_rope", None))
 
 
 def deepseek_v3(dtype=torch.bfloat16, **extra):
@@ -444,8 +466,9 @@ def check(name, conform, tmp, model, expect=None, conventions=None, wrap=None, l
 
 def refusals():
     """What does not map is refused naming why (docs/diverge.md, "What does not map")."""
-    cases = [(transformers.LlamaConfig(rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4},
-                                       **SHAPE), "rope_type 'dynamic'"),
+    longrope = {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 16, "long_factor": [2.0] * 16,
+                "original_max_position_embeddings": 16}
+    cases = [(transformers.LlamaConfig(rope_parameters=longrope, **SHAPE), "rope_type 'longrope'"),
              (transformers.LlamaConfig(hidden_act="gelu", **SHAPE), "hidden_act 'gelu'")]
     if hasattr(transformers, "DeepseekV2Config"):  # a router method of neither V2 nor V3
         cases.append((transformers.DeepseekV2Config(topk_method="noaux_tc", **dict(SHAPE, rms_norm_eps=1e-6)),
