@@ -647,13 +647,51 @@ def hf_ends(model):
     return points, weights, tied
 
 
-def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True):
+def _prefilled_cache(model, cache_ids, tokens):
+    """Run `model` on cache_ids [1, P] with a cache: the cache, and the
+    contract's weights layers.<l>.cache.k / .v [P, G D] (the keys as cached:
+    rotated), copied before the recorded pass appends to them."""
+    import torch
+    kind, config = model.config.model_type, model.config
+    if kind in HYBRID_TYPES + MLA_TYPES:
+        raise ValueError("cache_ids: the caches of %s are not mapped (attention K/V caches only)" % kind)
+    window = _window(config)["window"]
+    P = int(cache_ids.shape[-1])
+    rope = getattr(config, "rope_parameters", None) or {}
+    kinds = [r.get("rope_type") for r in rope.values() if isinstance(r, dict)] + [rope.get("rope_type")]
+    if "dynamic" in kinds and P + tokens > config.max_position_embeddings:
+        raise ValueError("cache_ids: a dynamic rope past max_position_embeddings rotates the cached keys at the "
+                         "prefill's length and the new ones at the longer one (not mapped)")
+    if window and window < P + tokens:
+        raise ValueError("cache_ids: a sliding window of %d keys below the %d cached and new tokens is not mapped "
+                         "(transformers keeps only the last %d keys of a local layer)" % (window, P + tokens, window - 1))
+    with torch.no_grad():
+        out = model(input_ids=cache_ids, use_cache=True)
+    cache = getattr(out, "cache", None) or out.past_key_values  # transformers >= 5.25 names it cache
+    weights = {}
+    for l, layer in enumerate(cache.layers):
+        for name, t in (("k", layer.keys), ("v", layer.values)):  # [1, G, P, D] -> [P, G D]
+            weights["layers.%d.cache.%s" % (l, name)] = t[0].transpose(0, 1).reshape(P, -1).clone()
+    return cache, weights
+
+
+def _cache_kwarg(model, cache):
+    """The forward's cache argument: `cache` (transformers >= 5.25), else past_key_values."""
+    import inspect
+    if cache is None:
+        return {}
+    return {"cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values": cache}
+
+
+def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True, cache_ids=None):
     """Run `model` (a transformers decoder in eval mode, weights in bf16, fp16
     or fp32) on input_ids [1, T] and write its model dump to `path`.
     logits: record the whole model, token ids to logits (a *ForCausalLM;
     contract logits: true); else from the embedding's output to the last
-    layer's.  conventions: overrides of the derived contract's.  Returns the
-    contract."""
+    layer's.  conventions: overrides of the derived contract's.
+    cache_ids [1, P]: first run the model on these with a cache, then record
+    the pass of input_ids after them (a decode step: contract cache_tokens P,
+    the K/V caches as weights).  Returns the contract."""
     import torch
     import transformers
     m = _base(model)
@@ -661,6 +699,11 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True):
     contract = hf_contract(model.config, int(input_ids.shape[-1]), dtype)
     points, joined = hf_points(model)
     weights = hf_weights(model)
+    cache = None
+    if cache_ids is not None:
+        cache, cache_weights = _prefilled_cache(model, cache_ids, int(input_ids.shape[-1]))
+        weights.update(cache_weights)
+        contract["cache_tokens"] = int(cache_ids.shape[-1])
     if logits:
         ends, end_weights, tied = hf_ends(model)
         # lm_head is an nn.Linear in the model's dtype: the logits come rounded to it.
@@ -680,7 +723,7 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True):
             else _DeepseekTaps(m) if kind in MLA_TYPES else _HfTaps(m))
     try:
         with ForwardRecorder(points) as rec, torch.no_grad():
-            out = model(input_ids=input_ids, use_cache=False)
+            out = model(input_ids=input_ids, use_cache=cache is not None, **_cache_kwarg(model, cache))
     finally:
         taps.remove()
     acts = dict(rec.activations, **taps.activations)

@@ -341,6 +341,56 @@ class WiderWindow:
         self.handle.remove()
 
 
+class TopLeftCausal:
+    """Layer `layer` aligns its causal mask to the top-left corner in a decode
+    step: new query i sees keys j <= i, not j <= P + i (a pre-hook replaces
+    the mask transformers passes it)."""
+
+    def __init__(self, model, layer):
+        attn = cm._base(model).layers[layer].self_attn
+        self.handle = attn.register_forward_pre_hook(lambda m, a, kw: (a, self._top_left(kw)), with_kwargs=True)
+
+    @staticmethod
+    def _top_left(kwargs):
+        mask = kwargs["attention_mask"]
+        if mask is None:  # the prefill: square, is_causal (both corners agree)
+            return kwargs
+        t, s = mask.shape[-2:]
+        seen = torch.ones(t, s, dtype=torch.bool).tril()
+        kwargs["attention_mask"] = seen.expand_as(mask) if mask.dtype == torch.bool else \
+            torch.zeros_like(mask).masked_fill(~seen, torch.finfo(mask.dtype).min)
+        return kwargs
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+class UnshiftedPositions:
+    """The rotary embedding of a decode step takes positions from 0, not
+    from the P cached tokens (the cache's length never added)."""
+
+    def __init__(self, model, cached):
+        def shift(pos):  # the recorded pass only: the prefill's positions start at 0
+            return pos - cached if int(pos.min()) >= cached else pos
+
+        def hook(module, args, kwargs):
+            if "position_ids" in kwargs:
+                kwargs["position_ids"] = shift(kwargs["position_ids"])
+            else:
+                args = (args[0], shift(args[1])) + tuple(args[2:])
+            return args, kwargs
+        self.handle = cm._base(model).rotary_emb.register_forward_pre_hook(hook, with_kwargs=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
 class InterleavedRope:
     """Layer `layer` rotates the pairs (2j, 2j+1) with HF's cos/sin tables:
     the modeling module's apply_rotary_pos_emb, replaced while the block is
@@ -431,16 +481,20 @@ def diverge(conform, dump, out):
     return r.returncode, report, time.time() - t
 
 
-def check(name, conform, tmp, model, expect=None, conventions=None, wrap=None, logits=True):
+def check(name, conform, tmp, model, expect=None, conventions=None, wrap=None, logits=True, cached=0):
     """Record `model` (token ids to logits unless logits=False), judge it;
-    expect None (a pass) or (layer, point, convention)."""
+    expect None (a pass) or (layer, point, convention).  cached: the first
+    that many of the TOKENS ids go to the KV cache first (a decode step of
+    the rest)."""
     t = time.time()
     dump = os.path.join(tmp, name + ".safetensors")
+    seq = ids()
+    new, prefix = seq[:, cached:], (seq[:, :cached] if cached else None)
     if wrap:
         with wrap:
-            cm.record_hf(model, ids(), dump, conventions=conventions, logits=logits)
+            cm.record_hf(model, new, dump, conventions=conventions, logits=logits, cache_ids=prefix)
     else:
-        cm.record_hf(model, ids(), dump, conventions=conventions, logits=logits)
+        cm.record_hf(model, new, dump, conventions=conventions, logits=logits, cache_ids=prefix)
     recorded = time.time() - t
     rc, report, judged = diverge(conform, dump, os.path.join(tmp, name))
     first = report["first_failing"]
@@ -454,7 +508,7 @@ def check(name, conform, tmp, model, expect=None, conventions=None, wrap=None, l
         assert rc == 0 and first is None, "%s: expected a pass, got %s" % (name, first)
         assert all(p["status"] == "pass" for p in report["points"]), name
         if logits:  # a reading, not a verdict: MoE routing may differ from the FP64 run's at ambiguous tokens
-            assert lm["tokens"] == TOKENS and math.isfinite(lm["kl"]), (name, lm)
+            assert lm["tokens"] == TOKENS - cached and math.isfinite(lm["kl"]), (name, lm)
         return report
     layer, point, convention = expect
     assert rc == 1 and first is not None, "%s: expected a failure at %s" % (name, point)
@@ -583,6 +637,36 @@ def window_checks(conform, tmp):
         check("gemma2_window", conform, tmp, gemma2(window=WINDOW))
 
 
+CACHED = 24  # a decode step: 24 tokens to the KV cache, then the 8 recorded
+
+
+def cache_checks(conform, tmp):
+    """A decode step after CACHED tokens: the K/V caches recorded as the
+    contract's weights, RoPE from position P, the causal mask bottom-right.
+    Layer 1's mask aligned top-left fails there, named causal=top_left;
+    positions not shifted by the cache fail at the first rotation."""
+    check("llama_cached", conform, tmp, llama(), cached=CACHED)
+    check("llama_cached_f32", conform, tmp, llama(torch.float32), cached=CACHED)
+    check("llama_cached_eager", conform, tmp, randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE),
+                                                         attn="eager"), cached=CACHED)
+    check("qwen3_cached", conform, tmp, qwen3(), cached=CACHED)
+    check("mixtral_cached", conform, tmp, mixtral(), cached=CACHED)
+    if hasattr(transformers, "Gemma3TextConfig"):
+        check("gemma3_cached", conform, tmp, gemma3(), cached=CACHED)
+    defect = llama()
+    check("llama_cached_top_left", conform, tmp, defect, (1, "layers.1.attn", "causal=top_left"),
+          wrap=TopLeftCausal(defect, 1), cached=CACHED)
+    defect = llama()
+    check("llama_cached_unshifted", conform, tmp, defect, (0, "layers.0.q_rope", None),
+          wrap=UnshiftedPositions(defect, CACHED), cached=CACHED)
+    try:  # a local layer's cache keeps W - 1 keys: refused
+        cm.record_hf(mistral(), ids()[:, CACHED:], os.path.join(tmp, "refused.safetensors"), cache_ids=ids()[:, :CACHED])
+    except ValueError as e:
+        assert "sliding window" in str(e), e
+    else:
+        raise AssertionError("a sliding window below the cached and new tokens is not refused")
+
+
 def deepseek_v2_checks(conform, tmp):
     check("deepseek_v2", conform, tmp, deepseek_v2())
     check("deepseek_v2_f32", conform, tmp, deepseek_v2(torch.float32))
@@ -656,6 +740,7 @@ def main():
         if hasattr(transformers, "Gemma2Config"):
             gemma2_checks(args.conform, tmp)
         window_checks(args.conform, tmp)
+        cache_checks(args.conform, tmp)
     print("hf_model_test: ok (%.1f s)" % (time.time() - start))
 
 
