@@ -317,7 +317,17 @@ def unweighted(norm):
     norm.forward = types.MethodType(forward, norm)
 
 
-class WiderWindow:
+class OneHook:
+    """A planted defect held by one hook handle, removed on exit."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+class WiderWindow(OneHook):
     """Layer `layer` sees W + 1 keys, [p - W, p] (a `j >= i - W` window): a
     pre-hook of that layer's attention unhides the key W before each query
     in the mask transformers passes it (boolean for sdpa, additive for eager)."""
@@ -334,14 +344,8 @@ class WiderWindow:
         kwargs["attention_mask"] = mask | edge if mask.dtype == torch.bool else mask.masked_fill(edge, 0.0)
         return kwargs
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.handle.remove()
-
-
-class TopLeftCausal:
+class TopLeftCausal(OneHook):
     """Layer `layer` aligns its causal mask to the top-left corner in a decode
     step: new query i sees keys j <= i, not j <= P + i (a pre-hook replaces
     the mask transformers passes it)."""
@@ -361,14 +365,8 @@ class TopLeftCausal:
             torch.zeros_like(mask).masked_fill(~seen, torch.finfo(mask.dtype).min)
         return kwargs
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.handle.remove()
-
-
-class UnshiftedPositions:
+class UnshiftedPositions(OneHook):
     """The rotary embedding of a decode step takes positions from 0, not
     from the P cached tokens (the cache's length never added)."""
 
@@ -383,12 +381,6 @@ class UnshiftedPositions:
                 args = (args[0], shift(args[1])) + tuple(args[2:])
             return args, kwargs
         self.handle = cm._base(model).rotary_emb.register_forward_pre_hook(hook, with_kwargs=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.handle.remove()
 
 
 class InterleavedRope:
