@@ -171,6 +171,10 @@ std::uint64_t encode(Format f, double v, Overflow o) {
 
 double unit_roundoff(Format f) { return std::ldexp(1.0, -info(f).precision); }
 double min_subnormal(Format f) { return std::ldexp(1.0, info(f).emin - info(f).precision + 1); }
+double ceil_to(Format f, double v) {
+    const double r = decode(f, encode(f, v));
+    return r < v ? r + ulp_at(f, r) : r;
+}
 
 double ulp_at(Format f, double v) {
     const FormatInfo& fi = info(f);

@@ -10,6 +10,7 @@
 #include "oracle/gated.hpp"
 #include "numerics/ulp.hpp"
 #include "properties/exhaustive.hpp"
+#include "properties/fixed.hpp"
 
 using namespace conform;
 using conform::testing::KernelSuite;
@@ -49,6 +50,25 @@ TEST(GatedOracle, SituBoundIsStrictInExactArithmetic) {
             EXPECT_LE(oracle::abs(v), Real(100)) << g << " " << u;
         }
     EXPECT_LT(std::fabs(h("situ_glu", 10, 10)), 100.0);
+}
+
+// beta1 beta2 = 25000 lies between FP16's 24992 and 25008.  In this case
+// (a seed sweep's, conform run --seed 8080) element 381, situ_glu(18832,
+// -38784), is exactly a hair below -25000, within 1 ulp of either, and the
+// simd kernel's vector path returns -25008 there (with these neighbours in
+// its lanes).  situ_bound admits that neighbour above the cap, no more.
+TEST(GatedProperties, SituBoundAdmitsTheFormatNeighbourAboveTheCap) {
+    const KernelInfo* k = builtin_registry().find("cpu.simd.situ_glu.fp16");
+    ASSERT_NE(k, nullptr);
+    props::CaseSpec sp;
+    sp.op = "situ_glu", sp.format = Format::fp16, sp.params = Params({{"beta1", 1000}, {"beta2", 25}});
+    sp.n = 1000, sp.families = {props::Family::near_overflow, props::Family::bit_patterns}, sp.scale_exp = -8, sp.seed = 2;
+    const props::Case c = props::build_case(sp);
+    ASSERT_EQ(c.inputs[0].value(381), 0x1.2e4p+14);
+    ASSERT_EQ(c.inputs[1].value(381), -0x1.2bcp+15);
+    EXPECT_GE(h("situ_glu", 0x1.2e4p+14, -0x1.2bcp+15, c.params), -25000.0);
+    EXPECT_EQ(run_kernel(*k, c.params, c.views())[0].value(381), -25008.0);
+    EXPECT_EQ(props::situ_bound_check(*k, c), "");
 }
 
 TEST(GatedOracle, SituTendsToSwiglu) {
