@@ -31,20 +31,6 @@ constexpr double kEta64 = 0x1p-1074;
 // Smallest positive subnormal of f: the absolute error of an underflowing product.
 double eta(Format f) { return min_subnormal(f); }
 
-double next_up(Format f, double v);
-// The next value of f below v (v finite).
-double next_down(Format f, double v) {
-    if (v <= 0) return -next_up(f, -v);
-    // The spacing below v: the binade of the value just under v (for a power
-    // of two that is the binade below).
-    return v - ulp_at(f, std::nextafter(v, 0.0));
-}
-double next_up(Format f, double v) {
-    if (v < 0) return -next_down(f, -v);
-    const double up = v + ulp_at(f, v);
-    return up > max_finite(f) ? std::numeric_limits<double>::infinity() : up;
-}
-
 }  // namespace
 
 double ulp_window(Format f, double y, double e, int k) {

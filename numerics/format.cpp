@@ -171,9 +171,16 @@ std::uint64_t encode(Format f, double v, Overflow o) {
 
 double unit_roundoff(Format f) { return std::ldexp(1.0, -info(f).precision); }
 double min_subnormal(Format f) { return std::ldexp(1.0, info(f).emin - info(f).precision + 1); }
-double ceil_to(Format f, double v) {
-    const double r = decode(f, encode(f, v));
-    return r < v ? r + ulp_at(f, r) : r;
+double next_down(Format f, double v) {
+    if (v <= 0) return -next_up(f, -v);
+    // The spacing below v: the binade of the value just under v (for a power
+    // of two that is the binade below).
+    return v - ulp_at(f, std::nextafter(v, 0.0));
+}
+double next_up(Format f, double v) {
+    if (v < 0) return -next_down(f, -v);
+    const double up = v + ulp_at(f, v);
+    return up > max_finite(f) ? std::numeric_limits<double>::infinity() : up;
 }
 
 double ulp_at(Format f, double v) {

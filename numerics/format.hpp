@@ -60,10 +60,10 @@ double unit_roundoff(Format f);
 // spacing below the normal range, so an underflowing rounding errs by at
 // most half of it.
 double min_subnormal(Format f);
-// The least value of f at or above v (v finite, nonnegative): where f cannot
-// hold a cap v, the neighbour above it, which a 1-ulp result of an exact
-// value just below v may be.
-double ceil_to(Format f, double v);
+// The neighbours of a value v of f (finite): the next value above and below
+// (+-inf past the largest finite value).
+double next_up(Format f, double v);
+double next_down(Format f, double v);
 // Spacing of the format at |v|: 2^(max(e, emin) - p + 1) for v in binade e.
 double ulp_at(Format f, double v);
 double max_finite(Format f);

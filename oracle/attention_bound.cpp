@@ -204,6 +204,8 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
             const std::vector<int> group = model.p_unit > 0 ? rounding_groups(pr, r.s, model.p_unit) : std::vector<int>{};
             std::vector<double> gsum(group.empty() ? 0 : *std::max_element(group.begin(), group.end()) + 1);
             // 3. accumulation and output rounding, per output column d
+            AccumulatorScan scan;  // formed for the first column whose values may overflow the accumulator
+
             for (std::int64_t d = 0; d < sh.dv; ++d) {
                 double vd = 0, td = 0, vmax = 0;
                 std::fill(gsum.begin(), gsum.end(), 0.0);
@@ -226,9 +228,13 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                                    (model.p_eta > 0 ? (1 + g_num + g_den) * sh.lk * model.p_eta * vmax : 0);
                 // eta: weights (and with splits the merge's weights and products) below FP32's normal range
                 ob[d] = pre + half_ulp(model.out, od + pre) + (sh.lk + 3 * merge_terms) * kEta * vmax;
-                // The unnormalized sum exp(s_j - m) v_jd of a flash kernel, l times w, may
-                // overflow FP32 where o does not (values near the format's max): no bound.
-                if (!(l * w <= kFp32Max)) ob[d] = INFINITY;
+                // A flash kernel's unnormalized sum exp(s_j - m_t) v_jd may overflow FP32
+                // where o does not (values near the format's max): no bound there.
+                if (!(2 * vmax * static_cast<double>(sh.lk) * (1 + g_num) < kFp32Max)) {  // each term <= 2 |v_jd|
+                    if (scan.order.empty()) scan = accumulator_scan(r.s, lr);
+                    const double peak = peak_accumulator(scan, [&](std::size_t j) { return std::fabs(vh[j * sh.dv + d]); });
+                    if (!(peak * (1 + g_num) < kFp32Max)) ob[d] = INFINITY;
+                }
             }
             const double lse = std::fabs(to_double(exact.values[1][row]));
             const double g_merge = splits > 1 ? gamma(splits, kU) + model.e_log * std::log(splits) : 0;
@@ -238,6 +244,18 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
         }
     }
     return bound;
+}
+
+AccumulatorScan accumulator_scan(const std::vector<double>& s, const std::vector<double>& log1p_rho) {
+    AccumulatorScan sc;
+    for (std::size_t j = 0; j < s.size(); ++j)  // -inf: hidden (a NaN or +inf row has no bound)
+        if (std::isfinite(s[j])) (log1p_rho[j] <= std::log(2.0) ? sc.order : sc.loose).push_back(j);
+    std::stable_sort(sc.order.begin(), sc.order.end(), [&](std::size_t a, std::size_t b) { return s[a] < s[b]; });
+    for (std::size_t i = 0; i < sc.order.size(); ++i) {
+        sc.decay.push_back(i == 0 ? 0.0 : std::exp(s[sc.order[i - 1]] - s[sc.order[i]]));
+        sc.grow.push_back(std::exp(log1p_rho[sc.order[i]]));
+    }
+    return sc;
 }
 
 FlashErrorModel declared_flash_model(const Params& p, const std::vector<Format>& out) {

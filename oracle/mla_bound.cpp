@@ -184,11 +184,13 @@ MlaRowBound mla_attend_bound(const MlaCtx& c, const MlaApprox& q, const std::vec
         }
         b.o.v[e] = val;
         b.o.e[e] = weights + g_avg * mag + 2 * static_cast<double>(nk) * c.eta * vmax;
-        // A flash kernel sums exp(s_j - m) v_j before dividing by l: that
-        // unnormalized sum, up to l times the average's magnitude, may
+        // The kernels sum exp(s_j - m) v_j over the row's maximum m before
+        // they divide by l: that sum, l times the average's magnitude, may
         // overflow FP32 where the average does not (latents near the
-        // format's max with equal weights).
-        if (!(l * mag <= max_finite(Format::fp32))) b.o.e[e] = INFINITY;
+        // format's max with equal weights): no bound there.  (A running
+        // maximum would need attention's accumulator scan; these kernels
+        // form every logit first.)
+        if (!(l * mag * (1 + g_avg) < max_finite(Format::fp32))) b.o.e[e] = INFINITY;
     }
     // l >= 1 (the largest weight is exp(0)): underflowing weights move it by at most nk eta.
     const double g_l = gamma(static_cast<double>(nk), c.u),

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "oracle/attention_bound.hpp"
+#include "oracle/bound.hpp"
 #include "oracle/dsa.hpp"
 #include "properties/verdict.hpp"
 
@@ -52,25 +53,27 @@ bool absorbs(const std::vector<double>& terms, double u) {
     return small > u * total;
 }
 
-// More than half of the terms above u A within 2 u A of each other (A the
-// total, 2 u A at least an ulp of any running sum near A): nearly equal
-// terms (the 1 - d_i of a softmax row of tiny logits) land on the sum's grid
-// alike, each addition rounds away the same part of its term, and the errors
-// share one sign (repeated values, up to the sum's rounding unit).
-bool clusters(std::vector<double> terms, double u) {
-    double total = 0;
+// Terms that land on the running sum's grid alike (A the total): were every
+// addition to find the sum on the grid g of A's binade (spacing 2u 2^e,
+// 2^e <= A), or of the binade below, term t would err by RN_g(t) - t.  For
+// terms spread over many grid steps these errors have every offset and
+// cancel like a random walk (about sqrt(n) g / 3.5); nearly equal terms
+// (the 1 - d_i of a softmax row of tiny logits, repeated attention weights,
+// several such clusters) share their offsets and add up.  The case breaches
+// when that drift exceeds half the probabilistic constant, lambda sqrt(n) u A / 2.
+bool clusters(const std::vector<double>& terms, double u) {
+    double total = 0, n = 0;
     for (double t : terms)
-        if (std::isfinite(t)) total += t;
-    const double grid = u * total;
-    if (!(grid > 0) || !std::isfinite(grid)) return false;
-    std::erase_if(terms, [grid](double t) { return !std::isfinite(t) || t <= grid; });
-    std::sort(terms.begin(), terms.end());
-    std::size_t most = 0;
-    for (std::size_t lo = 0, hi = 0; hi < terms.size(); ++hi) {
-        while (terms[hi] - terms[lo] > 2 * grid) ++lo;
-        most = std::max(most, hi - lo + 1);
+        if (std::isfinite(t)) total += t, n += 1;
+    if (!(total > 0) || !std::isfinite(total) || n < kMinRow) return false;
+    const double limit = oracle::kLambda * std::sqrt(n) * u * total / 2;
+    for (double g : {2 * u * std::exp2(std::floor(std::log2(total))), u * std::exp2(std::floor(std::log2(total)))}) {
+        double drift = 0;
+        for (double t : terms)
+            if (std::isfinite(t)) drift += std::nearbyint(t / g) * g - t;
+        if (std::fabs(drift) > limit) return true;
     }
-    return static_cast<std::int64_t>(terms.size()) >= kMinRow && 2 * most > terms.size();
+    return false;
 }
 
 // Why the terms of one row's sum round alike, or "".
@@ -78,7 +81,7 @@ std::string alike(const std::string& what, const std::vector<double>& terms, dou
     const std::string where = what + " of row " + std::to_string(row) + ": ";
     if (absorbs(terms, u)) return where + "terms below one rounding of the sum add up to more than one rounding (absorbed alike)";
     if (clusters(terms, u))
-        return where + "most terms lie within one rounding of the sum of each other (rounded alike)";
+        return where + "the terms share their offsets from the sum's grid (rounded alike)";
     return "";
 }
 

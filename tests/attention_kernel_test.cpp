@@ -411,6 +411,28 @@ TEST(AttentionKernel, AnUnnormalizedSumPastFp32IsNotJudged) {
         }
 }
 
+// The same overflow under a running maximum: two values at 0.9 of FP32's
+// max under logit 0 in the first key tile, a key of logit 10 in a later
+// one.  The kernel's first tile overflows before the larger maximum scales
+// it down, though l times the output's magnitude (about 2 e^-10 max) does
+// not: every order's peak (the keys up to each logit, scaled to it) counts.
+TEST(AttentionKernel, AnAccumulatorPastFp32UnderARunningMaximumIsNotJudged) {
+    for (const std::string variant : {"simd", "scalar"}) {
+        const KernelInfo* k = find_kernel("cpu." + variant + ".attention.fp32");
+        ASSERT_NE(k, nullptr);
+        const std::int64_t lk = 200;
+        std::vector<Tensor> in = {Tensor(Format::fp32, {1, 1, 1}), Tensor(Format::fp32, {1, lk, 1}), Tensor(Format::fp32, {1, lk, 1})};
+        in[0].set_value(0, 1.0);
+        for (std::int64_t j = 0; j < lk; ++j) in[1].set_value(j, j < 2 ? 0.0 : j == 150 ? 10.0 : -30.0), in[2].set_value(j, 0.0);
+        in[2].set_value(0, 0.9 * max_finite(Format::fp32)), in[2].set_value(1, 0.9 * max_finite(Format::fp32));
+        std::vector<TensorView> views;
+        for (const Tensor& t : in) views.push_back(t.view());
+        const props::CaseResult r = props::check_case(*k, Params::defaults(*find_op("attention")), views);
+        EXPECT_TRUE(r.pass) << k->name << ": " << r.message;
+        EXPECT_EQ(r.not_judged, 1) << k->name << " o = " << r.outputs[0].value(0);
+    }
+}
+
 // GQA (and MQA) give bit for bit what MHA gives with KV heads repeat-interleaved.
 TEST(AttentionKernel, GqaEqualsMhaWithKvReplicated) {
     for (const KernelInfo* k : kernels("simd")) {

@@ -360,10 +360,11 @@ TEST(CliValidate, PassingFailingAndAlternativeConventions) {
     EXPECT_NE(text.find("4 cases: 2 pass, 2 fail, 0 not judged"), std::string::npos) << text;
 }
 
-// The op's fixed-data properties run on the stored outputs: a SiTU-GLU output
-// one ulp above beta1*beta2 is within the 1-ulp budget of the correctly
-// rounded 100 but breaks |h| <= beta1*beta2; correct quantize and sinkhorn
-// outputs satisfy theirs.
+// The op's fixed-data properties run on the stored outputs: under the
+// profile ulp:4 a SiTU-GLU output two ulps above beta1*beta2 is within
+// budget of the correctly rounded 100 but breaks |h| <= beta1*beta2 by more
+// than the one ulp of RN(h) <= 100 that situ_bound admits; correct quantize
+// and sinkhorn outputs satisfy theirs.
 TEST(CliValidate, FixedDataPropertiesJudgeStoredOutputs) {
     const fs::path dir = fresh_dir("conform_cli_validate_props"), out = dir / "out";
     fs::create_directories(dir);
@@ -371,7 +372,7 @@ TEST(CliValidate, FixedDataPropertiesJudgeStoredOutputs) {
     g.set_value(0, 40), u.set_value(0, 250), g.set_value(1, 1), u.set_value(1, 1);  // h(40, 250) = 99.9999992
     io::Case situ = computed_case("cpu.simd.situ_glu.fp32", {{"beta1", 4}, {"beta2", 25}}, {g, u});
     ASSERT_EQ(situ.outputs["h"].value(0), 100.0);
-    situ.outputs["h"].set_bits(0, encode(Format::fp32, std::nextafter(100.0f, 200.0f)));
+    situ.outputs["h"].set_bits(0, encode(Format::fp32, std::nextafter(std::nextafter(100.0f, 200.0f), 200.0f)));
     io::write_case_safetensors(situ, dir / "a_situ.safetensors");
     io::write_case_safetensors(computed_case("cpu.simd.quantize.fp32", {{"axis", 1}}, {wave(Format::fp32, {4, 8}, 3)}),
                                dir / "b_quant.safetensors");
@@ -379,13 +380,13 @@ TEST(CliValidate, FixedDataPropertiesJudgeStoredOutputs) {
                                dir / "c_sinkhorn.safetensors");
 
     std::string text;
-    EXPECT_EQ(run("validate " + dir.string() + " --out " + out.string(), &text), 1) << text;
+    EXPECT_EQ(run("validate " + dir.string() + " --profile ulp:4 --out " + out.string(), &text), 1) << text;
     const auto j = validate_json(out)["cases"];
     ASSERT_EQ(j.size(), 3u) << text;
     EXPECT_EQ(j[0]["status"], "FAIL") << j[0];
-    EXPECT_LE(j[0]["max_ulp"].get<int>(), 1) << j[0];  // every element within its budget
+    EXPECT_LE(j[0]["max_ulp"].get<int>(), 2) << j[0];  // every element within its budget
     EXPECT_EQ(j[0]["properties"], nlohmann::json::parse(R"([{"name": "situ_bound", "passed": false, "message":
-        "|situ_glu(0x1.4p+5, 0x1.f4p+7)| = 0x1.900002p+6 exceeds beta1*beta2 = 0x1.9p+6"}])"));
+        "|situ_glu(0x1.4p+5, 0x1.f4p+7)| = 0x1.900004p+6 exceeds beta1*beta2 = 0x1.9p+6"}])"));
     EXPECT_NE(j[0]["message"].get<std::string>().find("property situ_bound"), std::string::npos);
     EXPECT_EQ(j[1]["status"], "PASS") << j[1];
     EXPECT_EQ(j[1]["properties"].size(), 2u);

@@ -252,6 +252,16 @@ TEST(ModelBreach, ClusteredTermsFallBackToTheRigorousTier) {
         e.outputs[0].probabilistic = oracle::row_bound(op, Params{}, row, Format::fp32, Format::fp32);
     }
     EXPECT_FALSE(judge_case(e, parse_profile("strict")).pass);
+    // Two clusters, 45 % of the row just below 1 and 45 % just below 1/2,
+    // the rest spread: no one cluster holds half the row, together they drift.
+    std::uniform_real_distribution<double> unit(0, 1);
+    for (std::int64_t i = 0; i < n; ++i) {
+        const double t = i % 20 < 9 ? 1 - 0x1p-14 * unit(g) : i % 20 < 18 ? 0.5 - 0x1p-15 * unit(g) : unit(g);
+        v[static_cast<std::size_t>(i)] = static_cast<float>(std::log(t));
+    }
+    v[0] = 0;
+    const Tensor two = tensor({1, n}, v, Format::fp32);
+    EXPECT_NE(probabilistic_model_breach(op, Params{}, {two.view()}, Format::fp32).find("rounded alike"), std::string::npos);
     // Logits spread over many roundings of the sum do not cluster.
     std::uniform_real_distribution<double> u(-0x1p-8, 0);
     for (double& t : v) t = static_cast<float>(u(g));
