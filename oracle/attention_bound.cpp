@@ -16,7 +16,6 @@ namespace conform::oracle {
 namespace {
 
 constexpr double kU = 0x1p-24;     // FP32 unit roundoff (the accumulators)
-constexpr double kFp32Max = 0x1.fffffep+127;  // past it an FP32 accumulator overflows
 
 struct Shape {
     std::int64_t hq, hkv, lq, lk, d, dv;
@@ -101,6 +100,45 @@ double weighted(double lw, double r) {
     if (r <= 700) return std::exp(lw) * std::expm1(r);
     const double hi = lw + r;
     return hi >= 709 ? INFINITY : std::exp(hi);
+}
+
+// How large a flash kernel's unnormalized accumulator sum exp(s_j - m_t) v_j
+// can grow, whatever its key order, tiling or splits: each running maximum
+// m_t is some visible logit s_k, and the accumulator then holds at most the
+// keys with s_j <= s_k, each scaled by exp(s_j - s_k) <= 1.  The scan takes
+// the visible keys by ascending logit (ties together); peak_accumulator
+// gives max_k sum_{s_j <= s_k} exp(s_j - s_k) (1 + rho_j) a_j for one value
+// column a (NaN when a term is).  A key whose weight error rho_j exceeds 1
+// (a logit of -3e38 from a finite mask) counts instead as a_j (1 + 2u) at
+// every threshold: the kernel's weight exp(s^_j - m^_t) is at most 1, since
+// its running maximum is the largest logit it has computed.
+struct AccumulatorScan {
+    std::vector<std::size_t> order;  // visible keys (finite logit, rho_j <= 1), ascending logit
+    std::vector<double> decay;       // exp(s_previous - s_this) along the order (0 first)
+    std::vector<double> grow;        // 1 + rho_j along the order
+    std::vector<std::size_t> loose;  // visible keys with rho_j > 1
+};
+AccumulatorScan accumulator_scan(const std::vector<double>& s, const std::vector<double>& log1p_rho) {
+    AccumulatorScan sc;
+    for (std::size_t j = 0; j < s.size(); ++j)  // -inf: hidden (a NaN or +inf row has no bound)
+        if (std::isfinite(s[j])) (log1p_rho[j] <= std::log(2.0) ? sc.order : sc.loose).push_back(j);
+    std::stable_sort(sc.order.begin(), sc.order.end(), [&](std::size_t a, std::size_t b) { return s[a] < s[b]; });
+    for (std::size_t i = 0; i < sc.order.size(); ++i) {
+        sc.decay.push_back(i == 0 ? 0.0 : std::exp(s[sc.order[i - 1]] - s[sc.order[i]]));
+        sc.grow.push_back(std::exp(log1p_rho[sc.order[i]]));
+    }
+    return sc;
+}
+
+template <class Value>
+double peak_accumulator(const AccumulatorScan& sc, Value&& a) {
+    double acc = 0, peak = 0, loose = 0;
+    for (std::size_t i = 0; i < sc.order.size(); ++i) {
+        acc = acc * sc.decay[i] + sc.grow[i] * a(sc.order[i]);
+        if (!(acc <= peak)) peak = acc;  // NaN sticks
+    }
+    for (std::size_t j : sc.loose) loose += a(j);
+    return peak + loose * (1 + 0x1p-23);
 }
 
 }  // namespace
@@ -205,7 +243,7 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
             std::vector<double> gsum(group.empty() ? 0 : *std::max_element(group.begin(), group.end()) + 1);
             // 3. accumulation and output rounding, per output column d
             AccumulatorScan scan;  // formed for the first column whose values may overflow the accumulator
-
+            const double fp32_max = max_finite(Format::fp32);  // past it an FP32 accumulator overflows
             for (std::int64_t d = 0; d < sh.dv; ++d) {
                 double vd = 0, td = 0, vmax = 0;
                 std::fill(gsum.begin(), gsum.end(), 0.0);
@@ -230,10 +268,10 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                 ob[d] = pre + half_ulp(model.out, od + pre) + (sh.lk + 3 * merge_terms) * kEta * vmax;
                 // A flash kernel's unnormalized sum exp(s_j - m_t) v_jd may overflow FP32
                 // where o does not (values near the format's max): no bound there.
-                if (!(2 * vmax * static_cast<double>(sh.lk) * (1 + g_num) < kFp32Max)) {  // each term <= 2 |v_jd|
+                if (!(2 * vmax * static_cast<double>(sh.lk) * (1 + g_num) < fp32_max)) {  // each term <= 2 |v_jd|
                     if (scan.order.empty()) scan = accumulator_scan(r.s, lr);
                     const double peak = peak_accumulator(scan, [&](std::size_t j) { return std::fabs(vh[j * sh.dv + d]); });
-                    if (!(peak * (1 + g_num) < kFp32Max)) ob[d] = INFINITY;
+                    if (!(peak * (1 + g_num) < fp32_max)) ob[d] = INFINITY;
                 }
             }
             const double lse = std::fabs(to_double(exact.values[1][row]));
@@ -244,18 +282,6 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
         }
     }
     return bound;
-}
-
-AccumulatorScan accumulator_scan(const std::vector<double>& s, const std::vector<double>& log1p_rho) {
-    AccumulatorScan sc;
-    for (std::size_t j = 0; j < s.size(); ++j)  // -inf: hidden (a NaN or +inf row has no bound)
-        if (std::isfinite(s[j])) (log1p_rho[j] <= std::log(2.0) ? sc.order : sc.loose).push_back(j);
-    std::stable_sort(sc.order.begin(), sc.order.end(), [&](std::size_t a, std::size_t b) { return s[a] < s[b]; });
-    for (std::size_t i = 0; i < sc.order.size(); ++i) {
-        sc.decay.push_back(i == 0 ? 0.0 : std::exp(s[sc.order[i - 1]] - s[sc.order[i]]));
-        sc.grow.push_back(std::exp(log1p_rho[sc.order[i]]));
-    }
-    return sc;
 }
 
 FlashErrorModel declared_flash_model(const Params& p, const std::vector<Format>& out) {

@@ -67,34 +67,6 @@ FlashErrorModel declared_flash_model(const Params& p, const std::vector<Format>&
 // magnitudes) from doubles.
 OpOutputs attention_outputs(const std::vector<TensorView>& in, const std::vector<double>& o, const std::vector<double>& lse);
 
-// How large a flash kernel's unnormalized accumulator sum exp(s_j - m_t) v_j
-// can grow, whatever its key order, tiling or splits: each running maximum
-// m_t is some visible logit s_k, and the accumulator then holds at most the
-// keys with s_j <= s_k, each scaled by exp(s_j - s_k) <= 1.  The scan takes
-// the visible keys by ascending logit (ties together); peak_accumulator
-// gives max_k sum_{s_j <= s_k} exp(s_j - s_k) (1 + rho_j) a_j for one value
-// column a (NaN when a term is).  A key whose weight error rho_j exceeds 1
-// (a logit of -3e38 from a finite mask) counts instead as a_j (1 + 2u) at
-// every threshold: the kernel's weight exp(s^_j - m^_t) is at most 1, since
-// its running maximum is the largest logit it has computed.
-struct AccumulatorScan {
-    std::vector<std::size_t> order;  // visible keys (finite logit, rho_j <= 1), ascending logit
-    std::vector<double> decay;       // exp(s_previous - s_this) along the order (0 first)
-    std::vector<double> grow;        // 1 + rho_j along the order
-    std::vector<std::size_t> loose;  // visible keys with rho_j > 1
-};
-AccumulatorScan accumulator_scan(const std::vector<double>& s, const std::vector<double>& log1p_rho);
-template <class Value>
-double peak_accumulator(const AccumulatorScan& sc, Value&& a) {
-    double acc = 0, peak = 0, loose = 0;
-    for (std::size_t i = 0; i < sc.order.size(); ++i) {
-        acc = acc * sc.decay[i] + sc.grow[i] * a(sc.order[i]);
-        if (!(acc <= peak)) peak = acc;  // NaN sticks
-    }
-    for (std::size_t j : sc.loose) loose += a(j);
-    return peak + loose * (1 + 0x1p-23);
-}
-
 // sigmoid(g) in double without overflow (e^g / (1 + e^g) below 0): the
 // magnitude the sigmoid budgets are built on, tiny values kept.
 inline double sigmoid_double(double g) { return g >= 0 ? 1 / (1 + std::exp(-g)) : std::exp(g) / (1 + std::exp(g)); }

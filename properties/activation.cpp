@@ -55,7 +55,7 @@ Testable softcap_bound(const KernelInfo& k, const RunConfig& cfg) {
 
 std::string softcap_bound_check(const KernelInfo& k, const Case& c) {
     const double beta = c.params.get("beta", 30);
-    const double cap = next_up(k.out, decode(k.out, encode(k.out, beta)));  // as situ_bound: 1 ulp above RN(beta)
+    const double cap = cap_in_format(k.out, beta);
     const auto y = run_kernel(k, c.params, c.views());
     for (std::int64_t i = 0; i < y[0].numel(); ++i)
         if (!(std::fabs(y[0].value(i)) <= std::fmax(cap, beta)) && !std::isnan(c.inputs[0].value(i)))

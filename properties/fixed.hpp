@@ -25,6 +25,12 @@ struct FixedProperty {
 const std::vector<FixedProperty>& fixed_properties();
 std::vector<const FixedProperty*> fixed_properties_for(const OpSpec& op);
 
+// The largest |output| of format f a kernel within 1 ulp of RN(y) may give
+// for an exact |y| < cap: RN(|y|) <= RN(cap), so the value above RN(cap)
+// (FP16's 25008 for a cap of 25000, which rounds to 24992); +inf where
+// RN(cap) is past the format's range (the cap then says nothing there).
+inline double cap_in_format(Format f, double cap) { return next_up(f, decode(f, encode(f, cap))); }
+
 // The checks, one per family file.
 std::string softcap_bound_check(const KernelInfo& k, const Case& c);       // properties/activation.cpp
 std::string situ_bound_check(const KernelInfo& k, const Case& c);          // properties/gated.cpp
