@@ -103,6 +103,29 @@ TEST(GatedOracle, HugeGateAtAMidpointRoundsTowardZero) {
     EXPECT_EQ(oracle::round_scalar("swiglu", Params{}, {3000.0, 1.0}, Format::fp32), encode(Format::fp32, 3000.0));
 }
 
+// The kernels at the same midpoint, in fp16 (g = 1365, u = 48: 65520) and
+// bf16, on the float path (a row of ordinary gates) and on the double path
+// (a gate of -20, or -200 for silu, in the block sends it there: act(g) is g itself in double,
+// and the product, exactly the midpoint, tied to infinity before the driver
+// recomputed results at the format's largest value, found by seed 90210).
+TEST(GatedKernels, HugeGateAtTheOverflowMidpointStaysFinite) {
+    struct Mid { Format f; double g, u, want; };
+    for (const Mid m : {Mid{Format::fp16, 1365, 48, 65504}, Mid{Format::fp16, 1365, -48, -65504},
+                        Mid{Format::bf16, 0x1.cp+123, -0x1.24p+4, -0x1.fep+127}})
+        for (const char* op : {"swiglu", "geglu"})
+            for (const char* impl : {"simd", "scalar"})
+                for (const double other : {1.0, -20.0, -200.0}) {
+                    const std::string name = std::string("cpu.") + impl + "." + op + "." + conform::name(m.f);
+                    const KernelInfo* k = builtin_registry().find(name);
+                    ASSERT_NE(k, nullptr) << name;
+                    Tensor g(m.f, {1, 16}), u(m.f, {1, 16});
+                    for (int i = 0; i < 16; ++i) g.set_value(i, i == 3 ? m.g : other), u.set_value(i, i == 3 ? m.u : 1.0);
+                    ASSERT_EQ(g.value(3) * u.value(3), m.f == Format::fp16 ? std::copysign(65520.0, m.u) : -0x1.ffp+127);
+                    EXPECT_EQ(run_kernel(*k, Params(), {g.view(), u.view()})[0].value(3), m.want)
+                        << name << " with gates " << other;
+                }
+}
+
 TEST(GatedExhaustive, SituSweepOfOneGateRowMatchesTheOracle) {
     // The factorised reference agrees with the oracle pair by pair (a slice
     // of the 2^32 sweep; `conform exhaustive --op situ_glu` runs it all).

@@ -118,18 +118,25 @@ CONFORM_AVX2 inline __m128 narrow_pd(__m256d v) {
 }
 
 // Functors whose vector form leaves rare extremes to the scalar path declare
-// kScalarAtExtremes (GluFn: products near fp32's overflow threshold, and
-// act(g) underflowing to 0 against an infinite up, docs/gated.md §4).  An
-// output that is NaN, infinite or >= FLT_MAX in magnitude is recomputed by
-// op.scalar: one compare per 8 outputs on ordinary data.
+// kScalarAtExtremes (GluFn: products near the output format's overflow
+// threshold, and act(g) underflowing to 0 against an infinite up,
+// docs/gated.md §4).  An output that is NaN, infinite or at least the
+// format's largest finite value in magnitude is recomputed by op.scalar: one
+// compare per 8 outputs on ordinary data.
 template <class Op>
 concept ScalarAtExtremes = requires { requires Op::kScalarAtExtremes; };
 
-// Lanes of y that are NaN, infinite or >= FLT_MAX in magnitude (all ones).
-CONFORM_AVX2 inline __m256 extreme_lanes(__m256 y) {
+// Lanes of y that are NaN, infinite or >= `limit` in magnitude (all ones).
+CONFORM_AVX2 inline __m256 extreme_lanes(__m256 y, float limit = FLT_MAX) {
     const __m256 ay = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
-    return _mm256_cmp_ps(ay, _mm256_set1_ps(FLT_MAX), _CMP_NLT_UQ);
+    return _mm256_cmp_ps(ay, _mm256_set1_ps(limit), _CMP_NLT_UQ);
 }
+
+// The largest finite value of the output format F, as a float: a double-path
+// result at or past it may sit on F's overflow midpoint (max + 1/2 ulp),
+// which ties to infinity while the true value may lie a hair below it.
+template <Format F>
+inline constexpr float kOutputMax = F == Format::fp16 ? 65504.0f : F == Format::bf16 ? 0x1.fep+127f : FLT_MAX;
 CONFORM_AVX512 inline __mmask16 extreme_lanes16(__m512 y) {
     const __m512 ay = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), y);
     return _mm512_cmp_ps_mask(ay, _mm512_set1_ps(FLT_MAX), _CMP_NLT_UQ);
@@ -179,7 +186,7 @@ CONFORM_AVX2 inline __m256 finish8(const Op& op, const __m256 (&x)[N], __m256d l
     // too: the payload of a scalar product of two NaNs depends on the
     // operand order the compiler chose.
     if constexpr (ScalarAtExtremes<Op>) {
-        const __m256 extreme = extreme_lanes(y);
+        const __m256 extreme = extreme_lanes(y, kOutputMax<F>);
         if (_mm256_movemask_ps(extreme) != 0) y = _mm256_blendv_ps(y, scalar8<F, N>(op, x), extreme);
     }
     return nan_policy<N>(y, x);
