@@ -292,12 +292,10 @@ void validate(const ModelContract& c) {
         require_finite("logit_softcap", c.logit_softcap, false);
     }
     check_conventions(c.conventions);
-    const auto gelu = c.conventions.find("gelu");
-    const bool tanh_geglu = c.mlp == MlpKind::geglu && gelu != c.conventions.end() && gelu->second == "tanh";
     if (const auto g = c.conventions.find("glu_arith"); g != c.conventions.end() && g->second == "separate" &&
-        ((c.mlp == MlpKind::geglu && !tanh_geglu) || c.mlp == MlpKind::situ_glu || c.mlp == MlpKind::swiglu_clamp))
-        fail("conventions.glu_arith", "separate is derived for SwiGLU, GeGLU with the tanh GELU (and MoE experts) only, not " +
-                                          std::string(name(c.mlp)) + (c.mlp == MlpKind::geglu ? " with erf" : ""));
+        (c.mlp == MlpKind::situ_glu || c.mlp == MlpKind::swiglu_clamp))
+        fail("conventions.glu_arith", "separate is derived for SwiGLU, GeGLU (and MoE experts) only, not " +
+                                          std::string(name(c.mlp)));
 }
 
 // ---- JSON ----------------------------------------------------------------

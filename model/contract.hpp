@@ -56,8 +56,10 @@ const char* name(ResidualKind r);
 //                                           unrolled), or in its slots' order as stored
 //   logits_format   fp32 | dtype            the lm_head product stored in FP32, or rounded to the
 //                                           model's dtype (an lm_head in it: Hugging Face)
-//   glu_arith       fused | separate        SwiGLU within 1 ulp, or silu(gate) computed in FP32,
-//                                           stored in the model's format, times up rounded
+//   glu_arith       fused | separate        SwiGLU/GeGLU within 1 ulp, or act(gate) computed in FP32
+//                                           as PyTorch does (x / (1 + exp(-x)); the tanh GELU; the
+//                                           erf GELU with an erf within 2^-20), stored in the model's
+//                                           format, times up rounded
 //   attention_logits fp32 | dtype          attention logits in FP32, or rounded to the model's
 //                                           format after every stage (the dot product, the scale,
 //                                           the softcap's divide, tanh and multiply, the mask

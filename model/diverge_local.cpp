@@ -336,7 +336,7 @@ std::vector<std::string> conventions_of(const ModelContract& c, StepKind k) {
         }
         // glu_arith: SwiGLU's activation stored, then the product rounded.
         case StepKind::glu:
-            if (c.mlp == MlpKind::geglu) return {"gate_order", "gelu", "glu_arith"};  // separate: the tanh GELU's
+            if (c.mlp == MlpKind::geglu) return {"gate_order", "gelu", "glu_arith"};
             if (c.mlp == MlpKind::swiglu) return {"gate_order", "glu_arith"};
             return {"gate_order"};
         case StepKind::gelu: return {"gelu"};

@@ -327,6 +327,22 @@ double tanh_gelu_error(double x, double s) {
     return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + eta32;  // (x/2) ŵ: its rounding, x/2 below the normal range
 }
 
+// |ŝ - s| of an FP32 erf GELU s = x/2 (1 + erf(z)), z = x/√2, computed as
+// (0.5 x)(1 + Ê(fl(x α̂))) with α̂ = fl(1/√2) and an erf Ê within kErfAbs of
+// erf (docs/diverge.md, "GeGLU with the erf GELU"): the argument moves by
+// |z| θ + η/2, θ = 2u(1 + u), so erf by at most (2/√π) e^{-m²} times that
+// (m the nearer end); 1 + Ê and (x/2)(·) round once each, 0.5 x below the
+// normal range adds η/2.  For x << 0, 1 + erf cancels: the error is absolute,
+// about ½|x| kErfAbs against a result ~ x e^{-z²}.
+constexpr double kErfAbs = 0x1p-20;  // the declared erf class (PyTorch's CPU GELU: 1 + erf within 12.8 2^-24, measured)
+double erf_gelu_error(double x, double s) {
+    const double u = unit_roundoff(kAcc), eta32 = eta(kAcc), ax = std::fabs(x);
+    const double z = ax * M_SQRT1_2, dz = z * 2 * u * (1 + u) + eta32 / 2, m = std::max(0.0, z - dz);
+    const double d = M_2_SQRTPI * std::exp(-m * m) * dz + kErfAbs;  // |Ê(ẑ) - erf(z)|
+    const double dw = d * (1 + u) + u * (1 + std::erf(x * M_SQRT1_2));  // 1 + Ê rounded
+    return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + 2 * eta32;
+}
+
 // act(g) * up computed as two ops (act stored in f, then the product
 // rounded), given the FP32 activation's value s and error e.
 double separate_glu_budget(double s, double e, double up, double y, Format f, Format out) {
@@ -345,11 +361,17 @@ double separate_swiglu_budget(double g, double up, double y, Format f, Format ou
     return separate_glu_budget(s, quotient_error(g, s), up, y, f, out);
 }
 
-// The same with PyTorch's tanh GELU (Gemma's GeGLU).
+// The same with PyTorch's tanh GELU (Gemma's GeGLU) and its erf GELU.
 double separate_geglu_tanh_budget(double g, double up, double y, Format f, Format out) {
     if (!std::isfinite(g) || !std::isfinite(up) || !std::isfinite(y)) return 0;  // judged by class
     const double s = oracle::gelu_tanh(g);
     return separate_glu_budget(s, tanh_gelu_error(g, s), up, y, f, out);
+}
+
+double separate_geglu_erf_budget(double g, double up, double y, Format f, Format out) {
+    if (!std::isfinite(g) || !std::isfinite(up) || !std::isfinite(y)) return 0;  // judged by class
+    const double s = oracle::gelu_erf(g);
+    return separate_glu_budget(s, erf_gelu_error(g, s), up, y, f, out);
 }
 
 StepBound glu_bound(const ModelContract& c, const Step& s, const Lookup& get, const Values& ref, const Conventions& conv,
@@ -361,10 +383,11 @@ StepBound glu_bound(const ModelContract& c, const Step& s, const Lookup& get, co
         return std::max(std::fabs(gu.v[t * 2 * F + j]), std::fabs(gu.v[t * 2 * F + F + j]));
     });
     const std::string op = step_op(c, s, conv);
-    const bool tanh_geglu = op == "geglu" && convention_value(conv, "gelu") == "tanh";
-    if (convention_value(conv, "glu_arith") != "separate" || (op != "swiglu" && !tanh_geglu)) return b;
+    if (convention_value(conv, "glu_arith") != "separate" || (op != "swiglu" && op != "geglu")) return b;
     const bool gate_first = convention_value(conv, "gate_order") == "gate_up";
-    const auto budget = tanh_geglu ? separate_geglu_tanh_budget : separate_swiglu_budget;
+    const auto budget = op == "swiglu"                               ? separate_swiglu_budget
+                        : convention_value(conv, "gelu") == "tanh" ? separate_geglu_tanh_budget
+                                                                   : separate_geglu_erf_budget;
     for (std::size_t i = 0; i < ref.v.size(); ++i) {
         const std::size_t t = i / F, j = i % F;
         const double first = gu.v[t * 2 * F + j], second = gu.v[t * 2 * F + F + j];

@@ -396,13 +396,12 @@ def _gemma_contract(config, tokens, dtype):
         "attention_scale": float(config.query_pre_attn_scalar) ** -0.5,
         "attention_softcap": float(getattr(config, "attn_logit_softcapping", None) or 0),
         "dtype": dtype, "residual_format": dtype,
-        # Gemma3RMSNorm: (x / rms * (1 + w)) in FP32, rounded once; gelu
-        # with the tanh approximation, times up; rotate_half in the dtype.
-        # act_fn(gate) * up: the FP32 tanh GELU stored, then the product
-        # rounded (glu_arith separate, derived for the tanh GELU only).
+        # Gemma3RMSNorm: (x / rms * (1 + w)) in FP32, rounded once; rotate_half
+        # in the dtype.  act_fn(gate) * up: PyTorch's FP32 GELU (tanh, or
+        # erf with its erf within 2^-20) stored, then the product rounded.
         "conventions": {"rope_pairing": "half", "norm_cast": "after_weight", "gate_order": "gate_up",
                         "gelu": "tanh" if act == "gelu_pytorch_tanh" else "erf", "rope_arith": "dtype",
-                        "attention_probs": "dtype", "glu_arith": "separate" if act == "gelu_pytorch_tanh" else "fused"},
+                        "attention_probs": "dtype", "glu_arith": "separate"},
     }
     c.update(_rope_keys(config, full, tokens))
     if getattr(config, "final_logit_softcapping", None):

@@ -943,9 +943,9 @@ TEST(DivergeEnds, GluArithSeparateWidensOnlyTheGluStep) {
     declared.conventions["glu_arith"] = "separate";
     const DivergeReport r = diverge(declared, m.weights, m.input, run);
     EXPECT_FALSE(r.first_failing) << first_failing_text(r);
-    ModelContract geglu = small("dense", Format::fp32);
-    geglu.mlp = MlpKind::geglu, geglu.conventions["glu_arith"] = "separate";
-    EXPECT_THROW(validate(geglu), std::invalid_argument);  // the erf GELU: not derived
+    ModelContract situ = small("dense", Format::fp32);
+    situ.mlp = MlpKind::situ_glu, situ.conventions["glu_arith"] = "separate";
+    EXPECT_THROW(validate(situ), std::invalid_argument);  // not derived
 }
 
 // GeGLU with the tanh GELU computed in two ops (Gemma: PyTorch's FP32 tanh
@@ -995,6 +995,44 @@ TEST(DivergeEnds, GluArithSeparateCoversTheTanhGeglu) {
     // Declared, h passes (the run's later points came from the erf kernels'
     // h: the first one reading it, mlp_out, fails).
     expect_first_failing(diverge(declared, m.weights, m.input, run), "layers.0.mlp_out", "none");
+}
+
+namespace {
+
+// GeGLU as PyTorch computes act_fn(gate) * up in FP32 with the erf GELU
+// (0.5 x)(1 + Ê(x α̂)), its erf Ê moved by `off` toward -1 (held in [-1, 1]).
+std::function<double(double, double)> erf_geglu_fp32(double off) {
+    return [off](double gd, double upd) {
+        const auto g = static_cast<float>(gd), up = static_cast<float>(upd);
+        const float a = g * static_cast<float>(M_SQRT1_2);
+        const auto e = static_cast<float>(std::max(-1.0, std::erf(static_cast<double>(a)) - off));
+        return static_cast<double>((0.5f * g * (1.0f + e)) * up);
+    };
+}
+
+}  // namespace
+
+// GeGLU with the erf GELU computed in two ops (PyTorch's CPU GELU: an erf
+// within 2^-20 of erf, so 1 + erf has no relative accuracy where it
+// cancels): an FP32 model whose erf is 0.9 of that class off fails the fused
+// budget at layers.0.h, named glu_arith=separate, and passes declared (the
+// rest of the model moves too little to fail); one twice as far off fails h
+// declared too (the class is sharp: 1.2 times fails as well).
+TEST(DivergeEnds, GluArithSeparateCoversTheErfGeglu) {
+    ModelContract c = small("dense", Format::fp32);
+    c.mlp = MlpKind::geglu;
+    const Synthetic m = synthetic_model(c, 5);
+    ModelContract declared = c;
+    declared.conventions["glu_arith"] = "separate";
+    EXPECT_NO_THROW(validate(declared));
+    NamedTensors run = run_kernels(c, m.weights, m.input);
+    rewrite_h(run, c.layers, erf_geglu_fp32(0.9 * 0x1p-20));
+    expect_first_failing(diverge(c, m.weights, m.input, run), "layers.0.h", "glu_arith=separate");
+    const DivergeReport r = diverge(declared, m.weights, m.input, run);
+    EXPECT_FALSE(r.first_failing) << first_failing_text(r);
+    NamedTensors worse = run_kernels(c, m.weights, m.input);
+    rewrite_h(worse, c.layers, erf_geglu_fp32(2.0 * 0x1p-20));
+    expect_first_failing(diverge(declared, m.weights, m.input, worse), "layers.0.h", "none");
 }
 
 // Gemma 3's layer: the branch outputs normalized before their adds

@@ -121,8 +121,8 @@ RC_GTEST_PROP(ModelContract, JsonRoundTrip, ()) {
     c.eps = *rc::gen::element(1e-6, 1e-5, 0.1, 0.0);
     for (auto& [k, vals] : convention_values()) c.conventions[k] = *rc::gen::elementOf(vals);
     if (c.attention_kind == AttentionKind::mla) c.conventions["causal"] = "bottom_right";  // the only one MLA takes
-    if (c.mlp == MlpKind::situ_glu || c.mlp == MlpKind::geglu || c.mlp == MlpKind::swiglu_clamp)
-        c.conventions["glu_arith"] = "fused";  // separate is derived for SwiGLU only
+    if (c.mlp == MlpKind::situ_glu || c.mlp == MlpKind::swiglu_clamp)
+        c.conventions["glu_arith"] = "fused";  // separate is derived for SwiGLU and GeGLU only
     const nlohmann::json j = to_json(c);
     RC_ASSERT(to_json(contract_from_json(nlohmann::json::parse(j.dump()))) == j);
 }

@@ -8,6 +8,7 @@ Exit status 77 (CTest's skip) when NumPy is not importable.
 """
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -170,6 +171,7 @@ class Fill(unittest.TestCase):
     def generate(self, op, dtype):
         import subprocess
         d = tempfile.mkdtemp(prefix="conform-cases-test-")
+        self.addCleanup(shutil.rmtree, d, True)
         subprocess.run([CONFORM, "cases", "--op", op, "--dtype", dtype, "--cases", "3", "--out", d], check=True,
                        capture_output=True)
         return d
