@@ -367,6 +367,21 @@ TEST(CudaInt8, QuantizeDequantizeAndSmoothQuantEqualTheScalarCpuKernels) {
 
 // Without a usable GPU (CI): every cuda kernel is not provided, with the
 // runtime's reason; nothing is registered that could pass.
+// The CPU kernels' overflow-midpoint case (gated_test.cpp,
+// GatedKernels.HugeGateAtTheOverflowMidpointStaysFinite): g u is exactly the
+// format's overflow midpoint while the true act(g) u lies a hair toward zero.
+TEST(CudaGated, HugeGateAtTheOverflowMidpointStaysFinite) {
+    struct Mid { Format f; double g, u, want; };
+    for (const Mid m : {Mid{Format::fp16, 1365, 48, 65504}, Mid{Format::bf16, 0x1.cp+123, -0x1.24p+4, -0x1.fep+127}})
+        for (const char* op : {"swiglu", "geglu"}) {
+            const std::string name = std::string("cuda.") + op + "." + conform::name(m.f);
+            const KernelInfo& k = *cuda_emu_registry().kernels.find(name);
+            Tensor g(m.f, {1, 40}), u(m.f, {1, 40});
+            for (int i = 0; i < 40; ++i) g.set_value(i, i == 33 ? m.g : 1.0), u.set_value(i, i == 33 ? m.u : 1.0);
+            EXPECT_EQ(run_kernel(k, Params(), {g.view(), u.view()})[0].value(33), m.want) << name;
+        }
+}
+
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {
     const BackendRegistry& b = cuda_registry();
     if (!b.kernels.all().empty()) GTEST_SKIP() << "a GPU is usable here: " << b.library;
