@@ -652,8 +652,10 @@ def _prefilled_cache(model, cache_ids, tokens):
     rotated), copied before the recorded pass appends to them."""
     import torch
     kind, config = model.config.model_type, model.config
-    if kind in HYBRID_TYPES + MLA_TYPES:
-        raise ValueError("cache_ids: the caches of %s are not mapped (attention K/V caches only)" % kind)
+    if kind in HYBRID_TYPES:
+        raise ValueError("cache_ids: the caches of %s are not mapped (attention K/V and MLA caches only)" % kind)
+    if kind in MLA_TYPES:
+        return _prefilled_mla_cache(model, cache_ids)
     window = _window(config)["window"]
     P = int(cache_ids.shape[-1])
     rope = getattr(config, "rope_parameters", None) or {}
@@ -674,6 +676,45 @@ def _prefilled_cache(model, cache_ids, tokens):
     return cache, weights
 
 
+def _prefilled_mla_cache(model, cache_ids):
+    """DeepSeek's MLA: Hugging Face (transformers >= 5.25) caches the latents
+    as conform's contract does, the normalized c_kv [1, 1, P, d_c] as keys
+    and the rotated rope keys [1, 1, P, d_r] as values (cache.c_kv,
+    cache.k_r; with rope_interleave its rotation returns the pairs
+    de-interleaved, [even | odd], put back in place here as _DeepseekTaps
+    does for the points); the decode step expands them with the new ones by one
+    kv_b_proj over P + T rows, which _split_kv_b cuts into kv_b_cache and kv_b."""
+    import torch
+    config = model.config
+    with torch.no_grad():
+        out = model(input_ids=cache_ids, use_cache=True)
+    cache = getattr(out, "cache", None) or out.past_key_values
+    P, weights = int(cache_ids.shape[-1]), {}
+    for l, layer in enumerate(cache.layers):
+        latent = (1, 1, P, config.kv_lora_rank), (1, 1, P, config.qk_rope_head_dim)
+        if (tuple(layer.keys.shape), tuple(layer.values.shape)) != latent:
+            raise ValueError("cache_ids: this transformers caches %s's keys and values as %s and %s, not the "
+                             "latents (not mapped: transformers >= 5.25 caches them)"
+                             % (config.model_type, list(layer.keys.shape), list(layer.values.shape)))
+        k_r = layer.values[0, 0]
+        if getattr(config, "rope_interleave", False):  # cached as the rotation returned it: [even | odd]
+            half = k_r.shape[-1] // 2
+            k_r = torch.stack((k_r[..., :half], k_r[..., half:]), dim=-1).flatten(-2)  # pairs in place
+        weights["layers.%d.cache.c_kv" % l] = layer.keys[0, 0].clone()
+        weights["layers.%d.cache.k_r" % l] = k_r.clone()
+    return cache, weights
+
+
+def _split_kv_b(acts, layers, P):
+    """A decode step's kv_b covers the P cached rows, then the new ones."""
+    def rows(a, sl):
+        return cc.bf16(a.bits[sl]) if isinstance(a, cc.BF16) else a[sl]
+    for l in range(layers):
+        p = "layers.%d." % l
+        both = acts.pop(p + "kv_b")
+        acts[p + "kv_b_cache"], acts[p + "kv_b"] = rows(both, slice(0, P)), rows(both, slice(P, None))
+
+
 def _cache_kwarg(model, cache):
     """The forward's cache argument: `cache` (transformers >= 5.25), else past_key_values."""
     import inspect
@@ -690,7 +731,8 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True, 
     layer's.  conventions: overrides of the derived contract's.
     cache_ids [1, P]: first run the model on these with a cache, then record
     the pass of input_ids after them (a decode step: contract cache_tokens P,
-    the K/V caches as weights).  Returns the contract."""
+    the K/V caches as weights; DeepSeek's MLA: its latent caches).  Returns
+    the contract."""
     import torch
     import transformers
     m = _base(model)
@@ -726,6 +768,8 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True, 
     finally:
         taps.remove()
     acts = dict(rec.activations, **taps.activations)
+    if cache is not None and kind in MLA_TYPES:
+        _split_kv_b(acts, len(m.layers), contract["cache_tokens"])
     if "logits_raw" in points:  # the capped logits: the model's output
         acts["logits"] = as_array(out.logits[0])
     acts = {name: _per_token(a) for name, a in acts.items()}

@@ -644,10 +644,11 @@ CACHED = 24  # a decode step: 24 tokens to the KV cache, then the 8 recorded
 
 
 def cache_checks(conform, tmp):
-    """A decode step after CACHED tokens: the K/V caches recorded as the
-    contract's weights, RoPE from position P, the causal mask bottom-right.
-    Layer 1's mask aligned top-left fails there, named causal=top_left;
-    positions not shifted by the cache fail at the first rotation."""
+    """A decode step after CACHED tokens: the K/V caches (DeepSeek's: the
+    latents) recorded as the contract's weights, RoPE from position P, the
+    causal mask bottom-right.  Layer 1's mask aligned top-left fails there,
+    named causal=top_left; positions not shifted by the cache fail at the
+    first rotation."""
     check("llama_cached", conform, tmp, llama(), cached=CACHED)
     check("llama_cached_f32", conform, tmp, llama(torch.float32), cached=CACHED)
     check("llama_cached_eager", conform, tmp, randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE),
@@ -656,6 +657,14 @@ def cache_checks(conform, tmp):
     check("mixtral_cached", conform, tmp, mixtral(), cached=CACHED)
     if hasattr(transformers, "Gemma3TextConfig"):
         check("gemma3_cached", conform, tmp, gemma3(), cached=CACHED)
+    if hasattr(transformers, "DeepseekV3Config"):  # the latent caches: c_kv, k_r, and kv_b of the cached tokens
+        check("deepseek_v3_cached", conform, tmp, deepseek_v3(), cached=CACHED)
+        check("deepseek_v3_cached_f32", conform, tmp, deepseek_v3(torch.float32), cached=CACHED)
+        defect = deepseek_v3()
+        check("deepseek_v3_cached_top_left", conform, tmp, defect, (1, "layers.1.attn", "causal=top_left"),
+              wrap=TopLeftCausal(defect, 1), cached=CACHED)
+    if hasattr(transformers, "DeepseekV2Config"):
+        check("deepseek_v2_cached", conform, tmp, deepseek_v2(), cached=CACHED)
     defect = llama()
     check("llama_cached_top_left", conform, tmp, defect, (1, "layers.1.attn", "causal=top_left"),
           wrap=TopLeftCausal(defect, 1), cached=CACHED)
