@@ -652,8 +652,6 @@ def _prefilled_cache(model, cache_ids, tokens):
     rotated), copied before the recorded pass appends to them."""
     import torch
     kind, config = model.config.model_type, model.config
-    if kind in HYBRID_TYPES:
-        raise ValueError("cache_ids: the caches of %s are not mapped (attention K/V and MLA caches only)" % kind)
     if kind in MLA_TYPES:
         return _prefilled_mla_cache(model, cache_ids)
     window = _window(config)["window"]
@@ -671,9 +669,24 @@ def _prefilled_cache(model, cache_ids, tokens):
     cache = getattr(out, "cache", None) or out.past_key_values  # transformers >= 5.25 names it cache
     weights = {}
     for l, layer in enumerate(cache.layers):
+        if hasattr(layer, "conv_states"):  # a linear attention layer (Qwen3-Next)
+            weights.update(_linear_cache(model, cache, l))
+            continue
         for name, t in (("k", layer.keys), ("v", layer.values)):  # [1, G, P, D] -> [P, G D]
             weights["layers.%d.cache.%s" % (l, name)] = t[0].transpose(0, 1).reshape(P, -1).clone()
     return cache, weights
+
+
+def _linear_cache(model, cache, l):
+    """A Gated DeltaNet layer's cache: its recurrent state [1, Hv, d_k, d_v]
+    (FP32, rows = key channels) as cache.state, and of the conv state
+    [1, q | k | v channels, K] (the last K inputs) the K - 1 that the new
+    tokens' windows reach, as cache.q_conv, .k_conv, .v_conv [K - 1, F]."""
+    g = _base(model).layers[l].linear_attn
+    conv = cache.get_conv_state(l)[0, :, 1:].transpose(0, 1)
+    p = "layers.%d.cache." % l
+    return {p + "state": cache.get_recurrent_state(l)[0].clone(), p + "q_conv": conv[:, :g.key_dim].clone(),
+            p + "k_conv": conv[:, g.key_dim:2 * g.key_dim].clone(), p + "v_conv": conv[:, 2 * g.key_dim:].clone()}
 
 
 def _prefilled_mla_cache(model, cache_ids):
@@ -760,7 +773,8 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True, 
             weights["embed_scale"] = m.embed_tokens.embed_scale.to(m.embed_tokens.weight.dtype).reshape(1)
     contract["conventions"].update(conventions or {})
     kind = model.config.model_type
-    taps = (_GemmaTaps(m, logits) if kind in SANDWICH_TYPES else _Qwen3NextTaps(m) if kind in HYBRID_TYPES
+    taps = (_GemmaTaps(m, logits) if kind in SANDWICH_TYPES
+            else _Qwen3NextTaps(m, int(input_ids.shape[-1])) if kind in HYBRID_TYPES
             else _DeepseekTaps(m) if kind in MLA_TYPES else _HfTaps(m))
     try:
         with ForwardRecorder(points) as rec, torch.no_grad():
@@ -930,10 +944,10 @@ class _Qwen3NextTaps(_HfTaps):
     rule's inputs and output, the gated norm's halves, the gated attention,
     the routed sum and the gated shared expert."""
 
-    def __init__(self, m):
+    def __init__(self, m, tokens):
         super().__init__(m)
         import torch
-        self._torch, self._pending, self._layers = torch, {}, m.layers
+        self._torch, self._pending, self._layers, self._tokens = torch, {}, m.layers, tokens
         mod = self.module
         self._saved = {n: getattr(mod, n) for n in ("causal_conv1d_fn", "torch_chunk_gated_delta_rule",
                                                       "ALL_ATTENTION_FUNCTIONS")}
@@ -976,13 +990,15 @@ class _Qwen3NextTaps(_HfTaps):
             self._put("layers.%d.%s" % (l, name), self._rows(t))
 
     def _conv(self, hidden_states, weight, bias=None, activation=None, **kwargs):
-        """causal_conv1d_fn with its activation applied here, as it applies it."""
+        """causal_conv1d_fn with its activation applied here, as it applies it
+        (in a decode step over the cached inputs, then the new ones: the
+        points are the new tokens' rows)."""
         from transformers.activations import ACT2FN
         out = self._saved["causal_conv1d_fn"](hidden_states, weight, bias, activation=None, **kwargs)
         y = ACT2FN[activation](out).to(hidden_states.dtype) if activation is not None else out
         g = self._layer_gdn()
         for stage, t in (("conv", out), ("act", y)):
-            parts = t[0].transpose(0, 1).split([g.key_dim, g.key_dim, g.value_dim], dim=-1)
+            parts = t[0, :, -self._tokens:].transpose(0, 1).split([g.key_dim, g.key_dim, g.value_dim], dim=-1)
             for name, part in zip("qkv", parts):
                 self._put(self._p(name + "_" + stage), part)
         return y

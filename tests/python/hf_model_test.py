@@ -428,7 +428,9 @@ class DeltaRuleDefect:
     functions replaced while the block is in use: "tile" repeats the
     query/key heads as a tile (value head h reads h mod H_k, the GQA-by-modulo
     bug) instead of repeat_interleave; "no_dt_bias" forms the decay without
-    dt_bias."""
+    dt_bias; in a decode step "no_initial_state" starts the delta rule from
+    zeros, not the cached state, and "no_conv_state" convolves the new
+    tokens with zeros on their left, not the cached inputs."""
 
     def __init__(self, model, layer, kind):
         m = cm._base(model)
@@ -442,14 +444,22 @@ class DeltaRuleDefect:
 
     def __enter__(self):
         self.inner, self.softplus = self.module.torch_chunk_gated_delta_rule, self.module.F.softplus
-        self.module.torch_chunk_gated_delta_rule = self.delta
+        self.conv = self.module.causal_conv1d_fn
+        self.module.torch_chunk_gated_delta_rule, self.module.causal_conv1d_fn = self.delta, self.conv_fn
         self.module.F = types.SimpleNamespace(**{**vars(torch.nn.functional), "softplus": self.softplus_fn})
         return self
 
     def __exit__(self, *exc):
         self.module.torch_chunk_gated_delta_rule, self.module.F = self.inner, torch.nn.functional
+        self.module.causal_conv1d_fn = self.conv
         for h in self.handles:
             h.remove()
+
+    def conv_fn(self, x, weight, *args, **kwargs):
+        K = weight.shape[-1]
+        if self.on and self.kind == "no_conv_state" and x.shape[-1] == K + TOKENS - CACHED:  # the decode: K cached, T new
+            x = torch.cat([torch.zeros_like(x[..., :K]), x[..., K:]], dim=-1)
+        return self.conv(x, weight, *args, **kwargs)
 
     def softplus_fn(self, x, *args, **kwargs):
         if self.on and self.kind == "no_dt_bias":
@@ -460,6 +470,8 @@ class DeltaRuleDefect:
         r = value.shape[2] // query.shape[2]
         if self.on and self.kind == "tile" and r > 1:
             query, key = query.repeat(1, 1, r, 1), key.repeat(1, 1, r, 1)
+        if self.on and self.kind == "no_initial_state":
+            kwargs["initial_state"] = None
         return self.inner(query, key, value, g, beta, **kwargs)
 
 
@@ -645,10 +657,12 @@ CACHED = 24  # a decode step: 24 tokens to the KV cache, then the 8 recorded
 
 def cache_checks(conform, tmp):
     """A decode step after CACHED tokens: the K/V caches (DeepSeek's: the
-    latents) recorded as the contract's weights, RoPE from position P, the
-    causal mask bottom-right.  Layer 1's mask aligned top-left fails there,
-    named causal=top_left; positions not shifted by the cache fail at the
-    first rotation."""
+    latents; Qwen3-Next's linear layers: the recurrent and conv states)
+    recorded as the contract's weights, RoPE from position P, the causal mask
+    bottom-right.  Layer 1's mask aligned top-left fails there, named
+    causal=top_left; positions not shifted by the cache fail at the first
+    rotation; a delta rule or a convolution that ignores its cached state
+    fails at that step."""
     check("llama_cached", conform, tmp, llama(), cached=CACHED)
     check("llama_cached_f32", conform, tmp, llama(torch.float32), cached=CACHED)
     check("llama_cached_eager", conform, tmp, randomized(transformers.LlamaConfig(intermediate_size=256, **SHAPE),
@@ -665,6 +679,15 @@ def cache_checks(conform, tmp):
               wrap=TopLeftCausal(defect, 1), cached=CACHED)
     if hasattr(transformers, "DeepseekV2Config"):
         check("deepseek_v2_cached", conform, tmp, deepseek_v2(), cached=CACHED)
+    if hasattr(transformers, "Qwen3NextConfig"):  # the linear layers' recurrent and conv states
+        check("qwen3_next_cached", conform, tmp, qwen3_next(), cached=CACHED)
+        check("qwen3_next_cached_f32", conform, tmp, qwen3_next(torch.float32), cached=CACHED)
+        defect = qwen3_next()
+        check("qwen3_next_cached_no_state", conform, tmp, defect, (1, "layers.1.attn", None),
+              wrap=DeltaRuleDefect(defect, 1, "no_initial_state"), cached=CACHED)
+        defect = qwen3_next()
+        check("qwen3_next_cached_no_conv_state", conform, tmp, defect, (1, "layers.1.q_conv", None),
+              wrap=DeltaRuleDefect(defect, 1, "no_conv_state"), cached=CACHED)
     defect = llama()
     check("llama_cached_top_left", conform, tmp, defect, (1, "layers.1.attn", "causal=top_left"),
           wrap=TopLeftCausal(defect, 1), cached=CACHED)
