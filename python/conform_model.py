@@ -647,9 +647,11 @@ def hf_ends(model):
 
 
 def _prefilled_cache(model, cache_ids, tokens):
-    """Run `model` on cache_ids [1, P] with a cache: the cache, and the
+    """Run `model` on cache_ids [1, P] with a cache: the cache, the
     contract's weights layers.<l>.cache.k / .v [P, G D] (the keys as cached:
-    rotated), copied before the recorded pass appends to them."""
+    rotated), copied before the recorded pass appends to them, and the
+    contract's kv_cache: "rolling" where a local layer kept only its last
+    W - 1 keys (P >= W: its cache as conform's ring of W slots, _ring)."""
     import torch
     kind, config = model.config.model_type, model.config
     if kind in MLA_TYPES:
@@ -661,20 +663,35 @@ def _prefilled_cache(model, cache_ids, tokens):
     if "dynamic" in kinds and P + tokens > config.max_position_embeddings:
         raise ValueError("cache_ids: a dynamic rope past max_position_embeddings rotates the cached keys at the "
                          "prefill's length and the new ones at the longer one (not mapped)")
-    if window and window < P + tokens:
-        raise ValueError("cache_ids: a sliding window of %d keys below the %d cached and new tokens is not mapped "
-                         "(transformers keeps only the last %d keys of a local layer)" % (window, P + tokens, window - 1))
     with torch.no_grad():
         out = model(input_ids=cache_ids, use_cache=True)
     cache = getattr(out, "cache", None) or out.past_key_values  # transformers >= 5.25 names it cache
-    weights = {}
+    weights, kv_cache = {}, "full"
     for l, layer in enumerate(cache.layers):
         if hasattr(layer, "conv_states"):  # a linear attention layer (Qwen3-Next)
             weights.update(_linear_cache(model, cache, l))
             continue
-        for name, t in (("k", layer.keys), ("v", layer.values)):  # [1, G, P, D] -> [P, G D]
-            weights["layers.%d.cache.%s" % (l, name)] = t[0].transpose(0, 1).reshape(P, -1).clone()
-    return cache, weights
+        for name, t in (("k", layer.keys), ("v", layer.values)):  # [1, G, rows, D] -> [rows, G D]
+            rows = t[0].transpose(0, 1).reshape(t.shape[2], -1)
+            if t.shape[2] < P:  # a local layer keeps the last W - 1
+                rows, kv_cache = _ring(rows, P, window), "rolling"
+            weights["layers.%d.cache.%s" % (l, name)] = rows.clone()
+    return cache, weights, kv_cache
+
+
+def _ring(rows, P, W):
+    """A local layer's last W - 1 cached rows (positions P - W + 1 ... P - 1,
+    in order) as conform's rolling cache holds them: W slots, position p in
+    slot p mod W.  The slot of position P - W, which transformers dropped and
+    no new query sees (query P + i sees keys after P + i - W), is zeros."""
+    import torch
+    if rows.shape[0] != W - 1:
+        raise ValueError("cache_ids: a local layer kept %d of the %d cached keys; transformers keeps W - 1 = %d"
+                         % (rows.shape[0], P, W - 1))
+    ring = torch.zeros((W,) + tuple(rows.shape[1:]), dtype=rows.dtype)
+    for j in range(W - 1):
+        ring[(P - W + 1 + j) % W] = rows[j]
+    return ring
 
 
 def _linear_cache(model, cache, l):
@@ -715,7 +732,7 @@ def _prefilled_mla_cache(model, cache_ids):
             k_r = torch.stack((k_r[..., :half], k_r[..., half:]), dim=-1).flatten(-2)  # pairs in place
         weights["layers.%d.cache.c_kv" % l] = layer.keys[0, 0].clone()
         weights["layers.%d.cache.k_r" % l] = k_r.clone()
-    return cache, weights
+    return cache, weights, "full"
 
 
 def _split_kv_b(acts, layers, P):
@@ -755,9 +772,9 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True, 
     weights = hf_weights(model)
     cache = None
     if cache_ids is not None:
-        cache, cache_weights = _prefilled_cache(model, cache_ids, int(input_ids.shape[-1]))
+        cache, cache_weights, kv_cache = _prefilled_cache(model, cache_ids, int(input_ids.shape[-1]))
         weights.update(cache_weights)
-        contract["cache_tokens"] = int(cache_ids.shape[-1])
+        contract.update({"cache_tokens": int(cache_ids.shape[-1]), "kv_cache": kv_cache})
     if logits:
         ends, end_weights, tied = hf_ends(model)
         # lm_head is an nn.Linear in the model's dtype: the logits come rounded to it.

@@ -694,12 +694,21 @@ def cache_checks(conform, tmp):
     defect = llama()
     check("llama_cached_unshifted", conform, tmp, defect, (0, "layers.0.q_rope", None),
           wrap=UnshiftedPositions(defect, CACHED), cached=CACHED)
-    try:  # a local layer's cache keeps W - 1 keys: refused
-        cm.record_hf(mistral(), ids()[:, CACHED:], os.path.join(tmp, "refused.safetensors"), cache_ids=ids()[:, :CACHED])
-    except ValueError as e:
-        assert "sliding window" in str(e), e
-    else:
-        raise AssertionError("a sliding window below the cached and new tokens is not refused")
+    # A sliding window below the cached tokens: a local layer keeps its last
+    # W - 1 keys, conform's rolling cache (kv_cache: rolling).  Layer 1's
+    # window widened to W + 1 keys fails there, with no convention named:
+    # its first new query cannot reach the key W before it (transformers
+    # dropped it), so it is no window_keys=w_plus_one either.
+    check("mistral_cached", conform, tmp, mistral(), cached=CACHED)
+    check("mistral_cached_f32", conform, tmp, mistral(torch.float32), cached=CACHED)
+    check("qwen2_window_cached", conform, tmp, qwen2_window(), cached=CACHED)
+    if hasattr(transformers, "Gemma3TextConfig"):
+        check("gemma3_window_cached", conform, tmp, gemma3(window=WINDOW), cached=CACHED)
+    if hasattr(transformers, "Gemma2Config"):
+        check("gemma2_window_cached", conform, tmp, gemma2(window=WINDOW), cached=CACHED)
+    defect = mistral()
+    check("mistral_cached_wider", conform, tmp, defect, (1, "layers.1.attn", None),
+          wrap=WiderWindow(defect, 1, WINDOW), cached=CACHED)
 
 
 def deepseek_v2_checks(conform, tmp):
