@@ -294,12 +294,15 @@ def _rope_keys(config, params=None, tokens=None):
             "rope_attention_factor": _fp32(float(af))}  # cos * attention_scaling in FP32
 
 
-def hf_contract(config, tokens, dtype):
+def hf_contract(config, tokens, dtype, cached=0):
     """The conform contract (a dict) of a transformers decoder config, for one
-    forward pass of `tokens` tokens in `dtype` ("bf16" | "fp16" | "fp32").
-    Under the eager attention implementation the logits are computed in the
-    model's dtype (attention_logits: dtype)."""
-    c = _contract_of_type(config, tokens, dtype)
+    forward pass of `tokens` tokens in `dtype` ("bf16" | "fp16" | "fp32")
+    after `cached` tokens (a decode step: a dynamic rope takes its base for
+    cached + tokens positions, as dynamic_rope_update does; the caller sets
+    cache_tokens).  Under the eager attention implementation the logits are
+    computed in the model's dtype (attention_logits: dtype)."""
+    c = _contract_of_type(config, cached + tokens, dtype)  # the length only sets a dynamic rope's base
+    c["tokens"] = int(tokens)
     if getattr(config, "_attn_implementation", None) == "eager":
         c["conventions"]["attention_logits"] = "dtype"
     return c
@@ -646,7 +649,7 @@ def hf_ends(model):
     return points, weights, tied
 
 
-def _prefilled_cache(model, cache_ids, tokens):
+def _prefilled_cache(model, cache_ids):
     """Run `model` on cache_ids [1, P] with a cache: the cache, the
     contract's weights layers.<l>.cache.k / .v [P, G D] (the keys as cached:
     rotated), copied before the recorded pass appends to them, and the
@@ -658,11 +661,6 @@ def _prefilled_cache(model, cache_ids, tokens):
         return _prefilled_mla_cache(model, cache_ids)
     window = _window(config)["window"]
     P = int(cache_ids.shape[-1])
-    rope = getattr(config, "rope_parameters", None) or {}
-    kinds = [r.get("rope_type") for r in rope.values() if isinstance(r, dict)] + [rope.get("rope_type")]
-    if "dynamic" in kinds and P + tokens > config.max_position_embeddings:
-        raise ValueError("cache_ids: a dynamic rope past max_position_embeddings rotates the cached keys at the "
-                         "prefill's length and the new ones at the longer one (not mapped)")
     with torch.no_grad():
         out = model(input_ids=cache_ids, use_cache=True)
     cache = getattr(out, "cache", None) or out.past_key_values  # transformers >= 5.25 names it cache
@@ -767,12 +765,13 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True, 
     import transformers
     m = _base(model)
     dtype = _TORCH_DTYPES[str(next(m.parameters()).dtype)]
-    contract = hf_contract(model.config, int(input_ids.shape[-1]), dtype)
+    P = 0 if cache_ids is None else int(cache_ids.shape[-1])
+    contract = hf_contract(model.config, int(input_ids.shape[-1]), dtype, cached=P)
     points, joined = hf_points(model)
     weights = hf_weights(model)
     cache = None
     if cache_ids is not None:
-        cache, cache_weights, kv_cache = _prefilled_cache(model, cache_ids, int(input_ids.shape[-1]))
+        cache, cache_weights, kv_cache = _prefilled_cache(model, cache_ids)
         weights.update(cache_weights)
         contract.update({"cache_tokens": int(cache_ids.shape[-1]), "kv_cache": kv_cache})
     if logits:

@@ -386,6 +386,21 @@ class UnshiftedPositions(OneHook):
         self.handle = cm._base(model).rotary_emb.register_forward_pre_hook(hook, with_kwargs=True)
 
 
+class PrefillFrequencies(OneHook):
+    """A dynamic rope that keeps the prefill's frequencies in the decode
+    step (not recomputed for the longer length): a pre-hook on the rotary
+    embedding marks them current once the positions pass the cache."""
+
+    def __init__(self, model, cached):
+        rotary = cm._base(model).rotary_emb
+
+        def hook(module, args, kwargs):
+            pos = kwargs.get("position_ids", args[1] if len(args) > 1 else None)
+            if int(pos.min()) >= cached:
+                module.max_seq_len_cached = 1 << 30
+        self.handle = rotary.register_forward_pre_hook(hook, with_kwargs=True)
+
+
 class InterleavedRope:
     """Layer `layer` rotates the pairs (2j, 2j+1) with HF's cos/sin tables:
     the modeling module's apply_rotary_pos_emb, replaced while the block is
@@ -688,6 +703,14 @@ def cache_checks(conform, tmp):
         defect = qwen3_next()
         check("qwen3_next_cached_no_conv_state", conform, tmp, defect, (1, "layers.1.q_conv", None),
               wrap=DeltaRuleDefect(defect, 1, "no_conv_state"), cached=CACHED)
+    # Dynamic NTK past the trained length (16): the prefill rotates at its
+    # 24 tokens' base, the step at 32's; kept at the prefill's it fails at
+    # the first rotation.
+    check("llama_dynamic_cached", conform, tmp, llama_dynamic(), cached=CACHED)
+    check("llama_dynamic_cached_f32", conform, tmp, llama_dynamic(torch.float32), cached=CACHED)
+    defect = llama_dynamic()
+    check("llama_dynamic_cached_prefill_base", conform, tmp, defect, (0, "layers.0.q_rope", None),
+          wrap=PrefillFrequencies(defect, CACHED), cached=CACHED)
     defect = llama()
     check("llama_cached_top_left", conform, tmp, defect, (1, "layers.1.attn", "causal=top_left"),
           wrap=TopLeftCausal(defect, 1), cached=CACHED)
