@@ -210,7 +210,7 @@ class ForwardRecorder:
 # the rotary tap, the router hooks).  docs/diverge.md, "Recording Hugging Face
 # models", lists the architectures, their point maps and what does not map.
 
-DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3")
 SANDWICH_TYPES = ("gemma3_text", "gemma2")
 MOE_TYPES = ("mixtral", "qwen3_moe")
 HYBRID_TYPES = ("qwen3_next",)
@@ -226,9 +226,17 @@ def _base(model):
 
 def _rope_theta(config):
     params = getattr(config, "rope_parameters", None) or {}
-    if params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)) != 1.0:
-        raise ValueError("partial_rotary_factor != 1 is not mapped")
     return float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+
+
+def _rotary_dim(config, head_dim):
+    """The rotated dims: all of head_dim, or Phi-3's partial_rotary_factor of
+    them (its rotation passes the rest through; Llama's cannot)."""
+    params = getattr(config, "rope_parameters", None) or {}
+    factor = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None) or 1.0)
+    if factor != 1.0 and config.model_type != "phi3":
+        raise ValueError("partial_rotary_factor != 1 is not mapped for %s" % config.model_type)
+    return int(head_dim * factor)
 
 
 def _yarn_mscale(scale, mscale=1.0):
@@ -323,10 +331,11 @@ def _contract_of_type(config, tokens, dtype):
         raise ValueError("hidden_act %r does not map (swiglu is silu(gate) * up)" % config.hidden_act)
     heads = config.num_attention_heads
     bias = bool(getattr(config, "attention_bias", False))
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     c = {
         "layers": config.num_hidden_layers, "width": config.hidden_size, "heads": heads,
         "kv_heads": getattr(config, "num_key_value_heads", None) or heads,
-        "head_dim": getattr(config, "head_dim", None) or config.hidden_size // heads,
+        "head_dim": head_dim, "rotary_dim": _rotary_dim(config, head_dim),
         "ffn": config.intermediate_size, "tokens": int(tokens), "norm": "rms_norm",
         "eps": float(config.rms_norm_eps), "placement": "pre", "rope_base": _rope_theta(config),
         "qkv_bias": kind == "qwen2" or bias, "o_bias": bias, "qk_norm": kind in ("qwen3", "qwen3_moe"),
@@ -475,9 +484,13 @@ def hf_points(model):
     for l, layer in enumerate(m.layers):
         p = "layers.%d." % l
         attn, mlp = layer.self_attn, layer.mlp
+        if hasattr(attn, "qkv_proj"):  # Phi-3: one fused projection, split by record_hf (_split_qkv)
+            points[p + "qkv"] = (attn.qkv_proj, "output")
+        else:
+            points.update({p + "q": (attn.q_proj, "output"), p + "k": (attn.k_proj, "output"),
+                           p + "v": (attn.v_proj, "output")})
         points.update({
             p + "attn_norm": (layer.input_layernorm, "output"),
-            p + "q": (attn.q_proj, "output"), p + "k": (attn.k_proj, "output"), p + "v": (attn.v_proj, "output"),
             p + "attn": (attn.o_proj, "input"),            # attention before the output projection
             p + "attn_out": (attn.o_proj, "output"),
             p + "mid": (layer.post_attention_layernorm, "input"),   # x + attn_out
@@ -488,11 +501,27 @@ def hf_points(model):
         if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over head_dim before RoPE
             points[p + "q_norm"] = (attn.q_norm, "output")
             points[p + "k_norm"] = (attn.k_norm, "output")
-        if hasattr(mlp, "gate_proj"):
+        if hasattr(mlp, "gate_up_proj") and not hasattr(mlp, "experts"):  # Phi-3: [gate | up] from one projection
+            points.update({p + "gate_up": (mlp.gate_up_proj, "output"), p + "h": (mlp.down_proj, "input")})
+        elif hasattr(mlp, "gate_proj"):
             points.update({p + "gate": (mlp.gate_proj, "output"), p + "up": (mlp.up_proj, "output"),
                            p + "h": (mlp.down_proj, "input")})  # silu(gate) * up
             joined[p + "gate_up"] = (p + "gate", p + "up")
     return points, joined
+
+
+def _split_qkv(acts, config):
+    """Phi-3's fused qkv_proj output [T, (H + 2 G) D] as the points q, k, v."""
+    H, G = config.num_attention_heads, config.num_key_value_heads
+    D = getattr(config, "head_dim", None) or config.hidden_size // H
+
+    def cols(a, lo, hi):
+        return cc.bf16(a.bits[:, lo:hi]) if isinstance(a, cc.BF16) else a[:, lo:hi]
+    for l in range(config.num_hidden_layers):
+        p = "layers.%d." % l
+        qkv = acts.pop(p + "qkv")
+        acts[p + "q"], acts[p + "k"] = cols(qkv, 0, H * D), cols(qkv, H * D, (H + G) * D)
+        acts[p + "v"] = cols(qkv, (H + G) * D, (H + 2 * G) * D)
 
 
 def hf_weights(model):
@@ -509,7 +538,10 @@ def hf_weights(model):
     for l, layer in enumerate(m.layers):
         p, a, f = "layers.%d." % l, layer.self_attn, layer.mlp
         w[p + "attn_norm.weight"] = layer.input_layernorm.weight
-        for n in "qkvo":
+        if hasattr(a, "qkv_proj"):  # Phi-3: [q | k | v] rows of one weight
+            H, G, D = a.config.num_attention_heads, a.num_key_value_heads, a.head_dim
+            w[p + "q.weight"], w[p + "k.weight"], w[p + "v.weight"] = a.qkv_proj.weight.split([H * D, G * D, G * D])
+        for n in "o" if hasattr(a, "qkv_proj") else "qkvo":
             proj = getattr(a, n + "_proj")
             w[p + n + ".weight"] = proj.weight
             if proj.bias is not None:
@@ -518,7 +550,9 @@ def hf_weights(model):
             w[p + "q_norm.weight"] = a.q_norm.weight
             w[p + "k_norm.weight"] = a.k_norm.weight
         w[p + "mlp_norm.weight"] = layer.post_attention_layernorm.weight
-        if hasattr(f, "gate_proj"):
+        if hasattr(f, "gate_up_proj") and not hasattr(f, "experts"):  # Phi-3: gate rows, then up rows
+            w[p + "gate_up.weight"], w[p + "down.weight"] = f.gate_up_proj.weight, f.down_proj.weight
+        elif hasattr(f, "gate_proj"):
             w[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
             w[p + "down.weight"] = f.down_proj.weight
         else:  # router [E, C], 3-D experts gate_up [E, 2F, C] (gate rows first), down [E, C, F]
@@ -544,7 +578,7 @@ class _HfTaps:
         for l, layer in enumerate(m.layers):
             if hasattr(layer, "self_attn"):  # Qwen3-Next's linear layers have none
                 self._handles.append(layer.self_attn.register_forward_pre_hook(self._enter(l)))
-            if not hasattr(layer.mlp, "gate_proj"):
+            if hasattr(layer.mlp, "experts"):  # a MoE block: its router
                 self._handles.append(layer.mlp.gate.register_forward_hook(self._router("layers.%d.router" % l)))
         # DeepSeek-V2's rotary function is apply_rotary_emb(xq, xk, freqs_cis)
         self._rotary_name = "apply_rotary_pos_emb" if hasattr(self.module, "apply_rotary_pos_emb") else "apply_rotary_emb"
@@ -800,6 +834,8 @@ def record_hf(model, input_ids, path, impl=None, conventions=None, logits=True, 
     acts = dict(rec.activations, **taps.activations)
     if cache is not None and kind in MLA_TYPES:
         _split_kv_b(acts, len(m.layers), contract["cache_tokens"])
+    if any(name.endswith(".qkv") for name in acts):
+        _split_qkv(acts, model.config)
     if "logits_raw" in points:  # the capped logits: the model's output
         acts["logits"] = as_array(out.logits[0])
     acts = {name: _per_token(a) for name, a in acts.items()}

@@ -31,6 +31,8 @@ from the token ids to the logits, in BF16:
   attention naming attention_logits=dtype, declared with a 1-ulp final
   softcap at the logits naming softcap_arith=dtype, and with layer 1's
   attention softcap dropped fails there;
+- Phi-3 (fused qkv and gate_up projections, with and without a partial
+  rotation) passes in BF16 and FP32; rotating layer 1's last dims fails there;
 - Gemma 3 with the erf GELU (hidden_activation "gelu") passes in BF16 and
   FP32; declared with a fused GeGLU it fails at layer 0's h, named
   glu_arith=separate;
@@ -242,6 +244,14 @@ def gemma2(dtype=torch.bfloat16, window=64, **extra):
         final_logit_softcapping=5.0, **shape), dtype=dtype, attn="eager")
 
 
+def phi3(dtype=torch.bfloat16, **extra):
+    """Phi-3: Llama with one fused qkv_proj and one gate_up_proj; extra, e.g.
+    partial_rotary_factor (Phi-4-mini's 0.75: the rotation passes the last
+    quarter of each head through)."""
+    return randomized(transformers.Phi3Config(intermediate_size=256, pad_token_id=0, eos_token_id=1, bos_token_id=1,
+                                              **dict(SHAPE, **extra)), dtype=dtype)
+
+
 WINDOW = 8  # a sliding window below TOKENS
 
 
@@ -438,6 +448,19 @@ class InterleavedRope:
         return q * c + rotate(q) * s, k * c + rotate(k) * s
 
 
+class RotatedTail(InterleavedRope):
+    """Layer `layer` of a partial rotary model rotates the last r dims of
+    each head, not the first (HF's rotation of the head reversed, reversed
+    back: the pass-through dims first)."""
+
+    def apply(self, q, k, cos, sin, *args, **kwargs):
+        if not self.on:
+            return self.inner(q, k, cos, sin, *args, **kwargs)
+        flip = lambda x: torch.flip(x, dims=[-1])  # noqa: E731 (the tail first, in reverse, and back)
+        qe, ke = self.inner(flip(q), flip(k), cos, sin, *args, **kwargs)
+        return flip(qe), flip(ke)
+
+
 class DeltaRuleDefect:
     """Layer `layer`'s Gated DeltaNet with one defect, its modeling module's
     functions replaced while the block is in use: "tile" repeats the
@@ -559,6 +582,19 @@ def refusals():
             continue
         raise AssertionError("not refused: " + text)
     print("refused: %s" % "; ".join(text for _, text in cases))
+
+
+def phi3_checks(conform, tmp):
+    """Phi-3's fused projections split into the points q, k, v (and the
+    weights by rows): it passes in BF16 and FP32, with a partial rotation
+    (rotary_dim 24 of 32) too; layer 1 rotating the heads' last 24 dims fails
+    at its rotation."""
+    check("phi3", conform, tmp, phi3())
+    check("phi3_f32", conform, tmp, phi3(torch.float32))
+    check("phi3_partial", conform, tmp, phi3(partial_rotary_factor=0.75))
+    check("phi3_partial_f32", conform, tmp, phi3(torch.float32, partial_rotary_factor=0.75))
+    defect = phi3(partial_rotary_factor=0.75)
+    check("phi3_partial_tail", conform, tmp, defect, (1, "layers.1.q_rope", None), wrap=RotatedTail(defect, 1))
 
 
 def qwen3_next_checks(conform, tmp):
@@ -796,6 +832,8 @@ def main():
             check(name + "_f32", args.conform, tmp, make(torch.float32))
         check("llama_f32_fused_glu", args.conform, tmp, llama(torch.float32), (0, "layers.0.h", "glu_arith=separate"),
               conventions={"glu_arith": "fused"})
+        if hasattr(transformers, "Phi3Config"):
+            phi3_checks(args.conform, tmp)
         if hasattr(transformers, "Qwen3NextConfig"):  # the hybrid, where this transformers has it
             qwen3_next_checks(args.conform, tmp)
         if hasattr(transformers, "DeepseekV3Config"):
