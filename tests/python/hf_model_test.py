@@ -31,6 +31,7 @@ from the token ids to the logits, in BF16:
   attention naming attention_logits=dtype, declared with a 1-ulp final
   softcap at the logits naming softcap_arith=dtype, and with layer 1's
   attention softcap dropped fails there;
+- every mapped architecture passes in FP16 too;
 - Phi-3 (fused qkv and gate_up projections, with and without a partial
   rotation) passes in BF16 and FP32; rotating layer 1's last dims fails there;
 - Gemma 3 with the erf GELU (hidden_activation "gelu") passes in BF16 and
@@ -584,6 +585,22 @@ def refusals():
     print("refused: %s" % "; ".join(text for _, text in cases))
 
 
+def fp16_checks(conform, tmp):
+    """Every mapped architecture in FP16 passes (its contract the BF16 one's,
+    the format aside)."""
+    h = torch.float16
+    cases = [("llama", llama), ("qwen2", qwen2), ("qwen3", qwen3), ("mistral", mistral), ("mixtral", mixtral),
+             ("qwen3_moe", qwen3_moe), ("phi3", phi3)]
+    for name, config in (("qwen3_next", "Qwen3NextConfig"), ("deepseek_v3", "DeepseekV3Config"),
+                         ("deepseek_v2", "DeepseekV2Config"), ("gemma3", "Gemma3TextConfig"), ("gemma2", "Gemma2Config")):
+        if hasattr(transformers, config):
+            cases.append((name, globals()[name]))
+    for name, make in cases:
+        check(name + "_f16", conform, tmp, make(h))
+    if hasattr(transformers, "Gemma3TextConfig"):
+        check("gemma3_erf_f16", conform, tmp, gemma3(h, hidden_activation="gelu"))
+
+
 def phi3_checks(conform, tmp):
     """Phi-3's fused projections split into the points q, k, v (and the
     weights by rows): it passes in BF16 and FP32, with a partial rotation
@@ -846,6 +863,7 @@ def main():
             gemma2_checks(args.conform, tmp)
         window_checks(args.conform, tmp)
         cache_checks(args.conform, tmp)
+        fp16_checks(args.conform, tmp)
     print("hf_model_test: ok (%.1f s)" % (time.time() - start))
 
 
