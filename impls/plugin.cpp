@@ -547,6 +547,8 @@ KernelInfo wrap_v2(const conform_kernel_v2& d, const std::string& where0, const 
     for (std::size_t i = 0; i < ins.size(); ++i)
         if (is_float(ins[i]) && !optional_input(op->inputs[i])) floats.push_back(ins[i]);
     k.in = generation_format(floats.empty() ? ins : floats, where + "in_dtypes");
+    for (std::size_t i = 0; i < ins.size(); ++i)
+        if (is_float(ins[i]) && *format_of(ins[i]) != k.in) k.input_formats[op->inputs[i]] = *format_of(ins[i]);
     const std::vector<std::int32_t> outs = output_dtypes_v2(d, *op, where);
     const std::int32_t first = outs.at(0);
     for (std::size_t o = 0; o < outs.size(); ++o) {

@@ -53,6 +53,10 @@ struct KernelInfo {
     // dimension or parameter name (properties/domain.hpp); generated cases
     // are projected into it.  Empty: every input the generators draw.
     std::string domain;
+    // Inputs (by name) declared in another floating format than `in`, which
+    // the cases are generated in (plug-in ABI v2: an F16 mask beside F32 q,
+    // k, v): a property that derives such an input keeps it exact there.
+    std::map<std::string, Format> input_formats;
     // Outputs (by name) the kernel does not write (plug-in ABI v2, e.g. an
     // attention kernel that returns o but not lse): not judged, and the
     // properties that need them are not run.

@@ -224,9 +224,9 @@ Testable split_invariance(const KernelInfo& k) {
 // logit 1e4 + 2^-254 rounds to 1e4 at the working precision, so an o whose
 // exact value cancels to a tiny negative number comes back -0 for one mask
 // and +0 for the other -- a difference no kernel causes.
-Tensor shift_mask(Case& c, double shift) {
+Tensor shift_mask(Case& c, double shift, Format declared) {
     Tensor& mask = c.inputs.at(attention_mask_input(c.op->name));
-    const double q = ulp_at(mask.format(), 2 * std::fabs(shift));
+    const double q = std::max(ulp_at(mask.format(), 2 * std::fabs(shift)), ulp_at(declared, 2 * std::fabs(shift)));
     Tensor moved(mask.format(), mask.shape());
     for (std::int64_t i = 0; i < mask.numel(); ++i) {
         const double m = mask.value(i);
@@ -237,7 +237,8 @@ Tensor shift_mask(Case& c, double shift) {
 }
 
 std::string mask_shift_check(const KernelInfo& k, Case c, double shift) {
-    const Tensor moved = shift_mask(c, shift);
+    const auto declared = k.input_formats.find("mask");
+    const Tensor moved = shift_mask(c, shift, declared == k.input_formats.end() ? Format::fp64 : declared->second);
     std::vector<TensorView> shifted = c.views();
     shifted[attention_mask_input(c.op->name)] = moved.view();
     if (const CaseResult b = check_case(k, c.params, shifted); !b.pass) return "mask + " + hexfloat(shift) + ": " + b.message;

@@ -8,8 +8,9 @@
 namespace conform::props {
 
 // Quantizes the mask (input 3; 4 of gated_attention) of case c to multiples of ulp(2|shift|) in its
-// format and returns mask + shift, which is then exact (-inf stays -inf).
-Tensor shift_mask(Case& c, double shift);
+// format, or in `declared` where that is coarser (a plug-in's F16 mask beside F32 q, k, v), and
+// returns mask + shift, which is then exact in both (-inf stays -inf).
+Tensor shift_mask(Case& c, double shift, Format declared = Format::fp64);
 
 // The mask (input 3; 4 of gated_attention) of case c quantized to multiples of ulp(2|shift|), so
 // that mask + shift is exact, and kernel k judged against the oracle on the

@@ -232,7 +232,7 @@ TEST(CheckPlugin, TheV2ExamplePluginPassesInsideItsDeclarations) {
     const Ran r = run_conform(std::string("check-plugin ") + PLUGIN_EXAMPLE_V2 + " --cases 30 --out " + d.string());
     EXPECT_EQ(r.status, 0) << r.output;
     const auto m = results(read_json(d / "check-plugin.json"));
-    ASSERT_EQ(m.size(), 3u);
+    ASSERT_EQ(m.size(), 4u);
     for (const auto& [name, k] : m)
         EXPECT_TRUE(k.report.at("passed").get<bool>()) << name << ": " << first_failure(k.report).dump();
     const auto& attention = m.at("example2.attention.o_only").report;
@@ -243,6 +243,14 @@ TEST(CheckPlugin, TheV2ExamplePluginPassesInsideItsDeclarations) {
     for (const auto& p : attention.at("properties")) ran.insert(p.at("name"));
     EXPECT_TRUE(ran.count("tile_invariance") && ran.count("gqa_replication"));
     EXPECT_FALSE(ran.count("key_count"));  // it needs lse
+    // Q, K, V in F32 and the mask alone in F16: generated in F32, and the
+    // shifted masks of mask_shift_invariance kept exact in F16 (they were
+    // not: the F16 conversion failed the kernel).
+    const auto& masked = m.at("example2.attention.f16_mask").report;
+    EXPECT_EQ(masked.at("in_format"), "fp32");
+    bool shifted = false;
+    for (const auto& p : masked.at("properties")) shifted = shifted || (p.at("name") == "mask_shift_invariance" && p.at("passed"));
+    EXPECT_TRUE(shifted) << masked.dump();
     EXPECT_EQ(m.at("example2.rms_norm.bf16").report.at("conventions"), "eps_placement=outside");
     EXPECT_EQ(m.at("example2.l2_norm.fp32").report.at("conventions"), "l2_form=max");
     const std::string md = read_text(d / "check-plugin.md");
@@ -261,13 +269,16 @@ TEST(CheckPlugin, AnUndeclaredConventionIsInferred) {
 TEST(PluginLoader, V2DescriptorsBecomeKernelsWithTheirDeclarations) {
     const auto lib = conform::plugin::load(PLUGIN_EXAMPLE_V2);
     EXPECT_EQ(lib.abi_version, 2);
-    ASSERT_EQ(lib.kernels.size(), 3u);
+    ASSERT_EQ(lib.kernels.size(), 4u);
     const conform::KernelInfo& a = lib.kernels[0];
     EXPECT_EQ(a.unwritten, std::vector<std::string>{"lse"});
     EXPECT_EQ(a.in, conform::Format::fp16);
     EXPECT_EQ(a.acc, conform::Format::fp64);
-    EXPECT_EQ(lib.kernels[1].in, conform::Format::bf16);
-    EXPECT_EQ(lib.kernels[1].out, conform::Format::bf16);
+    EXPECT_EQ(a.input_formats, (std::map<std::string, conform::Format>{{"q", conform::Format::fp32}}));
+    EXPECT_EQ(lib.kernels[1].in, conform::Format::fp32);
+    EXPECT_EQ(lib.kernels[1].input_formats, (std::map<std::string, conform::Format>{{"mask", conform::Format::fp16}}));
+    EXPECT_EQ(lib.kernels[2].in, conform::Format::bf16);
+    EXPECT_EQ(lib.kernels[2].out, conform::Format::bf16);
 }
 
 // Each fault is that kernel's failure, with the property and a reproduction

@@ -4,6 +4,9 @@
  *   example2.attention.o_only  attention with Q in F32, K, V and the mask in
  *       F16, returning o only (lse is declared unwritten), for head
  *       dimensions 4 and 8 only (a domain), key tiles of 4 or 16 (a tunable)
+ *   example2.attention.f16_mask  the same with Q, K, V in F32 and the mask
+ *       alone in F16 (cases are then generated in F32, the mask kept exact
+ *       in F16)
  *   example2.rms_norm.bf16     x and y in BF16, weight in F32, eps outside the
  *       root (a declared convention), an even number of rows (a domain)
  *   example2.l2_norm.fp32      x / max(||x||, eps) (torch's normalize)
@@ -147,6 +150,7 @@ static int l2_norm(const char* params, const conform_tensor* in, int n_in, confo
 }
 
 static const int32_t attention_in[] = {CONFORM_F32, CONFORM_F16, CONFORM_F16, CONFORM_F16};
+static const int32_t attention_mask_in[] = {CONFORM_F32, CONFORM_F32, CONFORM_F32, CONFORM_F16};
 static const int32_t attention_out[] = {CONFORM_F32, 0}; /* o written, lse not */
 static const int32_t rms_in[] = {CONFORM_BF16, CONFORM_F32};
 static const int32_t bf16_out[] = {CONFORM_BF16};
@@ -156,6 +160,9 @@ static const int32_t f32_out[] = {CONFORM_F32};
 static const conform_kernel_v2 kernels[] = {
     {sizeof(conform_kernel_v2), "attention", "example2.attention.o_only", "q F32, k/v/mask F16, o only, in double",
      4, attention_in, 2, attention_out, CONFORM_F64, 0, NULL, "{\"head_dim\":[4,8]}", "{\"block\":[4,16]}", NULL,
+     attention},
+    {sizeof(conform_kernel_v2), "attention", "example2.attention.f16_mask", "q, k, v F32, mask F16, o only, in double",
+     4, attention_mask_in, 2, attention_out, CONFORM_F64, 0, NULL, "{\"head_dim\":[4,8]}", "{\"block\":[4,16]}", NULL,
      attention},
     {sizeof(conform_kernel_v2), "rms_norm", "example2.rms_norm.bf16", "eps outside the root, in double", 2, rms_in, 1,
      bf16_out, CONFORM_F32, 0, "{\"eps_placement\":\"outside\"}", "{\"rows\":{\"multiple_of\":2}}", NULL, NULL,
