@@ -339,7 +339,7 @@ double erf_gelu_error(double x, double s) {
     const double u = unit_roundoff(kAcc), eta32 = eta(kAcc), ax = std::fabs(x);
     const double z = ax * M_SQRT1_2, dz = z * 2 * u * (1 + u) + eta32 / 2, m = std::max(0.0, z - dz);
     const double d = M_2_SQRTPI * std::exp(-m * m) * dz + kErfAbs;  // |Ê(ẑ) - erf(z)|
-    const double dw = d * (1 + u) + u * (1 + std::erf(x * M_SQRT1_2));  // 1 + Ê rounded
+    const double dw = d * (1 + u) + u * std::erfc(-x * M_SQRT1_2);  // 1 + Ê rounded (w = erfc(-z): no cancellation)
     return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + 2 * eta32;
 }
 

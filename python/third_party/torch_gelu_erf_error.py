@@ -50,9 +50,10 @@ def bound(x, s):
 
 
 def ulp_bf16(v):
-    """The BF16 ulp at |v| (the subnormal step below 2^-126)."""
-    e = torch.floor(torch.log2(v.abs().clamp(min=2.0 ** -126)))
-    return torch.pow(2.0, e - 7)
+    """The BF16 ulp at |v| (the subnormal step below 2^-126): frexp's
+    exponent, exact where log2 may round up just below a power of two."""
+    _, e = torch.frexp(v.abs().clamp(min=2.0 ** -126))
+    return torch.pow(2.0, (e - 1 - 7).double())
 
 
 def judge(x32, got, store_bf16, worst):
