@@ -126,6 +126,47 @@ TEST(GatedKernels, HugeGateAtTheOverflowMidpointStaysFinite) {
                 }
 }
 
+// Near the overflow threshold T (fp16 65520, bf16 0x1.ffp+127) on the float
+// paths: for every gate g > 1 of the format, the ups nearest T / act(g) and
+// their neighbours; the simd kernel's results must be infinite exactly where
+// the scalar kernel's (double, one rounding) are.  The float paths round
+// act(g) u to float before narrowing and were not checked there: a block
+// reaching the format's largest value is now redone on the double path.
+TEST(GatedKernels, ProductsNearTheOverflowThresholdKeepTheirClass) {
+    for (const Format f : {Format::fp16, Format::bf16})
+        for (const char* op : {"swiglu", "geglu"}) {
+            const double T = f == Format::fp16 ? 65520.0 : 0x1.ffp+127;
+            std::vector<double> gs, us;
+            const std::uint32_t end = f == Format::fp16 ? 0x7c00u : 0x7f80u;  // the positive finite patterns
+            for (std::uint32_t b = 0; b < end; ++b) {
+                const double g = decode(f, b);
+                if (!(g > 1)) continue;
+                const double act = std::string(op) == "swiglu" ? g / (1 + std::exp(-g)) : 0.5 * g * std::erfc(-g * M_SQRT1_2);
+                const double u0 = decode(f, encode(f, T / act));
+                for (int d = -1; d <= 1; ++d) {
+                    const std::uint64_t ub = encode(f, u0) + static_cast<std::uint64_t>(d);
+                    const double u = decode(f, ub);
+                    if (std::isfinite(u) && u > 0) gs.push_back(g), us.push_back(u);
+                }
+            }
+            const auto n = static_cast<std::int64_t>(gs.size());
+            Tensor g(f, {1, n}), u(f, {1, n});
+            for (std::int64_t i = 0; i < n; ++i) g.set_value(i, gs[static_cast<std::size_t>(i)]), u.set_value(i, us[static_cast<std::size_t>(i)]);
+            const std::string fmt = conform::name(f);
+            const KernelInfo* simd = builtin_registry().find(std::string("cpu.simd.") + op + "." + fmt);
+            const KernelInfo* scalar = builtin_registry().find(std::string("cpu.scalar.") + op + "." + fmt);
+            ASSERT_TRUE(simd && scalar);
+            const Tensor a = run_kernel(*simd, Params(), {g.view(), u.view()})[0];
+            const Tensor b = run_kernel(*scalar, Params(), {g.view(), u.view()})[0];
+            int differ = 0;
+            for (std::int64_t i = 0; i < n; ++i)
+                if (std::isinf(a.value(i)) != std::isinf(b.value(i)) && ++differ <= 3)
+                    ADD_FAILURE() << op << " " << fmt << ": g=" << g.value(i) << " u=" << u.value(i) << " simd "
+                                  << a.value(i) << ", scalar " << b.value(i);
+            EXPECT_EQ(differ, 0) << op << " " << fmt << " over " << n << " pairs";
+        }
+}
+
 TEST(GatedExhaustive, SituSweepOfOneGateRowMatchesTheOracle) {
     // The factorised reference agrees with the oracle pair by pair (a slice
     // of the 2^32 sweep; `conform exhaustive --op situ_glu` runs it all).

@@ -137,6 +137,22 @@ CONFORM_AVX2 inline __m256 extreme_lanes(__m256 y, float limit = FLT_MAX) {
 // which ties to infinity while the true value may lie a hair below it.
 template <Format F>
 inline constexpr float kOutputMax = F == Format::fp16 ? 65504.0f : F == Format::bf16 ? 0x1.fep+127f : FLT_MAX;
+
+// Whether some lane of a float-path result (fp16/bf16 outputs) reaches the
+// format's largest finite value: there a product off by the path's ~2^-21
+// (and its float rounding before the narrowing) may sit on the wrong side of
+// the overflow midpoint, so a ScalarAtExtremes functor redoes the block on
+// the double path (finish8).  NaN lanes do not count.
+template <Format F>
+CONFORM_AVX2 inline bool reaches_output_max(__m256 y) {
+    const __m256 ay = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
+    return _mm256_movemask_ps(_mm256_cmp_ps(ay, _mm256_set1_ps(kOutputMax<F>), _CMP_GE_OQ)) != 0;
+}
+template <Format F>
+CONFORM_AVX512 inline bool reaches_output_max16(__m512 y) {
+    const __m512 ay = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), y);
+    return _mm512_cmp_ps_mask(ay, _mm512_set1_ps(kOutputMax<F>), _CMP_GE_OQ) != 0;
+}
 CONFORM_AVX512 inline __mmask16 extreme_lanes16(__m512 y) {
     const __m512 ay = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), y);
     return _mm512_cmp_ps_mask(ay, _mm512_set1_ps(FLT_MAX), _CMP_NLT_UQ);
@@ -296,8 +312,12 @@ CONFORM_AVX2 inline __m256 value8(const Op& op, const std::array<const elem_t<F>
         return apply8_cold<F, N>(op, in);
     }
     if constexpr (F != Format::fp32 && FloatVec<Op, N>) {
-        if constexpr (N == 1) return apply8f<F, N>(op, x);
-        else if (op.float_ok(x[0])) return apply8f<F, N>(op, x);
+        if constexpr (N == 1) {
+            return apply8f<F, N>(op, x);
+        } else if (op.float_ok(x[0])) {
+            const __m256 y = apply8f<F, N>(op, x);
+            if (!ScalarAtExtremes<Op> || !reaches_output_max<F>(y)) return y;
+        }
     }
     return apply8<F, N>(op, x);
 }
@@ -767,6 +787,8 @@ CONFORM_AVX2 inline void gated_lut_block8(const Op& op, const float* G, const fl
         if constexpr (TabulatedUp<Op>) u = gather8(U, in[1]);
         else u = op.up_f(x[1]);
         y = nan_policy<2>(_mm256_mul_ps(gather8(G, in[0]), u), x);
+        if constexpr (ScalarAtExtremes<Op>)
+            if (reaches_output_max<F>(y)) y = apply8<F, 2>(op, x);
     } else {
         y = apply8<F, 2>(op, x);
     }
@@ -816,6 +838,8 @@ CONFORM_AVX512 inline bool gated_lut16(const Op& op, const float* G, const float
         up = _mm512_insertf32x8(_mm512_castps256_ps512(op.up_f(lo8(xu))), op.up_f(hi8(xu)), 1);
     }
     const __m512 y = nan_policy16(_mm512_mul_ps(gather(G, gb), up), xg, xu);
+    if constexpr (ScalarAtExtremes<Op>)
+        if (reaches_output_max16<F>(y)) return false;  // gated_lut_block8 redoes both halves
     const __m256i h = narrow16(y, F);
     const auto addr = reinterpret_cast<std::uintptr_t>(out);
     if (stream && addr % 32 == 0) {

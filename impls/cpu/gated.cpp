@@ -95,11 +95,14 @@ CONFORM_AVX512 inline __m512 times_product16(__m512 g, __m512 u, __m512 hi, __m5
 //
 // The vector path is the plain product; its ~2^-32 relative error makes the
 // midpoint step moot (the budget is 1 ulp, which a tie met either way keeps)
-// except at fp32's overflow threshold T = 2^128 (1 - 2^-25), where FLT_MAX
-// and +inf are different classes.  Both that case and the underflow case
-// show in the rounded output (>= FLT_MAX in magnitude, +-inf, or NaN without
-// a NaN input), so kScalarAtExtremes has the driver recompute such blocks
-// by the scalar path (elementwise.hpp), never ordinary ones.
+// except at the output format's overflow threshold (fp32's 2^128 (1 - 2^-25),
+// fp16's 65520, bf16's 0x1.ffp+127), where its largest finite value and
+// +inf are different classes.  Both that case and the underflow case show in
+// the rounded output (at least the format's largest finite value in
+// magnitude, +-inf, or NaN without a NaN input), so kScalarAtExtremes has the
+// driver recompute such lanes by the scalar path (elementwise.hpp, finish8;
+// the fp16/bf16 float paths send such blocks to the double path first),
+// never ordinary ones.
 template <class Act>
 struct GluFn {
     static constexpr bool kScalarAtExtremes = true;
