@@ -501,7 +501,7 @@ def hf_points(model):
         if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over head_dim before RoPE
             points[p + "q_norm"] = (attn.q_norm, "output")
             points[p + "k_norm"] = (attn.k_norm, "output")
-        if hasattr(mlp, "gate_up_proj") and not hasattr(mlp, "experts"):  # Phi-3: [gate | up] from one projection
+        if _fused_gate_up(mlp):  # Phi-3: [gate | up] from one projection
             points.update({p + "gate_up": (mlp.gate_up_proj, "output"), p + "h": (mlp.down_proj, "input")})
         elif hasattr(mlp, "gate_proj"):
             points.update({p + "gate": (mlp.gate_proj, "output"), p + "up": (mlp.up_proj, "output"),
@@ -510,18 +510,25 @@ def hf_points(model):
     return points, joined
 
 
+def _part(a, index):
+    """a[index] of a recorded point (BF16 ones sliced by their bits)."""
+    return cc.bf16(a.bits[index]) if isinstance(a, cc.BF16) else a[index]
+
+
+def _fused_gate_up(mlp):
+    """Phi-3's dense MLP: one gate_up_proj ([gate | up] rows), no experts."""
+    return hasattr(mlp, "gate_up_proj") and not hasattr(mlp, "experts")
+
+
 def _split_qkv(acts, config):
     """Phi-3's fused qkv_proj output [T, (H + 2 G) D] as the points q, k, v."""
     H, G = config.num_attention_heads, config.num_key_value_heads
     D = getattr(config, "head_dim", None) or config.hidden_size // H
-
-    def cols(a, lo, hi):
-        return cc.bf16(a.bits[:, lo:hi]) if isinstance(a, cc.BF16) else a[:, lo:hi]
     for l in range(config.num_hidden_layers):
         p = "layers.%d." % l
         qkv = acts.pop(p + "qkv")
-        acts[p + "q"], acts[p + "k"] = cols(qkv, 0, H * D), cols(qkv, H * D, (H + G) * D)
-        acts[p + "v"] = cols(qkv, (H + G) * D, (H + 2 * G) * D)
+        acts[p + "q"], acts[p + "k"] = _part(qkv, np.s_[:, :H * D]), _part(qkv, np.s_[:, H * D:(H + G) * D])
+        acts[p + "v"] = _part(qkv, np.s_[:, (H + G) * D:(H + 2 * G) * D])
 
 
 def hf_weights(model):
@@ -550,7 +557,7 @@ def hf_weights(model):
             w[p + "q_norm.weight"] = a.q_norm.weight
             w[p + "k_norm.weight"] = a.k_norm.weight
         w[p + "mlp_norm.weight"] = layer.post_attention_layernorm.weight
-        if hasattr(f, "gate_up_proj") and not hasattr(f, "experts"):  # Phi-3: gate rows, then up rows
+        if _fused_gate_up(f):  # Phi-3: gate rows, then up rows
             w[p + "gate_up.weight"], w[p + "down.weight"] = f.gate_up_proj.weight, f.down_proj.weight
         elif hasattr(f, "gate_proj"):
             w[p + "gate_up.weight"] = torch.cat([f.gate_proj.weight, f.up_proj.weight])
@@ -769,12 +776,10 @@ def _prefilled_mla_cache(model, cache_ids):
 
 def _split_kv_b(acts, layers, P):
     """A decode step's kv_b covers the P cached rows, then the new ones."""
-    def rows(a, sl):
-        return cc.bf16(a.bits[sl]) if isinstance(a, cc.BF16) else a[sl]
     for l in range(layers):
         p = "layers.%d." % l
         both = acts.pop(p + "kv_b")
-        acts[p + "kv_b_cache"], acts[p + "kv_b"] = rows(both, slice(0, P)), rows(both, slice(P, None))
+        acts[p + "kv_b_cache"], acts[p + "kv_b"] = _part(both, np.s_[:P]), _part(both, np.s_[P:])
 
 
 def _cache_kwarg(model, cache):
