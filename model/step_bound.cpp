@@ -18,9 +18,14 @@
 #include "model/moe_steps.hpp"
 #include "model/step_bound_structured.hpp"
 #include "oracle/activation.hpp"
+#include "oracle/activation_bound.hpp"
 #include "oracle/bound.hpp"
 
 namespace conform::model {
+
+using oracle::erf_gelu_error;
+using oracle::quotient_error;
+using oracle::tanh_gelu_error;
 
 namespace {
 
@@ -265,18 +270,6 @@ StepBound softcap_bound(const ModelContract& c, const Step& s, const Lookup& get
     return b;
 }
 
-// rho of the FP32 quotient: a 1-ulp exp (2u) and two roundings, <= 4u (1 + 4u).
-constexpr double kSiluRel = 4 * 0x1p-24 * (1 + 4 * 0x1p-24);
-
-// |s^ - s| of an FP32 quotient s = n / (1 + exp(-x)) (silu: n = x; sigmoid:
-// n = 1) with a 1-ulp exp (steps 1-3 of the derivation): rho |s| + eta/2, or
-// |s| where the exp may overflow.
-double quotient_error(double x, double s) {
-    const double u = unit_roundoff(kAcc);
-    const bool overflows = std::exp(-x) * (1 + 2 * u) * (1 + u) >= max_finite(kAcc);
-    return overflows ? std::fabs(s) : kSiluRel * std::fabs(s) + eta(kAcc) / 2;
-}
-
 // act_arith = quotient: the sigmoid and silu steps as PyTorch's CPU kernels
 // compute them, the FP32 quotients 1 / (1 + exp(-x)) and x / (1 + exp(-x))
 // with a 1-ulp exp (docs/diverge.md, "SwiGLU computed in two ops", steps
@@ -305,44 +298,6 @@ StepBound logistic_bound(const Step& s, const Lookup& get, const Values& ref, co
 //   h^ = s^ up rounded into f (an FP32 product of two f values is exact
 //        for bf16/fp16 but for underflow, eta/2): + 1/2 ulp_f(|h| + |up| e_s);
 //   stored into out when out is narrower than f: + 1/2 ulp_out.
-// |ŝ - s| of PyTorch's FP32 tanh GELU s = x/2 (1 + tanh(z)), z = β (x + κ x³)
-// (docs/diverge.md, "GeGLU computed in two ops"): x·x·x, κ̂ x³, the sum and
-// β̂ (·) with κ̂ = fl(0.044715), β̂ = fl(sqrt(2/π)) give ẑ = z(1 + ε_z), |ε_z|
-// <= 7u (x and κx³ share a sign: no cancellation); tanh within 2 ulps;
-// 1 + t̂ and (x/2)(·) one rounding each.  Where x³ may overflow, ẑ = ±inf
-// and t̂ = ±1: |t̂ - t| = 1 - |t|.
-double tanh_gelu_error(double x, double s) {
-    const double u = unit_roundoff(kAcc), eta32 = eta(kAcc), ax = std::fabs(x);
-    const double kBeta = std::sqrt(2 / M_PI), kKappa = 0.044715;
-    const double z = kBeta * (x + kKappa * x * x * x), t = std::tanh(z), eps_z = 7 * u * (1 + 8 * u);
-    double dt;
-    if (ax * ax * ax >= max_finite(kAcc) / 2) {
-        dt = 1 - std::fabs(t);
-    } else {
-        const double az = std::fabs(z), far = az * (1 - eps_z), sech = 1 / std::cosh(std::min(far, 354.0));
-        const double moved = sech * sech * az * eps_z + kBeta * 3 * eta32;  // + underflowing x², x³, κx³
-        dt = moved + 2 * ulp_at(kAcc, std::fabs(t) + moved);  // 2 ulps of tanh(ẑ), |tanh(ẑ)| <= |t| + moved
-    }
-    const double dw = dt * (1 + u) + u * (1 + t);  // 1 + t̂
-    return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + eta32;  // (x/2) ŵ: its rounding, x/2 below the normal range
-}
-
-// |ŝ - s| of an FP32 erf GELU s = x/2 (1 + erf(z)), z = x/√2, computed as
-// (0.5 x)(1 + Ê(fl(x α̂))) with α̂ = fl(1/√2) and an erf Ê within kErfAbs of
-// erf (docs/diverge.md, "GeGLU with the erf GELU"): the argument moves by
-// |z| θ + η/2, θ = 2u(1 + u), so erf by at most (2/√π) e^{-m²} times that
-// (m the nearer end); 1 + Ê and (x/2)(·) round once each, 0.5 x below the
-// normal range adds η/2.  For x << 0, 1 + erf cancels: the error is absolute,
-// about ½|x| kErfAbs against a result ~ x e^{-z²}.
-constexpr double kErfAbs = 0x1p-20;  // the declared erf class (PyTorch's CPU GELU: 1 + erf within 12.8 2^-24, measured)
-double erf_gelu_error(double x, double s) {
-    const double u = unit_roundoff(kAcc), eta32 = eta(kAcc), ax = std::fabs(x);
-    const double z = ax * M_SQRT1_2, dz = z * 2 * u * (1 + u) + eta32 / 2, m = std::max(0.0, z - dz);
-    const double d = M_2_SQRTPI * std::exp(-m * m) * dz + kErfAbs;  // |Ê(ẑ) - erf(z)|
-    const double dw = d * (1 + u) + u * std::erfc(-x * M_SQRT1_2);  // 1 + Ê rounded (w = erfc(-z): no cancellation)
-    return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + 2 * eta32;
-}
-
 // act(g) * up computed as two ops (act stored in f, then the product
 // rounded), given the FP32 activation's value s and error e.
 double separate_glu_budget(double s, double e, double up, double y, Format f, Format out) {

@@ -10,6 +10,9 @@
 //   l2_form        sqrt | max                      l2_norm
 //   special_values ml | ieee                       activations, gated ops
 //   gelu           erf | tanh                      geglu
+//   act_arith      ulp | quotient | one_plus_tanh  sigmoid, silu, swiglu (quotient); gelu_tanh,
+//                  | one_plus_erf                  gelu_erf, geglu (by its gelu): the budget only, the
+//                                                  textbook form in FP32 with a library exp/tanh/erf
 //   causal         bottom_right | top_left         attention, gated_attention
 //   attention_arith fp32 | input                   attention (the budget only: logits, weights and lse
 //                                                  rounded to the input format, as eager attention)

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "numerics/conventions.hpp"
 #include "numerics/round.hpp"
 #include "numerics/ulp.hpp"
 #include "oracle/eval.hpp"
@@ -29,10 +30,20 @@ Tensor all_patterns(Format f, std::int64_t rows = 1) {
     return t;
 }
 
-void require_16bit(const KernelInfo& k) {
+// A sweep judges every input at 1 ulp under the oracle's conventions: a
+// kernel that declares another standard is judged by `conform run` instead,
+// never silently against the wrong one.
+void require_sweepable(const KernelInfo& k) {
     if (k.in != Format::fp16 && k.in != Format::bf16)
         throw std::invalid_argument("exhaustive sweeps cover fp16 and bf16 inputs; kernel '" + k.name + "' takes " +
                                     name(k.in));
+    for (const auto& [key, value] : k.conventions)
+        if (value != convention({}, key))
+            throw std::invalid_argument("exhaustive sweeps judge 1 ulp under the default conventions; kernel '" + k.name +
+                                        "' declares " + key + " = " + value + " (judge it with conform run)");
+    if (profile_for(k).rank != kRankStrict || profile_for(k).ftz || profile_for(k).ieee)
+        throw std::invalid_argument("exhaustive sweeps judge the strict profile; kernel '" + k.name + "' declares " +
+                                    k.profile + " (judge it with conform run)");
 }
 
 // Folds one comparison into the result.
@@ -163,7 +174,7 @@ std::optional<std::uint64_t> round_wide(const DD& a, const DD& b, Format out) {
 }  // namespace
 
 report::ExhaustiveResult sweep_unary(const KernelInfo& k, const Params& p, const SweepOptions& opt) {
-    require_16bit(k);
+    require_sweepable(k);
     const auto t0 = std::chrono::steady_clock::now();
     const OpSpec& op = *find_op(k.op);
     if (op.kind != OpKind::unary) throw std::invalid_argument("sweep_unary needs a unary op, got '" + k.op + "'");
@@ -197,7 +208,7 @@ report::ExhaustiveResult sweep_unary(const KernelInfo& k, const Params& p, const
 }
 
 report::ExhaustiveResult sweep_gated(const KernelInfo& k, const Params& p, const SweepOptions& opt) {
-    require_16bit(k);
+    require_sweepable(k);
     const auto t0 = std::chrono::steady_clock::now();
     const OpSpec& op = *find_op(k.op);
     if (op.kind != OpKind::gated) throw std::invalid_argument("sweep_gated needs a gated op, got '" + k.op + "'");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "numerics/ulp.hpp"
+#include "oracle/activation_bound.hpp"
 #include "oracle/bound.hpp"
 #include "oracle/conventions.hpp"
 #include "oracle/structured.hpp"
@@ -13,6 +14,7 @@
 namespace conform::props {
 
 std::string Budget::text() const {
+    if (!arith.empty()) return "<= " + std::to_string(max_ulp) + " ulp, or the act_arith = " + arith + " bound";
     return bound_based ? "derived bound, utilization <= 1" : "<= " + std::to_string(max_ulp) + " ulp";
 }
 
@@ -21,6 +23,7 @@ Budget budget_for(const KernelInfo& k) {
     Budget b;
     b.bound_based = op && (op->kind == OpKind::row || oracle::find_structured_bound(op->name));
     b.max_ulp = 1;  // elementwise ops: one final rounding of a far more accurate value
+    if (const std::string a = convention(k.conventions, "act_arith"); op && a != "ulp") b.arith = a;
     return b;
 }
 
@@ -208,7 +211,7 @@ void fill_regions(OutputEval& o, const OpSpec& op, const std::vector<TensorView>
         o.region[i] = region_of(look, o.format, o.exact[i], scale);
         // A log-sum-exp is judged in absolute terms: an error d in it is a
         // relative error e^d - 1 of every weight, so its scale is at least 1.
-        if (o.bounded()) o.scale[i] = std::max({mag, rms[i], o.name == "lse" ? 1.0 : 0.0});
+        if (o.bounded()) o.scale[i] = o.ulp_or_bound ? mag : std::max({mag, rms[i], o.name == "lse" ? 1.0 : 0.0});
     }
 }
 
@@ -410,6 +413,9 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
                 k.conventions.empty() ? ref.exact : oracle::evaluate_structured(op.name, p, oracle_in, formats).exact;
             both_tiers([&] { return fn(bound_params(k, p), oracle_in, exact, k.acc, formats); }, model_holds, rig, prob);
         }
+    } else if (!budget.arith.empty()) {
+        rig.push_back(oracle::act_arith_bound(op.name, budget.arith, in, ref.exact[0], k.out));
+        prob = rig;  // no accumulation: one tier
     } else if (budget.bound_based) {
         rig.emplace_back(), prob.emplace_back();
         for (std::int64_t r = 0; r < in[0].rows(); ++r) {
@@ -428,6 +434,7 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
         out.ref = ref.rounded.at(o);
         out.exact = ref.exact.at(o);
         if (o < rig.size() && !rig[o].empty()) out.rigorous = rig[o], out.probabilistic = prob[o];
+        out.ulp_or_bound = !budget.arith.empty();
         fill_regions(out, op, in);
         out.judged = std::find(k.unwritten.begin(), k.unwritten.end(), out.name) == k.unwritten.end();
         e.outputs.push_back(std::move(out));
@@ -510,6 +517,8 @@ std::string undefined_reason(const OpSpec& op) {
     if (op.name == "block_attn_res") return "a stage may overflow, or a key's RMSNorm root is not determined";
     if (op.name == "gated_residual")
         return "a stage may overflow, a stream's RMSNorm root is not determined, or a non-finite weight meets the token";
+    if (op.name == "swiglu" || op.name == "geglu")
+        return "act_arith: the class lets the activation round to 0 against an infinite up (0 * inf)";
     return "0/0: eps = 0 on a constant row";
 }
 
@@ -568,7 +577,7 @@ Element rank_element(const OutputEval& o, std::size_t i, bool model_holds) {
         return el;
     }
     el.ulps = c.class_match ? c.ulps : ulps_from(o.format, ref, got);
-    el.rank = free_rank(o.format, ref, got, exact, el.ulps, el.bounded);
+    el.rank = free_rank(o.format, ref, got, exact, el.ulps, el.bounded && !o.ulp_or_bound);
     if (!el.bounded || !el.finite) return el;
     const double err = overflowed ? threshold - std::fabs(exact) : std::fabs(value - exact);
     // A zero bound demands an exact result; an infinite one judges nothing.
@@ -578,7 +587,7 @@ Element rank_element(const OutputEval& o, std::size_t i, bool model_holds) {
     // A bound can be tighter than faithful rounding (a 16-bit output's is
     // half an ulp and a little more): faithful means within the bound too,
     // so that cr, faithful, strict, rigorous and ulp:N stay nested.
-    if (el.rank == kRankFaithful && !within_gate) el.rank = kRankUlpBase + std::max<std::uint64_t>(el.ulps, 2);
+    if (el.rank == kRankFaithful && !within_gate && !o.ulp_or_bound) el.rank = kRankUlpBase + std::max<std::uint64_t>(el.ulps, 2);
     if (within_gate) el.rank = std::min(el.rank, kRankStrict);
     if (!el.rig_vacuous && el.util_rig <= 1) el.rank = std::min(el.rank, kRankRigorous);
     return el;

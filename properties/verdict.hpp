@@ -27,6 +27,7 @@ namespace conform::props {
 struct Budget {
     bool bound_based = false;  // row norms: derived bound; else ULP budget
     std::uint64_t max_ulp = 1;
+    std::string arith;  // a declared act_arith class (elementwise ops): 1 ulp or its bound
     std::string text() const;
 };
 
@@ -137,6 +138,10 @@ struct OutputEval {
     std::vector<double> exact;                     // the oracle's values, rounded to double
     std::vector<double> rigorous, probabilistic;   // derived bounds; empty: ULP budget
     std::vector<double> scale;                     // max(|exact|, RMS of its row); bound-based outputs
+    // An elementwise op under a declared arithmetic class (act_arith): 1 ulp
+    // still passes, the class's bound admits more, and each element is its
+    // own scale (no row ties elementwise results together).
+    bool ulp_or_bound = false;
     std::vector<Region> region;
     // The references under the ftz and ieee alternatives (profile.hpp);
     // absent when they were not asked for or equal the plain one.

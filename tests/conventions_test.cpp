@@ -15,6 +15,7 @@
 
 #include "impls/registry.hpp"
 #include "oracle/conventions.hpp"
+#include "properties/exhaustive.hpp"
 #include "properties/suite.hpp"
 #include "properties/verdict.hpp"
 
@@ -244,7 +245,7 @@ TEST(Conventions, KeysMustBelongToTheOpAndCombinationsMustMeanSomething) {
     // The alternatives inference tries skip the meaningless combination.
     for (const auto& [text, c] : convention_alternatives("l2_norm", {{"l2_form", "max"}}))
         EXPECT_NE(text, "eps_placement=outside");
-    EXPECT_EQ(convention_alternatives("silu", {}).size(), 1u);
+    EXPECT_EQ(convention_alternatives("silu", {}).size(), 2u);  // special_values, act_arith
     EXPECT_TRUE(convention_alternatives("int8_gemm", {}).empty());
 }
 
@@ -431,4 +432,154 @@ TEST(Conventions, ASubnormalMeanIsInTheLayerNormBound) {
         const auto r = props::check_case(*builtin_registry().find("cpu.scalar.layer_norm.fp32"), p, {x.view(), w.view(), b.view()});
         EXPECT_TRUE(r.pass) << eps << ": " << r.message;
     }
+}
+
+// ---- arithmetic classes (act_arith; oracle/activation_bound.hpp) ----------------------
+
+namespace {
+
+// The textbook forms every step in float with the C library's expf, tanhf
+// and erff, as PyTorch, ONNX Runtime, JAX and ggml write them; `erf_shift`
+// moves erf by a constant to probe the class's edge.  Infinite inputs give
+// the limits (the ml convention).
+float textbook(const std::string& op, float x, double erf_shift) {
+    if (std::isinf(x)) return op == "sigmoid" ? (x > 0 ? 1.0f : 0.0f) : (x > 0 ? x : -0.0f);
+    if (op == "sigmoid") return 1.0f / (1.0f + std::exp(-x));
+    if (op == "silu" || op == "swiglu") return x / (1.0f + std::exp(-x));
+    if (op == "gelu_tanh" || op == "geglu_tanh") {
+        const float z = 0.7978845608f * (x + 0.044715f * x * x * x);
+        return 0.5f * x * (1.0f + std::tanh(z));
+    }
+    const float e = static_cast<float>(std::erf(x * 0.70710678f) + erf_shift);
+    return 0.5f * x * (1.0f + e);
+}
+
+// Kernel of op `op` (geglu with gelu = tanh: "geglu_tanh") storing each float
+// result into the output format; a gated op multiplies in float.
+KernelInfo textbook_kernel(const std::string& op, Format f, double erf_shift = 0) {
+    KernelInfo k;
+    const bool tanh_geglu = op == "geglu_tanh";
+    k.op = tanh_geglu ? "geglu" : op;
+    k.name = "test." + op + ".textbook." + name(f);
+    k.in = k.out = f;
+    if (tanh_geglu) k.conventions = {{"gelu", "tanh"}};
+    const bool gated = k.op == "swiglu" || k.op == "geglu";
+    k.fn = [op, gated, erf_shift](const KernelCall& c) {
+        for (std::int64_t i = 0; i < c.out[0].numel(); ++i) {
+            const float s = textbook(op, static_cast<float>(c.in[0].value(i)), erf_shift);
+            const float y = gated ? s * static_cast<float>(c.in[1].value(i)) : s;
+            c.out[0].set_bits(i, encode(c.out[0].format, y));
+        }
+    };
+    return k;
+}
+
+// x from -12 to 12 by 1/32 and beyond; up = 1.5 for a gated op.
+props::CaseResult check_grid(const KernelInfo& k) {
+    const bool gated = k.op == "swiglu" || k.op == "geglu";
+    std::vector<double> xs;
+    for (int i = -384; i <= 384; ++i) xs.push_back(i / 32.0);
+    for (double v : {-100.0, -90.0, -30.0, 30.0, 1e4, -1e4, 1e-30, -1e-30}) xs.push_back(v);
+    const auto n = static_cast<std::int64_t>(xs.size());
+    Tensor x(k.in, {1, n}), up(k.in, {1, n});
+    for (std::int64_t i = 0; i < n; ++i) x.set_value(i, xs[static_cast<std::size_t>(i)]), up.set_value(i, 1.5);
+    if (gated) return props::check_case(k, Params{}, {x.view(), up.view()});
+    return props::check_case(k, Params{}, {x.view()});
+}
+
+std::string arith_of(const std::string& op) {
+    if (op == "gelu_erf" || op == "geglu") return "one_plus_erf";
+    if (op == "gelu_tanh" || op == "geglu_tanh") return "one_plus_tanh";
+    return "quotient";
+}
+
+}  // namespace
+
+TEST(ActArith, TextbookFormsPassUnderTheirClassAndTheErfFormFailsOneUlp) {
+    for (const std::string op : {"sigmoid", "silu", "swiglu", "gelu_tanh", "gelu_erf", "geglu", "geglu_tanh"})
+        for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+            KernelInfo k = textbook_kernel(op, f);
+            KernelInfo declared = k;
+            declared.conventions["act_arith"] = arith_of(op);
+            const props::CaseResult r = check_grid(declared);
+            EXPECT_TRUE(r.pass) << declared.name << ": " << r.message;
+            EXPECT_GT(r.judged, 0) << declared.name;
+            if (f != Format::fp32) continue;
+            // 1 + erf cancels for x << 0: hundreds of ulps at x = -3 in FP32.
+            if (op == "gelu_erf" || op == "geglu") EXPECT_FALSE(check_grid(k).pass) << k.name;
+            // Not vacuous: every result 2^-20 relative off fails (2^-18 for
+            // the erf class, whose slack is about 2^-21 |x|).
+            KernelInfo off = declared;
+            const double factor = 1 + (arith_of(op) == "one_plus_erf" ? 0x1p-18 : 0x1p-20);
+            off.fn = [inner = declared.fn, factor](const KernelCall& c) {
+                inner(c);
+                for (std::int64_t i = 0; i < c.out[0].numel(); ++i)
+                    c.out[0].set_bits(i, encode(Format::fp32, c.out[0].value(i) * factor));
+            };
+            EXPECT_FALSE(check_grid(off).pass) << off.name;
+        }
+}
+
+TEST(ActArith, TheErfClassIsSharp) {
+    // An erf 0.875 * 2^-20 off (the float nearest 0.9 * 2^-20 there) passes;
+    // 1.1875 * 2^-20 fails: where 1 + erf is small the bound is ½|x| 2^-20 and
+    // little else.
+    for (const std::string op : {"gelu_erf", "geglu"}) {
+        KernelInfo inside = textbook_kernel(op, Format::fp32, 0.9 * 0x1p-20), outside = textbook_kernel(op, Format::fp32, 1.2 * 0x1p-20);
+        inside.conventions = outside.conventions = {{"act_arith", "one_plus_erf"}};
+        const props::CaseResult in = check_grid(inside), out = check_grid(outside);
+        EXPECT_TRUE(in.pass) << op << ": " << in.message;
+        EXPECT_FALSE(out.pass) << op;
+        EXPECT_NE(out.message.find("exceeds"), std::string::npos) << out.message;
+    }
+}
+
+TEST(ActArith, ResultsTheClassCannotJudgeAreNotPassed) {
+    // Deep in the negative tail ½|x| 2^-20 exceeds |gelu(x)|: the class says
+    // nothing there, so a flushed or wrong-signed result is not judged, and a
+    // correct one passes by its ulps.
+    KernelInfo k = textbook_kernel("gelu_erf", Format::fp32);
+    k.conventions = {{"act_arith", "one_plus_erf"}};
+    const KernelFn inner = k.fn;
+    k.fn = [inner](const KernelCall& c) {
+        inner(c);
+        c.out[0].set_bits(0, encode(Format::fp32, 1e-9));  // x = -12: gelu = -2.1e-32
+    };
+    Tensor x(Format::fp32, {1, 2});
+    x.set_value(0, -12.0), x.set_value(1, -2.0);
+    props::Stats stats;
+    const props::CaseResult r = props::check_case(k, Params{}, {x.view()}, &stats);
+    EXPECT_TRUE(r.pass) << r.message;
+    EXPECT_EQ(r.not_judged, 1);
+    EXPECT_EQ(r.judged, 1);
+    ASSERT_EQ(stats.not_judged_reasons().size(), 1u);
+    EXPECT_NE(stats.not_judged_reasons().begin()->first.find("bound at least"), std::string::npos)
+        << stats.not_judged_reasons().begin()->first;
+}
+
+TEST(ActArith, DeclarationsMustFitTheOp) {
+    EXPECT_NO_THROW(check_conventions({{"act_arith", "quotient"}}, "silu"));
+    EXPECT_NO_THROW(check_conventions({{"act_arith", "one_plus_erf"}}, "geglu"));
+    EXPECT_NO_THROW(check_conventions({{"act_arith", "one_plus_tanh"}, {"gelu", "tanh"}}, "geglu"));
+    EXPECT_THROW(check_conventions({{"act_arith", "one_plus_tanh"}}, "geglu"), std::invalid_argument);
+    EXPECT_THROW(check_conventions({{"act_arith", "quotient"}}, "gelu_erf"), std::invalid_argument);
+    EXPECT_THROW(check_conventions({{"act_arith", "one_plus_erf"}}, "softplus"), std::invalid_argument);
+    // An exhaustive sweep judges 1 ulp only: it refuses the declaration.
+    KernelInfo k = textbook_kernel("gelu_erf", Format::bf16);
+    k.conventions = {{"act_arith", "one_plus_erf"}};
+    EXPECT_THROW(props::sweep_unary(k, Params{}), std::invalid_argument);
+}
+
+TEST(ActArith, InferenceNamesTheClassOfAnErfFormKernel) {
+    KernelInfo k = textbook_kernel("gelu_erf", Format::fp32);
+    props::RunConfig cfg;
+    cfg.cases = 30;
+    cfg.shrink = false;
+    cfg.infer_conventions = true;
+    const report::KernelReport r = props::run_suite(k, cfg);
+    EXPECT_FALSE(r.passed);
+    EXPECT_EQ(r.convention_match, "act_arith=one_plus_erf");
+    k.conventions = {{"act_arith", "one_plus_erf"}};
+    const report::KernelReport declared = props::run_suite(k, cfg);
+    for (const auto& p : declared.properties) EXPECT_TRUE(p.passed) << p.name << ": " << p.message;
 }

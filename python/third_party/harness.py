@@ -29,16 +29,18 @@ class Check:
     """One row: `name` the library's operator as used, mapped onto conform `op` in `dtype`."""
 
     def __init__(self, name, op, dtype, fn, conventions=None, domain=None, unwritten=None, note="", cases=None,
-                 weight=1, group=None):
+                 weight=1, group=None, profile=None):
         self.name, self.op, self.dtype, self.fn, self.cases, self.weight = name, op, dtype, fn, cases, weight
         # Checks of one group share a shard: they call one compiled function on the
         # same shapes (a JIT compiles each shape once per process).
         self.group = group
         self.conventions, self.domain, self.unwritten, self.note = conventions, domain, unwritten, note
+        self.profile = profile  # the accuracy profile claimed (e.g. "strict+ftz"); None: strict
 
     def key(self):
-        return "%s/%s%s" % (self.name, self.dtype, "" if not self.conventions else " " + ",".join(
-            "%s=%s" % kv for kv in sorted(self.conventions.items())))
+        declared = ["%s=%s" % kv for kv in sorted((self.conventions or {}).items())]
+        declared += ["profile=" + self.profile] if self.profile else []
+        return "%s/%s%s" % (self.name, self.dtype, " " + ",".join(declared) if declared else "")
 
 
 def shard_of(checks, shards):
@@ -80,7 +82,8 @@ def run_checks(checks, expected, library, argv=None):
             continue
         cases = args.cases or c.cases or CASES
         v = conform_cases.judge(c.op, c.dtype, c.fn, cases=cases, seed=SEED, conform=args.conform,
-                                conventions=c.conventions, domain=c.domain, unwritten=c.unwritten, impl=library)
+                                conventions=c.conventions, profile=c.profile, domain=c.domain, unwritten=c.unwritten,
+                                impl=library)
         verdicts = {name: status for name, status, _ in v.properties}
         results[c.key()] = {"op": c.op, "dtype": c.dtype, "cases_per_property": cases, "verdicts": verdicts,
                             "cases": v.summary,

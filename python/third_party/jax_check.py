@@ -102,6 +102,21 @@ for dt in ("fp32", "bf16"):
         Check("jax.nn.gelu(approximate=False)", "gelu_erf", dt, unary(lambda x: jax.nn.gelu(x, approximate=False), dt)),
         Check("jax.nn.gelu(approximate=True)", "gelu_tanh", dt, unary(lambda x: jax.nn.gelu(x, approximate=True), dt)),
         Check("jax.nn.softplus", "softplus", dt, unary(jax.nn.softplus, dt)),
+    ]
+    # The same declared as XLA's CPU activations are built: the textbook forms,
+    # IEEE specials, subnormals flushed (docs/activation.md, "Arithmetic
+    # classes": FP32 arithmetic; in bf16 XLA evaluates in bf16, outside them).
+    CHECKS += [
+        Check(name, op, dt, fn, conventions={"act_arith": arith, "special_values": "ieee"}, profile="strict+ftz")
+        for name, op, arith, fn in [
+            ("jax.nn.sigmoid", "sigmoid", "quotient", unary(jax.nn.sigmoid, dt)),
+            ("jax.nn.silu", "silu", "quotient", unary(jax.nn.silu, dt)),
+            ("jax.nn.gelu(approximate=False)", "gelu_erf", "one_plus_erf",
+             unary(lambda x: jax.nn.gelu(x, approximate=False), dt)),
+            ("jax.nn.gelu(approximate=True)", "gelu_tanh", "one_plus_tanh",
+             unary(lambda x: jax.nn.gelu(x, approximate=True), dt))]
+    ]
+    CHECKS += [
         Check("jax.nn.softmax", "softmax", dt, softmax(dt)),
         Check("jax.nn.dot_product_attention", "attention", dt, attention(dt), domain=DOMAIN,
               cases=12, weight=4, group="attention/" + dt, note="head sizes 16 (one size for keys and values); softcap cases (parameter_sensitivity) are not run"),
@@ -130,6 +145,14 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's ca
     'jax.nn.dot_product_attention/bf16': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'FAIL', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'FAIL', 'rounding_bias': 'PASS'},
     'jax.nn.dot_product_attention/bf16 causal=top_left': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'FAIL', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'FAIL', 'rounding_bias': 'PASS'},
     'jax.nn.dot_product_attention/bf16 causal=top_left,masked_row=nan': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'key_count': 'FAIL', 'parameter_sensitivity': 'FAIL', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.silu/fp32 act_arith=quotient,special_values=ieee,profile=strict+ftz': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.sigmoid/bf16 act_arith=quotient,special_values=ieee,profile=strict+ftz': {'within_budget': 'FAIL', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.gelu(approximate=True)/bf16 act_arith=one_plus_tanh,special_values=ieee,profile=strict+ftz': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.gelu(approximate=False)/fp32 act_arith=one_plus_erf,special_values=ieee,profile=strict+ftz': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'FAIL'},
+    'jax.nn.silu/bf16 act_arith=quotient,special_values=ieee,profile=strict+ftz': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'jax.nn.sigmoid/fp32 act_arith=quotient,special_values=ieee,profile=strict+ftz': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.gelu(approximate=True)/fp32 act_arith=one_plus_tanh,special_values=ieee,profile=strict+ftz': {'within_budget': 'FAIL', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
+    'jax.nn.gelu(approximate=False)/bf16 act_arith=one_plus_erf,special_values=ieee,profile=strict+ftz': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
 }
 
 if __name__ == "__main__":

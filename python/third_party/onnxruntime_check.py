@@ -266,6 +266,13 @@ CHECKS = [
     Check("Gelu(none)", "gelu_erf", "fp32", gelu("fp32", "none")),
     Check("Gelu(tanh)", "gelu_tanh", "fp32", gelu("fp32", "tanh")),
     Check("Gelu(none)", "gelu_erf", "fp16", gelu("fp16", "none")),
+    # The same declared: the textbook forms in FP32, IEEE specials (docs/activation.md, "Arithmetic classes").
+    Check("Gelu(none)", "gelu_erf", "fp32", gelu("fp32", "none"),
+          conventions={"act_arith": "one_plus_erf", "special_values": "ieee"}),
+    Check("Gelu(tanh)", "gelu_tanh", "fp32", gelu("fp32", "tanh"),
+          conventions={"act_arith": "one_plus_tanh", "special_values": "ieee"}),
+    Check("Gelu(none)", "gelu_erf", "fp16", gelu("fp16", "none"),
+          conventions={"act_arith": "one_plus_erf", "special_values": "ieee"}),
     Check("RotaryEmbedding", "rope", "fp32", rope("fp32"), note="cos/sin caches: float64 angles rounded to fp32"),
     Check("RotaryEmbedding", "rope", "fp16", rope("fp16"), note="cos/sin caches: float64 angles rounded to fp16"),
     Check("QuantizeLinear", "quantize", "fp32", quantize("fp32"),
@@ -308,6 +315,9 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's ca
     'GroupQueryAttention/fp32 masked_row=nan': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'PASS', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'PASS', 'rounding_bias': 'PASS'},
     'GroupQueryAttention/fp16': {'within_budget': 'PASS', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'PASS', 'rounding_bias': 'PASS'},
     'GroupQueryAttention/fp16 masked_row=nan': {'within_budget': 'PASS', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'PASS', 'mask_shift_invariance': 'PASS', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'PASS', 'rounding_bias': 'PASS'},
+    'Gelu(none)/fp32 act_arith=one_plus_erf,special_values=ieee': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
+    'Gelu(none)/fp16 act_arith=one_plus_erf,special_values=ieee': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
+    'Gelu(tanh)/fp32 act_arith=one_plus_tanh,special_values=ieee': {'within_budget': 'FAIL', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
 }
 
 if __name__ == "__main__":

@@ -122,6 +122,16 @@ for dt in ("fp16", "bf16"):
         Check("F.gelu(approximate='none')", "gelu_erf", dt, unary(F.gelu, dt)),
         Check("F.gelu(approximate='tanh')", "gelu_tanh", dt, unary(lambda x: F.gelu(x, approximate="tanh"), dt)),
     ]
+    # The same declared as PyTorch builds them: the textbook forms in FP32, IEEE
+    # specials (docs/activation.md, "Arithmetic classes").
+    CHECKS += [
+        Check(name, op, dt, fn, conventions={"act_arith": arith, "special_values": "ieee"})
+        for name, op, arith, fn in [
+            ("F.silu", "silu", "quotient", unary(F.silu, dt)),
+            ("F.gelu(approximate='none')", "gelu_erf", "one_plus_erf", unary(F.gelu, dt)),
+            ("F.gelu(approximate='tanh')", "gelu_tanh", "one_plus_tanh",
+             unary(lambda x: F.gelu(x, approximate="tanh"), dt))]
+    ]
 
 EXPECTED = {}  # never run on a GPU: nothing recorded (docs/third_party.md)
 

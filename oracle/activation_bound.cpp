@@ -1,0 +1,107 @@
+#include "oracle/activation_bound.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "oracle/activation.hpp"
+#include "oracle/bound.hpp"
+
+namespace conform::oracle {
+namespace {
+
+constexpr Format kAcc = Format::fp32;  // every class evaluates in FP32
+
+double eta32() { return min_subnormal(kAcc); }
+
+// The exact activation at x, in double (its error is far below the class's).
+double act(const std::string& arith, double x) {
+    if (arith == "one_plus_erf") return gelu_erf(x);
+    if (arith == "one_plus_tanh") return gelu_tanh(x);
+    return silu(x);
+}
+
+double act_error(const std::string& arith, double x, double s) {
+    if (arith == "one_plus_erf") return erf_gelu_error(x, s);
+    if (arith == "one_plus_tanh") return tanh_gelu_error(x, s);
+    return quotient_error(x, s);
+}
+
+// The store of an FP32 value within e of y into out.
+double stored(double y, double e, Format out) {
+    return info(out).precision < info(kAcc).precision ? e + 0.5 * ulp_at(out, std::fabs(y) + e) : e;
+}
+
+}  // namespace
+
+double quotient_error(double x, double s) {
+    const double u = unit_roundoff(kAcc), rho = 4 * u * (1 + 4 * u);
+    const bool overflows = std::exp(-x) * (1 + 2 * u) * (1 + u) >= max_finite(kAcc);
+    return overflows ? std::fabs(s) : rho * std::fabs(s) + eta32() / 2;
+}
+
+// ẑ = z(1 + ε_z), |ε_z| <= 7u (x·x·x, κ̂x³, the sum and β̂(·), κ̂ = fl(0.044715),
+// β̂ = fl(√(2/π)); x and κx³ share a sign: no cancellation); tanh within 2
+// ulps; 1 + t̂ and (x/2)(·) one rounding each.  Where x³ may overflow, ẑ = ±inf
+// and t̂ = ±1: |t̂ - t| = 1 - |t|.
+double tanh_gelu_error(double x, double s) {
+    const double u = unit_roundoff(kAcc), ax = std::fabs(x);
+    const double kBeta = std::sqrt(2 / M_PI), kKappa = 0.044715;
+    const double z = kBeta * (x + kKappa * x * x * x), t = std::tanh(z), eps_z = 7 * u * (1 + 8 * u);
+    double dt;
+    if (ax * ax * ax >= max_finite(kAcc) / 2) {
+        dt = 1 - std::fabs(t);
+    } else {
+        const double az = std::fabs(z), far = az * (1 - eps_z), sech = 1 / std::cosh(std::min(far, 354.0));
+        const double moved = sech * sech * az * eps_z + kBeta * 3 * eta32();  // + underflowing x², x³, κx³
+        dt = moved + 2 * ulp_at(kAcc, std::fabs(t) + moved);  // 2 ulps of tanh(ẑ), |tanh(ẑ)| <= |t| + moved
+    }
+    const double dw = dt * (1 + u) + u * (1 + t);  // 1 + t̂
+    return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + eta32();  // (x/2) ŵ: its rounding, x/2 below the normal range
+}
+
+// z = x/√2 formed as fl(x α̂), α̂ = fl(1/√2): |ẑ - z| <= |z| θ + η/2, θ = 2u(1 + u),
+// so erf moves by at most (2/√π) e^{-m²} times that (m the nearer end); the
+// class adds kErfAbs; 1 + Ê and (x/2)(·) round once each, x/2 below the
+// normal range adds η/2.  For x << 0, 1 + erf cancels: the error is absolute,
+// about ½|x| kErfAbs against a result ~ x e^{-z²}.
+double erf_gelu_error(double x, double s) {
+    const double u = unit_roundoff(kAcc), ax = std::fabs(x);
+    const double z = ax * M_SQRT1_2, dz = z * 2 * u * (1 + u) + eta32() / 2, m = std::max(0.0, z - dz);
+    const double d = M_2_SQRTPI * std::exp(-m * m) * dz + kErfAbs;  // |Ê(ẑ) - erf(z)|
+    const double dw = d * (1 + u) + u * std::erfc(-x * M_SQRT1_2);  // 1 + Ê rounded (w = erfc(-z): no cancellation)
+    return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + 2 * eta32();
+}
+
+std::vector<double> act_arith_bound(const std::string& op, const std::string& arith, const std::vector<TensorView>& in,
+                                    const std::vector<double>& exact, Format out) {
+    const bool gated = op == "swiglu" || op == "geglu";
+    const bool covered = arith == "quotient" ? (op == "sigmoid" || op == "silu" || op == "swiglu")
+                         : arith == "one_plus_erf" ? (op == "gelu_erf" || op == "geglu")
+                         : arith == "one_plus_tanh" && (op == "gelu_tanh" || op == "geglu");
+    if (!covered) throw std::invalid_argument("act_arith = " + arith + " has no bound for op " + op);
+    const double u = unit_roundoff(kAcc);
+    std::vector<double> b(exact.size(), 0.0);
+    for (std::size_t i = 0; i < exact.size(); ++i) {
+        const auto ii = static_cast<std::int64_t>(i);
+        const double x = in.at(0).value(ii), up = gated ? in.at(1).value(ii) : 1.0;
+        if (gated && std::isfinite(x) && std::isinf(up)) {
+            // The class lets ŝ round to 0 where its error reaches |s|: 0 · inf
+            // is NaN, the exact product ±inf; the class leaves it open.
+            const double s = act(arith, x);
+            if (act_error(arith, x, s) >= std::fabs(s)) b[i] = kUndefined;
+            continue;
+        }
+        if (!std::isfinite(x) || !std::isfinite(up) || !std::isfinite(exact[i])) continue;  // judged by class
+        if (!gated) {  // sigmoid: the quotient with n = 1
+            b[i] = stored(exact[i], act_error(arith, x, exact[i]), out);
+            continue;
+        }
+        const double s = act(arith, x), e = act_error(arith, x, s);
+        // ŝ·up rounded in FP32: |up| e, then u of |ŝ up| <= |h| + |up| e, η/2 underflowing.
+        const double eh = std::fabs(up) * e * (1 + u) + u * std::fabs(exact[i]) + eta32() / 2;
+        b[i] = stored(exact[i], eh, out);
+    }
+    return b;
+}
+
+}  // namespace conform::oracle
