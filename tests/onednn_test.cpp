@@ -411,6 +411,30 @@ TEST_F(OnednnFindings, EltwiseUlpErrorByRange) {
     }
 }
 
+// Declared as oneDNN builds them -- the textbook forms in FP32, IEEE specials
+// (docs/activation.md, "Arithmetic classes") -- its FP32 GELUs pass every
+// property; its SiLU and sigmoid stay outside the quotient class (a 1-ulp exp
+// and two roundings): errors up to 1.5 times its bound for x near -64, and
+// the sigmoid's flush near the bottom of the normal range (x ~ -87), which
+// the quotient does not flush.
+TEST_F(OnednnFindings, Fp32ActivationsAgainstTheirArithmeticClasses) {
+    for (const auto& [op, arith] : std::vector<std::pair<std::string, std::string>>{
+             {"gelu_erf", "one_plus_erf"}, {"gelu_tanh", "one_plus_tanh"}, {"silu", "quotient"}, {"sigmoid", "quotient"}}) {
+        KernelInfo k = *dnnl().kernels.find("onednn." + op + ".fp32");
+        k.conventions = {{"act_arith", arith}, {"special_values", "ieee"}};
+        props::RunConfig cfg = config();
+        cfg.shrink = false;
+        cfg.cases = 50;
+        const report::KernelReport r = props::run_suite(k, cfg);
+        const bool gelu = op.rfind("gelu", 0) == 0;
+        EXPECT_EQ(r.passed, gelu) << op;
+        for (const auto& p : r.properties)
+            if (p.name == "within_budget") EXPECT_EQ(p.passed, gelu) << op << ": " << p.message;
+        std::cout << op << " declared act_arith=" << arith << ": " << (r.passed ? "PASS" : "FAIL") << ", max utilization "
+                  << r.stats.max_util << "\n";
+    }
+}
+
 // Every wanted entry ends up exactly once: a kernel, or not provided with a reason.
 TEST(Onednn, EveryWantedEntryIsAKernelOrNotProvided) {
     for (const auto& w : onednn::wanted()) {
