@@ -41,15 +41,15 @@ double quotient_error(double x, double s) {
 
 // ẑ = z(1 + ε_z), |ε_z| <= 7u (x·x·x, κ̂x³, the sum and β̂(·), κ̂ = fl(0.044715),
 // β̂ = fl(√(2/π)); x and κx³ share a sign: no cancellation); tanh within 2
-// ulps; 1 + t̂ and (x/2)(·) one rounding each.  Where x³ may overflow, ẑ = ±inf
-// and t̂ = ±1: |t̂ - t| = 1 - |t|.
+// ulps; 1 + t̂ and (x/2)(·) one rounding each.  Where x³ may overflow, ẑ may be
+// ±inf and t̂ = ±1 within 2 ulps: |t̂ - t| <= 1 - |t| + 2^-23.
 double tanh_gelu_error(double x, double s) {
     const double u = unit_roundoff(kAcc), ax = std::fabs(x);
     const double kBeta = std::sqrt(2 / M_PI), kKappa = 0.044715;
     const double z = kBeta * (x + kKappa * x * x * x), t = std::tanh(z), eps_z = 7 * u * (1 + 8 * u);
     double dt;
     if (ax * ax * ax >= max_finite(kAcc) / 2) {
-        dt = 1 - std::fabs(t);
+        dt = 1 - std::fabs(t) + 0x1p-23;  // ẑ may be ±inf: t̂ = ±1, or 2 ulps inside it
     } else {
         const double az = std::fabs(z), far = az * (1 - eps_z), sech = 1 / std::cosh(std::min(far, 354.0));
         const double moved = sech * sech * az * eps_z + kBeta * 3 * eta32();  // + underflowing x², x³, κx³
@@ -79,11 +79,19 @@ std::vector<double> act_arith_bound(const std::string& op, const std::string& ar
                          : arith == "one_plus_erf" ? (op == "gelu_erf" || op == "geglu")
                          : arith == "one_plus_tanh" && (op == "gelu_tanh" || op == "geglu");
     if (!covered) throw std::invalid_argument("act_arith = " + arith + " has no bound for op " + op);
+    for (const TensorView& v : in)  // the classes read their inputs exactly in FP32
+        if (info(v.format).precision > info(kAcc).precision || max_finite(v.format) > max_finite(kAcc) ||
+            min_subnormal(v.format) < min_subnormal(kAcc))
+            throw std::invalid_argument("act_arith = " + arith + " evaluates in FP32: " + name(v.format) +
+                                        " inputs are not exact there");
     const double u = unit_roundoff(kAcc);
     std::vector<double> b(exact.size(), 0.0);
     for (std::size_t i = 0; i < exact.size(); ++i) {
         const auto ii = static_cast<std::int64_t>(i);
         const double x = in.at(0).value(ii), up = gated ? in.at(1).value(ii) : 1.0;
+        // A zero factor gives an exact ±0 in every class (x/(1 + ê), (x/2)ŵ and
+        // ŝ·0 at a zero x or up; 0·inf is NaN, judged by class): bound 0.
+        if ((x == 0 && op != "sigmoid") || (up == 0 && std::isfinite(x))) continue;
         if (gated && std::isfinite(x) && std::isinf(up)) {
             // The class lets ŝ round to 0 where its error reaches |s|: 0 · inf
             // is NaN, the exact product ±inf; the class leaves it open.

@@ -695,7 +695,10 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
                 const double bound = gate ? el.gate_bound : el.rig_bound;
                 if (el.bounded && !std::isfinite(bound) && std::isfinite(out.exact[i]) && profile.rank >= kRankStrict) {
                     judged = false, why = "infinite bound";
-                } else if (uses_bound && vac) {
+                } else if (uses_bound && vac &&
+                           !(out.ulp_or_bound && el.finite && (gate ? el.util_gate : el.util_rig) > 1)) {
+                    // A class's bound that reaches |y| cannot show a result
+                    // accurate, but still shows one outside the class.
                     judged = false, why = vacuous_reason(bound);
                 } else if (!el.class_text.empty() && rank == kRankNone) {
                     why = el.class_text;

@@ -555,6 +555,17 @@ TEST(ActArith, ResultsTheClassCannotJudgeAreNotPassed) {
     ASSERT_EQ(stats.not_judged_reasons().size(), 1u);
     EXPECT_NE(stats.not_judged_reasons().begin()->first.find("bound at least"), std::string::npos)
         << stats.not_judged_reasons().begin()->first;
+    // Beyond the bound it still fails: the class allows about ±5.7e-6 there.
+    k.fn = [inner](const KernelCall& c) {
+        inner(c);
+        c.out[0].set_bits(0, encode(Format::fp32, 1.0));
+    };
+    EXPECT_FALSE(props::check_case(k, Params{}, {x.view()}).pass);
+    // At a zero input the class's result is exactly ±0: anything else fails.
+    x.set_value(0, 0.0);
+    EXPECT_FALSE(props::check_case(k, Params{}, {x.view()}).pass);
+    k.fn = inner;
+    EXPECT_TRUE(props::check_case(k, Params{}, {x.view()}).pass);
 }
 
 TEST(ActArith, DeclarationsMustFitTheOp) {
@@ -564,6 +575,12 @@ TEST(ActArith, DeclarationsMustFitTheOp) {
     EXPECT_THROW(check_conventions({{"act_arith", "one_plus_tanh"}}, "geglu"), std::invalid_argument);
     EXPECT_THROW(check_conventions({{"act_arith", "quotient"}}, "gelu_erf"), std::invalid_argument);
     EXPECT_THROW(check_conventions({{"act_arith", "one_plus_erf"}}, "softplus"), std::invalid_argument);
+    // The classes read their inputs exactly in FP32: FP64 inputs are refused.
+    KernelInfo wide = textbook_kernel("silu", Format::fp64);
+    wide.conventions = {{"act_arith", "quotient"}};
+    Tensor x(Format::fp64, {1, 2});
+    x.set_value(0, 0.1), x.set_value(1, -3.0);
+    EXPECT_THROW(props::check_case(wide, Params{}, {x.view()}), std::invalid_argument);
     // An exhaustive sweep judges 1 ulp only: it refuses the declaration.
     KernelInfo k = textbook_kernel("gelu_erf", Format::bf16);
     k.conventions = {{"act_arith", "one_plus_erf"}};
