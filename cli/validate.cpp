@@ -182,14 +182,18 @@ const std::vector<Alternative>& alternatives() {
 std::string matching_alternative(const Judged& base) {
     // The declarable conventions first (numerics/conventions.hpp): a match
     // says what the case file should declare.
-    for (const auto& [text, conventions] : convention_alternatives(base.op->name, base.kernel.conventions)) {
-        Judged j = base;
-        j.kernel.conventions = conventions;
-        try {
-            if (props::check_case(j.kernel, j.params, j.in).pass) return "convention " + text + " (declare it in conform.conventions)";
-        } catch (const std::exception&) {
+    for (const bool pairs : {false, true})
+        for (const auto& [text, conventions] : pairs ? convention_pairs(base.op->name, base.kernel.conventions)
+                                                     : convention_alternatives(base.op->name, base.kernel.conventions)) {
+            Judged j = base;
+            j.kernel.conventions = conventions;
+            try {
+                if (props::check_case(j.kernel, j.params, j.in).pass)
+                    return pairs ? "conventions " + text + " (declare them in conform.conventions)"
+                                 : "convention " + text + " (declare it in conform.conventions)";
+            } catch (const std::exception&) {
+            }
         }
-    }
     for (const Alternative& a : alternatives()) {
         Judged j = base;
         std::vector<Tensor> scratch;

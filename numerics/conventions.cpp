@@ -142,6 +142,26 @@ std::vector<std::pair<std::string, Conventions>> convention_alternatives(const s
     return out;
 }
 
+std::vector<std::pair<std::string, Conventions>> convention_pairs(const std::string& op, const Conventions& c) {
+    const std::vector<const ConventionSpec*> specs = convention_specs_for(op);
+    std::vector<std::pair<std::string, Conventions>> out;
+    for (std::size_t i = 0; i < specs.size(); ++i)
+        for (std::size_t j = i + 1; j < specs.size(); ++j)
+            for (const std::string& a : specs[i]->values)
+                for (const std::string& b : specs[j]->values) {
+                    if (a == convention(c, specs[i]->key) || b == convention(c, specs[j]->key)) continue;
+                    Conventions alt = c;
+                    alt[specs[i]->key] = a, alt[specs[j]->key] = b;
+                    try {
+                        check_conventions(alt, op);
+                    } catch (const std::invalid_argument&) {
+                        continue;  // a meaningless combination
+                    }
+                    out.emplace_back(conventions_text({{specs[i]->key, a}, {specs[j]->key, b}}), std::move(alt));
+                }
+    return out;
+}
+
 std::string conventions_text(const Conventions& c) {
     std::string s;
     for (const auto& [k, v] : c) s += (s.empty() ? "" : ", ") + k + "=" + v;

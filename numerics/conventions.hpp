@@ -72,6 +72,14 @@ std::optional<std::pair<std::string, double>> pinned_param(const std::string& op
 // kernel is re-judged under to say which convention would explain it.
 std::vector<std::pair<std::string, Conventions>> convention_alternatives(const std::string& op, const Conventions& c);
 
+// Every two-key alternative to c for op `op` that means something (two keys
+// each set to a value other than c's; geglu's gelu = tanh with act_arith =
+// one_plus_tanh, though neither alone fits c = {}), as the text
+// "act_arith=one_plus_erf, special_values=ieee" and the conventions: tried
+// when no single key explains a failure (a library's GELU is both its
+// arithmetic class and IEEE's specials).
+std::vector<std::pair<std::string, Conventions>> convention_pairs(const std::string& op, const Conventions& c);
+
 // "eps_placement=outside, masked_row=nan" (sorted by key); "" when empty.
 std::string conventions_text(const Conventions& c);
 

@@ -376,7 +376,8 @@ std::string first_failure(const KernelInfo& k, const RunConfig& cfg, const std::
 
 // Convention inference (docs/numerics.md, "Conventions"): a failing kernel
 // judged again under each single-key alternative of its declared
-// conventions.  A match is claimed only when every property passes under it.
+// conventions, then, when none explains it, each two-key one.  A match is
+// claimed only when every property passes under it.
 void infer_convention(const KernelInfo& k, const RunConfig& cfg, report::KernelReport& r) {
     std::vector<std::string> failed;
     for (const auto& p : r.properties)
@@ -386,13 +387,18 @@ void infer_convention(const KernelInfo& k, const RunConfig& cfg, report::KernelR
     quick.collect = nullptr;
     quick.characterize = false;
     quick.profile_check = {};
-    for (const auto& [text, conventions] : convention_alternatives(k.op, k.conventions)) {
-        KernelInfo alt = k;
-        alt.conventions = conventions;
-        const std::string fails = first_failure(alt, quick, failed);
-        r.conventions_tried.push_back(text + (fails.empty() ? ": every property passes" : ": " + fails + " fails"));
-        if (fails.empty() && r.convention_match.empty()) r.convention_match = text;
-    }
+    auto try_all = [&](const std::vector<std::pair<std::string, Conventions>>& alternatives) {
+        for (const auto& [text, conventions] : alternatives) {
+            KernelInfo alt = k;
+            alt.conventions = conventions;
+            const std::string fails = first_failure(alt, quick, failed);
+            r.conventions_tried.push_back(text + (fails.empty() ? ": every property passes" : ": " + fails + " fails"));
+            if (fails.empty() && r.convention_match.empty()) r.convention_match = text;
+        }
+    };
+    try_all(convention_alternatives(k.op, k.conventions));
+    // Two declarations together only where no single one explains it.
+    if (r.convention_match.empty()) try_all(convention_pairs(k.op, k.conventions));
 }
 
 }  // namespace

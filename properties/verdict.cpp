@@ -383,6 +383,33 @@ double judged_bound(const CaseEval& e, std::size_t o, std::size_t i) {
     return b;
 }
 
+namespace {
+thread_local bool t_skip_oracle = false;
+
+// The kernel's outputs as their own reference (OracleSkipScope).
+CaseEval unjudged_case(const KernelInfo& k, const OpSpec& op, std::vector<Tensor> got) {
+    CaseEval e;
+    e.kernel = &k;
+    e.op = &op;
+    for (std::size_t o = 0; o < got.size(); ++o) {
+        OutputEval out;
+        out.name = o < op.outputs.size() ? op.outputs[o] : "out" + std::to_string(o);
+        out.format = output_format(k, o);
+        out.ref = got[o];
+        for (std::int64_t i = 0; i < got[o].numel(); ++i) out.exact.push_back(got[o].value(i));
+        out.region.assign(out.exact.size(), Region::normal);
+        out.got = std::move(got[o]);
+        e.outputs.push_back(std::move(out));
+    }
+    e.first.rounded = e.outputs.at(0).ref;
+    e.first.exact = e.outputs.at(0).exact;
+    return e;
+}
+}  // namespace
+
+OracleSkipScope::OracleSkipScope(bool skip) : prev_(t_skip_oracle) { t_skip_oracle = skip; }
+OracleSkipScope::~OracleSkipScope() { t_skip_oracle = prev_; }
+
 CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std::vector<TensorView>& in, EvalOptions opt) {
     const OpSpec& op = *find_op(k.op);
     // A parameter the kernel's convention pins (rope_pairing) is the declared
@@ -393,6 +420,7 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
     e.kernel = &k;
     e.op = &op;
     std::vector<Tensor> got = run_kernel(k, p, in);
+    if (t_skip_oracle) return unjudged_case(k, op, std::move(got));
     std::vector<Format> formats;
     for (std::size_t o = 0; o < got.size(); ++o) formats.push_back(output_format(k, o));
     // A staged op's references are its exact stages applied to the kernel's

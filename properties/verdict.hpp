@@ -174,6 +174,23 @@ struct EvalOptions {
     bool alternatives = false;  // also the ftz / ieee references (for ranks)
 };
 
+// While one is alive on this thread, evaluate_case runs the kernel only and
+// takes its outputs as the reference: every case passes.  For `conform
+// cases`, which records the inputs of within_budget and special_values (a
+// case's control flow never depends on its verdict there) and judges them
+// later, in `conform validate`: the oracle ran twice before.  A scope may be
+// nested with `false` where a real verdict is needed inside one.
+class OracleSkipScope {
+public:
+    explicit OracleSkipScope(bool skip = true);
+    ~OracleSkipScope();
+    OracleSkipScope(const OracleSkipScope&) = delete;
+    OracleSkipScope& operator=(const OracleSkipScope&) = delete;
+
+private:
+    bool prev_;
+};
+
 // Runs kernel k on the inputs, the oracle and the bounds alongside.
 CaseEval evaluate_case(const KernelInfo& k, const Params& p, const std::vector<TensorView>& in, EvalOptions opt = {});
 

@@ -441,9 +441,10 @@ namespace {
 // The textbook forms every step in float with the C library's expf, tanhf
 // and erff, as PyTorch, ONNX Runtime, JAX and ggml write them; `erf_shift`
 // moves erf by a constant to probe the class's edge.  Infinite inputs give
-// the limits (the ml convention).
-float textbook(const std::string& op, float x, double erf_shift) {
-    if (std::isinf(x)) return op == "sigmoid" ? (x > 0 ? 1.0f : 0.0f) : (x > 0 ? x : -0.0f);
+// the limits (the ml convention), or, `literal`, what the float formula gives
+// (gelu(-inf) = -inf * 0 = NaN: IEEE's specials).
+float textbook(const std::string& op, float x, double erf_shift, bool literal = false) {
+    if (std::isinf(x) && !literal) return op == "sigmoid" ? (x > 0 ? 1.0f : 0.0f) : (x > 0 ? x : -0.0f);
     if (op == "sigmoid") return 1.0f / (1.0f + std::exp(-x));
     if (op == "silu" || op == "swiglu") return x / (1.0f + std::exp(-x));
     if (op == "gelu_tanh" || op == "geglu_tanh") {
@@ -456,7 +457,7 @@ float textbook(const std::string& op, float x, double erf_shift) {
 
 // Kernel of op `op` (geglu with gelu = tanh: "geglu_tanh") storing each float
 // result into the output format; a gated op multiplies in float.
-KernelInfo textbook_kernel(const std::string& op, Format f, double erf_shift = 0) {
+KernelInfo textbook_kernel(const std::string& op, Format f, double erf_shift = 0, bool literal = false) {
     KernelInfo k;
     const bool tanh_geglu = op == "geglu_tanh";
     k.op = tanh_geglu ? "geglu" : op;
@@ -464,9 +465,9 @@ KernelInfo textbook_kernel(const std::string& op, Format f, double erf_shift = 0
     k.in = k.out = f;
     if (tanh_geglu) k.conventions = {{"gelu", "tanh"}};
     const bool gated = k.op == "swiglu" || k.op == "geglu";
-    k.fn = [op, gated, erf_shift](const KernelCall& c) {
+    k.fn = [op, gated, erf_shift, literal](const KernelCall& c) {
         for (std::int64_t i = 0; i < c.out[0].numel(); ++i) {
-            const float s = textbook(op, static_cast<float>(c.in[0].value(i)), erf_shift);
+            const float s = textbook(op, static_cast<float>(c.in[0].value(i)), erf_shift, literal);
             const float y = gated ? s * static_cast<float>(c.in[1].value(i)) : s;
             c.out[0].set_bits(i, encode(c.out[0].format, y));
         }
@@ -599,4 +600,23 @@ TEST(ActArith, InferenceNamesTheClassOfAnErfFormKernel) {
     k.conventions = {{"act_arith", "one_plus_erf"}};
     const report::KernelReport declared = props::run_suite(k, cfg);
     for (const auto& p : declared.properties) EXPECT_TRUE(p.passed) << p.name << ": " << p.message;
+}
+
+TEST(ActArith, InferenceNamesTheClassAndIeeeSpecialsTogether) {
+    // As the libraries build it: the erf form in float, and gelu(-inf) = NaN.
+    // No single declaration explains it; the pair does.
+    const KernelInfo k = textbook_kernel("gelu_erf", Format::fp32, 0, true);
+    props::RunConfig cfg;
+    cfg.cases = 30;
+    cfg.shrink = false;
+    const report::KernelReport r = props::run_suite(k, cfg);
+    EXPECT_FALSE(r.passed);
+    EXPECT_EQ(r.convention_match, "act_arith=one_plus_erf, special_values=ieee");
+    const auto pairs = convention_pairs("silu", {});
+    ASSERT_EQ(pairs.size(), 1u);
+    EXPECT_EQ(pairs[0].first, "act_arith=quotient, special_values=ieee");
+    // geglu: (special_values=ieee, gelu=tanh), (special_values=ieee, act_arith=one_plus_erf), and
+    // (gelu=tanh, act_arith=one_plus_tanh), though one_plus_tanh alone does not fit the erf GELU.
+    EXPECT_EQ(convention_pairs("geglu", {}).size(), 3u);
+    EXPECT_TRUE(convention_pairs("rms_norm", {}).empty());
 }
