@@ -30,7 +30,9 @@ value is not representable: return the kernel's own output dtype to judge
 exactly what it computed).
 
 Declared conventions (docs/numerics.md, "Conventions"), e.g.
-`conventions={"masked_row": "nan"}`, are written into every case and passed
+`conventions={"masked_row": "nan"}`, or for a framework's GELU
+`{"act_arith": "one_plus_erf", "special_values": "ieee"}` (its accuracy
+class, docs/activation.md), are written into every case and passed
 to `conform cases`; `profile` (e.g. "ulp:4") is the accuracy profile claimed;
 `domain` (a dict, docs/plugins.md "Domains") restricts the generated inputs;
 `unwritten` names outputs the kernel does not compute.  `fn` raises
