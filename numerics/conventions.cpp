@@ -23,6 +23,16 @@ const ConventionSpec* find_spec(const std::string& key) {
     return nullptr;
 }
 
+// Whether c declares something that means anything for op (check_conventions).
+bool meaningful(const Conventions& c, const std::string& op) {
+    try {
+        check_conventions(c, op);
+        return true;
+    } catch (const std::invalid_argument&) {
+        return false;
+    }
+}
+
 std::size_t value_index(const ConventionSpec& s, const std::string& v) {
     return static_cast<std::size_t>(std::find(s.values.begin(), s.values.end(), v) - s.values.begin());
 }
@@ -132,12 +142,7 @@ std::vector<std::pair<std::string, Conventions>> convention_alternatives(const s
             if (v == convention(c, s->key)) continue;
             Conventions alt = c;
             alt[s->key] = v;
-            try {
-                check_conventions(alt, op);
-            } catch (const std::invalid_argument&) {
-                continue;  // a meaningless combination
-            }
-            out.emplace_back(s->key + "=" + v, std::move(alt));
+            if (meaningful(alt, op)) out.emplace_back(s->key + "=" + v, std::move(alt));
         }
     return out;
 }
@@ -152,12 +157,8 @@ std::vector<std::pair<std::string, Conventions>> convention_pairs(const std::str
                     if (a == convention(c, specs[i]->key) || b == convention(c, specs[j]->key)) continue;
                     Conventions alt = c;
                     alt[specs[i]->key] = a, alt[specs[j]->key] = b;
-                    try {
-                        check_conventions(alt, op);
-                    } catch (const std::invalid_argument&) {
-                        continue;  // a meaningless combination
-                    }
-                    out.emplace_back(conventions_text({{specs[i]->key, a}, {specs[j]->key, b}}), std::move(alt));
+                    if (meaningful(alt, op))
+                        out.emplace_back(conventions_text({{specs[i]->key, a}, {specs[j]->key, b}}), std::move(alt));
                 }
     return out;
 }

@@ -72,13 +72,12 @@ double erf_gelu_error(double x, double s) {
     return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + 2 * eta32();
 }
 
-std::vector<double> act_arith_bound(const std::string& op, const std::string& arith, const std::vector<TensorView>& in,
+std::vector<double> act_arith_bound(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
                                     const std::vector<double>& exact, Format out) {
+    check_conventions(c, op);  // the class fits the op (and geglu's gelu)
+    const std::string arith = convention(c, "act_arith");
+    if (arith == "ulp") throw std::invalid_argument("act_arith_bound: op " + op + " declares no arithmetic class");
     const bool gated = op == "swiglu" || op == "geglu";
-    const bool covered = arith == "quotient" ? (op == "sigmoid" || op == "silu" || op == "swiglu")
-                         : arith == "one_plus_erf" ? (op == "gelu_erf" || op == "geglu")
-                         : arith == "one_plus_tanh" && (op == "gelu_tanh" || op == "geglu");
-    if (!covered) throw std::invalid_argument("act_arith = " + arith + " has no bound for op " + op);
     for (const TensorView& v : in)  // the classes read their inputs exactly in FP32
         if (info(v.format).precision > info(kAcc).precision || max_finite(v.format) > max_finite(kAcc) ||
             min_subnormal(v.format) < min_subnormal(kAcc))

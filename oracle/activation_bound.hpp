@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "numerics/conventions.hpp"
 #include "numerics/op.hpp"
 #include "numerics/tensor.hpp"
 
@@ -30,15 +31,16 @@ double tanh_gelu_error(double x, double s);
 // x/2 (1 + Ê(x/√2)) in FP32 with an erf Ê within kErfAbs of erf.
 double erf_gelu_error(double x, double s);
 
-// The per-element bound on |kernel - exact| of op `op` under the class
-// `arith` ("quotient", "one_plus_tanh", "one_plus_erf"): the FP32 activation,
+// The per-element bound on |kernel - exact| of op `op` under the class that
+// conventions `c` declare (act_arith "quotient", "one_plus_tanh",
+// "one_plus_erf"; geglu's by its `gelu`): the FP32 activation,
 // for a gated op its FP32 product with `up`, then the store into `out` (half
 // an ulp more when out is narrower than FP32).  0 where an input or the exact
 // value is not finite (judged by class), but kUndefined (oracle/bound.hpp)
 // for a gated op whose up is infinite where the class lets the activation
-// round to 0 (0 · inf: NaN or the exact infinity).  std::invalid_argument for an op
-// the class does not cover.
-std::vector<double> act_arith_bound(const std::string& op, const std::string& arith, const std::vector<TensorView>& in,
+// round to 0 (0 · inf: NaN or the exact infinity).  std::invalid_argument
+// (check_conventions) for a class that does not fit the op.
+std::vector<double> act_arith_bound(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
                                     const std::vector<double>& exact, Format out);
 
 }  // namespace conform::oracle

@@ -41,7 +41,7 @@ void require_sweepable(const KernelInfo& k) {
         if (value != convention({}, key))
             throw std::invalid_argument("exhaustive sweeps judge 1 ulp under the default conventions; kernel '" + k.name +
                                         "' declares " + key + " = " + value + " (judge it with conform run)");
-    if (profile_for(k).rank != kRankStrict || profile_for(k).ftz || profile_for(k).ieee)
+    if (!(profile_for(k) == AccuracyProfile{}))
         throw std::invalid_argument("exhaustive sweeps judge the strict profile; kernel '" + k.name + "' declares " +
                                     k.profile + " (judge it with conform run)");
 }

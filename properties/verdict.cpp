@@ -386,6 +386,10 @@ double judged_bound(const CaseEval& e, std::size_t o, std::size_t i) {
 namespace {
 thread_local bool t_skip_oracle = false;
 
+std::string output_name(const OpSpec& op, std::size_t o) {
+    return o < op.outputs.size() ? op.outputs[o] : "out" + std::to_string(o);
+}
+
 // The kernel's outputs as their own reference (OracleSkipScope).
 CaseEval unjudged_case(const KernelInfo& k, const OpSpec& op, std::vector<Tensor> got) {
     CaseEval e;
@@ -393,7 +397,7 @@ CaseEval unjudged_case(const KernelInfo& k, const OpSpec& op, std::vector<Tensor
     e.op = &op;
     for (std::size_t o = 0; o < got.size(); ++o) {
         OutputEval out;
-        out.name = o < op.outputs.size() ? op.outputs[o] : "out" + std::to_string(o);
+        out.name = output_name(op, o);
         out.format = output_format(k, o);
         out.ref = got[o];
         for (std::int64_t i = 0; i < got[o].numel(); ++i) out.exact.push_back(got[o].value(i));
@@ -442,7 +446,7 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
             both_tiers([&] { return fn(bound_params(k, p), oracle_in, exact, k.acc, formats); }, model_holds, rig, prob);
         }
     } else if (!budget.arith.empty()) {
-        rig.push_back(oracle::act_arith_bound(op.name, budget.arith, in, ref.exact[0], k.out));
+        rig.push_back(oracle::act_arith_bound(op.name, k.conventions, in, ref.exact[0], k.out));
         prob = rig;  // no accumulation: one tier
     } else if (budget.bound_based) {
         rig.emplace_back(), prob.emplace_back();
@@ -456,7 +460,7 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
     }
     for (std::size_t o = 0; o < got.size(); ++o) {
         OutputEval out;
-        out.name = o < op.outputs.size() ? op.outputs[o] : "out" + std::to_string(o);
+        out.name = output_name(op, o);
         out.format = formats[o];
         out.got = std::move(got[o]);
         out.ref = ref.rounded.at(o);

@@ -176,10 +176,11 @@ struct EvalOptions {
 
 // While one is alive on this thread, evaluate_case runs the kernel only and
 // takes its outputs as the reference: every case passes.  For `conform
-// cases`, which records the inputs of within_budget and special_values (a
-// case's control flow never depends on its verdict there) and judges them
-// later, in `conform validate`: the oracle ran twice before.  A scope may be
-// nested with `false` where a real verdict is needed inside one.
+// cases`, which records the inputs of properties whose next case no verdict
+// steers (special_values; within_budget where every element is judged, see
+// cli/cases.cpp) and judges them later, in `conform validate`: the oracle
+// ran twice before.  A scope may be nested with `false` where a real
+// verdict is needed inside one.
 class OracleSkipScope {
 public:
     explicit OracleSkipScope(bool skip = true);

@@ -576,6 +576,13 @@ TEST(ActArith, DeclarationsMustFitTheOp) {
     EXPECT_THROW(check_conventions({{"act_arith", "one_plus_tanh"}}, "geglu"), std::invalid_argument);
     EXPECT_THROW(check_conventions({{"act_arith", "quotient"}}, "gelu_erf"), std::invalid_argument);
     EXPECT_THROW(check_conventions({{"act_arith", "one_plus_erf"}}, "softplus"), std::invalid_argument);
+    // A kernel whose declarations were never checked (built in code) is held
+    // to the same fit: the erf class on a geglu of the tanh GELU is refused.
+    KernelInfo mixed = textbook_kernel("geglu_tanh", Format::fp32);
+    mixed.conventions["act_arith"] = "one_plus_erf";
+    Tensor g(Format::fp32, {1, 2}), up(Format::fp32, {1, 2});
+    g.set_value(0, 0.5), g.set_value(1, -3.0), up.set_value(0, 1.5), up.set_value(1, 1.5);
+    EXPECT_THROW(props::check_case(mixed, Params{}, {g.view(), up.view()}), std::invalid_argument);
     // The classes read their inputs exactly in FP32: FP64 inputs are refused.
     KernelInfo wide = textbook_kernel("silu", Format::fp64);
     wide.conventions = {{"act_arith", "quotient"}};
