@@ -17,12 +17,14 @@ double eta32() { return min_subnormal(kAcc); }
 double act(const std::string& arith, double x) {
     if (arith == "one_plus_erf") return gelu_erf(x);
     if (arith == "one_plus_tanh") return gelu_tanh(x);
+    if (arith == "log1p_exp") return softplus(x);
     return silu(x);
 }
 
 double act_error(const std::string& arith, double x, double s) {
     if (arith == "one_plus_erf") return erf_gelu_error(x, s);
     if (arith == "one_plus_tanh") return tanh_gelu_error(x, s);
+    if (arith == "log1p_exp") return softplus_error(x, s);
     return quotient_error(x, s);
 }
 
@@ -72,6 +74,28 @@ double erf_gelu_error(double x, double s) {
     return 0.5 * ax * dw * (1 + u) + u * std::fabs(s) + 2 * eta32();
 }
 
+// log1p(t̂) for t̂ = exp(±|x|) within 1 ulp of t, then log1p within 1 ulp: the
+// first moves log1p by at most |t̂ - t| / (1 + min(t, t̂)) (its slope
+// 1/(1 + t)); subnormal t and L are covered by the ulps (η there).
+static double log1p_exp_error(double t) {
+    const double et = ulp_at(kAcc, t), moved = et / (1 + t - et), L = std::log1p(t);
+    return moved + ulp_at(kAcc, L + moved);
+}
+
+// (a) max(x, 0) + log1p(exp(-|x|)): the log1p of t = e^-|x| <= 1, then for
+// x > 0 the sum, one rounding; (b) log1p(exp(x)) (PyTorch; its threshold
+// returns x where x > 20): for x > 0 the log1p of t = e^x, whose slope
+// 1/(1 + t) keeps the exp's error below an ulp of 1.  The larger of the two
+// for x > 0; for x <= 0 they are the same arithmetic.  (1 + 4u) covers the
+// double evaluation of the bound itself.
+double softplus_error(double x, double s) {
+    const double u = unit_roundoff(kAcc), ax = std::fabs(x);
+    const double la = log1p_exp_error(std::exp(-ax));
+    double e = x > 0 ? la + 0.5 * ulp_at(kAcc, std::fabs(s) + la) : la;
+    if (x > 0 && std::exp(x) * (1 + 2 * u) < max_finite(kAcc)) e = std::max(e, log1p_exp_error(std::exp(x)));
+    return e * (1 + 4 * u);
+}
+
 std::vector<double> act_arith_bound(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
                                     const std::vector<double>& exact, Format out) {
     check_conventions(c, op);  // the class fits the op (and geglu's gelu)
@@ -88,9 +112,11 @@ std::vector<double> act_arith_bound(const std::string& op, const Conventions& c,
     for (std::size_t i = 0; i < exact.size(); ++i) {
         const auto ii = static_cast<std::int64_t>(i);
         const double x = in.at(0).value(ii), up = gated ? in.at(1).value(ii) : 1.0;
-        // A zero factor gives an exact ±0 in every class (x/(1 + ê), (x/2)ŵ and
-        // ŝ·0 at a zero x or up; 0·inf is NaN, judged by class): bound 0.
-        if ((x == 0 && op != "sigmoid") || (up == 0 && std::isfinite(x))) continue;
+        // A zero factor gives an exact ±0 in every class with one (x/(1 + ê),
+        // (x/2)ŵ and ŝ·0 at a zero x or up; 0·inf is NaN, judged by class):
+        // bound 0.  sigmoid and softplus have no factor x.
+        const bool x_factor = op != "sigmoid" && op != "softplus";
+        if ((x == 0 && x_factor) || (up == 0 && std::isfinite(x))) continue;
         if (gated && std::isfinite(x) && std::isinf(up)) {
             // The class lets ŝ round to 0 where its error reaches |s|: 0 · inf
             // is NaN, the exact product ±inf; the class leaves it open.

@@ -1,6 +1,6 @@
 // Declared arithmetic classes of the activations (act_arith; docs/activation.md,
 // "Arithmetic classes"): what a kernel that evaluates the textbook form in
-// FP32 with a library exp, tanh or erf can promise, in place of one ulp of
+// FP32 with a library exp, tanh, erf or log1p can promise, in place of one ulp of
 // the correctly rounded result.  Each error function bounds |ŝ - s| of the
 // FP32 activation ŝ at an FP32 input x against its exact value s; the
 // derivations are in docs/activation.md and are shared with the model
@@ -31,9 +31,13 @@ double tanh_gelu_error(double x, double s);
 // x/2 (1 + Ê(x/√2)) in FP32 with an erf Ê within kErfAbs of erf.
 double erf_gelu_error(double x, double s);
 
+// softplus in FP32 as max(x, 0) + log1p(exp(-|x|)) or as log1p(exp(x)), with
+// exp and log1p within 1 ulp each.
+double softplus_error(double x, double s);
+
 // The per-element bound on |kernel - exact| of op `op` under the class that
 // conventions `c` declare (act_arith "quotient", "one_plus_tanh",
-// "one_plus_erf"; geglu's by its `gelu`): the FP32 activation,
+// "one_plus_erf", "log1p_exp"; geglu's by its `gelu`): the FP32 activation,
 // for a gated op its FP32 product with `up`, then the store into `out` (half
 // an ulp more when out is narrower than FP32).  0 where an input or the exact
 // value is not finite (judged by class), but kUndefined (oracle/bound.hpp)

@@ -737,7 +737,7 @@ CaseResult judge_case(const CaseEval& e, const AccuracyProfile& profile, Stats* 
                 } else if (el.bounded && el.finite && profile.rank >= kRankStrict) {
                     const double util = gate ? el.util_gate : el.util_rig;
                     why = "error " + hexfloat(std::fabs(out.got.value(static_cast<std::int64_t>(i)) - out.exact[i])) +
-                          " exceeds the " + (gate && model_holds ? "probabilistic" : "rigorous") + " bound " +
+                          " exceeds the " + (out.ulp_or_bound ? "class" : gate && model_holds ? "probabilistic" : "rigorous") + " bound " +
                           hexfloat(bound) + " (utilization " + short_number(util) + ")";
                 } else {
                     why = std::to_string(el.ulps) + " ulp exceeds the budget of " + rank_text(profile.rank) +

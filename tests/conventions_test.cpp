@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "impls/registry.hpp"
+#include "oracle/activation_bound.hpp"
 #include "oracle/conventions.hpp"
 #include "properties/exhaustive.hpp"
 #include "properties/suite.hpp"
@@ -451,16 +452,22 @@ float textbook(const std::string& op, float x, double erf_shift, bool literal = 
         const float z = 0.7978845608f * (x + 0.044715f * x * x * x);
         return 0.5f * x * (1.0f + std::tanh(z));
     }
+    // softplus as JAX's logaddexp(x, 0); as PyTorch's, with its threshold
+    // (x itself above it); and log(1 + exp(x)) without log1p (oneDNN 2.6).
+    if (op == "softplus") return std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));
+    if (op == "softplus_torch") return x > static_cast<float>(erf_shift) ? x : std::log1p(std::exp(x));
+    if (op == "softplus_log") return std::log(1.0f + std::exp(x));
     const float e = static_cast<float>(std::erf(x * 0.70710678f) + erf_shift);
     return 0.5f * x * (1.0f + e);
 }
 
 // Kernel of op `op` (geglu with gelu = tanh: "geglu_tanh") storing each float
 // result into the output format; a gated op multiplies in float.
+// `erf_shift` is softplus_torch's threshold.
 KernelInfo textbook_kernel(const std::string& op, Format f, double erf_shift = 0, bool literal = false) {
     KernelInfo k;
     const bool tanh_geglu = op == "geglu_tanh";
-    k.op = tanh_geglu ? "geglu" : op;
+    k.op = tanh_geglu ? "geglu" : op.rfind("softplus", 0) == 0 ? "softplus" : op;
     k.name = "test." + op + ".textbook." + name(f);
     k.in = k.out = f;
     if (tanh_geglu) k.conventions = {{"gelu", "tanh"}};
@@ -491,13 +498,14 @@ props::CaseResult check_grid(const KernelInfo& k) {
 std::string arith_of(const std::string& op) {
     if (op == "gelu_erf" || op == "geglu") return "one_plus_erf";
     if (op == "gelu_tanh" || op == "geglu_tanh") return "one_plus_tanh";
+    if (op.rfind("softplus", 0) == 0) return "log1p_exp";
     return "quotient";
 }
 
 }  // namespace
 
 TEST(ActArith, TextbookFormsPassUnderTheirClassAndTheErfFormFailsOneUlp) {
-    for (const std::string op : {"sigmoid", "silu", "swiglu", "gelu_tanh", "gelu_erf", "geglu", "geglu_tanh"})
+    for (const std::string op : {"sigmoid", "silu", "swiglu", "gelu_tanh", "gelu_erf", "geglu", "geglu_tanh", "softplus"})
         for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
             KernelInfo k = textbook_kernel(op, f);
             KernelInfo declared = k;
@@ -507,7 +515,9 @@ TEST(ActArith, TextbookFormsPassUnderTheirClassAndTheErfFormFailsOneUlp) {
             EXPECT_GT(r.judged, 0) << declared.name;
             if (f != Format::fp32) continue;
             // 1 + erf cancels for x << 0: hundreds of ulps at x = -3 in FP32.
-            if (op == "gelu_erf" || op == "geglu") EXPECT_FALSE(check_grid(k).pass) << k.name;
+            if (op == "gelu_erf" || op == "geglu") {
+                EXPECT_FALSE(check_grid(k).pass) << k.name;
+            }
             // Not vacuous: every result 2^-20 relative off fails (2^-18 for
             // the erf class, whose slack is about 2^-21 |x|).
             KernelInfo off = declared;
@@ -519,6 +529,32 @@ TEST(ActArith, TextbookFormsPassUnderTheirClassAndTheErfFormFailsOneUlp) {
             };
             EXPECT_FALSE(check_grid(off).pass) << off.name;
         }
+}
+
+TEST(ActArith, SoftplusFormsPassUnderTheirClassAndLogOfOnePlusFails) {
+    for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+        KernelInfo jax = textbook_kernel("softplus", f), torch = textbook_kernel("softplus_torch", f, 20);
+        jax.conventions = torch.conventions = {{"act_arith", "log1p_exp"}};
+        for (const KernelInfo& k : {jax, torch}) {
+            const props::CaseResult r = check_grid(k);
+            EXPECT_TRUE(r.pass) << k.name << ": " << r.message;
+            EXPECT_EQ(r.not_judged, 0) << k.name;  // the class's bound stays below |y| everywhere
+        }
+        // log(1 + e^x) rounds 1 + e^x: 0 (and worse) for x << 0.  A threshold
+        // of 8 returns x where log1p(e^-x) is still 3e-4: beyond FP32's ulps
+        // (within FP16's and BF16's, where x is the rounded result).
+        KernelInfo log_form = textbook_kernel("softplus_log", f), low = textbook_kernel("softplus_torch", f, 8);
+        log_form.conventions = low.conventions = {{"act_arith", "log1p_exp"}};
+        EXPECT_FALSE(check_grid(log_form).pass) << log_form.name;
+        EXPECT_EQ(check_grid(low).pass, f != Format::fp32) << low.name;
+    }
+    // Sharp: the bound is a few ulps of y (2^-24 relative ones near
+    // softplus(0) = ln 2, which the class holds to its ulps, not to 0).
+    const double bound = oracle::softplus_error(0.0, std::log(2.0));
+    EXPECT_GT(bound, 0x1p-24);
+    EXPECT_LT(bound, 3 * 0x1p-24);
+    EXPECT_LT(oracle::softplus_error(1.0, std::log1p(std::exp(1.0))), 5 * 0x1p-23);
+    EXPECT_LT(oracle::softplus_error(-100.0, std::exp(-100.0)), 3 * 0x1p-149);
 }
 
 TEST(ActArith, TheErfClassIsSharp) {
@@ -576,6 +612,8 @@ TEST(ActArith, DeclarationsMustFitTheOp) {
     EXPECT_THROW(check_conventions({{"act_arith", "one_plus_tanh"}}, "geglu"), std::invalid_argument);
     EXPECT_THROW(check_conventions({{"act_arith", "quotient"}}, "gelu_erf"), std::invalid_argument);
     EXPECT_THROW(check_conventions({{"act_arith", "one_plus_erf"}}, "softplus"), std::invalid_argument);
+    EXPECT_THROW(check_conventions({{"act_arith", "log1p_exp"}}, "silu"), std::invalid_argument);
+    EXPECT_NO_THROW(check_conventions({{"act_arith", "log1p_exp"}}, "softplus"));
     // A kernel whose declarations were never checked (built in code) is held
     // to the same fit: the erf class on a geglu of the tanh GELU is refused.
     KernelInfo mixed = textbook_kernel("geglu_tanh", Format::fp32);

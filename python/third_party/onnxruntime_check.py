@@ -88,13 +88,18 @@ def softmax(dtype):
     return fn
 
 
-def gelu(dtype, approximate):
+def unary(op_type, dtype, **attrs):
+    """One ONNX node y = op_type(x, attrs)."""
     def fn(inputs, params):
         x = arr(inputs["x"], dtype)
-        s = session(("gelu", approximate, dtype, x.ndim), [helper.make_node("Gelu", ["x"], ["y"], approximate=approximate)],
+        s = session((op_type, tuple(sorted(attrs.items())), dtype, x.ndim), [helper.make_node(op_type, ["x"], ["y"], **attrs)],
                     [vi("x", ELEM[dtype], x.ndim)], [vi("y", ELEM[dtype], x.ndim)], opset=20)
         return {"y": s.run(None, {"x": x})[0]}
     return fn
+
+
+def gelu(dtype, approximate):
+    return unary("Gelu", dtype, approximate=approximate)
 
 
 def scaled_theta(params, r):
@@ -273,6 +278,9 @@ CHECKS = [
           conventions={"act_arith": "one_plus_tanh", "special_values": "ieee"}),
     Check("Gelu(none)", "gelu_erf", "fp16", gelu("fp16", "none"),
           conventions={"act_arith": "one_plus_erf", "special_values": "ieee"}),
+    Check("Softplus", "softplus", "fp32", unary("Softplus", "fp32")),
+    Check("Softplus", "softplus", "fp32", unary("Softplus", "fp32"),
+          conventions={"act_arith": "log1p_exp", "special_values": "ieee"}),
     Check("RotaryEmbedding", "rope", "fp32", rope("fp32"), note="cos/sin caches: float64 angles rounded to fp32"),
     Check("RotaryEmbedding", "rope", "fp16", rope("fp16"), note="cos/sin caches: float64 angles rounded to fp16"),
     Check("QuantizeLinear", "quantize", "fp32", quantize("fp32"),
@@ -318,6 +326,8 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's ca
     'Gelu(none)/fp32 act_arith=one_plus_erf,special_values=ieee': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
     'Gelu(none)/fp16 act_arith=one_plus_erf,special_values=ieee': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
     'Gelu(tanh)/fp32 act_arith=one_plus_tanh,special_values=ieee': {'within_budget': 'FAIL', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
+    'Softplus/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'Softplus/fp32 act_arith=log1p_exp,special_values=ieee': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
 }
 
 if __name__ == "__main__":

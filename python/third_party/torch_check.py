@@ -121,6 +121,7 @@ for dt in ("fp16", "bf16"):
         Check("F.silu", "silu", dt, unary(F.silu, dt)),
         Check("F.gelu(approximate='none')", "gelu_erf", dt, unary(F.gelu, dt)),
         Check("F.gelu(approximate='tanh')", "gelu_tanh", dt, unary(lambda x: F.gelu(x, approximate="tanh"), dt)),
+        Check("F.softplus", "softplus", dt, unary(F.softplus, dt)),
     ]
     # The same declared as PyTorch builds them: the textbook forms in FP32, IEEE
     # specials (docs/activation.md, "Arithmetic classes").
@@ -130,7 +131,8 @@ for dt in ("fp16", "bf16"):
             ("F.silu", "silu", "quotient", unary(F.silu, dt)),
             ("F.gelu(approximate='none')", "gelu_erf", "one_plus_erf", unary(F.gelu, dt)),
             ("F.gelu(approximate='tanh')", "gelu_tanh", "one_plus_tanh",
-             unary(lambda x: F.gelu(x, approximate="tanh"), dt))]
+             unary(lambda x: F.gelu(x, approximate="tanh"), dt)),
+            ("F.softplus", "softplus", "log1p_exp", unary(F.softplus, dt))]
     ]
 
 EXPECTED = {}  # never run on a GPU: nothing recorded (docs/third_party.md)

@@ -129,6 +129,7 @@ UNARY(softmax, ggml_soft_max)
 UNARY(silu, ggml_silu)
 UNARY(gelu_tanh, ggml_gelu)
 UNARY(gelu_erf, ggml_gelu_erf)
+UNARY(softplus, ggml_softplus)
 BINARY(swiglu, ggml_swiglu_split)
 BINARY(geglu_tanh, ggml_geglu_split)
 BINARY(geglu_erf, ggml_geglu_erf_split)
@@ -258,6 +259,7 @@ static const conform_kernel_v2 kernels[] = {
     ROW_KERNEL("silu", "ggml.silu.fp32", 1, F32x1, silu, NULL, NULL, "ggml_silu"),
     ROW_KERNEL("gelu_tanh", "ggml.gelu_tanh.fp32", 1, F32x1, gelu_tanh, NULL, NULL, "ggml_gelu (tanh form)"),
     ROW_KERNEL("gelu_erf", "ggml.gelu_erf.fp32", 1, F32x1, gelu_erf, NULL, NULL, "ggml_gelu_erf"),
+    ROW_KERNEL("softplus", "ggml.softplus.fp32", 1, F32x1, softplus, NULL, NULL, "ggml_softplus"),
     ROW_KERNEL("swiglu", "ggml.swiglu.fp32", 2, F32x2, swiglu, NULL, NULL, "ggml_swiglu_split(gate, up)"),
     ROW_KERNEL("geglu", "ggml.geglu_tanh.fp32", 2, F32x2, geglu_tanh, "{\"gelu\":\"tanh\"}", NULL,
                "ggml_geglu_split(gate, up): the tanh GELU"),
