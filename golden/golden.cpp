@@ -79,6 +79,7 @@ struct Substitution {
 const Substitution kSubstitutions[] = {
     {"attention", props::Family::bit_patterns, props::Family::constant},
     {"gated_attention", props::Family::bit_patterns, props::Family::constant},
+    {"sink_attention", props::Family::bit_patterns, props::Family::constant},
     {"gdn", props::Family::bit_patterns, props::Family::constant},
     {"kda", props::Family::bit_patterns, props::Family::constant},
     {"matmul", props::Family::bit_patterns, props::Family::constant},
@@ -154,6 +155,7 @@ const Setting kSettings[] = {
     {"rope", 1, "pairing", 1}, {"rope", 2, "rotary_dim", 4}, {"rope", 3, "ntk_scale", 8},
     {"attention", 2, "window", 2}, {"attention", 4, "softcap", 5},
     {"gated_attention", 2, "window", 2}, {"gated_attention", 4, "softcap", 5},
+    {"sink_attention", 2, "window", 2}, {"sink_attention", 4, "softcap", 5},
     {"gdn", 2, "l2norm", 1}, {"kda", 2, "l2norm", 1},
     {"sinkhorn", 1, "eps", 0.01},
     {"quantize", 1, "axis", 1}, {"quantize", 2, "axis", 2}, {"quantize", 3, "scale", 0.01},  // static: codes saturate
@@ -527,6 +529,7 @@ std::vector<Format> output_formats(const OpSpec& op, Format f) {
     static const std::map<std::string, std::map<std::string, Format>> fixed = {
         {"attention", {{"lse", Format::fp32}}},
         {"gated_attention", {{"lse", Format::fp32}}},
+        {"sink_attention", {{"lse", Format::fp32}}},
         {"dsa_attention", {{"lse", Format::fp32}, {"indices", Format::fp32}}},
         {"lse_merge", {{"lse", Format::fp32}}},
         {"gdn", {{"state", Format::fp32}}},

@@ -85,6 +85,7 @@ const Registry& builtin_registry() {
         register_mutants_rope(r);
         register_mutants_attention(r);
         register_mutants_gated_attention(r);
+        register_mutants_sink_attention(r);
         register_mutants_gdn(r);
         register_mutants_sinkhorn(r);
         register_mutants_hc_residual(r);

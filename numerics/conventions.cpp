@@ -41,7 +41,7 @@ std::size_t value_index(const ConventionSpec& s, const std::string& v) {
 
 const std::vector<ConventionSpec>& convention_specs() {
     static const std::vector<ConventionSpec> v{
-        {"masked_row", {"zero", "nan"}, {"softmax", "attention", "gated_attention"},
+        {"masked_row", {"zero", "nan"}, {"softmax", "attention", "gated_attention", "sink_attention"},
          "a row with no visible entry: the empty distribution (0, lse -inf), or NaN as softmax(s) @ v computes it"},
         {"eps_placement", {"inside", "outside"}, {"rms_norm", "layer_norm", "l2_norm"},
          "eps inside the root, sqrt(mean x^2 + eps), or added to it, sqrt(mean x^2) + eps"},
@@ -58,7 +58,7 @@ const std::vector<ConventionSpec>& convention_specs() {
          "2-ulp tanh (gelu_tanh, geglu with gelu = tanh), one_plus_erf x/2 (1 + erf(x/sqrt 2)) with an erf within 2^-20 "
          "absolute (gelu_erf, geglu with gelu = erf), log1p_exp max(x, 0) + log1p(exp(-|x|)) or log1p(exp(x)) with a 1-ulp "
          "exp and log1p (softplus); a gated op's product in FP32: the budget only"},
-        {"causal", {"bottom_right", "top_left"}, {"attention", "gated_attention"},
+        {"causal", {"bottom_right", "top_left"}, {"attention", "gated_attention", "sink_attention"},
          "causal mask aligned so the last query sees the last key, or so query i sees keys 0..i"},
         {"attention_arith", {"fp32", "input"}, {"attention"},
          "logits, weights and lse kept in FP32 (a flash kernel), or rounded to the input format: the logits after "

@@ -73,6 +73,7 @@ std::vector<std::string> domain_dims(const std::string& op) {
         {"rope", {"heads", "seq_len", "head_dim"}},
         {"attention", {"heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim", "mask"}},
         {"gated_attention", {"heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim", "mask"}},
+        {"sink_attention", {"heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_head_dim", "mask"}},
         {"lse_merge", {"rows", "v_head_dim"}},
         {"gdn", {"tokens", "heads", "key_dim", "value_dim"}},
         {"kda", {"tokens", "heads", "key_dim", "value_dim"}},

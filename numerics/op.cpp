@@ -497,6 +497,13 @@ std::vector<OpSpec> make_specs() {
                  "elementwise; lse [Hq, Lq] is attention's, ungated; fully masked rows o = 0 * sigmoid(g) = 0, lse = "
                  "-inf; the output projection W_O is matmul's",
                  attention_shapes});
+    s.push_back({"sink_attention", "attention", OpKind::structured, {"q", "k", "v", "sinks", "mask"}, {"o", "lse"},
+                 attention_params(),
+                 "attention with a learned sink logit per query head (GPT-OSS): sinks [Hq] joins every row's softmax "
+                 "as one more logit whose value row is 0, o = sum_j e^(s_j) v_j / (e^(sink_h) + sum_j e^(s_j)), "
+                 "lse = log(e^(sink_h) + sum_j e^(s_j)); a row that sees no key is (0, sink_h); sink_h = -inf is "
+                 "attention",
+                 attention_shapes});
     const std::vector<std::string> delta_in{"q", "k", "v", "g", "beta", "initial_state", "cu_seqlens"}, delta_out{"y", "state"};
     s.push_back({"gdn", "gdn", OpKind::structured, delta_in, delta_out, delta_rule_params(),
                  "Gated DeltaNet: q, k [T, H, d_k], v [T, H, d_v], log-decay g [T, H], beta [T, H], optional "
@@ -612,9 +619,11 @@ bool optional_input(std::string_view input_name) {
            input_name == "norm_weight" || input_name == "c_kv_cache" || input_name == "k_r_cache";
 }
 
-bool softmax_attention_op(std::string_view op) { return op == "attention" || op == "gated_attention"; }
+bool softmax_attention_op(std::string_view op) {
+    return op == "attention" || op == "gated_attention" || op == "sink_attention";
+}
 
-std::size_t attention_mask_input(std::string_view op) { return op == "gated_attention" ? 4 : 3; }
+std::size_t attention_mask_input(std::string_view op) { return op == "gated_attention" || op == "sink_attention" ? 4 : 3; }
 
 std::vector<std::vector<std::int64_t>> output_shapes(const OpSpec& op, const std::vector<TensorView>& in, const Params& p) {
     if (op.out_shapes_params) return op.out_shapes_params(in, p);

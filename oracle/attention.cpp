@@ -91,14 +91,20 @@ std::vector<Real> row_logits(const Problem& p, const Config& c, std::int64_t h, 
     return s;
 }
 
-OpOutputs solve(const Problem& p, const Config& c) {
+// With `sinks` (sink_attention), head h's sink logit joins each row as key
+// 0 with a zero value row: the sink takes its share of the softmax and adds
+// nothing to o.  Its logit is the sink itself, not formed from q (a NaN in q
+// reaches only the keys' logits).
+OpOutputs solve(const Problem& p, const Config& c, const std::vector<Real>* sinks = nullptr) {
     OpOutputs out{{"o", "lse"}, {{p.hq, p.lq, p.dv}, {p.hq, p.lq}}, {{}, {}}};
     out.values[0].reserve(static_cast<std::size_t>(p.hq * p.lq * p.dv));
     for (std::int64_t h = 0; h < p.hq; ++h) {
         const std::int64_t g = kv_head_of(h, p.hq, p.hkv);
-        const std::vector<Real> v(p.v.begin() + g * p.lk * p.dv, p.v.begin() + (g + 1) * p.lk * p.dv);
+        std::vector<Real> v(p.v.begin() + g * p.lk * p.dv, p.v.begin() + (g + 1) * p.lk * p.dv);
+        if (sinks) v.insert(v.begin(), static_cast<std::size_t>(p.dv), Real(0));
         for (std::int64_t i = 0; i < p.lq; ++i) {
-            const std::vector<Real> s = row_logits(p, c, h, i);
+            std::vector<Real> s = row_logits(p, c, h, i);
+            if (sinks) s.insert(s.begin(), (*sinks)[static_cast<std::size_t>(h)]);
             AttnState<Real> r = c.block ? attend_online(s, v, p.dv, c.block) : attend_direct(s, v, p.dv);
             out.values[0].insert(out.values[0].end(), r.o.begin(), r.o.end());
             out.values[1].push_back(r.lse);
@@ -164,6 +170,16 @@ OpOutputs eval_gated_attention(const Params& params, const std::vector<TensorVie
     const std::vector<Real> gate = read_exact(g);
     for (std::size_t e = 0; e < gate.size(); ++e) out.values[0][e] *= sigmoid(gate[e]);
     return out;
+}
+
+OpOutputs eval_sink_attention(const Params& params, const std::vector<TensorView>& in) {
+    const std::string op = "sink_attention";
+    if (in.size() < 4) throw std::invalid_argument(op + ": expects q, k, v, sinks and an optional mask");
+    const Problem p = read_problem(op, in, 4);
+    require_rank(op, "sinks", in[3], 1);
+    require_dim(op, "sinks", in[3], 0, p.hq, "query heads Hq");
+    const std::vector<Real> sinks = read_exact(in[3]);
+    return solve(p, read_config(op, params, p.d), &sinks);
 }
 
 }  // namespace conform::oracle

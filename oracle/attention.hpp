@@ -116,9 +116,11 @@ AttnState<R> attend_online(const std::vector<R>& s, const std::vector<R>& v, std
 //   attention          q, k, v
 //   qk_norm_attention  q, k, v, q_weight [D], k_weight [D]
 //   gated_attention    q, k, v, g [Hq, Lq, Dv]     (o <- o * sigmoid(g))
+//   sink_attention     q, k, v, sinks [Hq]         (one more logit per row, value 0)
 // Outputs: o [Hq, Lq, Dv], lse [Hq, Lq].
 OpOutputs eval_attention(const Params& params, const std::vector<TensorView>& in);
 OpOutputs eval_qk_norm_attention(const Params& params, const std::vector<TensorView>& in);
 OpOutputs eval_gated_attention(const Params& params, const std::vector<TensorView>& in);
+OpOutputs eval_sink_attention(const Params& params, const std::vector<TensorView>& in);
 
 }  // namespace conform::oracle

@@ -264,8 +264,12 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                                    (g_num + g_den) * (1 + model.p_unit) * w + pv.abs +
                                    pv.sub * chain_operand_bound(std::max(1.0, vmax), pv_emin) +
                                    (model.p_eta > 0 ? (1 + g_num + g_den) * sh.lk * model.p_eta * vmax : 0);
-                // eta: weights (and with splits the merge's weights and products) below FP32's normal range
-                ob[d] = pre + half_ulp(model.out, od + pre) + (sh.lk + 3 * merge_terms) * kEta * vmax;
+                // eta: weights (and with splits the merge's weights and products) below FP32's normal range,
+                // and every product (or FMA) and rescale of the accumulator, and the final product
+                // acc * (1/l), rounding in the subnormal range: eta/2 each, however small v is (the sums
+                // of subnormals are exact, and l >= 1 does not enlarge the accumulator's error).
+                ob[d] = pre + half_ulp(model.out, od + pre) + (sh.lk + 3 * merge_terms) * kEta * vmax +
+                        (sh.lk + nb + 1 + merge_terms) * kEta / 2;
                 // A flash kernel's unnormalized sum exp(s_j - m_t) v_jd may overflow FP32
                 // where o does not (values near the format's max): no bound there.
                 if (!(2 * vmax * static_cast<double>(sh.lk) * (1 + g_num) < fp32_max)) {  // each term <= 2 |v_jd|

@@ -80,6 +80,22 @@ std::vector<std::vector<double>> gated_attention_bound(const Params& p, const st
                                                        const std::vector<std::vector<double>>& exact, Format acc,
                                                        const std::vector<Format>& out);
 
+// The verdict's bound of attention: attention_bound under the kernel's
+// declared model (declared_flash_model) and the attention_arith convention,
+// split into o's and lse's bounds.
+std::vector<std::vector<double>> attention_bound_split(const Params& p, const std::vector<TensorView>& in,
+                                                       const std::vector<std::vector<double>>& exact, Format acc,
+                                                       const std::vector<Format>& out);
+
+// The verdict's bound of sink_attention (docs/sink_attention.md, "Error
+// budget"): head by head, attention_bound_split of the attention whose row
+// gains the sink as key 0 with a zero key and a zero value row, its logit
+// the sink through the additive mask (the causal and window structure
+// written into that mask as -inf).  in: q, k, v, sinks and the optional mask.
+std::vector<std::vector<double>> sink_attention_bound(const Params& p, const std::vector<TensorView>& in,
+                                                      const std::vector<std::vector<double>>& exact, Format acc,
+                                                      const std::vector<Format>& out);
+
 // The normalized weights p_j = e^(s_j - m) / l of every query row's visible
 // keys (row-major over [Hq, Lq]; hidden keys left out), in double from the
 // exact inputs: the terms of the row's sum l (the probabilistic tier's

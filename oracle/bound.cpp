@@ -236,8 +236,6 @@ double rounding_sum(double u, double l1, double l2) {
     return prob;
 }
 
-namespace {
-
 // attention_bound (docs/attention.md) for the cpu kernels' contract: exp
 // within 2 ulps, FP32 state, lse stored in fp32, the key-tile count unknown
 // (N_b = Lk, the weakest assumption) unless declared (declared_flash_model).
@@ -261,6 +259,8 @@ std::vector<std::vector<double>> attention_bound_split(const Params& p, const st
     const auto n_o = static_cast<std::ptrdiff_t>(exact.at(0).size());
     return {std::vector<double>(flat.begin(), flat.begin() + n_o), std::vector<double>(flat.begin() + n_o, flat.end())};
 }
+
+namespace {
 
 // lse_merge in FP32 (docs/softmax.md, "lse_merge kernel"), exp and log1p
 // within 2 ulps (e = 4u) each.  With exact inputs, hi/lo the larger/smaller
@@ -363,6 +363,7 @@ StructuredBoundFn find_structured_bound(const std::string& op) {
     if (op == "rope") return rope_bound;
     if (op == "attention") return attention_bound_split;
     if (op == "gated_attention") return gated_attention_bound;
+    if (op == "sink_attention") return sink_attention_bound;
     if (op == "gdn") return gdn_bound;
     if (op == "kda") return kda_bound;
     return nullptr;

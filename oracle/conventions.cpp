@@ -12,7 +12,7 @@ void ieee_elements(const std::string& op, const Params& p, const std::vector<Ten
                    std::vector<double>& exact);
 
 bool is_attention(const std::string& op) {
-    return op == "attention" || op == "qk_norm_attention" || op == "gated_attention";
+    return op == "attention" || op == "qk_norm_attention" || op == "gated_attention" || op == "sink_attention";
 }
 
 // Every element of each row r with empty[r] set (rows of `cols` elements) becomes NaN.

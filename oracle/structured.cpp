@@ -63,6 +63,7 @@ const std::vector<std::pair<std::string, StructuredEval>>& table() {
         {"attention", eval_attention},
         {"qk_norm_attention", eval_qk_norm_attention},
         {"gated_attention", eval_gated_attention},
+        {"sink_attention", eval_sink_attention},
         {"mla", eval_mla},
         {"nsa_attention", eval_nsa_attention},
         // The registry ops gdn and kda are the recurrences; the chunkwise

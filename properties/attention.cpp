@@ -22,6 +22,24 @@ const std::vector<Family>& attention_families() {
 
 namespace {
 
+// sink_attention's sinks [Hq] (docs/sink_attention.md): learned logits of
+// order 1 (GPT-OSS's lie within about +-5), some far above every logit (the
+// sink takes nearly all the weight: the keys' weights e^-40 ... e^-80, o
+// still in FP32's normal range for |v| of order 1, where the bound can judge
+// it) or far below, and -inf (no sink: plain attention, empty rows again);
+// with specials, NaN or +inf (the row is NaN).
+Tensor sink_logits(const CaseSpec& spec, std::mt19937_64& rng) {
+    Tensor t(spec.format, {spec.dims[0]});
+    std::uniform_real_distribution<double> U(0, 1);
+    for (std::int64_t h = 0; h < t.numel(); ++h) {
+        const std::uint64_t pick = rng() % 8;
+        const double v = pick == 0 ? -INFINITY : pick == 1 ? 40 + 40 * U(rng) : pick == 2 ? -40 - 40 * U(rng) : 16 * U(rng) - 8;
+        t.set_value(h, v);
+    }
+    if (spec.specials > 0 && rng() % 2 == 0) t.set_value(static_cast<std::int64_t>(rng() % t.numel()), rng() % 2 ? NAN : INFINITY);
+    return t;
+}
+
 // NaN at `count` random elements: a NaN logit poisons its row, a NaN value
 // poisons the rows that see its key, a hidden key's NaN must not leak.
 void inject_nans(Tensor& t, int count, std::mt19937_64& rng) {
@@ -109,6 +127,7 @@ Case build_attention_case(const CaseSpec& spec) {
         c.inputs.push_back(std::move(t));
     }
     if (spec.op == "gated_attention") c.inputs.push_back(gate_logits(spec, rng));
+    if (spec.op == "sink_attention") c.inputs.push_back(sink_logits(spec, rng));
     if (d[6]) {  // additive mask: 0, small biases and -inf; now and then a fully masked row
         Tensor m(spec.format, {d[2], d[3]});  // the kernels take every input in their format
         for (std::int64_t i = 0; i < d[2]; ++i) {
@@ -271,7 +290,9 @@ std::int64_t expected_keys(std::int64_t i, std::int64_t lq, std::int64_t lk, boo
 
 // Exact key count per row: with q = 0 every visible logit is 0, so lse =
 // log(count) and a fully hidden row has lse = -inf.  exp(lse) must round to
-// the count the geometry gives, under causal and sliding masks.
+// the count the geometry gives, under causal and sliding masks.  With
+// sinks, head h's sink is 0 for even h, one more e^0 in the count, and -inf
+// for odd h.
 Testable key_count(const KernelInfo& k) {
     return [&k] {
         CaseSpec spec = in_domain(*gen_attention_spec(k.in, GenOptions{}, k.op));
@@ -280,20 +301,23 @@ Testable key_count(const KernelInfo& k) {
         c.params.set("causal", *rc::gen::element(0.0, 1.0));
         c.params.set("window", *rc::gen::element(0.0, 1.0, 2.0, 5.0));
         for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) c.inputs[0].set_value(i, 0.0);
+        const bool sinks = k.op == "sink_attention";
+        if (sinks)
+            for (std::int64_t h = 0; h < spec.dims[0]; ++h) c.inputs[3].set_value(h, h % 2 ? -INFINITY : 0.0);
         const auto out = run_kernel(k, c.params, c.views());
         const std::int64_t hq = spec.dims[0], lq = spec.dims[2], lk = spec.dims[3];
         const bool causal = c.params.at("causal") != 0;
         const auto window = static_cast<std::int64_t>(c.params.at("window"));
         for (std::int64_t h = 0; h < hq; ++h)
             for (std::int64_t i = 0; i < lq; ++i) {
-                const std::int64_t want = expected_keys(i, lq, lk, causal, window, top_left(k));
+                const std::int64_t want = expected_keys(i, lq, lk, causal, window, top_left(k)) + (sinks && h % 2 == 0);
                 const double lse = out[1].value(h * lq + i);
                 const bool ok = want == 0 ? (nan_rows(k) ? std::isnan(lse) : lse == -INFINITY)
                                           : std::fabs(std::exp(lse) - double(want)) < 0.25;
                 if (!ok)
                     RC_FAIL("head " + std::to_string(h) + " row " + std::to_string(i) + ": lse " + hexfloat(lse) +
                             " means ~" + std::to_string(std::exp(lse)) + " visible keys, the mask geometry gives " +
-                            std::to_string(want));
+                            std::to_string(want) + (sinks && h % 2 == 0 ? " (with the sink, logit 0)" : ""));
             }
     };
 }

@@ -101,7 +101,8 @@ std::optional<Case> attention_slice(const KernelInfo& k, const Case& c, const Ca
     s.inputs.push_back(take(kk, {1, keys, d}, (g * lk + first) * d, keys * d));
     s.inputs.push_back(take(v, {1, keys, dv}, (g * lk + first) * dv, keys * dv));
     const std::size_t mask_at = attention_mask_input(c.op->name);
-    if (mask_at == 4) s.inputs.push_back(take(c.inputs[3].view(), {1, 1, dv}, (h * lq + i) * dv, dv));  // gate logits
+    if (c.op->name == "gated_attention") s.inputs.push_back(take(c.inputs[3].view(), {1, 1, dv}, (h * lq + i) * dv, dv));
+    if (c.op->name == "sink_attention") s.inputs.push_back(take(c.inputs[3].view(), {1}, h, 1));  // head h's sink
     if (c.inputs.size() > mask_at) s.inputs.push_back(take(c.inputs[mask_at].view(), {1, keys}, i * lk + first, keys));
     what = "head " + std::to_string(h) + ", query " + std::to_string(i) + " alone (1 head, 1 query, keys " +
            std::to_string(first) + ".." + std::to_string(pos) + ")";

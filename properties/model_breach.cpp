@@ -140,7 +140,7 @@ std::string probabilistic_model_breach(const OpSpec& op, const Params& p, const 
     const double u = unit_roundoff(acc);
     if (op.kind == OpKind::row) return row_absorption(op, in.at(0), u);
     if (softmax_attention_op(op.name)) {
-        std::vector<TensorView> attn{in.at(0), in.at(1), in.at(2)};  // gated_attention's g left out
+        std::vector<TensorView> attn{in.at(0), in.at(1), in.at(2)};  // gated_attention's g, sink_attention's sinks left out
         if (in.size() > attention_mask_input(op.name)) attn.push_back(in[attention_mask_input(op.name)]);
         const auto weights = oracle::attention_weights(p, attn);
         for (std::size_t r = 0; r < weights.size(); ++r)

@@ -13,22 +13,14 @@
 #include "oracle/structured.hpp"
 #include "properties/suite.hpp"
 #include "properties/verdict.hpp"
+#include "test_tensors.hpp"
 
 using namespace conform;
 
 namespace {
 
-Tensor filled(Format f, std::vector<std::int64_t> shape, double base) {
-    Tensor t(f, std::move(shape));
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, base * std::sin(1.0 + static_cast<double>(i)));
-    return t;
-}
-
-const KernelInfo& kernel(const std::string& name) {
-    const KernelInfo* k = builtin_registry().find(name);
-    if (!k) throw std::invalid_argument("no kernel " + name);
-    return *k;
-}
+using conform::testing::filled;
+const KernelInfo& kernel(const std::string& name) { return conform::testing::builtin_kernel(name); }
 
 struct Heads {
     Tensor q, k, v;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "impls/registry.hpp"
 #include "kernel_suite.hpp"
@@ -11,6 +12,7 @@
 #include "oracle/structured.hpp"
 #include "properties/attention.hpp"
 #include "properties/verdict.hpp"
+#include "test_tensors.hpp"
 
 using namespace conform;
 using conform::testing::KernelSuite;
@@ -18,11 +20,7 @@ using conform::testing::MutantSuite;
 
 namespace {
 
-Tensor filled(Format f, std::vector<std::int64_t> shape, double base) {
-    Tensor t(f, std::move(shape));
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, base * std::sin(1.0 + static_cast<double>(i)));
-    return t;
-}
+using conform::testing::filled;
 
 // A NaN in q with a softcap: vf::softcap alone maps NaN to +-cap (its exp
 // clamps the argument), which made the AVX2 kernel return a finite row where
@@ -67,6 +65,25 @@ props::Case subnormal_logits_case() {
     Params p({{"causal", 0.0}, {"window", 0.0}, {"softcap", 0.0}, {"scale", 0.0}});
     return props::build_case(props::structured_spec("attention", Format::bf16, {4, 2, 16, 65, 4, 1, 1}, p,
                                                     props::Family::subnormal, -4, 8724759671285972ull, 0));
+}
+
+// Values in FP32's subnormal range under weights spread by normal logits:
+// every product w_j v_jd rounds absolutely (eta/2), whatever |v| is.  The
+// bound covered only the weights' underflow (Lk eta max|v|, nothing for
+// v ~ 2^-135), and both correct FP32 kernels failed here (utilization 2.2);
+// sink_attention's far sinks, whose weights leave the keys e^-90, found it.
+TEST(AttentionBound, ProductsRoundingBelowTheNormalRangeAreCovered) {
+    std::mt19937_64 rng(3);
+    const auto uniform = [&rng](double scale) { return scale * (2 * static_cast<double>(rng() >> 11) * 0x1p-53 - 1); };
+    Tensor q(Format::fp32, {2, 3, 8}), k(Format::fp32, {1, 80, 8}), v(Format::fp32, {1, 80, 8});
+    for (std::int64_t i = 0; i < q.numel(); ++i) q.set_value(i, uniform(4));
+    for (std::int64_t i = 0; i < k.numel(); ++i) k.set_value(i, uniform(2));
+    for (std::int64_t i = 0; i < v.numel(); ++i) v.set_value(i, uniform(0x1p-134));
+    for (const char* name : {"cpu.scalar.attention.fp32", "cpu.simd.attention.fp32"}) {
+        const props::CaseResult r = props::check_case(*builtin_registry().find(name), Params(), {q.view(), k.view(), v.view()});
+        EXPECT_TRUE(r.pass) << name << ": " << r.message;
+        EXPECT_GT(r.judged, 0);
+    }
 }
 
 TEST(AttentionMaskShift, TheOraclesSignOfZeroNoLongerFailsACorrectKernel) {

@@ -163,7 +163,8 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
         baselines += k["role"] == "baseline";
         mutants += k["mutant"].get<bool>();
     }
-    // 18 ops (13 foundation ops, softmax, rope, attention, gated_attention, sinkhorn) x {fp32, fp16, bf16} x {simd, scalar}
+    // 19 ops (13 foundation ops, softmax, rope, attention, gated_attention, sink_attention, sinkhorn) x {fp32, fp16,
+    // bf16} x {simd, scalar}
     // with one naive baseline each; lse_merge's three scalar kernels (no naive baseline); gdn and kda x
     // {fp32, bf16} x {simd, scalar} with one naive baseline each; quantize's {simd, scalar} x {fp32, fp16,
     // bf16} and int8_gemm's {simd, scalar} x {fp32, fp16 output} (no naive baselines); dequantize's {simd,
@@ -180,9 +181,9 @@ TEST(Cli, ListShowsKernelsBaselinesAndMutants) {
     // naive baseline each; dsa_attention's {simd, scalar} x {fp32, fp16, bf16} with one naive baseline each;
     // block_sparse_attention's, nsa_attention's, block_attn_res's and gated_residual's scalar kernel x {fp32, fp16,
     // bf16} with one naive baseline each
-    EXPECT_EQ(kernels, 18 * 3 * 2 + 3 + 2 * 2 * 2 + 6 + 4 + 6 + 6 + 2 * 3 * 2 + 2 + 2 * 5 + 2 * 2 + 2 * 2 * 2 + 6 + 2 * 3 + 3 +
+    EXPECT_EQ(kernels, 19 * 3 * 2 + 3 + 2 * 2 * 2 + 6 + 4 + 6 + 6 + 2 * 3 * 2 + 2 + 2 * 5 + 2 * 2 + 2 * 2 * 2 + 6 + 2 * 3 + 3 +
                            2 * 3 + 2 * 3 + 3 + 2 * 3 + 3 + 3 + 2 * 3);
-    EXPECT_EQ(baselines, 18 * 3 + 2 * 2 + 3 + 2 * 3 + 3 + 2 * 2 + 1 + 3 + 3 + 3 + 3 + 3 + 3 + 3 + 2 * 3);
+    EXPECT_EQ(baselines, 19 * 3 + 2 * 2 + 3 + 2 * 3 + 3 + 2 * 2 + 1 + 3 + 3 + 3 + 3 + 3 + 3 + 3 + 2 * 3);
     EXPECT_GE(mutants, 9);
 }
 

@@ -35,6 +35,13 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 long round8(long n) { return (n + 7) / 8 * 8; }
 
+// What a kernel adds to plain attention: the output gate (gated_attention)
+// or the sink logit (sink_attention), right or, for a mutant, wrong.
+struct Variant {
+    GateForm gate = GateForm::none;
+    SinkForm sink = SinkForm::none;
+};
+
 // ---- problem geometry ---------------------------------------------------------
 
 struct Geometry {
@@ -44,8 +51,9 @@ struct Geometry {
     long window = 0;
     float scale = 0, softcap = 0;
     bool has_mask = false;
-    long mask_at = 3;          // input index of the mask: 4 for gated_attention (g before it)
+    long mask_at = 3;          // input index of the mask: 4 for gated_attention (g before it) and sink_attention (sinks)
     GateForm gate = GateForm::none;
+    SinkForm sink = SinkForm::none;
     long key_tile = kAttnKeyTile;
 
     // Visible keys of query i are the contiguous range [lo(i), hi(i)); both
@@ -68,10 +76,14 @@ void require(bool ok, const std::string& what) {
     if (!ok) throw std::invalid_argument("attention kernel: " + what);
 }
 
-Geometry read_geometry(const KernelCall& c, Format f, GateForm gate) {
-    const std::size_t mask_at = gate == GateForm::none ? 3 : 4;
+Geometry read_geometry(const KernelCall& c, Format f, Variant var) {
+    const GateForm gate = var.gate;
+    const bool sinks = var.sink != SinkForm::none;
+    const std::size_t mask_at = gate == GateForm::none && !sinks ? 3 : 4;
     require(c.in.size() == mask_at || c.in.size() == mask_at + 1,
-            gate == GateForm::none ? "expects q, k, v and an optional mask" : "expects q, k, v, g and an optional mask");
+            gate != GateForm::none ? "expects q, k, v, g and an optional mask"
+            : sinks                ? "expects q, k, v, sinks and an optional mask"
+                                   : "expects q, k, v and an optional mask");
     require(c.out.size() == 2, "expects outputs o and lse");
     const TensorView &q = c.in[0], &k = c.in[1], &v = c.in[2];
     require(q.rank == 3 && k.rank == 3 && v.rank == 3, "q, k, v must have rank 3");
@@ -81,11 +93,12 @@ Geometry read_geometry(const KernelCall& c, Format f, GateForm gate) {
     require(g.d >= 1 && k.shape[2] == g.d, "k must have q's head dim");
     require(g.hkv >= 1 && g.hq % g.hkv == 0, "KV heads must divide query heads");
     require(v.shape[0] == g.hkv && v.shape[1] == g.lk, "v must be [Hkv, Lk, Dv]");
-    g.gate = gate, g.mask_at = static_cast<long>(mask_at);
+    g.gate = gate, g.sink = var.sink, g.mask_at = static_cast<long>(mask_at);
     if (gate != GateForm::none) {
         const TensorView& gl = c.in[3];
         require(gl.rank == 3 && gl.shape[0] == g.hq && gl.shape[1] == g.lq && gl.shape[2] == g.dv, "g must be [Hq, Lq, Dv]");
     }
+    if (sinks) require(c.in[3].rank == 1 && c.in[3].shape[0] == g.hq, "sinks must be [Hq]");
     g.has_mask = c.in.size() == mask_at + 1;
     if (g.has_mask)
         require(c.in[mask_at].rank == 2 && c.in[mask_at].shape[0] == g.lq && c.in[mask_at].shape[1] == g.lk,
@@ -326,6 +339,7 @@ struct Workspace {
     bool v_inf = false;                // v holds an infinity: the careful accumulation (weighted, rescaled)
     std::vector<float> acc, s, e;      // per query tile: accumulators; per (row, key tile): logits, weights
     std::vector<float> gate;           // one row of gate logits (gated_attention)
+    std::vector<float> sinks;          // [Hq] sink logits (sink_attention)
     long mask_pitch = 0;
 };
 
@@ -333,11 +347,16 @@ struct Workspace {
 // (gated_attention: every element gated, the empty row's 0 too, so that a
 // NaN gate logit makes it NaN as in the oracle.)
 template <Format F>
-void finish_row(const Geometry& g, const KernelCall& c, const RowState& st, long h, long i, float* gate) {
+void finish_row(const Geometry& g, const KernelCall& c, RowState st, long h, long i, float* gate, float sink) {
     storage_t<F>* o = static_cast<storage_t<F>*>(c.out[0].data) + (h * g.lq + i) * g.dv;
     load_gate<F>(g, c, h * g.lq + i, gate);
     const auto put = [&](long d, float x) { Storage<F>::store(o, d, g.gate == GateForm::none ? x : gate_output(x, gate[d], g.gate)); };
     float lse;
+    float keys_l = st.l;  // lse_keys (mutant): the keys' share of l
+    if (!st.bad && st.m != -kInf && sink > -kInf) {
+        if (g.sink == SinkForm::late) st.l += std::exp(sink - st.m);  // mutant: the sink never entered the max
+        if (g.sink == SinkForm::lse_keys) keys_l = st.l - std::exp(sink - st.m);
+    }
     if (st.bad) {
         for (long d = 0; d < g.dv; ++d) put(d, kNaN);
         lse = kNaN;
@@ -347,20 +366,25 @@ void finish_row(const Geometry& g, const KernelCall& c, const RowState& st, long
     } else {
         const float r = 1.0f / st.l;
         for (long d = 0; d < g.dv; ++d) put(d, st.acc[d] * r);
-        lse = st.m + std::log(st.l);
+        lse = st.m + std::log(g.sink == SinkForm::lse_keys ? keys_l : st.l);
     }
     store_lse(c.out[1], h * g.lq + i, lse);
 }
 
-// One query tile [i0, i1) of head h against every key tile any of its rows sees.
+// One query tile [i0, i1) of head h against every key tile any of its rows
+// sees.  A sink logit (sink_attention; -inf: none) is the state every row
+// starts from: m = sink, l = e^0 = 1, acc = 0 (its value row is 0); a NaN
+// or +inf sink poisons the row like such a logit.
 template <class Path>
-void query_tile(const Geometry& g, Workspace& w, std::vector<RowState>& st, long i0, long i1) {
+void query_tile(const Geometry& g, Workspace& w, std::vector<RowState>& st, long i0, long i1, float sink) {
     const long bk = g.key_tile;
     for (long i = i0; i < i1; ++i) {
         RowState& r = st[i - i0];
         r = RowState{};
         r.acc = w.acc.data() + (i - i0) * g.dvp;
         std::fill(r.acc, r.acc + g.dvp, 0.0f);
+        if (std::isnan(sink) || sink == kInf) r.bad = true;
+        else if (sink > -kInf) r.m = sink, r.l = 1;
     }
     const long jlo = g.lo(i0), jhi = g.hi(i1 - 1);
     for (long t0 = jlo / bk * bk; t0 < jhi; t0 += bk) {
@@ -374,9 +398,15 @@ void query_tile(const Geometry& g, Workspace& w, std::vector<RowState>& st, long
     }
 }
 
+// Head h's sink logit as the kernel (or a mutant) reads it: -inf for none.
+float head_sink(const Geometry& g, const Workspace& w, long h) {
+    if (g.sink == SinkForm::none || g.sink == SinkForm::dropped) return -kInf;
+    return w.sinks[static_cast<std::size_t>(g.sink == SinkForm::kv_head ? h / (g.hq / g.hkv) : h)];
+}
+
 template <Format F, class Path>
-void flash_attention(const KernelCall& c, GateForm gate) {
-    const Geometry g = read_geometry(c, F, gate);
+void flash_attention(const KernelCall& c, Variant var) {
+    const Geometry g = read_geometry(c, F, var);
     require(g.key_tile >= 1, "parameter 'block' must be >= 1");
     Workspace w;
     w.q.resize(static_cast<std::size_t>(g.lq * g.dp));
@@ -391,6 +421,10 @@ void flash_attention(const KernelCall& c, GateForm gate) {
         w.mask.resize(static_cast<std::size_t>(g.lq * w.mask_pitch));
         load_rows<F>(c.in[g.mask_at], 0, g.lq, g.lk, w.mask_pitch, w.mask.data());
     }
+    if (g.sink != SinkForm::none) {
+        w.sinks.resize(static_cast<std::size_t>(g.hq));
+        load_rows<F>(c.in[3], 0, 1, g.hq, g.hq, w.sinks.data());
+    }
     std::vector<RowState> st(kAttnQueryTile);
     long loaded = -1;
     for (long h = 0; h < g.hq; ++h) {
@@ -402,18 +436,20 @@ void flash_attention(const KernelCall& c, GateForm gate) {
             loaded = kvh;
         }
         load_rows<F>(c.in[0], h * g.lq, g.lq, g.d, g.dp, w.q.data());
+        const float sink = head_sink(g, w, h);
+        const bool late = g.sink == SinkForm::late;  // mutant: the sink joins after the keys
         for (long i0 = 0; i0 < g.lq; i0 += kAttnQueryTile) {
             const long i1 = std::min(g.lq, i0 + kAttnQueryTile);
-            query_tile<Path>(g, w, st, i0, i1);
-            for (long i = i0; i < i1; ++i) finish_row<F>(g, c, st[i - i0], h, i, w.gate.data());
+            query_tile<Path>(g, w, st, i0, i1, late ? -kInf : sink);
+            for (long i = i0; i < i1; ++i) finish_row<F>(g, c, st[i - i0], h, i, w.gate.data(), sink);
         }
     }
 }
 
 template <Format F>
-void simd_kernel(const KernelCall& c, GateForm gate) {
-    if (has_avx2()) flash_attention<F, SimdPath>(c, gate);
-    else flash_attention<F, ScalarPath>(c, gate);
+void simd_kernel(const KernelCall& c, Variant var) {
+    if (has_avx2()) flash_attention<F, SimdPath>(c, var);
+    else flash_attention<F, ScalarPath>(c, var);
 }
 
 // ---- naive baseline: materialized scores, plain softmax, rounding to F everywhere ----
@@ -430,10 +466,10 @@ float rnd(float x) {
 }
 
 template <Format F>
-void naive_row(const Geometry& g, const float* q, const float* k, const float* v, const float* mask, long i,
+void naive_row(const Geometry& g, const float* q, const float* k, const float* v, const float* mask, float sink, long i,
                std::vector<float>& s, float* o, float& lse) {
-    float m = -kInf;
-    bool bad = false;
+    float m = sink;  // -inf without a sink
+    bool bad = std::isnan(sink) || sink == kInf;
     for (long j = 0; j < g.lk; ++j) {
         s[j] = -kInf;
         if (j < g.lo(i) || j >= g.hi(i)) continue;
@@ -451,7 +487,7 @@ void naive_row(const Geometry& g, const float* q, const float* k, const float* v
         lse = bad ? kNaN : -kInf;
         return;
     }
-    float l = 0;
+    float l = sink > -kInf ? rnd<F>(std::exp(rnd<F>(sink - m))) : 0.0f;  // the sink's term, value row 0
     for (long j = 0; j < g.lk; ++j) l = rnd<F>(l + rnd<F>(std::exp(rnd<F>(s[j] - m))));
     for (long d = 0; d < g.dv; ++d) o[d] = 0;
     for (long j = 0; j < g.lk; ++j) {
@@ -470,9 +506,10 @@ float naive_gated(float o, float g) {
 }
 
 template <Format F>
-void naive_kernel(const KernelCall& c, GateForm gate) {
-    const Geometry g = read_geometry(c, F, gate);
-    std::vector<float> q(g.lq * g.dp), k(g.lk * g.dp), v(g.lk * g.dvp), mask, s(g.lk), o(g.dv), gl(g.dv);
+void naive_kernel(const KernelCall& c, Variant var) {
+    const Geometry g = read_geometry(c, F, var);
+    std::vector<float> q(g.lq * g.dp), k(g.lk * g.dp), v(g.lk * g.dvp), mask, s(g.lk), o(g.dv), gl(g.dv), sinks(g.hq, -kInf);
+    if (g.sink != SinkForm::none) load_rows<F>(c.in[3], 0, 1, g.hq, g.hq, sinks.data());
     if (g.has_mask) {
         mask.resize(g.lq * g.lk);
         load_rows<F>(c.in[g.mask_at], 0, g.lq, g.lk, g.lk, mask.data());
@@ -485,8 +522,8 @@ void naive_kernel(const KernelCall& c, GateForm gate) {
         storage_t<F>* out = static_cast<storage_t<F>*>(c.out[0].data);
         for (long i = 0; i < g.lq; ++i) {
             float lse;
-            naive_row<F>(g, q.data() + i * g.dp, k.data(), v.data(), g.has_mask ? mask.data() + i * g.lk : nullptr, i,
-                         s, o.data(), lse);
+            naive_row<F>(g, q.data() + i * g.dp, k.data(), v.data(), g.has_mask ? mask.data() + i * g.lk : nullptr,
+                         sinks[static_cast<std::size_t>(h)], i, s, o.data(), lse);
             load_gate<F>(g, c, h * g.lq + i, gl.data());
             for (long d = 0; d < g.dv; ++d)
                 Storage<F>::store(out, (h * g.lq + i) * g.dv + d, g.gate == GateForm::none ? o[d] : naive_gated<F>(o[d], gl[d]));
@@ -495,26 +532,29 @@ void naive_kernel(const KernelCall& c, GateForm gate) {
     }
 }
 
-// op "attention" (gate none) or "gated_attention" (gate sigmoid).
+// op "attention" (plain), "gated_attention" (gate sigmoid) or
+// "sink_attention" (sink in_state).
 template <Format F>
-void add_format(std::vector<KernelInfo>& reg, const std::string& op, GateForm gate) {
-    const std::string gating = gate == GateForm::none ? "" : ", times sigmoid(g) = (g >= 0 ? 1 : t) / (1 + t), t = e^-|g|, in fp32";
+void add_format(std::vector<KernelInfo>& reg, const std::string& op, Variant var) {
+    const bool gated = var.gate != GateForm::none, sinks = var.sink != SinkForm::none;
+    const std::string gating = gated ? ", times sigmoid(g) = (g >= 0 ? 1 : t) / (1 + t), t = e^-|g|, in fp32" : "";
     const std::string contract =
         "flash form over tiles of " + std::to_string(kAttnQueryTile) + " queries x " + std::to_string(kAttnKeyTile) +
-        " keys (param block overrides the key tile), fp32 logits/max/sum/accumulators, guarded rescale, o = acc * "
-        "(1/l)" + gating + " rounded once to the format; lse = m + log(l) in fp32 (lse is fp32 for every format); "
-        "fully masked rows (0, -inf)";
+        " keys (param block overrides the key tile), fp32 logits/max/sum/accumulators, guarded rescale" +
+        (sinks ? ", each row's state starting from its head's sink (m = sink, l = 1)" : "") + ", o = acc * (1/l)" +
+        gating + " rounded once to the format; lse = m + log(l) in fp32 (lse is fp32 for every format); " +
+        (sinks ? "a row without keys (0, sink)" : "fully masked rows (0, -inf)");
     reg.push_back(kernel_info(op, "simd", F, Format::fp32, Role::kernel,
                         "AVX2 8-lane float over the head dim (exp by vf::exp_neg, softcap by vf::softcap), scalar path "
                         "without AVX2; " + contract,
-                        [gate](const KernelCall& c) { simd_kernel<F>(c, gate); }));
+                        [var](const KernelCall& c) { simd_kernel<F>(c, var); }));
     reg.push_back(kernel_info(op, "scalar", F, Format::fp32, Role::kernel, "portable scalar (expf, tanhf); " + contract,
-                              [gate](const KernelCall& c) { flash_attention<F, ScalarPath>(c, gate); }));
+                              [var](const KernelCall& c) { flash_attention<F, ScalarPath>(c, var); }));
     reg.push_back(kernel_info(op, "naive", F, F, Role::baseline,
-                        "materialized scores and plain softmax" +
-                            std::string(gate == GateForm::none ? "" : ", the literal gate o / (1 + e^-g)") +
+                        "materialized scores and plain softmax" + std::string(sinks ? " with the sink as one more logit" : "") +
+                            std::string(gated ? ", the literal gate o / (1 + e^-g)" : "") +
                             ", every intermediate rounded to the storage format (lse stored as fp32)",
-                        [gate](const KernelCall& c) { naive_kernel<F>(c, gate); }));
+                        [var](const KernelCall& c) { naive_kernel<F>(c, var); }));
 }
 
 }  // namespace
@@ -546,20 +586,39 @@ namespace conform {
 
 std::vector<KernelInfo> cpu_attention_kernels() {
     std::vector<KernelInfo> r;
-    for (const auto& [op, gate] : {std::pair{"attention", GateForm::none}, std::pair{"gated_attention", GateForm::sigmoid}}) {
-        cpu::add_format<Format::fp32>(r, op, gate);
-        cpu::add_format<Format::fp16>(r, op, gate);
-        cpu::add_format<Format::bf16>(r, op, gate);
+    for (const auto& [op, var] : {std::pair{"attention", cpu::Variant{}},
+                                  std::pair{"gated_attention", cpu::Variant{GateForm::sigmoid, SinkForm::none}},
+                                  std::pair{"sink_attention", cpu::Variant{GateForm::none, SinkForm::in_state}}}) {
+        cpu::add_format<Format::fp32>(r, op, var);
+        cpu::add_format<Format::fp16>(r, op, var);
+        cpu::add_format<Format::bf16>(r, op, var);
     }
     return r;
 }
 
-void gated_attention_call(const KernelCall& c, Format f, GateForm gate) {
+namespace {
+
+void scalar_call(const KernelCall& c, Format f, cpu::Variant var) {
     switch (f) {
-        case Format::fp32: return cpu::flash_attention<Format::fp32, cpu::ScalarPath>(c, gate);
-        case Format::fp16: return cpu::flash_attention<Format::fp16, cpu::ScalarPath>(c, gate);
-        case Format::bf16: return cpu::flash_attention<Format::bf16, cpu::ScalarPath>(c, gate);
-        default: throw std::invalid_argument("gated_attention_call: fp32, fp16 or bf16 only");
+        case Format::fp32: return cpu::flash_attention<Format::fp32, cpu::ScalarPath>(c, var);
+        case Format::fp16: return cpu::flash_attention<Format::fp16, cpu::ScalarPath>(c, var);
+        case Format::bf16: return cpu::flash_attention<Format::bf16, cpu::ScalarPath>(c, var);
+        default: throw std::invalid_argument("attention kernel: fp32, fp16 or bf16 only");
+    }
+}
+
+}  // namespace
+
+void gated_attention_call(const KernelCall& c, Format f, GateForm gate) { scalar_call(c, f, {gate, SinkForm::none}); }
+
+void sink_attention_call(const KernelCall& c, Format f, SinkForm sink) { scalar_call(c, f, {GateForm::none, sink}); }
+
+void add_variant_mutants(Registry& r, const std::string& op, const std::string& bug, const std::string& bug_class,
+                         const std::string& what, const std::function<void(const KernelCall&, Format)>& call) {
+    for (Format f : {Format::fp32, Format::bf16}) {
+        KernelInfo k = mutant_info(op, bug, f, Format::fp32, bug_class, what, [f, call](const KernelCall& c) { call(c, f); });
+        k.out_formats = {f, Format::fp32};  // o in the format, lse in fp32 as the kernels store it
+        r.add(std::move(k));
     }
 }
 

@@ -24,6 +24,15 @@ inline constexpr long kAttnKeyTile = 64;
 // (g read, o returned ungated).
 enum class GateForm { none, sigmoid, one_minus, swapped, ignored };
 
+// The sink logit of the kernels: none (ops attention, gated_attention),
+// in_state (op sink_attention: each row's online softmax starts from the
+// sink, m = sink, l = 1, acc = 0, docs/sink_attention.md), and the mutants'
+// wrong sinks: dropped (read and ignored), kv_head (the sink of query head
+// h's KV head), late (added after the key loop as e^(sink - m) with the
+// keys' max m, so it never enters the max and a row without keys ignores
+// it), lse_keys (o right, lse of the keys alone).
+enum class SinkForm { none, in_state, dropped, kv_head, late, lse_keys };
+
 namespace cpu {
 // sigmoid(x) in FP32 without overflow (t = e^-|x|, then 1 / (1 + t) or
 // t / (1 + t)), and element o of a finished row gated per `form` (an
@@ -50,9 +59,17 @@ float gate_output(float o, float g, GateForm form);
 // which declares "attention").
 std::vector<KernelInfo> cpu_attention_kernels();
 void register_cpu_attention(Registry& r);  // adds cpu_attention_kernels()
-// The scalar flash kernel of gated_attention in format f with the given gate
-// (the mutants' entry point).
+// op "sink_attention": the same kernels (cpu.{simd,scalar,naive}.sink_attention.<fmt>)
+// with inputs q, k, v, sinks [Hq] and the optional mask.
+// The scalar flash kernel of gated_attention in format f with the given gate,
+// and of sink_attention with the given sink (the mutants' entry points).
 void gated_attention_call(const KernelCall& c, Format f, GateForm gate);
+void sink_attention_call(const KernelCall& c, Format f, SinkForm sink);
+
+// Registers mutant.<op>.<bug>.{fp32,bf16}: `call` (one of the two above with
+// a wrong form) in each format, o stored in it and lse in fp32.
+void add_variant_mutants(Registry& r, const std::string& op, const std::string& bug, const std::string& bug_class,
+                         const std::string& what, const std::function<void(const KernelCall&, Format)>& call);
 
 // mutant.attention.<bug>.<fmt>: one wrong flash kernel per bug (in double,
 // key tiles of 16), for fp32, fp16 and bf16.
@@ -62,5 +79,9 @@ void register_mutants_attention(Registry& r);  // adds attention_mutants()
 // mutant.gated_attention.<bug>.<fmt>: the scalar gated kernel with a wrong
 // gate (GateForm), fp32 and bf16 (impls/mutants/attention_gated.cpp).
 void register_mutants_gated_attention(Registry& r);
+
+// mutant.sink_attention.<bug>.<fmt>: the scalar sink kernel with a wrong
+// sink (SinkForm), fp32 and bf16 (impls/mutants/attention_sink.cpp).
+void register_mutants_sink_attention(Registry& r);
 
 }  // namespace conform

@@ -18,12 +18,8 @@ void register_mutants_gated_attention(Registry& r) {
         {"gate_ignored", "12 silently ignored parameter", "g read and dropped: plain attention", GateForm::ignored},
     };
     for (const Bug& b : bugs)
-        for (Format f : {Format::fp32, Format::bf16}) {
-            KernelInfo k = mutant_info("gated_attention", b.name, f, Format::fp32, b.bug_class, b.what,
-                                       [f, gate = b.gate](const KernelCall& c) { gated_attention_call(c, f, gate); });
-            k.out_formats = {f, Format::fp32};  // o in the format, lse in fp32 as the kernels store it
-            r.add(std::move(k));
-        }
+        add_variant_mutants(r, "gated_attention", b.name, b.bug_class, b.what,
+                            [gate = b.gate](const KernelCall& c, Format f) { gated_attention_call(c, f, gate); });
 }
 
 }  // namespace conform
