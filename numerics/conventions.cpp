@@ -60,7 +60,7 @@ const std::vector<ConventionSpec>& convention_specs() {
          "exp and log1p (softplus); a gated op's product in FP32: the budget only"},
         {"causal", {"bottom_right", "top_left"}, {"attention", "gated_attention", "sink_attention"},
          "causal mask aligned so the last query sees the last key, or so query i sees keys 0..i"},
-        {"attention_arith", {"fp32", "input"}, {"attention"},
+        {"attention_arith", {"fp32", "input"}, {"attention", "sink_attention"},
          "logits, weights and lse kept in FP32 (a flash kernel), or rounded to the input format: the logits after "
          "every stage (q.k, the scale, the softcap, the mask add), the weights before P V, the lse (PyTorch's eager "
          "attention, XLA's dot_product_attention in BF16/FP16): the budget only"},

@@ -5,7 +5,7 @@
 // to the reference those values imply, and nothing else.
 //
 //   key            values (first: the oracle's)   ops
-//   masked_row     zero | nan                      softmax, attention, gated_attention
+//   masked_row     zero | nan                      softmax, attention, gated_attention, sink_attention
 //   eps_placement  inside | outside                rms_norm, layer_norm, l2_norm
 //   l2_form        sqrt | max                      l2_norm
 //   special_values ml | ieee                       activations, gated ops
@@ -14,8 +14,8 @@
 //                  | one_plus_erf | log1p_exp      gelu_erf, geglu (by its gelu); softplus (log1p_exp):
 //                                                  the budget only, the textbook form in FP32 with a
 //                                                  library exp/tanh/erf/log1p
-//   causal         bottom_right | top_left         attention, gated_attention
-//   attention_arith fp32 | input                   attention (the budget only: logits, weights and lse
+//   causal         bottom_right | top_left         attention, gated_attention, sink_attention
+//   attention_arith fp32 | input                   attention, sink_attention (the budget only: logits, weights and lse
 //                                                  rounded to the input format, as eager attention)
 //   rope_pairing   interleaved | half              rope (pins its `pairing` parameter to 0 | 1)
 //   mla_form       explicit | absorbed             mla (pins its `form` parameter to 0 | 1)

@@ -1,7 +1,9 @@
 """PyTorch's kernels checked through conform case sets (docs/third_party.md):
 F.scaled_dot_product_attention under each backend it offers (flash,
 memory-efficient, cuDNN, math) in FP16 and BF16 — causal and GQA cases come
-from the suite's generators — and F.rms_norm, F.silu, F.gelu (both forms).
+from the suite's generators — F.rms_norm, F.silu, F.gelu (both forms),
+F.softplus, and transformers' GPT-OSS eager attention with sinks (op
+sink_attention) when transformers is importable.
 
 Made for a GPU (scripts/gpu-third-party runs it there); --device cpu runs the
 same checks on PyTorch's CPU kernels (the math backend only).  A case a
@@ -94,6 +96,46 @@ def sdpa(dtype, backend):
     return fn
 
 
+def gpt_oss_eager(dtype):
+    """transformers' GPT-OSS eager_attention_forward as the model calls it: the
+    causal and window structure and the case's -inf entries become the
+    additive mask HF builds (the format's lowest finite value where a key is
+    hidden), the case's other mask values added; the sinks are the module's."""
+    import types
+    from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
+
+    def fn(inputs, params):
+        if params["softcap"] > 0:
+            raise Unsupported("GPT-OSS attention has no softcap")
+        q, k, v = (tensor(inputs[n], dtype)[None] for n in ("q", "k", "v"))  # [1, H, L, D]
+        lq, lk = q.shape[2], k.shape[2]
+        pos = torch.arange(lq, device=DEVICE)[:, None] + (lk - lq)  # bottom-right: the queries are the last Lq
+        j = torch.arange(lk, device=DEVICE)[None, :]
+        hidden = torch.zeros(lq, lk, dtype=torch.bool, device=DEVICE)
+        window = int(params["window"])
+        if params["causal"] or window > 0:
+            hidden |= j > pos
+        if window > 0:
+            hidden |= j <= pos - window
+        add = tensor(inputs["mask"], dtype) if "mask" in inputs else torch.zeros(lq, lk, dtype=TORCH[dtype], device=DEVICE)
+        hidden |= torch.isneginf(add)
+        mask = add.masked_fill(hidden, torch.finfo(TORCH[dtype]).min)[None, None]
+        module = types.SimpleNamespace(num_key_value_groups=q.shape[1] // k.shape[1], training=False,
+                                       sinks=tensor(inputs["sinks"], dtype))
+        scale = float(params["scale"]) if params["scale"] != 0 else q.shape[-1] ** -0.5
+        o, _ = eager_attention_forward(module, q, k, v, mask, scale)
+        return {"o": o[0].transpose(0, 1)}  # [L, H, Dv] -> [H, L, Dv]
+    return fn
+
+
+def has_transformers():
+    try:
+        import transformers.models.gpt_oss.modeling_gpt_oss  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
 DOMAIN = {"softcap": [0], "window": [0]}
 # What each GPU backend accepts, so that its cases run rather than being refused
 # (a property with a refused case is not run): head sizes 64 (D = Dv, a
@@ -134,6 +176,20 @@ for dt in ("fp16", "bf16"):
              unary(lambda x: F.gelu(x, approximate="tanh"), dt)),
             ("F.softplus", "softplus", "log1p_exp", unary(F.softplus, dt))]
     ]
+
+# GPT-OSS's eager attention (transformers), in FP32 and in BF16, the model's
+# format, declared as it computes: BF16 logits, weights and output
+# (attention_arith = input), subnormals flushed (+ftz).  Each also without
+# hidden keys (no mask, causal or window), where only its arithmetic is judged.
+if has_transformers():
+    GPT_OSS = "GptOss eager_attention_forward"
+    NO_HIDDEN = {"softcap": [0], "mask": [0], "causal": [0], "window": [0]}
+    for name, domain in ((GPT_OSS, {"softcap": [0]}), (GPT_OSS + " (no hidden keys)", NO_HIDDEN)):
+        CHECKS += [
+            Check(name, "sink_attention", "fp32", gpt_oss_eager("fp32"), domain=domain, unwritten=["lse"]),
+            Check(name, "sink_attention", "bf16", gpt_oss_eager("bf16"), domain=domain, unwritten=["lse"],
+                  conventions={"attention_arith": "input"}, profile="strict+ftz"),
+        ]
 
 EXPECTED = {}  # never run on a GPU: nothing recorded (docs/third_party.md)
 
