@@ -56,6 +56,10 @@ std::vector<std::vector<double>> sink_attention_bound(const Params& p, const std
     const std::int64_t hq = in.at(0).shape[0], lq = in[0].shape[1], dv = in.at(2).shape[2];
     Params flat = p;  // the structure is in each head's mask
     flat.set("causal", 0), flat.set("window", 0), flat.set("convention.causal", 0);
+    // A kernel that merges split states (declared max_splits > 1) may merge
+    // the sink as a state of its own: one state more than the key splits
+    // (it declares max_splits counting it).
+    if (p.get("declared.max_splits", 1) > 1 && p.get("splits", 0) > 0) flat.set("splits", p.get("splits", 0) + 1);
     std::vector<std::vector<double>> b{{}, {}};
     for (std::int64_t h = 0; h < hq; ++h) {
         const SinkHead a = augment(p, in, h);

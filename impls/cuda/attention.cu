@@ -2,7 +2,8 @@
 // docs/cuda.md for the kernels): cuda.attention.fp16 and .bf16 on tensor
 // cores, cuda.attention.fp32 without; each returns o in its format and lse
 // in FP32, splits the keys for decoding (Lq <= 16, long Lk) and merges the
-// splits with lse_merge.
+// splits with lse_merge.  cuda.sink_attention.<fmt> are the same kernels
+// whose merge adds each head's sink (docs/sink_attention.md).
 #include "impls/cuda/attention.cuh"
 #include "impls/cuda/cuda.hpp"
 
@@ -53,11 +54,36 @@ void add(Registry& r) {
     }
 }
 
+// cuda.sink_attention.<fmt>: the forward kernels write their partials and
+// the merge adds the sink state (0, sink_h), one merged state more than the
+// key splits (max_splits + 1, and the verdict's bound counts it:
+// oracle/attention_sink_bound.cpp).
+void add_sinks(Registry& r) {
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        KernelInfo k = attention_info(kernel_info("sink_attention", f, ""), f);
+        k.declared["max_splits"] = kMaxSplits + 1;
+        k.description = std::string("cuda.attention.") + name(f) + "'s forward pass, its partial (o, lse) merged with "
+                        "each head's sink state (0, sink) by lse_merge";
+        const std::string kernel = k.name;
+        auto make = [f, kernel](AttnLaunch l) -> KernelFn {
+            return [f, kernel, l](const KernelCall& c) { run_attention(c, f, kernel.c_str(), l); };
+        };
+        k.fn = make({});
+        k.launches = {{"one warp per block", make({1, 0})}, {"the keys in 3 splits", make({0, 3})}};
+        r.add(std::move(k));
+    }
+}
+
 }  // namespace
+
+void run_attention_kernels(const KernelCall& c, Format f, const char* kernel, const AttnLaunch& l) {
+    run_attention(c, f, kernel, l);
+}
 
 void register_attention(Registry& r) {
     add<false>(r);
     add<true>(r);
+    add_sinks(r);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -9,7 +9,9 @@
 //                  online softmax in FP32 registers.
 //   attention_simt FP32 without tensor cores: one warp per query row, 32
 //                  keys per step (a lane per key), FMA dot products.
-//   attention_merge  the split-KV partials (o_s, lse_s) merged by lse_merge.
+//   attention_merge  the split-KV partials (o_s, lse_s) merged by lse_merge;
+//                  sink_attention's sinks join there as one more state
+//                  each, (0, sink_h).
 // Both forward kernels take a key range per blockIdx.z (a KV split): with
 // one split they write o and lse, with several the FP32 partials the merge
 // reads.
@@ -49,7 +51,13 @@ struct AttnArgs {
     int splits, split_keys;  // KV splits (blockIdx.z) and the keys of each
     int block;               // keys per tile (tensor cores: at most the kernel's kBk)
     int nan_rows;            // a row that sees no key gives NaN, not (0, -inf) (declared masked_row = nan)
+    int sinks;               // sink_attention: the merge adds each head's sink state (0, sink_h)
+    int sink_kv_head;        // mutant: the sink of query head h's KV head instead of its own
 };
+
+// The forward kernels write FP32 partials for the merge: with several
+// splits, and with sinks (which join in the merge).
+__host__ __device__ __forceinline__ bool merged(const AttnArgs& a) { return a.splits > 1 || a.sinks; }
 
 __device__ __forceinline__ float nan_max(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
@@ -111,14 +119,14 @@ template <class S>
 __device__ __forceinline__ void store_row_value(S* o, float* part_o, const AttnArgs& a, int z, int h, int i, int col,
                                                 float acc, float m, float l) {
     const long long at = (static_cast<long long>(h) * a.lq + i) * a.dv + col;
-    if (a.splits > 1) part_o[static_cast<long long>(z) * a.hq * a.lq * a.dv + at] = m == -INFINITY ? 0.0f : acc / l;
+    if (merged(a)) part_o[static_cast<long long>(z) * a.hq * a.lq * a.dv + at] = m == -INFINITY ? 0.0f : acc / l;
     else o[at] = store<S>(m == -INFINITY ? (a.nan_rows ? NAN : 0.0f) : acc / l);
 }
 
 __device__ __forceinline__ void store_row_lse(float* lse, float* part_lse, const AttnArgs& a, int z, int h, int i,
                                               float m, float l) {
     const long long at = static_cast<long long>(h) * a.lq + i;
-    if (a.splits > 1) part_lse[static_cast<long long>(z) * a.hq * a.lq + at] = m == -INFINITY ? -INFINITY : m + logf(l);
+    if (merged(a)) part_lse[static_cast<long long>(z) * a.hq * a.lq + at] = m == -INFINITY ? -INFINITY : m + logf(l);
     else lse[at] = m == -INFINITY ? (a.nan_rows ? NAN : -INFINITY) : m + logf(l);
 }
 
@@ -412,10 +420,13 @@ __global__ void attention_simt(const float* __restrict__ q, const float* __restr
 // Split-KV merge (lse_merge over the splits): lse = max_s lse_s + log sum_s
 // w_s, w_s = exp(lse_s - max), o = sum_s w_s o_s / sum_s w_s.  An empty
 // split (lse_s = -inf) weighs 0; all empty: (0, -inf).  A warp per row.
+// With sinks, the row's sink is one more state (0, sink_h): it enters the
+// max and the denominator, not the numerator; a NaN or +inf sink makes the
+// row NaN (max NaN, or exp(inf - inf)).
 
 template <class S, class Bug = AttnNoBug>
 __global__ void attention_merge(const float* __restrict__ part_o, const float* __restrict__ part_lse, AttnArgs a,
-                                S* __restrict__ o, float* __restrict__ lse) {
+                                const S* __restrict__ sinks, S* __restrict__ o, float* __restrict__ lse) {
     const int warps = blockDim.x / 32, lane = threadIdx.x % 32;
     const long long row = static_cast<long long>(blockIdx.x) * warps + threadIdx.x / 32;
     const long long rows = static_cast<long long>(a.hq) * a.lq;
@@ -424,9 +435,11 @@ __global__ void attention_merge(const float* __restrict__ part_o, const float* _
         const float x = part_lse[s * rows + row];
         return Bug::kEmptySplitLseZero && x == -INFINITY ? 0.0f : x;
     };
-    float top = -INFINITY;
+    const int h = static_cast<int>(row / a.lq);
+    const float sink = a.sinks ? static_cast<float>(load(sinks[a.sink_kv_head ? h / (a.hq / a.hkv) : h])) : -INFINITY;
+    float top = nan_max(-INFINITY, sink);
     for (int s = 0; s < a.splits; ++s) top = nan_max(top, split_lse(s));
-    float den = 0;
+    float den = sink == -INFINITY ? 0.0f : expf(sink - top);
     for (int s = 0; s < a.splits; ++s) den += split_lse(s) == -INFINITY ? 0.0f : expf(split_lse(s) - top);
     for (int c = lane; c < a.dv; c += 32) {
         float num = 0;
@@ -454,6 +467,7 @@ struct AttnLaunch {
     int warps = 0;
     int splits = 0;
     bool nan_rows = false;
+    bool sink_kv_head = false;  // mutant.cuda.sink_attention.sink_by_kv_head
 };
 
 inline constexpr int kMaxSplits = 64;
@@ -467,6 +481,9 @@ inline int choose_splits(const Params& p, const AttnLaunch& l, int lq, int lk) {
     return std::clamp(s, 1, kMaxSplits);
 }
 
+// sink_attention's call: q, k, v, sinks [Hq] and the optional mask.
+inline bool sink_op(const KernelCall& c) { return c.in.size() > 3 && c.in[3].rank == 1; }
+
 inline AttnArgs attention_args(const KernelCall& c, const AttnLaunch& l) {
     const TensorView &qv = c.in[0], &kv = c.in[1], &vv = c.in[2];
     AttnArgs a{};
@@ -477,11 +494,14 @@ inline AttnArgs attention_args(const KernelCall& c, const AttnLaunch& l) {
     a.softcap = static_cast<float>(c.params.get("softcap", 0));
     a.causal = c.params.get("causal", 0) != 0;
     a.window = static_cast<int>(c.params.get("window", 0));
-    a.has_mask = c.in.size() > 3 && c.in[3].numel() > 0;
+    a.sinks = sink_op(c);
+    const std::size_t mask_at = a.sinks ? 4 : 3;
+    a.has_mask = c.in.size() > mask_at && c.in[mask_at].numel() > 0;
     a.splits = choose_splits(c.params, l, a.lq, a.lk);
     a.split_keys = std::max(1, (a.lk + a.splits - 1) / a.splits);
     a.block = static_cast<int>(c.params.get("block", 0));  // the tunable key tile; 0: the kernel's
     a.nan_rows = l.nan_rows;
+    a.sink_kv_head = l.sink_kv_head;
     return a;
 }
 
@@ -500,6 +520,7 @@ struct AttnBuffers {
     const S *q, *k, *v, *mask;
     S* o;
     float *lse, *part_o, *part_lse;
+    const S* sinks;  // [Hq] (sink_attention), else null
 };
 
 template <class S, class Bug, int P>
@@ -540,11 +561,11 @@ void launch_attention(const AttnArgs& a, const AttnBuffers<S>& b, int warps, cud
             }
         }
     }
-    if (a.splits > 1) {
+    if (merged(a)) {
         const long long rows = static_cast<long long>(a.hq) * a.lq;
         auto* merge_fn = attention_merge<S, Bug>;
         CONFORM_LAUNCH(merge_fn, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, s)(b.part_o, b.part_lse, a,
-                                                                                             b.o, b.lse);
+                                                                                             b.sinks, b.o, b.lse);
     }
 }
 
@@ -557,16 +578,19 @@ void run_attention_as(const KernelCall& c, const char* kernel, const AttnLaunch&
                           DeviceBuffer(c.in[1].numel() * sizeof(S), kernel),
                           DeviceBuffer(c.in[2].numel() * sizeof(S), kernel)};
     for (int t = 0; t < 3; ++t) upload(c.in[t], in[t], s.get(), kernel);
-    DeviceBuffer mask(a.has_mask ? c.in[3].numel() * sizeof(S) : 0, kernel);
-    if (a.has_mask) upload(c.in[3], mask, s.get(), kernel);
+    const std::size_t mask_at = a.sinks ? 4 : 3;
+    DeviceBuffer mask(a.has_mask ? c.in[mask_at].numel() * sizeof(S) : 0, kernel), sinks(a.sinks ? a.hq * sizeof(S) : 0, kernel);
+    if (a.has_mask) upload(c.in[mask_at], mask, s.get(), kernel);
+    if (a.sinks) upload(c.in[3], sinks, s.get(), kernel);
     const long long rows = static_cast<long long>(a.hq) * a.lq;
     DeviceBuffer o(rows * a.dv * sizeof(S), kernel), lse(rows * sizeof(float), kernel);
-    const long long parts = a.splits > 1 ? a.splits : 0;
+    const long long parts = merged(a) ? a.splits : 0;
     DeviceBuffer po(parts * rows * a.dv * sizeof(float), kernel), pl(parts * rows * sizeof(float), kernel);
     poison(o, s.get(), kernel), poison(lse, s.get(), kernel), poison(po, s.get(), kernel), poison(pl, s.get(), kernel);
     if (rows > 0) {
         const AttnBuffers<S> b{in[0].as<S>(), in[1].as<S>(), in[2].as<S>(), a.has_mask ? mask.as<S>() : nullptr,
-                               o.as<S>(),     lse.as<float>(), po.as<float>(), pl.as<float>()};
+                               o.as<S>(),     lse.as<float>(), po.as<float>(), pl.as<float>(),
+                               a.sinks ? sinks.as<S>() : nullptr};
         launch_attention<S, Bug>(a, b, l.warps, s.get());
         check_launch(s.get(), kernel);
     }
@@ -578,5 +602,9 @@ template <class Bug = AttnNoBug>
 void run_attention(const KernelCall& c, Format f, const char* kernel, const AttnLaunch& l = {}) {
     by_storage(f, [&](auto s) { run_attention_as<decltype(s), Bug>(c, kernel, l); });
 }
+
+// run_attention of the kernels themselves, instantiated once (attention.cu):
+// a mutant that differs only by a launch switch calls it.
+void run_attention_kernels(const KernelCall& c, Format f, const char* kernel, const AttnLaunch& l);
 
 }  // namespace conform::CONFORM_CUDA_NS

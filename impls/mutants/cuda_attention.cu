@@ -54,6 +54,15 @@ void register_mutants_attention(Registry& r) {
                           "softcap applied to the masked logit, cap(s + mask), instead of cap(s) + mask");
     add<EmptySplitLseZero>(r, "empty_split_lse_zero", "7 empty-row semantics",
                            "the split-KV merge reads an empty split's -inf lse as 0: its zero output dilutes the row");
+    // A launch switch of the merge, not a kernel template: no instantiation more.
+    KernelInfo k = attention_info(mutant_kernel_info("sink_attention", "sink_by_kv_head", Format::bf16, "5 layout transposition",
+                                                     "the merge adds the sink of query head h's KV head h / (Hq / Hkv)"),
+                                  Format::bf16);
+    k.declared["max_splits"] = kMaxSplits + 1;
+    AttnLaunch launch;
+    launch.sink_kv_head = true;
+    k.fn = [kernel = k.name, launch](const KernelCall& c) { run_attention_kernels(c, Format::bf16, kernel.c_str(), launch); };
+    r.add(std::move(k));
 }
 
 }  // namespace conform::CONFORM_CUDA_NS
