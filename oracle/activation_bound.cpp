@@ -76,10 +76,14 @@ double erf_gelu_error(double x, double s) {
 
 // log1p(t̂) for t̂ = exp(±|x|) within 1 ulp of t, then log1p within 1 ulp: the
 // first moves log1p by at most |t̂ - t| / (1 + min(t, t̂)) (its slope
-// 1/(1 + t)); subnormal t and L are covered by the ulps (η there).
+// 1/(1 + t)); subnormal t and L are covered by the ulps (η there).  "1 ulp"
+// as glibc measures it, the ulp of the correctly rounded result, which for a
+// value just below a power of two is the next binade's: the ulp at the top
+// of each range.
 static double log1p_exp_error(double t) {
-    const double et = ulp_at(kAcc, t), moved = et / (1 + t - et), L = std::log1p(t);
-    return moved + ulp_at(kAcc, L + moved);
+    const double et = ulp_at(kAcc, t + ulp_at(kAcc, t)), moved = et / (1 + t - et), L = std::log1p(t);
+    const double top = L + moved;
+    return moved + ulp_at(kAcc, top + ulp_at(kAcc, top));
 }
 
 // (a) max(x, 0) + log1p(exp(-|x|)): the log1p of t = e^-|x| <= 1, then for

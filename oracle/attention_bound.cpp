@@ -268,8 +268,9 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
                 // and every product (or FMA) and rescale of the accumulator, and the final product
                 // acc * (1/l), rounding in the subnormal range: eta/2 each, however small v is (the sums
                 // of subnormals are exact, and l >= 1 does not enlarge the accumulator's error).
+                // (With tensor cores the products are exact and each block's truncation is pv.abs.)
                 ob[d] = pre + half_ulp(model.out, od + pre) + (sh.lk + 3 * merge_terms) * kEta * vmax +
-                        (sh.lk + nb + 1 + merge_terms) * kEta / 2;
+                        ((model.mma_k > 0 ? 0 : sh.lk) + nb + 1 + merge_terms) * kEta / 2;
                 // A flash kernel's unnormalized sum exp(s_j - m_t) v_jd may overflow FP32
                 // where o does not (values near the format's max): no bound there.
                 if (!(2 * vmax * static_cast<double>(sh.lk) * (1 + g_num) < fp32_max)) {  // each term <= 2 |v_jd|
