@@ -51,13 +51,14 @@ const std::vector<ConventionSpec>& convention_specs() {
          "at an infinite input, the formula's limit (silu(-inf) = -0), or the formula evaluated literally in IEEE "
          "arithmetic (silu(-inf) = -inf * 0 = NaN)"},
         {"gelu", {"erf", "tanh"}, {"geglu"}, "the gate's GELU: the erf form, or the tanh approximation"},
-        {"act_arith", {"ulp", "quotient", "one_plus_tanh", "one_plus_erf", "log1p_exp"},
-         {"sigmoid", "silu", "swiglu", "gelu_tanh", "gelu_erf", "geglu", "softplus"},
+        {"act_arith", {"ulp", "quotient", "one_plus_tanh", "one_plus_erf", "log1p_exp", "scaled_tanh"},
+         {"sigmoid", "silu", "swiglu", "gelu_tanh", "gelu_erf", "geglu", "softplus", "softcap"},
          "1 ulp of the correctly rounded result, or the class of the textbook form in FP32 with a library function: "
          "quotient n / (1 + exp(-x)) with a 1-ulp exp (sigmoid, silu, swiglu), one_plus_tanh x/2 (1 + tanh(...)) with a "
          "2-ulp tanh (gelu_tanh, geglu with gelu = tanh), one_plus_erf x/2 (1 + erf(x/sqrt 2)) with an erf within 2^-20 "
          "absolute (gelu_erf, geglu with gelu = erf), log1p_exp max(x, 0) + log1p(exp(-|x|)) or log1p(exp(x)) with a 1-ulp "
-         "exp and log1p (softplus); a gated op's product in FP32: the budget only"},
+         "exp and log1p (softplus), scaled_tanh beta tanh(x / beta) with a 2-ulp tanh (softcap); a gated op's product "
+         "in FP32: the budget only"},
         {"causal", {"bottom_right", "top_left"}, {"attention", "gated_attention", "sink_attention"},
          "causal mask aligned so the last query sees the last key, or so query i sees keys 0..i"},
         {"attention_arith", {"fp32", "input"}, {"attention", "sink_attention"},
@@ -107,6 +108,7 @@ void check_conventions(const Conventions& c, const std::string& op) {
         const std::string fits = op == "gelu_tanh" || (op == "geglu" && gelu == "tanh") ? "one_plus_tanh"
                                  : op == "gelu_erf" || op == "geglu"                     ? "one_plus_erf"
                                  : op == "softplus"                                      ? "log1p_exp"
+                                 : op == "softcap"                                       ? "scaled_tanh"
                                                                                          : "quotient";
         if (a != fits)
             throw std::invalid_argument("convention act_arith = " + a + " does not fit op " + op +

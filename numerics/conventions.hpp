@@ -11,9 +11,9 @@
 //   special_values ml | ieee                       activations, gated ops
 //   gelu           erf | tanh                      geglu
 //   act_arith      ulp | quotient | one_plus_tanh  sigmoid, silu, swiglu (quotient); gelu_tanh,
-//                  | one_plus_erf | log1p_exp      gelu_erf, geglu (by its gelu); softplus (log1p_exp):
-//                                                  the budget only, the textbook form in FP32 with a
-//                                                  library exp/tanh/erf/log1p
+//                  | one_plus_erf | log1p_exp      gelu_erf, geglu (by its gelu); softplus (log1p_exp);
+//                  | scaled_tanh                   softcap (scaled_tanh): the budget only, the textbook
+//                                                  form in FP32 with a library exp/tanh/erf/log1p
 //   causal         bottom_right | top_left         attention, gated_attention, sink_attention
 //   attention_arith fp32 | input                   attention, sink_attention (the budget only: logits, weights and lse
 //                                                  rounded to the input format, as eager attention)

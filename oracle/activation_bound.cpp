@@ -21,10 +21,11 @@ double act(const std::string& arith, double x) {
     return silu(x);
 }
 
-double act_error(const std::string& arith, double x, double s) {
+double act_error(const std::string& arith, const Params& p, double x, double s) {
     if (arith == "one_plus_erf") return erf_gelu_error(x, s);
     if (arith == "one_plus_tanh") return tanh_gelu_error(x, s);
     if (arith == "log1p_exp") return softplus_error(x, s);
+    if (arith == "scaled_tanh") return softcap_error(x, s, p.get("beta", 30));
     return quotient_error(x, s);
 }
 
@@ -100,8 +101,22 @@ double softplus_error(double x, double s) {
     return e * (1 + 4 * u);
 }
 
-std::vector<double> act_arith_bound(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
-                                    const std::vector<double>& exact, Format out) {
+// z = x / beta formed by a division, or by a product with fl(1 / beta):
+// |ẑ - z| <= 2u(1 + u)|z| + η/2; tanh moves by sech² of the nearer end
+// times that, the library's 2 ulps (of the correctly rounded result: the ulp
+// at the top) add 2 ulp(|tanh ẑ|); the product beta t̂ rounds once (beta <=
+// 2^60 and |t̂| <= 1: no overflow).  An infinite ẑ (x / beta beyond FP32)
+// gives t̂ = ±1, the limit, within the same terms (sech² = 0 there).
+double softcap_error(double x, double s, double beta) {
+    const double u = unit_roundoff(kAcc), b = std::fabs(beta), z = std::fabs(x / beta);
+    const double dz = 2 * u * (1 + u) * z + eta32() / 2, far = std::min(std::max(0.0, z - dz), 354.0);
+    const double sech = 1 / std::cosh(far), moved = sech * sech * dz;
+    const double t = std::tanh(z) + moved, dt = moved + 2 * ulp_at(kAcc, t + ulp_at(kAcc, t));
+    return (b * dt * (1 + u) + u * std::fabs(s) + eta32() / 2) * (1 + 4 * u);
+}
+
+std::vector<double> act_arith_bound(const std::string& op, const Conventions& c, const Params& p,
+                                    const std::vector<TensorView>& in, const std::vector<double>& exact, Format out) {
     check_conventions(c, op);  // the class fits the op (and geglu's gelu)
     const std::string arith = convention(c, "act_arith");
     if (arith == "ulp") throw std::invalid_argument("act_arith_bound: op " + op + " declares no arithmetic class");
@@ -119,21 +134,21 @@ std::vector<double> act_arith_bound(const std::string& op, const Conventions& c,
         // A zero factor gives an exact ±0 in every class with one (x/(1 + ê),
         // (x/2)ŵ and ŝ·0 at a zero x or up; 0·inf is NaN, judged by class):
         // bound 0.  sigmoid and softplus have no factor x.
-        const bool x_factor = op != "sigmoid" && op != "softplus";
+        const bool x_factor = op != "sigmoid" && op != "softplus";  // softcap: beta tanh(0/beta) = ±0 exactly
         if ((x == 0 && x_factor) || (up == 0 && std::isfinite(x))) continue;
         if (gated && std::isfinite(x) && std::isinf(up)) {
             // The class lets ŝ round to 0 where its error reaches |s|: 0 · inf
             // is NaN, the exact product ±inf; the class leaves it open.
             const double s = act(arith, x);
-            if (act_error(arith, x, s) >= std::fabs(s)) b[i] = kUndefined;
+            if (act_error(arith, p, x, s) >= std::fabs(s)) b[i] = kUndefined;
             continue;
         }
         if (!std::isfinite(x) || !std::isfinite(up) || !std::isfinite(exact[i])) continue;  // judged by class
         if (!gated) {  // sigmoid: the quotient with n = 1
-            b[i] = stored(exact[i], act_error(arith, x, exact[i]), out);
+            b[i] = stored(exact[i], act_error(arith, p, x, exact[i]), out);
             continue;
         }
-        const double s = act(arith, x), e = act_error(arith, x, s);
+        const double s = act(arith, x), e = act_error(arith, p, x, s);
         // ŝ·up rounded in FP32: |up| e, then u of |ŝ up| <= |h| + |up| e, η/2 underflowing.
         const double eh = std::fabs(up) * e * (1 + u) + u * std::fabs(exact[i]) + eta32() / 2;
         b[i] = stored(exact[i], eh, out);

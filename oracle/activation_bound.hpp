@@ -35,16 +35,20 @@ double erf_gelu_error(double x, double s);
 // exp and log1p within 1 ulp each.
 double softplus_error(double x, double s);
 
+// softcap beta tanh(x / beta) in FP32: x / beta (or x times fl(1 / beta)),
+// a tanh within 2 ulps, the product by beta.
+double softcap_error(double x, double s, double beta);
+
 // The per-element bound on |kernel - exact| of op `op` under the class that
 // conventions `c` declare (act_arith "quotient", "one_plus_tanh",
-// "one_plus_erf", "log1p_exp"; geglu's by its `gelu`): the FP32 activation,
+// "one_plus_erf", "log1p_exp", "scaled_tanh" with p's beta; geglu's by its `gelu`): the FP32 activation,
 // for a gated op its FP32 product with `up`, then the store into `out` (half
 // an ulp more when out is narrower than FP32).  0 where an input or the exact
 // value is not finite (judged by class), but kUndefined (oracle/bound.hpp)
 // for a gated op whose up is infinite where the class lets the activation
 // round to 0 (0 · inf: NaN or the exact infinity).  std::invalid_argument
 // (check_conventions) for a class that does not fit the op.
-std::vector<double> act_arith_bound(const std::string& op, const Conventions& c, const std::vector<TensorView>& in,
-                                    const std::vector<double>& exact, Format out);
+std::vector<double> act_arith_bound(const std::string& op, const Conventions& c, const Params& p,
+                                    const std::vector<TensorView>& in, const std::vector<double>& exact, Format out);
 
 }  // namespace conform::oracle

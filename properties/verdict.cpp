@@ -446,7 +446,7 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
             both_tiers([&] { return fn(bound_params(k, p), oracle_in, exact, k.acc, formats); }, model_holds, rig, prob);
         }
     } else if (!budget.arith.empty()) {
-        rig.push_back(oracle::act_arith_bound(op.name, k.conventions, in, ref.exact[0], k.out));
+        rig.push_back(oracle::act_arith_bound(op.name, k.conventions, p, in, ref.exact[0], k.out));
         prob = rig;  // no accumulation: one tier
     } else if (budget.bound_based) {
         rig.emplace_back(), prob.emplace_back();

@@ -457,6 +457,11 @@ float textbook(const std::string& op, float x, double erf_shift, bool literal = 
     if (op == "softplus") return std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));
     if (op == "softplus_torch") return x > static_cast<float>(erf_shift) ? x : std::log1p(std::exp(x));
     if (op == "softplus_log") return std::log(1.0f + std::exp(x));
+    // softcap at beta = 30 as Gemma 2 writes it (x / c, tanh, times c); with a
+    // reciprocal as llama.cpp's ggml_scale(1/c) does; x tanh(x/c) (wrong).
+    if (op == "softcap") return 30.0f * std::tanh(x / 30.0f);
+    if (op == "softcap_recip") return 30.0f * std::tanh(x * (1.0f / 30.0f));
+    if (op == "softcap_wrong") return x * std::tanh(x / 30.0f);
     const float e = static_cast<float>(std::erf(x * 0.70710678f) + erf_shift);
     return 0.5f * x * (1.0f + e);
 }
@@ -467,7 +472,10 @@ float textbook(const std::string& op, float x, double erf_shift, bool literal = 
 KernelInfo textbook_kernel(const std::string& op, Format f, double erf_shift = 0, bool literal = false) {
     KernelInfo k;
     const bool tanh_geglu = op == "geglu_tanh";
-    k.op = tanh_geglu ? "geglu" : op.rfind("softplus", 0) == 0 ? "softplus" : op;
+    k.op = tanh_geglu                        ? "geglu"
+           : op.rfind("softplus", 0) == 0    ? "softplus"
+           : op.rfind("softcap", 0) == 0     ? "softcap"
+                                             : op;
     k.name = "test." + op + ".textbook." + name(f);
     k.in = k.out = f;
     if (tanh_geglu) k.conventions = {{"gelu", "tanh"}};
@@ -499,13 +507,15 @@ std::string arith_of(const std::string& op) {
     if (op == "gelu_erf" || op == "geglu") return "one_plus_erf";
     if (op == "gelu_tanh" || op == "geglu_tanh") return "one_plus_tanh";
     if (op.rfind("softplus", 0) == 0) return "log1p_exp";
+    if (op.rfind("softcap", 0) == 0) return "scaled_tanh";
     return "quotient";
 }
 
 }  // namespace
 
 TEST(ActArith, TextbookFormsPassUnderTheirClassAndTheErfFormFailsOneUlp) {
-    for (const std::string op : {"sigmoid", "silu", "swiglu", "gelu_tanh", "gelu_erf", "geglu", "geglu_tanh", "softplus"})
+    for (const std::string op :
+         {"sigmoid", "silu", "swiglu", "gelu_tanh", "gelu_erf", "geglu", "geglu_tanh", "softplus", "softcap", "softcap_recip"})
         for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
             KernelInfo k = textbook_kernel(op, f);
             KernelInfo declared = k;
@@ -555,6 +565,20 @@ TEST(ActArith, SoftplusFormsPassUnderTheirClassAndLogOfOnePlusFails) {
     EXPECT_LT(bound, 3 * 0x1p-24);
     EXPECT_LT(oracle::softplus_error(1.0, std::log1p(std::exp(1.0))), 5 * 0x1p-23);
     EXPECT_LT(oracle::softplus_error(-100.0, std::exp(-100.0)), 3 * 0x1p-149);
+}
+
+TEST(ActArith, SoftcapFormsPassUnderTheirClassAndTheUncappedFormFails) {
+    for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+        KernelInfo wrong = textbook_kernel("softcap_wrong", f);
+        wrong.conventions = {{"act_arith", "scaled_tanh"}};
+        EXPECT_FALSE(check_grid(wrong).pass) << wrong.name;
+    }
+    // The bound: under 8 ulps of y near 0 (z = x / beta small: tanh ~ z, its
+    // 2 ulps at the top of the range and the divide's 2u), and at the cap
+    // between 1 and 5 ulps of 30 (2^-19): the 2-ulp tanh of 1, times beta.
+    EXPECT_LT(oracle::softcap_error(1.0, 30 * std::tanh(1.0 / 30), 30), 8 * 0x1p-24);
+    EXPECT_LT(oracle::softcap_error(300.0, 30 * std::tanh(10.0), 30), 5 * 0x1p-19);
+    EXPECT_GT(oracle::softcap_error(300.0, 30 * std::tanh(10.0), 30), 0x1p-19);
 }
 
 TEST(ActArith, TheErfClassIsSharp) {
@@ -614,6 +638,8 @@ TEST(ActArith, DeclarationsMustFitTheOp) {
     EXPECT_THROW(check_conventions({{"act_arith", "one_plus_erf"}}, "softplus"), std::invalid_argument);
     EXPECT_THROW(check_conventions({{"act_arith", "log1p_exp"}}, "silu"), std::invalid_argument);
     EXPECT_NO_THROW(check_conventions({{"act_arith", "log1p_exp"}}, "softplus"));
+    EXPECT_NO_THROW(check_conventions({{"act_arith", "scaled_tanh"}}, "softcap"));
+    EXPECT_THROW(check_conventions({{"act_arith", "scaled_tanh"}}, "gelu_tanh"), std::invalid_argument);
     // A kernel whose declarations were never checked (built in code) is held
     // to the same fit: the erf class on a geglu of the tanh GELU is refused.
     KernelInfo mixed = textbook_kernel("geglu_tanh", Format::fp32);

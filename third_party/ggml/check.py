@@ -24,7 +24,7 @@ VARIANTS = [("masked_row=nan", "ggml.softmax.fp32", ["--convention", "masked_row
 for kernel, arith in [("ggml.silu.fp32", "quotient"), ("ggml.swiglu.fp32", "quotient"),
                       ("ggml.gelu_erf.fp32", "one_plus_erf"), ("ggml.geglu_erf.fp32", "one_plus_erf"),
                       ("ggml.gelu_tanh.fp32", "one_plus_tanh"), ("ggml.geglu_tanh.fp32", "one_plus_tanh"),
-                      ("ggml.softplus.fp32", "log1p_exp")]:
+                      ("ggml.softplus.fp32", "log1p_exp"), ("ggml.softcap.fp32", "scaled_tanh")]:
     VARIANTS.append(("act_arith=%s,special_values=ieee" % arith, kernel,
                      ["--convention", "act_arith=" + arith, "--convention", "special_values=ieee"]))
 
@@ -40,6 +40,8 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, 100 cases per p
     "ggml.gelu_tanh.fp32": {"within_budget": "FAIL", "special_values": "FAIL", "rounding_bias": "PASS"},
     "ggml.gelu_erf.fp32": {"within_budget": "FAIL", "special_values": "FAIL", "rounding_bias": "PASS"},
     "ggml.softplus.fp32": {"within_budget": "FAIL", "special_values": "FAIL", "rounding_bias": "PASS"},
+    "ggml.softcap.fp32": {"within_budget": "FAIL", "special_values": "FAIL", "parameter_sensitivity": "PASS",
+                          "softcap_bound": "PASS", "rounding_bias": "PASS"},
     "ggml.swiglu.fp32": {"within_budget": "FAIL", "special_values": "FAIL", "rounding_bias": "PASS"},
     "ggml.geglu_tanh.fp32": {"within_budget": "FAIL", "special_values": "FAIL", "rounding_bias": "PASS"},
     "ggml.geglu_erf.fp32": {"within_budget": "FAIL", "special_values": "FAIL", "rounding_bias": "PASS"},
@@ -53,6 +55,9 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, 100 cases per p
     "ggml.attention.f32kv": {"within_budget": "PASS", "special_values": "PASS", "parameter_sensitivity": "PASS",
                              "tile_invariance": "PASS", "mask_shift_invariance": "PASS", "causality": "PASS",
                              "gqa_replication": "PASS", "large_values": "PASS", "rounding_bias": "PASS"},
+    "ggml.softcap.fp32 act_arith=scaled_tanh,special_values=ieee": {"within_budget": "PASS", "special_values": "PASS",
+                                                                   "parameter_sensitivity": "PASS", "softcap_bound": "PASS",
+                                                                   "rounding_bias": "FAIL"},
     "ggml.softplus.fp32 act_arith=log1p_exp,special_values=ieee": {"within_budget": "FAIL", "special_values": "FAIL", "rounding_bias": "PASS"},
     "ggml.silu.fp32 act_arith=quotient,special_values=ieee": {"within_budget": "PASS", "special_values": "PASS", "rounding_bias": "FAIL"},
     "ggml.swiglu.fp32 act_arith=quotient,special_values=ieee": {"within_budget": "PASS", "special_values": "PASS", "rounding_bias": "PASS"},

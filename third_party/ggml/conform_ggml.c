@@ -94,6 +94,19 @@ static int layer_norm(const char* params, const conform_tensor* in, int n_in, co
     return rc;
 }
 
+/* softcap: llama.cpp's final logit softcapping (Gemma 2), ggml_scale by
+ * 1/c, ggml_tanh, ggml_scale by c. */
+static int softcap(const char* params, const conform_tensor* in, int n_in, conform_tensor* out, int n_out) {
+    (void)n_out;
+    struct ggml_context* ctx = context(bytes_of(in, n_in));
+    const float c = (float)conform_param(params, "beta", 30);
+    struct ggml_tensor* y = ggml_scale(ctx, ggml_tanh(ctx, ggml_scale(ctx, load_rows(ctx, &in[0]), 1.0f / c)), c);
+    const int rc = compute(ctx, y);
+    if (rc == 0) store_rows(y, &out[0]);
+    ggml_free(ctx);
+    return rc;
+}
+
 typedef struct ggml_tensor* (*unary_fn)(struct ggml_context*, struct ggml_tensor*);
 typedef struct ggml_tensor* (*binary_fn)(struct ggml_context*, struct ggml_tensor*, struct ggml_tensor*);
 
@@ -260,6 +273,8 @@ static const conform_kernel_v2 kernels[] = {
     ROW_KERNEL("gelu_tanh", "ggml.gelu_tanh.fp32", 1, F32x1, gelu_tanh, NULL, NULL, "ggml_gelu (tanh form)"),
     ROW_KERNEL("gelu_erf", "ggml.gelu_erf.fp32", 1, F32x1, gelu_erf, NULL, NULL, "ggml_gelu_erf"),
     ROW_KERNEL("softplus", "ggml.softplus.fp32", 1, F32x1, softplus, NULL, NULL, "ggml_softplus"),
+    ROW_KERNEL("softcap", "ggml.softcap.fp32", 1, F32x1, softcap, NULL, NULL,
+               "ggml_scale(1/c), ggml_tanh, ggml_scale(c): llama.cpp's final logit softcap"),
     ROW_KERNEL("swiglu", "ggml.swiglu.fp32", 2, F32x2, swiglu, NULL, NULL, "ggml_swiglu_split(gate, up)"),
     ROW_KERNEL("geglu", "ggml.geglu_tanh.fp32", 2, F32x2, geglu_tanh, "{\"gelu\":\"tanh\"}", NULL,
                "ggml_geglu_split(gate, up): the tanh GELU"),
