@@ -212,12 +212,13 @@ def int8_gemm(dtype):
     return fn
 
 
-def group_query_attention(dtype):
+def group_query_attention(dtype, sinks=False):
     """com.microsoft GroupQueryAttention, batch 1, no rotary: q [Hq, Lq, D] as query [1, Lq, Hq*D]; the first
     Lk - Lq keys and values as past_key/past_value [1, Hkv, Lk - Lq, D] (BNSH), the last Lq as key/value
     [1, Lq, Hkv*D]; seqlens_k = Lk - 1, total_sequence_length = Lk; the mask as attention_bias [1, 1, Lq, Lk];
     the attribute causal = the case's causal, and a window W as local_window_size W with causal 1 (ORT's
-    local_window_size counts the query's own key, as conform's window does)."""
+    local_window_size counts the query's own key, as conform's window does).  With sinks (op sink_attention),
+    the sinks as head_sink [Hq] (input 11, GPT-OSS's)."""
     def fn(inputs, params):
         q, k, v = (arr(inputs[n], dtype) for n in ("q", "k", "v"))
         heads, lq, d = q.shape
@@ -238,12 +239,14 @@ def group_query_attention(dtype):
         if softcap != 0:
             attrs["softcap"] = softcap
         names = ["q", "k", "v", "pk", "pv", "seqlens_k", "total"] + (["", "", "", "bias"] if mask is not None else [])
+        if sinks:
+            names += [""] * (11 - len(names)) + ["sink"]
         e = ELEM[dtype]
-        s = session(("gqa", dtype, mask is not None) + tuple(sorted(attrs.items())), [helper.make_node(
+        s = session(("gqa", dtype, mask is not None, sinks) + tuple(sorted(attrs.items())), [helper.make_node(
             "GroupQueryAttention", names, ["o", "present_k", "present_v"], domain="com.microsoft", **attrs)],
             [vi("q", e, 3), vi("k", e, 3), vi("v", e, 3), vi("pk", e, 4), vi("pv", e, 4),
              vi("seqlens_k", TensorProto.INT32, 1), helper.make_tensor_value_info("total", TensorProto.INT32, [])]
-            + ([vi("bias", e, 4)] if mask is not None else []),
+            + ([vi("bias", e, 4)] if mask is not None else []) + ([vi("sink", e, 1)] if sinks else []),
             [vi("o", e, 3), vi("present_k", e, 4), vi("present_v", e, 4)], ms_opset=1)
         past = lk - lq
         feeds = {"q": np.ascontiguousarray(q.transpose(1, 0, 2).reshape(1, lq, heads * d)),
@@ -253,6 +256,8 @@ def group_query_attention(dtype):
                  "seqlens_k": np.array([lk - 1], np.int32), "total": np.array(lk, np.int32)}
         if mask is not None:
             feeds["bias"] = mask[None, None]
+        if sinks:
+            feeds["sink"] = arr(inputs["sinks"], dtype)
         o = s.run(["o"], feeds)[0]
         return {"o": np.ascontiguousarray(o.reshape(lq, heads, dv).transpose(1, 0, 2))}
     return fn
@@ -300,6 +305,10 @@ for dt in ("fp32", "fp16"):
               unwritten=["lse"], cases=12, weight=4, note=GQA_NOTE),
         Check("GroupQueryAttention", "attention", dt, group_query_attention(dt), domain=GQA_DOMAIN,
               unwritten=["lse"], conventions={"masked_row": "nan"}, cases=12, weight=4, note=GQA_NOTE),
+        # GPT-OSS's sinks as head_sink, declared as GQA's empty rows come out (undeclared, they are the failures).
+        Check("GroupQueryAttention(head_sink)", "sink_attention", dt, group_query_attention(dt, sinks=True),
+              domain=GQA_DOMAIN, unwritten=["lse"], conventions={"masked_row": "nan"}, cases=12, weight=4,
+              note=GQA_NOTE + "; sinks as head_sink"),
     ]
 
 EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's case count
@@ -323,6 +332,8 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's ca
     'GroupQueryAttention/fp32 masked_row=nan': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'PASS', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'PASS', 'rounding_bias': 'PASS'},
     'GroupQueryAttention/fp16': {'within_budget': 'PASS', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'FAIL', 'mask_shift_invariance': 'FAIL', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'PASS', 'rounding_bias': 'PASS'},
     'GroupQueryAttention/fp16 masked_row=nan': {'within_budget': 'PASS', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'PASS', 'mask_shift_invariance': 'PASS', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'PASS', 'rounding_bias': 'PASS'},
+    'GroupQueryAttention(head_sink)/fp32 masked_row=nan': {'within_budget': 'PASS', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'PASS', 'mask_shift_invariance': 'PASS', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'PASS', 'rounding_bias': 'PASS'},
+    'GroupQueryAttention(head_sink)/fp16 masked_row=nan': {'within_budget': 'PASS', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'tile_invariance': 'PASS', 'mask_shift_invariance': 'PASS', 'causality': 'FAIL', 'gqa_replication': 'PASS', 'large_values': 'PASS', 'rounding_bias': 'PASS'},
     'Gelu(none)/fp32 act_arith=one_plus_erf,special_values=ieee': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
     'Gelu(none)/fp16 act_arith=one_plus_erf,special_values=ieee': {'within_budget': 'PASS', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
     'Gelu(tanh)/fp32 act_arith=one_plus_tanh,special_values=ieee': {'within_budget': 'FAIL', 'special_values': 'PASS', 'rounding_bias': 'PASS'},
