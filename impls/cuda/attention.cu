@@ -27,14 +27,17 @@ KernelInfo attention_info(KernelInfo k, Format f) {
 
 namespace {
 
-// cuda.attention.<fmt>, or with kNanRows cuda.attention.nan_rows.<fmt>: a
+// cuda.attention.<fmt>; with `nan_rows` cuda.attention.nan_rows.<fmt>: a
 // query that sees no key gives NaN (declared masked_row = nan, PyTorch's
-// math backend) instead of (0, -inf).
-template <bool kNanRows>
-void add(Registry& r) {
+// math backend) instead of (0, -inf); with `sinks` cuda.sink_attention.<fmt>:
+// the forward kernels write their partials and the merge adds the sink
+// state (0, sink_h), one merged state more than the key splits (max_splits
+// + 1, and the verdict's bound counts it: oracle/attention_sink_bound.cpp).
+void add(Registry& r, bool nan_rows, bool sinks) {
+    const char* op = sinks ? "sink_attention" : "attention";
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = attention_info(kernel_info("attention", f, ""), f);
-        if (kNanRows) make_nan_rows(k, "attention", f);
+        KernelInfo k = attention_info(kernel_info(op, f, ""), f);
+        if (nan_rows) make_nan_rows(k, op, f);
         k.description = f == Format::fp32
                             ? std::string("FP32 without tensor cores: a warp per query row, 32 keys a step, FMA dots; "
                                           "KV splits for decoding merged by lse_merge")
@@ -42,30 +45,14 @@ void add(Registry& r) {
                                           "accumulators), 16 query rows a warp, K/V tiles in shared memory, online "
                                           "softmax in FP32, P rounded to ") +
                                   name(f) + "; KV splits for decoding merged by lse_merge";
-        if (kNanRows) k.description += "; a query that sees no key gives NaN (masked_row = nan)";
+        if (nan_rows) k.description += "; a query that sees no key gives NaN (masked_row = nan)";
+        if (sinks) {
+            k.declared["max_splits"] = kMaxSplits + 1;
+            k.description += "; the partial (o, lse) merged with each head's sink state (0, sink)";
+        }
         const std::string kernel = k.name;
-        auto make = [f, kernel](AttnLaunch l) -> KernelFn {
-            l.nan_rows = kNanRows;
-            return [f, kernel, l](const KernelCall& c) { run_attention(c, f, kernel.c_str(), l); };
-        };
-        k.fn = make({});
-        k.launches = {{"one warp per block", make({1, 0})}, {"the keys in 3 splits", make({0, 3})}};
-        r.add(std::move(k));
-    }
-}
-
-// cuda.sink_attention.<fmt>: the forward kernels write their partials and
-// the merge adds the sink state (0, sink_h), one merged state more than the
-// key splits (max_splits + 1, and the verdict's bound counts it:
-// oracle/attention_sink_bound.cpp).
-void add_sinks(Registry& r) {
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = attention_info(kernel_info("sink_attention", f, ""), f);
-        k.declared["max_splits"] = kMaxSplits + 1;
-        k.description = std::string("cuda.attention.") + name(f) + "'s forward pass, its partial (o, lse) merged with "
-                        "each head's sink state (0, sink) by lse_merge";
-        const std::string kernel = k.name;
-        auto make = [f, kernel](AttnLaunch l) -> KernelFn {
+        auto make = [f, kernel, nan_rows, sinks](AttnLaunch l) -> KernelFn {
+            l.nan_rows = nan_rows, l.sinks = sinks;
             return [f, kernel, l](const KernelCall& c) { run_attention(c, f, kernel.c_str(), l); };
         };
         k.fn = make({});
@@ -81,9 +68,9 @@ void run_attention_kernels(const KernelCall& c, Format f, const char* kernel, co
 }
 
 void register_attention(Registry& r) {
-    add<false>(r);
-    add<true>(r);
-    add_sinks(r);
+    add(r, false, false);
+    add(r, true, false);
+    add(r, false, true);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -467,6 +467,7 @@ struct AttnLaunch {
     int warps = 0;
     int splits = 0;
     bool nan_rows = false;
+    bool sinks = false;         // sink_attention: input 3 is sinks [Hq], the mask (if any) input 4
     bool sink_kv_head = false;  // mutant.cuda.sink_attention.sink_by_kv_head
 };
 
@@ -481,8 +482,8 @@ inline int choose_splits(const Params& p, const AttnLaunch& l, int lq, int lk) {
     return std::clamp(s, 1, kMaxSplits);
 }
 
-// sink_attention's call: q, k, v, sinks [Hq] and the optional mask.
-inline bool sink_op(const KernelCall& c) { return c.in.size() > 3 && c.in[3].rank == 1; }
+// The input index of the mask: after sink_attention's sinks.
+inline std::size_t mask_input(const AttnArgs& a) { return a.sinks ? 4 : 3; }
 
 inline AttnArgs attention_args(const KernelCall& c, const AttnLaunch& l) {
     const TensorView &qv = c.in[0], &kv = c.in[1], &vv = c.in[2];
@@ -494,9 +495,10 @@ inline AttnArgs attention_args(const KernelCall& c, const AttnLaunch& l) {
     a.softcap = static_cast<float>(c.params.get("softcap", 0));
     a.causal = c.params.get("causal", 0) != 0;
     a.window = static_cast<int>(c.params.get("window", 0));
-    a.sinks = sink_op(c);
-    const std::size_t mask_at = a.sinks ? 4 : 3;
-    a.has_mask = c.in.size() > mask_at && c.in[mask_at].numel() > 0;
+    a.sinks = l.sinks;
+    if (a.sinks && !(c.in.size() > 3 && c.in[3].rank == 1 && c.in[3].shape[0] == a.hq))
+        throw std::invalid_argument("sink_attention: input 3 must be sinks [Hq]");
+    a.has_mask = c.in.size() > mask_input(a) && c.in[mask_input(a)].numel() > 0;
     a.splits = choose_splits(c.params, l, a.lq, a.lk);
     a.split_keys = std::max(1, (a.lk + a.splits - 1) / a.splits);
     a.block = static_cast<int>(c.params.get("block", 0));  // the tunable key tile; 0: the kernel's
@@ -578,9 +580,9 @@ void run_attention_as(const KernelCall& c, const char* kernel, const AttnLaunch&
                           DeviceBuffer(c.in[1].numel() * sizeof(S), kernel),
                           DeviceBuffer(c.in[2].numel() * sizeof(S), kernel)};
     for (int t = 0; t < 3; ++t) upload(c.in[t], in[t], s.get(), kernel);
-    const std::size_t mask_at = a.sinks ? 4 : 3;
-    DeviceBuffer mask(a.has_mask ? c.in[mask_at].numel() * sizeof(S) : 0, kernel), sinks(a.sinks ? a.hq * sizeof(S) : 0, kernel);
-    if (a.has_mask) upload(c.in[mask_at], mask, s.get(), kernel);
+    DeviceBuffer mask(a.has_mask ? c.in[mask_input(a)].numel() * sizeof(S) : 0, kernel),
+        sinks(a.sinks ? a.hq * sizeof(S) : 0, kernel);
+    if (a.has_mask) upload(c.in[mask_input(a)], mask, s.get(), kernel);
     if (a.sinks) upload(c.in[3], sinks, s.get(), kernel);
     const long long rows = static_cast<long long>(a.hq) * a.lq;
     DeviceBuffer o(rows * a.dv * sizeof(S), kernel), lse(rows * sizeof(float), kernel);

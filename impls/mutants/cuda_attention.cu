@@ -60,7 +60,7 @@ void register_mutants_attention(Registry& r) {
                                   Format::bf16);
     k.declared["max_splits"] = kMaxSplits + 1;
     AttnLaunch launch;
-    launch.sink_kv_head = true;
+    launch.sinks = launch.sink_kv_head = true;
     k.fn = [kernel = k.name, launch](const KernelCall& c) { run_attention_kernels(c, Format::bf16, kernel.c_str(), launch); };
     r.add(std::move(k));
 }

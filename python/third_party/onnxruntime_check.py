@@ -29,13 +29,13 @@ NP = {"fp32": np.float32, "fp16": np.float16}
 _sessions = {}
 
 
-def session(key, nodes, inputs, outputs, opset=21, ms_opset=None):
+def session(key, nodes, inputs, outputs, opset=21, ms_opset=None, initializers=()):
     """An InferenceSession of one graph, made once per key."""
     if key not in _sessions:
         imports = [helper.make_opsetid("", opset)]
         if ms_opset:
             imports.append(helper.make_opsetid("com.microsoft", ms_opset))
-        graph = helper.make_graph(nodes, "g", inputs, outputs)
+        graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
         model = helper.make_model(graph, opset_imports=imports)
         model.ir_version = 10
         so = ort.SessionOptions()
@@ -106,16 +106,9 @@ def softcap(dtype):
         cap = numpy_helper.from_array(np.array(c, dtype=NP[dtype]), "c")
         nodes = [helper.make_node("Div", ["x", "c"], ["z"]), helper.make_node("Tanh", ["z"], ["t"]),
                  helper.make_node("Mul", ["t", "c"], ["y"])]
-        key = ("softcap", c, dtype, x.ndim)
-        if key not in _sessions:
-            graph = helper.make_graph(nodes, "g", [vi("x", ELEM[dtype], x.ndim)], [vi("y", ELEM[dtype], x.ndim)], [cap])
-            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-            model.ir_version = 10
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = 1
-            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            _sessions[key] = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        return {"y": _sessions[key].run(None, {"x": x})[0]}
+        s = session(("softcap", c, dtype, x.ndim), nodes, [vi("x", ELEM[dtype], x.ndim)], [vi("y", ELEM[dtype], x.ndim)],
+                    initializers=[cap])
+        return {"y": s.run(None, {"x": x})[0]}
     return fn
 
 
