@@ -1,4 +1,4 @@
-"""What the GPU comparison scripts share (bench/int8_torch.py, bench/gdn_fla.py):
+"""What the GPU comparison scripts share (bench/gemm_torch.py, bench/gdn_fla.py):
 conform's rows from `conform cuda-bench` JSON, and milliseconds per call by
 CUDA events.  Needs only the standard library here; PyTorch is the caller's."""
 

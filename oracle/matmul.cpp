@@ -1,7 +1,9 @@
 #include "oracle/matmul.hpp"
 
 #include "oracle/exact_dot.hpp"
+#include "oracle/tensor_core.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -55,11 +57,45 @@ DotBudget dot_budget(double s, std::int64_t k, Format acc) {
     return {gamma(kd, u) * s + kd * half_eta, s * (1 + gamma_rigorous(kd, u)) >= max_finite(acc)};
 }
 
-std::vector<std::vector<double>> matmul_bound(const Params&, const std::vector<TensorView>& in,
+namespace {
+
+// A kernel declaring mma_k accumulates y_ij on tensor cores: a chain of
+// ceil(K / mma_k) block FMAs of mma_k products (the last one partial), each
+// block's c the previous d, from c = +0 (docs/matmul.md, "Tensor cores").
+// Its error is block_fma_chain's, in both tiers (truncations lean toward
+// zero): rel S_ij + abs + sub M_ij, M_ij the largest |a_ik|, |b_kj| of the
+// chain (at least 2^emin: what a subnormal factor's exponent field can raise
+// a block's exponent to).
+
+DotBudget tensor_core_budget(double s, double largest, std::int64_t k, int mma_k, Format in) {
+    const int emin = block_fma_emin(in);
+    const double n = std::ceil(static_cast<double>(k) / mma_k);
+    const ChainError ce = block_fma_chain(mma_k, static_cast<double>(k), n, emin);
+    return {ce.rel * s + ce.abs + ce.sub * chain_operand_bound(largest, emin),
+            s * (1 + ce.rel) >= max_finite(Format::fp32)};
+}
+
+// The largest finite |x| of each row (by_row) or column of a [rows, cols] matrix.
+std::vector<double> largest_finite(const TensorView& x, std::int64_t rows, std::int64_t cols, bool by_row) {
+    std::vector<double> m(static_cast<std::size_t>(by_row ? rows : cols), 0.0);
+    for (std::int64_t i = 0; i < rows * cols; ++i) {
+        const double v = std::fabs(x.value(i));
+        double& slot = m[static_cast<std::size_t>(by_row ? i / cols : i % cols)];
+        if (std::isfinite(v)) slot = std::max(slot, v);
+    }
+    return m;
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> matmul_bound(const Params& params, const std::vector<TensorView>& in,
                                               const std::vector<std::vector<double>>& exact, Format acc,
                                               const std::vector<Format>& out) {
     const Dims d = check(in);
     const bool narrower = info(out.at(0)).precision < info(acc).precision;
+    const int mma_k = static_cast<int>(params.get("declared.mma_k", 0));
+    std::vector<double> row_max, col_max;
+    if (mma_k > 0) row_max = largest_finite(in[0], d.m, d.k, true), col_max = largest_finite(in[1], d.k, d.n, false);
     std::vector<double> b(static_cast<std::size_t>(d.m * d.n));
     for (std::int64_t i = 0; i < d.m; ++i)
         for (std::int64_t j = 0; j < d.n; ++j) {
@@ -70,7 +106,10 @@ std::vector<std::vector<double>> matmul_bound(const Params&, const std::vector<T
                 const double t = std::fabs(in[0].value(i * d.k + k) * in[1].value(k * d.n + j));
                 if (std::isfinite(t)) s += t;
             }
-            const DotBudget db = dot_budget(s, d.k, acc);
+            const DotBudget db = mma_k > 0 ? tensor_core_budget(s, std::max(row_max[static_cast<std::size_t>(i)],
+                                                                            col_max[static_cast<std::size_t>(j)]),
+                                                                   d.k, mma_k, in[0].format)
+                                           : dot_budget(s, d.k, acc);
             if (std::isnan(y)) b[e] = std::numeric_limits<double>::quiet_NaN();  // NaN in any order
             else if (db.may_overflow) b[e] = kUndefined;
             else if (!std::isfinite(y)) b[e] = std::numeric_limits<double>::quiet_NaN();  // an infinite term

@@ -333,7 +333,9 @@ TEST(CudaEmuMma, MeasuredH200BlocksAreReproducedBitForBit) {
                 EXPECT_LE(std::fabs(got - exact), block_fma_bound(mags, m, 16, emin)) << file << " block " << blk;
                 differ_from_true_exponents += block_fma(c[blk * 128 + e], x, y, 16, -1000) != got;
             }
-        if (f == Format::fp16) EXPECT_GT(differ_from_true_exponents, 0) << "the subnormal rule is exercised";
+        if (f == Format::fp16) {
+            EXPECT_GT(differ_from_true_exponents, 0) << "the subnormal rule is exercised";
+        }
     }
 }
 

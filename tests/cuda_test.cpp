@@ -13,6 +13,7 @@
 #include "impls/cuda/cuda.hpp"
 #include "kernel_suite.hpp"
 #include "oracle/gdn_bound.hpp"
+#include "oracle/matmul.hpp"
 #include "oracle/structured.hpp"
 #include "properties/gdn.hpp"
 #include "properties/generators.hpp"
@@ -380,6 +381,88 @@ TEST(CudaGated, HugeGateAtTheOverflowMidpointStaysFinite) {
             for (int i = 0; i < 40; ++i) g.set_value(i, i == 33 ? m.g : 1.0), u.set_value(i, i == 33 ? m.u : 1.0);
             EXPECT_EQ(run_kernel(k, Params(), {g.view(), u.view()})[0].value(33), m.want) << name;
         }
+}
+
+// y = a b by every launch of kernel k (its own, then each listed one).
+std::vector<Tensor> matmul_by_every_launch(const KernelInfo& k, const Tensor& a, const Tensor& b) {
+    std::vector<Tensor> ys;
+    std::vector<KernelFn> fns = {k.fn};
+    for (const auto& [what, fn] : k.launches) fns.push_back(fn);
+    const Params none;
+    for (const KernelFn& fn : fns) {
+        ys.emplace_back(k.out, std::vector<std::int64_t>{a.shape()[0], b.shape()[1]});
+        fn(KernelCall{none, {a.view(), b.view()}, {ys.back().view()}});
+    }
+    return ys;
+}
+
+// cuda.matmul.fp32 forms each y_ij as the CPU kernels' chain acc =
+// fma(a_ik, b_kj, acc) from +0, k ascending: under the emulation it equals
+// cpu.scalar.matmul.fp32 bit for bit, under its own launch and the
+// single-block one -- tails at every tile edge, K past several k tiles,
+// magnitudes from 2^-140 (subnormal products) to 2^40, a NaN and infinities.
+TEST(CudaMatmul, Fp32EqualsTheScalarCpuKernelBitForBit) {
+    const KernelInfo& gpu = *cuda_emu_registry().kernels.find("cuda.matmul.fp32");
+    const KernelInfo& cpu = *builtin_registry().find("cpu.scalar.matmul.fp32");
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> normal;
+    std::uniform_int_distribution<int> exponent(-40, 40);
+    auto random = [&](std::int64_t rows, std::int64_t cols) {
+        Tensor t(Format::fp32, {rows, cols});
+        for (std::int64_t i = 0; i < t.numel(); ++i)
+            t.set_value(i, std::ldexp(normal(rng), i % 29 == 3 ? -140 : exponent(rng)));
+        return t;
+    };
+    const std::int64_t shapes[][3] = {{1, 1, 1}, {63, 17, 65}, {65, 33, 64}, {130, 100, 3}, {7, 1, 129}, {2, 300, 70}};
+    for (const auto& [m, k, n] : shapes) {
+        Tensor a = random(m, k), b = random(k, n);
+        if (m * k > 8) a.set_value(7, NAN), b.set_value(k * n - 1, INFINITY), b.set_value(0, -INFINITY);
+        const Tensor want = run_kernel(cpu, Params(), {a.view(), b.view()})[0];
+        const std::vector<Tensor> got = matmul_by_every_launch(gpu, a, b);
+        ASSERT_EQ(got.size(), 2u);
+        for (const Tensor& y : got)
+            for (std::int64_t i = 0; i < want.numel(); ++i)
+                ASSERT_EQ(y.bits(i), want.bits(i)) << "M " << m << ", K " << k << ", N " << n << ": y[" << i
+                                                   << "] = " << y.value(i) << ", cpu.scalar " << want.value(i);
+    }
+}
+
+// The 16-bit kernels accumulate on tensor cores, whose block FMA truncates
+// (docs/matmul.md, "CUDA kernels"): over K = 32768 positive products the
+// errors all lean toward zero, beyond the (gating, probabilistic) bound of
+// an FP32 accumulator that rounds to nearest, and within the bound the
+// kernels declare (mma_k = 16).
+TEST(CudaMatmul, TensorCoreKernelsNeedTheirDeclaredBound) {
+    const oracle::TierScope tier(oracle::Tier::probabilistic);
+    for (Format f : {Format::fp16, Format::bf16}) {
+        const KernelInfo& k = *cuda_emu_registry().kernels.find(std::string("cuda.matmul.") + name(f) + ".fp32");
+        ASSERT_EQ(k.declared.count("mma_k"), 1u) << k.name;
+        std::mt19937_64 rng(3);
+        std::uniform_real_distribution<double> u(1, 2);
+        Tensor a(f, {2, 32768}), b(f, {32768, 3});
+        for (Tensor* t : {&a, &b})
+            for (std::int64_t i = 0; i < t->numel(); ++i) t->set_value(i, u(rng));
+        const std::vector<TensorView> in = {a.view(), b.view()};
+        const std::vector<double> exact = oracle::evaluate_structured("matmul", Params(), in, {Format::fp32}).exact[0];
+        const std::vector<double> got_values = [&] {
+            const Tensor y = run_kernel(k, Params(), in)[0];
+            std::vector<double> v(static_cast<std::size_t>(y.numel()));
+            for (std::int64_t i = 0; i < y.numel(); ++i) v[static_cast<std::size_t>(i)] = y.value(i);
+            return v;
+        }();
+        const auto plain = oracle::matmul_bound(Params(), in, {exact}, Format::fp32, {Format::fp32})[0];
+        const auto tc = oracle::matmul_bound(Params({{"declared.mma_k", 16}}), in, {exact}, Format::fp32, {Format::fp32})[0];
+        double util_plain = 0, util_tc = 0;
+        for (std::size_t i = 0; i < exact.size(); ++i) {
+            const double err = std::fabs(got_values[i] - exact[i]);
+            EXPECT_LT(got_values[i], exact[i]) << k.name << ": truncation leans toward zero";
+            util_plain = std::max(util_plain, err / plain[i]), util_tc = std::max(util_tc, err / tc[i]);
+        }
+        EXPECT_GT(util_plain, 1) << k.name << ": the accumulation is not the tensor cores'";
+        EXPECT_LE(util_tc, 1) << k.name;
+        std::printf("%s: utilization %.3g under an FP32 accumulator's bound, %.3g under the declared one\n",
+                    k.name.c_str(), util_plain, util_tc);
+    }
 }
 
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {

@@ -24,6 +24,7 @@
 #include "impls/cuda/emu/mma_model.hpp"
 #include "impls/cuda/gdn.cuh"
 #include "impls/cuda/int8.cuh"
+#include "impls/cuda/matmul.cuh"
 #include "impls/cuda/norm.cuh"
 #include "impls/cuda/rope.cuh"
 #include "impls/cuda/softmax.cuh"
@@ -247,7 +248,7 @@ void delta(Bench& b, const char* kernel) {
 }
 
 // cuda.int8_gemm.fp32 at M = N = K = 4096 and M = 16, N = K = 8192: integer
-// operations 2 M N K per call (bench/int8_torch.py times torch._int_mm,
+// operations 2 M N K per call (bench/gemm_torch.py times torch._int_mm,
 // cuBLASLt's INT8 GEMM, on the same shapes).
 void int8_gemm(Bench& b) {
     for (const auto& [m, n, k] : {std::array<int, 3>{4096, 4096, 4096}, std::array<int, 3>{16, 8192, 8192}}) {
@@ -265,6 +266,26 @@ void int8_gemm(Bench& b) {
                                                 g, acc.as<std::int32_t>(), y.as<float>(), Launch{}, b.stream());
                     });
     }
+}
+
+// cuda.matmul.bf16 (tensor cores) and cuda.matmul.fp32 (FMA) at M = N = K =
+// 4096 and M = 16, N = K = 8192: 2 M N K per call (bench/gemm_torch.py
+// times torch.matmul, cuBLAS, on the same shapes; TF32 off for FP32).
+void matmul(Bench& b) {
+    for (const auto& [m, n, k] : {std::array<int, 3>{4096, 4096, 4096}, std::array<int, 3>{16, 8192, 8192}})
+        for (const bool bf16 : {true, false}) {
+            const std::size_t width = bf16 ? 2 : 4;
+            DeviceBuffer a(width * m * k, kWhere), w(width * k * n, kWhere), y(width * m * n, kWhere);
+            check(cudaMemset(a.as<void>(), 0x3c, a.bytes()), "cudaMemset", kWhere);  // finite in both formats
+            check(cudaMemset(w.as<void>(), 0x3b, w.bytes()), "cudaMemset", kWhere);
+            const MatmulArgs g{m, n, k};
+            const std::string shape = "M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
+            b.add_flops(bf16 ? "cuda.matmul.bf16" : "cuda.matmul.fp32", shape, 2.0 * m * n * k, [&] {
+                using B16 = __nv_bfloat16;
+                if (bf16) launch_matmul<B16, B16>(a.as<void>(), w.as<void>(), g, y.as<B16>(), Launch{}, b.stream());
+                else launch_matmul<float, float>(a.as<void>(), w.as<void>(), g, y.as<float>(), Launch{}, b.stream());
+            });
+        }
 }
 
 // ---- the tensor cores' accumulation against the model (docs/attention.md,
@@ -394,6 +415,7 @@ std::string benchmark_json() {
     delta<false>(b, "cuda.gdn.bf16");
     delta<true>(b, "cuda.kda.bf16");
     int8_gemm(b);
+    matmul(b);
     std::string j = "[\n";
     for (const ProbeResult& p : probes) {
         char line[512];

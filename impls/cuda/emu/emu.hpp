@@ -16,6 +16,7 @@
 // so that it reads exactly like CUDA, and no symbol collides with the real
 // CUDA runtime linked into the same binary.
 #pragma once
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -179,6 +180,8 @@ inline unsigned short __half_as_ushort(__half h) { return h.x; }
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
 inline __half __ushort_as_half(unsigned short x) { return {x}; }
 inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short x) { return {x}; }
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
+inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 
 __nv_bfloat16 __float2bfloat16(float f);     // round to nearest even
 __nv_bfloat16 __float2bfloat16_rn(float f);
