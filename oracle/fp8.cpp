@@ -1,11 +1,14 @@
 #include "oracle/fp8.hpp"
 
+#include "oracle/tensor_core.hpp"
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
 #include "oracle/exact_dot.hpp"
+#include "oracle/tensor_core.hpp"
 
 namespace conform::oracle {
 namespace {
@@ -111,7 +114,10 @@ OpOutputs eval_fp8_gemm(const Params& params, const std::vector<TensorView>& in)
 // eta/2 absolutely, then multiplied by the other factor (at most c) or, for
 // the product s_a s_b formed first, by the block sum (|P| <= 2 S_kb).  Where
 // a promotion step itself may overflow (P s_a, s_a s_b) or an infinite scale
-// meet a product that underflows to 0, the element is undefined.
+// meet a product that underflows to 0, the element is undefined.  A kernel
+// declaring mma_k forms each block sum on tensor cores: gamma_blk(u_b) is
+// then the block_fma_chain's relative error, plus its absolute part per
+// block times the block's scales.
 std::vector<std::vector<double>> fp8_gemm_bound(const Params& params, const std::vector<TensorView>& in,
                                                 const std::vector<std::vector<double>>& exact, Format acc,
                                                 const std::vector<Format>& out) {
@@ -120,13 +126,20 @@ std::vector<std::vector<double>> fp8_gemm_bound(const Params& params, const std:
     const double u = unit_roundoff(acc), eta = ulp_at(acc, 0.0);
     const double u_b = std::ldexp(1.0, -static_cast<int>(params.get("declared.block_bits", info(acc).precision)));
     const double blk = static_cast<double>(std::min(d.block, d.k)), outer = static_cast<double>(nb + 2);
-    const double rel = (1 + gamma(blk, u_b)) * (1 + gamma(outer, u)) - 1;
-    const double rel_rig = (1 + gamma_rigorous(blk, u_b)) * (1 + gamma_rigorous(outer, u)) - 1;
+    // Block sums on tensor cores (declared mma_k): the chain of ceil(blk /
+    // mma_k) block FMAs, in both tiers (docs/fp8.md, "Tensor cores").
+    const int mma_k = static_cast<int>(params.get("declared.mma_k", 0));
+    const int emin = block_fma_emin(Format::fp16);  // codes widened to FP16 or BF16: FP16's, the larger
+    const ChainError chain = block_fma_chain(std::max(mma_k, 1), blk, std::ceil(blk / std::max(mma_k, 1)), emin);
+    const double g_blk = mma_k > 0 ? chain.rel : gamma(blk, u_b), g_blk_rig = mma_k > 0 ? chain.rel : gamma_rigorous(blk, u_b);
+    const double rel = (1 + g_blk) * (1 + gamma(outer, u)) - 1;
+    const double rel_rig = (1 + g_blk_rig) * (1 + gamma_rigorous(outer, u)) - 1;
     const bool narrower = info(out.at(0)).precision < info(acc).precision;
     std::vector<double> bound(static_cast<std::size_t>(d.m * d.n));
     for (std::int64_t i = 0; i < d.m; ++i)
         for (std::int64_t j = 0; j < d.n; ++j) {
             double w = 0, c = 1, sums = 0;  // the finite terms' magnitudes, the largest scale, sum of block sums
+            double chain_abs = 0;           // tensor cores: the block chains' absolute parts, scaled
             bool fragile = false;           // the promotion itself may overflow or underflow (docs/fp8.md)
             for (std::int64_t b = 0; b < nb; ++b) {
                 const double sa = std::fabs(in[1].value(i * nb + b)), sb = std::fabs(in[3].value(b * sbn + j / d.block));
@@ -135,6 +148,13 @@ std::vector<std::vector<double>> fp8_gemm_bound(const Params& params, const std:
                 for (std::int64_t k = b * d.block; k < std::min(d.k, (b + 1) * d.block); ++k)
                     s += std::fabs(in[0].value(i * d.k + k) * in[2].value(k * d.n + j));
                 if (std::isfinite(s * sa * sb)) w += s * sa * sb;
+                if (mma_k > 0 && std::isfinite(sa * sb)) {
+                    double m = 0;  // the largest finite code of the block's row of a and column of b
+                    for (std::int64_t k = b * d.block; k < std::min(d.k, (b + 1) * d.block); ++k)
+                        for (double v : {in[0].value(i * d.k + k), in[2].value(k * d.n + j)})
+                            if (std::isfinite(v)) m = std::fmax(m, std::fabs(v));
+                    chain_abs += (chain.abs + chain.sub * chain_operand_bound(m, emin)) * sa * sb;
+                }
                 if (std::isfinite(s)) sums += s;
                 // P s_a, P s_b or s_a s_b past FP32's range while y is not, or
                 // an infinite scale times a block sum the other scale
@@ -148,7 +168,9 @@ std::vector<std::vector<double>> fp8_gemm_bound(const Params& params, const std:
             // Subnormal roundings: each promotion's scale product (or product
             // by one scale) errs by eta/2, times the block sum (up to |P| <=
             // S_b (1 + gamma)) or the other scale.
-            const double y = exact.at(0).at(e), err = rel * w + static_cast<double>(nb) * eta * (1 + c) + eta * sums * 2;
+            const double y = exact.at(0).at(e),
+                         err = rel * w + (1 + gamma_rigorous(outer, u)) * chain_abs + static_cast<double>(nb) * eta * (1 + c) +
+                               eta * sums * 2;
             if (std::isnan(y)) bound[e] = kNaN;  // NaN in any order
             else if (fragile || w * (1 + rel_rig) >= max_finite(acc)) bound[e] = kUndefined;
             else if (!std::isfinite(y)) bound[e] = kNaN;  // an infinite term: compare classes

@@ -26,6 +26,11 @@ const std::vector<std::pair<int, int>>& block_shapes() {
 // FP8 ulps times t is exact in the input format: every entry but the
 // block's maximum is an FP8 midpoint of x / s.  1 / t is inexact for m > 1,
 // so a kernel that multiplies by the reciprocal lands beside the tie.
+// Near ties (FP32 inputs, one case in three): m odd of 21 bits, so 448 t is
+// still exact (s = t) while a midpoint times t (25-26 bits) rounds into
+// FP32: x / s lies within 2^-24 of the midpoint without being on it, the
+// FP32 quotient lands on it, and only its residual says which way to round
+// (a kernel that converts the quotient, ties to even, rounds twice).
 struct Fp8TieGrid {
     double t = 1;
     bool ok = true;
@@ -34,7 +39,8 @@ struct Fp8TieGrid {
 Fp8TieGrid fp8_tie_grid(Format in, std::uint64_t seed, int scale_exp) {
     std::mt19937_64 rng(seed ^ 0x2545f4914f6cdd1dull);
     const int mbits = in == Format::bf16 ? 2 : in == Format::fp16 ? 5 : 12;  // 3 bits of max, 5 of a midpoint, m's: <= p
-    const double m = rng() % 4 == 0 ? 1.0 : static_cast<double>(1 + 2 * (rng() % ((1u << mbits) - 1)));
+    double m = rng() % 4 == 0 ? 1.0 : static_cast<double>(1 + 2 * (rng() % ((1u << mbits) - 1)));
+    if (in == Format::fp32 && rng() % 3 == 0) m = static_cast<double>((1u << 20) + 1 + 2 * (rng() % (1u << 19)));  // near ties
     return {std::ldexp(m, std::clamp(scale_exp, -20, 10)), true};
 }
 

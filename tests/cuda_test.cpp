@@ -12,6 +12,7 @@
 
 #include "impls/cuda/cuda.hpp"
 #include "kernel_suite.hpp"
+#include "oracle/fp8.hpp"
 #include "oracle/gdn_bound.hpp"
 #include "oracle/matmul.hpp"
 #include "oracle/structured.hpp"
@@ -463,6 +464,58 @@ TEST(CudaMatmul, TensorCoreKernelsNeedTheirDeclaredBound) {
         std::printf("%s: utilization %.3g under an FP32 accumulator's bound, %.3g under the declared one\n",
                     k.name.c_str(), util_plain, util_tc);
     }
+}
+
+// The FP8 kernels widen every code to BF16 exactly: a [256, 1] of every
+// code times b = 1 with unit scales gives each code's value (NaN for NaN
+// codes, E5M2's infinities), in both formats.
+TEST(CudaFp8Gemm, EveryCodeWidensExactly) {
+    for (Format f : {Format::fp8_e4m3, Format::fp8_e5m2}) {
+        const KernelInfo& k = *cuda_emu_registry().kernels.find(std::string("cuda.fp8_gemm.") + name(f));
+        Tensor a(f, {256, 1}), sa(Format::fp32, {256, 1}), b(f, {1, 1}), sb(Format::fp32, {1, 1});
+        for (int i = 0; i < 256; ++i) a.set_bits(i, static_cast<std::uint64_t>(i)), sa.set_value(i, 1.0);
+        b.set_value(0, 1.0), sb.set_value(0, 1.0);
+        const Tensor y = run_kernel(k, Params({{"block", 128}}), {a.view(), sa.view(), b.view(), sb.view()})[0];
+        for (int i = 0; i < 256; ++i) {
+            const double want = a.value(i), got = y.value(i);
+            if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << k.name << " code " << i;
+            else EXPECT_EQ(got, want) << k.name << " code " << i;
+        }
+    }
+}
+
+// Each K block's sum is a chain of tensor-core block FMAs: with one block of
+// K = 65536 positive codes its error leans toward zero, beyond the bound of
+// an FP32 block accumulator that rounds to nearest and within the declared
+// one (mma_k = 16).
+TEST(CudaFp8Gemm, TensorCoreBlockSumsNeedTheirDeclaredBound) {
+    const oracle::TierScope tier(oracle::Tier::probabilistic);
+    const KernelInfo& k = *cuda_emu_registry().kernels.find("cuda.fp8_gemm.fp8_e4m3.fp32");
+    ASSERT_EQ(k.declared.count("mma_k"), 1u);
+    std::mt19937_64 rng(4);
+    std::uniform_real_distribution<double> u(-9, 8);  // log2 of the codes
+    const std::int64_t K = 65536;
+    Tensor a(Format::fp8_e4m3, {2, K}), b(Format::fp8_e4m3, {K, 3}), sa(Format::fp32, {2, 1}), sb(Format::fp32, {1, 1});
+    for (Tensor* t : {&a, &b})
+        for (std::int64_t i = 0; i < t->numel(); ++i) t->set_value(i, std::exp2(u(rng)));
+    sa.set_value(0, 0.5), sa.set_value(1, 0.75), sb.set_value(0, 1.0);
+    const Params p({{"block", static_cast<double>(K)}});
+    const std::vector<TensorView> in = {a.view(), sa.view(), b.view(), sb.view()};
+    const std::vector<double> exact = oracle::evaluate_structured("fp8_gemm", p, in, {Format::fp32}).exact[0];
+    const Tensor y = run_kernel(k, p, in)[0];
+    Params declared = p;
+    declared.set("declared.mma_k", 16);
+    const auto plain = oracle::fp8_gemm_bound(p, in, {exact}, Format::fp32, {Format::fp32})[0];
+    const auto tc = oracle::fp8_gemm_bound(declared, in, {exact}, Format::fp32, {Format::fp32})[0];
+    double util_plain = 0, util_tc = 0;
+    for (std::size_t i = 0; i < exact.size(); ++i) {
+        const double err = std::fabs(y.value(static_cast<std::int64_t>(i)) - exact[i]);
+        util_plain = std::max(util_plain, err / plain[i]), util_tc = std::max(util_tc, err / tc[i]);
+    }
+    EXPECT_GT(util_plain, 1) << "the block sums are not the tensor cores'";
+    EXPECT_LE(util_tc, 1);
+    std::printf("%s: utilization %.3g under an FP32 block accumulator's bound, %.3g under the declared one\n",
+                k.name.c_str(), util_plain, util_tc);
 }
 
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {

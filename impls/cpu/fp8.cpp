@@ -20,37 +20,9 @@
 namespace conform::cpu {
 
 Fp8Codec fp8_codec(Format f) {
-    if (f == Format::fp8_e4m3) return {4, -6, 7, 0x7E, 0x7F, 0x7F};
-    if (f == Format::fp8_e5m2) return {3, -14, 15, 0x7B, 0x7C, 0x7E};
+    if (f == Format::fp8_e4m3) return fp8::kE4m3;
+    if (f == Format::fp8_e5m2) return fp8::kE5m2;
     throw std::invalid_argument(std::string("not an FP8 format: ") + name(f));
-}
-
-namespace {
-
-// |v| (finite) to an FP8 magnitude: drop the significand bits below the
-// FP8 quantum of v's binade (or of the subnormal range), round, and add the
-// biased exponent; a carry of the rounding moves into the exponent field.
-std::uint32_t fp8_magnitude(std::uint32_t a, int dir, const Fp8Codec& c, bool truncate) {
-    const int e = static_cast<int>(a >> 23) - 127;
-    const std::uint32_t mant = (a & 0x7FFFFFu) | 0x800000u;
-    const int shift = std::min(23 - (c.p - 1) + std::max(c.emin - e, 0), 31);
-    std::uint32_t r = mant >> shift;
-    const std::uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    const bool up = rem > half || (rem == half && (dir > 0 || (dir == 0 && (r & 1))));
-    if (!truncate && up) ++r;
-    return r + (e >= c.emin ? static_cast<std::uint32_t>(e + c.bias - 1) << (c.p - 1) : 0u);
-}
-
-}  // namespace
-
-std::uint8_t fp8_from_float(float v, int dir, const Fp8Codec& c, bool saturate, bool truncate) {
-    std::uint32_t b;
-    std::memcpy(&b, &v, 4);
-    const std::uint32_t sign = (b >> 24) & 0x80u, a = b & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return static_cast<std::uint8_t>(c.nan_code | sign);
-    std::uint32_t code = a == 0x7F800000u ? 0xFFFFu : fp8_magnitude(a, dir, c, truncate);
-    if (code > c.max_code) code = saturate ? c.max_code : c.overflow_code;
-    return static_cast<std::uint8_t>(code | sign);
 }
 
 namespace {
@@ -74,26 +46,14 @@ float block_scale(float amax, bool nonfinite, const Fp8QuantParams& qp) {
     return static_cast<float>(std::max(s, 0x1p-126));
 }
 
-// The side of |x / s| that |q| = |fl(x / s)| misses: the residual x - q s
-// is exact (an FMA), and its sign relative to q's gives it.
-int residual_dir(float x, float s, float q) {
-    const float r = std::fma(-q, s, x);
-    if (r == 0 || !std::isfinite(r)) return 0;
-    return (r > 0) == (q > 0) ? 1 : -1;
-}
-
-// Below s = 2^-60 the residual of a quotient on an FP8 midpoint can
-// underflow (it is below 2^-150 when x is near FP32's subnormals) and the
-// FMA returns 0: x and s scaled by 2^64 (exactly) give the same quotient and
-// a residual in the normal range.  |x| >= 2^60 over such an s overflows FP8
-// anyway.
-constexpr float kTinyScale = 0x1p-60f, kLift = 0x1p64f, kBigX = 0x1p60f;
+using fp8::kBigX, fp8::kLift, fp8::kTinyScale;
 
 std::uint8_t quantize_one(float x, float s, const Fp8Codec& c, bool saturate, const Fp8Flaws& f) {
     if (f.reciprocal) return fp8_from_float(x * (1.0f / s), 0, c, saturate);
-    if (s < kTinyScale && std::fabs(x) < kBigX) x *= kLift, s *= kLift;
+    if (!f.truncate && !f.overflow_nan) return fp8::quantize(x, s, c, saturate);
+    fp8::lift(x, s);
     const float q = x / s;
-    return fp8_from_float(q, f.truncate ? 0 : residual_dir(x, s, q), c, saturate && !f.overflow_nan, f.truncate);
+    return fp8_from_float(q, f.truncate ? 0 : fp8::residual_dir(x, s, q), c, saturate && !f.overflow_nan, f.truncate);
 }
 
 // ---- AVX2: the same arithmetic in 8 lanes ------------------------------

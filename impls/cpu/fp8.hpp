@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "impls/fp8_codes.hpp"
 #include "impls/registry.hpp"
 
 namespace conform {
@@ -12,19 +13,19 @@ void register_mutants_fp8(Registry& r);  // impls/mutants/fp8.cpp
 
 namespace cpu {
 
-// An FP8 format as the kernels' integer conversion sees it.
-struct Fp8Codec {
-    int p, emin, bias;
-    std::uint32_t max_code, overflow_code, nan_code;  // magnitudes; overflow: nonsaturating (Inf or E4M3's NaN)
-};
+// An FP8 format as the kernels' integer conversion sees it
+// (impls/fp8_codes.hpp, shared with the CUDA kernel).
+using Fp8Codec = fp8::Codec;
 Fp8Codec fp8_codec(Format f);
 
-// RN_fp8 of a float v on its bits, ties to even; `dir` says on which side
-// of |v| the true value lies when v is the FP32 rounding of it (+1 above,
-// -1 below, 0 exact), which decides an FP8 midpoint that v landed on.
-// Overflow and +-Inf: +-max when saturating, else Inf (E5M2) or NaN (E4M3).
-// `truncate` rounds toward zero instead (the mutant).
-std::uint8_t fp8_from_float(float v, int dir, const Fp8Codec& c, bool saturate, bool truncate = false);
+// RN_fp8 of a float v on its bits (fp8::from_float): ties to even; `dir`
+// says on which side of |v| the true value lies when v is the FP32 rounding
+// of it (+1 above, -1 below, 0 exact), which decides an FP8 midpoint that v
+// landed on.  Overflow and +-Inf: +-max when saturating, else Inf (E5M2) or
+// NaN (E4M3).  `truncate` rounds toward zero instead (the mutant).
+inline std::uint8_t fp8_from_float(float v, int dir, const Fp8Codec& c, bool saturate, bool truncate = false) {
+    return fp8::from_float(v, dir, c, saturate, truncate);
+}
 
 // The ways FP8 kernels go wrong; all off is the kernel.
 struct Fp8Flaws {

@@ -3,7 +3,9 @@
 // cores, cuda.attention.fp32 without; each returns o in its format and lse
 // in FP32, splits the keys for decoding (Lq <= 16, long Lk) and merges the
 // splits with lse_merge.  cuda.sink_attention.<fmt> are the same kernels
-// whose merge adds each head's sink (docs/sink_attention.md).
+// whose merge adds each head's sink (docs/sink_attention.md), and
+// cuda.gated_attention.<fmt> those whose merge applies the output gate
+// (docs/gated_attention.md).
 #include "impls/cuda/attention.cuh"
 #include "impls/cuda/cuda.hpp"
 
@@ -27,14 +29,20 @@ KernelInfo attention_info(KernelInfo k, Format f) {
 
 namespace {
 
+// What a registration adds to plain attention.
+enum class Extra { none, sinks, gate };
+
 // cuda.attention.<fmt>; with `nan_rows` cuda.attention.nan_rows.<fmt>: a
 // query that sees no key gives NaN (declared masked_row = nan, PyTorch's
-// math backend) instead of (0, -inf); with `sinks` cuda.sink_attention.<fmt>:
+// math backend) instead of (0, -inf); with sinks cuda.sink_attention.<fmt>:
 // the forward kernels write their partials and the merge adds the sink
 // state (0, sink_h), one merged state more than the key splits (max_splits
-// + 1, and the verdict's bound counts it: oracle/attention_sink_bound.cpp).
-void add(Registry& r, bool nan_rows, bool sinks) {
-    const char* op = sinks ? "sink_attention" : "attention";
+// + 1, and the verdict's bound counts it: oracle/attention_sink_bound.cpp);
+// with a gate cuda.gated_attention.<fmt>: the merge (exact for one split)
+// multiplies each FP32 o_d by sigmoid(g_d) before the one rounding, the
+// CPU kernels' arithmetic (docs/gated_attention.md).
+void add(Registry& r, bool nan_rows, Extra extra) {
+    const char* op = extra == Extra::sinks ? "sink_attention" : extra == Extra::gate ? "gated_attention" : "attention";
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = attention_info(kernel_info(op, f, ""), f);
         if (nan_rows) make_nan_rows(k, op, f);
@@ -46,13 +54,15 @@ void add(Registry& r, bool nan_rows, bool sinks) {
                                           "softmax in FP32, P rounded to ") +
                                   name(f) + "; KV splits for decoding merged by lse_merge";
         if (nan_rows) k.description += "; a query that sees no key gives NaN (masked_row = nan)";
-        if (sinks) {
+        if (extra == Extra::sinks) {
             k.declared["max_splits"] = kMaxSplits + 1;
             k.description += "; the partial (o, lse) merged with each head's sink state (0, sink)";
         }
+        if (extra == Extra::gate)
+            k.description += "; in the merge o_d times sigmoid(g_d) = (g >= 0 ? 1 : t) / (1 + t), t = expf(-|g|), in FP32";
         const std::string kernel = k.name;
-        auto make = [f, kernel, nan_rows, sinks](AttnLaunch l) -> KernelFn {
-            l.nan_rows = nan_rows, l.sinks = sinks;
+        auto make = [f, kernel, nan_rows, extra](AttnLaunch l) -> KernelFn {
+            l.nan_rows = nan_rows, l.sinks = extra == Extra::sinks, l.gated = extra == Extra::gate;
             return [f, kernel, l](const KernelCall& c) { run_attention(c, f, kernel.c_str(), l); };
         };
         k.fn = make({});
@@ -68,9 +78,10 @@ void run_attention_kernels(const KernelCall& c, Format f, const char* kernel, co
 }
 
 void register_attention(Registry& r) {
-    add(r, false, false);
-    add(r, true, false);
-    add(r, false, true);
+    add(r, false, Extra::none);
+    add(r, true, Extra::none);
+    add(r, false, Extra::sinks);
+    add(r, false, Extra::gate);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

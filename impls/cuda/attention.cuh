@@ -53,11 +53,14 @@ struct AttnArgs {
     int nan_rows;            // a row that sees no key gives NaN, not (0, -inf) (declared masked_row = nan)
     int sinks;               // sink_attention: the merge adds each head's sink state (0, sink_h)
     int sink_kv_head;        // mutant: the sink of query head h's KV head instead of its own
+    int gated;               // gated_attention: the merge multiplies o by sigmoid(g)
+    int gate_kv_head;        // mutant: the gate row of query head h's KV head instead of its own
 };
 
 // The forward kernels write FP32 partials for the merge: with several
-// splits, and with sinks (which join in the merge).
-__host__ __device__ __forceinline__ bool merged(const AttnArgs& a) { return a.splits > 1 || a.sinks; }
+// splits, with sinks (which join in the merge) and with a gate (applied
+// there).  One split merges exactly: its weight is expf(0) = 1.
+__host__ __device__ __forceinline__ bool merged(const AttnArgs& a) { return a.splits > 1 || a.sinks || a.gated; }
 
 __device__ __forceinline__ float nan_max(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
@@ -422,11 +425,22 @@ __global__ void attention_simt(const float* __restrict__ q, const float* __restr
 // split (lse_s = -inf) weighs 0; all empty: (0, -inf).  A warp per row.
 // With sinks, the row's sink is one more state (0, sink_h): it enters the
 // max and the denominator, not the numerator; a NaN or +inf sink makes the
-// row NaN (max NaN, or exp(inf - inf)).
+// row NaN (max NaN, or exp(inf - inf)).  With a gate, each merged o_d in
+// FP32 is multiplied by sigmoid(g_d) (gated_output) before its one rounding.
+
+// sigmoid(g) in FP32 as the CPU kernels form it, (g >= 0 ? 1 : t) / (1 + t),
+// t = expf(-|g|) <= 1 (no overflow for any g); o times it, where an
+// infinite o under a gate above -inf stays infinite (the exact gate is
+// positive even where this one underflows: never inf * 0).
+__device__ __forceinline__ float gated_output(float o, float g) {
+    const float t = expf(-fabsf(g));
+    return isinf(o) && g > -INFINITY ? o : o * ((g >= 0 ? 1.0f : t) / (1.0f + t));
+}
 
 template <class S, class Bug = AttnNoBug>
 __global__ void attention_merge(const float* __restrict__ part_o, const float* __restrict__ part_lse, AttnArgs a,
-                                const S* __restrict__ sinks, S* __restrict__ o, float* __restrict__ lse) {
+                                const S* __restrict__ sinks, const S* __restrict__ gate, S* __restrict__ o,
+                                float* __restrict__ lse) {
     const int warps = blockDim.x / 32, lane = threadIdx.x % 32;
     const long long row = static_cast<long long>(blockIdx.x) * warps + threadIdx.x / 32;
     const long long rows = static_cast<long long>(a.hq) * a.lq;
@@ -448,7 +462,12 @@ __global__ void attention_merge(const float* __restrict__ part_o, const float* _
             const float os = part_o[(s * rows + row) * a.dv + c];  // an empty split's o_s is 0
             num += isinf(os) ? os : w * os;  // a split's weight is positive even where w underflowed
         }
-        o[row * a.dv + c] = store<S>(top == -INFINITY ? (a.nan_rows ? NAN : 0.0f) : num / den);
+        float out = top == -INFINITY ? (a.nan_rows ? NAN : 0.0f) : num / den;
+        if (a.gated) {  // the gate row of (h, i); the empty row's 0 too, so that a NaN gate makes it NaN
+            const long long g_row = a.gate_kv_head ? static_cast<long long>(h / (a.hq / a.hkv)) * a.lq + row % a.lq : row;
+            out = gated_output(out, static_cast<float>(load(gate[g_row * a.dv + c])));
+        }
+        o[row * a.dv + c] = store<S>(out);
     }
     if (lane == 0) lse[row] = top == -INFINITY ? (a.nan_rows ? NAN : -INFINITY) : top + logf(den);
 }
@@ -469,6 +488,8 @@ struct AttnLaunch {
     bool nan_rows = false;
     bool sinks = false;         // sink_attention: input 3 is sinks [Hq], the mask (if any) input 4
     bool sink_kv_head = false;  // mutant.cuda.sink_attention.sink_by_kv_head
+    bool gated = false;         // gated_attention: input 3 is g [Hq, Lq, Dv], the mask (if any) input 4
+    bool gate_kv_head = false;  // mutant.cuda.gated_attention.gate_by_kv_head
 };
 
 inline constexpr int kMaxSplits = 64;
@@ -482,8 +503,8 @@ inline int choose_splits(const Params& p, const AttnLaunch& l, int lq, int lk) {
     return std::clamp(s, 1, kMaxSplits);
 }
 
-// The input index of the mask: after sink_attention's sinks.
-inline std::size_t mask_input(const AttnArgs& a) { return a.sinks ? 4 : 3; }
+// The input index of the mask: after sink_attention's sinks or gated_attention's g.
+inline std::size_t mask_input(const AttnArgs& a) { return a.sinks || a.gated ? 4 : 3; }
 
 inline AttnArgs attention_args(const KernelCall& c, const AttnLaunch& l) {
     const TensorView &qv = c.in[0], &kv = c.in[1], &vv = c.in[2];
@@ -498,6 +519,10 @@ inline AttnArgs attention_args(const KernelCall& c, const AttnLaunch& l) {
     a.sinks = l.sinks;
     if (a.sinks && !(c.in.size() > 3 && c.in[3].rank == 1 && c.in[3].shape[0] == a.hq))
         throw std::invalid_argument("sink_attention: input 3 must be sinks [Hq]");
+    a.gated = l.gated, a.gate_kv_head = l.gate_kv_head;
+    if (a.gated && !(c.in.size() > 3 && c.in[3].rank == 3 && c.in[3].shape[0] == a.hq && c.in[3].shape[1] == a.lq &&
+                     c.in[3].shape[2] == a.dv))
+        throw std::invalid_argument("gated_attention: input 3 must be g [Hq, Lq, Dv]");
     a.has_mask = c.in.size() > mask_input(a) && c.in[mask_input(a)].numel() > 0;
     a.splits = choose_splits(c.params, l, a.lq, a.lk);
     a.split_keys = std::max(1, (a.lk + a.splits - 1) / a.splits);
@@ -523,6 +548,7 @@ struct AttnBuffers {
     S* o;
     float *lse, *part_o, *part_lse;
     const S* sinks;  // [Hq] (sink_attention), else null
+    const S* gate;   // g [Hq, Lq, Dv] (gated_attention), else null
 };
 
 template <class S, class Bug, int P>
@@ -567,7 +593,7 @@ void launch_attention(const AttnArgs& a, const AttnBuffers<S>& b, int warps, cud
         const long long rows = static_cast<long long>(a.hq) * a.lq;
         auto* merge_fn = attention_merge<S, Bug>;
         CONFORM_LAUNCH(merge_fn, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, s)(b.part_o, b.part_lse, a,
-                                                                                             b.sinks, b.o, b.lse);
+                                                                                             b.sinks, b.gate, b.o, b.lse);
     }
 }
 
@@ -584,6 +610,8 @@ void run_attention_as(const KernelCall& c, const char* kernel, const AttnLaunch&
         sinks(a.sinks ? a.hq * sizeof(S) : 0, kernel);
     if (a.has_mask) upload(c.in[mask_input(a)], mask, s.get(), kernel);
     if (a.sinks) upload(c.in[3], sinks, s.get(), kernel);
+    DeviceBuffer gate(a.gated ? c.in[3].numel() * sizeof(S) : 0, kernel);
+    if (a.gated) upload(c.in[3], gate, s.get(), kernel);
     const long long rows = static_cast<long long>(a.hq) * a.lq;
     DeviceBuffer o(rows * a.dv * sizeof(S), kernel), lse(rows * sizeof(float), kernel);
     const long long parts = merged(a) ? a.splits : 0;
@@ -592,7 +620,7 @@ void run_attention_as(const KernelCall& c, const char* kernel, const AttnLaunch&
     if (rows > 0) {
         const AttnBuffers<S> b{in[0].as<S>(), in[1].as<S>(), in[2].as<S>(), a.has_mask ? mask.as<S>() : nullptr,
                                o.as<S>(),     lse.as<float>(), po.as<float>(), pl.as<float>(),
-                               a.sinks ? sinks.as<S>() : nullptr};
+                               a.sinks ? sinks.as<S>() : nullptr, a.gated ? gate.as<S>() : nullptr};
         launch_attention<S, Bug>(a, b, l.warps, s.get());
         check_launch(s.get(), kernel);
     }

@@ -203,7 +203,7 @@ void attention(Bench& b) {
         DeviceBuffer po((a.splits > 1 ? a.splits : 0) * nq * sizeof(float), kWhere);
         DeviceBuffer pl((a.splits > 1 ? a.splits : 0) * rows * sizeof(float), kWhere);
         const AttnBuffers<S> buf{q.as<S>(), k.as<S>(), v.as<S>(), nullptr, o.as<S>(), lse.as<float>(),
-                                 po.as<float>(), pl.as<float>(), nullptr};
+                                 po.as<float>(), pl.as<float>(), nullptr, nullptr};
         const double flops = 4.0 * heads * lq * lk * d * (causal && lq == lk ? 0.5 : 1.0);
         const std::string shape = "BH=512 Lq=" + std::to_string(lq) + " Lk=" + std::to_string(lk) + (causal ? " causal" : "");
         b.add_flops("cuda.attention.bf16", shape, flops, [&] { launch_attention<S>(a, buf, 0, b.stream()); });

@@ -41,7 +41,7 @@ private:
     std::size_t bytes_;
 };
 
-inline std::size_t element_bytes(Format f) { return f == Format::fp32 ? 4 : f == Format::int8 ? 1 : 2; }
+inline std::size_t element_bytes(Format f) { return f == Format::fp32 ? 4 : f == Format::int8 || is_fp8(f) ? 1 : 2; }
 
 // An output buffer is filled with all-ones bytes (NaN in every float
 // format) before the kernel runs: an element the kernel never writes is

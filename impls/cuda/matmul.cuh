@@ -49,45 +49,58 @@ __device__ __forceinline__ int tiles_along(int extent, bool drop_tail) {
     return drop_tail ? extent / kMmTile : (extent + kMmTile - 1) / kMmTile;
 }
 
-// a's rows [row0, row0 + 64) and columns [k0, k0 + 32) into as[r][kk], zero
-// outside; 16-byte packs when K is a multiple of 8 (every row then starts
-// aligned, and a pack lies wholly inside or outside the matrix).
-__device__ __forceinline__ void load_a_tile(const unsigned short* a, const MatmulArgs& g, int row0, int k0,
-                                            unsigned short (*as)[kMmPitch]) {
+// The identity conversion of 16-bit operands (raw bits).
+struct Bits16 {
+    __device__ __forceinline__ unsigned short operator()(unsigned short x) const { return x; }
+};
+
+// A 64 x 32 tile [rows, k] of a row-major operand into t[r][kk] as 16-bit
+// bits by cvt: src's rows [row0, row0 + 64) (below `rows`) and columns
+// [k0, k_hi) of its `ld`, zero outside.  16-byte packs when the operand is
+// 16-bit and ld, k0 and k_hi are multiples of 8 (every row then starts
+// aligned, and a pack lies wholly inside or outside the columns).
+template <class T, class Cvt>
+__device__ __forceinline__ void stage_rows(const T* src, int rows, int ld, int row0, int k0, int k_hi, Cvt cvt,
+                                           unsigned short (*t)[kMmPitch]) {
     using Pack8 = Pack<unsigned short>;
-    if (g.k % 8 == 0) {
-        for (int e = threadIdx.x; e < kMmTile * kMmTk / 8; e += blockDim.x) {
-            const int r = e / (kMmTk / 8), kk = e % (kMmTk / 8) * 8, row = row0 + r, k = k0 + kk;
-            Pack8 p{};
-            if (row < g.m && k < g.k) p = *reinterpret_cast<const Pack8*>(a + static_cast<long long>(row) * g.k + k);
-            *reinterpret_cast<Pack8*>(&as[r][kk]) = p;
+    if constexpr (sizeof(T) == 2)
+        if (ld % 8 == 0 && k0 % 8 == 0 && k_hi % 8 == 0) {
+            for (int e = threadIdx.x; e < kMmTile * kMmTk / 8; e += blockDim.x) {
+                const int r = e / (kMmTk / 8), kk = e % (kMmTk / 8) * 8, row = row0 + r, k = k0 + kk;
+                Pack8 p{};
+                if (row < rows && k < k_hi) p = *reinterpret_cast<const Pack8*>(src + static_cast<long long>(row) * ld + k);
+                *reinterpret_cast<Pack8*>(&t[r][kk]) = p;
+            }
+            return;
         }
-        return;
-    }
     for (int e = threadIdx.x; e < kMmTile * kMmTk; e += blockDim.x) {  // coalesced along k
         const int r = e / kMmTk, kk = e % kMmTk, row = row0 + r, k = k0 + kk;
-        as[r][kk] = row < g.m && k < g.k ? a[static_cast<long long>(row) * g.k + k] : 0;
+        t[r][kk] = row < rows && k < k_hi ? cvt(src[static_cast<long long>(row) * ld + k]) : 0;
     }
 }
 
-// b's rows [k0, k0 + 32) and columns [col0, col0 + 64) transposed into
-// bs[n][kk], zero outside; 16-byte packs along n when N is a multiple of 8.
-__device__ __forceinline__ void load_b_tile(const unsigned short* b, const MatmulArgs& g, int col0, int k0,
-                                            unsigned short (*bs)[kMmPitch]) {
+// A 32 x 64 tile [k, cols] of a row-major operand (rows [k0, k_hi), columns
+// [col0, col0 + 64) below `cols`) transposed into t[n][kk] by cvt, zero
+// outside; 16-byte packs along n when the operand is 16-bit and cols is a
+// multiple of 8.
+template <class T, class Cvt>
+__device__ __forceinline__ void stage_columns(const T* src, int cols, int col0, int k0, int k_hi, Cvt cvt,
+                                              unsigned short (*t)[kMmPitch]) {
     using Pack8 = Pack<unsigned short>;
-    if (g.n % 8 == 0) {
-        for (int e = threadIdx.x; e < kMmTk * kMmTile / 8; e += blockDim.x) {
-            const int kk = e / (kMmTile / 8), c = e % (kMmTile / 8) * 8, k = k0 + kk, col = col0 + c;
-            Pack8 p{};
-            if (k < g.k && col < g.n) p = *reinterpret_cast<const Pack8*>(b + static_cast<long long>(k) * g.n + col);
-            CONFORM_UNROLL
-            for (int x = 0; x < 8; ++x) bs[c + x][kk] = p.v[x];
+    if constexpr (sizeof(T) == 2)
+        if (cols % 8 == 0) {
+            for (int e = threadIdx.x; e < kMmTk * kMmTile / 8; e += blockDim.x) {
+                const int kk = e / (kMmTile / 8), c = e % (kMmTile / 8) * 8, k = k0 + kk, col = col0 + c;
+                Pack8 p{};
+                if (k < k_hi && col < cols) p = *reinterpret_cast<const Pack8*>(src + static_cast<long long>(k) * cols + col);
+                CONFORM_UNROLL
+                for (int x = 0; x < 8; ++x) t[c + x][kk] = p.v[x];
+            }
+            return;
         }
-        return;
-    }
     for (int e = threadIdx.x; e < kMmTk * kMmTile; e += blockDim.x) {  // coalesced along n
         const int kk = e / kMmTile, c = e % kMmTile, k = k0 + kk, col = col0 + c;
-        bs[c][kk] = k < g.k && col < g.n ? b[static_cast<long long>(k) * g.n + col] : 0;
+        t[c][kk] = k < k_hi && col < cols ? cvt(src[static_cast<long long>(k) * cols + col]) : 0;
     }
 }
 
@@ -106,52 +119,71 @@ __device__ __forceinline__ void b_fragment(const unsigned short (*bs)[kMmPitch],
     }
 }
 
+// The staged tiles of one block: a [64 rows][k], b transposed [64 columns][k].
+struct alignas(16) MmaTiles {
+    unsigned short a[kMmTile][kMmPitch], b[kMmTile][kMmPitch];
+};
+
+// One warp's share of the staged tiles: its 32 x 32 corner of c (2 x 4
+// fragments) += the tiles' first `kn` k, 16 at a time; a 16-step of padding
+// alone is skipped.  kn is the same for the whole block.
+template <class S, class Bug>
+__device__ __forceinline__ void mma_tiles(const MmaTiles& tiles, int kn, float (&c)[2][4][4]) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t = lane % 4;
+    const int wr = warp / 2 * 32, wc = warp % 2 * 32;  // the warp's corner of the tile
+    for (int ks = 0; ks < kMmTk && ks < kn; ks += 16) {
+        std::uint32_t af[2][4], bf[4][2];
+        CONFORM_UNROLL
+        for (int i = 0; i < 2; ++i) {
+            const int r = wr + 16 * i + group;
+            af[i][0] = pair_at(&tiles.a[r][ks + 2 * t]), af[i][1] = pair_at(&tiles.a[r + 8][ks + 2 * t]);
+            af[i][2] = pair_at(&tiles.a[r][ks + 2 * t + 8]), af[i][3] = pair_at(&tiles.a[r + 8][ks + 2 * t + 8]);
+        }
+        CONFORM_UNROLL
+        for (int j = 0; j < 4; ++j) b_fragment<Bug>(tiles.b, wc + 8 * j, ks, group, t, bf[j]);
+        CONFORM_UNROLL
+        for (int i = 0; i < 2; ++i)
+            CONFORM_UNROLL
+            for (int j = 0; j < 4; ++j) {
+                mma16816<S>(c[i][j], af[i], bf[j], c[i][j]);
+                if constexpr (Bug::kF16Accumulator)
+                    for (int x = 0; x < 4; ++x) c[i][j][x] = __half2float(__float2half_rn(c[i][j][x]));
+            }
+    }
+}
+
+// fn(i, j, x, row, col) for each accumulator c[i][j][x] of this thread's
+// warp corner in the tile at (row0, col0), (row, col) by the C layout.
+template <class Fn>
+__device__ __forceinline__ void for_each_accumulator(int row0, int col0, Fn&& fn) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t = lane % 4;
+    CONFORM_UNROLL
+    for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 4; ++j)
+            for (int x = 0; x < 4; ++x)
+                fn(i, j, x, row0 + warp / 2 * 32 + 16 * i + group + (x >= 2 ? 8 : 0),
+                   col0 + warp % 2 * 32 + 8 * j + 2 * t + (x & 1));
+}
+
 template <class S, class Out, class Bug>
 __global__ void matmul_tc(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b, MatmulArgs g,
                           Out* __restrict__ y) {
-    struct alignas(16) Tiles {
-        unsigned short a[kMmTile][kMmPitch], b[kMmTile][kMmPitch];
-    };
-    __shared__ Tiles tiles;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t = lane % 4;
-    const int wr = warp / 2 * 32, wc = warp % 2 * 32;  // the warp's 32 x 32 corner of the tile
+    __shared__ MmaTiles tiles;
     const int tiles_n = tiles_along(g.n, Bug::kNTailDropped), tiles_m = tiles_along(g.m, false);
     const int k_end = Bug::kKTailDropped ? g.k / kMmTk * kMmTk : g.k;
     for (long long tile = blockIdx.x; tile < static_cast<long long>(tiles_m) * tiles_n; tile += gridDim.x) {
         const int row0 = static_cast<int>(tile / tiles_n) * kMmTile, col0 = static_cast<int>(tile % tiles_n) * kMmTile;
         float c[2][4][4] = {};
         for (int k0 = 0; k0 < k_end; k0 += kMmTk) {
-            load_a_tile(a, g, row0, k0, tiles.a);
-            load_b_tile(b, g, col0, k0, tiles.b);
+            stage_rows(a, g.m, g.k, row0, k0, g.k, Bits16{}, tiles.a);
+            stage_columns(b, g.n, col0, k0, g.k, Bits16{}, tiles.b);
             __syncthreads();
-            for (int ks = 0; ks < kMmTk && ks < g.k - k0; ks += 16) {  // no block of padding alone
-                std::uint32_t af[2][4], bf[4][2];
-                CONFORM_UNROLL
-                for (int i = 0; i < 2; ++i) {
-                    const int r = wr + 16 * i + group;
-                    af[i][0] = pair_at(&tiles.a[r][ks + 2 * t]), af[i][1] = pair_at(&tiles.a[r + 8][ks + 2 * t]);
-                    af[i][2] = pair_at(&tiles.a[r][ks + 2 * t + 8]), af[i][3] = pair_at(&tiles.a[r + 8][ks + 2 * t + 8]);
-                }
-                CONFORM_UNROLL
-                for (int j = 0; j < 4; ++j) b_fragment<Bug>(tiles.b, wc + 8 * j, ks, group, t, bf[j]);
-                CONFORM_UNROLL
-                for (int i = 0; i < 2; ++i)
-                    CONFORM_UNROLL
-                    for (int j = 0; j < 4; ++j) {
-                        mma16816<S>(c[i][j], af[i], bf[j], c[i][j]);
-                        if constexpr (Bug::kF16Accumulator)
-                            for (int x = 0; x < 4; ++x) c[i][j][x] = __half2float(__float2half_rn(c[i][j][x]));
-                    }
-            }
+            mma_tiles<S, Bug>(tiles, g.k - k0, c);
             __syncthreads();  // the tiles are the next k step's after this
         }
-        CONFORM_UNROLL
-        for (int i = 0; i < 2; ++i)
-            for (int j = 0; j < 4; ++j)
-                for (int x = 0; x < 4; ++x) {
-                    const int row = row0 + wr + 16 * i + group + (x >= 2 ? 8 : 0), col = col0 + wc + 8 * j + 2 * t + (x & 1);
-                    if (row < g.m && col < g.n) y[static_cast<long long>(row) * g.n + col] = store<Out>(c[i][j][x]);
-                }
+        for_each_accumulator(row0, col0, [&](int i, int j, int x, int row, int col) {
+            if (row < g.m && col < g.n) y[static_cast<long long>(row) * g.n + col] = store<Out>(c[i][j][x]);
+        });
     }
 }
 

@@ -63,6 +63,13 @@ void register_mutants_attention(Registry& r) {
     launch.sinks = launch.sink_kv_head = true;
     k.fn = [kernel = k.name, launch](const KernelCall& c) { run_attention_kernels(c, Format::bf16, kernel.c_str(), launch); };
     r.add(std::move(k));
+    KernelInfo gk = attention_info(mutant_kernel_info("gated_attention", "gate_by_kv_head", Format::fp16, "5 layout transposition",
+                                                      "the merge reads the gate row of query head h's KV head h / (Hq / Hkv)"),
+                                   Format::fp16);
+    AttnLaunch gated;
+    gated.gated = gated.gate_kv_head = true;
+    gk.fn = [kernel = gk.name, gated](const KernelCall& c) { run_attention_kernels(c, Format::fp16, kernel.c_str(), gated); };
+    r.add(std::move(gk));
 }
 
 }  // namespace conform::CONFORM_CUDA_NS
