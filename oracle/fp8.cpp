@@ -1,7 +1,5 @@
 #include "oracle/fp8.hpp"
 
-#include "oracle/tensor_core.hpp"
-
 #include <cmath>
 #include <limits>
 #include <stdexcept>
