@@ -6,11 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define CONFORM_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define CONFORM_HOST_DEVICE inline
-#endif
+#include "impls/host_device.hpp"
+
 
 namespace conform::fp8 {
 

@@ -518,6 +518,43 @@ TEST(CudaFp8Gemm, TensorCoreBlockSumsNeedTheirDeclaredBound) {
                 k.name.c_str(), util_plain, util_tc);
 }
 
+// cuda.lse_merge forms its weights by the CPU kernel's own FP32 arithmetic
+// (impls/lse_merge_weights.hpp): under the emulation (the host's expf and
+// log1pf) it equals cpu.scalar.lse_merge bit for bit in every format --
+// far-apart states (+-1e4), empty states on either side or both, NaN and
+// +inf lse, infinite o -- under each of its launches.
+TEST(CudaLseMerge, EqualsTheScalarCpuKernelBitForBit) {
+    std::mt19937_64 rng(9);
+    std::normal_distribution<double> normal;
+    const double states[] = {0.0, -INFINITY, 1e4, -1e4, 3.5, NAN, INFINITY, 88.0, -90.0};
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        const KernelInfo& gpu = *cuda_emu_registry().kernels.find(std::string("cuda.lse_merge.") + name(f));
+        const KernelInfo& cpu = *builtin_registry().find(std::string("cpu.scalar.lse_merge.") + name(f));
+        const std::int64_t rows = 81, dv = 37;
+        Tensor oa(f, {rows, dv}), ob(f, {rows, dv}), la(f, {rows}), lb(f, {rows});
+        for (std::int64_t r = 0; r < rows; ++r) {
+            la.set_value(r, states[r % 9] + (r % 9 < 5 ? normal(rng) : 0.0));
+            lb.set_value(r, states[r / 9] + (r / 9 < 5 ? normal(rng) : 0.0));
+            for (std::int64_t d = 0; d < dv; ++d)
+                oa.set_value(r * dv + d, d == 5 ? INFINITY : normal(rng) * 100), ob.set_value(r * dv + d, normal(rng));
+        }
+        const std::vector<TensorView> in = {oa.view(), la.view(), ob.view(), lb.view()};
+        const std::vector<Tensor> want = run_kernel(cpu, Params(), in);
+        std::vector<KernelFn> fns = {gpu.fn};
+        for (const auto& [what, fn] : gpu.launches) fns.push_back(fn);
+        for (const KernelFn& fn : fns) {
+            std::vector<Tensor> got;
+            got.emplace_back(f, std::vector<std::int64_t>{rows, dv});
+            got.emplace_back(Format::fp32, std::vector<std::int64_t>{rows});
+            const Params none;
+            fn(KernelCall{none, in, {got[0].view(), got[1].view()}});
+            for (std::size_t o = 0; o < 2; ++o)
+                for (std::int64_t i = 0; i < want[o].numel(); ++i)
+                    ASSERT_EQ(got[o].bits(i), want[o].bits(i)) << gpu.name << " output " << o << " [" << i << "]";
+        }
+    }
+}
+
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {
     const BackendRegistry& b = cuda_registry();
     if (!b.kernels.all().empty()) GTEST_SKIP() << "a GPU is usable here: " << b.library;

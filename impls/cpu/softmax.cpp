@@ -16,6 +16,7 @@
 #include "impls/cpu/scratch.hpp"
 #include "impls/cpu/simd_math.hpp"
 #include "impls/cpu/streaming.hpp"
+#include "impls/lse_merge_weights.hpp"
 
 namespace conform::cpu {
 namespace {
@@ -349,29 +350,12 @@ void register_cpu_softmax(Registry& r) {
 namespace conform::cpu {
 namespace {
 
-struct MergeRow {
-    float lse;
-    float wa, wb;    // weights of o_a and o_b (NaN: the row is NaN)
-    bool copy_a, copy_b;
-};
-
-MergeRow merge_weights(float la, float lb) {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    if (std::isnan(la) || std::isnan(lb) || la == kInf || lb == kInf) return {nan, nan, nan, false, false};
-    if (la == -kInf && lb == -kInf) return {-kInf, 0, 0, false, false};
-    if (lb == -kInf) return {la, 1, 0, true, false};
-    if (la == -kInf) return {lb, 0, 1, false, true};
-    const float hi = std::fmax(la, lb), lo = std::fmin(la, lb);
-    const float lse = hi + std::log1p(std::exp(lo - hi));
-    return {lse, std::exp(la - lse), std::exp(lb - lse), false, false};
-}
-
 template <Format F>
 void lse_merge_kernel(const KernelCall& c) {
     const TensorView &oa = c.in[0], &la = c.in[1], &ob = c.in[2], &lb = c.in[3], &o = c.out[0], &lse = c.out[1];
     const std::int64_t dv = oa.cols();
     for (std::int64_t r = 0; r < oa.rows(); ++r) {
-        const MergeRow m = merge_weights(static_cast<float>(la.value(r)), static_cast<float>(lb.value(r)));
+        const lse_merge::Row m = lse_merge::weights(static_cast<float>(la.value(r)), static_cast<float>(lb.value(r)));
         for (std::int64_t d = 0; d < dv; ++d) {
             const std::int64_t i = r * dv + d;
             if (m.copy_a || m.copy_b) {  // the other state is empty: this one, bit for bit
@@ -382,12 +366,7 @@ void lse_merge_kernel(const KernelCall& c) {
                 o.set_bits(i, encode(F, 0.0));
                 continue;
             }
-            const float va = static_cast<float>(oa.value(i)), vb = static_cast<float>(ob.value(i));
-            // Two roundings and one for the sum.  A weight e^(lse_x - lse) is
-            // positive even where it underflows fp32, so an infinite o_x stays
-            // infinite (0 * inf would make it NaN).
-            const float a = std::isinf(va) ? va : m.wa * va, b = std::isinf(vb) ? vb : m.wb * vb;
-            o.set_bits(i, encode(F, std::isnan(m.lse) ? m.lse : a + b));
+            o.set_bits(i, encode(F, lse_merge::element(m, static_cast<float>(oa.value(i)), static_cast<float>(ob.value(i)))));
         }
         lse.set_bits(r, encode(Format::fp32, m.lse));
     }

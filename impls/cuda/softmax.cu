@@ -1,7 +1,8 @@
 // CUDA softmax (docs/softmax.md for the formula, special values and the
 // bound): cuda.softmax.<fmt> (an all −∞ row gives 0, the oracle's
 // convention) and cuda.softmax.nan_rows.<fmt> (it gives NaN, torch's,
-// declared masked_row = nan), for fp32, fp16 and bf16 storage.
+// declared masked_row = nan), for fp32, fp16 and bf16 storage; and
+// cuda.lse_merge.<fmt> (softmax.cuh, "lse_merge").
 //
 // One block per row.  The statistics take one pass: each thread keeps a
 // running maximum and sum over its strided entries (the online recurrence,
@@ -38,6 +39,13 @@ void add(Registry& r) {
 void register_softmax(Registry& r) {
     add<false>(r);
     add<true>(r);
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        KernelInfo k = lse_merge_info(kernel_info("lse_merge", f, ""), f);
+        k.description = "a thread per element, grid-stride: lse = hi + log1pf(expf(lo - hi)), o = expf(lse_a - lse) o_a + "
+                        "expf(lse_b - lse) o_b in FP32 (the CPU kernel's arithmetic); empty states copied bit for bit; "
+                        "lse stored in fp32";
+        r.add(std::move(k));
+    }
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -2,9 +2,12 @@
 // mutants of impls/mutants/cuda_softmax.cu instantiate them with one bug).
 #pragma once
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "impls/cuda/elementwise.cuh"
 #include "impls/cuda/reduce.cuh"
+#include "impls/lse_merge_weights.hpp"
 
 namespace conform::CONFORM_CUDA_NS {
 
@@ -122,6 +125,76 @@ void run_softmax_as(const KernelCall& c, const char* kernel, const Launch& l) {
 template <bool kNanRows, class Bug = NoBug>
 void run_softmax(const KernelCall& c, Format f, const char* kernel, const Launch& l = {}) {
     by_storage(f, [&](auto s) { run_softmax_as<decltype(s), kNanRows, Bug>(c, kernel, l); });
+}
+
+// ---------------------------------------------------------------------------
+// lse_merge (docs/softmax.md): one thread per element of o, grid-stride, each
+// forming its row's weights by lse_merge::weights -- the CPU kernel's FP32
+// arithmetic (impls/lse_merge_weights.hpp; expf and log1pf within CUDA's
+// documented 2 and 1 ulps, the bound's e = 4u) -- and the row's first
+// thread storing its lse in FP32.  A copied state is copied bit for bit.
+
+struct LseMergeNoBug {
+    static constexpr bool kNaiveLogsumexp = false;  // lse = log(e^a + e^b): overflows and underflows beyond |lse| ~ 88
+};
+
+template <class S, class Bug>
+__global__ void lse_merge_kernel(const S* __restrict__ oa, const S* __restrict__ la, const S* __restrict__ ob,
+                                 const S* __restrict__ lb, long long rows, int dv, S* __restrict__ o,
+                                 float* __restrict__ lse) {
+    const int width = dv > 0 ? dv : 1;  // a row without o still stores its lse
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < rows * width;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long r = i / width;
+        const float a = static_cast<float>(load(la[r])), b = static_cast<float>(load(lb[r]));
+        lse_merge::Row m = lse_merge::weights(a, b);
+        if (Bug::kNaiveLogsumexp && !m.copy_a && !m.copy_b && m.lse == m.lse && m.lse != -INFINITY)
+            m.lse = logf(expf(a) + expf(b)), m.wa = expf(a - m.lse), m.wb = expf(b - m.lse);
+        if (dv > 0) {
+            if (m.copy_a || m.copy_b) o[i] = m.copy_a ? oa[i] : ob[i];
+            else if (m.lse == -INFINITY) o[i] = store<S>(0.0);
+            else o[i] = store<S>(lse_merge::element(m, static_cast<float>(load(oa[i])), static_cast<float>(load(ob[i]))));
+        }
+        if (i % width == 0) lse[r] = m.lse;
+    }
+}
+
+template <class S, class Bug = LseMergeNoBug>
+void run_lse_merge_as(const KernelCall& c, const char* kernel, const Launch& l) {
+    const std::string who = kernel;
+    if (c.in.size() != 4 || c.out.size() != 2) throw std::invalid_argument(who + ": expects o_a, lse_a, o_b, lse_b -> o, lse");
+    const TensorView &oa = c.in[0], &ob = c.in[2];
+    const int dv = static_cast<int>(oa.cols());
+    const long long rows = oa.rank ? oa.rows() : 0;
+    if (ob.numel() != oa.numel() || c.in[1].numel() != rows || c.in[3].numel() != rows)
+        throw std::invalid_argument(who + ": o_b must be shaped as o_a, and lse_a, lse_b hold one value per row of o_a");
+    Stream s(kernel);
+    DeviceBuffer in[4] = {DeviceBuffer(oa.numel() * sizeof(S), kernel), DeviceBuffer(rows * sizeof(S), kernel),
+                          DeviceBuffer(ob.numel() * sizeof(S), kernel), DeviceBuffer(rows * sizeof(S), kernel)};
+    for (int t = 0; t < 4; ++t) upload(c.in[t], in[t], s.get(), kernel);
+    DeviceBuffer o(oa.numel() * sizeof(S), kernel), lse(rows * sizeof(float), kernel);
+    poison(o, s.get(), kernel), poison(lse, s.get(), kernel);
+    if (rows > 0) {
+        auto* kernel_fn = lse_merge_kernel<S, Bug>;
+        CONFORM_LAUNCH(kernel_fn, dim3(blocks_for(rows * (dv > 0 ? dv : 1), l)), dim3(l.threads), 0, s.get())(
+            in[0].as<S>(), in[1].as<S>(), in[2].as<S>(), in[3].as<S>(), rows, dv, o.as<S>(), lse.as<float>());
+        check_launch(s.get(), kernel);
+    }
+    download(o, c.out[0], s.get(), kernel);
+    download(lse, c.out[1], s.get(), kernel);
+}
+
+// cuda.lse_merge.<fmt> (or a mutant's entry, from `base`): lse in FP32.
+template <class Bug = LseMergeNoBug>
+KernelInfo lse_merge_info(KernelInfo k, Format f) {
+    k.acc = Format::fp32;
+    k.out_formats = {f, Format::fp32};
+    with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
+        return [f, kernel, l](const KernelCall& c) {
+            by_storage(f, [&](auto s) { run_lse_merge_as<decltype(s), Bug>(c, kernel.c_str(), l); });
+        };
+    });
+    return k;
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -1,4 +1,4 @@
-// GPU mutants of softmax (docs/cuda.md, "Mutants").
+// GPU mutants of softmax and lse_merge (docs/cuda.md, "Mutants"; docs/softmax.md).
 #include "impls/cuda/cuda.hpp"
 #include "impls/cuda/softmax.cuh"
 
@@ -7,6 +7,9 @@ namespace {
 
 struct SkipRescale : NoBug {
     static constexpr bool kSkipRescale = true;
+};
+struct NaiveLogsumexp : LseMergeNoBug {
+    static constexpr bool kNaiveLogsumexp = true;
 };
 
 }  // namespace
@@ -19,6 +22,10 @@ void register_mutants_softmax(Registry& r) {
     k.acc = Format::fp32;  // as the kernel declares
     k.fn = [f, kernel = k.name](const KernelCall& c) { run_softmax<false, SkipRescale>(c, f, kernel.c_str()); };
     r.add(std::move(k));
+    r.add(lse_merge_info<NaiveLogsumexp>(mutant_kernel_info("lse_merge", "naive_logsumexp", f, "1 exp-range overflow",
+                                                            "lse = logf(expf(lse_a) + expf(lse_b)): overflows and "
+                                                            "underflows beyond |lse| ~ 88"),
+                                         f));
 }
 
 }  // namespace conform::CONFORM_CUDA_NS
