@@ -142,17 +142,16 @@ std::vector<std::vector<double>> fp8_gemm_bound(const Params& params, const std:
             for (std::int64_t b = 0; b < nb; ++b) {
                 const double sa = std::fabs(in[1].value(i * nb + b)), sb = std::fabs(in[3].value(b * sbn + j / d.block));
                 c = std::fmax(c, std::fmax(sa, sb));
-                double s = 0;
-                for (std::int64_t k = b * d.block; k < std::min(d.k, (b + 1) * d.block); ++k)
-                    s += std::fabs(in[0].value(i * d.k + k) * in[2].value(k * d.n + j));
-                if (std::isfinite(s * sa * sb)) w += s * sa * sb;
-                if (mma_k > 0 && std::isfinite(sa * sb)) {
-                    double m = 0;  // the largest finite code of the block's row of a and column of b
-                    for (std::int64_t k = b * d.block; k < std::min(d.k, (b + 1) * d.block); ++k)
-                        for (double v : {in[0].value(i * d.k + k), in[2].value(k * d.n + j)})
-                            if (std::isfinite(v)) m = std::fmax(m, std::fabs(v));
-                    chain_abs += (chain.abs + chain.sub * chain_operand_bound(m, emin)) * sa * sb;
+                double s = 0, m = 0;  // sum |a b| over the block; its largest finite code of a's row and b's column
+                for (std::int64_t k = b * d.block; k < std::min(d.k, (b + 1) * d.block); ++k) {
+                    const double x = in[0].value(i * d.k + k), z = in[2].value(k * d.n + j);
+                    s += std::fabs(x * z);
+                    for (double v : {x, z})
+                        if (std::isfinite(v)) m = std::fmax(m, std::fabs(v));
                 }
+                if (std::isfinite(s * sa * sb)) w += s * sa * sb;
+                if (mma_k > 0 && std::isfinite(sa * sb))
+                    chain_abs += (chain.abs + chain.sub * chain_operand_bound(m, emin)) * sa * sb;
                 if (std::isfinite(s)) sums += s;
                 // P s_a, P s_b or s_a s_b past FP32's range while y is not, or
                 // an infinite scale times a block sum the other scale
