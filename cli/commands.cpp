@@ -207,6 +207,7 @@ int cmd_mutate(const Selection& s0, std::uint64_t seed, int cases, const std::st
     props::RunConfig cfg;
     cfg.seed = seed;
     cfg.cases = cases;
+    cfg.shrink = false;  // a mutant's verdict names the property that killed it; no counterexample to minimize
     const int killed = run_mutants(ks, cfg, rep);
     rep.complete = !interrupted();
     rep.finished = now_iso8601();

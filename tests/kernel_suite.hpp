@@ -110,6 +110,7 @@ inline void expect_all_properties_pass(const std::string& name) {
 inline bool killed(const KernelInfo& k) {
     props::RunConfig cfg = env_config();
     cfg.fail_fast = true;
+    cfg.shrink = false;  // the verdict is all a kill needs; shrinking a failure took up to 20 s
     if (!props::run_suite(k, cfg).passed) return true;
     cfg.cases *= 2;
     return !props::run_suite(k, cfg).passed;

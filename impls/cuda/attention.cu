@@ -41,7 +41,7 @@ enum class Extra { none, sinks, gate };
 // with a gate cuda.gated_attention.<fmt>: the merge (exact for one split)
 // multiplies each FP32 o_d by sigmoid(g_d) before the one rounding, the
 // CPU kernels' arithmetic (docs/gated_attention.md).
-void add(Registry& r, bool nan_rows, Extra extra) {
+void add_attention(Registry& r, bool nan_rows, Extra extra) {
     const char* op = extra == Extra::sinks ? "sink_attention" : extra == Extra::gate ? "gated_attention" : "attention";
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = attention_info(kernel_info(op, f, ""), f);
@@ -78,10 +78,10 @@ void run_attention_kernels(const KernelCall& c, Format f, const char* kernel, co
 }
 
 void register_attention(Registry& r) {
-    add(r, false, Extra::none);
-    add(r, true, Extra::none);
-    add(r, false, Extra::sinks);
-    add(r, false, Extra::gate);
+    add_attention(r, false, Extra::none);
+    add_attention(r, true, Extra::none);
+    add_attention(r, false, Extra::sinks);
+    add_attention(r, false, Extra::gate);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -11,7 +11,7 @@ namespace conform::CONFORM_CUDA_NS {
 namespace {
 
 template <bool PerChannel>
-void add(Registry& r) {
+void add_gdn(Registry& r) {
     const char* op = PerChannel ? "kda" : "gdn";
     for (Format f : {Format::fp32, Format::bf16}) {
         KernelInfo k = kernel_info(op, f, "");
@@ -35,8 +35,8 @@ void add(Registry& r) {
 }  // namespace
 
 void register_gdn(Registry& r) {
-    add<false>(r);
-    add<true>(r);
+    add_gdn<false>(r);
+    add_gdn<true>(r);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

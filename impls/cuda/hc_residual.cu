@@ -11,7 +11,7 @@ namespace conform::CONFORM_CUDA_NS {
 namespace {
 
 template <bool kProject>
-void add(Registry& r) {
+void add_hc_residual(Registry& r) {
     const char* op = kProject ? "mhc_residual" : "hc_residual";
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = kernel_info(op, f, "");
@@ -30,8 +30,8 @@ void add(Registry& r) {
 }  // namespace
 
 void register_hc_residual(Registry& r) {
-    add<false>(r);
-    add<true>(r);
+    add_hc_residual<false>(r);
+    add_hc_residual<true>(r);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -17,7 +17,7 @@ namespace conform::CONFORM_CUDA_NS {
 namespace {
 
 template <Norm Op>
-void add(Registry& r, const char* op, const char* what) {
+void add_norm(Registry& r, const char* op, const char* what) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = kernel_info(op, f, what);
         k.description = std::string(what) + ", in double: one block per row, warp-shuffle block sums, one rounding "
@@ -32,9 +32,9 @@ void add(Registry& r, const char* op, const char* what) {
 }  // namespace
 
 void register_norm(Registry& r) {
-    add<Norm::rms>(r, "rms_norm", "w' x / sqrt(mean(x^2) + eps)");
-    add<Norm::layer>(r, "layer_norm", "two-pass: w (x - mean) / sqrt(var + eps) + b");
-    add<Norm::l2>(r, "l2_norm", "x / sqrt(sum(x^2) + eps)");
+    add_norm<Norm::rms>(r, "rms_norm", "w' x / sqrt(mean(x^2) + eps)");
+    add_norm<Norm::layer>(r, "layer_norm", "two-pass: w (x - mean) / sqrt(var + eps) + b");
+    add_norm<Norm::l2>(r, "l2_norm", "x / sqrt(sum(x^2) + eps)");
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

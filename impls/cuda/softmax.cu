@@ -19,7 +19,7 @@ namespace conform::CONFORM_CUDA_NS {
 namespace {
 
 template <bool kNanRows>
-void add(Registry& r) {
+void add_softmax(Registry& r) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = kernel_info("softmax", f, "");
         k.acc = Format::fp32;
@@ -37,8 +37,8 @@ void add(Registry& r) {
 }  // namespace
 
 void register_softmax(Registry& r) {
-    add<false>(r);
-    add<true>(r);
+    add_softmax<false>(r);
+    add_softmax<true>(r);
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
         KernelInfo k = lse_merge_info(kernel_info("lse_merge", f, ""), f);
         k.description = "a thread per element, grid-stride: lse = hi + log1pf(expf(lo - hi)), o = expf(lse_a - lse) o_a + "

@@ -26,7 +26,7 @@ struct FastSoftplus {
 };
 
 template <class Bug, class Op>
-void add(Registry& r, const char* op, const char* bug, Format f, const char* bug_class, const char* what) {
+void add_activation_mutant(Registry& r, const char* op, const char* bug, Format f, const char* bug_class, const char* what) {
     KernelInfo k = mutant_kernel_info(op, bug, f, bug_class, what);
     float_path(k);
     with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
@@ -38,13 +38,13 @@ void add(Registry& r, const char* op, const char* bug, Format f, const char* bug
 }  // namespace
 
 void register_mutants_activation(Registry& r) {
-    add<DropTail, Silu>(r, "silu", "tail_dropped", Format::fp32, "16 GPU structure",
+    add_activation_mutant<DropTail, Silu>(r, "silu", "tail_dropped", Format::fp32, "16 GPU structure",
                         "the elements after the last whole 16-byte pack are never written");
-    add<TruncateBf16, Silu>(r, "silu", "bf16_truncated", Format::bf16, "18 rounding mode",
+    add_activation_mutant<TruncateBf16, Silu>(r, "silu", "bf16_truncated", Format::bf16, "18 rounding mode",
                             "bf16 stored by __float2bfloat16_rz of the float result");
-    add<NoBug, FastSoftplus>(r, "softplus", "fast_expf", Format::fp32, "16 GPU structure",
+    add_activation_mutant<NoBug, FastSoftplus>(r, "softplus", "fast_expf", Format::fp32, "16 GPU structure",
                              "max(x, 0) + log1pf(__expf(-|x|)) in float");
-    add<NoGridStride, Sigmoid>(r, "sigmoid", "no_grid_stride", Format::fp32, "16 GPU structure",
+    add_activation_mutant<NoGridStride, Sigmoid>(r, "sigmoid", "no_grid_stride", Format::fp32, "16 GPU structure",
                                "each thread takes one pack and stops: right only while the grid covers the tensor");
 }
 

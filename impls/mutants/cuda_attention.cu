@@ -28,7 +28,7 @@ CONFORM_ATTN_BUG(EmptySplitLseZero, kEmptySplitLseZero)
 // nine bugs times the kernel's instantiations were most of the CUDA build
 // time on the 2-core CI machine.
 template <class Bug, class S = __nv_bfloat16>
-void add(Registry& r, const char* bug, const char* bug_class, const char* what) {
+void add_attention_mutant(Registry& r, const char* bug, const char* bug_class, const char* what) {
     const Format f = std::is_same_v<S, __half> ? Format::fp16 : Format::bf16;
     KernelInfo k = attention_info(mutant_kernel_info("attention", bug, f, bug_class, what), f);
     k.fn = [kernel = k.name](const KernelCall& c) { run_attention_as<S, Bug>(c, kernel.c_str(), AttnLaunch{}); };
@@ -38,21 +38,21 @@ void add(Registry& r, const char* bug, const char* bug_class, const char* what) 
 }  // namespace
 
 void register_mutants_attention(Registry& r) {
-    add<CausalPerTile>(r, "causal_per_tile", "2 mask geometry",
+    add_attention_mutant<CausalPerTile>(r, "causal_per_tile", "2 mask geometry",
                        "the causal mask decides whole key tiles: in the diagonal tile a query sees keys after its own");
-    add<TopLeft>(r, "top_left_causal", "2 mask geometry", "causal aligned top-left (j <= i) when Lq < Lk");
-    add<TileMaxOnly>(r, "tile_max_only", "14 reduction axis/granularity",
+    add_attention_mutant<TopLeft>(r, "top_left_causal", "2 mask geometry", "causal aligned top-left (j <= i) when Lq < Lk");
+    add_attention_mutant<TileMaxOnly>(r, "tile_max_only", "14 reduction axis/granularity",
                      "the running max is not carried across key tiles: each tile's weights against its own max");
-    add<SkipORescale>(r, "o_rescale_skipped", "14 reduction axis/granularity",
+    add_attention_mutant<SkipORescale>(r, "o_rescale_skipped", "14 reduction axis/granularity",
                       "when the max grows the running sum is rescaled, the output accumulator is not");
-    add<UnguardedMinusInf>(r, "unguarded_minus_inf", "7 empty-row semantics",
+    add_attention_mutant<UnguardedMinusInf>(r, "unguarded_minus_inf", "7 empty-row semantics",
                            "exp(s - m) formed with m = -inf: -inf - (-inf) = NaN in a fully masked tile");
-    add<Fp16Accumulator, __half>(r, "fp16_accumulator", "6 low-precision accumulation",
+    add_attention_mutant<Fp16Accumulator, __half>(r, "fp16_accumulator", "6 low-precision accumulation",
                          "P V accumulated in FP16 (mma with an f16 accumulator)");
-    add<GqaModulo>(r, "gqa_modulo", "5 layout transposition", "KV head h mod Hkv instead of h / (Hq / Hkv)");
-    add<SoftcapAfterMask>(r, "softcap_after_mask", "9 scale/offset convention",
+    add_attention_mutant<GqaModulo>(r, "gqa_modulo", "5 layout transposition", "KV head h mod Hkv instead of h / (Hq / Hkv)");
+    add_attention_mutant<SoftcapAfterMask>(r, "softcap_after_mask", "9 scale/offset convention",
                           "softcap applied to the masked logit, cap(s + mask), instead of cap(s) + mask");
-    add<EmptySplitLseZero>(r, "empty_split_lse_zero", "7 empty-row semantics",
+    add_attention_mutant<EmptySplitLseZero>(r, "empty_split_lse_zero", "7 empty-row semantics",
                            "the split-KV merge reads an empty split's -inf lse as 0: its zero output dilutes the row");
     // A launch switch of the merge, not a kernel template: no instantiation more.
     KernelInfo k = attention_info(mutant_kernel_info("sink_attention", "sink_by_kv_head", Format::bf16, "5 layout transposition",

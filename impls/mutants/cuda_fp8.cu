@@ -31,7 +31,7 @@ void add_quantize(Registry& r, const char* bug, const char* bug_class, const cha
 }
 
 template <class Bug>
-void add(Registry& r, const char* bug, const char* bug_class, const char* what) {
+void add_fp8_mutant(Registry& r, const char* bug, const char* bug_class, const char* what) {
     KernelInfo k = mutant_kernel_info("fp8_gemm", bug, Format::fp8_e4m3, bug_class, what);
     r.add(fp8_gemm_info<Bug>(std::move(k), Format::fp8_e4m3, Format::fp32));
 }
@@ -39,12 +39,12 @@ void add(Registry& r, const char* bug, const char* bug_class, const char* what) 
 }  // namespace
 
 void register_mutants_fp8(Registry& r) {
-    add<BlockSumCarried>(r, "block_sum_carried", "6 low-precision accumulation/storage",
+    add_fp8_mutant<BlockSumCarried>(r, "block_sum_carried", "6 low-precision accumulation/storage",
                          "the block sum's fragments not zeroed at a K block's start: every earlier block is promoted "
                          "again with each later block's scales");
-    add<ScaleBByRow>(r, "scale_b_by_row", "5 layout transposition",
+    add_fp8_mutant<ScaleBByRow>(r, "scale_b_by_row", "5 layout transposition",
                      "scale_b's column block taken from the output's row index instead of its column");
-    add<LastBlockDropped>(r, "last_block_dropped", "16 tails",
+    add_fp8_mutant<LastBlockDropped>(r, "last_block_dropped", "16 tails",
                           "K / block whole blocks only: a partial last K block is never added");
     add_quantize<QuotientCvt>(r, "fp32_quotient_cvt", "13 rounding/saturation",
                               "the FP32 quotient x / s converted as the hardware's cvt.rn.satfinite does, ties to "

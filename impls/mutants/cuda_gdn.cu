@@ -25,7 +25,7 @@ struct FirstStateOnly : DeltaNoBug {
 };
 
 template <bool PerChannel, class Bug, class S>
-void add(Registry& r, const char* bug, const char* bug_class, const char* what) {
+void add_gdn_mutant(Registry& r, const char* bug, const char* bug_class, const char* what) {
     const Format f = std::is_same_v<S, float> ? Format::fp32 : Format::bf16;
     KernelInfo k = mutant_kernel_info(PerChannel ? "kda" : "gdn", bug, f, bug_class, what);
     delta_declare(k, f);
@@ -41,19 +41,19 @@ void add(Registry& r, const char* bug, const char* bug_class, const char* what) 
 void register_mutants_gdn(Registry& r) {
     const char* hand_off = "3 state hand-off";
     const char* low = "6 low-precision accumulation/storage";
-    add<false, DecayCarriedOver, float>(r, "decay_carried_over", hand_off,
+    add_gdn_mutant<false, DecayCarriedOver, float>(r, "decay_carried_over", hand_off,
                                  "each chunk's decay from its start begins with the previous chunk's last gate, "
                                  "already in the state: that token's decay applied twice");
-    add<true, DecayCarriedOver, __nv_bfloat16>(r, "decay_carried_over", hand_off,
+    add_gdn_mutant<true, DecayCarriedOver, __nv_bfloat16>(r, "decay_carried_over", hand_off,
                                 "per channel, each chunk's running decay from its start begins with the previous "
                                 "chunk's last gate");
-    add<true, Bf16Solve, float>(r, "bf16_solve", low,
+    add_gdn_mutant<true, Bf16Solve, float>(r, "bf16_solve", low,
                          "the UT solve's rows v~_r rounded to bf16 (the triangular solve in BF16)");
-    add<false, Bf16State, __nv_bfloat16>(r, "bf16_state", low, "the state rounded to bf16 after every chunk");
-    add<true, GridIgnoresSequences, float>(r, "grid_ignores_sequences", hand_off,
+    add_gdn_mutant<false, Bf16State, __nv_bfloat16>(r, "bf16_state", low, "the state rounded to bf16 after every chunk");
+    add_gdn_mutant<true, GridIgnoresSequences, float>(r, "grid_ignores_sequences", hand_off,
                                     "the grid is one block per head: packed sequences run one after another on one "
                                     "state (cu_seqlens ignored by the grid), each from the previous one's final state");
-    add<false, FirstStateOnly, __nv_bfloat16>(r, "first_state_only", hand_off,
+    add_gdn_mutant<false, FirstStateOnly, __nv_bfloat16>(r, "first_state_only", hand_off,
                                "initial_state read for the first packed sequence only: the others start from zero");
 }
 

@@ -15,7 +15,7 @@ struct NoTrailingBarrier : HcNoBug {
 };
 
 template <bool kProject, class Bug>
-void add(Registry& r, const char* bug, const char* what) {
+void add_hc_residual_mutant(Registry& r, const char* bug, const char* what) {
     const Format f = Format::fp32;
     KernelInfo k = mutant_kernel_info(kProject ? "mhc_residual" : "hc_residual", bug, f, "16 GPU structure", what);
     k.acc = Format::fp32;
@@ -29,10 +29,10 @@ void add(Registry& r, const char* bug, const char* what) {
 }  // namespace
 
 void register_mutants_hc_residual(Registry& r) {
-    add<true, NoBarrier>(r, "no_barrier",
+    add_hc_residual_mutant<true, NoBarrier>(r, "no_barrier",
                          "no barrier between the coefficients and the channels: threads mix with a, c and B before "
                          "the first threads and warp 0's projection wrote them");
-    add<false, NoTrailingBarrier>(r, "no_trailing_barrier",
+    add_hc_residual_mutant<false, NoTrailingBarrier>(r, "no_trailing_barrier",
                                   "no barrier at the end of a token: with several tokens per block, fast threads "
                                   "write the next token's coefficients while slow ones still mix the current one");
 }

@@ -16,7 +16,7 @@ struct Int16Acc : Int8NoBug {
 };
 
 template <class Bug>
-void add(Registry& r, const char* bug, const char* bug_class, const char* what) {
+void add_int8_mutant(Registry& r, const char* bug, const char* bug_class, const char* what) {
     const Format out = Format::fp32;
     KernelInfo k = int8_gemm_info(mutant_kernel_info("int8_gemm", bug, out, bug_class, what), out);
     with_gemm_launches<Bug>(k, out);
@@ -38,10 +38,10 @@ void register_mutants_int8(Registry& r) {
         return [kernel, l](const KernelCall& c) { run_quantize_as<__half, TiesAway>(c, kernel.c_str(), l); };
     });
     r.add(std::move(q));
-    add<UnsignedA>(r, "u8_times_s8", "13 rounding/saturation",
+    add_int8_mutant<UnsignedA>(r, "u8_times_s8", "13 rounding/saturation",
                    "mma .u8.s8: a's signed codes read as unsigned (q < 0 as 256 + q), as a dp4a or mma on the "
                    "wrong variant does");
-    add<Int16Acc>(r, "int16_accumulator", "6 low-precision accumulation/storage",
+    add_int8_mutant<Int16Acc>(r, "int16_accumulator", "6 low-precision accumulation/storage",
                   "each k step's products added into a wrapping INT16 accumulator");
 }
 

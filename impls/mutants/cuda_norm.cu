@@ -21,7 +21,7 @@ struct PlainWeight : NoBug {
 };
 
 template <Norm Op, class Bug>
-void add(Registry& r, const char* op, const char* bug, Format f, const char* bug_class, const char* what) {
+void add_norm_mutant(Registry& r, const char* op, const char* bug, Format f, const char* bug_class, const char* what) {
     KernelInfo k = mutant_kernel_info(op, bug, f, bug_class, what);
     k.fn = [f, kernel = k.name](const KernelCall& c) { run_norm<Op, Bug>(c, f, kernel.c_str()); };
     r.add(std::move(k));
@@ -30,15 +30,15 @@ void add(Registry& r, const char* op, const char* bug, Format f, const char* bug
 }  // namespace
 
 void register_mutants_norm(Registry& r) {
-    add<Norm::rms, HalfWarp>(r, "rms_norm", "half_warp", Format::fp32, "16 GPU structure",
+    add_norm_mutant<Norm::rms, HalfWarp>(r, "rms_norm", "half_warp", Format::fp32, "16 GPU structure",
                              "warp butterfly over 16 lanes (xor offsets 8..1): each warp's sum misses the other half");
-    add<Norm::layer, EarlyRead>(r, "layer_norm", "early_read", Format::fp32, "16 GPU structure",
+    add_norm_mutant<Norm::layer, EarlyRead>(r, "layer_norm", "early_read", Format::fp32, "16 GPU structure",
                                 "warp 0 reads the other warps' partial sums before __syncthreads");
-    add<Norm::l2, EarlyRead>(r, "l2_norm", "early_read", Format::bf16, "16 GPU structure",
+    add_norm_mutant<Norm::l2, EarlyRead>(r, "l2_norm", "early_read", Format::bf16, "16 GPU structure",
                              "warp 0 reads the other warps' partial sums before __syncthreads");
-    add<Norm::rms, Fp16Sum>(r, "rms_norm", "fp16_sum", Format::fp16, "6 low-precision accumulation/storage",
+    add_norm_mutant<Norm::rms, Fp16Sum>(r, "rms_norm", "fp16_sum", Format::fp16, "6 low-precision accumulation/storage",
                             "each thread's sum of squares accumulated in fp16");
-    add<Norm::rms, PlainWeight>(r, "rms_norm", "plain_weight", Format::bf16, "9 scale/offset convention",
+    add_norm_mutant<Norm::rms, PlainWeight>(r, "rms_norm", "plain_weight", Format::bf16, "9 scale/offset convention",
                                 "zero_centered = 1 ignored: w applied instead of 1 + w");
 }
 

@@ -14,7 +14,7 @@ struct ExpDomainOnly : SinkhornNoBug {
 };
 
 template <class Bug>
-void add(Registry& r, const char* bug, const char* bug_class, const char* what) {
+void add_sinkhorn_mutant(Registry& r, const char* bug, const char* bug_class, const char* what) {
     const Format f = Format::fp32;
     KernelInfo k = mutant_kernel_info("sinkhorn", bug, f, bug_class, what);
     k.acc = Format::fp32;
@@ -26,10 +26,10 @@ void add(Registry& r, const char* bug, const char* bug_class, const char* what) 
 }  // namespace
 
 void register_mutants_sinkhorn(Registry& r) {
-    add<StaleColumnSums>(r, "stale_column_sums", "14 reduction axis/granularity",
+    add_sinkhorn_mutant<StaleColumnSums>(r, "stale_column_sums", "14 reduction axis/granularity",
                          "the column step divides by column sums taken before the row step of the same iteration "
                          "(the previous iteration's)");
-    add<ExpDomainOnly>(r, "exp_domain_only", "1 exp-range overflow",
+    add_sinkhorn_mutant<ExpDomainOnly>(r, "exp_domain_only", "1 exp-range overflow",
                        "wide matrices stay in the exp domain: a column far below its row maxima underflows and is lost");
 }
 
