@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "impls/cuda/cuda.hpp"
 #include "kernel_suite.hpp"
@@ -385,17 +386,38 @@ TEST(CudaGated, HugeGateAtTheOverflowMidpointStaysFinite) {
         }
 }
 
-// y = a b by every launch of kernel k (its own, then each listed one).
-std::vector<Tensor> matmul_by_every_launch(const KernelInfo& k, const Tensor& a, const Tensor& b) {
-    std::vector<Tensor> ys;
+// The outputs of kernel k on `in` by each of its launches (its own, then
+// each listed one), every output in `out` format and shape.
+using OutputSpec = std::pair<Format, std::vector<std::int64_t>>;
+std::vector<std::vector<Tensor>> outputs_by_every_launch(const KernelInfo& k, const Params& p,
+                                                         const std::vector<TensorView>& in,
+                                                         const std::vector<OutputSpec>& out) {
     std::vector<KernelFn> fns = {k.fn};
     for (const auto& [what, fn] : k.launches) fns.push_back(fn);
-    const Params none;
+    std::vector<std::vector<Tensor>> runs;
     for (const KernelFn& fn : fns) {
-        ys.emplace_back(k.out, std::vector<std::int64_t>{a.shape()[0], b.shape()[1]});
-        fn(KernelCall{none, {a.view(), b.view()}, {ys.back().view()}});
+        std::vector<Tensor> ys;
+        std::vector<TensorView> views;
+        for (const auto& [f, shape] : out) ys.emplace_back(f, shape);
+        for (Tensor& y : ys) views.push_back(y.view());
+        fn(KernelCall{p, in, views});
+        runs.push_back(std::move(ys));
     }
-    return ys;
+    return runs;
+}
+
+// Every launch of `gpu` gives the bits of `cpu` on (p, in), output by output.
+void expect_bits_of(const KernelInfo& gpu, const KernelInfo& cpu, const Params& p, const std::vector<TensorView>& in,
+                    const std::string& where) {
+    const std::vector<Tensor> want = run_kernel(cpu, p, in);
+    std::vector<OutputSpec> out;
+    for (const Tensor& t : want) out.emplace_back(t.format(), t.shape());
+    for (const std::vector<Tensor>& got : outputs_by_every_launch(gpu, p, in, out))
+        for (std::size_t o = 0; o < want.size(); ++o)
+            for (std::int64_t i = 0; i < want[o].numel(); ++i)
+                ASSERT_EQ(got[o].bits(i), want[o].bits(i)) << gpu.name << ", " << where << ": output " << o << " [" << i
+                                                           << "] = " << got[o].value(i) << ", " << cpu.name << " "
+                                                           << want[o].value(i);
 }
 
 // cuda.matmul.fp32 forms each y_ij as the CPU kernels' chain acc =
@@ -419,13 +441,9 @@ TEST(CudaMatmul, Fp32EqualsTheScalarCpuKernelBitForBit) {
     for (const auto& [m, k, n] : shapes) {
         Tensor a = random(m, k), b = random(k, n);
         if (m * k > 8) a.set_value(7, NAN), b.set_value(k * n - 1, INFINITY), b.set_value(0, -INFINITY);
-        const Tensor want = run_kernel(cpu, Params(), {a.view(), b.view()})[0];
-        const std::vector<Tensor> got = matmul_by_every_launch(gpu, a, b);
-        ASSERT_EQ(got.size(), 2u);
-        for (const Tensor& y : got)
-            for (std::int64_t i = 0; i < want.numel(); ++i)
-                ASSERT_EQ(y.bits(i), want.bits(i)) << "M " << m << ", K " << k << ", N " << n << ": y[" << i
-                                                   << "] = " << y.value(i) << ", cpu.scalar " << want.value(i);
+        ASSERT_EQ(gpu.launches.size(), 1u);
+        expect_bits_of(gpu, cpu, Params(), {a.view(), b.view()},
+                       "M " + std::to_string(m) + ", K " + std::to_string(k) + ", N " + std::to_string(n));
     }
 }
 
@@ -539,20 +557,87 @@ TEST(CudaLseMerge, EqualsTheScalarCpuKernelBitForBit) {
             for (std::int64_t d = 0; d < dv; ++d)
                 oa.set_value(r * dv + d, d == 5 ? INFINITY : normal(rng) * 100), ob.set_value(r * dv + d, normal(rng));
         }
-        const std::vector<TensorView> in = {oa.view(), la.view(), ob.view(), lb.view()};
-        const std::vector<Tensor> want = run_kernel(cpu, Params(), in);
-        std::vector<KernelFn> fns = {gpu.fn};
-        for (const auto& [what, fn] : gpu.launches) fns.push_back(fn);
-        for (const KernelFn& fn : fns) {
-            std::vector<Tensor> got;
-            got.emplace_back(f, std::vector<std::int64_t>{rows, dv});
-            got.emplace_back(Format::fp32, std::vector<std::int64_t>{rows});
-            const Params none;
-            fn(KernelCall{none, in, {got[0].view(), got[1].view()}});
-            for (std::size_t o = 0; o < 2; ++o)
-                for (std::int64_t i = 0; i < want[o].numel(); ++i)
-                    ASSERT_EQ(got[o].bits(i), want[o].bits(i)) << gpu.name << " output " << o << " [" << i << "]";
-        }
+        expect_bits_of(gpu, cpu, Params(), {oa.view(), la.view(), ob.view(), lb.view()}, "states of every kind");
+    }
+}
+
+// cuda.topk_select and cuda.lightning_indexer repeat the CPU scalar
+// kernels' arithmetic (the selection exact, ties to the lower index; each
+// dot an fmaf chain from +0, the head sum in order): under the emulation
+// they equal them bit for bit in every format and launch -- every causal
+// rule, blocks, offsets, both forced-block modes, exact ties, +-inf, a NaN
+// row, k past the eligible count, more candidates than lanes; negative
+// head weights, a NaN key entry.
+TEST(CudaSparse, SelectionAndIndexerEqualTheScalarCpuKernelsBitForBit) {
+    std::mt19937_64 rng(13);
+    std::normal_distribution<double> normal;
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        const KernelInfo& sel = *cuda_emu_registry().kernels.find(std::string("cuda.topk_select.") + name(f));
+        const KernelInfo& sel_cpu = *builtin_registry().find(std::string("cpu.scalar.topk_select.") + name(f));
+        const std::int64_t lq = 9, n = 70;
+        Tensor s(f, {lq, n});
+        for (std::int64_t i = 0; i < s.numel(); ++i)
+            s.set_value(i, i % 7 == 0 ? 0.5 : i % 23 == 1 ? INFINITY : i % 29 == 2 ? -INFINITY : std::round(normal(rng) * 8) / 4);
+        s.set_value(4 * n + 3, NAN);  // row 4 is NaN where candidate 3 is eligible and not forced
+        for (int causal : {0, 1, 2})
+            for (int block : {1, 4})
+                for (int force : {0, 1, 2})
+                    for (int k : {1, 5, 40})
+                        for (int offset : {0, 37}) {
+                            const Params p({{"k", double(k)}, {"block", double(block)}, {"causal", double(causal)},
+                                            {"offset", double(offset)}, {"force_local", double(force)}});
+                            expect_bits_of(sel, sel_cpu, p, {s.view()},
+                                           "causal " + std::to_string(causal) + ", block " + std::to_string(block) +
+                                               ", force " + std::to_string(force) + ", k " + std::to_string(k) +
+                                               ", offset " + std::to_string(offset));
+                        }
+        const KernelInfo& ix = *cuda_emu_registry().kernels.find(std::string("cuda.lightning_indexer.") + name(f));
+        const KernelInfo& ix_cpu = *builtin_registry().find(std::string("cpu.scalar.lightning_indexer.") + name(f));
+        Tensor q(f, {5, 3, 19}), k(f, {45, 19}), w(f, {5, 3});
+        for (Tensor* t : {&q, &k, &w})
+            for (std::int64_t i = 0; i < t->numel(); ++i) t->set_value(i, normal(rng));
+        k.set_value(7 * 19 + 4, NAN);
+        expect_bits_of(ix, ix_cpu, Params(), {q.view(), k.view(), w.view()}, "Lq 5, H 3, c 19, N 45");
+    }
+}
+
+// With sigmoid scores cuda.moe_router's arithmetic is the CPU scalar
+// kernel's (the logits by the same fmaf chain, p = 1 / (1 + expf(-l)) per
+// expert, the weights' sum over the chosen in expert order, the loss's
+// double sums in the same orders), so under the emulation (the host's
+// expf) it equals cpu.scalar.moe_router bit for bit, under each launch:
+// groups by top-2 and top-1 scores, exact ties (duplicated expert
+// columns), a bias, capacity, scaling, renormalized or not, a token with a
+// NaN logit, more experts than lanes.  (The softmax's sum is a warp
+// butterfly: its suites judge it by the bound.)
+TEST(CudaMoeRouter, SigmoidScoresEqualTheScalarCpuKernelBitForBit) {
+    std::mt19937_64 rng(17);
+    std::normal_distribution<double> normal;
+    for (Format f : {Format::fp32, Format::bf16}) {
+        const KernelInfo& gpu = *cuda_emu_registry().kernels.find(std::string("cuda.moe_router.") + name(f));
+        const KernelInfo& cpu = *builtin_registry().find(std::string("cpu.scalar.moe_router.") + name(f));
+        const std::int64_t t = 21, c = 13, e = 64;
+        Tensor x(f, {t, c}), w(f, {c, e}), b(Format::fp32, {e});
+        for (std::int64_t i = 0; i < x.numel(); ++i) x.set_value(i, normal(rng));
+        for (std::int64_t i = 0; i < w.numel(); ++i)
+            w.set_value(i, i % e < 16 && i % 2 == 1 ? w.value(i - 1) : normal(rng));  // experts 2j + 1 copy 2j (ties)
+        for (std::int64_t i = 0; i < e; ++i) b.set_value(i, normal(rng) * 0.05);
+        Tensor x_nan = x;
+        x_nan.set_value(5 * c + 2, NAN);
+        for (const Tensor* xs : {&x, &x_nan})
+            for (int bias : {0, 1})
+                for (int groups : {1, 8})
+                    for (const auto& [k, renorm, capacity, scaling, group_top] :
+                         {std::tuple{1, 1, 0.0, 1.0, 2}, std::tuple{4, 0, 1.25, 2.5, 1}, std::tuple{8, 1, 1.0, 0.7, 2}}) {
+                        const Params p({{"k", double(k)}, {"score", 1}, {"renormalize", double(renorm)},
+                                        {"capacity", capacity}, {"groups", double(groups)}, {"topk_groups", groups == 1 ? 0.0 : 3.0},
+                                        {"group_top", double(group_top)}, {"scaling", scaling}});
+                        std::vector<TensorView> in = {xs->view(), w.view()};
+                        if (bias) in.push_back(b.view());
+                        expect_bits_of(gpu, cpu, p, in,
+                                       std::string(xs == &x ? "" : "a NaN token, ") + (bias ? "bias, " : "") + "groups " +
+                                           std::to_string(groups) + ", k " + std::to_string(k));
+                    }
     }
 }
 

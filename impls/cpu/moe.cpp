@@ -17,23 +17,14 @@
 #include "impls/cpu/matmul.hpp"
 
 namespace conform::cpu {
-namespace {
 
-struct Router {
-    std::int64_t t, c, e, k;
-    bool sigmoid, renormalize;
-    double capacity;
-    std::int64_t groups, topk_groups;
-    float scaling;
-    std::int64_t group_top;
-};
-
-Router read(const KernelCall& c) {
-    Router r{c.in.at(0).shape[0], c.in.at(0).shape[1], c.in.at(1).shape[1], static_cast<std::int64_t>(c.params.get("k", 2)),
-             c.params.get("score", 0) != 0, c.params.get("renormalize", 1) != 0, c.params.get("capacity", 0),
-             static_cast<std::int64_t>(c.params.get("groups", 1)), static_cast<std::int64_t>(c.params.get("topk_groups", 0)),
-             static_cast<float>(c.params.get("scaling", 1)), static_cast<std::int64_t>(c.params.get("group_top", 2))};
+RouterParams router_params(const KernelCall& c) {
+    RouterParams r{c.in.at(0).shape[0], c.in.at(0).shape[1], c.in.at(1).shape[1], static_cast<std::int64_t>(c.params.get("k", 2)),
+                   c.params.get("score", 0) != 0, c.params.get("renormalize", 1) != 0, c.params.get("capacity", 0),
+                   static_cast<std::int64_t>(c.params.get("groups", 1)), static_cast<std::int64_t>(c.params.get("topk_groups", 0)),
+                   static_cast<float>(c.params.get("scaling", 1)), static_cast<std::int64_t>(c.params.get("group_top", 2))};
     if (r.group_top != 1 && r.group_top != 2) throw std::invalid_argument("moe_router kernel: group_top must be 1 or 2");
+    if (r.k < 1 || r.k > r.e) throw std::invalid_argument("moe_router kernel: k must be in [1, E]");
     if (r.groups < 1 || r.e % r.groups != 0 || (r.groups > 1 && r.e / r.groups < r.group_top) || r.topk_groups < 0 ||
         r.topk_groups > r.groups)
         throw std::invalid_argument("moe_router kernel: groups must divide E into groups of at least group_top, topk_groups "
@@ -41,6 +32,10 @@ Router read(const KernelCall& c) {
     if (r.topk_groups == 0) r.topk_groups = r.groups;
     return r;
 }
+
+namespace {
+
+using Router = RouterParams;
 
 // Group-limited selection: every expert outside the topk_groups groups of
 // largest score (the group's largest score, or its two largest summed in
@@ -126,7 +121,7 @@ std::vector<float> weights_of(const std::vector<std::int64_t>& chosen, const std
 }  // namespace
 
 void moe_router_call(const KernelCall& c, bool simd, const RouterFlaws& f) {
-    const Router r = read(c);
+    const Router r = router_params(c);
     const TensorView &x = c.in.at(0), &w = c.in.at(1);
     const bool has_bias = c.in.size() > 2 && c.in[2].data != nullptr;
     if (has_bias && c.in[2].numel() != r.e)

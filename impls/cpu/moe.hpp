@@ -27,6 +27,18 @@ struct RouterFlaws {
     bool renorm_eps = false;          // Hugging Face's sum + 1e-20 before the division (a legitimate variant: must pass)
 };
 
+// moe_router's parameters of one call, validated (every router kernel,
+// CPU and CUDA, reads them here); topk_groups 0 becomes `groups`.
+struct RouterParams {
+    std::int64_t t, c, e, k;
+    bool sigmoid, renormalize;
+    double capacity;
+    std::int64_t groups, topk_groups;
+    float scaling;
+    std::int64_t group_top;
+};
+RouterParams router_params(const KernelCall& c);
+
 // The op on one call: logits by the matmul kernel (cpu::matmul_call, the
 // best path when simd, else the scalar loop), the rest in FP32 per token.
 void moe_router_call(const KernelCall& c, bool simd, const RouterFlaws& flaws = {});

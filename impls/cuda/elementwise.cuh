@@ -15,6 +15,16 @@ __device__ __forceinline__ double load(float v) { return v; }
 __device__ __forceinline__ double load(__half v) { return __half2float(v); }
 __device__ __forceinline__ double load(__nv_bfloat16 v) { return __bfloat162float(v); }
 
+// The k order of the CPU kernels' FMA chains (impls/cpu/matmul.cpp, Order):
+// ascending, but for BF16 inputs each pair swapped (1, 0, 3, 2, ...; an odd
+// K's last term alone), the order AVX512-BF16's dpbf16 forms.  A GPU chain
+// in this order has the CPU scalar kernel's bits.
+template <class S>
+__device__ __forceinline__ int chain_index(int p, int k) {
+    if constexpr (std::is_same_v<S, __nv_bfloat16>) return p % 2 ? p - 1 : (p + 1 < k ? p + 1 : p);
+    else return p;
+}
+
 // One rounding from double into the storage format (no detour through float,
 // whose rounding and then the 16-bit one would be a double rounding).
 template <class S>

@@ -1,0 +1,28 @@
+// CUDA MoE router (docs/moe.md, "Kernels"): cuda.moe_router.<fmt> for fp32
+// and bf16 storage, FP32 logits and routing (declared acc fp32, the bound
+// of docs/moe.md "Error budget").  The kernels are moe.cuh's: logits by a
+// thread per expert (the CPU scalar kernel's fmaf chain), routing by a warp
+// per token, capacity and loss by a thread per expert.
+#include "impls/cuda/cuda.hpp"
+#include "impls/cuda/moe.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+
+void register_moe(Registry& r) {
+    for (Format f : {Format::fp32, Format::bf16}) {
+        KernelInfo k = kernel_info("moe_router", f, "");
+        k.out = Format::fp32;
+        k.acc = Format::fp32;
+        k.description = "logits by a thread per expert (fmaf chain from +0, c ascending: cpu.scalar's bits); a warp per "
+                        "token: softmax (warp max, expf, warp sum) or sigmoid, scores p + b, groups scored by a lane "
+                        "each and kept by warp argmaxes, the top k by warp argmaxes (ties to the lower index), weights "
+                        "over the chosen experts summed in expert order, times fl32(scaling); capacity in token order "
+                        "and the loss in double by a thread per expert";
+        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
+            return [f, kernel, l](const KernelCall& c) { run_router(c, f, kernel.c_str(), l); };
+        });
+        r.add(std::move(k));
+    }
+}
+
+}  // namespace conform::CONFORM_CUDA_NS
