@@ -3,6 +3,8 @@
 // unary and a binary op.
 #pragma once
 #include <algorithm>
+#include <initializer_list>
+#include <string>
 #include <type_traits>
 
 #include "impls/cuda/device_io.cuh"
@@ -332,6 +334,26 @@ inline void float_path(KernelInfo& k) {
     const auto at = k.description.find(" in double");
     if (at != std::string::npos)
         k.description.replace(at, 10, " in float (in double for special inputs and results near overflow)");
+}
+
+// cuda.<op>.<fmt> for each storage format in `formats`: outputs `out`
+// (kUnchanged: the storage format), arithmetic `acc`, the description
+// `what` (with ", one rounding into <fmt>" appended when `rounding`), and
+// k.fn and the determinism property's launches from run(c, f, kernel, launch).
+constexpr Format kUnchanged = Format::fp64;
+template <class Run>
+void add_per_format(Registry& r, const char* op, std::initializer_list<Format> formats, Format out, Format acc,
+                    const std::string& what, bool rounding, Run run) {
+    for (Format f : formats) {
+        KernelInfo k = kernel_info(op, f, "");
+        if (out != kUnchanged) k.out = out;
+        k.acc = acc;
+        k.description = rounding ? what + "; one rounding into " + name(f) : what;
+        with_launches(k, [f, run, kernel = k.name](Launch l) -> KernelFn {
+            return [f, run, kernel, l](const KernelCall& c) { run(c, f, kernel.c_str(), l); };
+        });
+        r.add(std::move(k));
+    }
 }
 
 // cuda.<op>.<fmt> for the three storage formats of an elementwise op with

@@ -9,20 +9,13 @@
 namespace conform::CONFORM_CUDA_NS {
 
 void register_moe(Registry& r) {
-    for (Format f : {Format::fp32, Format::bf16}) {
-        KernelInfo k = kernel_info("moe_router", f, "");
-        k.out = Format::fp32;
-        k.acc = Format::fp32;
-        k.description = "logits by a thread per expert (fmaf chain from +0, c ascending: cpu.scalar's bits); a warp per "
-                        "token: softmax (warp max, expf, warp sum) or sigmoid, scores p + b, groups scored by a lane "
-                        "each and kept by warp argmaxes, the top k by warp argmaxes (ties to the lower index), weights "
-                        "over the chosen experts summed in expert order, times fl32(scaling); capacity in token order "
-                        "and the loss in double by a thread per expert";
-        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-            return [f, kernel, l](const KernelCall& c) { run_router(c, f, kernel.c_str(), l); };
-        });
-        r.add(std::move(k));
-    }
+    add_per_format(r, "moe_router", {Format::fp32, Format::bf16}, Format::fp32, Format::fp32,
+                   "logits by a thread per expert (fmaf chain from +0 in the CPU's order: cpu.scalar's bits); a warp per "
+                   "token: softmax (warp max, expf, warp sum) or sigmoid, scores p + b, groups scored by a lane each and "
+                   "kept by warp argmaxes, the top k by warp argmaxes (ties to the lower index), weights over the chosen "
+                   "experts summed in expert order, times fl32(scaling); capacity in token order and the loss in double "
+                   "by a thread per expert",
+                   false, [](const KernelCall& c, Format f, const char* kernel, Launch l) { run_router(c, f, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -9,18 +9,10 @@
 namespace conform::CONFORM_CUDA_NS {
 
 void register_sinkhorn(Registry& r) {
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = kernel_info("sinkhorn", f, "");
-        k.acc = Format::fp32;
-        k.description = std::string("one warp per matrix (n <= 32), a lane per column: expf of the row-shifted logits, "
-                                    "row sums by warp butterflies, column sums per lane, IEEE division, FP32; the log "
-                                    "domain for unguarded wide matrices; one rounding into ") +
-                        name(f);
-        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-            return [f, kernel, l](const KernelCall& c) { run_sinkhorn(c, f, kernel.c_str(), l); };
-        });
-        r.add(std::move(k));
-    }
+    add_per_format(r, "sinkhorn", {Format::fp32, Format::fp16, Format::bf16}, kUnchanged, Format::fp32,
+                   "one warp per matrix (n <= 32), a lane per column: expf of the row-shifted logits, row sums by warp "
+                   "butterflies, column sums per lane, IEEE division, FP32; the log domain for unguarded wide matrices",
+                   true, [](const KernelCall& c, Format f, const char* kernel, Launch l) { run_sinkhorn(c, f, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -9,27 +9,15 @@
 namespace conform::CONFORM_CUDA_NS {
 
 void register_sparse(Registry& r) {
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = kernel_info("lightning_indexer", f, "");
-        k.out = k.acc = Format::fp32;
-        k.description = "a block per query row, q[t] in shared memory, a thread per key: each dot an fmaf chain from +0, "
-                        "then sum_h w ReLU(dot) in FP32, heads in order (cpu.scalar's bits); scores stored in FP32";
-        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-            return [f, kernel, l](const KernelCall& c) { run_indexer(c, f, kernel.c_str(), l); };
-        });
-        r.add(std::move(k));
-    }
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = kernel_info("topk_select", f, "");
-        k.out = k.acc = Format::fp32;
-        k.description = "a warp per query row: a vote for NaN, a warp count of the eligible, then each slot a warp argmax "
-                        "over the candidates after the previous slot's (scores compared exactly as FP32 values, ties to "
-                        "the lower index); forced block first; ids stored in FP32";
-        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-            return [f, kernel, l](const KernelCall& c) { run_topk_select(c, f, kernel.c_str(), l); };
-        });
-        r.add(std::move(k));
-    }
+    add_per_format(r, "lightning_indexer", {Format::fp32, Format::fp16, Format::bf16}, Format::fp32, Format::fp32,
+                   "a block per query row, q[t] in shared memory, a thread per key: each dot an fmaf chain from +0, then "
+                   "sum_h w ReLU(dot) in FP32, heads in order (cpu.scalar's bits); scores stored in FP32",
+                   false, [](const KernelCall& c, Format f, const char* kernel, Launch l) { run_indexer(c, f, kernel, l); });
+    add_per_format(r, "topk_select", {Format::fp32, Format::fp16, Format::bf16}, Format::fp32, Format::fp32,
+                   "a warp per query row: a vote for NaN, a warp count of the eligible, then each slot a warp argmax over "
+                   "the candidates after the previous slot's (scores compared exactly as FP32 values, ties to the lower "
+                   "index); forced block first; ids stored in FP32",
+                   false, [](const KernelCall& c, Format f, const char* kernel, Launch l) { run_topk_select(c, f, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS
