@@ -601,6 +601,39 @@ TEST(CudaSparse, SelectionAndIndexerEqualTheScalarCpuKernelsBitForBit) {
     }
 }
 
+// cuda.dsa_attention composes the CUDA indexer and selection (the CPU
+// scalar kernels' bits) with the CUDA attention kernels: its indices equal
+// cpu.scalar.dsa_attention's bit for bit in every format and launch
+// (decode-like Lq < Lk, k past the earliest rows' eligible count, exact
+// ties, a NaN index key); o and lse come from other attention arithmetic
+// and are judged by the suites.
+TEST(CudaDsa, SelectionEqualsTheScalarCpuKernelBitForBit) {
+    std::mt19937_64 rng(19);
+    std::normal_distribution<double> normal;
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        const KernelInfo& gpu = *cuda_emu_registry().kernels.find(std::string("cuda.dsa_attention.") + name(f));
+        const KernelInfo& cpu = *builtin_registry().find(std::string("cpu.scalar.dsa_attention.") + name(f));
+        for (const std::int64_t lk : {40, 8}) {  // Lk 8: rows 0 and 1 see fewer than k tokens
+            Tensor iq(f, {5, 2, 7}), ik(f, {lk, 7}), iw(f, {5, 2}), q(f, {2, 5, 16}), kv(f, {1, lk, 16}), v(f, {1, lk, 8});
+            for (Tensor* t : {&iq, &ik, &iw, &q, &kv, &v})
+                for (std::int64_t i = 0; i < t->numel(); ++i) t->set_value(i, normal(rng));
+            for (std::int64_t i = 0; i < 7; ++i) ik.set_value(3 * 7 + i, ik.value(2 * 7 + i));  // keys 2 and 3 tie
+            if (lk == 40) ik.set_value(38 * 7 + 1, NAN);  // rows 3 and 4 (positions 38, 39) see it: NaN
+            const Params p({{"k", 6}});
+            const std::vector<TensorView> in = {iq.view(), ik.view(), iw.view(), q.view(), kv.view(), v.view()};
+            const Tensor want = run_kernel(cpu, p, in)[2];
+            const std::vector<OutputSpec> out = {{f, {2, 5, 8}}, {Format::fp32, {2, 5}}, {Format::fp32, {5, 6}}};
+            for (const std::vector<Tensor>& got : outputs_by_every_launch(gpu, p, in, out))
+                for (std::int64_t i = 0; i < want.numel(); ++i)
+                    ASSERT_EQ(got[2].bits(i), want.bits(i)) << gpu.name << ", Lk " << lk << ": indices [" << i
+                                                            << "] = " << got[2].value(i) << ", cpu.scalar " << want.value(i);
+            // The case is what it claims: NaN rows beside ordinary ones; short rows padded with -1.
+            if (lk == 40) EXPECT_TRUE(std::isnan(want.value(3 * 6)) && !std::isnan(want.value(0)));
+            else EXPECT_EQ(want.value(5), -1.0);
+        }
+    }
+}
+
 // With sigmoid scores cuda.moe_router's arithmetic is the CPU scalar
 // kernel's (the logits by the same fmaf chain, p = 1 / (1 + expf(-l)) per
 // expert, the weights' sum over the chosen in expert order, the loss's
