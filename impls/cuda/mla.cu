@@ -1,0 +1,35 @@
+// CUDA multi-head latent attention (docs/mla.md, "Kernels"):
+// cuda.mla.<fmt> for fp32, fp16 and bf16 storage, the absorbed form
+// (declared form = 1) in FP32 arithmetic with the CPU absorbed kernel's
+// stored stages.  The kernels are mla.cuh's: a block per key row for the
+// latent cache, a block per (head, token) for the attention.
+#include "impls/cuda/cuda.hpp"
+#include "impls/cuda/mla.cuh"
+
+namespace conform::CONFORM_CUDA_NS {
+
+// The registry entry of cuda.mla.<fmt> or of a mutant built on it.
+KernelInfo mla_info(KernelInfo k, Format f) {
+    k.acc = Format::fp32;
+    k.out_formats = {f, Format::fp32};
+    k.declared["form"] = 1;
+    k.conventions["mla_form"] = "absorbed";
+    return k;
+}
+
+void register_mla(Registry& r) {
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        KernelInfo k = mla_info(kernel_info("mla", f, ""), f);
+        k.description = std::string("absorbed form: a block per key row (latent c = W_dkv h and RoPE(W_kr h), fmaf "
+                                    "chains, stored in ") +
+                        name(f) + "), a block per (head, token): q, a = W_uk^T q^C stored, a thread per key for the "
+                                  "logits, a thread per latent channel for the expf-weighted sum in key order, c-bar "
+                                  "stored, o = W_uv c-bar; the CPU absorbed kernel's arithmetic and order";
+        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
+            return [f, kernel, l](const KernelCall& c) { run_mla(c, f, kernel.c_str(), l); };
+        });
+        r.add(std::move(k));
+    }
+}
+
+}  // namespace conform::CONFORM_CUDA_NS
