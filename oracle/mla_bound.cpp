@@ -34,6 +34,7 @@ struct MlaCtx {
     bool causal, cache_rotated;
     double u, eta;  // the arithmetic's unit roundoff and absolute error of an underflowing result
     Format store, out;
+    double e_exp = 0;  // relative error of the kernel's expf and logf: 2u per ulp
 };
 
 MlaCtx mla_read_ctx(const Params& p, const std::vector<TensorView>& in, Format acc, const std::vector<Format>& out) {
@@ -47,6 +48,8 @@ MlaCtx mla_read_ctx(const Params& p, const std::vector<TensorView>& in, Format a
           unit_roundoff(acc), ulp_at(acc, 0), in[0].format, out.at(0)};
     const double s = p.get("scale", 0);
     c.scale = s != 0 ? s : 1 / std::sqrt(static_cast<double>(c.d.d_q()));
+    // expf within one ulp (glibc's), or the ulps a kernel declares (CUDA's expf: 2).
+    c.e_exp = 2 * c.u * std::max(1.0, p.get("declared.exp_ulps", 1));
     return c;
 }
 
@@ -164,7 +167,7 @@ MlaRowBound mla_attend_bound(const MlaCtx& c, const MlaApprox& q, const std::vec
     const double m = *std::max_element(s.begin(), s.end()), dmax = *std::max_element(delta.begin(), delta.end());
     if (m == -INFINITY && std::none_of(s.begin(), s.end(), [](double x) { return std::isnan(x); }))
         return {{MlaDVec(dv, 0.0), MlaDVec(dv, 0.0)}, 0};  // every logit -inf: exactly o = 0 required (lse -inf)
-    const double e_exp = 2 * c.u;  // expf (and logf) within 1 ulp
+    const double e_exp = c.e_exp;  // expf (and logf) within the kernel's ulps
     double l = 0, big_e = 0;
     for (double x : s) l += std::exp(x - m);
     MlaDVec p(nk), r(nk);

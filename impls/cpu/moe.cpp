@@ -30,6 +30,12 @@ RouterParams router_params(const KernelCall& c) {
         throw std::invalid_argument("moe_router kernel: groups must divide E into groups of at least group_top, topk_groups "
                                     "in [0, groups]");
     if (r.topk_groups == 0) r.topk_groups = r.groups;
+    // A non-finite bias has no meaning in the op (a NaN score cannot be
+    // ranked; +inf - inf group sums): refused, by entry.
+    if (c.in.size() > 2 && c.in[2].data != nullptr)
+        for (std::int64_t i = 0; i < c.in[2].numel(); ++i)
+            if (!std::isfinite(c.in[2].value(i)))
+                throw std::invalid_argument("moe_router kernel: selection_bias[" + std::to_string(i) + "] is not finite");
     return r;
 }
 

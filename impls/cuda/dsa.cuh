@@ -54,7 +54,10 @@ void run_dsa_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
     if (c.in.size() != 6 || c.out.size() != 3)
         throw std::invalid_argument(who + ": expects iq, ik, iw, q, kv, v -> o, lse, indices");
     const IndexerArgs ia = indexer_args(KernelCall{c.params, {c.in[0], c.in[1], c.in[2]}, {c.out[2]}}, kernel);
-    Params ap = c.params;
+    // The attention kernels' parameters, as the CPU twin's: the op's scale and
+    // no structural mask (the selection's does it); nothing else of the call.
+    Params ap;
+    ap.set("scale", c.params.get("scale", 0));
     ap.set("causal", 0);
     AttnArgs a = attention_args(KernelCall{ap, {c.in[3], c.in[4], c.in[5]}, {c.out[0], c.out[1]}}, l);
     a.has_mask = true;

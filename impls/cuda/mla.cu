@@ -13,6 +13,7 @@ KernelInfo mla_info(KernelInfo k, Format f) {
     k.acc = Format::fp32;
     k.out_formats = {f, Format::fp32};
     k.declared["form"] = 1;
+    k.declared["exp_ulps"] = 2;  // CUDA's expf (the bound's Lemma 4 takes the kernel's ulps)
     k.conventions["mla_form"] = "absorbed";
     return k;
 }

@@ -123,7 +123,7 @@ __device__ void router_limit_groups(const RouterArgs& a, const float* p, float* 
     __syncwarp();
     for (int j = 0; j < a.topk_groups; ++j) {
         const int g = warp_pick<false>(gs, gkept, a.groups);
-        if (lane == 0) gkept[g] = j;
+        if (lane == 0 && g < a.groups) gkept[g] = j;  // g = INT_MAX only if no score is comparable (router_params refuses that)
         __syncwarp();
     }
     for (int i = lane; i < a.e; i += 32)
@@ -167,7 +167,7 @@ __global__ void router_route(const float* __restrict__ logits, const float* __re
         router_limit_groups<Bug>(a, p, choose, gs, gkept);
         for (int j = 0; j < a.k; ++j) {
             const int i = warp_pick<Bug::kArgmaxHalfWarp>(choose, slot, a.e);
-            if (lane == 0) slot[i] = j;
+            if (lane == 0 && i < a.e) slot[i] = j;
             __syncwarp();
         }
         float chosen = 0.0f;

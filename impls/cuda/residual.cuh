@@ -9,7 +9,8 @@
 //   once, as the CPU), a block reduction of the logit w . ((g v)(1/r)); the
 //   softmax over the N sources by one thread in source order (expf within
 //   the bound's 2 ulps); h = sum_i alpha_i v_i left to right per channel.
-// * gated_residual: z_i = (g_i H_i)(1/r_i) into a workspace, y = z A by r
+// * gated_residual: z_i = (g_i H_i)(1/r_i) into the block's workspace
+//   (n d floats a block, reused token after token), y = z A by r
 //   block reductions, l = y B per element left to right, the gate
 //   (l >= 0 ? 1 : t)/(1 + t), t = e^-|l| (never overflows), h = sum_i
 //   gate_i z_i left to right.
@@ -160,8 +161,8 @@ __global__ void gated_res_rows(const S* __restrict__ x, const S* __restrict__ g,
     float* y = dynamic_shared<float>();  // [rank]
     const long long nd = static_cast<long long>(a.n) * a.d;
     for (long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
-        float* z = zw + t * nd;
-        float* wv = ww + t * nd;
+        float* z = zw + blockIdx.x * nd;  // the block's workspace, reused token after token
+        float* wv = ww + blockIdx.x * nd;
         for (int i = 0; i < a.n; ++i) {
             const S* row = x + (static_cast<long long>(i) * a.tokens + t) * a.d;
             const float inv = row_inv_rms<Bug>(row, a.d, a.eps);
@@ -221,17 +222,17 @@ template <class S, class Bug = ResidualNoBug>
 void run_gated_res_as(const KernelCall& c, const char* kernel, const Launch& lc) {
     const GatedResArgs a = gated_res_args(c, kernel);
     const auto nd = static_cast<std::size_t>(a.n) * static_cast<std::size_t>(a.d), tokens = static_cast<std::size_t>(a.tokens);
+    const auto blocks = static_cast<unsigned>(std::min<long long>(std::max<long long>(a.tokens, 1), lc.max_blocks));
     Stream s(kernel);
     DeviceBuffer x(static_cast<std::size_t>(c.in[0].numel()) * sizeof(S), kernel), g(nd * sizeof(S), kernel),
         A(nd * static_cast<std::size_t>(a.rank) * sizeof(S), kernel), B(nd * static_cast<std::size_t>(a.rank) * sizeof(S), kernel),
         h(tokens * static_cast<std::size_t>(a.d) * sizeof(S), kernel), gate(tokens * nd * sizeof(S), kernel),
-        zw(tokens * nd * 4, kernel), ww(tokens * nd * 4, kernel);
+        zw(blocks * nd * 4, kernel), ww(blocks * nd * 4, kernel);
     for (int i = 0; i < 4; ++i) upload(c.in[i], i == 0 ? x : i == 1 ? g : i == 2 ? A : B, s.get(), kernel);
     poison(h, s.get(), kernel), poison(gate, s.get(), kernel);
     if (a.tokens > 0 && nd > 0) {
         auto* fn = gated_res_rows<S, Bug>;
-        CONFORM_LAUNCH(fn, dim3(static_cast<unsigned>(std::min<long long>(a.tokens, lc.max_blocks))), dim3(lc.threads),
-                       static_cast<std::size_t>(std::max(a.rank, 1)) * 4, s.get())(
+        CONFORM_LAUNCH(fn, dim3(blocks), dim3(lc.threads), static_cast<std::size_t>(std::max(a.rank, 1)) * 4, s.get())(
             x.as<S>(), g.as<S>(), A.as<S>(), B.as<S>(), h.as<S>(), gate.as<S>(), zw.as<float>(), ww.as<float>(), a);
         check_launch(s.get(), kernel);
     }
