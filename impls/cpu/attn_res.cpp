@@ -32,13 +32,6 @@ float residual_inv_rms(const float* x, std::int64_t d, double eps, bool eps_outs
     return 1.0f / (eps_outside ? std::sqrt(mean) + static_cast<float>(eps) : std::sqrt(t));
 }
 
-namespace {
-
-struct AttnResGeometry {
-    std::int64_t n = 0, tokens = 0, d = 0;
-    bool has_g = false;
-};
-
 AttnResGeometry attn_res_geometry(const KernelCall& c) {
     if ((c.in.size() != 2 && c.in.size() != 3) || c.out.size() != 1)
         throw std::invalid_argument("block_attn_res kernel: expects v, w (, norm_weight) -> h");
@@ -49,6 +42,8 @@ AttnResGeometry attn_res_geometry(const KernelCall& c) {
         throw std::invalid_argument("block_attn_res kernel: w, norm_weight and h must match v's width");
     return g;
 }
+
+namespace {
 
 template <Format F>
 void attn_res_scalar(const KernelCall& c, const AttnResFlaws& fl = {}) {

@@ -22,6 +22,14 @@ std::vector<float> widen_residual(const TensorView& t);
 // eps_outside: r = sqrt(mean) + eps (a flaw).
 float residual_inv_rms(const float* x, std::int64_t d, double eps, bool eps_outside = false);
 
+// block_attn_res's shapes of one call, validated (the CPU and CUDA kernels'):
+// N sources of T tokens of width d, and whether norm_weight is given.
+struct AttnResGeometry {
+    std::int64_t n = 0, tokens = 0, d = 0;
+    bool has_g = false;
+};
+AttnResGeometry attn_res_geometry(const KernelCall& c);
+
 // The ways a block_attn_res kernel goes wrong; all off is the kernel.
 struct AttnResFlaws {
     bool raw_keys = false;           // keys g v, not normalized

@@ -16,11 +16,6 @@
 #include "impls/cpu/elementwise.hpp"
 
 namespace conform::cpu {
-namespace {
-
-struct GatedGeometry {
-    std::int64_t n = 0, tokens = 0, d = 0, rank = 0;
-};
 
 GatedGeometry gated_geometry(const KernelCall& c) {
     if (c.in.size() != 4 || c.out.size() != 2)
@@ -35,6 +30,8 @@ GatedGeometry gated_geometry(const KernelCall& c) {
         throw std::invalid_argument("gated_residual kernel: g, A, B, h and gate must match the streams");
     return g;
 }
+
+namespace {
 
 float gated_sigmoid(float l) {
     const float t = std::exp(-std::fabs(l));

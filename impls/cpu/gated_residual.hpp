@@ -10,6 +10,13 @@ void register_mutants_gated_residual(Registry& r);  // impls/mutants/gated_resid
 
 namespace cpu {
 
+// gated_residual's shapes of one call, validated (the CPU and CUDA
+// kernels'): n streams of T tokens of width d, low rank r.
+struct GatedGeometry {
+    std::int64_t n = 0, tokens = 0, d = 0, rank = 0;
+};
+GatedGeometry gated_geometry(const KernelCall& c);
+
 // The ways a gated_residual kernel goes wrong; all off is the kernel.
 struct GatedFlaws {
     bool gate_raw = false;     // the gate's low-rank map of the raw streams, not RMSNorm(H)

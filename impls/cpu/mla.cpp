@@ -19,32 +19,43 @@
 
 namespace conform::cpu {
 namespace {
+bool mla_has_cache(const KernelCall& c) { return c.in.size() >= 8 && c.in[6].data != nullptr && c.in[6].rank == 2; }
+}  // namespace
+
+MlaSetup mla_setup(const KernelCall& c) {
+    if (c.in.size() != 6 && c.in.size() != 8) throw std::invalid_argument("mla kernel: expects 6 or 8 inputs");
+    const TensorView &h = c.in[0], &wuk = c.in[2], &wuv = c.in[3], &wkr = c.in[5];
+    if (h.rank != 2 || wuk.rank != 3 || wuv.rank != 3 || wkr.rank != 2)
+        throw std::invalid_argument("mla kernel: h, W_kr must be rank 2; W_uk, W_uv rank 3");
+    MlaSetup su{{wuk.shape[0], h.shape[0], mla_has_cache(c) ? c.in[6].shape[0] : 0, h.shape[1], wuk.shape[2], wuk.shape[1], wkr.shape[0],
+                 wuv.shape[1]},
+                0, true, true, 0.0f, static_cast<int>(c.params.get("pairing", 0)), c.params.get("base", 10000.0)};
+    if (su.d.d_r % 2 != 0 || su.d.d_c < 1 || su.d.heads < 1)
+        throw std::invalid_argument("mla kernel: d_r must be even, d_c and H >= 1");
+    if (su.pairing != 0 && su.pairing != 1) throw std::invalid_argument("mla kernel: pairing must be 0 or 1");
+    if (!(su.base > 0) || std::isinf(su.base)) throw std::invalid_argument("mla kernel: base must be finite and > 0");
+    const double offset = c.params.get("offset", 0);
+    if (!(offset >= 0 && offset <= 0x1p52) || offset != std::floor(offset))
+        throw std::invalid_argument("mla kernel: offset must be an integer in [0, 2^52]");
+    su.offset = static_cast<std::int64_t>(offset);
+    su.causal = c.params.get("causal", 1) != 0;
+    su.cache_rotated = c.params.get("cache_rotated", 1) != 0;
+    if (!su.cache_rotated && su.offset < su.d.cached)
+        throw std::invalid_argument("mla kernel: offset must be >= Lc when cache_rotated = 0");
+    const double scale = c.params.get("scale", 0);
+    // 1/sqrt(n) in FP32: sqrt of an exact integer and a division, two roundings.
+    su.scale = scale != 0 ? static_cast<float>(scale) : 1.0f / std::sqrt(static_cast<float>(su.d.d_q()));
+    return su;
+}
+
+namespace {
 
 using MlaFVec = std::vector<float>;
-
-struct MlaDims {
-    std::int64_t heads, tokens, cached, d_model, d_c, d_nope, d_r, d_v;
-    std::int64_t keys() const { return cached + tokens; }
-    std::int64_t d_q() const { return d_nope + d_r; }
-};
 
 MlaFVec mla_read_all(const TensorView& t) {
     MlaFVec v(static_cast<std::size_t>(t.numel()));
     for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(t.value(i));
     return v;
-}
-
-bool mla_has_cache(const KernelCall& c) { return c.in.size() >= 8 && c.in[6].data != nullptr && c.in[6].rank == 2; }
-
-MlaDims mla_dims(const KernelCall& c) {
-    if (c.in.size() != 6 && c.in.size() != 8) throw std::invalid_argument("mla kernel: expects 6 or 8 inputs");
-    const TensorView &h = c.in[0], &wuk = c.in[2], &wuv = c.in[3], &wkr = c.in[5];
-    if (h.rank != 2 || wuk.rank != 3 || wuv.rank != 3 || wkr.rank != 2)
-        throw std::invalid_argument("mla kernel: h, W_kr must be rank 2; W_uk, W_uv rank 3");
-    MlaDims d{wuk.shape[0], h.shape[0], mla_has_cache(c) ? c.in[6].shape[0] : 0, h.shape[1], wuk.shape[2], wuk.shape[1],
-              wkr.shape[0], wuv.shape[1]};
-    if (d.d_r % 2 != 0 || d.d_c < 1 || d.heads < 1) throw std::invalid_argument("mla kernel: d_r must be even, d_c and H >= 1");
-    return d;
 }
 
 // The arithmetic of one kernel: FP32 roundings, and the storage format S
@@ -83,8 +94,6 @@ RopeArgs mla_rope_args(const Params& p, std::int64_t d_r, std::int64_t offset) {
     a.rotary_dim = d_r;
     a.base = p.get("base", 10000.0);
     a.offset = offset;
-    if (a.pairing != 0 && a.pairing != 1) throw std::invalid_argument("mla kernel: pairing must be 0 or 1");
-    if (!(a.base > 0) || std::isinf(a.base)) throw std::invalid_argument("mla kernel: base must be finite and > 0");
     return a;
 }
 
@@ -119,20 +128,10 @@ struct MlaInputs {
 };
 
 MlaInputs mla_read_inputs(const KernelCall& c) {
-    MlaInputs in{mla_dims(c), mla_read_all(c.in[0]), mla_read_all(c.in[1]), mla_read_all(c.in[2]), mla_read_all(c.in[3]),
-              mla_read_all(c.in[4]), mla_read_all(c.in[5]), {}, {}, 0, true, true, 0.0f};
+    const MlaSetup su = mla_setup(c);
+    MlaInputs in{su.d, mla_read_all(c.in[0]), mla_read_all(c.in[1]), mla_read_all(c.in[2]), mla_read_all(c.in[3]),
+              mla_read_all(c.in[4]), mla_read_all(c.in[5]), {}, {}, su.offset, su.causal, su.cache_rotated, su.scale};
     if (mla_has_cache(c)) in.c_cache = mla_read_all(c.in[6]), in.kr_cache = mla_read_all(c.in[7]);
-    const double offset = c.params.get("offset", 0);
-    if (!(offset >= 0 && offset <= 0x1p52) || offset != std::floor(offset))
-        throw std::invalid_argument("mla kernel: offset must be an integer in [0, 2^52]");
-    in.offset = static_cast<std::int64_t>(offset);
-    in.causal = c.params.get("causal", 1) != 0;
-    in.cache_rotated = c.params.get("cache_rotated", 1) != 0;
-    if (!in.cache_rotated && in.offset < in.d.cached)
-        throw std::invalid_argument("mla kernel: offset must be >= Lc when cache_rotated = 0");
-    const double scale = c.params.get("scale", 0);
-    // 1/sqrt(n) in FP32: sqrt of an exact integer and a division, two roundings.
-    in.scale = scale != 0 ? static_cast<float>(scale) : 1.0f / std::sqrt(static_cast<float>(in.d.d_q()));
     return in;
 }
 

@@ -15,6 +15,26 @@ namespace cpu {
 
 enum class MlaKernelForm { explicit_kv, absorbed };
 
+// mla's shapes and scalar parameters of one call, validated (the CPU and
+// CUDA kernels'): H heads, L new tokens, Lc cached, the widths; the first
+// new token's position, causal, whether the cache's rope keys are rotated,
+// the softmax scale (0: 1/sqrt(d_nope + d_r) in FP32, two roundings), and
+// RoPE's pairing and base.
+struct MlaDims {
+    std::int64_t heads, tokens, cached, d_model, d_c, d_nope, d_r, d_v;
+    std::int64_t keys() const { return cached + tokens; }
+    std::int64_t d_q() const { return d_nope + d_r; }
+};
+struct MlaSetup {
+    MlaDims d;
+    std::int64_t offset;
+    bool causal, cache_rotated;
+    float scale;
+    int pairing;
+    double base;
+};
+MlaSetup mla_setup(const KernelCall& c);
+
 // The ways MLA kernels go wrong; all off is the kernel.
 struct MlaFlaws {
     bool rope_key_per_head = false;  // new tokens' k^R from head i's own rope query rows (MHA habit), not W_kr

@@ -32,6 +32,8 @@ RouterParams router_params(const KernelCall& c) {
     if (r.topk_groups == 0) r.topk_groups = r.groups;
     // A non-finite bias has no meaning in the op (a NaN score cannot be
     // ranked; +inf - inf group sums): refused, by entry.
+    if (c.in.size() > 2 && c.in[2].data != nullptr && c.in[2].numel() != r.e)
+        throw std::invalid_argument("moe_router kernel: selection_bias must have E = " + std::to_string(r.e) + " entries");
     if (c.in.size() > 2 && c.in[2].data != nullptr)
         for (std::int64_t i = 0; i < c.in[2].numel(); ++i)
             if (!std::isfinite(c.in[2].value(i)))
@@ -130,8 +132,6 @@ void moe_router_call(const KernelCall& c, bool simd, const RouterFlaws& f) {
     const Router r = router_params(c);
     const TensorView &x = c.in.at(0), &w = c.in.at(1);
     const bool has_bias = c.in.size() > 2 && c.in[2].data != nullptr;
-    if (has_bias && c.in[2].numel() != r.e)
-        throw std::invalid_argument("moe_router kernel: selection_bias must have E = " + std::to_string(r.e) + " entries");
     Tensor logits(Format::fp32, {r.t, r.e});
     matmul_into(x, w, logits.view(), simd ? best_matmul_path(x.format) : MatmulPath::scalar);
     const float* lg = static_cast<const float*>(logits.data());

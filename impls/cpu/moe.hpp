@@ -27,8 +27,9 @@ struct RouterFlaws {
     bool renorm_eps = false;          // Hugging Face's sum + 1e-20 before the division (a legitimate variant: must pass)
 };
 
-// moe_router's parameters of one call, validated (every router kernel,
-// CPU and CUDA, reads them here); topk_groups 0 becomes `groups`.
+// moe_router's parameters of one call, validated with the selection bias
+// (E finite entries) -- every router kernel, CPU and CUDA, reads them
+// here; topk_groups 0 becomes `groups`.
 struct RouterParams {
     std::int64_t t, c, e, k;
     bool sigmoid, renormalize;

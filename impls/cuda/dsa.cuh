@@ -86,20 +86,14 @@ void run_dsa_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
     if (ia.lq > 0) {
         const Launch lc{};
         if (ia.n > 0) {
-            auto* score_fn = indexer_scores<S, SparseNoBug>;
-            CONFORM_LAUNCH(score_fn, dim3(static_cast<unsigned>(std::min<long long>(ia.lq, lc.max_blocks))), dim3(lc.threads),
-                           static_cast<std::size_t>(ia.h) * static_cast<std::size_t>(ia.c) * 4, s.get())(
-                in[0].as<S>(), in[1].as<S>(), in[2].as<S>(), scores.as<float>(), ia);
+            launch_indexer<S>(in[0].as<S>(), in[1].as<S>(), in[2].as<S>(), scores.as<float>(), ia, lc, s.get());
             if constexpr (Bug::kBf16Scores) {
                 auto* round_fn = dsa_bf16_scores<float>;
                 CONFORM_LAUNCH(round_fn, dim3(static_cast<unsigned>(std::min<long long>((lqlk + 255) / 256, lc.max_blocks))),
                                dim3(256), 0, s.get())(scores.as<float>(), static_cast<long long>(lqlk));
             }
         }
-        auto* select_fn = topk_select_rows<float, SparseNoBug>;
-        const long long per_block = lc.threads / 32;
-        CONFORM_LAUNCH(select_fn, dim3(static_cast<unsigned>(std::clamp<long long>((ia.lq + per_block - 1) / per_block, 1, lc.max_blocks))),
-                       dim3(lc.threads), 0, s.get())(scores.as<float>(), ids.as<float>(), sa);
+        launch_topk_select<float>(scores.as<float>(), ids.as<float>(), sa, lc, s.get());
         auto* mask_fn = dsa_selection_mask<S>;
         CONFORM_LAUNCH(mask_fn, dim3(static_cast<unsigned>(std::min<long long>(ia.lq, lc.max_blocks))), dim3(lc.threads), 0,
                        s.get())(ids.as<float>(), mask.as<S>(), ia.lq, ia.n, static_cast<int>(sa.k));

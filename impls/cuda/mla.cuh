@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "impls/cpu/mla.hpp"  // mla_setup: the shapes' and parameters' validation, shared
 #include "impls/cuda/device_io.cuh"
 #include "impls/host_device.hpp"
 #include "impls/cuda/elementwise.cuh"
@@ -178,34 +179,17 @@ __global__ void mla_heads(const S* __restrict__ h, const S* __restrict__ w_uk, c
 }
 
 inline MlaArgs mla_args(const KernelCall& c, const char* kernel) {
-    const std::string who = kernel;
-    if (c.in.size() != 6 && c.in.size() != 8) throw std::invalid_argument(who + ": expects 6 or 8 inputs");
-    const TensorView &h = c.in[0], &wuk = c.in[2], &wuv = c.in[3], &wkr = c.in[5];
-    if (h.rank != 2 || wuk.rank != 3 || wuv.rank != 3 || wkr.rank != 2)
-        throw std::invalid_argument(who + ": h, W_kr must be rank 2; W_uk, W_uv rank 3");
-    const bool cache = c.in.size() >= 8 && c.in[6].data != nullptr && c.in[6].rank == 2;
+    const cpu::MlaSetup su = cpu::mla_setup(c);  // the CPU kernels' validation
+    const cpu::MlaDims& d = su.d;
     MlaArgs a;
-    a.heads = static_cast<int>(wuk.shape[0]), a.tokens = static_cast<int>(h.shape[0]);
-    a.cached = cache ? static_cast<int>(c.in[6].shape[0]) : 0;
-    a.d_model = static_cast<int>(h.shape[1]), a.d_c = static_cast<int>(wuk.shape[2]), a.d_nope = static_cast<int>(wuk.shape[1]);
-    a.d_r = static_cast<int>(wkr.shape[0]), a.d_v = static_cast<int>(wuv.shape[1]);
-    if (a.d_r % 2 != 0 || a.d_c < 1 || a.heads < 1) throw std::invalid_argument(who + ": d_r must be even, d_c and H >= 1");
-    a.pairing = static_cast<int>(c.params.get("pairing", 0));
-    a.base = c.params.get("base", 10000.0);
-    if (a.pairing != 0 && a.pairing != 1) throw std::invalid_argument(who + ": pairing must be 0 or 1");
-    if (!(a.base > 0) || std::isinf(a.base)) throw std::invalid_argument(who + ": base must be finite and > 0");
-    const double offset = c.params.get("offset", 0);
-    if (!(offset >= 0 && offset <= 0x1p52) || offset != std::floor(offset))
-        throw std::invalid_argument(who + ": offset must be an integer in [0, 2^52]");
-    a.offset = offset;
-    a.causal = c.params.get("causal", 1) != 0;
-    a.cache_rotated = c.params.get("cache_rotated", 1) != 0;
-    if (!a.cache_rotated && a.offset < a.cached) throw std::invalid_argument(who + ": offset must be >= Lc when cache_rotated = 0");
-    const double scale = c.params.get("scale", 0);
-    a.scale = scale != 0 ? static_cast<float>(scale) : 1.0f / std::sqrt(static_cast<float>(a.d_q()));
+    a.heads = static_cast<int>(d.heads), a.tokens = static_cast<int>(d.tokens), a.cached = static_cast<int>(d.cached);
+    a.d_model = static_cast<int>(d.d_model), a.d_c = static_cast<int>(d.d_c), a.d_nope = static_cast<int>(d.d_nope);
+    a.d_r = static_cast<int>(d.d_r), a.d_v = static_cast<int>(d.d_v);
+    a.pairing = su.pairing, a.base = su.base, a.offset = static_cast<double>(su.offset);
+    a.causal = su.causal, a.cache_rotated = su.cache_rotated, a.scale = su.scale;
     if (mla_head_words(a) * 4 > 48 * 1024 || a.d_r / 2 > 1024)
-        throw std::invalid_argument(who + ": d_model + d_q + 2 d_c + keys = " + std::to_string(mla_head_words(a)) +
-                                    " floats do not fit a block's 48 KiB of shared memory");
+        throw std::invalid_argument(std::string(kernel) + ": d_model + d_q + 2 d_c + keys = " +
+                                    std::to_string(mla_head_words(a)) + " floats do not fit a block's 48 KiB of shared memory");
     return a;
 }
 

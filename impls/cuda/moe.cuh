@@ -77,25 +77,14 @@ __global__ void router_logits(const S* __restrict__ x, const S* __restrict__ w, 
         }
 }
 
-// The larger (value, index) of the warp's lanes, ties to the lower index;
-// every lane gets it.  NaN never wins a lane's scan, so none arrives here.
-template <bool kHalfWarp>
-__device__ __forceinline__ void warp_argmax(float& v, int& i) {
-    for (int m = kHalfWarp ? 8 : 16; m > 0; m /= 2) {
-        const float ov = __shfl_xor_sync(kFullMask, v, m);
-        const int oi = __shfl_xor_sync(kFullMask, i, m);
-        if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
-    }
-}
-
-// The best of the entries [0, n) of `v` not yet taken (taken[i] != 0 is
-// skipped; -1 marks free slots), ties to the lower index: the warp's argmax.
+// The best of the entries [0, n) of `v` not yet taken (taken[i] < 0: free;
+// a taken entry holds its slot), ties to the lower index: the warp's argmax.
 template <bool kHalfWarp>
 __device__ __forceinline__ int warp_pick(const float* v, const int* taken, int n) {
     float bv = -INFINITY;
     int bi = INT_MAX;
     for (int i = threadIdx.x % 32; i < n; i += 32)
-        if (taken[i] < 0 && (v[i] > bv || (v[i] == bv && i < bi))) bv = v[i], bi = i;
+        if (taken[i] < 0 && comes_before(v[i], i, bv, bi)) bv = v[i], bi = i;
     warp_argmax<kHalfWarp>(bv, bi);
     return bi;
 }
@@ -236,8 +225,6 @@ inline RouterArgs router_args(const KernelCall& c, const char* kernel) {
     a.t = r.t, a.c = static_cast<int>(r.c), a.e = static_cast<int>(r.e), a.k = static_cast<int>(r.k);
     a.sigmoid = r.sigmoid, a.renormalize = r.renormalize;
     a.has_bias = c.in.size() > 2 && c.in[2].data != nullptr;
-    if (a.has_bias && c.in[2].numel() != r.e)
-        throw std::invalid_argument(who + ": selection_bias must have E = " + std::to_string(r.e) + " entries");
     a.groups = static_cast<int>(r.groups), a.topk_groups = static_cast<int>(r.topk_groups);
     a.group_top = static_cast<int>(r.group_top), a.scaling = r.scaling;
     if (r.capacity > 0) a.cap = std::floor(r.capacity * static_cast<double>(r.t * r.k) / static_cast<double>(r.e));

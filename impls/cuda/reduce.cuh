@@ -35,6 +35,26 @@ __device__ __forceinline__ T warp_reduce(T v, Combine f) {
     return v;
 }
 
+// (v, i) comes before (bv, bi): a larger value, or an equal one at a lower
+// index (the selection order of top-k with ties to the lower index).
+template <class I>
+__device__ __forceinline__ bool comes_before(float v, I i, float bv, I bi) {
+    return v > bv || (v == bv && i < bi);
+}
+
+// The first (value, index) of the warp's lanes in comes_before's order;
+// every lane gets it (kHalfWarp: a mutant's butterfly over 16 lanes, each
+// half-warp its own).  NaN never comes before anything: a lane's scan must
+// leave it out.
+template <bool kHalfWarp = false, class I>
+__device__ __forceinline__ void warp_argmax(float& v, I& i) {
+    for (int m = kHalfWarp ? 8 : 16; m > 0; m /= 2) {
+        const float ov = __shfl_xor_sync(kFullMask, v, m);
+        const I oi = __shfl_xor_sync(kFullMask, i, m);
+        if (comes_before(ov, oi, v, i)) v = ov, i = oi;
+    }
+}
+
 // Safe to call several times in a row: a thread reads the previous total
 // before the next call's first barrier, which every writer waits for.
 template <class Bug = NoBug, class T, class Combine>

@@ -22,6 +22,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "impls/cpu/attn_res.hpp"        // attn_res_geometry: the shapes' validation, shared
+#include "impls/cpu/gated_residual.hpp"  // gated_geometry
 #include "impls/cuda/device_io.cuh"
 #include "impls/cuda/elementwise.cuh"
 #include "impls/cuda/hc_residual.cuh"  // hc_sigmoid
@@ -100,24 +102,17 @@ __global__ void attn_res_rows(const S* __restrict__ v, const S* __restrict__ w, 
     }
 }
 
-inline AttnResArgs attn_res_args(const KernelCall& c, const char* kernel) {
-    const std::string who = kernel;
-    if ((c.in.size() != 2 && c.in.size() != 3) || c.out.size() != 1)
-        throw std::invalid_argument(who + ": expects v, w (, norm_weight) -> h");
-    const TensorView& v = c.in[0];
-    if (v.rank != 3 || v.shape[0] < 1) throw std::invalid_argument(who + ": v must be [N >= 1, T, d]");
+inline AttnResArgs attn_res_args(const KernelCall& c) {
+    const cpu::AttnResGeometry g = cpu::attn_res_geometry(c);  // the CPU kernels' validation
     AttnResArgs a;
-    a.n = static_cast<int>(v.shape[0]), a.tokens = v.shape[1], a.d = static_cast<int>(v.shape[2]);
-    a.has_g = c.in.size() == 3 && c.in[2].numel() > 0;
-    if (c.in[1].numel() != a.d || (a.has_g && c.in[2].numel() != a.d) || c.out[0].numel() != a.tokens * a.d)
-        throw std::invalid_argument(who + ": w, norm_weight and h must match v's width");
+    a.n = static_cast<int>(g.n), a.tokens = g.tokens, a.d = static_cast<int>(g.d), a.has_g = g.has_g;
     a.eps = c.params.get("eps", 1e-6);
     return a;
 }
 
 template <class S, class Bug = ResidualNoBug>
 void run_attn_res_as(const KernelCall& c, const char* kernel, const Launch& lc) {
-    const AttnResArgs a = attn_res_args(c, kernel);
+    const AttnResArgs a = attn_res_args(c);
     Stream s(kernel);
     DeviceBuffer v(static_cast<std::size_t>(c.in[0].numel()) * sizeof(S), kernel),
         w(static_cast<std::size_t>(a.d) * sizeof(S), kernel), g(a.has_g ? static_cast<std::size_t>(a.d) * sizeof(S) : 0, kernel),
@@ -201,26 +196,17 @@ __global__ void gated_res_rows(const S* __restrict__ x, const S* __restrict__ g,
     }
 }
 
-inline GatedResArgs gated_res_args(const KernelCall& c, const char* kernel) {
-    const std::string who = kernel;
-    if (c.in.size() != 4 || c.out.size() != 2) throw std::invalid_argument(who + ": expects streams, g, A, B -> h, gate");
-    const TensorView& x = c.in[0];
-    if (x.rank != 3 || x.shape[0] < 1 || c.in[2].rank != 2)
-        throw std::invalid_argument(who + ": streams must be [n >= 1, T, d], A [n d, r]");
+inline GatedResArgs gated_res_args(const KernelCall& c) {
+    const cpu::GatedGeometry g = cpu::gated_geometry(c);  // the CPU kernels' validation
     GatedResArgs a;
-    a.n = static_cast<int>(x.shape[0]), a.tokens = x.shape[1], a.d = static_cast<int>(x.shape[2]);
-    a.rank = static_cast<int>(c.in[2].shape[1]);
-    const long long nd = static_cast<long long>(a.n) * a.d;
-    if (c.in[1].numel() != nd || c.in[2].numel() != nd * a.rank || c.in[3].numel() != nd * a.rank ||
-        c.out[0].numel() != a.tokens * a.d || c.out[1].numel() != a.tokens * nd)
-        throw std::invalid_argument(who + ": g, A, B, h and gate must match the streams");
+    a.n = static_cast<int>(g.n), a.tokens = g.tokens, a.d = static_cast<int>(g.d), a.rank = static_cast<int>(g.rank);
     a.eps = c.params.get("eps", 1e-6);
     return a;
 }
 
 template <class S, class Bug = ResidualNoBug>
 void run_gated_res_as(const KernelCall& c, const char* kernel, const Launch& lc) {
-    const GatedResArgs a = gated_res_args(c, kernel);
+    const GatedResArgs a = gated_res_args(c);
     const auto nd = static_cast<std::size_t>(a.n) * static_cast<std::size_t>(a.d), tokens = static_cast<std::size_t>(a.tokens);
     const auto blocks = static_cast<unsigned>(std::min<long long>(std::max<long long>(a.tokens, 1), lc.max_blocks));
     Stream s(kernel);

@@ -87,6 +87,14 @@ inline IndexerArgs indexer_args(const KernelCall& c, const char* kernel) {
     return a;
 }
 
+// The scores [Lq, N] on device memory (run_indexer_as, dsa.cuh).
+template <class S, class Bug = SparseNoBug>
+void launch_indexer(const S* q, const S* k, const S* w, float* scores, const IndexerArgs& a, const Launch& lc, cudaStream_t s) {
+    auto* fn = indexer_scores<S, Bug>;
+    CONFORM_LAUNCH(fn, dim3(static_cast<unsigned>(std::min<long long>(a.lq, lc.max_blocks))), dim3(lc.threads),
+                   static_cast<std::size_t>(a.h) * static_cast<std::size_t>(a.c) * 4, s)(q, k, w, scores, a);
+}
+
 template <class S, class Bug = SparseNoBug>
 void run_indexer_as(const KernelCall& c, const char* kernel, const Launch& lc) {
     const IndexerArgs a = indexer_args(c, kernel);
@@ -100,10 +108,7 @@ void run_indexer_as(const KernelCall& c, const char* kernel, const Launch& lc) {
     upload(c.in[2], w, s.get(), kernel);
     poison(out, s.get(), kernel);
     if (a.lq > 0 && a.n > 0) {
-        auto* fn = indexer_scores<S, Bug>;
-        const auto shared = static_cast<std::size_t>(a.h) * static_cast<std::size_t>(a.c) * 4;
-        CONFORM_LAUNCH(fn, dim3(static_cast<unsigned>(std::min<long long>(a.lq, lc.max_blocks))), dim3(lc.threads), shared,
-                       s.get())(q.as<S>(), k.as<S>(), w.as<S>(), out.as<float>(), a);
+        launch_indexer<S, Bug>(q.as<S>(), k.as<S>(), w.as<S>(), out.as<float>(), a, lc, s.get());
         check_launch(s.get(), kernel);
     }
     download(out, c.out[0], s.get(), kernel);
@@ -123,11 +128,6 @@ __device__ __forceinline__ bool select_allowed(const SelectArgs& a, long long po
     if (a.causal == 1) return n * a.r + a.r - 1 <= pos;
     if (a.causal == 2) return n * a.r <= pos;
     return true;
-}
-
-// (v, n) comes before (bv, bn): a larger score, or an equal one at a lower index.
-__device__ __forceinline__ bool select_before(float v, long long n, float bv, long long bn) {
-    return v > bv || (v == bv && n < bn);
 }
 
 template <class S, class Bug>
@@ -167,13 +167,9 @@ __global__ void topk_select_rows(const S* __restrict__ scores, float* __restrict
             for (long long n = lane; n < a.n; n += 32) {
                 if (!eligible(n)) continue;
                 const float x = static_cast<float>(load(v[n]));
-                if (select_before(pv, pn, x, n) && select_before(x, n, bv, bn)) bv = x, bn = n;
+                if (comes_before(pv, pn, x, n) && comes_before(x, n, bv, bn)) bv = x, bn = n;
             }
-            for (int m = Bug::kArgmaxHalfWarp ? 8 : 16; m > 0; m /= 2) {
-                const float ov = __shfl_xor_sync(kFullMask, bv, m);
-                const long long on = __shfl_xor_sync(kFullMask, bn, m);
-                if (select_before(ov, on, bv, bn)) bv = ov, bn = on;
-            }
+            warp_argmax<Bug::kArgmaxHalfWarp>(bv, bn);
             if (lane == 0) row[at + j] = static_cast<float>(bn);
             pv = bv, pn = bn;
         }
@@ -198,6 +194,15 @@ inline SelectArgs select_args(const KernelCall& c, const char* kernel) {
     return a;
 }
 
+// The selection [Lq, slots] of scores on device memory (run_topk_select_as, dsa.cuh).
+template <class S, class Bug = SparseNoBug>
+void launch_topk_select(const S* scores, float* out, const SelectArgs& a, const Launch& lc, cudaStream_t s) {
+    auto* fn = topk_select_rows<S, Bug>;
+    const long long per_block = lc.threads / 32;
+    const unsigned blocks = static_cast<unsigned>(std::clamp<long long>((a.lq + per_block - 1) / per_block, 1, lc.max_blocks));
+    CONFORM_LAUNCH(fn, dim3(blocks), dim3(lc.threads), 0, s)(scores, out, a);
+}
+
 template <class S, class Bug = SparseNoBug>
 void run_topk_select_as(const KernelCall& c, const char* kernel, const Launch& lc) {
     const SelectArgs a = select_args(c, kernel);
@@ -207,10 +212,7 @@ void run_topk_select_as(const KernelCall& c, const char* kernel, const Launch& l
     upload(c.in[0], in, s.get(), kernel);
     poison(out, s.get(), kernel);
     if (a.lq > 0) {
-        auto* fn = topk_select_rows<S, Bug>;
-        const long long per_block = lc.threads / 32;
-        const unsigned blocks = static_cast<unsigned>(std::clamp<long long>((a.lq + per_block - 1) / per_block, 1, lc.max_blocks));
-        CONFORM_LAUNCH(fn, dim3(blocks), dim3(lc.threads), 0, s.get())(in.as<S>(), out.as<float>(), a);
+        launch_topk_select<S, Bug>(in.as<S>(), out.as<float>(), a, lc, s.get());
         check_launch(s.get(), kernel);
     }
     download(out, c.out[0], s.get(), kernel);
