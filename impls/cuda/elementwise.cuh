@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -336,17 +337,16 @@ inline void float_path(KernelInfo& k) {
         k.description.replace(at, 10, " in float (in double for special inputs and results near overflow)");
 }
 
-// cuda.<op>.<fmt> for each storage format in `formats`: outputs `out`
-// (kUnchanged: the storage format), arithmetic `acc`, the description
-// `what` (with ", one rounding into <fmt>" appended when `rounding`), and
-// k.fn and the determinism property's launches from run(c, f, kernel, launch).
-constexpr Format kUnchanged = Format::fp64;
+// cuda.<op>.<fmt> for each storage format in `formats`: outputs in `out`
+// (none: the storage format), arithmetic `acc`, the description `what`
+// (with "; one rounding into <fmt>" appended when `rounding`), and k.fn and
+// the determinism property's launches from run(c, f, kernel, launch).
 template <class Run>
-void add_per_format(Registry& r, const char* op, std::initializer_list<Format> formats, Format out, Format acc,
-                    const std::string& what, bool rounding, Run run) {
+void add_per_format(Registry& r, const char* op, std::initializer_list<Format> formats, std::optional<Format> out,
+                    Format acc, const std::string& what, bool rounding, Run run) {
     for (Format f : formats) {
         KernelInfo k = kernel_info(op, f, "");
-        if (out != kUnchanged) k.out = out;
+        if (out) k.out = *out;
         k.acc = acc;
         k.description = rounding ? what + "; one rounding into " + name(f) : what;
         with_launches(k, [f, run, kernel = k.name](Launch l) -> KernelFn {

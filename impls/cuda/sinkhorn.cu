@@ -9,7 +9,7 @@
 namespace conform::CONFORM_CUDA_NS {
 
 void register_sinkhorn(Registry& r) {
-    add_per_format(r, "sinkhorn", {Format::fp32, Format::fp16, Format::bf16}, kUnchanged, Format::fp32,
+    add_per_format(r, "sinkhorn", {Format::fp32, Format::fp16, Format::bf16}, std::nullopt, Format::fp32,
                    "one warp per matrix (n <= 32), a lane per column: expf of the row-shifted logits, row sums by warp "
                    "butterflies, column sums per lane, IEEE division, FP32; the log domain for unguarded wide matrices",
                    true, [](const KernelCall& c, Format f, const char* kernel, Launch l) { run_sinkhorn(c, f, kernel, l); });
