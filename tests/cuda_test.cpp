@@ -638,6 +638,41 @@ TEST(CudaDsa, SelectionEqualsTheScalarCpuKernelBitForBit) {
     }
 }
 
+// cuda.block_sparse_attention scores blocks with the CPU kernels'
+// arithmetic in their order (MSA's product-then-add dots and max pooling;
+// QSA's in-order mean, sum of squares, RMSNorm and RoPE of double angles,
+// the ReLU head sum): its indices equal cpu.scalar.block_sparse_attention's
+// bit for bit in both modes, every format and launch -- a partial last
+// block, k past the early rows' eligible blocks, two exactly tied blocks
+// and a NaN index key (its rows NaN).  o is judged by the suites.
+TEST(CudaBlockSparse, SelectionEqualsTheScalarCpuKernelBitForBit) {
+    std::mt19937_64 rng(29);
+    std::normal_distribution<double> normal;
+    const std::int64_t Hq = 4, G = 2, L = 22, D = 8, Dv = 6, Di = 8, r = 4, k = 3;
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16})
+        for (const int mode : {0, 1}) {
+            const KernelInfo& gpu = *cuda_emu_registry().kernels.find(std::string("cuda.block_sparse_attention.") + name(f));
+            const KernelInfo& cpu = *builtin_registry().find(std::string("cpu.scalar.block_sparse_attention.") + name(f));
+            const std::int64_t gi = mode == 0 ? G : 3, sel = mode == 0 ? G : 1, slots = mode == 0 ? k : k + 1;
+            Tensor q(f, {Hq, L, D}), kk(f, {G, L, D}), v(f, {G, L, Dv}), iq(f, {gi, L, Di}), ik(f, {L, Di}), nq(f, {Di}),
+                nk(f, {Di});
+            for (Tensor* t : {&q, &kk, &v, &iq, &ik, &nq, &nk})
+                for (std::int64_t i = 0; i < t->numel(); ++i) t->set_value(i, normal(rng));
+            for (std::int64_t j = 0; j < r * Di; ++j) ik.set_value(r * Di + j, ik.value(j));  // blocks 0 and 1 tie
+            ik.set_value(17 * Di + 2, NAN);  // block 4: the rows that score it are NaN
+            const Params p({{"mode", static_cast<double>(mode)}, {"block", static_cast<double>(r)}, {"k", static_cast<double>(k)}});
+            const std::vector<TensorView> in = {q.view(), kk.view(), v.view(), iq.view(), ik.view(), nq.view(), nk.view()};
+            const Tensor want = run_kernel(cpu, p, in)[1];
+            const std::vector<OutputSpec> out = {{f, {Hq, L, Dv}}, {Format::fp32, {sel, L, slots}}};
+            for (const std::vector<Tensor>& got : outputs_by_every_launch(gpu, p, in, out))
+                for (std::int64_t i = 0; i < want.numel(); ++i)
+                    ASSERT_EQ(got[1].bits(i), want.bits(i)) << gpu.name << ", mode " << mode << ": indices [" << i
+                                                            << "] = " << got[1].value(i) << ", cpu.scalar " << want.value(i);
+            // The case is what it claims: NaN rows (MSA: token 17 onwards; QSA: block 4 complete) beside ordinary ones.
+            EXPECT_TRUE(std::isnan(want.value(21 * slots)) && !std::isnan(want.value(9 * slots))) << mode;
+        }
+}
+
 // cuda.mla is the CPU absorbed kernel's arithmetic in its order (fmaf
 // chains, the same stored stages, RoPE's double angles rounded to FP32, the
 // weighted sum in key order): under the emulation (the host's expf, logf,

@@ -19,26 +19,7 @@
 namespace conform::cpu {
 namespace {
 
-struct BsaShape {
-    std::int64_t mode, hq, groups, len, d, dv, gi, di, r, k, rope_dim, n, sel_groups, slots;
-    double eps, base;
-};
-
-BsaShape bsa_shape(const KernelCall& c) {
-    BsaShape s{};
-    s.mode = static_cast<std::int64_t>(c.params.get("mode", 0));
-    s.hq = c.in[0].shape[0], s.len = c.in[0].shape[1], s.d = c.in[0].shape[2];
-    s.groups = c.in[1].shape[0], s.dv = c.in[2].shape[2], s.gi = c.in[3].shape[0], s.di = c.in[3].shape[2];
-    s.r = static_cast<std::int64_t>(c.params.get("block", 4));
-    s.k = static_cast<std::int64_t>(c.params.get("k", 2));
-    s.rope_dim = static_cast<std::int64_t>(c.params.get("rope_dim", 0));
-    if (s.rope_dim == 0) s.rope_dim = s.di / 2 - (s.di / 2) % 2;
-    s.n = (s.len + s.r - 1) / s.r;
-    s.sel_groups = s.mode == 0 ? s.groups : 1;
-    s.slots = s.mode == 0 ? s.k : s.k + 1;
-    s.eps = c.params.get("eps", 1e-6), s.base = c.params.get("rope_base", 10000);
-    return s;
-}
+using BsaShape = BlockSparseDims;
 
 std::vector<float> bsa_row(const TensorView& t, std::int64_t at, std::int64_t n) {
     std::vector<float> v(static_cast<std::size_t>(n));
@@ -122,6 +103,25 @@ void qsa_scores(const KernelCall& c, const BsaShape& s, const BlockSparseFlaws& 
     }
 }
 
+}  // namespace
+
+BlockSparseDims block_sparse_dims(const KernelCall& c) {
+    const oracle::BlockSparseSetup o = oracle::block_sparse_setup(c.params, c.in);
+    if (c.in.size() != 7 || c.out.size() != 2)
+        throw std::invalid_argument("block_sparse_attention kernel: expects 7 inputs and 2 outputs (o, indices)");
+    BlockSparseDims s{o.mode,      o.hq,           o.groups,         o.len, o.d,     o.dv,        o.gi,       o.di,
+                      o.block,     o.k,            o.rope_dim,       o.blocks, o.sel_groups, o.select.slots, o.eps, o.rope_base,
+                      o.scale};
+    const TensorView &out = c.out[0], &idx = c.out[1];
+    if (out.rank != 3 || out.shape[0] != s.hq || out.shape[1] != s.len || out.shape[2] != s.dv || idx.rank != 3 ||
+        idx.shape[0] != s.sel_groups || idx.shape[1] != s.len || idx.shape[2] != s.slots)
+        throw std::invalid_argument("block_sparse_attention kernel: outputs must be o [Hq, L, Dv] and indices [" +
+                                    std::to_string(s.sel_groups) + ", L, " + std::to_string(s.slots) + "]");
+    return s;
+}
+
+namespace {
+
 const KernelFn& bsa_attention_kernel(Format f, bool naive) {
     static const std::vector<KernelInfo> list = cpu_attention_kernels();
     const std::string want = std::string("cpu.") + (naive ? "naive" : "scalar") + ".attention." + name(f);
@@ -133,7 +133,7 @@ const KernelFn& bsa_attention_kernel(Format f, bool naive) {
 }  // namespace
 
 void block_sparse_call(const KernelCall& c, Format f, bool naive, const BlockSparseFlaws& flaws) {
-    const BsaShape s = bsa_shape(c);
+    const BsaShape s = block_sparse_dims(c);
     Params sel_params;
     sel_params.set("k", static_cast<double>(s.k));
     sel_params.set("block", static_cast<double>(s.r));

@@ -19,6 +19,16 @@ struct BlockSparseFlaws {
     SelectFlaws select;             // the selector's (local_missing, masked_topk, ...)
 };
 
+// A call's dimensions and parameters, validated as the oracle validates
+// them (oracle::block_sparse_setup: std::invalid_argument naming the input
+// or parameter) and the outputs' shapes checked; shared with the CUDA
+// kernels (impls/cuda/block_sparse.cuh).
+struct BlockSparseDims {
+    std::int64_t mode, hq, groups, len, d, dv, gi, di, r, k, rope_dim, n, sel_groups, slots;
+    double eps, base, scale;
+};
+BlockSparseDims block_sparse_dims(const KernelCall& c);
+
 // The op on one call: block scores in FP32, the selection by topk_select's
 // kernel, the attention of each selection group by the attention kernel
 // (`naive`: cpu.naive.attention, else cpu.scalar.attention) over the

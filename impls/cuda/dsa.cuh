@@ -13,8 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "impls/cuda/attention.cuh"
-#include "impls/cuda/sparse.cuh"
+#include "impls/cuda/sparse_attention.cuh"
 
 namespace conform::CONFORM_CUDA_NS {
 
@@ -31,21 +30,6 @@ __global__ void dsa_bf16_scores(T* __restrict__ s, long long n) {
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<long long>(gridDim.x) * blockDim.x)
         s[i] = __bfloat162float(__float2bfloat16(s[i]));
-}
-
-// mask [Lq, Lk]: 0 on row i's selected tokens, -inf elsewhere; NaN on a NaN row.
-template <class S>
-__global__ void dsa_selection_mask(const float* __restrict__ ids, S* __restrict__ mask, long long lq, long long lk, int k) {
-    for (long long r = blockIdx.x; r < lq; r += gridDim.x) {
-        const bool nan_row = isnan(ids[r * k]);
-        for (long long n = threadIdx.x; n < lk; n += blockDim.x) mask[r * lk + n] = store<S>(nan_row ? NAN : -INFINITY);
-        __syncthreads();  // the zeros below land after every -inf of the row
-        if (!nan_row)
-            for (int j = threadIdx.x; j < k; j += blockDim.x) {
-                const float id = ids[r * k + j];
-                if (id >= 0 && id < static_cast<float>(lk)) mask[r * lk + static_cast<long long>(id)] = store<S>(0.0);
-            }
-    }
 }
 
 template <class S, class Bug = DsaNoBug>
@@ -94,9 +78,9 @@ void run_dsa_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
             }
         }
         launch_topk_select<float>(scores.as<float>(), ids.as<float>(), sa, lc, s.get());
-        auto* mask_fn = dsa_selection_mask<S>;
-        CONFORM_LAUNCH(mask_fn, dim3(static_cast<unsigned>(std::min<long long>(ia.lq, lc.max_blocks))), dim3(lc.threads), 0,
-                       s.get())(ids.as<float>(), mask.as<S>(), ia.lq, ia.n, static_cast<int>(sa.k));
+        SelectionMask m;
+        m.rows = ia.lq, m.cols = m.keys = ia.n, m.slots = static_cast<int>(sa.k);
+        launch_selection_mask<S>(ids.as<float>(), mask.as<S>(), m, lc, s.get());
         if (rows > 0) {
             const AttnBuffers<S> b{in[3].as<S>(), in[4].as<S>(), in[5].as<S>(), mask.as<S>(), o.as<S>(), lse.as<float>(),
                                    po.as<float>(), pl.as<float>(), nullptr, nullptr};
