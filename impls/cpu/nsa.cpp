@@ -12,31 +12,13 @@
 
 #include "impls/cpu/attention.hpp"
 #include "impls/cpu/sparse.hpp"
+#include "oracle/nsa.hpp"
 
 namespace conform::cpu {
 namespace {
 
 constexpr float kNsaInf = std::numeric_limits<float>::infinity();
 constexpr float kNsaNaN = std::numeric_limits<float>::quiet_NaN();
-
-struct NsaShape {
-    long hq, hkv, lq, lk, d, dv, group, l, n, w, force, offset, blocks, cand;
-    float scale;
-    long pos(long i) const { return offset + i; }
-};
-
-NsaShape nsa_shape_of(const KernelCall& c) {
-    NsaShape s{};
-    s.hq = c.in[0].shape[0], s.lq = c.in[0].shape[1], s.d = c.in[0].shape[2];
-    s.hkv = c.in[1].shape[0], s.lk = c.in[1].shape[1], s.dv = c.in[2].shape[2];
-    s.group = s.hq / s.hkv;
-    s.l = static_cast<long>(c.params.get("block", 4)), s.n = static_cast<long>(c.params.get("n", 4));
-    s.w = static_cast<long>(c.params.get("window", 4)), s.force = static_cast<long>(c.params.get("force_local", 1));
-    s.offset = s.lk - s.lq, s.blocks = s.lk / s.l, s.cand = (s.lk + s.l - 1) / s.l;
-    const double scale = c.params.get("scale", 0);
-    s.scale = static_cast<float>(scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(s.d)));
-    return s;
-}
 
 std::vector<float> nsa_widen(const TensorView& t) {
     std::vector<float> x(static_cast<std::size_t>(t.numel()));
@@ -125,8 +107,25 @@ std::vector<float> nsa_attention32(const NsaShape& s, const float* q, long heads
 
 }  // namespace
 
+NsaShape nsa_dims(const KernelCall& c) {
+    const oracle::NsaSetup o = oracle::nsa_setup(c.params, c.in);
+    if (c.in.size() != 4 || c.out.size() != 2)
+        throw std::invalid_argument("nsa_attention kernel: expects q, k, v, g -> o, indices");
+    NsaShape s{};
+    s.hq = o.hq, s.hkv = o.hkv, s.lq = o.lq, s.lk = o.lk, s.d = o.d, s.dv = o.dv, s.group = o.group;
+    s.l = o.block, s.n = o.n, s.w = o.window, s.force = o.force_local, s.offset = o.offset;
+    s.blocks = o.blocks, s.cand = o.candidates;
+    const double scale = c.params.get("scale", 0);
+    s.scale = static_cast<float>(scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(s.d)));
+    const TensorView &out = c.out[0], &idx = c.out[1];
+    if (out.rank != 3 || out.shape[0] != s.hq || out.shape[1] != s.lq || out.shape[2] != s.dv || idx.rank != 3 ||
+        idx.shape[0] != s.hkv || idx.shape[1] != s.lq || idx.shape[2] != s.n)
+        throw std::invalid_argument("nsa_attention kernel: outputs must be o [Hq, Lq, Dv] and indices [Hkv, Lq, n]");
+    return s;
+}
+
 void nsa_call(const KernelCall& c, bool naive, const NsaFlaws& flaws) {
-    const NsaShape s = nsa_shape_of(c);
+    const NsaShape s = nsa_dims(c);
     const Format f = c.in[0].format;
     const std::vector<float> q = nsa_widen(c.in[0]), k = nsa_widen(c.in[1]), v = nsa_widen(c.in[2]), g = nsa_widen(c.in[3]);
     const std::vector<float> kc = nsa_pool32(s, k, s.d, f);

@@ -21,6 +21,19 @@ struct NsaFlaws {
     bool ties_to_higher = false;       // equal importance: the higher block first (a legitimate rule: must pass)
 };
 
+// A call's dimensions and parameters, validated as the oracle validates
+// them (oracle::nsa_setup: std::invalid_argument naming the input or
+// parameter) and the outputs' shapes checked; shared with the CUDA kernels
+// (impls/cuda/nsa.cuh).  offset = Lk - Lq: query row i sits at position
+// offset + i; blocks = floor(Lk / l) compressed keys, cand = ceil(Lk / l)
+// selectable blocks.
+struct NsaShape {
+    long hq, hkv, lq, lk, d, dv, group, l, n, w, force, offset, blocks, cand;
+    float scale;
+    long pos(long i) const { return offset + i; }
+};
+NsaShape nsa_dims(const KernelCall& c);
+
 // The op on one call, FP32 arithmetic: K_cmp and V_cmp (FP32 block sums
 // divided by l) stored in the input format; the compressed branch and the
 // importance by one direct FP32 softmax per query row; the selection by

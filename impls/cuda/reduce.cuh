@@ -79,4 +79,9 @@ struct Add {
     __device__ T operator()(T a, T b) const { return a + b; }
 };
 
+// fmaxf: a NaN lane is dropped (callers vote on NaN separately).
+struct MaxOf {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
 }  // namespace conform::CONFORM_CUDA_NS
