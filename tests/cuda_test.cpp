@@ -673,6 +673,46 @@ TEST(CudaBlockSparse, SelectionEqualsTheScalarCpuKernelBitForBit) {
         }
 }
 
+// cuda.compressed_attention's compressor is the CPU kernels' FP32 pooling
+// in their row order, and CSA's selection the CUDA indexer and top-k over
+// the stored entries: under the emulation (the host's expf) comp and the
+// indices equal cpu.scalar.compressed_attention's bit for bit in both
+// modes, every format and launch -- an entry with a -inf logit row, one
+// with a NaN logit (NaN entry, then NaN index rows), k past the early
+// tokens' observed entries.  o is judged by the suites.
+TEST(CudaCompressedAttention, EntriesAndSelectionEqualTheScalarCpuKernelBitForBit) {
+    std::mt19937_64 rng(31);
+    std::normal_distribution<double> normal;
+    const std::int64_t H = 2, L = 19, c = 8, m = 3, Hi = 2, N = L / m, k = 3;
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16})
+        for (const int mode : {0, 1}) {
+            const KernelInfo& gpu = *cuda_emu_registry().kernels.find(std::string("cuda.compressed_attention.") + name(f));
+            const KernelInfo& cpu = *builtin_registry().find(std::string("cpu.scalar.compressed_attention.") + name(f));
+            Tensor q(f, {H, L, c}), raw(f, {L, c}), ca(f, {L, c}), za(f, {L, c}), ba(f, {m, c}), cb(f, {L, c}), zb(f, {L, c}),
+                bb(f, {m, c}), iq(f, {L, Hi, c}), iw(f, {L, Hi});
+            for (Tensor* t : {&q, &raw, &ca, &za, &ba, &cb, &zb, &bb, &iq, &iw})
+                for (std::int64_t i = 0; i < t->numel(); ++i) t->set_value(i, normal(rng));
+            za.set_value(4 * c + 1, -INFINITY);  // entry 1, channel 1: one row weighs nothing
+            za.set_value(13 * c + 5, NAN);       // entry 4 (and, CSA, entry 5's group b): NaN in channel 5
+            const std::int64_t slots = mode == 0 ? k : N;
+            const Params p({{"mode", static_cast<double>(mode)}, {"m", static_cast<double>(m)}, {"k", static_cast<double>(k)},
+                            {"window", 3}});
+            const std::vector<TensorView> in = {q.view(), raw.view(), ca.view(), za.view(), ba.view(),
+                                                cb.view(), zb.view(),  bb.view(), iq.view(), iw.view()};
+            const std::vector<Tensor> want = run_kernel(cpu, p, in);
+            const std::vector<OutputSpec> out = {{f, {H, L, c}}, {f, {N, c}}, {Format::fp32, {L, slots}}};
+            for (const std::vector<Tensor>& got : outputs_by_every_launch(gpu, p, in, out))
+                for (int o : {1, 2})
+                    for (std::int64_t i = 0; i < want[o].numel(); ++i)
+                        ASSERT_EQ(got[o].bits(i), want[o].bits(i)) << gpu.name << ", mode " << mode << ": output " << o << " ["
+                                                                   << i << "] = " << got[o].value(i) << ", cpu.scalar "
+                                                                   << want[o].value(i);
+            // The case is what it claims: a NaN entry beside finite ones; CSA rows that score it NaN.
+            EXPECT_TRUE(std::isnan(want[1].value(4 * c + 5)) && !std::isnan(want[1].value(1 * c + 1)));
+            if (mode == 0) EXPECT_TRUE(std::isnan(want[2].value(18 * slots)) && !std::isnan(want[2].value(5 * slots)));
+        }
+}
+
 // cuda.mla is the CPU absorbed kernel's arithmetic in its order (fmaf
 // chains, the same stored stages, RoPE's double angles rounded to FP32, the
 // weighted sum in key order): under the emulation (the host's expf, logf,

@@ -15,28 +15,12 @@
 
 #include "impls/cpu/attention.hpp"
 #include "impls/cpu/sparse.hpp"
+#include "oracle/compressed_attention.hpp"
 
 namespace conform::cpu {
 namespace {
 
 constexpr float kCsaInf = std::numeric_limits<float>::infinity();
-
-struct CsaKDims {
-    std::int64_t mode, m, k, window, h, l, c, hi, n, slots;
-    double scale;
-};
-
-CsaKDims csa_kernel_dims(const KernelCall& c) {
-    if (c.in.size() != 10 || c.out.size() != 3) throw std::invalid_argument("compressed_attention kernel: 10 inputs, 3 outputs");
-    const TensorView& q = c.in[0];
-    CsaKDims d{static_cast<std::int64_t>(c.params.get("mode", 0)), static_cast<std::int64_t>(c.params.get("m", 4)),
-               static_cast<std::int64_t>(c.params.get("k", 4)), static_cast<std::int64_t>(c.params.get("window", 4)),
-               q.shape[0], q.shape[1], q.shape[2], c.in[8].shape[1], 0, 0, c.params.get("scale", 0)};
-    d.n = d.l / d.m;
-    d.slots = c.out[2].shape[1];
-    if (d.scale == 0) d.scale = 1 / std::sqrt(static_cast<double>(d.c));
-    return d;
-}
 
 // One pooled channel: rows (logit, value); sum_r softmax(x)_r v_r, max-shifted
 // expf in FP32.  A -inf logit carries no weight and its value is not read;
@@ -223,13 +207,25 @@ void csa_attend_naive(const KernelCall& c, const CsaKDims& d, const std::vector<
 
 }  // namespace
 
+CsaKDims csa_dims(const KernelCall& c) {
+    const oracle::CsaSetup o = oracle::csa_setup(c.params, c.in);
+    if (c.in.size() != 10 || c.out.size() != 3) throw std::invalid_argument("compressed_attention kernel: 10 inputs, 3 outputs");
+    const CsaKDims d{o.mode, o.m, o.k, o.window, o.heads, o.tokens, o.dim, o.index_heads, o.entries, o.slots, o.scale};
+    const TensorView &out = c.out[0], &comp = c.out[1], &idx = c.out[2];
+    if (out.rank != 3 || out.shape[0] != d.h || out.shape[1] != d.l || out.shape[2] != d.c || comp.rank != 2 ||
+        comp.shape[0] != d.n || comp.shape[1] != d.c || idx.rank != 2 || idx.shape[0] != d.l || idx.shape[1] != d.slots)
+        throw std::invalid_argument("compressed_attention kernel: outputs must be o [H, L, c], comp [N, c] and indices [L, " +
+                                    std::to_string(d.slots) + "]");
+    return d;
+}
+
 void declare_csa_tiles(KernelInfo& k) {
     k.declared["compressor_block"] = kAttnKeyTile;
     k.declared["key_block"] = kAttnKeyTile;
 }
 
 void compressed_attention_call(const KernelCall& c, bool naive, const CsaFlaws& f) {
-    const CsaKDims d = csa_kernel_dims(c);
+    const CsaKDims d = csa_dims(c);
     csa_compress(c, d, f);
     if (d.mode == 1) csa_hca_indices(c, d, f);
     else if (naive) csa_naive_select(c, d, f);

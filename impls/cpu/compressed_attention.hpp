@@ -22,6 +22,17 @@ struct CsaFlaws {
     bool ties_to_higher = false;    // equal scores: the higher index first (a legitimate rule: must pass)
 };
 
+// A call's dimensions and parameters, validated as the oracle validates
+// them (oracle::csa_setup: std::invalid_argument naming the input or
+// parameter) and the outputs' shapes checked; shared with the CUDA kernels
+// (impls/cuda/compressed_attention.cuh).  n = floor(L / m) entries; slots
+// k (CSA) or n (HCA); scale resolved (0: 1/sqrt(c)).
+struct CsaKDims {
+    std::int64_t mode, m, k, window, h, l, c, hi, n, slots;
+    double scale;
+};
+CsaKDims csa_dims(const KernelCall& c);
+
 // The op on one call.  The compressor in FP32 (z + b, max-shifted expf, the
 // weighted sum divided by the sum), each entry stored in the inputs' format
 // (the KV cache); then either the suite's own kernels (`naive` false:
