@@ -792,6 +792,47 @@ TEST(CudaMoeRouter, SigmoidScoresEqualTheScalarCpuKernelBitForBit) {
     }
 }
 
+// cuda.moe and cuda.latent_moe are the CPU scalar kernels' arithmetic: the
+// router's (sigmoid scores: its bits), every GEMM the CPU's fmaf chain in
+// its order, the activations and the sums in the CPU's order.  Under the
+// emulation (the host's expf) they equal cpu.scalar.<op> bit for bit in
+// FP32 and BF16 and every launch -- shared experts or none, a capacity
+// that drops slots, a NaN token (its row NaN), with and without the
+// latent RMSNorm's weight.
+TEST(CudaMoeLayer, SigmoidRoutingEqualsTheScalarCpuKernelsBitForBit) {
+    std::mt19937_64 rng(37);
+    std::normal_distribution<double> normal;
+    const std::int64_t T = 9, C = 12, E = 6, F = 5, S = 2, G = 3, L = 7;
+    auto random = [&](Format f, std::vector<std::int64_t> shape, double scale) {
+        Tensor t(f, std::move(shape));
+        for (std::int64_t i = 0; i < t.numel(); ++i) t.set_value(i, normal(rng) * scale);
+        return t;
+    };
+    for (Format f : {Format::fp32, Format::bf16})
+        for (const bool latent : {false, true}) {
+            const std::string op = latent ? "latent_moe" : "moe";
+            const KernelInfo& gpu = *cuda_emu_registry().kernels.find("cuda." + op + "." + name(f));
+            const KernelInfo& cpu = *builtin_registry().find("cpu.scalar." + op + "." + name(f));
+            const std::int64_t W = latent ? L : C;
+            Tensor x = random(f, {T, C}, 1), router = random(f, {C, E}, 0.5), gu = random(f, {E, W, 2 * F}, 0.4),
+                   dn = random(f, {E, F, W}, 0.4), sgu = random(f, {S, C, 2 * G}, 0.4), sdn = random(f, {S, G, C}, 0.4),
+                   ld = random(f, {C, L}, 0.4), lu = random(f, {L, C}, 0.4), nw = random(f, {L}, 0.3), none(f, {0});
+            x.set_value(4 * C + 3, NAN);
+            for (const bool shared : {false, true})
+                for (const double capacity : {0.0, 0.8}) {
+                    const Params p({{"k", 2}, {"score", 1}, {"capacity", capacity}});
+                    std::vector<TensorView> in = {x.view(), router.view()};
+                    if (latent) in.insert(in.end(), {ld.view(), lu.view()});
+                    in.insert(in.end(), {gu.view(), dn.view()});
+                    if (shared) in.insert(in.end(), {sgu.view(), sdn.view()});
+                    else in.insert(in.end(), {none.view(), none.view()});  // absent in place
+                    if (latent) in.push_back(nw.view());
+                    expect_bits_of(gpu, cpu, p, in,
+                                   op + (shared ? ", shared experts" : "") + ", capacity " + std::to_string(capacity));
+                }
+        }
+}
+
 TEST(CudaBackend, WithoutAGpuEveryKernelIsNotProvidedWithTheReason) {
     const BackendRegistry& b = cuda_registry();
     if (!b.kernels.all().empty()) GTEST_SKIP() << "a GPU is usable here: " << b.library;

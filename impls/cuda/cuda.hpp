@@ -24,8 +24,8 @@ std::string cuda_benchmarks(std::string* why);
 // Registration hooks, one per family file (register_<family>), in each
 // build's namespace.
 #define CONFORM_CUDA_FAMILIES(X) X(activation) X(gated) X(norm) X(softmax) X(rope) X(attention) X(sinkhorn) \
-    X(hc_residual) X(int8) X(int8_quant) X(int8_block) X(gdn) X(matmul) X(fp8_gemm) X(fp8_quantize) X(moe) X(sparse) X(residual) X(dsa) X(mla) X(block_sparse) X(nsa) X(compressed_attention) X(mutants_activation) X(mutants_norm) X(mutants_softmax) X(mutants_rope)                  \
-    X(mutants_attention) X(mutants_sinkhorn) X(mutants_hc_residual) X(mutants_int8) X(mutants_gdn) X(mutants_matmul) X(mutants_fp8) X(mutants_moe) X(mutants_sparse) X(mutants_residual) X(mutants_dsa) X(mutants_mla) X(mutants_block_sparse) X(mutants_nsa) X(mutants_compressed_attention)
+    X(hc_residual) X(int8) X(int8_quant) X(int8_block) X(gdn) X(matmul) X(fp8_gemm) X(fp8_quantize) X(moe) X(sparse) X(residual) X(dsa) X(mla) X(block_sparse) X(nsa) X(compressed_attention) X(moe_layer) X(mutants_activation) X(mutants_norm) X(mutants_softmax) X(mutants_rope)                  \
+    X(mutants_attention) X(mutants_sinkhorn) X(mutants_hc_residual) X(mutants_int8) X(mutants_gdn) X(mutants_matmul) X(mutants_fp8) X(mutants_moe) X(mutants_sparse) X(mutants_residual) X(mutants_dsa) X(mutants_mla) X(mutants_block_sparse) X(mutants_nsa) X(mutants_compressed_attention) X(mutants_moe_layer)
 #define CONFORM_CUDA_DECLARE_HOOK(family) void register_##family(Registry& r);
 namespace cuda_kernels {
 CONFORM_CUDA_FAMILIES(CONFORM_CUDA_DECLARE_HOOK)

@@ -234,46 +234,69 @@ inline RouterArgs router_args(const KernelCall& c, const char* kernel) {
     return a;
 }
 
-template <class S, class Bug = RouterNoBug>
-void run_router_as(const KernelCall& c, const char* kernel, const Launch& lc) {
-    const RouterArgs a = router_args(c, kernel);
-    const auto te = static_cast<std::size_t>(a.t) * static_cast<std::size_t>(a.e);
-    const auto tk = static_cast<std::size_t>(a.t) * static_cast<std::size_t>(a.k);
-    Stream s(kernel);
-    DeviceBuffer x(static_cast<std::size_t>(c.in[0].numel()) * sizeof(S), kernel),
-        w(static_cast<std::size_t>(c.in[1].numel()) * sizeof(S), kernel),
-        b(a.has_bias ? static_cast<std::size_t>(a.e) * 4 : 0, kernel);
-    upload(c.in[0], x, s.get(), kernel);
-    upload(c.in[1], w, s.get(), kernel);
-    if (a.has_bias) {  // in whatever format it comes (the suite's is FP32), as the FP32 values the CPU kernels add
+// The router's device buffers: the outputs and the scratch of its launches.
+struct RouterDevice {
+    DeviceBuffer logits, p, all, bad, idx, wt, kept, loss;
+    RouterDevice(const RouterArgs& a, const char* kernel)
+        : logits(te(a) * 4, kernel), p(te(a) * 4, kernel), all(static_cast<std::size_t>(a.t) * 8, kernel),
+          bad(static_cast<std::size_t>(a.t), kernel), idx(tk(a) * 4, kernel), wt(tk(a) * 4, kernel), kept(tk(a) * 4, kernel),
+          loss(4, kernel) {}
+    RouterWork work() const {
+        return {idx.as<float>(), wt.as<float>(), kept.as<float>(), p.as<float>(), all.as<double>(), bad.as<unsigned char>()};
+    }
+    static std::size_t te(const RouterArgs& a) { return static_cast<std::size_t>(a.t) * static_cast<std::size_t>(a.e); }
+    static std::size_t tk(const RouterArgs& a) { return static_cast<std::size_t>(a.t) * static_cast<std::size_t>(a.k); }
+};
+
+// The selection bias (if the call has one) on the device as the FP32 values
+// the CPU kernels add, whatever its format (the suite's is FP32).
+inline DeviceBuffer router_bias(const KernelCall& c, const RouterArgs& a, cudaStream_t s, const char* kernel) {
+    DeviceBuffer b(a.has_bias ? static_cast<std::size_t>(a.e) * 4 : 0, kernel);
+    if (a.has_bias) {
         Tensor bias(Format::fp32, {a.e});
         for (int i = 0; i < a.e; ++i) bias.set_value(i, static_cast<float>(c.in[2].value(i)));
-        upload(bias.view(), b, s.get(), kernel);
+        upload(bias.view(), b, s, kernel);
     }
-    DeviceBuffer logits(te * 4, kernel), p(te * 4, kernel), all(static_cast<std::size_t>(a.t) * 8, kernel),
-        bad(static_cast<std::size_t>(a.t), kernel), idx(tk * 4, kernel), wt(tk * 4, kernel), kept(tk * 4, kernel),
-        loss(4, kernel);
-    for (const DeviceBuffer* d : {&idx, &wt, &kept, &loss}) poison(*d, s.get(), kernel);
-    const RouterWork o{idx.as<float>(), wt.as<float>(), kept.as<float>(), p.as<float>(), all.as<double>(),
-                       bad.as<unsigned char>()};
+    return b;
+}
+
+// The three launches on device memory (run_router_as; the MoE layers, moe_layer.cuh).
+template <class S, class Bug = RouterNoBug>
+void launch_router(const S* x, const S* w, const float* bias, const RouterArgs& a, const RouterDevice& d, const Launch& lc,
+                   cudaStream_t s) {
+    const RouterWork o = d.work();
     const long long per_warp = static_cast<long long>(kRouterWordsPerExpert) * 4 * a.e;
     const long long warps = std::clamp<long long>(48 * 1024 / std::max<long long>(per_warp, 1), 1, lc.threads / 32);
     if (a.t > 0) {
         auto* logits_fn = router_logits<S, Bug>;
         CONFORM_LAUNCH(logits_fn, dim3(static_cast<unsigned>(std::min<long long>(a.t, lc.max_blocks))), dim3(lc.threads), 0,
-                       s.get())(x.as<S>(), w.as<S>(), logits.as<float>(), a);
+                       s)(x, w, d.logits.as<float>(), a);
         auto* route_fn = router_route<S, Bug>;
         const unsigned blocks = static_cast<unsigned>(std::clamp<long long>((a.t + warps - 1) / warps, 1, lc.max_blocks));
         CONFORM_LAUNCH(route_fn, dim3(blocks), dim3(static_cast<unsigned>(warps * 32)), static_cast<std::size_t>(warps * per_warp),
-                       s.get())(logits.as<float>(), b.as<float>(), a, o);
+                       s)(d.logits.as<float>(), bias, a, o);
     }
     auto* finish_fn = router_finish<Bug>;
-    CONFORM_LAUNCH(finish_fn, dim3(1), dim3(lc.threads), static_cast<std::size_t>(a.e) * 8, s.get())(a, o, loss.as<float>());
+    CONFORM_LAUNCH(finish_fn, dim3(1), dim3(lc.threads), static_cast<std::size_t>(a.e) * 8, s)(a, o, d.loss.as<float>());
+}
+
+template <class S, class Bug = RouterNoBug>
+void run_router_as(const KernelCall& c, const char* kernel, const Launch& lc) {
+    const RouterArgs a = router_args(c, kernel);
+    Stream s(kernel);
+    DeviceBuffer x(static_cast<std::size_t>(c.in[0].numel()) * sizeof(S), kernel),
+        w(static_cast<std::size_t>(c.in[1].numel()) * sizeof(S), kernel);
+    upload(c.in[0], x, s.get(), kernel);
+    upload(c.in[1], w, s.get(), kernel);
+    const DeviceBuffer b = router_bias(c, a, s.get(), kernel);
+    const RouterDevice d(a, kernel);
+    for (const DeviceBuffer* o : {&d.idx, &d.wt, &d.kept, &d.loss}) poison(*o, s.get(), kernel);
+    launch_router<S, Bug>(x.as<S>(), w.as<S>(), b.as<float>(), a, d, lc, s.get());
     check_launch(s.get(), kernel);
-    download(idx, c.out[0], s.get(), kernel);
-    download(wt, c.out[1], s.get(), kernel);
-    download(kept, c.out[2], s.get(), kernel);
-    download(loss, c.out[3], s.get(), kernel);
+    download(d.idx, c.out[0], s.get(), kernel);
+    download(d.wt, c.out[1], s.get(), kernel);
+    download(d.kept, c.out[2], s.get(), kernel);
+    download(d.loss, c.out[3], s.get(), kernel);
 }
 
 template <class Bug = RouterNoBug>
