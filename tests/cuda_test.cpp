@@ -214,6 +214,29 @@ TEST(CudaAttention, AnInfiniteValueCountsWhereItsWeightUnderflows) {
         }
 }
 
+// A key whose logit is exactly -inf (q . k = -inf: an infinite k) has the
+// exact weight 0: its infinite value must not reach o, although the key is
+// not masked.  The FP32 kernel once added such a value whole (the rule for
+// an underflowed weight, above), which made o infinite.
+TEST(CudaAttention, AMinusInfinityLogitHidesAnInfiniteValue) {
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16})
+        for (double splits : {1.0, 3.0}) {
+            const KernelInfo& k = *cuda_emu_registry().kernels.find(std::string("cuda.attention.") + name(f));
+            std::vector<Tensor> in = attention_inputs(f, 1, 1, 2, 40, 16, 5);
+            for (std::int64_t i = 0; i < 16; ++i) in[0].set_value(i, i == 0 ? -1.0 : 0.0);  // row 0: q = -e_0
+            in[1].set_value(7 * 16, INFINITY);  // key 7: (inf, 0, ...): row 0's logit -inf, row 1's NaN or not
+            for (std::int64_t i = 1; i < 16; ++i) in[1].set_value(7 * 16 + i, 0.0);
+            for (std::int64_t i = 0; i < 16; ++i) in[0].set_value(16 + i, i == 0 ? -0.5 : 0.25);  // row 1 too
+            in[2].set_value(7 * 16 + 3, INFINITY);
+            Params p = Params::defaults(*find_op("attention"));
+            p.set("splits", splits);
+            const props::CaseResult r = props::check_case(k, p, views(in));
+            EXPECT_TRUE(r.pass) << k.name << " splits " << splits << ": " << r.message;
+            const std::vector<Tensor> got = run_kernel(k, p, views(in));
+            EXPECT_TRUE(std::isfinite(got[0].value(3))) << k.name << ": o[0, 0, 3] = " << got[0].value(3);
+        }
+}
+
 // Sinkhorn, one warp per matrix: every row bucket (n = 4, 8, 16, 32) in a
 // batch larger than the grid's warps, and a wide matrix (a column 200 below
 // its row maxima: the log domain), within the bound; n = 33 refused by name.

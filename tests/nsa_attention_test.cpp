@@ -8,6 +8,7 @@
 #include <string>
 
 #include "impls/cpu/nsa.hpp"
+#include "impls/cuda/cuda.hpp"
 #include "kernel_suite.hpp"
 #include "oracle/attention.hpp"
 #include "oracle/nsa.hpp"
@@ -45,6 +46,31 @@ TEST(NsaKernel, WithinTheBoundEveryElementJudged) {
             EXPECT_EQ(r.not_judged, 0) << k->name;
             EXPECT_EQ(r.judged, 4 * 19 * 8 + 2 * 19 * 3) << k->name;
         }
+    }
+}
+
+// A key with an infinity whose logit is exactly -inf (q . k = -inf) weighs
+// exactly 0: its infinite value must not reach o, in the compressed branch
+// (block 0's pooled key and value are infinite) nor in the selected one
+// (token 0).  The direct softmax once added such a value whole (the rule for
+// an underflowed weight), which made o infinite.
+TEST(NsaKernel, AMinusInfinityLogitHidesAnInfiniteValue) {
+    const Tensor q = nsa_t({1, 8, 2}, {0.1, 0.2, 0.3, 0.1, 0.2, 0.2, 0.1, 0.1, 0.3, 0.2, 0.1, 0.1, 0.2, 0.3, -1, 0.5});
+    const Tensor k = nsa_t({1, 8, 2}, {INFINITY, 0, 0.5, 0.5, 0.2, 0.1, 0.3, 0.4, 0.1, 0.2, 0.2, 0.3, 0.4, 0.1, 0.3, 0.3});
+    const Tensor v = nsa_t({1, 8, 2}, {INFINITY, 1, 0.5, 0.5, 0.2, 0.1, 0.3, 0.4, 0.1, 0.2, 0.2, 0.3, 0.4, 0.1, 0.3, 0.3});
+    std::vector<double> gates(8 * 3, 0.5);
+    const Tensor g = nsa_t({1, 8, 3}, gates);
+    const Params p({{"block", 4}, {"n", 4}, {"window", 4}});
+    std::vector<const KernelInfo*> kernels = {builtin_registry().find("cpu.scalar.nsa_attention.fp32"),
+                                              builtin_registry().find("cpu.naive.nsa_attention.fp32"),
+                                              cuda_emu_registry().kernels.find("cuda.nsa_attention.fp32")};
+    for (const KernelInfo* kn : kernels) {
+        ASSERT_NE(kn, nullptr);
+        const std::vector<TensorView> in = {q.view(), k.view(), v.view(), g.view()};
+        const props::CaseResult r = props::check_case(*kn, p, in);
+        EXPECT_TRUE(r.pass) << kn->name << ": " << r.message;
+        const std::vector<Tensor> got = run_kernel(*kn, p, in);
+        EXPECT_TRUE(std::isfinite(got[0].value(7 * 2))) << kn->name << ": o[0, 7, 0] = " << got[0].value(7 * 2);
     }
 }
 

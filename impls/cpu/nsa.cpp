@@ -68,9 +68,10 @@ void nsa_direct(const float* q, const float* k, const float* v, long d, long dv,
     float sum = 0;
     std::vector<float> acc(static_cast<std::size_t>(dv), 0.0f);
     for (std::size_t j = 0; j < keys.size(); ++j) {
+        const bool zero = z[j] == -kNsaInf;  // a -inf logit: weight exactly 0, the value not read
         z[j] = std::exp(z[j] - m);
         sum += z[j];
-        for (long c = 0; c < dv; ++c) {  // an infinite v counts whole even where its weight underflows
+        for (long c = 0; c < dv && !zero; ++c) {  // an infinite v counts whole even where its weight underflows
             const float x = v[keys[j] * dv + c];
             acc[static_cast<std::size_t>(c)] += std::isinf(x) ? x : z[j] * x;
         }

@@ -404,8 +404,10 @@ __global__ void attention_simt(const float* __restrict__ q, const float* __restr
         for (int c = 0; c < kSimtCols; ++c) acc[c] = rescaled(acc[c], scale_by);
         for (int key = 0; key < 32; ++key) {
             const float pk = __shfl_sync(kFullMask, p, key);
-            const int seen = __shfl_sync(kFullMask, static_cast<int>(visible), key);
-            if (!seen) continue;  // a hidden key's value is never read
+            // A hidden key, or one whose logit is exactly -inf (a dot product of -inf): weight exactly 0,
+            // its value never read (an infinite v there must not reach o).
+            const int seen = __shfl_sync(kFullMask, static_cast<int>(visible && s != -INFINITY), key);
+            if (!seen) continue;
             const float* vr = vh + static_cast<long long>(k0 + key) * a.dv;
             for (int c = 0; c < kSimtCols; ++c) {
                 if (lane + 32 * c >= a.dv) continue;

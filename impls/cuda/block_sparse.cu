@@ -16,18 +16,16 @@ KernelInfo block_sparse_info(KernelInfo k, Format f) {
 }
 
 void register_block_sparse(Registry& r) {
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = block_sparse_info(kernel_info("block_sparse_attention", f, ""), f);
-        k.description = "MSA: a block per (group, query), a thread per key block (max of fl(dot) fl(1/sqrt(Di)) over its "
-                        "tokens j <= t); QSA: a warp per pooled key and index query (ZC-RMSNorm, RoPE with double "
-                        "angles), a thread per block for sum_h ReLU(q.K); the CPU kernels' score bits; "
-                        "cuda.topk_select's warp selection per group; FP32 attention (a warp per row, 32 keys a "
-                        "step) under the selection's 0/-inf mask over the tokens j <= t, o rounded once; ids in FP32";
-        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-            return [f, kernel, l](const KernelCall& c) { run_block_sparse(c, f, kernel.c_str(), l); };
-        });
-        r.add(std::move(k));
-    }
+    add_composed(
+        r, "block_sparse_attention", {Format::fp32, Format::fp16, Format::bf16}, block_sparse_info,
+        [](Format) -> std::string {
+            return "MSA: a block per (group, query), a thread per key block (max of fl(dot) fl(1/sqrt(Di)) over its "
+                   "tokens j <= t); QSA: a warp per pooled key and index query (ZC-RMSNorm, RoPE with double angles), a "
+                   "thread per block for sum_h ReLU(q.K); the CPU kernels' score bits; cuda.topk_select's warp "
+                   "selection per group; FP32 attention (a warp per row, 32 keys a step) under the selection's 0/-inf "
+                   "mask over the tokens j <= t, o rounded once; ids in FP32";
+        },
+        [](const KernelCall& c, Format f, const char* kernel, Launch l) { run_block_sparse(c, f, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -20,19 +20,17 @@ KernelInfo compressed_attention_info(KernelInfo k, Format f) {
 }
 
 void register_compressed_attention(Registry& r) {
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = compressed_attention_info(kernel_info("compressed_attention", f, ""), f);
-        k.description = std::string("compressor a thread per (entry, channel): FP32 softmax pooling over the 2m or m rows "
-                                    "in order (z + b, max, expf, sums, one division), entries stored in ") +
-                        name(f) + "; CSA: cuda.lightning_indexer's scores over the stored entries and "
-                                  "cuda.topk_select's selection (fully observed entries), HCA: the observed entries in "
-                                  "order; FP32 attention (a warp per row, 32 keys a step) over [entries; raw rows] under "
-                                  "the selection's and the window's mask, o rounded once; ids in FP32";
-        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-            return [f, kernel, l](const KernelCall& c) { run_compressed_attention(c, f, kernel.c_str(), l); };
-        });
-        r.add(std::move(k));
-    }
+    add_composed(
+        r, "compressed_attention", {Format::fp32, Format::fp16, Format::bf16}, compressed_attention_info,
+        [](Format f) {
+            return std::string("compressor a thread per (entry, channel): FP32 softmax pooling over the 2m or m rows "
+                               "in order (z + b, max, expf, sums, one division), entries stored in ") +
+                   name(f) + "; CSA: cuda.lightning_indexer's scores over the stored entries and cuda.topk_select's "
+                             "selection (fully observed entries), HCA: the observed entries in order; FP32 attention "
+                             "(a warp per row, 32 keys a step) over [entries; raw rows] under the selection's and the "
+                             "window's mask, o rounded once; ids in FP32";
+        },
+        [](const KernelCall& c, Format f, const char* kernel, Launch l) { run_compressed_attention(c, f, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -275,6 +275,21 @@ void with_launches(KernelInfo& k, Make make) {
     k.launches = {{"one block of 256 threads", make(Launch{1, 256})}, {"one block of one warp", make(Launch{1, 32})}};
 }
 
+// cuda.<op>.<fmt> for each format of a composed op: info(k, f) sets its
+// formats and declarations, what(f) its description, and run(c, f,
+// kernel, launch) is its call under each launch.
+template <class Info, class What, class Run>
+void add_composed(Registry& r, const char* op, std::initializer_list<Format> formats, Info info, What what, Run run) {
+    for (Format f : formats) {
+        KernelInfo k = info(kernel_info(op, f, ""), f);
+        k.description = what(f);
+        with_launches(k, [f, run, kernel = k.name](Launch l) -> KernelFn {
+            return [f, run, kernel, l](const KernelCall& c) { run(c, f, kernel.c_str(), l); };
+        });
+        r.add(std::move(k));
+    }
+}
+
 // The launches on device memory (the host calls below, and the benchmarks).
 template <class S, class Op, class Bug = NoBug>
 void launch_unary(const S* x, S* y, long long n, const Op& op, const Launch& l, cudaStream_t s) {

@@ -19,18 +19,16 @@ KernelInfo mla_info(KernelInfo k, Format f) {
 }
 
 void register_mla(Registry& r) {
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = mla_info(kernel_info("mla", f, ""), f);
-        k.description = std::string("absorbed form: a block per key row (latent c = W_dkv h and RoPE(W_kr h), fmaf "
-                                    "chains, stored in ") +
-                        name(f) + "), a block per (head, token): q, a = W_uk^T q^C stored, a thread per key for the "
-                                  "logits, a thread per latent channel for the expf-weighted sum in key order, c-bar "
-                                  "stored, o = W_uv c-bar; the CPU absorbed kernel's arithmetic and order";
-        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-            return [f, kernel, l](const KernelCall& c) { run_mla(c, f, kernel.c_str(), l); };
-        });
-        r.add(std::move(k));
-    }
+    add_composed(
+        r, "mla", {Format::fp32, Format::fp16, Format::bf16}, mla_info,
+        [](Format f) {
+            return std::string("absorbed form: a block per key row (latent c = W_dkv h and RoPE(W_kr h), fmaf chains, "
+                               "stored in ") +
+                   name(f) + "), a block per (head, token): q, a = W_uk^T q^C stored, a thread per key for the logits, "
+                             "a thread per latent channel for the expf-weighted sum in key order, c-bar stored, o = "
+                             "W_uv c-bar; the CPU absorbed kernel's arithmetic and order";
+        },
+        [](const KernelCall& c, Format f, const char* kernel, Launch l) { run_mla(c, f, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -15,19 +15,17 @@ KernelInfo moe_layer_info(KernelInfo k, Format f) {
 
 void register_moe_layer(Registry& r) {
     for (const bool latent : {false, true})
-        for (Format f : {Format::fp32, Format::bf16}) {
-            KernelInfo k = moe_layer_info(kernel_info(latent ? "latent_moe" : "moe", f, ""), f);
-            k.description = std::string("cuda.moe_router's launches; every GEMM a thread per output of a (row, expert) "
-                                        "pair, the CPU's fmaf chain and order, stored in ") +
-                            name(f) + " (routed experts on each kept slot, shared experts on every token); silu(gate) up "
-                                      "in FP32, stored; the routed sum per token in ascending expert order" +
-                            (latent ? "; z, u, RMSNorm(u) (a warp per token) and its latent_up product stored" : "") +
-                            "; a block per token adds the shared experts and stores y once";
-            with_launches(k, [f, latent, kernel = k.name](Launch l) -> KernelFn {
-                return [f, latent, kernel, l](const KernelCall& c) { run_moe_layer(c, latent, f, kernel.c_str(), l); };
-            });
-            r.add(std::move(k));
-        }
+        add_composed(
+            r, latent ? "latent_moe" : "moe", {Format::fp32, Format::bf16}, moe_layer_info,
+            [latent](Format f) {
+                return std::string("cuda.moe_router's launches; every GEMM a thread per output of a (row, expert) "
+                                   "pair, the CPU's fmaf chain and order, stored in ") +
+                       name(f) + " (routed experts on each kept slot, shared experts on every token); silu(gate) up "
+                                 "in FP32, stored; the routed sum per token in ascending expert order" +
+                       (latent ? "; z, u, RMSNorm(u) (a warp per token) and its latent_up product stored" : "") +
+                       "; a block per token adds the shared experts and stores y once";
+            },
+            [latent](const KernelCall& c, Format f, const char* kernel, Launch l) { run_moe_layer(c, latent, f, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

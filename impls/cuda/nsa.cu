@@ -16,19 +16,16 @@ KernelInfo nsa_info(KernelInfo k, Format f) {
 }
 
 void register_nsa(Registry& r) {
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = nsa_info(kernel_info("nsa_attention", f, ""), f);
-        k.description = "FP32 throughout: K_cmp, V_cmp a thread per element (sums of x/l stored in the input format); "
-                        "the compressed branch a warp per (head, query) (warp max and sum, the weights written for "
-                        "the importance, summed over the group's heads in order); cuda.topk_select's selection per "
-                        "KV head; the selected branch by FP32 attention (a warp per row, 32 keys a step) under the "
-                        "selection's mask, the window branch by it with window w; o = the sigmoid-gated sum, rounded "
-                        "once; ids in FP32";
-        with_launches(k, [f, kernel = k.name](Launch l) -> KernelFn {
-            return [f, kernel, l](const KernelCall& c) { run_nsa(c, f, kernel.c_str(), l); };
-        });
-        r.add(std::move(k));
-    }
+    add_composed(
+        r, "nsa_attention", {Format::fp32, Format::fp16, Format::bf16}, nsa_info,
+        [](Format) -> std::string {
+            return "FP32 throughout: K_cmp, V_cmp a thread per element (sums of x/l stored in the input format); the "
+                   "compressed branch a warp per (head, query) (warp max and sum, the weights written for the "
+                   "importance, summed over the group's heads in order); cuda.topk_select's selection per KV head; "
+                   "the selected branch by FP32 attention (a warp per row, 32 keys a step) under the selection's mask, "
+                   "the window branch by it with window w; o = the sigmoid-gated sum, rounded once; ids in FP32";
+        },
+        [](const KernelCall& c, Format f, const char* kernel, Launch l) { run_nsa(c, f, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

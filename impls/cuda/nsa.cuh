@@ -84,7 +84,7 @@ __global__ void nsa_compressed(const float* __restrict__ q, const float* __restr
         float part = 0.0f;
         for (long long b = lane; b < vis; b += 32) {
             const float e = expf(pr[b] - mx);
-            pr[b] = e;
+            pr[b] = pr[b] == -INFINITY ? -0.0f : e;  // -0: the marker of an exact zero weight (the logit -inf)
             part += e;
         }
         const float r = 1.0f / warp_reduce(part, Add{});
@@ -92,6 +92,7 @@ __global__ void nsa_compressed(const float* __restrict__ q, const float* __restr
         for (long long c = lane; c < a.dv; c += 32) {
             float acc = 0.0f;
             for (long long b = 0; b < vis; ++b) {  // an infinite v counts whole even where its weight underflows
+                if (pr[b] == 0.0f && signbit(pr[b])) continue;  // a -inf logit: no weight, the value not read
                 const float x = vh[b * a.dv + c];
                 acc += isinf(x) ? x : pr[b] * x;
             }
