@@ -1,5 +1,6 @@
 #include "numerics/moe_slots.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "numerics/shape_check.hpp"
@@ -54,6 +55,7 @@ Layer read_layer(const std::string& op, const Params& p, const std::vector<Tenso
         if (!(optional_input(names[i]) && in[i].numel() == 0)) l.at[order[i]] = static_cast<int>(i);
     l.outputs_at = given;
     l.act_unit = p.get("declared.act_unit", 0), l.act_eta = p.get("declared.act_eta", 0);
+    l.exp_ulps = std::max(1.0, p.get("declared.exp_ulps", 1));
     const TensorView& xv = l.in(in, x);
     require_rank(op, "x", xv, 2);
     l.t = xv.shape[0], l.c = xv.shape[1];

@@ -31,6 +31,9 @@ struct Layer {
     // in bf16/fp16; the model's glu_arith = separate): its unit roundoff and
     // subnormal half-step, 0 when the activation stays FP32.
     double act_unit = 0, act_eta = 0;
+    // The ulps of the kernel's expf in its FP32 SiLU (declared.exp_ulps; 1:
+    // glibc's, CUDA's is within 2).
+    double exp_ulps = 1;
     std::array<int, n_slots> at{};  // position in the list, -1 when absent
     std::size_t outputs_at = 0;     // first staged output
     bool has(Slot s_) const { return at[s_] >= 0; }

@@ -75,6 +75,7 @@ BlockSparseSetup block_sparse_setup(const Params& p, const std::vector<TensorVie
     s.eps = p.get("eps", 1e-6);
     if (!(s.eps >= 0) || !std::isfinite(s.eps)) throw std::invalid_argument(op + ": parameter 'eps' must be finite and >= 0");
     s.rope_base = p.get("rope_base", 10000);
+    s.pow_units = rope_pow_units(p);
     if (!(s.rope_base > 0) || !std::isfinite(s.rope_base))
         throw std::invalid_argument(op + ": parameter 'rope_base' must be finite and > 0");
     s.rope_dim = integer_param(op, p, "rope_dim", 0, 0, kBig);
@@ -215,7 +216,8 @@ BsaVec qsa_vector(const BlockSparseSetup& s, const std::vector<Real>& mr, const 
     }
     v.err = dny;
     if (s.rope_dim == 0) return v;
-    const RopeTableModel model;
+    RopeTableModel model;
+    model.pow_units = s.pow_units;
     const double ln_b = std::log(s.rope_base);
     for (std::int64_t j = 0; j < s.rope_dim / 2; ++j) {
         const auto [a, b] = rope_pair_dims(RopePairing::half_split, j, s.rope_dim);

@@ -24,6 +24,7 @@ struct BlockSparseSetup {
     std::int64_t hq = 0, groups = 0, len = 0, d = 0, dv = 0, gi = 0, di = 0;
     std::int64_t block = 1, k = 1, rope_dim = 0;
     double scale = 0, rope_base = 10000, eps = 1e-6;
+    double pow_units = 2;         // QSA's RoPE: pow within the kernel's declared ulps (oracle::rope_pow_units)
     std::int64_t sel_groups = 1;  // selections: G (MSA) or 1 (QSA)
     std::int64_t blocks = 0;      // ceil(L / block)
     SelectSetup select;           // the topk_select view of one selection group

@@ -35,6 +35,7 @@ struct MlaCtx {
     double u, eta;  // the arithmetic's unit roundoff and absolute error of an underflowing result
     Format store, out;
     double e_exp = 0;  // relative error of the kernel's expf and logf: 2u per ulp
+    RopeTableModel rope;  // its FP32 cos/sin tables, pow within its declared ulps
 };
 
 MlaCtx mla_read_ctx(const Params& p, const std::vector<TensorView>& in, Format acc, const std::vector<Format>& out) {
@@ -50,6 +51,7 @@ MlaCtx mla_read_ctx(const Params& p, const std::vector<TensorView>& in, Format a
     c.scale = s != 0 ? s : 1 / std::sqrt(static_cast<double>(c.d.d_q()));
     // expf within one ulp (glibc's), or the ulps a kernel declares (CUDA's expf: 2).
     c.e_exp = 2 * c.u * std::max(1.0, p.get("declared.exp_ulps", 1));
+    c.rope.pow_units = rope_pow_units(p);  // glibc's pow within one ulp, or the ulps declared (CUDA's: 2)
     return c;
 }
 
@@ -105,7 +107,7 @@ MlaApprox mla_rotated(const MlaCtx& c, const MlaApprox& x, double m) {
         const auto ib = static_cast<std::size_t>(c.pairing == 0 ? 2 * j + 1 : j + half);
         const double abs_log_theta = 2.0 * static_cast<double>(j) / static_cast<double>(c.d.d_r) * std::log(c.base);
         const double angle = m * std::exp(-abs_log_theta), cs = std::cos(angle), sn = std::sin(angle);
-        const TableError te = rope_table_error(RopeTableModel{}, angle, abs_log_theta, cs, sn);
+        const TableError te = rope_table_error(c.rope, angle, abs_log_theta, cs, sn);
         const double xa = x.v[ia], xb = x.v[ib], ea = x.e[ia], eb = x.e[ib], ax = std::fabs(xa), bx = std::fabs(xb);
         const double ca = std::fabs(cs) + te.cos, sa = std::fabs(sn) + te.sin;
         y.v[ia] = xa * cs - xb * sn, y.v[ib] = xa * sn + xb * cs;

@@ -18,7 +18,6 @@ using moe_slots::Layer;
 
 constexpr double kDoubleU = 0x1p-53;           // double's unit roundoff: the slack of v itself
 constexpr double kMoeSiluSlope = 1.1;       // max |silu'(z)| = 1.0998 (z = 2.40)
-constexpr double kMoeSiluRel = 5 * 0x1p-24; // expf within 1 ulp, 1 + e and the division: 4u, and margin
 constexpr double kMoeSiluAbs = 0x1p-121;    // expf(-g) = inf below g = -88.72: silu(g) returned as -0
 const double kBoundNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -34,8 +33,11 @@ struct Term {
 
 class Budget {
 public:
-    Budget(Format store, Format acc, double act_unit = 0, double act_eta = 0)
-        : store_(store), acc_(acc), u_(unit_roundoff(acc)), act_unit_(act_unit), act_eta_(act_eta) {}
+    // The FP32 SiLU g / (1 + expf(-g)): expf within exp_ulps ulps (2u each),
+    // 1 + e and the division one u each, one u of margin (5u for glibc's expf).
+    Budget(Format store, Format acc, double act_unit = 0, double act_eta = 0, double exp_ulps = 1)
+        : store_(store), acc_(acc), u_(unit_roundoff(acc)), act_unit_(act_unit), act_eta_(act_eta),
+          silu_rel_((2 * exp_ulps + 3) * 0x1p-24) {}
     bool undefined = false;
 
     // Rounding into the storage format of a value of magnitude at most m.
@@ -78,9 +80,9 @@ public:
             const double sg = g / (1 + std::exp(-g));
             const double smag = std::fabs(sg) + 2 * kMoeSiluSlope * h.e[i] + 0x1p-1000, wmag = h.mag(f + i);
             a.v[i] = sg * w;
-            const double fp32_err = kMoeSiluSlope * h.e[i] + kMoeSiluRel * smag + kMoeSiluAbs;
+            const double fp32_err = kMoeSiluSlope * h.e[i] + silu_rel_ * smag + kMoeSiluAbs;
             const double silu_err = fp32_err + act_unit_ * (smag + fp32_err) + act_eta_;
-            const double stored = smag * (1 + kMoeSiluRel) + kMoeSiluAbs;  // |ŝ|, the product's first factor
+            const double stored = smag * (1 + silu_rel_) + kMoeSiluAbs;  // |ŝ|, the product's first factor
             a.e[i] = silu_err * wmag + smag * h.e[f + i] + u_ * (stored * (1 + act_unit_) + act_eta_) * wmag +
                      kEta + 4 * kDoubleU * std::fabs(a.v[i]);
             if (smag * wmag >= max_finite(acc_)) undefined = true;
@@ -148,7 +150,7 @@ public:
 
 private:
     Format store_, acc_;
-    double u_, act_unit_, act_eta_;
+    double u_, act_unit_, act_eta_, silu_rel_;
 };
 
 Approx exact_row(const TensorView& x, std::int64_t t, std::int64_t c) {
@@ -164,7 +166,7 @@ std::vector<double> token_bound(const Layer& l, const std::vector<TensorView>& i
                                 const double* u_row, Format store, Format acc, BoundStage stage) {
     const std::size_t width = static_cast<std::size_t>(stage == BoundStage::latent_u ? l.w : l.c);
     const std::vector<double> undefined_row(width, kUndefined);
-    Budget b(store, acc, l.act_unit, l.act_eta);
+    Budget b(store, acc, l.act_unit, l.act_eta, l.exp_ulps);
     const Approx x = exact_row(l.in(in, moe_slots::x), t, l.c);
     std::vector<Approx> ys;
     ys.reserve(static_cast<std::size_t>(l.k + l.s + 1));

@@ -206,10 +206,13 @@ CosSin<Real> rope_scaled_cos_sin(const Real& m, std::int64_t j, const RopeConfig
     return {to_working(cs.get()), to_working(sn.get())};
 }
 
+double rope_pow_units(const Params& p) { return 2 * std::max(1.0, p.get("declared.pow_ulps", 1)); }
+
 TableError rope_table_error(const RopeTableModel& k, double angle, double abs_log_theta, double c, double s) {
     // θ̂_j: the exponent −2j/r rounds (relative error |ln θ_j| u after pow or
-    // exp), pow/exp add <= 2u, ln b (exp form) another |ln θ_j| u; m·θ̂ one u.
-    return rope_scaled_table_error(k, angle, 2 * abs_log_theta + 3, c, s, 1.0);
+    // exp), pow/exp add k.pow_units u (one ulp: 2u), ln b (exp form) another
+    // |ln θ_j| u, and one u more; m·θ̂ one u.
+    return rope_scaled_table_error(k, angle, 2 * abs_log_theta + 1 + k.pow_units, c, s, 1.0);
 }
 
 TableError rope_scaled_table_error(const RopeTableModel& k, double angle, double theta_units, double c, double s,
@@ -225,7 +228,7 @@ TableError rope_scaled_table_error(const RopeTableModel& k, double angle, double
 
 TableError rope_entry_error(const RopeTableModel& k, const RopeConfig& c, std::int64_t j, double theta, double angle,
                             double cv, double sv) {
-    return rope_scaled_table_error(k, angle, rope_theta_error_units(c, j, theta), cv, sv, c.scaling.attention_factor);
+    return rope_scaled_table_error(k, angle, rope_theta_error_units(c, j, theta, k.pow_units), cv, sv, c.scaling.attention_factor);
 }
 
 // The reference order (kernels in double, Hugging Face in FP32), u the unit:
@@ -238,9 +241,9 @@ TableError rope_entry_error(const RopeTableModel& k, const RopeConfig& c, std::i
 // δ (in units) times |1 − 1/s| / g, g = θ'/θ >= min(1, 1/s): the keep
 // weight and its complement move together, so only their difference of
 // slopes θ − θ/s carries δ.
-double rope_theta_error_units(const RopeConfig& c, std::int64_t j, double theta) {
+double rope_theta_error_units(const RopeConfig& c, std::int64_t j, double theta, double pow_units) {
     const RopeScaling& sc = c.scaling;
-    const double eps = 2 * std::fabs(std::log(theta)) + 3;
+    const double eps = 2 * std::fabs(std::log(theta)) + 1 + pow_units;
     if (sc.kind == RopeScalingKind::none) return eps;
     if (sc.kind == RopeScalingKind::linear) return eps + 2;
     const double b = c.base * c.ntk_scale, s = sc.factor;
@@ -352,6 +355,7 @@ std::vector<std::vector<double>> rope_bound(const Params& params, const std::vec
     RopeTableModel model;
     model.arith = acc;
     model.out = out.at(0);
+    model.pow_units = rope_pow_units(params);
     PrecisionScope scope(kDefaultBits);
     const Real b = rope_effective_base<Real>(c);
     std::vector<double> bound(static_cast<std::size_t>(x.numel()), 0.0);

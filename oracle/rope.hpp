@@ -221,7 +221,12 @@ struct RopeTableModel {
     Format table = Format::fp32;
     Format arith = Format::fp32;
     Format out = Format::fp32;
+    // pow's relative error in units of angle_unit: 2 for a pow within one
+    // ulp (glibc); a kernel declaring declared.pow_ulps = n gets 2n (CUDA's
+    // double pow: 2 ulp, 4 units).  rope_pow_units reads the declaration.
+    double pow_units = 2;
 };
+double rope_pow_units(const Params& p);
 
 // Bound on |cos^ − cos(mθ_j)| and |sin^ − sin(mθ_j)| of the model's table
 // entries, given the exact angle mθ_j and |ln θ_j|, and the exact c, s.
@@ -239,9 +244,9 @@ TableError rope_scaled_table_error(const RopeTableModel& k, double angle, double
 
 // Relative error of θ̂'_j in units of the arithmetic's unit roundoff, for the
 // reference order of operations (docs/rope.md, "Frequency scaling"): θ̂_j =
-// 1/b^(2j/r) or pow(b, −2j/r) (2|ln θ_j| + 3 units), then the scaling's own
+// 1/b^(2j/r) or pow(b, −2j/r) (2|ln θ_j| + 1 + pow_units units), then the scaling's own
 // operations, each rounding once.  theta is the exact θ_j.
-double rope_theta_error_units(const RopeConfig& c, std::int64_t j, double theta);
+double rope_theta_error_units(const RopeConfig& c, std::int64_t j, double theta, double pow_units = 2);
 
 // The table error of pair j of c at the scaled angle (rope_scaled_angle):
 // rope_scaled_table_error with θ̂'_j's units and c's attention factor; cv, sv

@@ -315,7 +315,10 @@ struct References {
 
 References reference(const KernelInfo& k, const OpSpec& op, const Params& case_params, const std::vector<TensorView>& oracle_in,
                      const std::vector<TensorView>& in, const std::vector<Format>& formats) {
-    const Params p = oracle_params(k, case_params);
+    // A staged op's reference takes the kernel's own earlier stages where they
+    // are admissible within its budgets, so it reads the kernel's declared
+    // model as the bound does (block_sparse's pow_ulps, moe's logit_unit).
+    const Params p = op.staged ? bound_params(k, case_params) : oracle_params(k, case_params);
     References r;
     if (op.kind == OpKind::structured) {
         oracle::StructuredResult s = oracle::evaluate_structured(op.name, p, oracle_in, formats);

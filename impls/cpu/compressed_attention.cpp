@@ -36,7 +36,7 @@ float csa_pool(const std::vector<float>& x, const std::vector<float>& v) {
         if (x[r] == -kCsaInf) continue;
         const float e = std::exp(x[r] - mx);
         l += e;
-        acc += e * v[r];
+        acc += std::isinf(v[r]) ? v[r] : e * v[r];  // the exact weight is positive: never 0 * inf
     }
     return acc / l;
 }

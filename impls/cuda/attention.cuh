@@ -517,7 +517,9 @@ inline AttnArgs attention_args(const KernelCall& c, const AttnLaunch& l) {
     a.scale = static_cast<float>(scale != 0 ? scale : 1 / std::sqrt(static_cast<double>(a.d)));
     a.softcap = static_cast<float>(c.params.get("softcap", 0));
     a.causal = c.params.get("causal", 0) != 0;
-    a.window = static_cast<int>(c.params.get("window", 0));
+    // A window past Lk sees every earlier key: clamped there (an int holds it).
+    const double window = c.params.get("window", 0);
+    a.window = window > 0 ? static_cast<int>(std::min<double>(window, std::max(a.lk, 1))) : 0;
     a.sinks = l.sinks;
     if (a.sinks && !(c.in.size() > 3 && c.in[3].rank == 1 && c.in[3].shape[0] == a.hq))
         throw std::invalid_argument("sink_attention: input 3 must be sinks [Hq]");

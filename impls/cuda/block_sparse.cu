@@ -5,6 +5,7 @@
 // the selection's mask, all on the device.
 #include "impls/cuda/block_sparse.cuh"
 #include "impls/cuda/cuda.hpp"
+#include "impls/cuda/rope.cuh"  // kCudaPowUlps
 
 namespace conform::CONFORM_CUDA_NS {
 
@@ -12,6 +13,7 @@ namespace conform::CONFORM_CUDA_NS {
 KernelInfo block_sparse_info(KernelInfo k, Format f) {
     k.acc = Format::fp32;
     k.out_formats = {f, Format::fp32};
+    k.declared["pow_ulps"] = kCudaPowUlps;  // QSA's RoPE angles (CUDA's double pow)
     return k;
 }
 

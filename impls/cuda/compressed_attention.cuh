@@ -79,7 +79,7 @@ __global__ void csa_compress(CsaInputs<S> in, S* __restrict__ comp, CsaArgs a) {
                 if (s == -INFINITY) continue;
                 const float w = expf(s - mx);
                 l += w;
-                acc += w * v;
+                acc += isinf(v) ? v : w * v;  // the exact weight is positive: never 0 * inf
             }
             y = acc / l;
         }

@@ -5,6 +5,7 @@
 // latent cache, a block per (head, token) for the attention.
 #include "impls/cuda/cuda.hpp"
 #include "impls/cuda/mla.cuh"
+#include "impls/cuda/rope.cuh"  // kCudaPowUlps
 
 namespace conform::CONFORM_CUDA_NS {
 
@@ -14,6 +15,7 @@ KernelInfo mla_info(KernelInfo k, Format f) {
     k.out_formats = {f, Format::fp32};
     k.declared["form"] = 1;
     k.declared["exp_ulps"] = 2;  // CUDA's expf (the bound's Lemma 4 takes the kernel's ulps)
+    k.declared["pow_ulps"] = kCudaPowUlps;  // and its double pow (the RoPE tables' angles)
     k.conventions["mla_form"] = "absorbed";
     return k;
 }

@@ -10,6 +10,7 @@ namespace conform::CONFORM_CUDA_NS {
 KernelInfo moe_layer_info(KernelInfo k, Format f) {
     k.acc = Format::fp32;
     k.out_formats = {f, Format::fp32, Format::fp32};
+    k.declared["exp_ulps"] = 2;  // CUDA's expf in the SiLU (the bound's SiLU term takes the kernel's ulps)
     return k;
 }
 

@@ -190,7 +190,8 @@ void run_nsa_as(const KernelCall& c, const char* kernel, const Launch& lc) {
             launch_fp32_attention(f, q + h0 * a.lq * a.d, k + kv * a.lk * a.d, v + kv * a.lk * a.dv, mask.as<float>(),
                                   os.as<float>() + h0 * a.lq * a.dv, lse.as<float>() + h0 * a.lq, s.get());
         }
-        f.hq = static_cast<int>(a.hq), f.hkv = static_cast<int>(a.hkv), f.window = static_cast<int>(a.w);
+        f.hq = static_cast<int>(a.hq), f.hkv = static_cast<int>(a.hkv);
+        f.window = static_cast<int>(std::min<long long>(a.w, a.lk));  // w up to 2^40: a window past Lk is all of it
         launch_fp32_attention(f, q, k, v, nullptr, ow.as<float>(), lse.as<float>(), s.get());
         auto* combine_fn = nsa_combine<S, Bug>;
         CONFORM_LAUNCH(combine_fn, dim3(blocks_for(n_o, lc)), dim3(lc.threads), 0, s.get())(

@@ -8,7 +8,7 @@ namespace conform::CONFORM_CUDA_NS {
 
 void register_rope(Registry& r) {
     for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        KernelInfo k = kernel_info("rope", f, "");
+        KernelInfo k = rope_info(kernel_info("rope", f, ""));
         k.description = std::string("one thread per element: theta, the angle (offset + l) theta, sincos and the "
                                     "rotation in double, one rounding into ") +
                         name(f) + "; both pairings, NTK, partial rotary";

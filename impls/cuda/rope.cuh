@@ -66,6 +66,14 @@ __global__ void rope_kernel(const S* __restrict__ x, S* __restrict__ y, RopeShap
     }
 }
 
+// CUDA's double pow is within 2 ulp (the table model's default: one): the
+// bound's angle takes the declared ulps (oracle::rope_pow_units).
+inline constexpr double kCudaPowUlps = 2;
+inline KernelInfo rope_info(KernelInfo k) {
+    k.declared["pow_ulps"] = kCudaPowUlps;
+    return k;
+}
+
 template <class S, class Bug = NoBug>
 void launch_rope(const S* x, S* y, const RopeShape& a, const Launch& l, cudaStream_t s) {
     auto* kernel_fn = rope_kernel<S, Bug>;

@@ -13,9 +13,9 @@ struct FastSincos : NoBug {
 
 void register_mutants_rope(Registry& r) {
     const Format f = Format::fp32;
-    KernelInfo k = mutant_kernel_info(
+    KernelInfo k = rope_info(mutant_kernel_info(
         "rope", "fast_sincos", f, "16 GPU structure",
-        "the angle (offset + l) theta in float through __sinf/__cosf: wrong at long positions");
+        "the angle (offset + l) theta in float through __sinf/__cosf: wrong at long positions"));
     k.fn = [f, kernel = k.name](const KernelCall& c) { run_rope<FastSincos>(c, f, kernel.c_str()); };
     r.add(std::move(k));
 }
