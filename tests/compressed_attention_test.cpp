@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "impls/cpu/compressed_attention.hpp"
+#include "impls/cuda/cuda.hpp"
 #include "kernel_suite.hpp"
 #include "oracle/bound.hpp"
 #include "oracle/compressed_attention.hpp"
@@ -106,6 +107,27 @@ TEST(CsaOracle, WindowAndEmptyRows) {
     EXPECT_EQ(o_of(1)[0], 1);  // raw[0] = 1
     EXPECT_EQ(o_of(0)[0], 0);
     EXPECT_EQ(o_of(0)[1], 1.5);  // t = 1: entry 0 (mean of ca 1, 2 under equal gates) alone
+}
+
+// An infinite value whose weight underflows in FP32 (its logit 200 below
+// the entry's maximum) still counts whole: the exact weight is positive, so
+// the entry is +inf, never 0 * inf = NaN -- in the CPU kernels and the CUDA
+// ones, both modes.
+TEST(CsaKernel, AnInfiniteValueCountsWhereItsWeightUnderflows) {
+    const CsaHand h = csa_hand({1, INFINITY, 1, 1, 1, 1}, {0, -200, 0, 0, 0, 0}, {0, 0}, {1, 1, 1, 1, 1, 1},
+                               {0, 0, 0, 0, 0, 0}, {0, 0});
+    for (const int mode : {0, 1}) {
+        const Params p({{"mode", static_cast<double>(mode)}, {"m", 2}, {"k", 2}, {"window", 2}});
+        for (const KernelInfo* k : {builtin_registry().find("cpu.scalar.compressed_attention.fp32"),
+                                    builtin_registry().find("cpu.naive.compressed_attention.fp32"),
+                                    cuda_emu_registry().kernels.find("cuda.compressed_attention.fp32")}) {
+            ASSERT_NE(k, nullptr);
+            const std::vector<Tensor> got = run_kernel(*k, p, h.views());
+            EXPECT_EQ(got[1].value(0), INFINITY) << k->name << ", mode " << mode;
+            const props::CaseResult r = props::check_case(*k, p, h.views());
+            EXPECT_TRUE(r.pass) << k->name << ", mode " << mode << ": " << r.message;
+        }
+    }
 }
 
 TEST(CsaKernel, EveryKernelWithinTheBoundEveryElementJudged) {
