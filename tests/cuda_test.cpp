@@ -637,8 +637,9 @@ TEST(CudaSparse, SelectionAndIndexerEqualTheScalarCpuKernelsBitForBit) {
 TEST(CudaDsa, SelectionEqualsTheScalarCpuKernelBitForBit) {
     std::mt19937_64 rng(19);
     std::normal_distribution<double> normal;
-    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
-        const KernelInfo& gpu = *cuda_emu_registry().kernels.find(std::string("cuda.dsa_attention.") + name(f));
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16})
+        for (const char* variant : {"", "simt."}) {
+        const KernelInfo& gpu = *cuda_emu_registry().kernels.find(std::string("cuda.dsa_attention.") + variant + name(f));
         const KernelInfo& cpu = *builtin_registry().find(std::string("cpu.scalar.dsa_attention.") + name(f));
         for (const std::int64_t lk : {40, 8}) {  // Lk 8: rows 0 and 1 see fewer than k tokens
             Tensor iq(f, {5, 2, 7}), ik(f, {lk, 7}), iw(f, {5, 2}), q(f, {2, 5, 16}), kv(f, {1, lk, 16}), v(f, {1, lk, 8});
@@ -733,6 +734,33 @@ TEST(CudaCompressedAttention, EntriesAndSelectionEqualTheScalarCpuKernelBitForBi
             // The case is what it claims: a NaN entry beside finite ones; CSA rows that score it NaN.
             EXPECT_TRUE(std::isnan(want[1].value(4 * c + 5)) && !std::isnan(want[1].value(1 * c + 1)));
             if (mode == 0) EXPECT_TRUE(std::isnan(want[2].value(18 * slots)) && !std::isnan(want[2].value(5 * slots)));
+        }
+}
+
+// cuda.dsa_attention.simt takes DeepSeek-V3.2's absorbed MLA heads (D 576,
+// Dv 512) that the tensor-core kernels refuse by name: within the bound in
+// every format, prefill and decode.
+TEST(CudaDsa, SimtKernelTakesAbsorbedMlaHeads) {
+    std::mt19937_64 rng(41);
+    std::normal_distribution<double> normal;
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16})
+        for (const std::int64_t lq : {3, 1}) {
+            const std::int64_t lk = 24, d = 576, dv = 512;
+            Tensor iq(f, {lq, 2, 8}), ik(f, {lk, 8}), iw(f, {lq, 2}), q(f, {2, lq, d}), kv(f, {1, lk, d}), v(f, {1, lk, dv});
+            for (Tensor* t : {&iq, &ik, &iw, &q, &kv, &v})
+                for (std::int64_t i = 0; i < t->numel(); ++i) t->set_value(i, normal(rng) * (t == &q ? 0.05 : 1.0));
+            const Params p({{"k", 8}});
+            const std::vector<TensorView> in = {iq.view(), ik.view(), iw.view(), q.view(), kv.view(), v.view()};
+            const KernelInfo& simt = *cuda_emu_registry().kernels.find(std::string("cuda.dsa_attention.simt.") + name(f));
+            const props::CaseResult r = props::check_case(simt, p, in);
+            EXPECT_TRUE(r.pass) << simt.name << ", Lq " << lq << ": " << r.message;
+            const KernelInfo& tc = *cuda_emu_registry().kernels.find(std::string("cuda.dsa_attention.") + name(f));
+            try {
+                props::check_case(tc, p, in);
+                ADD_FAILURE() << tc.name << ": head dimension 576 accepted";
+            } catch (const std::invalid_argument& e) {
+                EXPECT_NE(std::string(e.what()).find("576"), std::string::npos) << e.what();
+            }
         }
 }
 

@@ -364,7 +364,7 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
 // FP32 without tensor cores: a warp per query row, a lane per key of each
 // 32-key step, lanes over the value columns for the accumulation.
 
-constexpr int kSimtCols = 8;  // value columns per lane: Dv <= 256
+constexpr int kSimtCols = 16;  // value columns per lane: Dv <= 512 (the tensor-core kernels and cuda.attention: 256)
 
 template <class Bug = AttnNoBug>
 __global__ void attention_simt(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,

@@ -24,6 +24,29 @@ void register_dsa(Registry& r) {
         k.launches = {{"one warp per block", make({1, 0})}, {"the keys in 3 splits", make({0, 3})}};
         r.add(std::move(k));
     }
+    // cuda.dsa_attention.simt.<fmt>: the same indices, the attention in FP32 on
+    // CUDA cores (a warp per row, 32 keys a step, one split) over the inputs
+    // widened to FP32: any head dimension -- DeepSeek-V3.2's absorbed MLA
+    // heads of 576 (512 latent + 64 rope) with Dv 512, past the tensor-core
+    // kernels' 256 -- declared as what it is (no tensor cores, no splits).
+    for (Format f : {Format::fp32, Format::fp16, Format::bf16}) {
+        KernelInfo k = kernel_info("dsa_attention", f, "");
+        k.name = std::string("cuda.dsa_attention.simt.") + name(f);
+        k.variant = "cuda.simt";
+        k.acc = Format::fp32;
+        k.out_formats = {f, Format::fp32, Format::fp32};
+        k.declared["key_block"] = kSparseKeyStep;
+        k.description = "the indices of cuda.dsa_attention; the attention in FP32 on CUDA cores (a warp per query row, "
+                        "32 keys a step, one split) under the selection's 0/-inf mask over the inputs widened to FP32, "
+                        "o rounded once: any head dimension (MLA's 576), Dv <= 512";
+        const std::string kernel = k.name;
+        auto make = [f, kernel](AttnLaunch l) -> KernelFn {
+            return [f, kernel, l](const KernelCall& c) { run_dsa<DsaNoBug, true>(c, f, kernel.c_str(), l); };
+        };
+        k.fn = make({});
+        k.launches = {{"one warp per block", make({1, 0})}};
+        r.add(std::move(k));
+    }
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

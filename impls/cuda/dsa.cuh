@@ -32,7 +32,11 @@ __global__ void dsa_bf16_scores(T* __restrict__ s, long long n) {
         s[i] = __bfloat162float(__float2bfloat16(s[i]));
 }
 
-template <class S, class Bug = DsaNoBug>
+// kWide: the attention in FP32 on CUDA cores (sparse_attention.cuh's
+// launch_fp32_attention over the inputs widened to FP32, one split, o
+// rounded once) instead of the tensor-core kernels: any head dimension
+// (MLA's absorbed 576) and Dv up to 512.
+template <class S, class Bug = DsaNoBug, bool kWide = false>
 void run_dsa_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
     const std::string who = kernel;
     if (c.in.size() != 6 || c.out.size() != 3)
@@ -45,7 +49,8 @@ void run_dsa_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
     ap.set("causal", 0);
     AttnArgs a = attention_args(KernelCall{ap, {c.in[3], c.in[4], c.in[5]}, {c.out[0], c.out[1]}}, l);
     a.has_mask = true;
-    padded_dim(a.d, a.dv);  // refuses head dimensions over 256 before any work
+    if constexpr (kWide) check_fp32_attention(Fp32Attention{1, 1, 0, 0, a.d, a.dv}, who);
+    else padded_dim(a.d, a.dv);  // refuses head dimensions over 256 before any work
     SelectArgs sa;
     sa.lq = ia.lq, sa.n = ia.n, sa.k = c.out[2].shape[1], sa.r = 1, sa.causal = 1, sa.force = 0;
     sa.offset = Bug::kTopLeft ? 0 : ia.n - ia.lq;
@@ -62,10 +67,14 @@ void run_dsa_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
     }
     const auto lqlk = static_cast<std::size_t>(ia.lq) * static_cast<std::size_t>(ia.n);
     const long long rows = static_cast<long long>(a.hq) * a.lq;
-    const long long parts = merged(a) ? a.splits : 0;
+    const long long parts = merged(a) && !kWide ? a.splits : 0;
+    using M = std::conditional_t<kWide, float, S>;  // the mask's storage: what the attention kernel reads
+    const auto wide = [&](long long n) { return static_cast<std::size_t>(kWide ? n : 0) * 4; };
     DeviceBuffer scores(lqlk * 4, kernel), ids(static_cast<std::size_t>(ia.lq * sa.k) * 4, kernel),
-        mask(lqlk * sizeof(S), kernel), o(rows * a.dv * sizeof(S), kernel), lse(rows * sizeof(float), kernel),
-        po(parts * rows * a.dv * sizeof(float), kernel), pl(parts * rows * sizeof(float), kernel);
+        mask(lqlk * sizeof(M), kernel), o(rows * a.dv * sizeof(S), kernel), lse(rows * sizeof(float), kernel),
+        po(parts * rows * a.dv * sizeof(float), kernel), pl(parts * rows * sizeof(float), kernel),
+        q32(wide(c.in[3].numel()), kernel), k32(wide(c.in[4].numel()), kernel), v32(wide(c.in[5].numel()), kernel),
+        o32(wide(rows * a.dv), kernel);
     for (const DeviceBuffer* d : {&ids, &o, &lse, &po, &pl}) poison(*d, s.get(), kernel);
     if (ia.lq > 0) {
         const Launch lc{};
@@ -80,11 +89,22 @@ void run_dsa_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
         launch_topk_select<float>(scores.as<float>(), ids.as<float>(), sa, lc, s.get());
         SelectionMask m;
         m.rows = ia.lq, m.cols = m.keys = ia.n, m.slots = static_cast<int>(sa.k);
-        launch_selection_mask<S>(ids.as<float>(), mask.as<S>(), m, lc, s.get());
+        launch_selection_mask<M>(ids.as<float>(), mask.as<M>(), m, lc, s.get());
         if (rows > 0) {
-            const AttnBuffers<S> b{in[3].as<S>(), in[4].as<S>(), in[5].as<S>(), mask.as<S>(), o.as<S>(), lse.as<float>(),
-                                   po.as<float>(), pl.as<float>(), nullptr, nullptr};
-            launch_attention<S>(a, b, l.warps, s.get());
+            if constexpr (kWide) {
+                launch_convert(in[3].as<S>(), q32.as<float>(), c.in[3].numel(), lc, s.get());
+                launch_convert(in[4].as<S>(), k32.as<float>(), c.in[4].numel(), lc, s.get());
+                launch_convert(in[5].as<S>(), v32.as<float>(), c.in[5].numel(), lc, s.get());
+                Fp32Attention f;
+                f.hq = a.hq, f.hkv = 1, f.lq = a.lq, f.lk = a.lk, f.d = a.d, f.dv = a.dv, f.scale = a.scale;
+                launch_fp32_attention(f, q32.as<float>(), k32.as<float>(), v32.as<float>(), mask.as<float>(),
+                                      o32.as<float>(), lse.as<float>(), s.get(), l.warps);
+                launch_convert(o32.as<float>(), o.as<S>(), rows * a.dv, lc, s.get());
+            } else {
+                const AttnBuffers<S> b{in[3].as<S>(), in[4].as<S>(), in[5].as<S>(), mask.as<S>(), o.as<S>(),
+                                       lse.as<float>(), po.as<float>(), pl.as<float>(), nullptr, nullptr};
+                launch_attention<S>(a, b, l.warps, s.get());
+            }
         }
         check_launch(s.get(), kernel);
     }
@@ -93,9 +113,9 @@ void run_dsa_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
     download(ids, c.out[2], s.get(), kernel);
 }
 
-template <class Bug = DsaNoBug>
+template <class Bug = DsaNoBug, bool kWide = false>
 void run_dsa(const KernelCall& c, Format f, const char* kernel, const AttnLaunch& l = {}) {
-    by_storage(f, [&](auto s) { run_dsa_as<decltype(s), Bug>(c, kernel, l); });
+    by_storage(f, [&](auto s) { run_dsa_as<decltype(s), Bug, kWide>(c, kernel, l); });
 }
 
 }  // namespace conform::CONFORM_CUDA_NS

@@ -96,10 +96,11 @@ inline void check_fp32_attention(const Fp32Attention& f, const std::string& who)
                                     ": not supported by the FP32 attention kernel");
 }
 
-// o and lse on device memory (lse: hq lq floats of scratch if unwanted).
+// o and lse on device memory (lse: hq lq floats of scratch if unwanted);
+// `warps` per block (0: the kernel's 4).
 template <class Bug = AttnNoBug>
 void launch_fp32_attention(const Fp32Attention& f, const float* q, const float* k, const float* v, const float* mask,
-                           float* o, float* lse, cudaStream_t s) {
+                           float* o, float* lse, cudaStream_t s, int warps = 0) {
     if (f.hq <= 0 || f.lq <= 0) return;
     AttnArgs a{};
     a.hq = f.hq, a.hkv = f.hkv, a.lq = f.lq, a.lk = f.lk, a.d = f.d, a.dv = f.dv;
@@ -108,7 +109,7 @@ void launch_fp32_attention(const Fp32Attention& f, const float* q, const float* 
     a.has_mask = mask != nullptr;
     a.splits = 1, a.split_keys = std::max(1, f.lk);
     const AttnBuffers<float> b{q, k, v, mask, o, lse, nullptr, nullptr, nullptr, nullptr};
-    launch_attention<float, Bug>(a, b, 0, s);
+    launch_attention<float, Bug>(a, b, warps, s);
 }
 
 }  // namespace conform::CONFORM_CUDA_NS
