@@ -205,7 +205,18 @@ double max_finite(Format f) {
 }
 
 std::uint16_t fp16_from_float(float v) { return static_cast<std::uint16_t>(encode(Format::fp16, v)); }
-float fp16_to_float(std::uint16_t h) { return static_cast<float>(decode(Format::fp16, h)); }
+// Exact, by the bits (every FP16 value is an FP32 value): the emulated
+// tensor cores and every scalar FP16 load widen through here.  A NaN
+// becomes the quiet NaN of its sign, as decode gives.
+float fp16_to_float(std::uint16_t h) {
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0x1f) return float_from_bits(sign | (mant ? 0x7fc00000u : 0x7f800000u));
+    if (exp == 0) {  // zero or subnormal: mant 2^-24, exact in FP32
+        const float v = static_cast<float>(mant) * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return float_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
+}
 std::uint16_t bf16_from_float(float v) { return static_cast<std::uint16_t>(encode(Format::bf16, v)); }
 float bf16_to_float(std::uint16_t h) { return float_from_bits(std::uint32_t{h} << 16); }
 

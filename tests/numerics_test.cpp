@@ -258,3 +258,14 @@ TEST(Ulp, Fp64DistanceAcrossZeroDoesNotOverflow) {
     EXPECT_EQ(ulp_distance(Format::fp64, neg, big), 2 * half);
     EXPECT_GT(2 * half, std::uint64_t{1} << 63);  // past the signed range
 }
+
+// fp16_to_float widens by the bits (the emulated tensor cores and scalar
+// FP16 loads go through it): for every one of the 65536 codes it is
+// decode's value, bit for bit, NaN as the quiet NaN of its sign.
+TEST(Format, Fp16ToFloatIsDecodeForEveryCode) {
+    for (std::uint32_t h = 0; h < 65536; ++h) {
+        const float got = fp16_to_float(static_cast<std::uint16_t>(h));
+        const float want = static_cast<float>(decode(Format::fp16, h));
+        ASSERT_EQ(float_bits(got), float_bits(want)) << "fp16 code 0x" << std::hex << h;
+    }
+}

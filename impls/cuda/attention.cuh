@@ -402,12 +402,14 @@ __global__ void attention_simt(const float* __restrict__ q, const float* __restr
         for (int off = 16; off > 0; off /= 2) psum += __shfl_xor_sync(kFullMask, psum, off);
         l = l * scale_by + psum;
         for (int c = 0; c < kSimtCols; ++c) acc[c] = rescaled(acc[c], scale_by);
-        for (int key = 0; key < 32; ++key) {
-            const float pk = __shfl_sync(kFullMask, p, key);
-            // A hidden key, or one whose logit is exactly -inf (a dot product of -inf): weight exactly 0,
-            // its value never read (an infinite v there must not reach o).
-            const int seen = __shfl_sync(kFullMask, static_cast<int>(visible && s != -INFINITY), key);
-            if (!seen) continue;
+        // Each key's weight broadcast in one shuffle, -1 marking a key not to read (weights are >= 0 or
+        // NaN): a hidden key, or one whose logit is exactly -inf (a dot product of -inf) -- weight exactly
+        // 0, its value never read (an infinite v there must not reach o).  The step's keys only.
+        const float pv = visible && s != -INFINITY ? p : -1.0f;
+        const int keys = imin(step, hi - k0);  // warp-uniform
+        for (int key = 0; key < keys; ++key) {
+            const float pk = __shfl_sync(kFullMask, pv, key);
+            if (pk < 0.0f) continue;
             const float* vr = vh + static_cast<long long>(k0 + key) * a.dv;
             for (int c = 0; c < kSimtCols; ++c) {
                 if (lane + 32 * c >= a.dv) continue;
