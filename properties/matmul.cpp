@@ -124,6 +124,16 @@ Testable permutation_equivariance(const KernelInfo& k) {
     };
 }
 
+// Every element zero, normal or non-finite in its format.
+bool no_subnormal(const Tensor& x) {
+    const double lo = std::ldexp(1.0, info(x.format()).emin);
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+        const double v = std::fabs(x.value(i));
+        if (v != 0 && v < lo) return false;
+    }
+    return true;
+}
+
 // a 2^s (or b 2^s) gives y 2^s exactly wherever y and y 2^s are normal in
 // the output format and every input stays exact: with values of ordinary
 // magnitude no product or partial sum in FP32 is subnormal either way, and
@@ -136,6 +146,14 @@ Testable power_of_two_scaling(const KernelInfo& k) {
         const std::size_t which = *rc::gen::inRange<std::size_t>(0, 2);
         std::vector<Tensor> scaled = c.inputs;
         RC_PRE(scale_exact(c.inputs[which], s, &scaled[which]));
+        // Tensor cores (declared mma_k) estimate a block's exponent from the
+        // factors' exponent fields, a subnormal's as its format's smallest
+        // normal one (docs/attention.md, "Tensor-core accumulation"): the
+        // estimate, and the truncation grid with it, moves by s only while
+        // no factor of the scaled operand is or becomes subnormal.
+        const auto declared = k.declared.find("mma_k");
+        if (declared != k.declared.end() && declared->second > 0)
+            RC_PRE(no_subnormal(c.inputs[which]) && no_subnormal(scaled[which]));
         const auto y = run_kernel(k, c.params, c.views()), ys = run_kernel(k, c.params, {scaled[0].view(), scaled[1].view()});
         const Format f = y[0].format();
         const double lo = std::ldexp(1.0, info(f).emin), hi = max_finite(f);
