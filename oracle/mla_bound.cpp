@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "numerics/mla_dims.hpp"
 #include "oracle/bound.hpp"
 #include "oracle/rope.hpp"
 
@@ -19,14 +20,8 @@ struct MlaApprox {
     MlaDVec v, e;
 };
 
-struct MlaBoundShape {
-    std::int64_t heads, tokens, cached, d_model, d_c, d_nope, d_r, d_v;
-    std::int64_t keys() const { return cached + tokens; }
-    std::int64_t d_q() const { return d_nope + d_r; }
-};
-
 struct MlaCtx {
-    MlaBoundShape d;
+    MlaDims d;
     MlaDVec h, w_dkv, w_uk, w_uv, w_q, w_kr, c_cache, kr_cache;
     double scale, base;
     int pairing;
@@ -129,7 +124,7 @@ struct MlaKeyRows {
 };
 
 MlaKeyRows mla_key_rows(const MlaCtx& c) {
-    const MlaBoundShape& d = c.d;
+    const MlaDims& d = c.d;
     MlaKeyRows k;
     for (std::int64_t j = 0; j < d.cached; ++j) {
         k.c.push_back(mla_exact_rows(c.c_cache, j, d.d_c));
@@ -208,7 +203,7 @@ MlaRowBound mla_attend_bound(const MlaCtx& c, const MlaApprox& q, const std::vec
 
 // Head i's query for token t: q^C and the rotated q^R, both stored.
 MlaApprox mla_query(const MlaCtx& c, std::int64_t i, std::int64_t t, MlaApprox* qc) {
-    const MlaBoundShape& d = c.d;
+    const MlaDims& d = c.d;
     const MlaApprox q = mla_linear(c, c.w_q, static_cast<std::size_t>(i * d.d_q() * d.d_model), d.d_q(), d.d_model,
                             mla_exact_rows(c.h, t, d.d_model));
     *qc = mla_stored_all(c, {MlaDVec(q.v.begin(), q.v.begin() + d.d_nope), MlaDVec(q.e.begin(), q.e.begin() + d.d_nope)}, c.store);
@@ -224,7 +219,7 @@ struct MlaHeadBounds {
 };
 
 MlaHeadBounds mla_head_bounds(const MlaCtx& c, const MlaKeyRows& k, std::int64_t i, bool want_explicit, bool want_absorbed) {
-    const MlaBoundShape& d = c.d;
+    const MlaDims& d = c.d;
     const std::size_t uk0 = static_cast<std::size_t>(i * d.d_nope * d.d_c), uv0 = static_cast<std::size_t>(i * d.d_v * d.d_c);
     std::vector<MlaApprox> k_exp, v_exp, k_abs;
     std::vector<const MlaApprox*> v_exp_p, v_abs_p;
@@ -297,7 +292,7 @@ std::vector<std::vector<double>> mla_bound(const Params& params, const std::vect
     const bool want_explicit = form != 1, want_absorbed = form != 0;
     const MlaCtx cf = mla_finite_part(c);
     const MlaKeyRows k = mla_key_rows(c), kf = mla_key_rows(cf);
-    const MlaBoundShape& d = c.d;
+    const MlaDims& d = c.d;
     std::vector<std::vector<double>> b{MlaDVec(static_cast<std::size_t>(d.heads * d.tokens * d.d_v)),
                                        MlaDVec(static_cast<std::size_t>(d.heads * d.tokens))};
     for (std::int64_t i = 0; i < d.heads; ++i) {

@@ -5,6 +5,7 @@
 // the switches their mutants turn on.
 #pragma once
 #include "impls/registry.hpp"
+#include "numerics/mla_dims.hpp"
 
 namespace conform {
 
@@ -20,11 +21,7 @@ enum class MlaKernelForm { explicit_kv, absorbed };
 // new token's position, causal, whether the cache's rope keys are rotated,
 // the softmax scale (0: 1/sqrt(d_nope + d_r) in FP32, two roundings), and
 // RoPE's pairing and base.
-struct MlaDims {
-    std::int64_t heads, tokens, cached, d_model, d_c, d_nope, d_r, d_v;
-    std::int64_t keys() const { return cached + tokens; }
-    std::int64_t d_q() const { return d_nope + d_r; }
-};
+using conform::MlaDims;  // numerics/mla_dims.hpp, shared with the oracle's bound
 struct MlaSetup {
     MlaDims d;
     std::int64_t offset;

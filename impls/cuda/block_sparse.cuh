@@ -142,7 +142,7 @@ template <class S, class Bug = BsaNoBug>
 void run_block_sparse_as(const KernelCall& c, const char* kernel, const Launch& lc) {
     const BsaArgs a = cpu::block_sparse_dims(c);
     const std::string who = kernel;
-    check_fp32_attention(Fp32Attention{1, 1, 0, 0, 0, static_cast<int>(a.dv)}, who);
+    check_fp32_dv(a.dv, who);
     if (a.mode == 0 && a.di * 4 > 48 * 1024) throw std::invalid_argument(who + ": Di does not fit a block's shared memory");
     Stream s(kernel);
     std::vector<DeviceBuffer> in;

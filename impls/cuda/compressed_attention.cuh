@@ -106,7 +106,7 @@ template <class S, class Bug = CsaNoBug>
 void run_compressed_attention_as(const KernelCall& c, const char* kernel, const Launch& lc) {
     const CsaArgs a = cpu::csa_dims(c);
     const std::string who = kernel;
-    check_fp32_attention(Fp32Attention{1, 1, 0, 0, 0, static_cast<int>(a.c)}, who);
+    check_fp32_dv(a.c, who);
     if (a.mode == 0 && a.hi * a.c > kIndexerMaxQ)
         throw std::invalid_argument(who + ": Hi c = " + std::to_string(a.hi * a.c) +
                                     " > 12288: a query row of the indexer does not fit the block's shared memory");

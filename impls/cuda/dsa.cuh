@@ -49,7 +49,7 @@ void run_dsa_as(const KernelCall& c, const char* kernel, const AttnLaunch& l) {
     ap.set("causal", 0);
     AttnArgs a = attention_args(KernelCall{ap, {c.in[3], c.in[4], c.in[5]}, {c.out[0], c.out[1]}}, l);
     a.has_mask = true;
-    if constexpr (kWide) check_fp32_attention(Fp32Attention{1, 1, 0, 0, a.d, a.dv}, who);
+    if constexpr (kWide) check_fp32_dv(a.dv, who);
     else padded_dim(a.d, a.dv);  // refuses head dimensions over 256 before any work
     SelectArgs sa;
     sa.lq = ia.lq, sa.n = ia.n, sa.k = c.out[2].shape[1], sa.r = 1, sa.causal = 1, sa.force = 0;

@@ -140,7 +140,8 @@ __global__ void moe_latent_norm(const float* __restrict__ acc, const S* __restri
 
 // y [T, C] = base + the shared experts' outputs in order, FP32, stored once;
 // a block per token: NaN throughout a router-bad token or a row with a NaN
-// or an infinity.  base: FP32 (routed sum) or S (latent_up's product).
+// or an infinity (stored, then overwritten after the block's vote).  base:
+// FP32 (routed sum) or S (latent_up's product).
 template <class S, class Bug>
 __global__ void moe_finish(const float* __restrict__ base32, const S* __restrict__ base_s, const S* __restrict__ ys,
                            const unsigned char* __restrict__ bad, S* __restrict__ y, long long t_count, long long c,
@@ -151,13 +152,11 @@ __global__ void moe_finish(const float* __restrict__ base32, const S* __restrict
             float v = base32 ? base32[t * c + i] : static_cast<float>(load(base_s[t * c + i]));
             for (long long s = 0; s < shared; ++s) v += static_cast<float>(load(ys[(t * shared + s) * c + i]));
             nonfinite += !isfinite(v);
+            y[t * c + i] = store<S>(v);
         }
-        const bool nan_row = bad[t] || block_reduce(nonfinite, Add{}, 0) > 0;
-        for (long long i = threadIdx.x; i < c; i += blockDim.x) {
-            float v = base32 ? base32[t * c + i] : static_cast<float>(load(base_s[t * c + i]));
-            for (long long s = 0; s < shared; ++s) v += static_cast<float>(load(ys[(t * shared + s) * c + i]));
-            y[t * c + i] = store<S>(nan_row ? NAN : v);
-        }
+        // Each thread overwrites only the elements it stored itself.
+        if (bad[t] || block_reduce(nonfinite, Add{}, 0) > 0)
+            for (long long i = threadIdx.x; i < c; i += blockDim.x) y[t * c + i] = store<S>(NAN);
     }
 }
 

@@ -146,7 +146,7 @@ KernelInfo nsa_info(KernelInfo k, Format f);
 template <class S, class Bug = NsaNoBug>
 void run_nsa_as(const KernelCall& c, const char* kernel, const Launch& lc) {
     const NsaArgs a = cpu::nsa_dims(c);
-    check_fp32_attention(Fp32Attention{1, 1, 0, 0, 0, static_cast<int>(a.dv)}, kernel);
+    check_fp32_dv(a.dv, kernel);
     Stream s(kernel);
     const auto z = [](long long n) { return static_cast<std::size_t>(n); };
     std::vector<DeviceBuffer> in, wide;

@@ -90,9 +90,10 @@ struct Fp32Attention {
 
 inline constexpr int kSparseKeyStep = 32;
 
-inline void check_fp32_attention(const Fp32Attention& f, const std::string& who) {
-    if (f.dv > 32 * kSimtCols)
-        throw std::invalid_argument(who + ": Dv = " + std::to_string(f.dv) + " > " + std::to_string(32 * kSimtCols) +
+// Its one limit: Dv <= 32 kSimtCols value columns (any D).
+inline void check_fp32_dv(long long dv, const std::string& who) {
+    if (dv > 32 * kSimtCols)
+        throw std::invalid_argument(who + ": Dv = " + std::to_string(dv) + " > " + std::to_string(32 * kSimtCols) +
                                     ": not supported by the FP32 attention kernel");
 }
 
