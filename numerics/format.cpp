@@ -73,6 +73,12 @@ std::uint64_t encode_binary(Format f, double v) {
     return assemble_rounded(f, std::signbit(v), r, q);
 }
 
+double double_of(std::uint64_t bits) {
+    double d;
+    std::memcpy(&d, &bits, 8);
+    return d;
+}
+
 double decode_binary(Format f, std::uint64_t bits) {
     const FormatInfo& fi = info(f);
     const int p = fi.precision, bias = 1 - fi.emin, width = fi.bytes * 8;
@@ -84,11 +90,10 @@ double decode_binary(Format f, std::uint64_t bits) {
         v = std::numeric_limits<double>::quiet_NaN();
     else if (f != Format::fp8_e4m3 && biased == std::uint64_t(2 * bias + 1))
         v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-    else if (biased == 0)
-        v = std::ldexp(static_cast<double>(mant), fi.emin - (p - 1));
-    else
-        v = std::ldexp(static_cast<double>(mant | (std::uint64_t{1} << (p - 1))),
-                       static_cast<int>(biased) - bias - (p - 1));
+    else if (biased == 0)  // mant 2^(emin - p + 1): exact, the unit a normal double
+        v = static_cast<double>(mant) * double_of(static_cast<std::uint64_t>(fi.emin - (p - 1) + 1023) << 52);
+    else  // the double with the same exponent and the fraction's bits at its top (every format's range fits)
+        v = double_of((biased - bias + 1023) << 52 | mant << (53 - p));
     return neg ? -v : v;
 }
 

@@ -47,7 +47,7 @@ inline std::int64_t kv_head_of(std::int64_t h, std::int64_t hq, std::int64_t hkv
 // c * tanh(s / c) when a softcap c > 0 is set.
 template <class R> R capped_logit(const R* q, const R* k, std::int64_t d, const R& scale, double softcap) {
     R dot(0);
-    for (std::int64_t t = 0; t < d; ++t) dot += q[t] * k[t];
+    for (std::int64_t t = 0; t < d; ++t) add_product(dot, q[t], k[t]);
     const R s = scale * dot;
     return softcap > 0 ? conform::oracle::softcap(s, softcap) : s;
 }
@@ -60,6 +60,11 @@ template <class R> R capped_logit(const R* q, const R* k, std::int64_t d, const 
 // e^(-7e8)) still multiplies an infinite value into that infinity, as the
 // exact product does (0 * inf would be NaN).
 template <class R> R weighted_value(const R& p, const R& v) { return p == 0 && isinf(v) ? v : R(p * v); }
+// acc += weighted_value(p, v), the product and the sum rounded once.
+template <class R> void add_weighted(R& acc, const R& p, const R& v) {
+    if (p == 0 && isinf(v)) acc += v;
+    else add_product(acc, p, v);
+}
 
 template <class R> AttnState<R> attend_direct(const std::vector<R>& s, const std::vector<R>& v, std::int64_t dv) {
     const SoftmaxRow<R> p = softmax_row(s);
@@ -68,7 +73,7 @@ template <class R> AttnState<R> attend_direct(const std::vector<R>& s, const std
     std::vector<R> o(n, R(0));
     for (std::size_t j = 0; j < s.size(); ++j) {
         if (isinf(s[j])) continue;
-        for (std::size_t d = 0; d < n; ++d) o[d] += weighted_value(p.y[j], v[j * n + d]);
+        for (std::size_t d = 0; d < n; ++d) add_weighted(o[d], p.y[j], v[j * n + d]);
     }
     return {std::move(o), p.lse};
 }
@@ -99,7 +104,7 @@ AttnState<R> attend_online(const std::vector<R>& s, const std::vector<R>& v, std
             if (isinf(s[j])) continue;
             const R e = exp(s[j] - m_new);
             l += e;
-            for (std::size_t d = 0; d < w; ++d) acc[d] += weighted_value(e, v[j * w + d]);
+            for (std::size_t d = 0; d < w; ++d) add_weighted(acc[d], e, v[j * w + d]);
         }
         m = m_new;
     }

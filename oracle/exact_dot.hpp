@@ -2,6 +2,7 @@
 // K exact products summed by mpfr_sum, correctly rounded at the working
 // precision whatever the cancellation.
 #pragma once
+#include <cmath>
 #include <vector>
 
 #include "oracle/real.hpp"
@@ -28,6 +29,14 @@ public:
     ExactDot& operator=(const ExactDot&) = delete;
 
     void set(std::size_t i, double a, double b) {
+        // A product that is itself a normal double (every product of two
+        // values of 24 or fewer bits in FP32's range) is stored as one: the
+        // FMA's residual is exact there, and zero means nothing was rounded.
+        const double p = a * b;
+        if (std::isnormal(p) && std::fma(a, b, -p) == 0) {
+            mpfr_set_d(&terms_[i], p, MPFR_RNDN);
+            return;
+        }
         mpfr_set_d(x_, a, MPFR_RNDN);
         mpfr_mul_d(&terms_[i], x_, b, MPFR_RNDN);  // exact at 106 bits
     }

@@ -81,6 +81,7 @@ OpOutputs eval_fp8_gemm(const Params& params, const std::vector<TensorView>& in)
     ExactDot full(d.block), tail(d.k - (nb - 1) * d.block);
     std::vector<Real> terms(static_cast<std::size_t>(nb));
     std::vector<mpfr_ptr> ptrs(terms.size());
+    const std::vector<double> a = decoded_values(in[0]), w = decoded_values(in[2]);
     for (std::int64_t i = 0; i < d.m; ++i)
         for (std::int64_t j = 0; j < d.n; ++j) {
             // Block sums exact (IEEE specials), then times both scales: the
@@ -89,7 +90,8 @@ OpOutputs eval_fp8_gemm(const Params& params, const std::vector<TensorView>& in)
                 const std::int64_t k0 = b * d.block, len = std::min(d.block, d.k - k0);
                 ExactDot& dot = len == d.block ? full : tail;
                 for (std::int64_t t = 0; t < len; ++t)
-                    dot.set(static_cast<std::size_t>(t), in[0].value(i * d.k + k0 + t), in[2].value((k0 + t) * d.n + j));
+                    dot.set(static_cast<std::size_t>(t), a[static_cast<std::size_t>(i * d.k + k0 + t)],
+                            w[static_cast<std::size_t>((k0 + t) * d.n + j)]);
                 Real& term = terms[static_cast<std::size_t>(b)];
                 term = dot.sum() * from_double(in[1].value(i * nb + b)) * from_double(in[3].value(b * sbn + j / d.block));
                 ptrs[static_cast<std::size_t>(b)] = term.backend().data();

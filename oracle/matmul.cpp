@@ -32,10 +32,12 @@ OpOutputs eval_matmul(const Params&, const std::vector<TensorView>& in) {
     OpOutputs out{{"y"}, {{d.m, d.n}}, {{}}};
     out.values[0].reserve(static_cast<std::size_t>(d.m * d.n));
     ExactDot dot(d.k);
+    const std::vector<double> a = decoded_values(in[0]), b = decoded_values(in[1]);
     for (std::int64_t i = 0; i < d.m; ++i)
         for (std::int64_t j = 0; j < d.n; ++j) {
             for (std::int64_t k = 0; k < d.k; ++k)
-                dot.set(static_cast<std::size_t>(k), in[0].value(i * d.k + k), in[1].value(k * d.n + j));
+                dot.set(static_cast<std::size_t>(k), a[static_cast<std::size_t>(i * d.k + k)],
+                        b[static_cast<std::size_t>(k * d.n + j)]);
             out.values[0].push_back(dot.sum());
         }
     return out;

@@ -330,12 +330,14 @@ OpOutputs eval_moe_router(const Params& params, const std::vector<TensorView>& i
     std::vector<std::int64_t> counts(ek, 0);
     std::vector<char> bad(static_cast<std::size_t>(T), 0);
     ExactDot dot(s.channels);
+    const std::vector<double> x = decoded_values(in[0]), wr = decoded_values(in[1]);
     for (std::int64_t t = 0; t < T; ++t) {
         std::vector<Real> l(ek);
         bool finite = true;
         for (std::int64_t e = 0; e < E; ++e) {
             for (std::int64_t c = 0; c < s.channels; ++c)
-                dot.set(static_cast<std::size_t>(c), in[0].value(t * s.channels + c), in[1].value(c * E + e));
+                dot.set(static_cast<std::size_t>(c), x[static_cast<std::size_t>(t * s.channels + c)],
+                        wr[static_cast<std::size_t>(c * E + e)]);
             l[static_cast<std::size_t>(e)] = dot.sum();
             finite = finite && !isnan(l[static_cast<std::size_t>(e)]) && !isinf(l[static_cast<std::size_t>(e)]);
         }

@@ -66,6 +66,15 @@ template <> inline double pi_of<double>() { return 3.14159265358979323846; }
 template <class R> R decimal_of(const char* s);
 template <> inline Real decimal_of<Real>(const char* s) { return decimal(s); }
 template <> inline double decimal_of<double>(const char* s) { return std::strtod(s, nullptr); }
+// acc += a b rounded once (MPFR's fma), in place: the oracles' dot products
+// and weighted sums allocate no temporary per term.  The FP64 tier keeps
+// its two roundings.
+inline void add_product(Real& acc, const Real& a, const Real& b) {
+    mpfr_fma(acc.backend().data(), a.backend().data(), b.backend().data(), acc.backend().data(), MPFR_RNDN);
+}
+inline void add_product(double& acc, double a, double b) { acc += a * b; }
+// x = v exactly (v a double; the working precision is >= 53 bits), in place.
+inline void set_exact(Real& x, double v) { mpfr_set_d(x.backend().data(), v, MPFR_RNDN); }
 inline bool isnan(const Real& x) { return mpfr_nan_p(x.backend().data()); }
 inline bool isinf(const Real& x) { return mpfr_inf_p(x.backend().data()); }
 inline bool signbit(const Real& x) { return mpfr_signbit(x.backend().data()); }

@@ -39,12 +39,14 @@ OpOutputs eval_lightning_indexer(const Params&, const std::vector<TensorView>& i
     const IndexerDims d = indexer_dims(in);
     OpOutputs out{{"scores"}, {{d.lq, d.n}}, {{}}};
     ExactDot dot(d.c);
+    const std::vector<double> q = decoded_values(in[0]), k = decoded_values(in[1]);
     for (std::int64_t t = 0; t < d.lq; ++t)
         for (std::int64_t s = 0; s < d.n; ++s) {
             Real sum(0);
             for (std::int64_t h = 0; h < d.h; ++h) {
                 for (std::int64_t i = 0; i < d.c; ++i)
-                    dot.set(static_cast<std::size_t>(i), in[0].value((t * d.h + h) * d.c + i), in[1].value(s * d.c + i));
+                    dot.set(static_cast<std::size_t>(i), q[static_cast<std::size_t>((t * d.h + h) * d.c + i)],
+                            k[static_cast<std::size_t>(s * d.c + i)]);
                 Real r = dot.sum();
                 if (!isnan(r) && r < 0) r = 0;  // ReLU; NaN stays NaN
                 sum += from_double(in[2].value(t * d.h + h)) * r;

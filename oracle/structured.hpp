@@ -69,8 +69,9 @@ StructuredResult evaluate_structured(const std::string& op, const Params& params
 
 // Every element of t, exactly, in row-major order.
 inline std::vector<Real> read_exact(const TensorView& t) {
-    std::vector<Real> v(static_cast<std::size_t>(t.numel()));
-    for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = from_double(t.value(i));
+    const std::int64_t n = t.numel();
+    std::vector<Real> v(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) set_exact(v[static_cast<std::size_t>(i)], t.value(i));
     return v;
 }
 

@@ -308,6 +308,9 @@ bool flush_inputs(const std::vector<TensorView>& in, std::vector<Tensor>& owned,
 struct References {
     std::vector<Tensor> rounded;
     std::vector<std::vector<double>> exact;
+    // exact before the row and element conventions (masked_row, special_values):
+    // the oracle's values under the formula conventions, which the bounds read
+    std::vector<std::vector<double>> formula_exact;
     unsigned max_bits = 0;
     std::int64_t recomputed = 0;
     std::map<std::string, std::int64_t> notes;
@@ -331,6 +334,7 @@ References reference(const KernelInfo& k, const OpSpec& op, const Params& case_p
         r.exact.push_back(std::move(s.exact));
         r.max_bits = s.max_bits, r.recomputed = s.recomputed;
     }
+    r.formula_exact = r.exact;
     if (!k.conventions.empty()) oracle::apply_conventions(op.name, k.conventions, p, in, r.rounded, r.exact);
     return r;
 }
@@ -436,22 +440,23 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
     if (op.staged)
         for (const Tensor& t : got) oracle_in.push_back(t.view());
     References ref = reference(k, op, p, oracle_in, in, formats);
-    e.model_breach = probabilistic_model_breach(op, p, in, k.acc);
+    const bool bounds = !opt.reference_only;
+    if (bounds) e.model_breach = probabilistic_model_breach(op, p, in, k.acc);
     const bool model_holds = e.model_breach.empty();
     const Budget budget = budget_for(k);
     std::vector<std::vector<double>> rig, prob;
-    if (op.kind == OpKind::structured) {
-        // Bounds from the oracle's own values before conventions: a declared
-        // convention changes only special rows, judged as classes.
+    if (bounds && op.kind == OpKind::structured) {
+        // Bounds from the oracle's values under the declared formula
+        // conventions (causal = top_left), before the row conventions
+        // (masked_row = nan): those change only special rows, judged as classes.
         if (const oracle::StructuredBoundFn fn = oracle::find_structured_bound(op.name)) {
-            const std::vector<std::vector<double>> exact =
-                k.conventions.empty() ? ref.exact : oracle::evaluate_structured(op.name, p, oracle_in, formats).exact;
-            both_tiers([&] { return fn(bound_params(k, p), oracle_in, exact, k.acc, formats); }, model_holds, rig, prob);
+            both_tiers([&] { return fn(bound_params(k, p), oracle_in, ref.formula_exact, k.acc, formats); }, model_holds,
+                       rig, prob);
         }
-    } else if (!budget.arith.empty()) {
+    } else if (bounds && !budget.arith.empty()) {
         rig.push_back(oracle::act_arith_bound(op.name, k.conventions, p, in, ref.exact[0], k.out));
         prob = rig;  // no accumulation: one tier
-    } else if (budget.bound_based) {
+    } else if (bounds && budget.bound_based) {
         rig.emplace_back(), prob.emplace_back();
         for (std::int64_t r = 0; r < in[0].rows(); ++r) {
             std::vector<double> br, bp;

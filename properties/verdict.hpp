@@ -172,6 +172,9 @@ struct CaseEval {
 
 struct EvalOptions {
     bool alternatives = false;  // also the ftz / ieee references (for ranks)
+    // The kernel's outputs and the oracle's only: no bounds (outputs unbounded),
+    // no model check.  For properties that compare references, not verdicts.
+    bool reference_only = false;
 };
 
 // While one is alive on this thread, evaluate_case runs the kernel only and

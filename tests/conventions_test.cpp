@@ -215,15 +215,17 @@ TEST(Conventions, GegluTanhFormAndIeeeSpecialValues) {
     EXPECT_FALSE(props::check_case(declaring(good, {{"special_values", "ieee"}}), Params{}, {x.view()}).pass);
 }
 
-TEST(Conventions, TopLeftCausalAlignment) {
-    // The built-in kernel with an explicit top-left mask (-inf above the
-    // diagonal j > i) and no structural causal mask.
-    KernelInfo k = *builtin_registry().find("cpu.scalar.attention.fp32");
+namespace {
+
+// A built-in attention kernel given an explicit top-left mask (-inf above
+// the diagonal j > i, in its input format) in place of the structural causal one.
+KernelInfo top_left_causal(const std::string& builtin) {
+    KernelInfo k = *builtin_registry().find(builtin);
     const KernelFn inner = k.fn;
     auto masks = std::make_shared<std::vector<Tensor>>();
-    k.fn = [inner, masks](const KernelCall& c) {
+    k.fn = [inner, masks, f = k.in](const KernelCall& c) {
         const std::int64_t lq = c.in[0].shape[1], lk = c.in[1].shape[1];
-        masks->emplace_back(Format::fp32, std::vector<std::int64_t>{lq, lk});
+        masks->emplace_back(f, std::vector<std::int64_t>{lq, lk});
         for (std::int64_t i = 0; i < lq; ++i)
             for (std::int64_t j = 0; j < lk; ++j) masks->back().set_value(i * lk + j, j > i && c.params.get("causal", 0) != 0 ? kNegInf : 0.0);
         Params p = c.params;
@@ -231,12 +233,40 @@ TEST(Conventions, TopLeftCausalAlignment) {
         KernelCall call{p, {c.in[0], c.in[1], c.in[2], masks->back().view()}, c.out};
         inner(call);
     };
+    return k;
+}
+
+}  // namespace
+
+TEST(Conventions, TopLeftCausalAlignment) {
+    const KernelInfo k = top_left_causal("cpu.scalar.attention.fp32");
     const Tensor q = filled(Format::fp32, {2, 3, 8}, 0.5), kk = filled(Format::fp32, {1, 5, 8}, 0.25), v = filled(Format::fp32, {1, 5, 4}, 1);
     Params p;
     p.set("causal", 1);
     EXPECT_FALSE(props::check_case(k, p, {q.view(), kk.view(), v.view()}).pass);
     const auto declared = props::check_case(declaring(k, {{"causal", "top_left"}}), p, {q.view(), kk.view(), v.view()});
     EXPECT_TRUE(declared.pass) << declared.message;
+}
+
+// The bound of a kernel declaring causal = top_left reads the top-left
+// output's magnitude.  q = 0 (equal weights), Lq = 2, Lk = 6, v = (1000,
+// 1000.5, 0, 0, 0, 0): row 1 sees keys 0, 1 top-left, o = 1000.25, a tie
+// between FP16 neighbours; the kernel here rounds it up (faithful, error 1/4:
+// half an ulp, within the bound).  Bottom-right the row sees all six keys,
+// o = 333.4, whose half ulp is 1/8: a bound built from those values failed it.
+TEST(Conventions, TopLeftBoundReadsTheTopLeftOutput) {
+    KernelInfo k = declaring(top_left_causal("cpu.scalar.attention.fp16"), {{"causal", "top_left"}});
+    k.fn = [inner = k.fn](const KernelCall& c) {
+        inner(c);
+        if (c.out[0].value(1) == 1000) c.out[0].set_bits(1, encode(Format::fp16, 1000.5));  // row 1: the tie up
+    };
+    const Tensor q = filled(Format::fp16, {1, 2, 4}, 0), kk = filled(Format::fp16, {1, 6, 4}, 0);
+    Tensor v(Format::fp16, {1, 6, 1});
+    v.set_value(0, 1000), v.set_value(1, 1000.5);
+    Params p;
+    p.set("causal", 1);
+    const props::CaseResult r = props::check_case(k, p, {q.view(), kk.view(), v.view()});
+    EXPECT_TRUE(r.pass) << r.message;
 }
 
 TEST(Conventions, KeysMustBelongToTheOpAndCombinationsMustMeanSomething) {

@@ -330,7 +330,7 @@ TEST(SinkhornOracle, EvaluatorLayoutAndValidation) {
         for (int i = 0; i < 9; ++i)
             EXPECT_EQ(out.rounded[0].value(9 * m + i), static_cast<float>(oracle::to_double(b.a[static_cast<std::size_t>(i)])));
     }
-    const Tensor flat = conform::testing::tensor({4}, {0, 0, 0, 0}), oblong = conform::testing::tensor({2, 3}, v);
+    const Tensor flat = conform::testing::tensor({4}, {0, 0, 0, 0}), oblong = conform::testing::tensor({2, 3}, {v.begin(), v.begin() + 6});
     EXPECT_THROW(oracle::evaluate_structured("sinkhorn", Params(), {flat.view()}, {Format::fp32}), std::invalid_argument);
     EXPECT_THROW(oracle::evaluate_structured("sinkhorn", Params(), {oblong.view()}, {Format::fp32}), std::invalid_argument);
     EXPECT_THROW(oracle::evaluate_structured("sinkhorn", Params({{"iters", 0}}), {batch.view()}, {Format::fp32}),

@@ -15,6 +15,9 @@ namespace conform::testing {
 // A tensor of the given shape holding v (row-major), stored in f.
 inline Tensor tensor(std::vector<std::int64_t> shape, const std::vector<double>& v, Format f = Format::fp64) {
     Tensor t(f, std::move(shape));
+    if (static_cast<std::int64_t>(v.size()) > t.numel())
+        throw std::invalid_argument("testing::tensor: " + std::to_string(v.size()) + " values for " +
+                                    std::to_string(t.numel()) + " elements");
     for (std::size_t i = 0; i < v.size(); ++i) t.set_value(static_cast<std::int64_t>(i), v[i]);
     return t;
 }
