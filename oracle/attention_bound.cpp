@@ -55,6 +55,28 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
 
 double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
 
+// Whether an FP32 logit of the row may overflow: the dot product's partial
+// sums are at most max(1, |scale|) A_j (1 + g_dot) + abs in magnitude
+// (A_j = sum_d |q_d k_jd|; q scaled before the dot or the dot after), the
+// mask add's sum at most |capped_j| (1 + g_dot) + abs + |mask_ij|.  Past
+// FP32's overflow threshold the kernel's logit is +-inf or NaN where the
+// exact one is finite (a key hidden, or the row NaN): an FP32 kernel does
+// not define that row's o and lse (docs/attention.md, "Special values").
+// Only FP32 inputs reach it: 256 products of FP16 values stay below 2^41.
+bool logits_may_overflow(const RowLogits& r, const std::vector<double>& mask, std::int64_t i, double scale,
+                         double g_dot, double abs) {
+    const double threshold = max_finite(Format::fp32) + 0.5 * ulp_at(Format::fp32, max_finite(Format::fp32));
+    const std::int64_t lk = static_cast<std::int64_t>(r.s.size());
+    for (std::int64_t j = 0; j < lk; ++j) {
+        if (r.s[j] == -INFINITY && r.a[j] == 0) continue;  // hidden (an infinite k's -inf logit has A_j = inf)
+        const double scaled = std::max(1.0, std::fabs(scale)) * r.a[j] * (1 + g_dot) + abs;
+        const double sum = mask.empty() ? 0 : std::fabs(r.capped[j]) * (1 + g_dot) + abs + std::fabs(mask[i * lk + j]);
+        if (!(scaled < threshold) && std::isfinite(r.a[j])) return true;
+        if (!(sum < threshold) && std::isfinite(sum)) return true;
+    }
+    return false;
+}
+
 // The logit's extra error when every stage rounds it to a format of unit u
 // (docs/attention.md, "Logits in a narrower format"): the dot product and the
 // scale (and the softcap's divide) are relative roundings of the scaled
@@ -199,6 +221,10 @@ std::vector<double> attention_bound(const Params& p, const std::vector<TensorVie
             const RowLogits r = row_logits(sh, p, scale, q, k, mask, h, i);
             if (std::any_of(r.s.begin(), r.s.end(), [](double s) { return std::isnan(s) || s == INFINITY; })) {
                 std::fill(ob, ob + sh.dv, NAN), lb = NAN;
+                continue;
+            }
+            if (logits_may_overflow(r, mask, i, scale, g_dot, dot_abs * std::max(1.0, std::fabs(scale)))) {
+                std::fill(ob, ob + sh.dv, kUndefined), lb = kUndefined;
                 continue;
             }
             const double m = *std::max_element(r.s.begin(), r.s.end());

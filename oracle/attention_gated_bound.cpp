@@ -54,6 +54,7 @@ std::vector<double> ungated_magnitudes(const std::vector<TensorView>& in, const 
 // The bound of one gated element from B_o, |o| (upper bound) and g.
 double gated_element(double b_o, double o_mag, double g, double y, Format out) {
     if (std::isnan(g) || std::isnan(b_o)) return NAN;
+    if (b_o == kUndefined) return kUndefined;  // the row's logits may overflow FP32
     if (b_o == 0) return 0;  // a row that sees no key: exactly 0 * sigmoid32(g) = 0 required
     const bool exact_gate = std::isinf(g);  // sigmoid32(+-inf) = 1 or 0 exactly
     const double s = sigmoid_double(g), theta = exact_gate ? 0 : kGatedTheta, eta_s = exact_gate ? 0 : kGatedEtaSigma;

@@ -538,7 +538,11 @@ std::uint64_t alternative_rank(Format f, std::uint64_t alt, std::uint64_t got, b
 
 int sign_of(double v) { return (v > 0) - (v < 0); }
 
+// Attention's rows past FP32 (oracle/attention_bound.cpp, logits_may_overflow).
+constexpr const char* kLogitOverflow = "an FP32 logit may overflow (sum |q k| scaled, or with the mask, past FP32's range)";
+
 // Why an op's bound leaves an element undefined (oracle::kUndefined).
+
 std::string undefined_reason(const OpSpec& op) {
     if (op.name == "matmul") return "sum |a b| reaches the accumulator's overflow threshold";
     if (op.name == "moe_router") return "FP32 logits may overflow, or the sigmoid leave FP32's normal range";
@@ -546,13 +550,19 @@ std::string undefined_reason(const OpSpec& op) {
         return "an FP32 dot product or head sum may overflow, or an infinite weight meets a dot of uncertain sign";
     if (op.name == "moe" || op.name == "latent_moe")
         return "a stage may overflow, RMSNorm(u)'s root is not determined, or the router is undefined";
+    if (op.name == "attention" || op.name == "gated_attention" || op.name == "sink_attention")
+        return kLogitOverflow;
     if (op.name == "dsa_attention")
-        return "the indexer's FP32 dot products or head sums may overflow: the row's selection is not determined";
+        return std::string("the indexer's FP32 dot products or head sums may overflow: the row's selection is not "
+                           "determined; or ") + kLogitOverflow;
     if (op.name == "block_sparse_attention")
         return "a block score's budget is undefined (a non-finite score, a stage that may overflow, RMSNorm's root not "
-               "determined); o also needs the candidate's selection to be a valid one (not a NaN row)";
+               "determined); o also needs the candidate's selection to be a valid one (not a NaN row); or " +
+               std::string(kLogitOverflow);
     if (op.name == "mla") return "a stage may overflow, or a magnitude on the element's path is not finite";
-    if (op.name == "compressed_attention") return "the indexer's FP32 dot products or head sums may overflow: the selection is not determined";
+    if (op.name == "compressed_attention")
+        return std::string("the indexer's FP32 dot products or head sums may overflow: the selection is not determined; "
+                           "or ") + kLogitOverflow;
     if (op.name == "nsa_attention") return "an FP32 logit, accumulator or the gated sum may overflow, or a branch's logits are too large to bound: the selection or a branch is not bounded";
     if (op.name == "block_attn_res") return "a stage may overflow, or a key's RMSNorm root is not determined";
     if (op.name == "gated_residual")

@@ -411,6 +411,29 @@ TEST(AttentionKernel, AnUnnormalizedSumPastFp32IsNotJudged) {
         }
 }
 
+// A logit past FP32's range: q = (1e20, 1/2), key 0 = (-1e20, 1/4), whose
+// exact logit -1e40 / sqrt(2) is finite, so its weight is positive and an
+// infinite v there makes o = +inf -- but FP32's dot product is -inf, the key
+// is hidden and a kernel returns key 1's value.  No FP32 kernel can compute
+// that row: it is not judged.  Row 1 (q = (1/4, 1): logit -2.5e19 / sqrt(2),
+// within FP32) is, its o +inf as well.
+TEST(AttentionKernel, ALogitPastFp32IsNotJudged) {
+    for (const std::string variant : {"simd", "scalar"}) {
+        const KernelInfo* k = find_kernel("cpu." + variant + ".attention.fp32");
+        ASSERT_NE(k, nullptr);
+        std::vector<Tensor> in = {Tensor(Format::fp32, {1, 2, 2}), Tensor(Format::fp32, {1, 2, 2}), Tensor(Format::fp32, {1, 2, 1})};
+        const double q[] = {1e20, 0.5, 0.25, 1}, kk[] = {-1e20, 0.25, 1, 0.5};
+        for (std::int64_t i = 0; i < 4; ++i) in[0].set_value(i, q[i]), in[1].set_value(i, kk[i]);
+        in[2].set_value(0, INFINITY), in[2].set_value(1, 3.0);
+        std::vector<TensorView> views;
+        for (const Tensor& t : in) views.push_back(t.view());
+        const props::CaseResult r = props::check_case(*k, Params::defaults(*find_op("attention")), views);
+        EXPECT_TRUE(r.pass) << k->name << ": " << r.message;
+        EXPECT_EQ(r.not_judged, 2) << k->name;  // row 0's o and lse
+        EXPECT_EQ(r.judged, 2) << k->name;      // row 1's
+    }
+}
+
 // The same overflow under a running maximum: two values at 0.9 of FP32's
 // max under logit 0 in the first key tile, a key of logit 10 in a later
 // one.  The kernel's first tile overflows before the larger maximum scales

@@ -237,6 +237,22 @@ TEST(CudaAttention, AMinusInfinityLogitHidesAnInfiniteValue) {
         }
 }
 
+// A logit past FP32's range (AttentionKernel.ALogitPastFp32IsNotJudged):
+// key 0's exact weight is positive and its v infinite, so o = +inf, but the
+// FP32 dot product overflows to -inf and hides the key.  The row is not
+// judged; the other row, whose o is +inf too, is.
+TEST(CudaAttention, ALogitPastFp32IsNotJudged) {
+    const KernelInfo& k = *cuda_emu_registry().kernels.find("cuda.attention.fp32");
+    std::vector<Tensor> in = {Tensor(Format::fp32, {1, 2, 2}), Tensor(Format::fp32, {1, 2, 2}), Tensor(Format::fp32, {1, 2, 1})};
+    const double q[] = {1e20, 0.5, 0.25, 1}, kk[] = {-1e20, 0.25, 1, 0.5};
+    for (std::int64_t i = 0; i < 4; ++i) in[0].set_value(i, q[i]), in[1].set_value(i, kk[i]);
+    in[2].set_value(0, INFINITY), in[2].set_value(1, 3.0);
+    const props::CaseResult r = props::check_case(k, Params::defaults(*find_op("attention")), views(in));
+    EXPECT_TRUE(r.pass) << r.message;
+    EXPECT_EQ(r.not_judged, 2);
+    EXPECT_EQ(r.judged, 2);
+}
+
 // Sinkhorn, one warp per matrix: every row bucket (n = 4, 8, 16, 32) in a
 // batch larger than the grid's warps, and a wide matrix (a column 200 below
 // its row maxima: the log domain), within the bound; n = 33 refused by name.
