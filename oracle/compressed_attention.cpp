@@ -134,6 +134,7 @@ struct CsaPlan {
     std::vector<std::vector<double>> rows;   // [L][slots]: the reference's indices
     std::vector<std::vector<double>> attend; // [L][slots]: the entries o attends to (the candidate's, well formed)
     std::vector<char> nan_row, undefined_row;
+    std::vector<char> taken;                 // attend holds the candidate's row
     std::map<std::string, std::int64_t> notes;
 };
 
@@ -204,12 +205,13 @@ CsaPlan csa_plan(const CsaSetup& s, const std::vector<TensorView>& in, const std
     // not (an inadmissible one fails at indices): its ids wherever every
     // slot is -1 or an entry id; the reference's rows elsewhere.
     pl.attend = pl.rows;
+    pl.taken.assign(static_cast<std::size_t>(s.tokens), 0);
     for (std::int64_t t = 0; s.staged && t < s.tokens; ++t) {
         const std::vector<double> theirs = csa_theirs_row(s, in, t);
         if (std::all_of(theirs.begin(), theirs.end(), [&](double id) {
                 return id == -1 || (id >= 0 && id < static_cast<double>(s.entries) && id == std::floor(id));
             }))
-            pl.attend[static_cast<std::size_t>(t)] = theirs;
+            pl.attend[static_cast<std::size_t>(t)] = theirs, pl.taken[static_cast<std::size_t>(t)] = 1;
     }
     return pl;
 }
@@ -303,10 +305,17 @@ std::vector<std::vector<double>> compressed_attention_bound(const Params& params
     const std::vector<double> lse(static_cast<std::size_t>(s.heads * s.tokens), 0.0);
     std::vector<double> e = attention_bound(csa_core_params(s), views, attention_outputs(views, exact.at(0), lse), model);
     e.resize(static_cast<std::size_t>(s.heads * s.tokens * s.dim));
-    for (std::int64_t t = 0; t < s.tokens; ++t)
-        if (pl.nan_row[static_cast<std::size_t>(t)])
+    for (std::int64_t t = 0; t < s.tokens; ++t) {
+        const auto ti = static_cast<std::size_t>(t);
+        // A row whose scores may overflow FP32 has no determined selection: o is
+        // judged over the candidate's own (well formed) one, else not at all (its
+        // FP32 scores may be NaN where the exact ones are not, a NaN row).
+        const bool undefined = pl.undefined_row[ti] && !pl.taken[ti];
+        if (pl.nan_row[ti] || undefined)
             for (std::int64_t h = 0; h < s.heads; ++h)
-                for (std::int64_t x = 0; x < s.dim; ++x) e[static_cast<std::size_t>((h * s.tokens + t) * s.dim + x)] = kCsaNaN;
+                for (std::int64_t x = 0; x < s.dim; ++x)
+                    e[static_cast<std::size_t>((h * s.tokens + t) * s.dim + x)] = pl.nan_row[ti] ? kCsaNaN : kUndefined;
+    }
     b[0] = std::move(e);
     return b;
 }

@@ -441,7 +441,8 @@ CaseEval evaluate_case(const KernelInfo& k, const Params& case_params, const std
         for (const Tensor& t : got) oracle_in.push_back(t.view());
     References ref = reference(k, op, p, oracle_in, in, formats);
     const bool bounds = !opt.reference_only;
-    if (bounds) e.model_breach = probabilistic_model_breach(op, p, in, k.acc);
+    // The model reads the weights under the kernel's formula conventions (top-left causal), as the bound does.
+    if (bounds) e.model_breach = probabilistic_model_breach(op, oracle_params(k, p), in, k.acc);
     const bool model_holds = e.model_breach.empty();
     const Budget budget = budget_for(k);
     std::vector<std::vector<double>> rig, prob;

@@ -187,7 +187,8 @@ TEST(CsaMutants, EachFailsWhereItsBugShows) {
 // A NaN index query at token 3 makes its scores NaN: its indices row and
 // its o row are NaN (compared by class), the other tokens untouched.  An
 // index query of 2^127 makes token 3's dot products overflow FP32: its
-// indices are not judged (kUndefined), everything else keeps a finite bound.
+// indices are not judged (kUndefined), nor its o without a candidate's
+// selection to judge it over; everything else keeps a finite bound.
 TEST(CsaOracle, NaNScoresMakeTheRowNaNAndOverflowLeavesItUndefined) {
     CsaHand h = csa_hand({1, 2, 3, 4, 5, 6}, {0, 1, 0, 1, 0, 1}, {0, 0}, {1, 2, 3, 4, 5, 6}, {0, 0, 0, 0, 0, 0}, {0, 0});
     const Params p({{"m", 2}, {"k", 1}, {"window", 1}});
@@ -204,6 +205,36 @@ TEST(CsaOracle, NaNScoresMakeTheRowNaNAndOverflowLeavesItUndefined) {
     for (std::int64_t t = 0; t < 6; ++t) {
         const double bi = b[2][static_cast<std::size_t>(t)], bo = b[0][static_cast<std::size_t>(t)];
         EXPECT_EQ(bi == oracle::kUndefined, t == 3) << t;
-        EXPECT_TRUE(std::isfinite(bo) && bo >= 0) << t << ": " << bo;
+        if (t == 3) EXPECT_EQ(bo, oracle::kUndefined);
+        else EXPECT_TRUE(std::isfinite(bo) && bo >= 0) << t << ": " << bo;
     }
+}
+
+// Token 3's index query 2^127 overflows its FP32 scores (the row is
+// undefined).  A kernel's well-formed selection there is accepted and its o
+// judged over it; a kernel whose overflowed scores read as NaN returns a NaN
+// row, whose o is then not judged -- but o NaN beside a well-formed
+// selection still fails.  (Seed 2838263984 failed the scalar kernel's
+// special values on such a row: o was judged over the oracle's selection.)
+TEST(CsaVerdict, AnOverflowingRowJudgesOOverTheCandidatesSelectionOnly) {
+    CsaHand h = csa_hand({1, 2, 3, 4, 5, 6}, {0, 1, 0, 1, 0, 1}, {0, 0}, {1, 2, 3, 4, 5, 6}, {0, 0, 0, 0, 0, 0}, {0, 0});
+    h.in[8].set_value(3, 0x1p127);
+    const Params p({{"m", 2}, {"k", 1}, {"window", 1}});
+    const KernelInfo& base = *builtin_registry().find("cpu.scalar.compressed_attention.fp32");
+    const props::CaseResult plain = props::check_case(base, p, h.views());
+    EXPECT_TRUE(plain.pass) << plain.message;
+    EXPECT_EQ(plain.not_judged, 1);  // token 3's index
+    auto poisoned = [&](bool nan_indices) {
+        KernelInfo k = base;
+        k.fn = [inner = base.fn, nan_indices](const KernelCall& c) {
+            inner(c);
+            c.out[0].set_bits(3, encode(Format::fp32, NAN));  // o [1, 6, 1]: token 3
+            if (nan_indices) c.out[2].set_bits(3, encode(Format::fp32, NAN));
+        };
+        return props::check_case(k, p, h.views());
+    };
+    const props::CaseResult nan_row = poisoned(true);
+    EXPECT_TRUE(nan_row.pass) << nan_row.message;
+    EXPECT_EQ(nan_row.not_judged, 2);  // token 3's index and o
+    EXPECT_FALSE(poisoned(false).pass);
 }

@@ -248,6 +248,24 @@ TEST(Conventions, TopLeftCausalAlignment) {
     EXPECT_TRUE(declared.pass) << declared.message;
 }
 
+// The probabilistic tier's model reads the weights under the declared
+// alignment.  Lq = 1, Lk = 64, key 0 = 11 q (logit about 17.6 above the
+// others): bottom-right the query sees all 64 keys, and 63 weights near
+// 2e-8, each below one rounding of the sum, add up to more than one
+// (absorbed alike: the model fails, the rigorous tier judges); top-left it
+// sees key 0 alone.
+TEST(Conventions, TopLeftModelReadsTheTopLeftWeights) {
+    const KernelInfo k = top_left_causal("cpu.scalar.attention.fp32");
+    const Tensor q = filled(Format::fp32, {1, 1, 8}, 1), v = filled(Format::fp32, {1, 64, 4}, 1);
+    Tensor kk = filled(Format::fp32, {1, 64, 8}, 0.1);
+    for (std::int64_t d = 0; d < 8; ++d) kk.set_value(d, 11 * q.value(d));
+    Params p;
+    p.set("causal", 1);
+    const std::vector<TensorView> in{q.view(), kk.view(), v.view()};
+    EXPECT_NE(props::evaluate_case(k, p, in).model_breach, "");
+    EXPECT_EQ(props::evaluate_case(declaring(k, {{"causal", "top_left"}}), p, in).model_breach, "");
+}
+
 // The bound of a kernel declaring causal = top_left reads the top-left
 // output's magnitude.  q = 0 (equal weights), Lq = 2, Lk = 6, v = (1000,
 // 1000.5, 0, 0, 0, 0): row 1 sees keys 0, 1 top-left, o = 1000.25, a tie
