@@ -24,8 +24,9 @@ struct Shape {
 // One row's logits and the magnitudes the budget needs; s_j = -inf for
 // hidden keys.
 struct RowLogits {
-    // final logit, scaled logit before the softcap, after it (before the mask), sum |q_d k_jd|
-    std::vector<double> s, raw, capped, a;
+    // final logit, scaled logit before the softcap, after it (before the mask), sum |q_d k_jd|,
+    // and that sum over the finite products only
+    std::vector<double> s, raw, capped, a, a_finite;
 };
 
 RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::vector<double>& q,
@@ -36,14 +37,18 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
     const bool top_left = p.get("convention.causal", 0) != 0;
     const double cap = p.get("softcap", 0);
     RowLogits r{std::vector<double>(sh.lk, -INFINITY), std::vector<double>(sh.lk, 0), std::vector<double>(sh.lk, 0),
-                std::vector<double>(sh.lk, 0)};
+                std::vector<double>(sh.lk, 0), std::vector<double>(sh.lk, 0)};
     const double* qr = &q[(h * sh.lq + i) * sh.d];
     for (std::int64_t j = 0; j < sh.lk; ++j) {
         if (!key_visible(i, j, sh.lq, sh.lk, causal, window, top_left)) continue;
         if (!mask.empty() && mask[i * sh.lk + j] == -INFINITY) continue;  // hidden like a structural mask
         const double* kr = &k[(g * sh.lk + j) * sh.d];
-        double dot = 0, a = 0;
-        for (std::int64_t t = 0; t < sh.d; ++t) dot += qr[t] * kr[t], a += std::fabs(qr[t] * kr[t]);
+        double dot = 0, a = 0, af = 0;
+        for (std::int64_t t = 0; t < sh.d; ++t) {
+            const double p = qr[t] * kr[t];
+            dot += p, a += std::fabs(p), af += std::isfinite(p) ? std::fabs(p) : 0;
+        }
+        r.a_finite[j] = af;
         double x = scale * dot;
         r.raw[j] = x;
         if (cap > 0) x = cap * std::tanh(x / cap);
@@ -56,23 +61,24 @@ RowLogits row_logits(const Shape& sh, const Params& p, double scale, const std::
 double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
 
 // Whether an FP32 logit of the row may overflow: the dot product's partial
-// sums are at most max(1, |scale|) A_j (1 + g_dot) + abs in magnitude
-// (A_j = sum_d |q_d k_jd|; q scaled before the dot or the dot after), the
-// mask add's sum at most |capped_j| (1 + g_dot) + abs + |mask_ij|.  Past
-// FP32's overflow threshold the kernel's logit is +-inf or NaN where the
-// exact one is finite (a key hidden, or the row NaN): an FP32 kernel does
-// not define that row's o and lse (docs/attention.md, "Special values").
-// Only FP32 inputs reach it: 256 products of FP16 values stay below 2^41.
+// sums of its finite products are at most max(1, |scale|) F_j (1 + g_dot) +
+// abs in magnitude (F_j = sum of the finite |q_d k_jd|; q scaled before the
+// dot or the dot after), the mask add's sum at most |capped_j| (1 + g_dot)
+// + abs + |mask_ij|.  Past FP32's overflow threshold the kernel's logit is
+// +-inf or NaN where the exact one is finite (a key hidden, or the row
+// NaN), or NaN where an infinite product makes it infinite (inf - inf): an
+// FP32 kernel does not define that row's o and lse (docs/attention.md,
+// "Special values").  Only FP32 inputs reach it: 256 products of FP16
+// values stay below 2^41.
 bool logits_may_overflow(const RowLogits& r, const std::vector<double>& mask, std::int64_t i, double scale,
                          double g_dot, double abs) {
     const double threshold = max_finite(Format::fp32) + 0.5 * ulp_at(Format::fp32, max_finite(Format::fp32));
     const std::int64_t lk = static_cast<std::int64_t>(r.s.size());
-    for (std::int64_t j = 0; j < lk; ++j) {
-        if (r.s[j] == -INFINITY && r.a[j] == 0) continue;  // hidden (an infinite k's -inf logit has A_j = inf)
-        const double scaled = std::max(1.0, std::fabs(scale)) * r.a[j] * (1 + g_dot) + abs;
+    for (std::int64_t j = 0; j < lk; ++j) {  // a hidden key: F_j = 0, its mask -inf or beside logit 0
+        const double partial = std::max(1.0, std::fabs(scale)) * r.a_finite[j] * (1 + g_dot) + abs;
         const double sum = mask.empty() ? 0 : std::fabs(r.capped[j]) * (1 + g_dot) + abs + std::fabs(mask[i * lk + j]);
-        if (!(scaled < threshold) && std::isfinite(r.a[j])) return true;
-        if (!(sum < threshold) && std::isfinite(sum)) return true;
+        if (!(partial < threshold)) return true;
+        if (!(sum < threshold) && std::isfinite(sum)) return true;  // an infinite logit or mask: exact
     }
     return false;
 }

@@ -434,6 +434,28 @@ TEST(AttentionKernel, ALogitPastFp32IsNotJudged) {
     }
 }
 
+// An infinite product beside a finite one past FP32: q = (1e20, -inf),
+// key 0 = (1e20, 1/4).  The exact logit is -inf (the key hidden), but an
+// FP32 dot product reaches +inf first and then NaN.  Row 0 is not judged;
+// row 1 (q = (1/4, 1), no overflow) is.  Seed 2838263984 found it through
+// compressed attention's core attention.
+TEST(AttentionKernel, AnInfiniteProductBesideAnOverflowIsNotJudged) {
+    for (const std::string variant : {"simd", "scalar"}) {
+        const KernelInfo* k = find_kernel("cpu." + variant + ".attention.fp32");
+        ASSERT_NE(k, nullptr);
+        std::vector<Tensor> in = {Tensor(Format::fp32, {1, 2, 2}), Tensor(Format::fp32, {1, 2, 2}), Tensor(Format::fp32, {1, 2, 1})};
+        const double q[] = {1e20, -INFINITY, 0.25, 1}, kk[] = {1e20, 0.25, 1, 0.5};
+        for (std::int64_t i = 0; i < 4; ++i) in[0].set_value(i, q[i]), in[1].set_value(i, kk[i]);
+        in[2].set_value(0, 2.0), in[2].set_value(1, 3.0);
+        std::vector<TensorView> views;
+        for (const Tensor& t : in) views.push_back(t.view());
+        const props::CaseResult r = props::check_case(*k, Params::defaults(*find_op("attention")), views);
+        EXPECT_TRUE(r.pass) << k->name << ": " << r.message;
+        EXPECT_EQ(r.not_judged, 2) << k->name;
+        EXPECT_EQ(r.judged, 2) << k->name;
+    }
+}
+
 // The same overflow under a running maximum: two values at 0.9 of FP32's
 // max under logit 0 in the first key tile, a key of logit 10 in a later
 // one.  The kernel's first tile overflows before the larger maximum scales
