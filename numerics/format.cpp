@@ -176,6 +176,9 @@ std::uint64_t encode(Format f, double v, Overflow o) {
 
 double unit_roundoff(Format f) { return std::ldexp(1.0, -info(f).precision); }
 double min_subnormal(Format f) { return std::ldexp(1.0, info(f).emin - info(f).precision + 1); }
+bool is_subnormal(Format f, double v) {
+    return is_float(f) && v != 0 && std::isfinite(v) && std::fabs(v) < std::ldexp(1.0, info(f).emin);
+}
 double next_down(Format f, double v) {
     if (v <= 0) return -next_up(f, -v);
     // The spacing below v: the binade of the value just under v (for a power

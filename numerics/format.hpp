@@ -60,6 +60,8 @@ double unit_roundoff(Format f);
 // spacing below the normal range, so an underflowing rounding errs by at
 // most half of it.
 double min_subnormal(Format f);
+// Whether v (a value of floating format f) is nonzero, finite and below f's normal range.
+bool is_subnormal(Format f, double v);
 // The neighbours of a value v of f (finite): the next value above and below
 // (+-inf past the largest finite value).
 double next_up(Format f, double v);

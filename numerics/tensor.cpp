@@ -19,9 +19,9 @@ std::int64_t TensorView::numel() const {
 std::int64_t TensorView::offset(std::int64_t flat) const {
     // Dense row-major views (nearly every view) need no division per axis.
     std::int64_t dense = 1;
-    int i = rank - 1;
-    for (; i >= 0 && strides[i] == dense; --i) dense *= shape[i];
-    if (i < 0) return flat;
+    int axis = rank - 1;
+    for (; axis >= 0 && strides[axis] == dense; --axis) dense *= shape[axis];
+    if (axis < 0) return flat;
     std::int64_t off = 0;
     for (int i = rank - 1; i >= 0; --i) {
         off += (flat % shape[i]) * strides[i];

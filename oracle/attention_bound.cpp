@@ -62,21 +62,21 @@ double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
 
 // Whether an FP32 logit of the row may overflow: the dot product's partial
 // sums of its finite products are at most max(1, |scale|) F_j (1 + g_dot) +
-// abs in magnitude (F_j = sum of the finite |q_d k_jd|; q scaled before the
+// abs_err in magnitude (F_j = sum of the finite |q_d k_jd|; q scaled before the
 // dot or the dot after), the mask add's sum at most |capped_j| (1 + g_dot)
-// + abs + |mask_ij|.  Past FP32's overflow threshold the kernel's logit is
+// + abs_err + |mask_ij|.  Past FP32's overflow threshold the kernel's logit is
 // +-inf or NaN where the exact one is finite (a key hidden, or the row
 // NaN), or NaN where an infinite product makes it infinite (inf - inf): an
 // FP32 kernel does not define that row's o and lse (docs/attention.md,
 // "Special values").  Only FP32 inputs reach it: 256 products of FP16
 // values stay below 2^41.
 bool logits_may_overflow(const RowLogits& r, const std::vector<double>& mask, std::int64_t i, double scale,
-                         double g_dot, double abs) {
+                         double g_dot, double abs_err) {
     const double threshold = max_finite(Format::fp32) + 0.5 * ulp_at(Format::fp32, max_finite(Format::fp32));
     const std::int64_t lk = static_cast<std::int64_t>(r.s.size());
     for (std::int64_t j = 0; j < lk; ++j) {  // a hidden key: F_j = 0, its mask -inf or beside logit 0
-        const double partial = std::max(1.0, std::fabs(scale)) * r.a_finite[j] * (1 + g_dot) + abs;
-        const double sum = mask.empty() ? 0 : std::fabs(r.capped[j]) * (1 + g_dot) + abs + std::fabs(mask[i * lk + j]);
+        const double partial = std::max(1.0, std::fabs(scale)) * r.a_finite[j] * (1 + g_dot) + abs_err;
+        const double sum = mask.empty() ? 0 : std::fabs(r.capped[j]) * (1 + g_dot) + abs_err + std::fabs(mask[i * lk + j]);
         if (!(partial < threshold)) return true;
         if (!(sum < threshold) && std::isfinite(sum)) return true;  // an infinite logit or mask: exact
     }

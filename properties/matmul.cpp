@@ -126,11 +126,8 @@ Testable permutation_equivariance(const KernelInfo& k) {
 
 // Every element zero, normal or non-finite in its format.
 bool no_subnormal(const Tensor& x) {
-    const double lo = std::ldexp(1.0, info(x.format()).emin);
-    for (std::int64_t i = 0; i < x.numel(); ++i) {
-        const double v = std::fabs(x.value(i));
-        if (v != 0 && v < lo) return false;
-    }
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+        if (is_subnormal(x.format(), x.value(i))) return false;
     return true;
 }
 

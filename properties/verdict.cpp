@@ -144,10 +144,6 @@ std::string tightest_profile(const Stats& s) {
 
 namespace {
 
-bool is_subnormal(Format f, double v) {
-    return is_float(f) && v != 0 && std::isfinite(v) && std::fabs(v) < std::ldexp(1.0, info(f).emin);
-}
-
 // RMS of the finite values of each last-axis row of `v` (rows of `cols`).
 std::vector<double> row_rms(const std::vector<double>& v, std::int64_t cols) {
     std::vector<double> rms(v.size(), 0.0);
