@@ -212,6 +212,8 @@ double max_finite(Format f) {
     return std::ldexp(2.0 - std::ldexp(1.0, 1 - fi.precision), fi.emax);
 }
 
+double overflow_threshold(Format f) { return max_finite(f) + 0.5 * ulp_at(f, max_finite(f)); }
+
 std::uint16_t fp16_from_float(float v) { return static_cast<std::uint16_t>(encode(Format::fp16, v)); }
 // Exact, by the bits (every FP16 value is an FP32 value): the emulated
 // tensor cores and every scalar FP16 load widen through here.  A NaN

@@ -69,6 +69,9 @@ double next_down(Format f, double v);
 // Spacing of the format at |v|: 2^(max(e, emin) - p + 1) for v in binade e.
 double ulp_at(Format f, double v);
 double max_finite(Format f);
+// Where round to nearest overflows a floating format: max_finite + half an
+// ulp there (a value at or past it rounds to +-inf).
+double overflow_threshold(Format f);
 
 // float <-> 16-bit helpers used by kernels (scalar paths).
 std::uint16_t fp16_from_float(float v);

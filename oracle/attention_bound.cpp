@@ -72,7 +72,7 @@ double half_ulp(Format f, double y) { return 0.5 * ulp_at(f, std::fabs(y)); }
 // values stay below 2^41.
 bool logits_may_overflow(const RowLogits& r, const std::vector<double>& mask, std::int64_t i, double scale,
                          double g_dot, double abs_err) {
-    const double threshold = max_finite(Format::fp32) + 0.5 * ulp_at(Format::fp32, max_finite(Format::fp32));
+    const double threshold = overflow_threshold(Format::fp32);
     const std::int64_t lk = static_cast<std::int64_t>(r.s.size());
     for (std::int64_t j = 0; j < lk; ++j) {  // a hidden key: F_j = 0, its mask -inf or beside logit 0
         const double partial = std::max(1.0, std::fabs(scale)) * r.a_finite[j] * (1 + g_dot) + abs_err;

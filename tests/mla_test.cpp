@@ -95,6 +95,30 @@ TEST(MlaBound, AnUnnormalizedSumPastFp32IsNotJudged) {
     }
 }
 
+// A scale above 1 takes a logit past FP32's range though its dot product
+// stays inside: h 2^50 times its values makes the new tokens' q and k about
+// 2^50, their dots about 2^103, and scale 2^30 about 2^133.  The kernels'
+// FP32 logit is then ±inf and an inf - inf in the softmax makes the row NaN
+// where the exact row is finite: those rows are not judged.  (No separate
+// overflow test is needed for it: a logit near 2^128 carries an absolute
+// error near 2^104, so exp's bound, and the row's, is already vacuous.)
+TEST(MlaBound, ALogitPastFp32AfterTheScaleIsNotJudged) {
+    props::Case c = deepseek_like(Format::fp32, 3);
+    c.params.set("scale", 0x1p30);
+    for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) c.inputs[0].set_value(i, std::ldexp(c.inputs[0].value(i), 50));
+    for (const char* form : {"explicit", "absorbed"}) {
+        const KernelInfo* k = builtin_registry().find(std::string("cpu.") + form + ".mla.fp32");
+        ASSERT_NE(k, nullptr);
+        const auto got = run_kernel(*k, c.params, c.views());
+        bool nan_row = false;  // the case does what it says: some row of the kernel is NaN
+        for (std::int64_t r = 0; r < got[1].numel(); ++r) nan_row = nan_row || std::isnan(got[1].value(r));
+        ASSERT_TRUE(nan_row) << form;
+        const props::CaseResult r = props::check_case(*k, c.params, c.views());
+        EXPECT_TRUE(r.pass) << form << ": " << r.message;
+        EXPECT_GT(r.not_judged, 0) << form;
+    }
+}
+
 // A NaN in the last new token's hidden state reaches only its own rows: the
 // earlier tokens never see it (causal) and are bit-identical to the run
 // without it; the last token's o and lse are NaN.

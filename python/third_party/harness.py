@@ -43,6 +43,26 @@ class Check:
         return "%s/%s%s" % (self.name, self.dtype, " " + ",".join(declared) if declared else "")
 
 
+def host_isa():
+    """The widest x86-64 vector extension the host offers ("avx512", "avx2",
+    "other"), read from /proc/cpuinfo: a CPU library picks its kernels by it
+    (ONNX Runtime's MLAS does), so a verdict may be recorded per ISA."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
+
+
+def expected_on(expected, by_isa, isa):
+    """The verdicts recorded for this host: `expected` (measured on AVX-512)
+    with the rows `by_isa[isa]` records differently on that ISA."""
+    merged = dict(expected or {})
+    merged.update((by_isa or {}).get(isa, {}))
+    return merged
+
+
 def shard_of(checks, shards):
     """The shard of each check: its group (a check without one is its own), the
     heaviest group first, onto the least loaded shard (deterministic)."""
@@ -64,7 +84,7 @@ def _short(message, limit=400):
     return message if len(message) <= limit else message[:limit] + " ..."
 
 
-def run_checks(checks, expected, library, argv=None):
+def run_checks(checks, expected, library, argv=None, by_isa=None):
     parser = argparse.ArgumentParser(description=library + " through conform case sets")
     parser.add_argument("--conform", default="conform")
     parser.add_argument("--only", action="append", default=[], help="a check's key (repeatable)")
@@ -75,6 +95,10 @@ def run_checks(checks, expected, library, argv=None):
     parser.add_argument("--shard", default="0/1", help="I/N: only every N-th check from the I-th (CTest's time limit)")
     args = parser.parse_args(argv)
     results, differ = {}, []
+    isa = host_isa()
+    expected = expected_on(expected, by_isa, isa)
+    if by_isa:  # the CPU libraries: which record holds here
+        print("%s on a host with %s: verdicts compared with those recorded for it" % (library, isa), file=sys.stderr)
     shard, shards = (int(v) for v in args.shard.split("/"))
     mine = shard_of(checks, shards)
     for i, c in enumerate(checks):
@@ -85,7 +109,7 @@ def run_checks(checks, expected, library, argv=None):
                                 conventions=c.conventions, profile=c.profile, domain=c.domain, unwritten=c.unwritten,
                                 impl=library)
         verdicts = {name: status for name, status, _ in v.properties}
-        results[c.key()] = {"op": c.op, "dtype": c.dtype, "cases_per_property": cases, "verdicts": verdicts,
+        results[c.key()] = {"op": c.op, "dtype": c.dtype, "isa": isa, "cases_per_property": cases, "verdicts": verdicts,
                             "cases": v.summary,
                             "first_failure": v.first_failure, "note": c.note, "work": v.work}
         cells = ", ".join("%s %s" % (n, s) for n, s in verdicts.items())
@@ -105,3 +129,24 @@ def run_checks(checks, expected, library, argv=None):
     for d in differ:
         print("DIFFERS " + d)
     return 1 if differ else 0
+
+
+def _self_test():
+    """The per-ISA record and the sharding, without a library or conform."""
+    base = {"A/fp32": {"p": "PASS"}, "B/fp32": {"p": "PASS"}}
+    by_isa = {"avx2": {"B/fp32": {"p": "FAIL"}}}
+    assert expected_on(base, by_isa, "avx2") == {"A/fp32": {"p": "PASS"}, "B/fp32": {"p": "FAIL"}}
+    assert expected_on(base, by_isa, "avx512") == base and expected_on(base, None, "avx2") == base
+    assert base["B/fp32"] == {"p": "PASS"}, "the record itself is not changed"
+    assert host_isa() in ("avx512", "avx2", "other")
+    checks = [Check("X%d" % i, "silu", "fp32", None, weight=w, group=g)
+              for i, (w, g) in enumerate([(4, None), (1, "j"), (1, "j"), (2, None), (1, None)])]
+    shards = shard_of(checks, 2)
+    assert shards[1] == shards[2], "a group shares a shard"
+    assert shards == shard_of(checks, 2), "deterministic"
+    assert sorted(set(shards)) == [0, 1]
+    print("harness self-test: ok (host %s)" % host_isa())
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--self-test"]:
+    _self_test()

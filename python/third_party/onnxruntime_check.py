@@ -285,6 +285,8 @@ CHECKS = [
     Check("SimplifiedLayerNormalization", "rms_norm", "fp16", rms_norm("fp16"), domain={"zero_centered": [0]}),
     Check("Softmax", "softmax", "fp32", softmax("fp32")),
     Check("Softmax", "softmax", "fp32", softmax("fp32"), conventions={"masked_row": "nan"}),
+    # MLAS's AVX2 softmax flushes subnormal results (its AVX-512 one does not): the profile that admits it.
+    Check("Softmax", "softmax", "fp32", softmax("fp32"), conventions={"masked_row": "nan"}, profile="strict+ftz"),
     Check("Softmax", "softmax", "fp16", softmax("fp16")),
     Check("Softmax", "softmax", "fp16", softmax("fp16"), conventions={"masked_row": "nan"}),
     Check("Gelu(none)", "gelu_erf", "fp32", gelu("fp32", "none")),
@@ -356,7 +358,15 @@ EXPECTED = {  # measured verdicts (docs/third_party.md): seed 1, each check's ca
     'Div+Tanh+Mul/fp32 act_arith=scaled_tanh': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'parameter_sensitivity': 'PASS', 'softcap_bound': 'PASS', 'rounding_bias': 'FAIL'},
     'Softplus/fp32': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
     'Softplus/fp32 act_arith=log1p_exp,special_values=ieee': {'within_budget': 'FAIL', 'special_values': 'FAIL', 'rounding_bias': 'PASS'},
+    'Softmax/fp32 masked_row=nan,profile=strict+ftz': {'within_budget': 'PASS', 'special_values': 'PASS', 'shift_invariance': 'PASS', 'masked_rows': 'PASS', 'rounding_bias': 'PASS'},
+}
+
+# Where the verdict depends on the kernels MLAS picks for the host (measured on the 2-vCPU AMD EPYC VM without AVX-512).
+EXPECTED_BY_ISA = {
+    'avx2': {
+        'Softmax/fp32 masked_row=nan': {'within_budget': 'PASS', 'special_values': 'FAIL', 'shift_invariance': 'FAIL', 'masked_rows': 'PASS', 'rounding_bias': 'PASS'},
+    },
 }
 
 if __name__ == "__main__":
-    sys.exit(run_checks(CHECKS, EXPECTED, "onnxruntime " + ort.__version__))
+    sys.exit(run_checks(CHECKS, EXPECTED, "onnxruntime " + ort.__version__, by_isa=EXPECTED_BY_ISA))
