@@ -121,6 +121,39 @@ TEST(MoeLayerVerdict, TiesBrokenTheOtherWayPass) {
 
 // The dense-masked baselines are not gated by the suite, but they compute
 // the same contract and must meet the same budget.
+// shared_independent_of_routing redraws the router: a chosen expert whose
+// FP32 softmax score underflows (far below the maximum, chosen through its
+// selection bias) gets the renormalized weight 0 / 0 = NaN, and the routed
+// experts' exact 0 times it is NaN.  The router's budget leaves that
+// weight unbounded, so the property does not compare the token.  Seed
+// 621559275 (commit 250c3deb) drew such a router for latent_moe: the
+// property failed there with "y[1, 0]: 0x1.5cb28p+3 with one router, nan
+// with another".
+TEST(MoeLayerProperties, SharedIndependenceSkipsTokensWithUnboundedWeights) {
+    const props::PropertyDef* def = nullptr;
+    for (const props::PropertyDef& p : props::property_defs())
+        if (p.name == "shared_independent_of_routing" && p.applies(*find_op("latent_moe"))) def = &p;
+    ASSERT_NE(def, nullptr);
+    KernelInfo k = *builtin_registry().find("cpu.scalar.latent_moe.fp32");
+    k.name = "test.ties_to_higher.latent_moe.fp32";
+    k.fn = [](const KernelCall& c) {
+        cpu::moe_layer_call(c, true, false, cpu::ExpertForm::grouped, {.router = {.ties_to_higher = true}});
+    };
+    props::RunConfig cfg;
+    cfg.seed = 621559275;
+    const auto r = props::run_property(*def, k, cfg, nullptr);
+    EXPECT_TRUE(r.passed) << r.message << "\n" << r.counterexample;
+    // The skip leaves the property its teeth: shared experts scaled by the
+    // first routing weight still fail it.
+    const KernelInfo* weighted = builtin_registry().find("mutant.moe.shared_weighted.fp32");
+    ASSERT_NE(weighted, nullptr);
+    const props::PropertyDef* moe_def = nullptr;
+    for (const props::PropertyDef& p : props::property_defs())
+        if (p.name == "shared_independent_of_routing" && p.applies(*find_op("moe"))) moe_def = &p;
+    ASSERT_NE(moe_def, nullptr);
+    EXPECT_FALSE(props::run_property(*moe_def, *weighted, cfg, nullptr).passed);
+}
+
 TEST(MoeLayerVerdict, DenseMaskedBaselinesWithinBudget) {
     for (const char* name : {"cpu.dense.moe.fp32", "cpu.dense.moe.bf16", "cpu.dense.latent_moe.fp32", "cpu.dense.latent_moe.bf16"})
         EXPECT_EQ(check_kernel(name), "") << name;
