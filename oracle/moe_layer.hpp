@@ -21,6 +21,15 @@ OpOutputs eval_latent_moe(const Params& params, const std::vector<TensorView>& i
 // layer's list: the candidate's selection where admissible when staged.
 OpOutputs route_layer(const moe_slots::Layer& l, const Params& p, const std::vector<TensorView>& in);
 
+// The router's outputs in double (indices, weights, kept, loss; staged: the
+// candidate's selection where admissible) and moe_router's bound on them
+// (a weight kUndefined where its budget does not bound it): where the
+// layer's budget starts, for a kernel accumulating in `acc`.
+struct LayerRouting {
+    std::vector<std::vector<double>> values, bound;
+};
+LayerRouting layer_routing(const moe_slots::Layer& l, const Params& p, const std::vector<TensorView>& in, Format acc);
+
 // y: the propagated budget of a kernel with FP32 accumulation that stores
 // z, h, a, every expert's output, u, RMSNorm(u) and latent_up's product in
 // y's format (docs/moe.md, "Error budget of the layer"); indices exact;

@@ -221,15 +221,9 @@ std::vector<std::vector<double>> layer_bound(const std::string& op, const Params
                                              const std::vector<std::vector<double>>& exact, Format acc,
                                              const std::vector<Format>& out) {
     const Layer l = moe_slots::read_layer(op, params, in);
-    std::vector<std::vector<double>> rx(4);
-    {
-        PrecisionScope scope(kDefaultBits);
-        const OpOutputs r = route_layer(l, params, in);
-        for (std::size_t o = 0; o < 4; ++o)
-            for (const Real& v : r.values[o]) rx[o].push_back(to_double(v));
-    }
-    std::vector<TensorView> rin = moe_slots::router_inputs(l, in);
-    const auto rb = moe_router_bound(params, rin, rx, acc, {Format::fp32, Format::fp32, Format::fp32, Format::fp32});
+    const LayerRouting r = layer_routing(l, params, in, acc);
+    const std::vector<std::vector<double>>& rx = r.values;
+    const std::vector<std::vector<double>>& rb = r.bound;
     std::vector<std::vector<double>> b{{}, rb[0], rb[1]};
     const GivenRouting given{rx[0], rx[1], rb[1], rx[2]};
     b[0] = bound_rows(l, in, &given, nullptr, out.at(0), acc, BoundStage::all,
@@ -238,6 +232,19 @@ std::vector<std::vector<double>> layer_bound(const std::string& op, const Params
 }
 
 }  // namespace
+
+LayerRouting layer_routing(const Layer& l, const Params& params, const std::vector<TensorView>& in, Format acc) {
+    LayerRouting r{std::vector<std::vector<double>>(4), {}};
+    {
+        PrecisionScope scope(kDefaultBits);
+        const OpOutputs exact = route_layer(l, params, in);
+        for (std::size_t o = 0; o < 4; ++o)
+            for (const Real& v : exact.values[o]) r.values[o].push_back(to_double(v));
+    }
+    r.bound = moe_router_bound(params, moe_slots::router_inputs(l, in), r.values, acc,
+                               {Format::fp32, Format::fp32, Format::fp32, Format::fp32});
+    return r;
+}
 
 bool valid_expert_ids(const std::vector<double>& ids, std::int64_t t, std::int64_t k, std::int64_t experts) {
     for (std::int64_t j = 0; j < k; ++j) {

@@ -5,9 +5,7 @@
 
 #include "numerics/moe_slots.hpp"
 #include "oracle/bound.hpp"
-#include "oracle/moe.hpp"
 #include "oracle/moe_layer.hpp"
-#include "oracle/real.hpp"
 #include "properties/common.hpp"
 #include "properties/verdict.hpp"
 
@@ -123,18 +121,10 @@ std::vector<char> unbounded_routing(const KernelInfo& k, const Params& p, const 
     std::vector<TensorView> v = layer_views(in);
     for (const Tensor& o : out) v.push_back(o.view());
     const moe_slots::Layer l = moe_slots::read_layer(k.op, p, v);
-    std::vector<std::vector<double>> rx(4);
-    {
-        const oracle::PrecisionScope scope(oracle::kDefaultBits);
-        const oracle::OpOutputs r = oracle::route_layer(l, p, v);
-        for (std::size_t o = 0; o < 4; ++o)
-            for (const oracle::Real& x : r.values[o]) rx[o].push_back(oracle::to_double(x));
-    }
-    const auto rb = oracle::moe_router_bound(p, moe_slots::router_inputs(l, v), rx, Format::fp32,
-                                             {Format::fp32, Format::fp32, Format::fp32, Format::fp32});
+    const std::vector<double> weight_err = oracle::layer_routing(l, p, v, k.acc).bound[1];
     std::vector<char> unbounded(static_cast<std::size_t>(l.t), 0);
-    for (std::size_t at = 0; at < rb[1].size(); ++at)
-        if (rb[1][at] == oracle::kUndefined) unbounded[at / static_cast<std::size_t>(l.k)] = 1;
+    for (std::size_t at = 0; at < weight_err.size(); ++at)
+        if (weight_err[at] == oracle::kUndefined) unbounded[at / static_cast<std::size_t>(l.k)] = 1;
     return unbounded;
 }
 
