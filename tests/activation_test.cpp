@@ -9,6 +9,8 @@
 #include "oracle/activation.hpp"
 #include "oracle/eval.hpp"
 
+namespace activation_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -110,3 +112,5 @@ TEST(ActivationOracle, CorrectRoundingNeedsZivOnlyRarely) {
 }
 
 CONFORM_FAMILY_SUITES(Activation, "activation");
+
+}  // namespace activation_test

@@ -15,6 +15,8 @@
 #include "properties/verdict.hpp"
 #include "test_tensors.hpp"
 
+namespace attention_gated_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -194,3 +196,5 @@ TEST(GatedAttentionProperties, EachPropertyAloneKillsItsMutants) {
 }
 
 }  // namespace
+
+}  // namespace attention_gated_test

@@ -26,6 +26,8 @@
 #include "oracle/bound.hpp"
 #include "properties/verdict.hpp"
 
+namespace attention_kernel_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -725,3 +727,5 @@ TEST(AttentionKernel, AHugeFiniteMaskKeepsTheBoundFinite) {
                 EXPECT_LE(std::fabs(lse.value(e) - oracle::to_double(exact.values[1][e])), b[o.numel() + e]) << kern->name;
         }
 }
+
+}  // namespace attention_kernel_test

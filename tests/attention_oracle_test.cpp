@@ -11,6 +11,8 @@
 #include "oracle/attention.hpp"
 #include "test_tensors.hpp"
 
+namespace attention_oracle_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using oracle::Real;
 using conform::testing::tensor;
@@ -409,3 +411,5 @@ TEST(AttentionOracle, ShapeErrorsNameTheInput) {
           "qk_norm");
     EXPECT_NO_THROW(oracle::eval_attention(Params{}, {q.view(), k.view(), v.view()}));
 }
+
+}  // namespace attention_oracle_test

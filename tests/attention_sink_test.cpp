@@ -15,6 +15,8 @@
 #include "properties/verdict.hpp"
 #include "test_tensors.hpp"
 
+namespace attention_sink_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -162,3 +164,5 @@ TEST(SinkAttentionMutants, EachFailsTheSuite) {
             EXPECT_FALSE(props::run_suite(kernel(name), cfg).passed) << name;
         }
 }
+
+}  // namespace attention_sink_test

@@ -14,6 +14,8 @@
 #include "properties/verdict.hpp"
 #include "test_tensors.hpp"
 
+namespace attention_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -176,3 +178,5 @@ TEST(AttentionParameters, SensitivityAloneKillsTheIgnoredParameters) {
 }  // namespace
 
 CONFORM_FAMILY_SUITES(Attention, "attention");
+
+}  // namespace attention_test

@@ -29,6 +29,8 @@
 #include "numerics/format.hpp"
 #include "numerics/tensor.hpp"
 
+namespace avx512_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -501,3 +503,5 @@ TEST(Avx512, GatedTablesMatchAvx2) {
 }
 
 }  // namespace
+
+}  // namespace avx512_test

@@ -14,6 +14,8 @@
 #include "oracle/block_sparse.hpp"
 #include "properties/verdict.hpp"
 
+namespace block_sparse_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -191,3 +193,5 @@ TEST(BlockSparseOracle, NaNIndexScoreRowIsUndefined) {
     EXPECT_EQ(e.outputs[1].rigorous[0], 0);  // query 0: nothing eligible, judged
     EXPECT_TRUE(props::check_case(*k, p, in.views()).pass);
 }
+
+}  // namespace block_sparse_test

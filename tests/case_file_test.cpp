@@ -15,6 +15,8 @@
 #include "io/safetensors.hpp"
 #include "tests/io_testing.hpp"
 
+namespace case_file_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace fs = std::filesystem;
 using namespace conform;
 using namespace conform::io;
@@ -667,3 +669,5 @@ TEST(PythonWriter, CasesReadBackInBothForms) {
     expect_error([&] { parse_npy(read_bytes(tmp.path() / "transposed.npy"), "transposed.npy"); }, "transposed.npy",
                  "fortran_order", "only C-order");
 }
+
+}  // namespace case_file_test

@@ -14,6 +14,8 @@
 #include "io/case_file.hpp"
 #include "properties/verdict.hpp"
 
+namespace case_set_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace fs = std::filesystem;
 using namespace conform;
 
@@ -312,3 +314,5 @@ TEST(CaseSet, DeclaredUnwrittenOutputsAreNotJudged) {
     EXPECT_NE(text.find("\"unwritten\": \"o\" is not an output of attention other than the first"), std::string::npos)
         << text;
 }
+
+}  // namespace case_set_test

@@ -16,6 +16,8 @@
 #include "io/case_file.hpp"
 #include "io/model_dump.hpp"
 
+namespace cli_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -544,3 +546,5 @@ TEST(CliValidate, ModelDumpsPointToDiverge) {
     EXPECT_EQ(run("validate " + (dir / "only_dumps").string(), &text), 2) << text;
     EXPECT_NE(text.find("only model dumps: use conform diverge"), std::string::npos) << text;
 }
+
+}  // namespace cli_test

@@ -18,6 +18,8 @@
 #include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
+namespace compressed_attention_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -238,3 +240,5 @@ TEST(CsaVerdict, AnOverflowingRowJudgesOOverTheCandidatesSelectionOnly) {
     EXPECT_EQ(nan_row.not_judged, 2);  // token 3's index and o
     EXPECT_FALSE(poisoned(false).pass);
 }
+
+}  // namespace compressed_attention_test

@@ -20,6 +20,8 @@
 #include "properties/suite.hpp"
 #include "properties/verdict.hpp"
 
+namespace conventions_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -739,3 +741,5 @@ TEST(ActArith, InferenceNamesTheClassAndIeeeSpecialsTogether) {
     EXPECT_EQ(convention_pairs("geglu", {}).size(), 3u);
     EXPECT_TRUE(convention_pairs("rms_norm", {}).empty());
 }
+
+}  // namespace conventions_test

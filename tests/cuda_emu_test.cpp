@@ -17,6 +17,8 @@
 #include "impls/cuda/emu/mma_model.hpp"
 #include "numerics/format.hpp"
 
+namespace cuda_emu_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace {
 
 using namespace conform::cuda_emu;
@@ -359,3 +361,5 @@ TEST(CudaEmuMma, EveryLaneMustTakePart) {
     EXPECT_THROW(CONFORM_LAUNCH(k, dim3(1), dim3(16), 0, nullptr)(ab.data(), bb.data(), c.data(), d.data(), false),
                  std::runtime_error);
 }
+
+}  // namespace cuda_emu_test

@@ -21,7 +21,7 @@
 #include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
-namespace conform {
+namespace conform::cuda_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
 namespace {
 
 std::vector<std::string> names(const BackendRegistry& b, Role role) {

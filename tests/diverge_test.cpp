@@ -26,6 +26,8 @@
 #include "model/metrics.hpp"
 #include "model/step_bound.hpp"
 
+namespace diverge_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace fs = std::filesystem;
 using namespace conform;
 using namespace conform::model;
@@ -2110,3 +2112,5 @@ TEST(DivergeScale, SampleJudgesASubsetOfTheWholeAnalysis) {
         if (a.kind == StepKind::rope) EXPECT_GT(b.local.utilization, 0.1) << b.point;
     }
 }
+
+}  // namespace diverge_test

@@ -11,6 +11,8 @@
 #include "properties/domain.hpp"
 #include "properties/suite.hpp"
 
+namespace domain_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -94,3 +96,5 @@ TEST(Domain, AKernelThatRefusesOtherShapesPassesOnlyInsideItsDeclaredDomain) {
     EXPECT_TRUE(r.passed);
     EXPECT_EQ(r.domain, R"({"cols":{"multiple_of":4}})");
 }
+
+}  // namespace domain_test

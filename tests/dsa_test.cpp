@@ -15,6 +15,8 @@
 #include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
+namespace dsa_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -149,3 +151,5 @@ TEST(DsaBound, OverflowingScoresLeaveTheSelectionUnjudged) {
     EXPECT_EQ(b[1][2], oracle::kUndefined);  // not staged: o and lse of query 2 unjudged too
     EXPECT_TRUE(b[1][1] >= 0 && std::isfinite(b[1][1]));
 }
+
+}  // namespace dsa_test

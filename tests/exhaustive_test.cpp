@@ -9,6 +9,8 @@
 #include "impls/registry.hpp"
 #include "properties/exhaustive.hpp"
 
+namespace exhaustive_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -58,3 +60,5 @@ TEST_P(GatedSweep, EveryPairWithinBudget) {
 INSTANTIATE_TEST_SUITE_P(Activation, UnarySweep, ::testing::ValuesIn(kernels(OpKind::unary)), test_name);
 INSTANTIATE_TEST_SUITE_P(SituGlu, GatedSweep,
                          ::testing::Values("cpu.simd.situ_glu.fp16", "cpu.simd.situ_glu.bf16"), test_name);
+
+}  // namespace exhaustive_test

@@ -39,6 +39,8 @@
 #include "numerics/ulp.hpp"
 #include "oracle/eval.hpp"
 
+namespace fp32_sweep_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -321,3 +323,5 @@ TEST(Fp32Sweep, SwigluClamp) {
             return silu_ld(std::min(g, l)) * std::clamp(u, -l, l);
         });
 }
+
+}  // namespace fp32_sweep_test

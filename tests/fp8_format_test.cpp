@@ -13,6 +13,8 @@
 #include "numerics/round.hpp"
 #include "mpfr_rounding.hpp"
 
+namespace fp8_format_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -137,3 +139,5 @@ TEST(Fp8Format, RandomValuesAndMpfrRoundingAgree) {
         }
     mpfr_clear(x);
 }
+
+}  // namespace fp8_format_test

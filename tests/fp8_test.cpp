@@ -15,6 +15,8 @@
 #include "oracle/fp8.hpp"
 #include "properties/verdict.hpp"
 
+namespace fp8_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -392,3 +394,5 @@ TEST(Fp8Gemm, PromotionAtTheEndsOfFp32sRange) {
     EXPECT_LE(std::fabs(scale_first - y), b1) << "P fl(sa sb): " << hexfloat(scale_first) << " against " << hexfloat(y);
     EXPECT_EQ(bound_of(0x1p120, 0x1p-120, &y), oracle::kUndefined) << "P sa overflows FP32 while y = " << y;
 }
+
+}  // namespace fp8_test

@@ -11,6 +11,8 @@
 #include "tests/fuzz/case_readers.hpp"
 #include "tests/io_testing.hpp"
 
+namespace fuzz_corpus_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace fs = std::filesystem;
 using conform::io_testing::read_bytes;
 
@@ -49,3 +51,5 @@ TEST(FuzzCorpus, EveryFileParsesOrIsAFormatError) {
     EXPECT_GE(files, 8);
     EXPECT_GE(model_files, 8);
 }
+
+}  // namespace fuzz_corpus_test

@@ -12,6 +12,8 @@
 #include "properties/exhaustive.hpp"
 #include "properties/fixed.hpp"
 
+namespace gated_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -186,3 +188,5 @@ TEST(GatedExhaustive, SituSweepOfOneGateRowMatchesTheOracle) {
 }
 
 CONFORM_FAMILY_SUITES(Gated, "gated");
+
+}  // namespace gated_test

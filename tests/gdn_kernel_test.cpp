@@ -26,6 +26,8 @@
 #include "properties/gdn.hpp"
 #include "properties/generators.hpp"
 
+namespace gdn_kernel_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using props::DeltaBetas;
 using props::DeltaGates;
@@ -442,3 +444,5 @@ TEST(GdnKernel, PackedOracleAndBoundAreThoseOfTheSequences) {
         }
     }
 }
+
+}  // namespace gdn_kernel_test

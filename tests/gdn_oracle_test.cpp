@@ -15,6 +15,8 @@
 #include "delta_rule_testing.hpp"
 #include "oracle/gdn.hpp"
 
+namespace gdn_oracle_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using namespace conform::testing;
 using oracle::Mat;
@@ -367,3 +369,5 @@ TEST(GdnOracle, EvaluatorsReadLayoutAndParams) {
     }
     EXPECT_THROW(oracle::eval_gdn_chunkwise(Params({{"chunk", 0}}), in), std::invalid_argument);
 }
+
+}  // namespace gdn_oracle_test

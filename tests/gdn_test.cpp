@@ -12,6 +12,8 @@
 #include "properties/generators.hpp"
 #include "property_testing.hpp"
 
+namespace gdn_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -88,3 +90,5 @@ TEST(GdnSolve, Bf16BlockMergeOnlyFailsOnChunksPast64) {
 }
 
 CONFORM_FAMILY_SUITES(Gdn, "gdn");
+
+}  // namespace gdn_test

@@ -16,6 +16,8 @@
 #include "golden/golden.hpp"
 #include "impls/cpu/isa.hpp"
 
+namespace golden_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -393,3 +395,5 @@ TEST(GoldenCli, MalformedVectorFileExitsTwoNamingIt) {
     EXPECT_NE(out.find("vectors[0].family: missing"), std::string::npos) << out;
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace golden_test

@@ -13,6 +13,8 @@
 #include "oracle/sinkhorn_bound.hpp"
 #include "test_tensors.hpp"
 
+namespace hc_residual_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -232,3 +234,5 @@ TEST(HcResidualKernels, MhcHonoursTheEpsGuard) {
         EXPECT_TRUE(r.pass) << k->name << ": " << r.message;
     }
 }
+
+}  // namespace hc_residual_test

@@ -17,6 +17,8 @@
 #include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
+namespace int8_block_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -258,3 +260,5 @@ TEST(Int8BlockOp, BadShapesAndHeadsAreErrorsNotCrashes) {
     short_wq[3] = fp16_tensor(std::vector<double>((kD - 1) * kD, 0.5), {kD - 1, kD});
     EXPECT_THROW(run_kernel(k, kBlockParams, views(short_wq)), std::invalid_argument);
 }
+
+}  // namespace int8_block_test

@@ -15,6 +15,8 @@
 #include "impls/cpu/isa.hpp"
 #include "impls/registry.hpp"
 
+namespace int8_kernel_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -288,3 +290,5 @@ TEST(Int8Kernels, DequantizeBf16TiesToEven) {
         }
     }
 }
+
+}  // namespace int8_kernel_test

@@ -14,6 +14,8 @@
 
 #include "oracle/int8.hpp"
 
+namespace int8_oracle_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using oracle::QuantAxis;
 using oracle::Real;
@@ -252,3 +254,5 @@ TEST(Int8Oracle, SmoothQuantEvaluatorConventionsAndIdentity) {
     }
     EXPECT_THROW(oracle::eval_smooth_quant(Params({{"alpha", 1.5}}), {x.view(), w.view()}), std::invalid_argument);
 }
+
+}  // namespace int8_oracle_test

@@ -9,6 +9,8 @@
 #include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
+namespace int8_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -87,3 +89,5 @@ TEST(QuantizeTies, NonPowerOfTwoScalesKillAReciprocalMultiply) {
 }  // namespace
 
 CONFORM_FAMILY_SUITES(Int8, "int8");
+
+}  // namespace int8_test

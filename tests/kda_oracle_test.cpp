@@ -10,6 +10,8 @@
 #include "oracle/gdn.hpp"
 #include "oracle/kda.hpp"
 
+namespace kda_oracle_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using namespace conform::testing;
 
@@ -208,3 +210,5 @@ TEST(KdaOracle, EvaluatorsReadLayoutAndParams) {
         EXPECT_NE(std::string(e.what()).find("'g'"), std::string::npos) << e.what();
     }
 }
+
+}  // namespace kda_oracle_test

@@ -12,6 +12,8 @@
 #include "oracle/bound.hpp"
 #include "oracle/matmul.hpp"
 
+namespace matmul_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -183,3 +185,5 @@ TEST(MatmulKernel, Dpbf16FlushesWhatTheGuardProtects) {
 }
 
 CONFORM_FAMILY_SUITES(Matmul, "matmul");
+
+}  // namespace matmul_test

@@ -12,6 +12,8 @@
 #include "oracle/mla.hpp"
 #include "test_tensors.hpp"
 
+namespace mla_oracle_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using oracle::Real;
 using conform::testing::tensor;
@@ -319,3 +321,5 @@ TEST(MlaOracle, PrecisionSelfCheck128Vs256) {
         }
     }
 }
+
+}  // namespace mla_oracle_test

@@ -14,6 +14,8 @@
 #include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
+namespace mla_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -179,3 +181,5 @@ TEST(MlaProperties, PrefillEqualsCachedDecodeRejectsAKernelThatIgnoresTheOffset)
 }
 
 CONFORM_FAMILY_SUITES(Mla, "mla");
+
+}  // namespace mla_test

@@ -15,6 +15,8 @@
 #include "io/model_dump.hpp"
 #include "tests/io_testing.hpp"
 
+namespace model_dump_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace fs = std::filesystem;
 using namespace conform;
 using namespace conform::io;
@@ -533,3 +535,5 @@ TEST(ModelDumpWriter, StreamedFileEqualsTheWholeOne) {
     for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path())) ++entries;
     EXPECT_EQ(entries, 2) << "an unfinished writer leaves no file";
 }
+
+}  // namespace model_dump_test

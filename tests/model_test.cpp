@@ -14,6 +14,8 @@
 #include "model/mpfr_check.hpp"
 #include "model/run.hpp"
 
+namespace model_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using namespace conform::model;
 
@@ -480,3 +482,5 @@ TEST(ModelLayout, HeadsMajorRoundTripsAndOpCallsMatchTheOracle) {
         }
     }
 }
+
+}  // namespace model_test

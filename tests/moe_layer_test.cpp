@@ -15,6 +15,8 @@
 #include "oracle/structured.hpp"
 #include "properties/verdict.hpp"
 
+namespace moe_layer_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -234,3 +236,5 @@ TEST(MoeLayerVerdict, GroupLimitedScaledRouterForwarded) {
     };
     EXPECT_FALSE(props::check_case(bad, p, in).passed());
 }
+
+}  // namespace moe_layer_test

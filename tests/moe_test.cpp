@@ -10,6 +10,8 @@
 #include "oracle/moe.hpp"
 #include "properties/verdict.hpp"
 
+namespace moe_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -171,3 +173,5 @@ TEST(MoeVerdict, RenormalizingEpsilonAndOtherTieRulePass) {
 }
 
 CONFORM_FAMILY_SUITES(Moe, "moe");
+
+}  // namespace moe_test

@@ -20,6 +20,8 @@
 #include "oracle/norm.hpp"
 #include "rows_testing.hpp"
 
+namespace norm_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -329,3 +331,5 @@ TEST(NormGenerator, InfiniteWeightsKillAKernelThatSaturatesItsWeights) {
 }
 
 CONFORM_FAMILY_SUITES(Norm, "norm");
+
+}  // namespace norm_test

@@ -16,6 +16,8 @@
 #include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
+namespace nsa_attention_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -217,3 +219,5 @@ TEST(NsaOracle, ShapeErrorsNameTheInput) {
         EXPECT_NE(std::string(e.what()).find("'g'"), std::string::npos) << e.what();
     }
 }
+
+}  // namespace nsa_attention_test

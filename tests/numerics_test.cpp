@@ -16,6 +16,8 @@
 #include "numerics/ulp.hpp"
 #include "mpfr_rounding.hpp"
 
+namespace numerics_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -277,3 +279,5 @@ TEST(Format, Fp16ToFloatIsDecodeForEveryCode) {
         ASSERT_EQ(float_bits(got), float_bits(want)) << "fp16 code 0x" << std::hex << h;
     }
 }
+
+}  // namespace numerics_test

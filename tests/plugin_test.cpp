@@ -21,6 +21,8 @@
 #include "impls/registry.hpp"
 #include "properties/suite.hpp"
 
+namespace plugin_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -401,3 +403,5 @@ TEST(CheckPlugin, EveryMutantIsKilledThroughThePluginPath) {
     }
     EXPECT_EQ(m.size(), mutants);
 }
+
+}  // namespace plugin_test

@@ -13,6 +13,8 @@
 #include "reports/atomic_file.hpp"
 #include "reports/writers.hpp"
 
+namespace reports_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace fs = std::filesystem;
 using namespace conform::report;
 using nlohmann::json;
@@ -542,3 +544,5 @@ TEST(ReportsFiles, FailedRenameLeavesNoTempFile) {
     EXPECT_TRUE(fs::is_directory(dir / "report.json"));
     fs::remove_all(dir);
 }
+
+}  // namespace reports_test

@@ -12,6 +12,8 @@
 #include "oracle/structured.hpp"
 #include "test_tensors.hpp"
 
+namespace residual_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -146,3 +148,5 @@ TEST(ResidualOracle, DoubleTemplatesMatchMpfr) {
     for (int e = 0; e < 4; ++e)
         EXPECT_NEAR(r.gate[static_cast<std::size_t>(e)], oracle::to_double(gx.values[1][static_cast<std::size_t>(e)]), 1e-15);
 }
+
+}  // namespace residual_test

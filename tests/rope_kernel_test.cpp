@@ -22,6 +22,8 @@
 #include "oracle/rope.hpp"
 #include "properties/rope.hpp"
 
+namespace rope_kernel_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using oracle::Real;
 
@@ -354,3 +356,5 @@ TEST(RopeKernels, RelativePositionInvarianceCurveOfSimdFp32) {
     EXPECT_GT(bad.points.back().error, bad.points.back().budget) << "fp32 angles keep the invariance at 2^20";
     std::printf("simd fp32: max invariance utilization %.3f\n", worst);
 }
+
+}  // namespace rope_kernel_test

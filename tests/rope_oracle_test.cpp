@@ -16,6 +16,8 @@
 #include "oracle/rope.hpp"
 #include "test_tensors.hpp"
 
+namespace rope_oracle_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using oracle::CosSin;
 using oracle::Real;
@@ -685,3 +687,5 @@ TEST(RopeOracleScaling, ParameterErrorsNameTheParameter) {
     }
     EXPECT_NO_THROW(rope(wide, {{"scaling", 3}, {"factor", 40}, {"original_max_pos", 4096}, {"base", 10000}}));
 }
+
+}  // namespace rope_oracle_test

@@ -5,7 +5,11 @@
 
 #include "kernel_suite.hpp"
 
+namespace rope_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
 
 CONFORM_FAMILY_SUITES(Rope, "rope");
+
+}  // namespace rope_test

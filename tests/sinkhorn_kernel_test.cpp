@@ -17,6 +17,8 @@
 #include "properties/verdict.hpp"
 #include "test_tensors.hpp"
 
+namespace sinkhorn_kernel_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -193,3 +195,5 @@ TEST(SinkhornKernels, WideMatricesTakeTheLogDomainWithinAFiniteBound) {
         EXPECT_TRUE(r.pass) << k->name << ": " << r.message;
     }
 }
+
+}  // namespace sinkhorn_kernel_test

@@ -14,6 +14,8 @@
 #include "oracle/sinkhorn.hpp"
 #include "test_tensors.hpp"
 
+namespace sinkhorn_oracle_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using oracle::Mat;
 using oracle::Real;
@@ -338,3 +340,5 @@ TEST(SinkhornOracle, EvaluatorLayoutAndValidation) {
     EXPECT_THROW(oracle::evaluate_structured("sinkhorn", Params({{"iters", 2.5}}), {batch.view()}, {Format::fp32}),
                  std::invalid_argument);
 }
+
+}  // namespace sinkhorn_oracle_test

@@ -10,6 +10,8 @@
 #include "oracle/softmax.hpp"
 #include "test_tensors.hpp"
 
+namespace softmax_oracle_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using oracle::Real;
 using conform::testing::tensor;
@@ -232,3 +234,5 @@ TEST(SoftmaxOracle, ShapeAndParameterErrorsNameTheInput) {
               std::string::npos);
     EXPECT_NE(message([&] { oracle::eval_softmax(Params{}, {}); }).find("softmax"), std::string::npos);
 }
+
+}  // namespace softmax_oracle_test

@@ -20,6 +20,8 @@
 #include "properties/generators.hpp"
 #include "properties/verdict.hpp"
 
+namespace softmax_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -265,3 +267,5 @@ TEST(SoftmaxKernels, StreamedOutputsEqualRowsComputedAlone) {
 }  // namespace
 
 CONFORM_FAMILY_SUITES(Softmax, "softmax");
+
+}  // namespace softmax_test

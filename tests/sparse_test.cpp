@@ -10,6 +10,8 @@
 #include "oracle/sparse.hpp"
 #include "properties/verdict.hpp"
 
+namespace sparse_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using conform::testing::KernelSuite;
 using conform::testing::MutantSuite;
@@ -140,3 +142,5 @@ TEST(SparseIndexer, InfiniteInputsAreJudgedByClassOrBound) {
 }
 
 CONFORM_FAMILY_SUITES(Sparse, "sparse");
+
+}  // namespace sparse_test

@@ -21,6 +21,8 @@
 #include "numerics/tensor.hpp"
 #include "rows_testing.hpp"
 
+namespace streaming_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -132,3 +134,5 @@ TEST(Streaming, NormGroupsEqualRowByRow) {
 }
 
 }  // namespace
+
+}  // namespace streaming_test

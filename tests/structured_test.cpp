@@ -9,6 +9,8 @@
 #include "oracle/rope.hpp"
 #include "oracle/structured.hpp"
 
+namespace structured_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 
 namespace {
@@ -88,3 +90,5 @@ TEST(StructuredOracle, TableNamesEveryStructuredOp) {
 }
 
 }  // namespace
+
+}  // namespace structured_test

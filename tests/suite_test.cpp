@@ -8,6 +8,8 @@
 #include "properties/common.hpp"
 #include "properties/suite.hpp"
 
+namespace suite_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using namespace conform::props;
 
@@ -122,3 +124,5 @@ TEST(SmallestFailingSlice, RowsAndAttentionQueriesReduceToWhatStillFails) {
     const std::string delta = within("mutant.gdn.initial_state_dropped.bf16");
     EXPECT_NE(delta.find("tokens 0..0 alone (1 head, 1 token)"), std::string::npos) << delta;
 }
+
+}  // namespace suite_test

@@ -11,6 +11,8 @@
 #include "io/model_dump.hpp"
 #include "model/graph.hpp"
 
+namespace synth_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 namespace fs = std::filesystem;
 using namespace conform;
 
@@ -97,3 +99,5 @@ TEST(Synth, ContractFileThenOptions) {
     fs::remove(json);
     fs::remove(out);
 }
+
+}  // namespace synth_test

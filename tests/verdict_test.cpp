@@ -14,6 +14,8 @@
 #include "properties/verdict.hpp"
 #include "test_tensors.hpp"
 
+namespace verdict_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
+
 using namespace conform;
 using namespace conform::props;
 using conform::testing::tensor;
@@ -410,3 +412,5 @@ TEST(Profiles, FlushToZeroAndIeeeSpecialsAreNamed) {
     EXPECT_TRUE(check_case(declared, {}, {xi.view()}).passed());
     EXPECT_FALSE(check_case(literal, {}, {xi.view()}).pass);
 }
+
+}  // namespace verdict_test
