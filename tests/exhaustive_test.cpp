@@ -39,10 +39,10 @@ void expect_pass(const report::ExhaustiveResult& r) {
     EXPECT_TRUE(r.passed);
 }
 
+}  // namespace
+
 class UnarySweep : public ::testing::TestWithParam<std::string> {};
 class GatedSweep : public ::testing::TestWithParam<std::string> {};
-
-}  // namespace
 
 TEST_P(UnarySweep, EveryInputWithinBudget) {
     const KernelInfo& k = *builtin_registry().find(GetParam());
