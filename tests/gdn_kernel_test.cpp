@@ -410,7 +410,7 @@ TEST(GdnKernel, MalformedCuSeqlensAreRejectedNamingTheEntry) {
         c.inputs[5] = Tensor(Format::fp32, {0});
         try {
             run_kernel(k, c.params, c.views());
-            ADD_FAILURE() << "accepted cu_seqlens " << testing::PrintToString(values);
+            ADD_FAILURE() << "accepted cu_seqlens " << ::testing::PrintToString(values);
         } catch (const std::invalid_argument& e) {
             EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
             EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
