@@ -7,11 +7,13 @@
 #include <cstdlib>
 
 #include "impls/registry.hpp"
+#include "kernel_suite.hpp"
 #include "properties/exhaustive.hpp"
 
 namespace exhaustive_test {  // this file's own names: the tests build in unity batches (CMakeLists.txt)
 
 using namespace conform;
+using conform::testing::test_name;
 
 namespace {
 
@@ -21,13 +23,6 @@ std::vector<std::string> kernels(OpKind kind) {
         if (k.role == Role::kernel && find_op(k.op)->kind == kind && (k.in == Format::fp16 || k.in == Format::bf16))
             v.push_back(k.name);
     return v;
-}
-
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-    std::string s = info.param;
-    for (char& c : s)
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-    return s;
 }
 
 void expect_pass(const report::ExhaustiveResult& r) {

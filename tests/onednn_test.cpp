@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "impls/onednn/onednn.hpp"
+#include "kernel_suite.hpp"
 #include "properties/suite.hpp"
 #include "reports/writers.hpp"
 
@@ -192,14 +193,7 @@ TEST_P(OnednnKernel, HasItsRecordedVerdict) {
     EXPECT_EQ(r.passed, e->failing.empty());
 }
 
-std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
-    std::string s = info.param;
-    for (char& c : s)
-        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-    return s;
-}
-
-INSTANTIATE_TEST_SUITE_P(Onednn, OnednnKernel, ::testing::ValuesIn(all_recorded_kernels()), param_name);
+INSTANTIATE_TEST_SUITE_P(Onednn, OnednnKernel, ::testing::ValuesIn(all_recorded_kernels()), testing::test_name);
 
 // The kernels oneDNN provides on this ISA are exactly those of its table: a
 // kernel appearing (another oneDNN, another ISA) needs its verdict measured.
