@@ -215,31 +215,7 @@ double max_finite(Format f) {
 double overflow_threshold(Format f) { return max_finite(f) + 0.5 * ulp_at(f, max_finite(f)); }
 
 std::uint16_t fp16_from_float(float v) { return static_cast<std::uint16_t>(encode(Format::fp16, v)); }
-// Exact, by the bits (every FP16 value is an FP32 value): the emulated
-// tensor cores and every scalar FP16 load widen through here.  A NaN
-// becomes the quiet NaN of its sign, as decode gives.
-float fp16_to_float(std::uint16_t h) {
-    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    if (exp == 0x1f) return float_from_bits(sign | (mant ? 0x7fc00000u : 0x7f800000u));
-    if (exp == 0) {  // zero or subnormal: mant 2^-24, exact in FP32
-        const float v = static_cast<float>(mant) * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    return float_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
-}
 std::uint16_t bf16_from_float(float v) { return static_cast<std::uint16_t>(encode(Format::bf16, v)); }
-float bf16_to_float(std::uint16_t h) { return float_from_bits(std::uint32_t{h} << 16); }
-
-std::uint32_t float_bits(float v) {
-    std::uint32_t b;
-    std::memcpy(&b, &v, 4);
-    return b;
-}
-float float_from_bits(std::uint32_t b) {
-    float v;
-    std::memcpy(&v, &b, 4);
-    return v;
-}
 
 std::string hexfloat(double v) {
     char buf[64];

@@ -4,6 +4,7 @@
 // is one correctly rounded step (round-to-nearest-even) done on the bits, never
 // through float (double -> float -> half rounds twice).
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -73,13 +74,25 @@ double max_finite(Format f);
 // ulp there (a value at or past it rounds to +-inf).
 double overflow_threshold(Format f);
 
-// float <-> 16-bit helpers used by kernels (scalar paths).
+// float <-> 16-bit helpers used by kernels (scalar paths).  The widenings
+// and bit casts are inline: every scalar FP16/BF16 load and the emulated
+// tensor cores go through them, per element.
 std::uint16_t fp16_from_float(float v);
-float fp16_to_float(std::uint16_t h);
 std::uint16_t bf16_from_float(float v);
-float bf16_to_float(std::uint16_t h);
-std::uint32_t float_bits(float v);
-float float_from_bits(std::uint32_t b);
+inline std::uint32_t float_bits(float v) { return std::bit_cast<std::uint32_t>(v); }
+inline float float_from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
+// Exact, by the bits (every FP16 value is an FP32 value).  A NaN becomes the
+// quiet NaN of its sign, as decode gives.
+inline float fp16_to_float(std::uint16_t h) {
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0x1f) return float_from_bits(sign | (mant ? 0x7fc00000u : 0x7f800000u));
+    if (exp == 0) {  // zero or subnormal: mant 2^-24, exact in FP32
+        const float v = static_cast<float>(mant) * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return float_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+inline float bf16_to_float(std::uint16_t h) { return float_from_bits(std::uint32_t{h} << 16); }
 
 // "0x1.8p+3" style hex-float text of the decoded value, for reproductions.
 std::string hexfloat(double v);

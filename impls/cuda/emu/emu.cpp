@@ -303,12 +303,12 @@ void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2]
         return half_of(f.b[k >= 8 ? 1 : 0], k & 1, bf16);
     };
     const int group = lane / 4, t = lane % 4;
-    for (int i = 0; i < 4; ++i) {
-        const int r = group + (i >= 2 ? 8 : 0), n = 2 * t + (i & 1);
-        double as[16], bs[16];
-        for (int k = 0; k < 16; ++k) as[k] = a_at(r, k), bs[k] = b_at(k, n);
-        d[i] = block_fma(c[i], as, bs, 16, bf16 ? -126 : -14);
-    }
+    // This lane's outputs are rows group and group + 8 by columns 2t and
+    // 2t + 1: each of those rows and columns decoded once.
+    double rows[2][16], cols[2][16];
+    for (int h = 0; h < 2; ++h)
+        for (int k = 0; k < 16; ++k) rows[h][k] = a_at(group + 8 * h, k), cols[h][k] = b_at(k, 2 * t + h);
+    for (int i = 0; i < 4; ++i) d[i] = block_fma(c[i], rows[i >> 1], cols[i & 1], 16, bf16 ? -126 : -14);
 }
 
 void mma_m16n8k32_s8(std::int32_t d[4], const std::uint32_t a[4], const std::uint32_t b[2], const std::int32_t c[4],
