@@ -8,6 +8,7 @@ Exit status 77 (CTest's skip) when NumPy is not importable.
 """
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -113,6 +114,16 @@ def fp8_gemm(inputs, params):
 
 
 class Check(unittest.TestCase):
+    def assert_check_fails(self, *args, **kwargs):
+        """check() must fail; the case set it keeps for the user is removed after the test."""
+        with self.assertRaises(AssertionError) as e:
+            conform_cases.check(*args, **kwargs)
+        kept = re.search(r"\(case set kept in (.+)\)$", str(e.exception))
+        self.assertIsNotNone(kept, str(e.exception))
+        self.assertTrue(os.path.isdir(kept.group(1)), kept.group(1))
+        self.addCleanup(shutil.rmtree, kept.group(1), True)
+        return str(e.exception)
+
     def test_correct_rms_norm_passes(self):
         seen = set()
 
@@ -125,10 +136,8 @@ class Check(unittest.TestCase):
         self.assertEqual(seen, {"bfloat16"} if conform_cases._ml_bfloat16() else {"bf16"})
 
     def test_eps_outside_the_root_fails_and_names_the_convention(self):
-        with self.assertRaises(AssertionError) as e:
-            conform_cases.check("rms_norm", "bf16", lambda i, p: rms_norm(i, p, eps_outside=True), cases=40,
-                                conform=CONFORM)
-        text = str(e.exception)
+        text = self.assert_check_fails("rms_norm", "bf16", lambda i, p: rms_norm(i, p, eps_outside=True), cases=40,
+                                       conform=CONFORM)
         self.assertIn("rms_norm bf16: ", text)
         self.assertRegex(text, r"(within_budget|special_values|scale_invariance|zero_centered_equivalence) FAIL")
         self.assertRegex(text, r"element \d+ .*: x=-?0x")     # the element with its inputs in hex
@@ -142,10 +151,9 @@ class Check(unittest.TestCase):
 
     def test_softmax_nan_on_a_fully_masked_row_fails_unless_declared(self):
         nan_rows = lambda i, p: softmax(i, p, masked_row_zero=False)  # noqa: E731
-        with self.assertRaises(AssertionError) as e:
-            conform_cases.check("softmax", "fp32", nan_rows, cases=60, conform=CONFORM)
-        self.assertIn("special-value class mismatch (want finite, got NaN)", str(e.exception))
-        self.assertIn("matches convention masked_row=nan", str(e.exception))
+        text = self.assert_check_fails("softmax", "fp32", nan_rows, cases=60, conform=CONFORM)
+        self.assertIn("special-value class mismatch (want finite, got NaN)", text)
+        self.assertIn("matches convention masked_row=nan", text)
         conform_cases.check("softmax", "fp32", nan_rows, cases=60, conform=CONFORM, conventions={"masked_row": "nan"})
         conform_cases.check("softmax", "bf16", softmax, cases=60, conform=CONFORM)
 
@@ -161,10 +169,9 @@ class Check(unittest.TestCase):
 
     def test_fp8_quantize_exact_passes_and_truncation_fails(self):
         conform_cases.check("fp8_quantize", "fp32", fp8_quantize, cases=30, conform=CONFORM)
-        with self.assertRaises(AssertionError) as e:
-            conform_cases.check("fp8_quantize", "fp32", lambda i, p: fp8_quantize(i, p, toward_zero=True), cases=30,
-                                conform=CONFORM)
-        self.assertIn("q[", str(e.exception))
+        text = self.assert_check_fails("fp8_quantize", "fp32", lambda i, p: fp8_quantize(i, p, toward_zero=True),
+                                       cases=30, conform=CONFORM)
+        self.assertIn("q[", text)
 
 
 class Fill(unittest.TestCase):
