@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -80,8 +81,46 @@ TEST(CudaEmu, DynamicSharedMemoryIsPerBlockAndPoisoned) {
     int limit = 0;
     ASSERT_EQ(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
     EXPECT_EQ(limit, 232448);
-    EXPECT_EQ(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit), cudaSuccess);
     EXPECT_NE(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit + 1), cudaSuccess);
+}
+
+// The device refuses more than 48 KiB of dynamic shared memory unless the
+// kernel opted in with cudaFuncSetAttribute, and the opt-in is per kernel.
+TEST(CudaEmu, DynamicSharedMemoryPast48KiBNeedsTheKernelsOptIn) {
+    std::vector<unsigned> first(1, 0), sums(1, 0);
+    auto* k = dynamic_smem;
+    EXPECT_NO_THROW(CONFORM_LAUNCH(k, dim3(1), dim3(64), 48 * 1024, nullptr)(first.data(), sums.data()));
+    try {
+        CONFORM_LAUNCH(k, dim3(1), dim3(64), 48 * 1024 + 16, nullptr)(first.data(), sums.data());
+        ADD_FAILURE() << "49168 bytes launched without the opt-in";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("49168 bytes of dynamic shared memory: the kernel's limit is 49152"),
+                  std::string::npos)
+            << e.what();
+    }
+    ASSERT_EQ(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024), cudaSuccess);
+    EXPECT_NO_THROW(CONFORM_LAUNCH(k, dim3(1), dim3(64), 64 * 1024, nullptr)(first.data(), sums.data()));
+    EXPECT_EQ(sums[0], 64u * 63 / 2);
+    EXPECT_THROW(CONFORM_LAUNCH(k, dim3(1), dim3(64), 64 * 1024 + 16, nullptr)(first.data(), sums.data()),
+                 std::runtime_error);
+    auto* other = write_global_index;  // another kernel keeps the default
+    std::vector<int> out(64, 0);
+    EXPECT_THROW(CONFORM_LAUNCH(other, dim3(1), dim3(64), 64 * 1024, nullptr)(out.data(), 64), std::runtime_error);
+}
+
+// A block larger than any register count allows is refused (the emulation
+// cannot see the registers ptxas chose; 256 threads fit any of them).
+TEST(CudaEmu, BlocksOfMoreThan256ThreadsAreRefused) {
+    std::vector<int> out(512, 0);
+    auto* k = write_global_index;
+    EXPECT_NO_THROW(CONFORM_LAUNCH(k, dim3(2), dim3(256), 0, nullptr)(out.data(), 512));
+    try {
+        CONFORM_LAUNCH(k, dim3(1), dim3(16, 32), 0, nullptr)(out.data(), 512);
+        ADD_FAILURE() << "a block of 512 threads launched";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("a block of 512 threads"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(out[511], 512) << "only the first launch ran";
 }
 
 // A tree reduction in shared memory: with the barriers every block's sum

@@ -2,6 +2,7 @@
 // points as the only places where one thread's values reach another.
 #include "impls/cuda/emu/emu.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -9,7 +10,9 @@
 #include <boost/context/stack_context.hpp>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -387,6 +390,41 @@ const char* cudaGetErrorString(cudaError_t e) {
     return "unknown error";
 }
 void set_launch_error(const char* what) { g_launch_error = what; }
+
+namespace {
+
+// Each kernel's dynamic shared memory limit raised by cudaFuncSetAttribute
+// (shared by the host threads, as the device's attribute is per function).
+std::mutex g_optin_mutex;
+std::map<AnyKernel, std::size_t> g_optin;
+
+std::size_t max_dynamic_shared(AnyKernel kernel) {
+    const std::lock_guard<std::mutex> lock(g_optin_mutex);
+    const auto it = g_optin.find(kernel);
+    return it == g_optin.end() ? kEmuSharedDefault : std::max(it->second, kEmuSharedDefault);
+}
+
+}  // namespace
+
+void set_max_dynamic_shared(AnyKernel kernel, int bytes) {
+    const std::lock_guard<std::mutex> lock(g_optin_mutex);
+    g_optin[kernel] = static_cast<std::size_t>(bytes);
+}
+
+void check_launch_resources(AnyKernel kernel, dim3 block, std::size_t shared) {
+    const std::size_t threads = static_cast<std::size_t>(block.x) * block.y * block.z;
+    if (threads > kEmuMaxThreads)
+        throw std::runtime_error("a block of " + std::to_string(threads) + " threads: the emulation allows " +
+                                 std::to_string(kEmuMaxThreads) +
+                                 ", the most that fits any register count ptxas may give a kernel "
+                                 "(docs/cuda.md, \"Launch resources\")");
+    const std::size_t limit = max_dynamic_shared(kernel);
+    if (shared > limit)
+        throw std::runtime_error(std::to_string(shared) + " bytes of dynamic shared memory: the kernel's limit is " +
+                                 std::to_string(limit) +
+                                 (limit == kEmuSharedDefault ? " (48 KiB; cudaFuncSetAttribute raises it)" : "") +
+                                 ", and the device refuses the launch");
+}
 
 // ---- 16-bit formats ----
 

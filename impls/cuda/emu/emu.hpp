@@ -132,6 +132,20 @@ const char* cudaGetErrorString(cudaError_t e);
 // The last launch's failure (what the device would report as a launch failure).
 void set_launch_error(const char* what);
 
+// What a kernel may launch with on the device, as far as the emulation can
+// tell (docs/cuda.md, "Launch resources"); throws std::runtime_error naming
+// the excess.  Threads: at most kEmuMaxThreads, since the emulation cannot
+// see the registers ptxas gives a kernel, and 256 threads fit any count it
+// may choose (255 per thread, allocated as 256: 256 x 256 = the SM's 65536).
+// Dynamic shared memory: at most 48 KiB unless cudaFuncSetAttribute raised
+// that kernel's limit to at least the launch's bytes.
+using AnyKernel = void (*)();
+inline constexpr unsigned kEmuMaxThreads = 256;
+inline constexpr std::size_t kEmuSharedDefault = 48 * 1024;
+void check_launch_resources(AnyKernel kernel, dim3 block, std::size_t shared);
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), remembered.
+void set_max_dynamic_shared(AnyKernel kernel, int bytes);
+
 // kernel<<<grid, block, shared, stream>>>(args...) is written
 // CONFORM_LAUNCH(kernel, grid, block, shared, stream)(args...).
 template <class... P>
@@ -141,6 +155,7 @@ struct Launcher {
     std::size_t shared;
     template <class... A>
     void operator()(A&&... args) const {
+        check_launch_resources(reinterpret_cast<AnyKernel>(kernel), block, shared);
         std::tuple<std::decay_t<P>...> bound(std::forward<A>(args)...);
         launch(grid, block, shared, [&] { std::apply(kernel, bound); });
     }
@@ -160,8 +175,10 @@ inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int) {
     return cudaSuccess;
 }
 template <class... P>
-cudaError_t cudaFuncSetAttribute(void (*)(P...), cudaFuncAttribute, int value) {
-    return value >= 0 && value <= kEmuMaxSharedOptin ? cudaSuccess : cudaErrorInvalidValue;
+cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute, int value) {
+    if (value < 0 || value > kEmuMaxSharedOptin) return cudaErrorInvalidValue;
+    set_max_dynamic_shared(reinterpret_cast<AnyKernel>(kernel), value);
+    return cudaSuccess;
 }
 
 // ---- 16-bit formats (raw bits; conversions round as the device's do) ----
