@@ -7,6 +7,7 @@
 // And the whole int8_block kernel (docs/int8.md "int8_block as an op") at a
 // prefill shape, simd against scalar, as tokens per second.
 // Run: ./bench/int8_bench --benchmark_min_time=0.5
+#include "impls/cpu/x86_intrinsics.hpp"  // before Eigen: GCC 12's false warnings in <immintrin.h>
 #include <Eigen/Dense>
 
 #include <cmath>

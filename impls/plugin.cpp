@@ -451,7 +451,7 @@ KernelInfo wrap(const conform_kernel& d, const std::string& where0, const std::s
     k.conventions = checked_conventions(d.conventions_json, where + "conventions_json", op->name);
     k.description = d.description ? d.description : "";
     if (!d.fn) bad(where + "fn", "NULL");
-    Bound b{d.fn, k.name, op, outs, handle};
+    Bound b{d.fn, k.name, op, outs, handle, {}, {}};
     k.fn = [b](const KernelCall& c) { call(b, c); };
     return k;
 }

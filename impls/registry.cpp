@@ -108,14 +108,21 @@ const Registry& builtin_registry() {
 
 KernelInfo mutant_info(const std::string& op, const std::string& bug, Format f, Format acc, std::string bug_class,
                        std::string description, KernelFn fn) {
-    KernelInfo k;
+    KernelInfo k = cpu::kernel_info(op, bug, f, acc, Role::mutant, std::move(description), std::move(fn));
     k.name = "mutant." + op + "." + bug + "." + name(f);
+    k.bug_class = std::move(bug_class);
+    return k;
+}
+
+KernelInfo cpu::kernel_info(const std::string& op, const std::string& variant, Format f, Format acc, Role role,
+                            std::string description, KernelFn fn) {
+    KernelInfo k;
+    k.name = "cpu." + variant + "." + op + "." + name(f);
     k.op = op;
-    k.variant = bug;
+    k.variant = variant;
     k.in = k.out = f;
     k.acc = acc;
-    k.role = Role::mutant;
-    k.bug_class = std::move(bug_class);
+    k.role = role;
     k.description = std::move(description);
     k.fn = std::move(fn);
     return k;

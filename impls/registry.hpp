@@ -71,6 +71,12 @@ struct KernelInfo {
 KernelInfo mutant_info(const std::string& op, const std::string& bug, Format f, Format acc, std::string bug_class,
                        std::string description, KernelFn fn);
 
+namespace cpu {
+// A CPU kernel's entry: named cpu.<variant>.<op>.<fmt>, input and output in f.
+KernelInfo kernel_info(const std::string& op, const std::string& variant, Format f, Format acc, Role role,
+                       std::string description, KernelFn fn);
+}  // namespace cpu
+
 // The storage format of output `i` of kernel k.
 Format output_format(const KernelInfo& k, std::size_t i);
 

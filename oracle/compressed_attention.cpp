@@ -188,7 +188,7 @@ void csa_select_rows(const CsaSetup& s, const std::vector<TensorView>& in, CsaPl
 
 CsaPlan csa_plan(const CsaSetup& s, const std::vector<TensorView>& in, const std::vector<Real>* exact_comp) {
     CsaPlan pl{Tensor(Format::fp32, {s.entries, s.dim}), {}, {}, std::vector<char>(static_cast<std::size_t>(s.tokens), 0),
-               std::vector<char>(static_cast<std::size_t>(s.tokens), 0), {}};
+               std::vector<char>(static_cast<std::size_t>(s.tokens), 0), {}, {}};
     const Format store = in[kCsaCa].format;
     for (std::int64_t e = 0; e < s.entries * s.dim; ++e)
         pl.keys.set_value(e, s.staged ? in[kCsaInputs + 1].value(e)

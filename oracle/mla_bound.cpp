@@ -41,7 +41,7 @@ MlaCtx mla_read_ctx(const Params& p, const std::vector<TensorView>& in, Format a
           decoded_values(in[4]), decoded_values(in[5]), cache ? decoded_values(in[6]) : MlaDVec{},
           cache ? decoded_values(in[7]) : MlaDVec{}, 0, p.get("base", 10000.0), static_cast<int>(p.get("pairing", 0)),
           static_cast<std::int64_t>(p.get("offset", 0)), p.get("causal", 1) != 0, p.get("cache_rotated", 1) != 0,
-          unit_roundoff(acc), ulp_at(acc, 0), in[0].format, out.at(0)};
+          unit_roundoff(acc), ulp_at(acc, 0), in[0].format, out.at(0), 0, {}};
     const double s = p.get("scale", 0);
     c.scale = s != 0 ? s : 1 / std::sqrt(static_cast<double>(c.d.d_q()));
     // expf within one ulp (glibc's), or the ulps a kernel declares (CUDA's expf: 2).

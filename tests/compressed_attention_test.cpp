@@ -182,7 +182,9 @@ TEST(CsaMutants, EachFailsWhereItsBugShows) {
         const props::Case c = csa_case(Format::fp32, m.mode, 5);
         const props::CaseResult r = props::check_case(*k, c.params, c.views());
         EXPECT_FALSE(r.pass) << m.bug << " mode " << m.mode;
-        if (!r.pass) EXPECT_EQ(find_op(k->op)->outputs.at(r.failed_output), m.output) << m.bug << ": " << r.message;
+        if (!r.pass) {
+            EXPECT_EQ(find_op(k->op)->outputs.at(r.failed_output), m.output) << m.bug << ": " << r.message;
+        }
     }
 }
 
@@ -207,7 +209,9 @@ TEST(CsaOracle, NaNScoresMakeTheRowNaNAndOverflowLeavesItUndefined) {
     for (std::int64_t t = 0; t < 6; ++t) {
         const double bi = b[2][static_cast<std::size_t>(t)], bo = b[0][static_cast<std::size_t>(t)];
         EXPECT_EQ(bi == oracle::kUndefined, t == 3) << t;
-        if (t == 3) EXPECT_EQ(bo, oracle::kUndefined);
+        if (t == 3) {
+            EXPECT_EQ(bo, oracle::kUndefined);
+        }
         else EXPECT_TRUE(std::isfinite(bo) && bo >= 0) << t << ": " << bo;
     }
 }

@@ -540,7 +540,9 @@ TEST(CudaFp8Gemm, EveryCodeWidensExactly) {
         const Tensor y = run_kernel(k, Params({{"block", 128}}), {a.view(), sa.view(), b.view(), sb.view()})[0];
         for (int i = 0; i < 256; ++i) {
             const double want = a.value(i), got = y.value(i);
-            if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << k.name << " code " << i;
+            if (std::isnan(want)) {
+                EXPECT_TRUE(std::isnan(got)) << k.name << " code " << i;
+            }
             else EXPECT_EQ(got, want) << k.name << " code " << i;
         }
     }
@@ -672,7 +674,9 @@ TEST(CudaDsa, SelectionEqualsTheScalarCpuKernelBitForBit) {
                     ASSERT_EQ(got[2].bits(i), want.bits(i)) << gpu.name << ", Lk " << lk << ": indices [" << i
                                                             << "] = " << got[2].value(i) << ", cpu.scalar " << want.value(i);
             // The case is what it claims: NaN rows beside ordinary ones; short rows padded with -1.
-            if (lk == 40) EXPECT_TRUE(std::isnan(want.value(3 * 6)) && !std::isnan(want.value(0)));
+            if (lk == 40) {
+                EXPECT_TRUE(std::isnan(want.value(3 * 6)) && !std::isnan(want.value(0)));
+            }
             else EXPECT_EQ(want.value(5), -1.0);
         }
     }
@@ -749,7 +753,9 @@ TEST(CudaCompressedAttention, EntriesAndSelectionEqualTheScalarCpuKernelBitForBi
                                                                    << want[o].value(i);
             // The case is what it claims: a NaN entry beside finite ones; CSA rows that score it NaN.
             EXPECT_TRUE(std::isnan(want[1].value(4 * c + 5)) && !std::isnan(want[1].value(1 * c + 1)));
-            if (mode == 0) EXPECT_TRUE(std::isnan(want[2].value(18 * slots)) && !std::isnan(want[2].value(5 * slots)));
+            if (mode == 0) {
+                EXPECT_TRUE(std::isnan(want[2].value(18 * slots)) && !std::isnan(want[2].value(5 * slots)));
+            }
         }
 }
 

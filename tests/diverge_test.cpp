@@ -580,7 +580,9 @@ TEST(Diverge, DeepSeekMlaStepsComputeTheLayer) {
         EXPECT_LE(worst, std::ldexp(largest, -40)) << "cache " << P;
         EXPECT_EQ(pts.at("layers.1.q_a_norm").shape, (std::vector<std::int64_t>{T, 24}));
         EXPECT_EQ(pts.at("layers.1.attn").shape, (std::vector<std::int64_t>{T, H * dv}));
-        if (P > 0) EXPECT_EQ(pts.at("layers.1.kv_b_cache").shape, (std::vector<std::int64_t>{P, H * dkv}));
+        if (P > 0) {
+            EXPECT_EQ(pts.at("layers.1.kv_b_cache").shape, (std::vector<std::int64_t>{P, H * dkv}));
+        }
     }
 }
 
@@ -925,7 +927,9 @@ TEST(DivergeEnds, GluArithSeparateWidensOnlyTheGluStep) {
             }
             EXPECT_GT(total(p.b), 1.5 * total(p.a)) << p.s.point;
             for (std::size_t i = 0; i < p.a.size(); ++i)  // >= 2.5 ulps of h against the fused <= 1.5 wherever h != 0
-                if (p.a[i] > 1e-40) ASSERT_GE(p.b[i], p.a[i]) << p.s.point << " element " << i;
+                if (p.a[i] > 1e-40) {
+                    ASSERT_GE(p.b[i], p.a[i]) << p.s.point << " element " << i;
+                }
         }
         CandidateOptions opt;
         opt.conventions["glu_arith"] = "separate";
@@ -974,7 +978,9 @@ TEST(DivergeEnds, GluArithSeparateCoversTheTanhGeglu) {
                 continue;
             }
             EXPECT_NE(a, b) << s.point;
-            if (f == Format::fp32) EXPECT_GT(total(b), 1.5 * total(a)) << s.point;
+            if (f == Format::fp32) {
+                EXPECT_GT(total(b), 1.5 * total(a)) << s.point;
+            }
         }
     }
     ModelContract erf = small("dense", Format::fp32);
@@ -1775,7 +1781,9 @@ TEST(Diverge, ActArithQuotientWidensOnlyTheLogisticSteps) {
         }
         EXPECT_GT(total(p.b), total(p.a)) << p.s.point;
         for (std::size_t i = 0; i < p.a.size(); ++i)
-            if (p.a[i] > 1e-40) ASSERT_GE(p.b[i], p.a[i]) << p.s.point << " element " << i;
+            if (p.a[i] > 1e-40) {
+                ASSERT_GE(p.b[i], p.a[i]) << p.s.point << " element " << i;
+            }
     }
     const Synthetic m = synthetic_model(c, 5);
     NamedTensors run = run_kernels(c, m.weights, m.input);
@@ -2103,13 +2111,16 @@ TEST(DivergeScale, SampleJudgesASubsetOfTheWholeAnalysis) {
     for (std::size_t i = 0; i < w.points.size(); ++i) {
         const PointReport &a = w.points[i], &b = s.points[i];
         EXPECT_EQ(b.status, PointStatus::pass) << b.point;
-        if (a.kind != StepKind::attention)
+        if (a.kind != StepKind::attention) {
             EXPECT_LE(b.local.utilization, a.local.utilization * (1 + 1e-12)) << b.point;
+        }
         if (b.local.worst >= 0) {
             const std::int64_t row = b.local.worst / (pts.at(b.point).numel() / c.tokens);
             EXPECT_TRUE(std::binary_search(rows.rows.begin(), rows.rows.end(), row)) << b.point << " row " << row;
         }
-        if (a.kind == StepKind::rope) EXPECT_GT(b.local.utilization, 0.1) << b.point;
+        if (a.kind == StepKind::rope) {
+            EXPECT_GT(b.local.utilization, 0.1) << b.point;
+        }
     }
 }
 

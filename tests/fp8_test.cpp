@@ -198,7 +198,9 @@ TEST(Fp8Quantize, SpecialBlocksAndOverflow) {
         EXPECT_EQ(sat[0].value(1), -max_finite(f)) << name;
         EXPECT_EQ(sat[0].value(2), decode(f, encode(f, 300 / s))) << name;
         const auto raw = run_kernel(kernel(name), quant_params(1, 128, 0, 0, s), {big.view()});
-        if (f == Format::fp8_e4m3) EXPECT_TRUE(std::isnan(raw[0].value(0)) && std::isnan(raw[0].value(1))) << name;
+        if (f == Format::fp8_e4m3) {
+            EXPECT_TRUE(std::isnan(raw[0].value(0)) && std::isnan(raw[0].value(1))) << name;
+        }
         else EXPECT_TRUE(raw[0].value(0) == INFINITY && raw[0].value(1) == -INFINITY) << name;
     }
 }

@@ -112,7 +112,9 @@ TEST(HcResidualKernels, SpecialValueTable) {
                 EXPECT_NEAR(y(2, 0, e), 1, tol) << k->name << ": C_0 = 2 sigma(-inf) = 0";
                 EXPECT_NEAR(y(2, 1, e), 1 + 4, 5 * tol) << k->name << ": C_1 = 2 sigma(+inf) = 2";
                 EXPECT_TRUE(std::isfinite(h(3, e))) << k->name;
-                if (mhc) EXPECT_TRUE(std::isnan(y(3, 0, e)) && std::isnan(y(3, 1, e))) << k->name;
+                if (mhc) {
+                    EXPECT_TRUE(std::isnan(y(3, 0, e)) && std::isnan(y(3, 1, e))) << k->name;
+                }
                 else EXPECT_TRUE(std::isinf(y(3, 0, e)) && std::isfinite(y(3, 1, e))) << k->name;
             }
         }

@@ -5,7 +5,7 @@
 // cpu::has_avx2(); F16C's vcvtps2ph with imm 0 rounds to nearest even, and
 // the bf16 narrowing uses the same add-0x7FFF-plus-lsb rule, NaN kept quiet.
 #pragma once
-#include <immintrin.h>
+#include "impls/cpu/x86_intrinsics.hpp"
 
 #include <cstdint>
 #include <cstring>

@@ -7,7 +7,7 @@
 // NaN policy, shared by every path: any NaN input gives a NaN output, decided
 // here, so the math is free to clamp NaNs away.
 #pragma once
-#include <immintrin.h>
+#include "impls/cpu/x86_intrinsics.hpp"
 
 #include <algorithm>
 #include <array>
@@ -1009,20 +1009,6 @@ KernelFn scalar_kernel() {
 template <Format F, int N, class Naive>
 KernelFn naive_kernel() {
     return [](const KernelCall& c) { run_scalar<F, N>(c, Naive(c.params, F)); };
-}
-
-inline KernelInfo kernel_info(const std::string& op, const std::string& variant, Format f, Format acc, Role role,
-                              std::string description, KernelFn fn) {
-    KernelInfo k;
-    k.name = "cpu." + variant + "." + op + "." + name(f);
-    k.op = op;
-    k.variant = variant;
-    k.in = k.out = f;
-    k.acc = acc;
-    k.role = role;
-    k.description = std::move(description);
-    k.fn = std::move(fn);
-    return k;
 }
 
 // cpu.simd / cpu.scalar / cpu.naive for one op in one format.

@@ -4,7 +4,7 @@
 // by an FMA, says on which side the true quotient lies).
 #include "impls/cpu/fp8.hpp"
 
-#include <immintrin.h>
+#include "impls/cpu/x86_intrinsics.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 // x 64 k, B tiles 16 quads x 16 columns (row q: the quads of k 4q..4q+3 of
 // 16 columns, the layout of the VNNI panels).  A 32 x 32 block of acc is
 // four C tiles (0-3) fed by two A tiles (4, 5) and two B tiles (6, 7).
-#include <immintrin.h>
+#include "impls/cpu/x86_intrinsics.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -5,7 +5,7 @@
 // twice, each copy inside its own `#pragma GCC target` region and namespace,
 // so that neither instruction set leaks into code the other CPU runs; the
 // buffers are allocated here, outside both regions.
-#include <immintrin.h>
+#include "impls/cpu/x86_intrinsics.hpp"
 
 #include <algorithm>
 #include <cstdint>

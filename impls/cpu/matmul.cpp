@@ -6,7 +6,7 @@
 // is rounded once into y at the end.
 #include "impls/cpu/matmul.hpp"
 
-#include <immintrin.h>
+#include "impls/cpu/x86_intrinsics.hpp"
 
 #include <algorithm>
 #include <cmath>

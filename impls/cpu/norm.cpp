@@ -297,23 +297,26 @@ void simd_kernel(const KernelCall& c) {
 
 template <NormOp Op, Format F>
 void add_kernels(Registry& r) {
-    const std::string op = op_name(Op), f = name(F), tail = "." + op + "." + f;
+    const std::string op = op_name(Op), f = name(F);
     const std::string contract =
         "fp32 accumulation (FMA), 1/sqrtf(sum/n + eps) correctly rounded, (x*inv)*w in fp32, one rounding to " + f +
         "; exact power-of-two prescale of rows whose fp32 sum over/underflows";
     // layer_norm's mean is x[0] + sum (x - x[0]) / n (norm_rows.hpp, row_scales): its error follows the spread.
     const std::map<std::string, double> declared =
         Op == NormOp::layer ? std::map<std::string, double>{{"centred_mean", 1}} : std::map<std::string, double>{};
-    KernelInfo simd{"cpu.simd" + tail, op, "simd", F, F, Format::fp32, "cpu", Role::kernel, "",
-                    "AVX2+FMA+F16C, 4x8-lane accumulators (bf16/fp16 in 16-lane AVX-512 steps, bf16 rounded by vcvtneps2bf16, where the CPU has AVX512_BF16; scalar fallback without AVX2); " + contract, simd_kernel<Op, F>, {}, {}};
-    KernelInfo scalar{"cpu.scalar" + tail, op, "scalar", F, F, Format::fp32, "cpu", Role::kernel, "",
-                      "portable scalar code, same lane order as cpu.simd (bit-identical); " + contract, scalar::run<Op, F>, {}, {}};
+    KernelInfo simd = kernel_info(op, "simd", F, Format::fp32, Role::kernel,
+                                  "AVX2+FMA+F16C, 4x8-lane accumulators (bf16/fp16 in 16-lane AVX-512 steps, bf16 "
+                                  "rounded by vcvtneps2bf16, where the CPU has AVX512_BF16; scalar fallback without "
+                                  "AVX2); " + contract, simd_kernel<Op, F>);
+    KernelInfo scalar = kernel_info(op, "scalar", F, Format::fp32, Role::kernel,
+                                    "portable scalar code, same lane order as cpu.simd (bit-identical); " + contract,
+                                    scalar::run<Op, F>);
     simd.declared = scalar.declared = declared;
     r.add(std::move(simd));
     r.add(std::move(scalar));
-    r.add({"cpu.naive" + tail, op, "naive", F, F, F, "cpu", Role::baseline, "",
-           std::string("plain ") + f + " arithmetic: every add, multiply, division and sqrt rounded to " + f,
-           [](const KernelCall& c) { naive_run(Op, F, c); }, {}, {}});
+    r.add(kernel_info(op, "naive", F, F, Role::baseline,
+                      std::string("plain ") + f + " arithmetic: every add, multiply, division and sqrt rounded to " + f,
+                      [](const KernelCall& c) { naive_run(Op, F, c); }));
 }
 
 template <NormOp Op>

@@ -16,7 +16,7 @@
 // instruction and result): GCC 12 warns of "uninitialized" values inside the
 // unmasked ones (its _mm512_undefined_*; fixed in GCC 13).
 #pragma once
-#include <immintrin.h>
+#include "impls/cpu/x86_intrinsics.hpp"
 
 #include <cstdint>
 

@@ -17,7 +17,7 @@
 // No function here handles NaN: the drivers in elementwise.hpp map a NaN input
 // to a NaN output after the fact, so the math may clamp NaNs freely.
 #pragma once
-#include <immintrin.h>
+#include "impls/cpu/x86_intrinsics.hpp"
 
 #include <bit>
 #include <cfloat>

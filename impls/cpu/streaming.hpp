@@ -3,7 +3,7 @@
 // would move 3 bytes per 2 that a copy moves.  Smaller outputs stay in cache
 // for whoever reads them next.  Shared by the elementwise and norm kernels.
 #pragma once
-#include <immintrin.h>
+#include "impls/cpu/x86_intrinsics.hpp"
 
 #include <cstdint>
 

@@ -15,11 +15,14 @@ void add_bsa_mutant(Registry& r, const char* bug, const char* bug_class, const c
 
 void register_mutants_block_sparse(Registry& r) {
     add_bsa_mutant(r, "msa_mean_pool", "14 reduction axis/granularity",
-                   "MSA's block score the mean of the block's visible token scores, not their max", {.msa_mean_pool = true});
+                   "MSA's block score the mean of the block's visible token scores, not their max",
+                   {.msa_mean_pool = true, .select = {}});
     add_bsa_mutant(r, "qsa_max_pool", "14 reduction axis/granularity",
-                   "QSA's block key pooled by the elementwise max of its index keys, not their mean", {.qsa_max_pool = true});
+                   "QSA's block key pooled by the elementwise max of its index keys, not their mean",
+                   {.qsa_max_pool = true, .select = {}});
     add_bsa_mutant(r, "rope_at_block_index", "9 scale/offset convention",
-                   "QSA's pooled block key rotated at its block index b instead of p_b = b r", {.qsa_rope_at_index = true});
+                   "QSA's pooled block key rotated at its block index b instead of p_b = b r",
+                   {.qsa_rope_at_index = true, .select = {}});
     add_bsa_mutant(r, "local_missing", "17 discrete choices", "the query's own block is never forced",
                    {.select = {.local_missing = true}});
     add_bsa_mutant(r, "masked_topk", "17 discrete choices",

@@ -14,9 +14,14 @@ static int nothing(const char* p, const conform_tensor* in, int n_in, conform_te
 }
 
 static const int32_t f32[] = {CONFORM_F32, CONFORM_F32};
+#if defined(V2_F16_BF16)
 static const int32_t mixed[] = {CONFORM_F16, CONFORM_BF16};
+#elif defined(V2_BAD_DOMAIN) || defined(V2_FIRST_UNWRITTEN) || defined(V2_N_IN) || defined(V2_BAD_TUNABLE)
 static const int32_t attention_in[] = {CONFORM_F32, CONFORM_F32, CONFORM_F32, CONFORM_F32};
+#endif
+#if defined(V2_FIRST_UNWRITTEN)
 static const int32_t lse_only[] = {0, CONFORM_F32};
+#endif
 
 static const conform_kernel_v2 kernels[] = {
     {sizeof(conform_kernel_v2), "silu", "fine.silu", NULL, 1, f32, 1, f32, CONFORM_F32, 0, NULL, NULL, NULL, NULL, nothing},
