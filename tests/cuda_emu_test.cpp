@@ -401,4 +401,45 @@ TEST(CudaEmuMma, EveryLaneMustTakePart) {
                  std::runtime_error);
 }
 
+// ldmatrix.x4 gives each lane mma's fragment registers of four 8 x 8
+// matrices (rows 8 i .. 8 i + 7 of a 32 x 16 shared array here, element
+// (r, c) = 64 r + c: every value tells where it came from), straight and
+// transposed; `offset` shifts every row address by that many elements.
+template <bool kTrans>
+__global__ void ldmatrix_all(std::uint32_t* out, int offset) {
+    alignas(16) __shared__ unsigned short s[32][16];
+    for (int c = 0; c < 16; ++c) s[threadIdx.x][c] = static_cast<unsigned short>(64 * threadIdx.x + c);
+    __syncwarp(0xffffffffu);
+    std::uint32_t r[4];
+    ldmatrix_x4(r, &s[threadIdx.x][0] + offset, kTrans);  // lane l: row l % 8 of matrix l / 8, i.e. row l
+    for (int i = 0; i < 4; ++i) out[4 * threadIdx.x + i] = r[i];
+}
+
+TEST(CudaEmuMma, LdmatrixFollowsThePtxFragmentLayout) {
+    for (bool trans : {false, true}) {
+        std::vector<std::uint32_t> out(128, 0);
+        auto* k = trans ? ldmatrix_all<true> : ldmatrix_all<false>;
+        CONFORM_LAUNCH(k, dim3(1), dim3(32), 0, nullptr)(out.data(), 0);
+        for (int lane = 0; lane < 32; ++lane)
+            for (int i = 0; i < 4; ++i) {
+                const int group = lane / 4, t = lane % 4;
+                // Straight: row group, columns 2t and 2t + 1; transposed: rows 2t and 2t + 1, column group.
+                const int r0 = 8 * i + (trans ? 2 * t : group), c0 = trans ? group : 2 * t;
+                const int r1 = trans ? r0 + 1 : r0, c1 = trans ? c0 : c0 + 1;
+                const std::uint32_t want = static_cast<std::uint32_t>(64 * r0 + c0) | static_cast<std::uint32_t>(64 * r1 + c1) << 16;
+                ASSERT_EQ(out[4 * lane + i], want) << (trans ? "trans" : "straight") << " lane " << lane << " matrix " << i;
+            }
+    }
+    std::vector<std::uint32_t> out(128, 0);
+    auto* k = ldmatrix_all<false>;
+    try {
+        CONFORM_LAUNCH(k, dim3(1), dim3(32), 0, nullptr)(out.data(), 4);  // 8 bytes into each row
+        ADD_FAILURE() << "a row address off 16 bytes was read";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("not 16-byte aligned"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(CONFORM_LAUNCH(k, dim3(1), dim3(16), 0, nullptr)(out.data(), 0), std::runtime_error)
+        << "half a warp took part";
+}
+
 }  // namespace cuda_emu_test

@@ -207,6 +207,7 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
     __shared__ int nonfinite;
     const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int group = lane / 4, t = lane % 4;
+    const int ldm_m = lane / 8, ldm_r = lane % 8;  // the matrix and row this lane addresses in ldmatrix_x4
     const int h = blockIdx.y, z = blockIdx.z, g = kv_head<Bug>(a, h);
     const int block_row0 = blockIdx.x * 16 * warps, row0 = block_row0 + warp * 16;
     const int rows[2] = {row0 + group, row0 + group + 8};
@@ -219,6 +220,7 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
     std::uint32_t qf[kQc][4];
     CONFORM_UNROLL
     for (int kc = 0; kc < kQc; ++kc)
+        CONFORM_UNROLL
         for (int x = 0; x < 4; ++x) {
             const int r = rows[x & 1], c = kc * 16 + 2 * t + (x >= 2 ? 8 : 0);
             qf[kc][x] = static_cast<std::uint32_t>(q_bits(r, c)) | static_cast<std::uint32_t>(q_bits(r, c + 1)) << 16;
@@ -240,23 +242,28 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
         load_kv_tile<P>(kh, vh, a, k0, tile_hi, ks, vs, kBf16, tile, &nonfinite);
         __syncthreads();
 
-        // S = Q K^T for the tile: kSn blocks of 8 keys.
+        // S = Q K^T for the tile: kSn blocks of 8 keys, two at a time.  One ldmatrix gives the
+        // B fragments of both (lane l addresses row l % 8 of matrix l / 8: key block n + m / 2,
+        // dimensions kc 16 + 8 (m % 2)); each block accumulates over kc in order, as one at a time.
         float sf[kSn][4];
         CONFORM_UNROLL
-        for (int n = 0; n < kSn; ++n) {
+        for (int n = 0; n < kSn; n += 2) {
             sf[n][0] = sf[n][1] = sf[n][2] = sf[n][3] = 0;
+            sf[n + 1][0] = sf[n + 1][1] = sf[n + 1][2] = sf[n + 1][3] = 0;
             CONFORM_UNROLL
             for (int kc = 0; kc < kQc; ++kc) {
                 if (kc >= qcs || n >= sns) break;  // padding, or keys past the tile: hidden below
-                const std::uint32_t b[2] = {pair_at(&ks[n * 8 + group][kc * 16 + 2 * t]),
-                                            pair_at(&ks[n * 8 + group][kc * 16 + 2 * t + 8])};
+                std::uint32_t b[4];
+                ldmatrix_x4<false>(b, &ks[(n + ldm_m / 2) * 8 + ldm_r][kc * 16 + ldm_m % 2 * 8]);
                 mma16816<S>(sf[n], qf[kc], b, sf[n]);
+                if (n + 1 < sns) mma16816<S>(sf[n + 1], qf[kc], b + 2, sf[n + 1]);
             }
         }
         // Logits; hidden keys -inf whatever their dot product (a NaN in q or k there must not reach the row).
         float tmax[2] = {-INFINITY, -INFINITY};
         CONFORM_UNROLL
         for (int n = 0; n < kSn; ++n)
+            CONFORM_UNROLL
             for (int x = 0; x < 4; ++x) {
                 const int i = rows[x >> 1], j = k0 + n * 8 + 2 * t + (x & 1);
                 bool visible = i < a.lq && j < tile_hi && (Bug::kCausalPerTile || structurally_visible<Bug>(a, i, j));
@@ -266,6 +273,7 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
                 tmax[x >> 1] = nan_max(tmax[x >> 1], sf[n][x]);
             }
         float scale_by[2];
+        CONFORM_UNROLL
         for (int rr = 0; rr < 2; ++rr) {
             tmax[rr] = nan_max(tmax[rr], __shfl_xor_sync(kFullMask, tmax[rr], 1));
             tmax[rr] = nan_max(tmax[rr], __shfl_xor_sync(kFullMask, tmax[rr], 2));
@@ -279,13 +287,16 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
             st.m[rr] = m_new;
             st.l[rr] *= scale_by[rr];
         }
-        if (!Bug::kSkipORescale)
+        if (!Bug::kSkipORescale) {
             CONFORM_UNROLL
             for (int n = 0; n < kOn; ++n)
+                CONFORM_UNROLL
                 for (int x = 0; x < 4; ++x) of[n][x] = rescaled(of[n][x], scale_by[x >> 1]);
+        }
         // Weights p = exp(s - m), FP32; a hidden key's is -0 (the marker the non-finite V pass reads).
         CONFORM_UNROLL
         for (int n = 0; n < kSn; ++n)
+            CONFORM_UNROLL
             for (int x = 0; x < 4; ++x) {
                 const float m = st.m[x >> 1], s = sf[n][x];
                 float p;
@@ -302,56 +313,75 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
             const std::uint32_t pa[4] = {pack2<S>(sf[2 * kc][0], sf[2 * kc][1]), pack2<S>(sf[2 * kc][2], sf[2 * kc][3]),
                                          pack2<S>(sf[2 * kc + 1][0], sf[2 * kc + 1][1]),
                                          pack2<S>(sf[2 * kc + 1][2], sf[2 * kc + 1][3])};
+            // V's B fragments for two value blocks at once, transposed (V is stored keys by
+            // columns): matrix m holds keys kc 16 + 8 (m % 2) .. + 7 of columns (n + m / 2) 8 .. + 7.
             CONFORM_UNROLL
-            for (int n = 0; n < kOn; ++n) {
+            for (int n = 0; n < kOn; n += 2) {
                 if (n >= ons) break;
-                const int col = n * 8 + group, key = kc * 16 + 2 * t;
-                const std::uint32_t b[2] = {
-                    static_cast<std::uint32_t>(vs[key][col]) | static_cast<std::uint32_t>(vs[key + 1][col]) << 16,
-                    static_cast<std::uint32_t>(vs[key + 8][col]) | static_cast<std::uint32_t>(vs[key + 9][col]) << 16};
-                mma16816<S>(of[n], pa, b, of[n]);
-                if (Bug::kFp16Accumulator)
-                    for (int x = 0; x < 4; ++x) of[n][x] = __half2float(__float2half_rn(of[n][x]));
+                std::uint32_t b[4];
+                ldmatrix_x4<true>(b, &vs[kc * 16 + ldm_m % 2 * 8 + ldm_r][(n + ldm_m / 2) * 8]);
+                CONFORM_UNROLL
+                for (int h = 0; h < 2; ++h) {
+                    if (n + h >= ons) break;
+                    mma16816<S>(of[n + h], pa, b + 2 * h, of[n + h]);
+                    if (Bug::kFp16Accumulator) {
+                        CONFORM_UNROLL
+                        for (int x = 0; x < 4; ++x) of[n + h][x] = __half2float(__float2half_rn(of[n + h][x]));
+                    }
+                }
             }
         }
         if (nonfinite == tile + 1) {  // final since the barrier after the load
             // The non-finite values of V this tile zeroed, added by the rows that see their key
             // (a hidden key's -0 marker skips it): p v, or v itself where p rounded to 0 -- the
             // exact weight is positive, so an infinite v makes o infinite, never 0 * inf = NaN.
-            // A rare path, left rolled: unrolling it with the fragments' constant indices multiplies
-            // the kernel's code by the tile's keys times the value blocks (ptxas then runs for tens of
-            // minutes); its runtime indices cost local memory for sf and of instead.
+            // A rare path.  The key loop stays rolled (unrolled, it multiplies the kernel's code by
+            // the tile's keys: ptxas then runs for tens of minutes), but sf and of are read and
+            // written with constant indices only: one runtime index anywhere puts the whole array
+            // in local memory, and every mma of the hot loop then stores its accumulators there.
             for (int key = 0; key < kBk; ++key) {
                 const int src = group * 4 + (key % 8) / 2, n = key / 8, x = key & 1;
-                const float pk[2] = {__shfl_sync(kFullMask, sf[n][x], src), __shfl_sync(kFullMask, sf[n][2 + x], src)};
+                float own[2] = {0, 0};  // sf[n][x], sf[n][2 + x] of the lane that holds the key's weights
+                CONFORM_UNROLL
+                for (int nn = 0; nn < kSn; ++nn)
+                    if (nn == n) own[0] = x ? sf[nn][1] : sf[nn][0], own[1] = x ? sf[nn][3] : sf[nn][2];
+                const float pk[2] = {__shfl_sync(kFullMask, own[0], src), __shfl_sync(kFullMask, own[1], src)};
                 const int j = k0 + key;
                 if (j >= tile_hi) continue;
-                for (int on = 0; on < ons; ++on)
+                CONFORM_UNROLL
+                for (int on = 0; on < kOn; ++on) {
+                    if (on >= ons) break;
+                    CONFORM_UNROLL
                     for (int e = 0; e < 2; ++e) {
                         const int col = on * 8 + 2 * t + e;
                         if (col >= a.dv) continue;
                         const float vj = value_of<S>(vh[static_cast<long long>(j) * a.dv + col]);
                         if (isfinite(vj)) continue;
+                        CONFORM_UNROLL
                         for (int rr = 0; rr < 2; ++rr) {
                             const float p = value_of<S>(bits_of<S>(pk[rr]));
                             if (p == 0 && signbit(p)) continue;
                             of[on][2 * rr + e] += p > 0 ? p * vj : vj;
                         }
                     }
+                }
             }
         }
     }
     // The row sums: the four lanes of a group hold parts of each.
+    CONFORM_UNROLL
     for (int rr = 0; rr < 2; ++rr) {
         st.l[rr] += __shfl_xor_sync(kFullMask, st.l[rr], 1);
         st.l[rr] += __shfl_xor_sync(kFullMask, st.l[rr], 2);
     }
+    CONFORM_UNROLL
     for (int rr = 0; rr < 2; ++rr) {
         const int i = rows[rr];
         if (i >= a.lq) continue;
         CONFORM_UNROLL
         for (int n = 0; n < kOn; ++n) {  // constant indices keep of[] in registers
             if (n >= ons) break;
+            CONFORM_UNROLL
             for (int e = 0; e < 2; ++e)
                 if (n * 8 + 2 * t + e < a.dv)
                     store_row_value(o, part_o, a, z, h, i, n * 8 + 2 * t + e, of[n][2 * rr + e], st.m[rr], st.l[rr]);

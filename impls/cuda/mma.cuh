@@ -50,6 +50,31 @@ __device__ __forceinline__ std::uint32_t pair_at(const unsigned short* p) {
     return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 16;
 }
 
+// Four 8 x 8 matrices of 16-bit values from shared memory in mma's fragment
+// layout (ldmatrix.sync.aligned.m8n8.x4, sm_75 and newer): lane l gives the
+// address of row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned) and gets
+// in r[i] matrix i's (row group, columns 2t, 2t + 1), with kTrans (rows 2t,
+// 2t + 1, column group) -- one instruction for what four 16-bit loads and
+// their packing give per register.  Every lane of the warp must take part.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t r[4], const unsigned short* row) {
+#if defined(CONFORM_CUDA_EMU)
+    ::conform::cuda_emu::ldmatrix_x4(r, row, kTrans);
+#else
+    const auto addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+    if constexpr (kTrans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr)
+                     : "memory");  // it reads what the block stored before its barrier
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr)
+                     : "memory");
+#endif
+}
+
 // d = c + a b for one warp; d may alias c.
 template <class S>
 __device__ __forceinline__ void mma16816(float d[4], const std::uint32_t a[4], const std::uint32_t b[2],

@@ -277,21 +277,50 @@ double half_of(std::uint32_t reg, int e, bool bf16) {
     return bf16 ? bf16_to_float(bits) : fp16_to_float(bits);
 }
 
+// The warp synchronizes at an .aligned op (`what`), which demands every lane.
+void sync_whole_warp(const Warp& w, std::size_t parity, const char* what) {
+    syncwarp(0xffffffffu);
+    if (w.arrived[parity] != 0xffffffffu)
+        throw std::runtime_error(std::string(what) + " with lanes missing (arrived 0x" +
+                                 std::to_string(w.arrived[parity]) + "): every lane of the warp must execute it");
+}
+
 // Every lane deposits its mma operands and, once the whole warp has, reads
-// all 32 lanes' (the returned array); .aligned demands every lane.
+// all 32 lanes' (the returned array).
 const MmaFragments* exchange_fragments(const std::uint32_t a[4], const std::uint32_t b[2]) {
     Warp& w = my_warp();
     const std::size_t parity = (me().warp_ops + 1) & 1;
     MmaFragments& mine = w.mma[parity][lane_id()];
     std::memcpy(mine.a, a, sizeof mine.a), std::memcpy(mine.b, b, sizeof mine.b);
-    syncwarp(0xffffffffu);
-    if (w.arrived[parity] != 0xffffffffu)
-        throw std::runtime_error("mma.sync with lanes missing (arrived 0x" + std::to_string(w.arrived[parity]) +
-                                 "): every lane of the warp must execute it");
+    sync_whole_warp(w, parity, "mma.sync");
     return w.mma[parity];
 }
 
+// Every lane deposits 64 bits and, once the whole warp has, reads all 32
+// lanes' deposits (the returned array).
+const std::uint64_t* exchange_all(std::uint64_t bits, const char* what) {
+    Warp& w = my_warp();
+    const std::size_t parity = (me().warp_ops + 1) & 1;
+    w.slot[parity][lane_id()] = bits;
+    sync_whole_warp(w, parity, what);
+    return w.slot[parity];
+}
+
 }  // namespace
+
+void ldmatrix_x4(std::uint32_t r[4], const unsigned short* row, bool trans) {
+    if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0)
+        throw std::runtime_error("ldmatrix: lane " + std::to_string(lane_id()) + "'s row address is not 16-byte aligned");
+    const std::uint64_t* rows = exchange_all(reinterpret_cast<std::uintptr_t>(row), "ldmatrix.sync");
+    const int lane = lane_id(), group = lane / 4, t = lane % 4;
+    // Matrix i's row k: lane 8 i + k's address.
+    auto at = [&](int i, int k, int col) { return reinterpret_cast<const unsigned short*>(rows[8 * i + k])[col]; };
+    for (int i = 0; i < 4; ++i) {
+        const std::uint32_t lo = trans ? at(i, 2 * t, group) : at(i, group, 2 * t);
+        const std::uint32_t hi = trans ? at(i, 2 * t + 1, group) : at(i, group, 2 * t + 1);
+        r[i] = lo | hi << 16;
+    }
+}
 
 void mma_m16n8k16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], const float c[4], bool bf16) {
     const MmaFragments* lanes = exchange_fragments(a, b);

@@ -61,6 +61,13 @@ void syncwarp(unsigned mask);
 std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int src);
 // Deposits a predicate and returns the warp's ballot over `mask`.
 unsigned warp_ballot(unsigned mask, bool predicate);
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: four 8 x 8 matrices of
+// 16-bit values; lane l gives the address of row l % 8 of matrix l / 8 (16
+// bytes, 16-byte aligned) and gets in r[i] matrix i's elements (row l / 4,
+// columns 2 (l % 4) and 2 (l % 4) + 1), with trans (rows 2 (l % 4) and
+// 2 (l % 4) + 1, column l / 4), the first in the low half: mma's A and B
+// fragments.  Every lane of the warp must take part.
+void ldmatrix_x4(std::uint32_t r[4], const unsigned short* row, bool trans);
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.f32: every lane of the
 // warp deposits its fragments (a: 4 registers of two 16-bit values, b: 2,
 // c: 4 floats) at one warp synchronization point and gets its 4 floats of
