@@ -123,6 +123,62 @@ TEST(CudaEmu, BlocksOfMoreThan256ThreadsAreRefused) {
     EXPECT_EQ(out[511], 512) << "only the first launch ran";
 }
 
+// cp.async: each thread copies 16 bytes of its row into dynamic shared
+// memory (zeros where !valid) and reads the block's rows after a barrier,
+// having waited for its copies or not.
+template <bool kWait>
+__global__ void async_rows(const std::uint32_t* src, std::uint32_t* out, int valid_rows) {
+    auto* s = static_cast<std::uint32_t*>(dynamic_shared());
+    const unsigned t = threadIdx.x;
+    cp_async16(s + 4 * t, src + 4 * t, static_cast<int>(t) < valid_rows ? 16 : 0);
+    cp_async_commit();
+    if (kWait) cp_async_wait(0);
+    __syncthreads();
+    for (int i = 0; i < 4; ++i) out[4 * t + i] = s[4 * ((t + 1) % blockDim.x) + i];  // the next thread's row
+}
+
+TEST(CudaEmu, AsyncCopiesLandWhenWaitedForAndNotBefore) {
+    std::vector<std::uint32_t> src(4 * 32), out(4 * 32, 0);
+    std::iota(src.begin(), src.end(), 1u);
+    auto* waits = async_rows<true>;
+    CONFORM_LAUNCH(waits, dim3(1), dim3(32), 4 * 32 * sizeof(std::uint32_t), nullptr)(src.data(), out.data(), 30);
+    for (unsigned t = 0; t < 32; ++t)
+        for (unsigned i = 0; i < 4; ++i) {
+            const unsigned row = (t + 1) % 32;
+            ASSERT_EQ(out[4 * t + i], row < 30 ? src[4 * row + i] : 0u) << "thread " << t << " word " << i;
+        }
+    auto* no_wait = async_rows<false>;
+    CONFORM_LAUNCH(no_wait, dim3(1), dim3(32), 4 * 32 * sizeof(std::uint32_t), nullptr)(src.data(), out.data(), 32);
+    for (unsigned x : out) ASSERT_EQ(x, 0xffffffffu) << "a copy landed without its wait";
+    std::vector<std::uint32_t> odd(4 * 32 + 4);
+    EXPECT_THROW(CONFORM_LAUNCH(waits, dim3(1), dim3(32), 4 * 32 * sizeof(std::uint32_t), nullptr)(
+                     reinterpret_cast<const std::uint32_t*>(reinterpret_cast<const char*>(odd.data()) + 4), out.data(), 32),
+                 std::runtime_error)
+        << "a misaligned source";
+}
+
+// The destination is undefined from the issue on: a thread that reads the
+// old contents of a row another thread is loading anew reads NaN bytes.
+__global__ void overwrite_while_read(const std::uint32_t* src, std::uint32_t* out) {
+    auto* s = static_cast<std::uint32_t*>(dynamic_shared());
+    const unsigned t = threadIdx.x;
+    for (int i = 0; i < 4; ++i) s[4 * t + i] = 7;
+    __syncthreads();
+    if (t == 0) cp_async16(s + 4, src, 16);  // over thread 1's row, in flight until thread 0 waits
+    __syncthreads();
+    if (t == 1) out[0] = s[4];
+    __syncthreads();
+    cp_async_commit();
+    cp_async_wait(0);
+}
+
+TEST(CudaEmu, AnAsyncCopysDestinationIsUndefinedUntilItsWait) {
+    std::vector<std::uint32_t> src(4, 1), out(1, 0);
+    auto* k = overwrite_while_read;
+    CONFORM_LAUNCH(k, dim3(1), dim3(2), 2 * 4 * sizeof(std::uint32_t), nullptr)(src.data(), out.data());
+    EXPECT_EQ(out[0], 0xffffffffu) << "thread 1 read its old row after thread 0 issued a copy over it";
+}
+
 // A tree reduction in shared memory: with the barriers every block's sum
 // is right; without them a thread reads partner slots its peers have not
 // yet written (the emulation runs each thread until it synchronizes).

@@ -1,4 +1,4 @@
-// Every inline PTX instruction of impls/cuda/mma.cuh (mma, ldmatrix) in one kernel, compiled
+// Every inline PTX instruction of impls/cuda/mma.cuh and cp_async.cuh in one kernel, compiled
 // to PTX for the CTest check cuda.ptxas_inline_asm, which assembles it for
 // sm_90 with ptxas.  Where no GPU is present the build emits PTX only
 // (scripts/build: ptxas would make machine code nothing here can run), and
@@ -6,6 +6,7 @@
 // still finds a wrong mnemonic, operand count or type in them.
 #include <cstdint>
 
+#include "impls/cuda/cp_async.cuh"
 #include "impls/cuda/mma.cuh"
 
 namespace conform::cuda_kernels {
@@ -18,7 +19,9 @@ __global__ void every_inline_asm(const std::uint32_t* a, const std::uint32_t* b,
     mma16832_s8<false>(ci, a, b, ci);
     mma16832_s8<true>(ci, a, b, ci);
     __shared__ __align__(16) unsigned short tile[32][8];
-    tile[threadIdx.x % 32][threadIdx.x % 8] = static_cast<unsigned short>(a[0]);
+    cp_async16(&tile[threadIdx.x % 32][0], a + 4 * (threadIdx.x % 32), threadIdx.x < 32);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     std::uint32_t r[4], rt[4];
     ldmatrix_x4<false>(r, &tile[threadIdx.x % 32][0]);

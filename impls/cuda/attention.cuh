@@ -22,6 +22,7 @@
 #include <string>
 #include <type_traits>
 
+#include "impls/cuda/cp_async.cuh"
 #include "impls/cuda/elementwise.cuh"
 #include "impls/cuda/mma.cuh"
 
@@ -140,8 +141,14 @@ __device__ __forceinline__ void store_row_lse(float* lse, float* part_lse, const
 
 template <int P>
 struct TcTile {
-    static constexpr int kBk = P >= 256 ? 32 : 64;  // K and V tiles within 48 KiB of static shared memory
+    static constexpr int kBk = P >= 256 ? 32 : 64;  // keys per K and V tile
     static constexpr int kStride = P + 8;           // row pitch in 16-bit elements (bank offset)
+    struct alignas(16) Stage {                      // 16-byte aligned rows for the packed copies
+        unsigned short k[kBk][kStride], v[kBk][kStride];
+    };
+    // Dynamic shared memory: two stages, the next tile loading while this one is computed on
+    // (P = 128: 68 KiB, opted into past 48 KiB).
+    static constexpr std::size_t kBytes = 2 * sizeof(Stage);
 };
 
 // Online-softmax state of the two rows a lane holds (group and group + 8).
@@ -150,44 +157,61 @@ struct RowState {
     float l[2] = {0, 0};  // this lane's part of the row sum (the 4 lanes of a group are added at the end)
 };
 
-// Loads keys [k0, k0 + kBk) of K and V into shared memory as raw 16-bit
-// values, zero beyond the head dimensions and beyond `hi`.  A non-finite
-// value of V is stored as 0 (the tensor cores would spread it to rows that
-// do not see its key: 0 * NaN) and reported: the tile's entry in *nonfinite
-// is set to tile + 1, and the rows that see the key add it separately.
+// Starts loading keys [k0, k0 + kBk) of K and V into a stage as raw 16-bit
+// values, zero beyond the head dimensions and beyond `hi`: by cp.async in
+// 16-byte packs when D and Dv are multiples of 8 (every row of K and V then
+// starts 16-byte aligned, and so does every 8-column group of a stage's row,
+// the pitch P + 8 being a multiple of 8), else element by element at once.
+// Each thread takes the packs (elements) e = threadIdx.x + i blockDim.x.
 template <int P>
-__device__ __forceinline__ void load_kv_tile(const unsigned short* kh, const unsigned short* vh, const AttnArgs& a,
-                                             int k0, int hi, unsigned short (*ks)[TcTile<P>::kStride],
-                                             unsigned short (*vs)[TcTile<P>::kStride], bool bf16, int tile,
-                                             int* nonfinite) {
+__device__ __forceinline__ void issue_kv_tile(const unsigned short* kh, const unsigned short* vh, const AttnArgs& a,
+                                              int k0, int hi, typename TcTile<P>::Stage& st) {
     constexpr int kBk = TcTile<P>::kBk;
-    // An all-ones exponent: Inf or NaN in either format.
-    auto finite_or_zero = [&](unsigned short vb) -> unsigned short {
-        const bool special = bf16 ? (vb & 0x7f80) == 0x7f80 : (vb & 0x7c00) == 0x7c00;
-        if (special) *nonfinite = tile + 1;
-        return special ? 0 : vb;
-    };
-    using Pack8 = Pack<unsigned short>;  // 16 bytes
     if (a.d % 8 == 0 && a.dv % 8 == 0) {
-        // Whole 16-byte packs: every row of K and V starts 16-byte aligned, and so does
-        // every 8-column group of a shared row (the pitch P + 8 is a multiple of 8).
         for (int e = threadIdx.x; e < kBk * P / 8; e += blockDim.x) {
             const int r = e / (P / 8), c = e % (P / 8) * 8, j = k0 + r;
-            Pack8 kp{}, vp{};
-            if (j < hi && c < a.d) kp = *reinterpret_cast<const Pack8*>(kh + static_cast<long long>(j) * a.d + c);
-            if (j < hi && c < a.dv) vp = *reinterpret_cast<const Pack8*>(vh + static_cast<long long>(j) * a.dv + c);
-            CONFORM_UNROLL
-            for (int x = 0; x < 8; ++x) vp.v[x] = finite_or_zero(vp.v[x]);
-            *reinterpret_cast<Pack8*>(&ks[r][c]) = kp;
-            *reinterpret_cast<Pack8*>(&vs[r][c]) = vp;
+            const bool in_k = j < hi && c < a.d, in_v = j < hi && c < a.dv;
+            cp_async16(&st.k[r][c], in_k ? kh + static_cast<long long>(j) * a.d + c : kh, in_k);
+            cp_async16(&st.v[r][c], in_v ? vh + static_cast<long long>(j) * a.dv + c : vh, in_v);
         }
         return;
     }
     for (int e = threadIdx.x; e < kBk * P; e += blockDim.x) {
         const int r = e / P, c = e % P, j = k0 + r;
         const bool in = j < hi;
-        ks[r][c] = in && c < a.d ? kh[static_cast<long long>(j) * a.d + c] : 0;
-        vs[r][c] = finite_or_zero(in && c < a.dv ? vh[static_cast<long long>(j) * a.dv + c] : 0);
+        st.k[r][c] = in && c < a.d ? kh[static_cast<long long>(j) * a.d + c] : 0;
+        st.v[r][c] = in && c < a.dv ? vh[static_cast<long long>(j) * a.dv + c] : 0;
+    }
+}
+
+// Once this thread's copies of a stage have landed: a non-finite value of V
+// among them is replaced by 0 (the tensor cores would spread it to rows that
+// do not see its key: 0 * NaN) and reported, *nonfinite = tile + 1; the rows
+// that see the key add it separately.  Each thread looks at the values it
+// loaded itself (its copies are visible to it before the block's barrier).
+template <int P>
+__device__ __forceinline__ void scrub_v_tile(const AttnArgs& a, typename TcTile<P>::Stage& st, bool bf16, int tile,
+                                             int* nonfinite) {
+    constexpr int kBk = TcTile<P>::kBk;
+    // An all-ones exponent: Inf or NaN in either format.
+    auto special = [&](unsigned short vb) { return bf16 ? (vb & 0x7f80) == 0x7f80 : (vb & 0x7c00) == 0x7c00; };
+    using Pack8 = Pack<unsigned short>;  // 16 bytes
+    if (a.d % 8 == 0 && a.dv % 8 == 0) {
+        for (int e = threadIdx.x; e < kBk * P / 8; e += blockDim.x) {
+            Pack8& vp = *reinterpret_cast<Pack8*>(&st.v[e / (P / 8)][e % (P / 8) * 8]);
+            bool any = false;
+            CONFORM_UNROLL
+            for (int x = 0; x < 8; ++x) any = any || special(vp.v[x]);
+            if (!any) continue;
+            *nonfinite = tile + 1;
+            CONFORM_UNROLL
+            for (int x = 0; x < 8; ++x) vp.v[x] = special(vp.v[x]) ? 0 : vp.v[x];
+        }
+        return;
+    }
+    for (int e = threadIdx.x; e < kBk * P; e += blockDim.x) {
+        unsigned short& vb = st.v[e / P][e % P];
+        if (special(vb)) vb = 0, *nonfinite = tile + 1;
     }
 }
 
@@ -198,12 +222,8 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
                              float* __restrict__ part_lse) {
     constexpr int kBk = TcTile<P>::kBk, kStride = TcTile<P>::kStride, kQc = P / 16, kOn = P / 8, kSn = kBk / 8;
     constexpr bool kBf16 = std::is_same_v<S, __nv_bfloat16>;
-    struct alignas(16) Tiles {  // 16-byte aligned rows for the packed loads
-        unsigned short k[kBk][kStride], v[kBk][kStride];
-    };
-    __shared__ Tiles tiles;
-    auto& ks = tiles.k;
-    auto& vs = tiles.v;
+    using Stage = typename TcTile<P>::Stage;
+    Stage* stages = dynamic_shared<Stage>();  // two: TcTile<P>::kBytes
     __shared__ int nonfinite;
     const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int group = lane / 4, t = lane % 4;
@@ -235,12 +255,23 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
     const unsigned short* kh = k + static_cast<long long>(g) * a.lk * a.d;
     const unsigned short* vh = v + static_cast<long long>(g) * a.lk * a.dv;
     if (threadIdx.x == 0) nonfinite = 0;
+    __syncthreads();  // the flag's reset before any thread's scrub
+    // The pipeline: tile i + 1's copies are issued before tile i is waited for and computed on,
+    // into the other stage, which every warp finished reading at the end of tile i - 1.  One
+    // group is committed per tile (empty past the last), so "all but the newest" is tile i's.
+    if (lo < hi) issue_kv_tile<P>(kh, vh, a, lo, imin(hi, lo + a.block), stages[0]);
+    cp_async_commit();
     int tile = 0;
     for (int k0 = lo; k0 < hi; k0 += a.block, ++tile) {
         const int tile_hi = imin(hi, k0 + a.block), sns = (tile_hi - k0 + 7) / 8;  // keys, 8-key blocks
-        __syncthreads();  // the previous tile is consumed (and the flag's reset is visible)
-        load_kv_tile<P>(kh, vh, a, k0, tile_hi, ks, vs, kBf16, tile, &nonfinite);
-        __syncthreads();
+        Stage& cur = stages[tile & 1];
+        if (k0 + a.block < hi) issue_kv_tile<P>(kh, vh, a, k0 + a.block, imin(hi, k0 + 2 * a.block), stages[(tile + 1) & 1]);
+        cp_async_commit();
+        cp_async_wait<1>();  // this thread's copies of the tile have landed
+        scrub_v_tile<P>(a, cur, kBf16, tile, &nonfinite);
+        __syncthreads();  // every thread's copies and scrubs are visible, and the flag is final
+        auto& ks = cur.k;
+        auto& vs = cur.v;
 
         // S = Q K^T for the tile: kSn blocks of 8 keys, two at a time.  One ldmatrix gives the
         // B fragments of both (lane l addresses row l % 8 of matrix l / 8: key block n + m / 2,
@@ -331,7 +362,7 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
                 }
             }
         }
-        if (nonfinite == tile + 1) {  // final since the barrier after the load
+        if (nonfinite == tile + 1) {  // final since the barrier after the scrub
             // The non-finite values of V this tile zeroed, added by the rows that see their key
             // (a hidden key's -0 marker skips it): p v, or v itself where p rounded to 0 -- the
             // exact weight is positive, so an infinite v makes o infinite, never 0 * inf = NaN.
@@ -367,6 +398,7 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
                 }
             }
         }
+        __syncthreads();  // the tile is consumed: the next iteration's copies may overwrite its stage
     }
     // The row sums: the four lanes of a group hold parts of each.
     CONFORM_UNROLL
@@ -594,7 +626,11 @@ void launch_attention_tc(AttnArgs a, dim3 grid, dim3 block, const AttnBuffers<S>
     // per tile (docs/attention.md, "Accumulation").
     a.block = a.block > 0 && a.block < kBk ? a.block : kBk;
     auto* kernel_fn = attention_tc<S, P, Bug>;
-    CONFORM_LAUNCH(kernel_fn, grid, block, 0, s)(reinterpret_cast<const unsigned short*>(b.q),
+    constexpr std::size_t bytes = TcTile<P>::kBytes;
+    if (bytes > 48 * 1024)
+        check(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+              "cudaFuncSetAttribute", "attention launch");
+    CONFORM_LAUNCH(kernel_fn, grid, block, bytes, s)(reinterpret_cast<const unsigned short*>(b.q),
                                                 reinterpret_cast<const unsigned short*>(b.k),
                                                 reinterpret_cast<const unsigned short*>(b.v), b.mask, a, b.o, b.lse,
                                                 b.part_o, b.part_lse);

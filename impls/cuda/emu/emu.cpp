@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <deque>
 
 #include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>
@@ -69,6 +70,12 @@ struct PooledStack {
 
 enum class Wait { none, barrier, warp, done };
 
+// One cp.async: its destination and the 16 bytes it will write there.
+struct AsyncCopy {
+    void* dst;
+    unsigned char bytes[16];
+};
+
 struct Thread {
     Coords coords;
     ctx::fiber fiber;   // the thread, suspended
@@ -76,6 +83,8 @@ struct Thread {
     Wait wait = Wait::none;
     unsigned warp_mask = 0;
     std::uint64_t warp_ops = 0;  // warp synchronization points passed (parity picks the buffer)
+    std::vector<AsyncCopy> open_copies;                // cp.async since the last commit
+    std::deque<std::vector<AsyncCopy>> copy_groups;   // committed and not yet waited for, oldest first
 };
 
 // One lane's operands of an mma.sync.
@@ -116,8 +125,12 @@ std::string where(const Coords& c) {
 }
 
 // Releases what can proceed: the whole block at a barrier every live
-// thread reached, or a warp whose live lanes all reached a warp point.
-// False when nothing can (a divergent synchronization).
+// thread reached, or else the first warp whose live lanes all reached a
+// warp point.  One warp at a time: the first warp runs from one block
+// barrier to the next before the second starts -- a schedule the device
+// may choose, and the one where a missing barrier between warps shows (a
+// warp overwriting shared memory the next has yet to read).  False when
+// nothing can proceed (a divergent synchronization).
 bool release(BlockState& b) {
     bool any_live = false, all_barrier = true;
     for (const Thread& t : b.threads)
@@ -128,7 +141,6 @@ bool release(BlockState& b) {
             if (t.wait == Wait::barrier) t.wait = Wait::none;
         return true;
     }
-    bool released = false;
     for (std::size_t w = 0; w < b.warps.size(); ++w) {
         const std::size_t lo = w * warpSize, hi = std::min(b.threads.size(), lo + warpSize);
         const Thread* first = nullptr;
@@ -144,9 +156,9 @@ bool release(BlockState& b) {
         for (std::size_t i = lo; i < hi; ++i)
             if (b.threads[i].wait == Wait::warp) b.threads[i].wait = Wait::none, arrived |= 1u << (i - lo);
         b.warps[w].arrived[first->warp_ops & 1] = arrived;
-        released = true;
+        return true;
     }
-    return released;
+    return false;
 }
 
 std::string deadlock(const BlockState& b) {
@@ -307,6 +319,29 @@ const std::uint64_t* exchange_all(std::uint64_t bits, const char* what) {
 }
 
 }  // namespace
+
+void cp_async16(void* dst, const void* src, int src_bytes) {
+    if (reinterpret_cast<std::uintptr_t>(dst) % 16 != 0 || reinterpret_cast<std::uintptr_t>(src) % 16 != 0)
+        throw std::runtime_error("cp.async: a 16-byte copy from or to an address that is not 16-byte aligned");
+    AsyncCopy c{dst, {}};
+    std::memcpy(c.bytes, src, static_cast<std::size_t>(std::clamp(src_bytes, 0, 16)));
+    std::memset(dst, 0xff, sizeof c.bytes);  // undefined until the wait: what a reader would see there now
+    me().open_copies.push_back(c);
+}
+
+void cp_async_commit() {
+    Thread& t = me();
+    t.copy_groups.push_back(std::move(t.open_copies));
+    t.open_copies.clear();
+}
+
+void cp_async_wait(int newest_pending) {
+    Thread& t = me();
+    while (t.copy_groups.size() > static_cast<std::size_t>(std::max(newest_pending, 0))) {
+        for (const AsyncCopy& c : t.copy_groups.front()) std::memcpy(c.dst, c.bytes, sizeof c.bytes);
+        t.copy_groups.pop_front();
+    }
+}
 
 void ldmatrix_x4(std::uint32_t r[4], const unsigned short* row, bool trans) {
     if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0)

@@ -61,6 +61,19 @@ void syncwarp(unsigned mask);
 std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int src);
 // Deposits a predicate and returns the warp's ballot over `mask`.
 unsigned warp_ballot(unsigned mask, bool predicate);
+// cp.async.cg.shared.global [dst], [src], 16, src_bytes: this thread's copy
+// of 16 bytes from global to shared memory, the bytes past src_bytes zero.
+// The source is read at once (global memory a kernel reads does not change
+// under it); the destination holds all-ones bytes (NaN in every float
+// format) from the issue until cp_async_wait completes the copy's group --
+// so a read that does not wait for it, and a read of the old contents
+// after another thread issued the copy, both see NaN every time.
+// Both addresses 16-byte aligned, else an error.
+void cp_async16(void* dst, const void* src, int src_bytes);
+// cp.async.commit_group: this thread's copies since the last commit become a group.
+void cp_async_commit();
+// cp.async.wait_group n: completes this thread's groups but the newest n.
+void cp_async_wait(int newest_pending);
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: four 8 x 8 matrices of
 // 16-bit values; lane l gives the address of row l % 8 of matrix l / 8 (16
 // bytes, 16-byte aligned) and gets in r[i] matrix i's elements (row l / 4,
