@@ -291,18 +291,35 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
             }
         }
         // Logits; hidden keys -inf whatever their dot product (a NaN in q or k there must not reach the row).
+        // A tile the warp's 16 rows see whole -- no mask, no row past Lq, a full tile, every key within
+        // the causal and window bounds (the two corners decide: both bounds grow with the row) -- skips
+        // the per-element visibility; its logits are the same expressions (logit(s, 0), as mask_at gives).
+        const bool whole = !a.has_mask && row0 + 15 < a.lq && tile_hi - k0 == kBk &&
+                           (Bug::kCausalPerTile || (structurally_visible<Bug>(a, row0, k0 + kBk - 1) &&
+                                                    structurally_visible<Bug>(a, row0 + 15, k0)));
         float tmax[2] = {-INFINITY, -INFINITY};
-        CONFORM_UNROLL
-        for (int n = 0; n < kSn; ++n)
+        if (whole) {
             CONFORM_UNROLL
-            for (int x = 0; x < 4; ++x) {
-                const int i = rows[x >> 1], j = k0 + n * 8 + 2 * t + (x & 1);
-                bool visible = i < a.lq && j < tile_hi && (Bug::kCausalPerTile || structurally_visible<Bug>(a, i, j));
-                const float mk = visible ? mask_at(mask, a, i, j) : 0.0f;
-                visible = visible && mk != -INFINITY;
-                sf[n][x] = visible ? logit<Bug>(a, sf[n][x], mk) : -INFINITY;
-                tmax[x >> 1] = nan_max(tmax[x >> 1], sf[n][x]);
-            }
+            for (int n = 0; n < kSn; ++n)
+                CONFORM_UNROLL
+                for (int x = 0; x < 4; ++x) {
+                    sf[n][x] = logit<Bug>(a, sf[n][x], 0.0f);
+                    tmax[x >> 1] = nan_max(tmax[x >> 1], sf[n][x]);
+                }
+        } else {
+            CONFORM_UNROLL
+            for (int n = 0; n < kSn; ++n)
+                CONFORM_UNROLL
+                for (int x = 0; x < 4; ++x) {
+                    const int i = rows[x >> 1], j = k0 + n * 8 + 2 * t + (x & 1);
+                    bool visible =
+                        i < a.lq && j < tile_hi && (Bug::kCausalPerTile || structurally_visible<Bug>(a, i, j));
+                    const float mk = visible ? mask_at(mask, a, i, j) : 0.0f;
+                    visible = visible && mk != -INFINITY;
+                    sf[n][x] = visible ? logit<Bug>(a, sf[n][x], mk) : -INFINITY;
+                    tmax[x >> 1] = nan_max(tmax[x >> 1], sf[n][x]);
+                }
+        }
         float scale_by[2];
         CONFORM_UNROLL
         for (int rr = 0; rr < 2; ++rr) {
@@ -318,7 +335,8 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
             st.m[rr] = m_new;
             st.l[rr] *= scale_by[rr];
         }
-        if (!Bug::kSkipORescale) {
+        // (A factor of 1 leaves o as it is: the common case once the row's maximum has settled.)
+        if (!Bug::kSkipORescale && (scale_by[0] != 1.0f || scale_by[1] != 1.0f)) {
             CONFORM_UNROLL
             for (int n = 0; n < kOn; ++n)
                 CONFORM_UNROLL
