@@ -9,7 +9,8 @@
 // (row-major: four consecutive k of a row are one 32-bit word) and a 32 x 32
 // tile of b transposed (column-major words: four consecutive k of a column)
 // in shared memory, zero outside the matrices, so every fragment register
-// is one aligned word.  The INT32 accumulator is exact for K <= 2^17
+// is one aligned word; the tiles load a word at a time where the shapes
+// allow (b's 4 x 4 byte blocks transposed by byte permutes).  The INT32 accumulator is exact for K <= 2^17
 // (|acc| <= K 2^14); the epilogue writes acc and y.
 #pragma once
 #include <cstdint>
@@ -36,6 +37,58 @@ struct GemmArgs {
     int per_row_a, per_col_b;  // scale_a per row (else [1]), scale_b per column (else [1])
 };
 
+// Stages rows [row0, row0 + 64) x k [k0, k0 + 32) of a (row-major) as
+// words of four consecutive k, zero outside: a whole word per load where K
+// is a multiple of 4 (every row then starts 4-byte aligned), else bytes.
+__device__ __forceinline__ void stage_a_words(const std::int8_t* a, const GemmArgs& g, int row0, int k0,
+                                              std::uint32_t (*as)[kGemmWords + 1]) {
+    if (g.k % 4 == 0) {
+        for (int e = threadIdx.x; e < kGemmTm * kGemmWords; e += blockDim.x) {
+            const int r = e / kGemmWords, w = e % kGemmWords, row = row0 + r, k = k0 + 4 * w;
+            as[r][w] = row < g.m && k < g.k ? *reinterpret_cast<const std::uint32_t*>(a + static_cast<long long>(row) * g.k + k) : 0;
+        }
+        return;
+    }
+    auto* bytes = reinterpret_cast<std::int8_t*>(&as[0][0]);
+    for (int e = threadIdx.x; e < kGemmTm * kGemmTk; e += blockDim.x) {  // coalesced along k
+        const int r = e / kGemmTk, kk = e % kGemmTk, row = row0 + r, k = k0 + kk;
+        bytes[r * (kGemmWords + 1) * 4 + kk] = row < g.m && k < g.k ? a[static_cast<long long>(row) * g.k + k] : 0;
+    }
+}
+
+// Stages k [k0, k0 + 32) x columns [col0, col0 + 32) of b (row-major)
+// transposed, as words of four consecutive k of a column, zero outside.
+// Where N and K are multiples of 4, a thread loads one word (four columns)
+// from each of four consecutive k rows and transposes the 4 x 4 bytes with
+// byte permutes; else byte by byte.
+__device__ __forceinline__ void stage_b_words(const std::int8_t* b, const GemmArgs& g, int col0, int k0,
+                                              std::uint32_t (*bs)[kGemmWords + 1]) {
+    if (g.n % 4 == 0 && g.k % 4 == 0) {
+        for (int e = threadIdx.x; e < kGemmWords * (kGemmTn / 4); e += blockDim.x) {
+            const int w = e / (kGemmTn / 4), cg = e % (kGemmTn / 4), k = k0 + 4 * w, col = col0 + 4 * cg;
+            std::uint32_t row[4] = {0, 0, 0, 0};  // k + j's bytes of columns col .. col + 3
+            if (k < g.k && col < g.n) {
+                CONFORM_UNROLL
+                for (int j = 0; j < 4; ++j)
+                    row[j] = *reinterpret_cast<const std::uint32_t*>(b + static_cast<long long>(k + j) * g.n + col);
+            }
+            // Byte c of each row into column c's word: pairs of rows interleaved, then the pairs joined.
+            const std::uint32_t lo01 = __byte_perm(row[0], row[1], 0x5140), lo23 = __byte_perm(row[2], row[3], 0x5140);
+            const std::uint32_t hi01 = __byte_perm(row[0], row[1], 0x7362), hi23 = __byte_perm(row[2], row[3], 0x7362);
+            bs[4 * cg + 0][w] = __byte_perm(lo01, lo23, 0x5410);
+            bs[4 * cg + 1][w] = __byte_perm(lo01, lo23, 0x7632);
+            bs[4 * cg + 2][w] = __byte_perm(hi01, hi23, 0x5410);
+            bs[4 * cg + 3][w] = __byte_perm(hi01, hi23, 0x7632);
+        }
+        return;
+    }
+    auto* bytes = reinterpret_cast<std::int8_t*>(&bs[0][0]);
+    for (int e = threadIdx.x; e < kGemmTk * kGemmTn; e += blockDim.x) {  // coalesced along n
+        const int kk = e / kGemmTn, cn = e % kGemmTn, col = col0 + cn, k = k0 + kk;
+        bytes[cn * (kGemmWords + 1) * 4 + kk] = col < g.n && k < g.k ? b[static_cast<long long>(k) * g.n + col] : 0;
+    }
+}
+
 template <class Out, class Bug>
 __global__ void int8_gemm_tc(const std::int8_t* __restrict__ a, const std::int8_t* __restrict__ b,
                              const float* __restrict__ sa, const float* __restrict__ sb, GemmArgs g,
@@ -49,16 +102,8 @@ __global__ void int8_gemm_tc(const std::int8_t* __restrict__ a, const std::int8_
         int c[4][4] = {};
         short c16[4][4] = {};
         for (int k0 = 0; k0 < g.k; k0 += kGemmTk) {
-            auto* as_bytes = reinterpret_cast<std::int8_t*>(&as[0][0]);
-            auto* bs_bytes = reinterpret_cast<std::int8_t*>(&bs[0][0]);
-            for (int e = threadIdx.x; e < kGemmTm * kGemmTk; e += blockDim.x) {  // coalesced along k
-                const int r = e / kGemmTk, kk = e % kGemmTk, row = row0 + r, k = k0 + kk;
-                as_bytes[r * (kGemmWords + 1) * 4 + kk] = row < g.m && k < g.k ? a[static_cast<long long>(row) * g.k + k] : 0;
-            }
-            for (int e = threadIdx.x; e < kGemmTk * kGemmTn; e += blockDim.x) {  // coalesced along n
-                const int kk = e / kGemmTn, cn = e % kGemmTn, col = col0 + cn, k = k0 + kk;
-                bs_bytes[cn * (kGemmWords + 1) * 4 + kk] = col < g.n && k < g.k ? b[static_cast<long long>(k) * g.n + col] : 0;
-            }
+            stage_a_words(a, g, row0, k0, as);
+            stage_b_words(b, g, col0, k0, bs);
             __syncthreads();
             const int r = warp * 16 + group;
             const std::uint32_t af[4] = {as[r][t], as[r + 8][t], as[r][4 + t], as[r + 8][4 + t]};

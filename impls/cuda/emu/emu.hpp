@@ -243,6 +243,14 @@ inline float fast_cosf(float x) { return static_cast<float>(std::cos(static_cast
 #define __expf ::conform::cuda_emu::fast_expf
 #define __sinf ::conform::cuda_emu::fast_sinf
 #define __cosf ::conform::cuda_emu::fast_cosf
+// __byte_perm(x, y, s): byte i of the result is byte (s >> 4 i) & 7 of the
+// eight bytes x.b0..b3, y.b0..b3 (PTX prmt, the default mode).
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(y) << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i) r |= static_cast<unsigned>(bytes >> (8 * ((s >> (4 * i)) & 7)) & 0xff) << (8 * i);
+    return r;
+}
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __frcp_rn(float a) { return 1.0f / a; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
