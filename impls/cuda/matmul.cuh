@@ -104,19 +104,14 @@ __device__ __forceinline__ void stage_columns(const T* src, int cols, int col0, 
     }
 }
 
-// B fragment of columns [c0, c0 + 8) and k [ks, ks + 16) from the transposed
-// tile: b[0] = (k 2t, 2t+1; column group), b[1] = (k 2t+8, 2t+9; same column).
-template <class Bug>
-__device__ __forceinline__ void b_fragment(const unsigned short (*bs)[kMmPitch], int c0, int ks, int group, int t,
-                                           std::uint32_t bf[2]) {
-    if constexpr (Bug::kBFragmentSwapped) {  // (k group, columns 2t, 2t+1): the k-major reading of the tile
-        for (int h = 0; h < 2; ++h)
-            bf[h] = static_cast<std::uint32_t>(bs[c0 + 2 * t][ks + group + 8 * h]) |
-                    static_cast<std::uint32_t>(bs[c0 + 2 * t + 1][ks + group + 8 * h]) << 16;
-    } else {
-        bf[0] = pair_at(&bs[c0 + group][ks + 2 * t]);
-        bf[1] = pair_at(&bs[c0 + group][ks + 2 * t + 8]);
-    }
+// The BFragmentSwapped mutant's B fragment of columns [c0, c0 + 8) and k
+// [ks, ks + 16): (k group, columns 2t, 2t+1), the k-major reading of the
+// transposed tile, where the kernel's is (k 2t, 2t+1; column group).
+__device__ __forceinline__ void swapped_b_fragment(const unsigned short (*bs)[kMmPitch], int c0, int ks, int group,
+                                                   int t, std::uint32_t bf[2]) {
+    for (int h = 0; h < 2; ++h)
+        bf[h] = static_cast<std::uint32_t>(bs[c0 + 2 * t][ks + group + 8 * h]) |
+                static_cast<std::uint32_t>(bs[c0 + 2 * t + 1][ks + group + 8 * h]) << 16;
 }
 
 // The staged tiles of one block: a [64 rows][k], b transposed [64 columns][k].
@@ -131,16 +126,25 @@ template <class S, class Bug>
 __device__ __forceinline__ void mma_tiles(const MmaTiles& tiles, int kn, float (&c)[2][4][4]) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t = lane % 4;
     const int wr = warp / 2 * 32, wc = warp % 2 * 32;  // the warp's corner of the tile
+    const int lm = lane / 8, lr = lane % 8;              // the matrix and row this lane addresses in ldmatrix_x4
     for (int ks = 0; ks < kMmTk && ks < kn; ks += 16) {
         std::uint32_t af[2][4], bf[4][2];
+        // A's fragment of rows wr + 16 i .. + 15 by ldmatrix: matrix m holds rows + 8 (m % 2), k + 8 (m / 2).
         CONFORM_UNROLL
-        for (int i = 0; i < 2; ++i) {
-            const int r = wr + 16 * i + group;
-            af[i][0] = pair_at(&tiles.a[r][ks + 2 * t]), af[i][1] = pair_at(&tiles.a[r + 8][ks + 2 * t]);
-            af[i][2] = pair_at(&tiles.a[r][ks + 2 * t + 8]), af[i][3] = pair_at(&tiles.a[r + 8][ks + 2 * t + 8]);
+        for (int i = 0; i < 2; ++i) ldmatrix_x4<false>(af[i], &tiles.a[wr + 16 * i + lm % 2 * 8 + lr][ks + lm / 2 * 8]);
+        // B's of two column blocks per ldmatrix from the transposed tile: matrix m holds columns
+        // wc + 8 (j + m / 2) .. + 7, k + 8 (m % 2).
+        if constexpr (Bug::kBFragmentSwapped) {
+            CONFORM_UNROLL
+            for (int j = 0; j < 4; ++j) swapped_b_fragment(tiles.b, wc + 8 * j, ks, group, t, bf[j]);
+        } else {
+            CONFORM_UNROLL
+            for (int j = 0; j < 4; j += 2) {
+                std::uint32_t r[4];
+                ldmatrix_x4<false>(r, &tiles.b[wc + 8 * (j + lm / 2) + lr][ks + lm % 2 * 8]);
+                bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
+            }
         }
-        CONFORM_UNROLL
-        for (int j = 0; j < 4; ++j) b_fragment<Bug>(tiles.b, wc + 8 * j, ks, group, t, bf[j]);
         CONFORM_UNROLL
         for (int i = 0; i < 2; ++i)
             CONFORM_UNROLL
