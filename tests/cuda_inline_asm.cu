@@ -19,7 +19,7 @@ __global__ void every_inline_asm(const std::uint32_t* a, const std::uint32_t* b,
     mma16832_s8<false>(ci, a, b, ci);
     mma16832_s8<true>(ci, a, b, ci);
     __shared__ __align__(16) unsigned short tile[32][8];
-    cp_async16(&tile[threadIdx.x % 32][0], a + 4 * (threadIdx.x % 32), threadIdx.x < 32);
+    if (threadIdx.x < 32) cp_async16(&tile[threadIdx.x][0], a + 4 * threadIdx.x, threadIdx.x < 16);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();

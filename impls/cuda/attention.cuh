@@ -645,9 +645,11 @@ void launch_attention_tc(AttnArgs a, dim3 grid, dim3 block, const AttnBuffers<S>
     a.block = a.block > 0 && a.block < kBk ? a.block : kBk;
     auto* kernel_fn = attention_tc<S, P, Bug>;
     constexpr std::size_t bytes = TcTile<P>::kBytes;
-    if (bytes > 48 * 1024)
-        check(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-              "cudaFuncSetAttribute", "attention launch");
+    if constexpr (bytes > 48 * 1024) {  // once per instantiation (the benchmark's timed launches included)
+        static const cudaError_t opted_in =
+            cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+        check(opted_in, "cudaFuncSetAttribute", "attention launch");
+    }
     CONFORM_LAUNCH(kernel_fn, grid, block, bytes, s)(reinterpret_cast<const unsigned short*>(b.q),
                                                 reinterpret_cast<const unsigned short*>(b.k),
                                                 reinterpret_cast<const unsigned short*>(b.v), b.mask, a, b.o, b.lse,

@@ -17,7 +17,8 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool vali
     ::conform::cuda_emu::cp_async16(dst, src, valid ? 16 : 0);
 #else
     const auto s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
+    const auto g = static_cast<unsigned long long>(__cvta_generic_to_global(src));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(valid ? 16 : 0) : "memory");
 #endif
 }
 
