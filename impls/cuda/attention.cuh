@@ -157,6 +157,10 @@ struct RowState {
     float l[2] = {0, 0};  // this lane's part of the row sum (the 4 lanes of a group are added at the end)
 };
 
+// Whether K and V move in 16-byte packs: D and Dv multiples of 8.  The load
+// and the scrub both ask, so that each thread scrubs what it loaded.
+__device__ __forceinline__ bool kv_packed(const AttnArgs& a) { return a.d % 8 == 0 && a.dv % 8 == 0; }
+
 // Starts loading keys [k0, k0 + kBk) of K and V into a stage as raw 16-bit
 // values, zero beyond the head dimensions and beyond `hi`: by cp.async in
 // 16-byte packs when D and Dv are multiples of 8 (every row of K and V then
@@ -167,7 +171,7 @@ template <int P>
 __device__ __forceinline__ void issue_kv_tile(const unsigned short* kh, const unsigned short* vh, const AttnArgs& a,
                                               int k0, int hi, typename TcTile<P>::Stage& st) {
     constexpr int kBk = TcTile<P>::kBk;
-    if (a.d % 8 == 0 && a.dv % 8 == 0) {
+    if (kv_packed(a)) {
         for (int e = threadIdx.x; e < kBk * P / 8; e += blockDim.x) {
             const int r = e / (P / 8), c = e % (P / 8) * 8, j = k0 + r;
             const bool in_k = j < hi && c < a.d, in_v = j < hi && c < a.dv;
@@ -196,7 +200,7 @@ __device__ __forceinline__ void scrub_v_tile(const AttnArgs& a, typename TcTile<
     // An all-ones exponent: Inf or NaN in either format.
     auto special = [&](unsigned short vb) { return bf16 ? (vb & 0x7f80) == 0x7f80 : (vb & 0x7c00) == 0x7c00; };
     using Pack8 = Pack<unsigned short>;  // 16 bytes
-    if (a.d % 8 == 0 && a.dv % 8 == 0) {
+    if (kv_packed(a)) {
         for (int e = threadIdx.x; e < kBk * P / 8; e += blockDim.x) {
             Pack8& vp = *reinterpret_cast<Pack8*>(&st.v[e / (P / 8)][e % (P / 8) * 8]);
             bool any = false;
@@ -298,28 +302,25 @@ __global__ void attention_tc(const unsigned short* __restrict__ q, const unsigne
                            (Bug::kCausalPerTile || (structurally_visible<Bug>(a, row0, k0 + kBk - 1) &&
                                                     structurally_visible<Bug>(a, row0 + 15, k0)));
         float tmax[2] = {-INFINITY, -INFINITY};
-        if (whole) {
+        auto logits = [&](auto seen_whole) {  // one body, compiled for each case
             CONFORM_UNROLL
             for (int n = 0; n < kSn; ++n)
                 CONFORM_UNROLL
                 for (int x = 0; x < 4; ++x) {
-                    sf[n][x] = logit<Bug>(a, sf[n][x], 0.0f);
-                    tmax[x >> 1] = nan_max(tmax[x >> 1], sf[n][x]);
-                }
-        } else {
-            CONFORM_UNROLL
-            for (int n = 0; n < kSn; ++n)
-                CONFORM_UNROLL
-                for (int x = 0; x < 4; ++x) {
-                    const int i = rows[x >> 1], j = k0 + n * 8 + 2 * t + (x & 1);
-                    bool visible =
-                        i < a.lq && j < tile_hi && (Bug::kCausalPerTile || structurally_visible<Bug>(a, i, j));
-                    const float mk = visible ? mask_at(mask, a, i, j) : 0.0f;
-                    visible = visible && mk != -INFINITY;
+                    bool visible = true;
+                    float mk = 0.0f;
+                    if constexpr (!decltype(seen_whole)::value) {
+                        const int i = rows[x >> 1], j = k0 + n * 8 + 2 * t + (x & 1);
+                        visible = i < a.lq && j < tile_hi && (Bug::kCausalPerTile || structurally_visible<Bug>(a, i, j));
+                        mk = visible ? mask_at(mask, a, i, j) : 0.0f;
+                        visible = visible && mk != -INFINITY;
+                    }
                     sf[n][x] = visible ? logit<Bug>(a, sf[n][x], mk) : -INFINITY;
                     tmax[x >> 1] = nan_max(tmax[x >> 1], sf[n][x]);
                 }
-        }
+        };
+        if (whole) logits(std::true_type{});
+        else logits(std::false_type{});
         float scale_by[2];
         CONFORM_UNROLL
         for (int rr = 0; rr < 2; ++rr) {

@@ -10,8 +10,9 @@
 // tile of b transposed (column-major words: four consecutive k of a column)
 // in shared memory, zero outside the matrices, so every fragment register
 // is one aligned word; the tiles load a word at a time where the shapes
-// allow (b's 4 x 4 byte blocks transposed by byte permutes).  The INT32 accumulator is exact for K <= 2^17
-// (|acc| <= K 2^14); the epilogue writes acc and y.
+// allow (b's 4 x 4 byte blocks transposed by byte permutes).  The INT32
+// accumulator is exact for K <= 2^17 (|acc| <= K 2^14); the epilogue writes
+// acc and y.
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -45,7 +46,8 @@ __device__ __forceinline__ void stage_a_words(const std::int8_t* a, const GemmAr
     if (g.k % 4 == 0) {
         for (int e = threadIdx.x; e < kGemmTm * kGemmWords; e += blockDim.x) {
             const int r = e / kGemmWords, w = e % kGemmWords, row = row0 + r, k = k0 + 4 * w;
-            as[r][w] = row < g.m && k < g.k ? *reinterpret_cast<const std::uint32_t*>(a + static_cast<long long>(row) * g.k + k) : 0;
+            const bool in = row < g.m && k < g.k;
+            as[r][w] = in ? *reinterpret_cast<const std::uint32_t*>(a + static_cast<long long>(row) * g.k + k) : 0;
         }
         return;
     }

@@ -132,12 +132,12 @@ __device__ __forceinline__ void mma_tiles(const MmaTiles& tiles, int kn, float (
         // A's fragment of rows wr + 16 i .. + 15 by ldmatrix: matrix m holds rows + 8 (m % 2), k + 8 (m / 2).
         CONFORM_UNROLL
         for (int i = 0; i < 2; ++i) ldmatrix_x4<false>(af[i], &tiles.a[wr + 16 * i + lm % 2 * 8 + lr][ks + lm / 2 * 8]);
-        // B's of two column blocks per ldmatrix from the transposed tile: matrix m holds columns
-        // wc + 8 (j + m / 2) .. + 7, k + 8 (m % 2).
         if constexpr (Bug::kBFragmentSwapped) {
             CONFORM_UNROLL
             for (int j = 0; j < 4; ++j) swapped_b_fragment(tiles.b, wc + 8 * j, ks, group, t, bf[j]);
         } else {
+            // B's of two column blocks per ldmatrix from the transposed tile: matrix m holds columns
+            // wc + 8 (j + m / 2) .. + 7, k + 8 (m % 2).
             CONFORM_UNROLL
             for (int j = 0; j < 4; j += 2) {
                 std::uint32_t r[4];
